@@ -1,0 +1,253 @@
+// Package audit owns coily's append-only, hash-chained JSONL audit log.
+//
+// Every decision the trust point makes is written here before the request
+// is answered; a failed audit write fails the request.
+//
+// # Layout
+//
+// The log is a directory of month files named YYYY-MM.jsonl (UTC month of
+// the first record written to them), mode 0600, in a directory of mode 0700.
+// Month file names sort lexically in chronological order, and the log only
+// ever appends to the newest file: if the clock steps back across a month
+// boundary, records keep going to the newest file rather than reopening an
+// older one.
+//
+// # Line format
+//
+// Each line is one JSON object (a Record) followed by '\n'. The "hash"
+// field is always the last field and is written as
+//
+//	body + `,"hash":"` + hex(SHA-256(body)) + `"}`
+//
+// where body is the JSON encoding of the record without its hash field and
+// without the closing brace. The self-hash therefore covers every other
+// field, including prev.
+//
+// # Invariants
+//
+//   - Seq is 1-based and increases by exactly one per line, across files.
+//   - ID is "A" followed by Seq zero-padded to 12 digits (e.g.
+//     "A000000000042"): unique, and sortable up to 10^12 records.
+//   - Prev is the hex SHA-256 of the complete previous line (all bytes but
+//     its '\n', so including its hash field), continuing across month
+//     files; the first line ever has Prev = 64 zeros.
+//   - Every line, including the last, ends with '\n'; a missing final
+//     newline is a torn write and makes the log corrupt.
+//
+// Changing, removing, inserting or reordering a line is detected by Verify
+// and reported as a *BrokenError naming the first bad line. Truncating the
+// end of the log, or rewriting a whole suffix of it with recomputed hashes,
+// cannot be detected from the log alone: anchor Report.Last elsewhere for
+// that.
+//
+// # Failure handling
+//
+// Open fails closed: if the newest record cannot be verified, it returns an
+// error wrapping ErrCorrupt. Append fsyncs every line before returning. If a
+// write or sync fails, the Log is marked broken and every later Append fails
+// with ErrBroken until the log is reopened (and Open refuses a torn last
+// line), so no record is ever chained to a line that may not be on disk.
+package audit
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Record is one audited event. The Log fills ID, Seq, Time, Prev and Hash;
+// callers fill the rest.
+type Record struct {
+	ID         string            `json:"id"`   // set by Log: "A" + 12-digit zero-padded Seq
+	Seq        uint64            `json:"seq"`  // set by Log: 1-based, monotonic across all files
+	Time       time.Time         `json:"time"` // set by Log from Config.Now, UTC
+	Prev       string            `json:"prev"` // set by Log: hex SHA-256 of the previous line
+	Event      string            `json:"event"`
+	Method     string            `json:"method,omitempty"` // gRPC full method name
+	RequestID  string            `json:"request_id,omitempty"`
+	Principal  string            `json:"principal,omitempty"`
+	Transport  string            `json:"transport,omitempty"` // "local", "tailnet", "relay"
+	Peer       string            `json:"peer,omitempty"`      // e.g. "uid=1000" or a node name
+	Argv       []string          `json:"argv,omitempty"`
+	Decision   string            `json:"decision,omitempty"` // "allow" | "refuse"
+	Code       string            `json:"code,omitempty"`     // refusal code like "policy-deny"
+	Reason     string            `json:"reason,omitempty"`
+	Rule       string            `json:"rule,omitempty"`
+	Sandbox    string            `json:"sandbox,omitempty"`
+	ExitCode   *int              `json:"exit_code,omitempty"`
+	Signal     int               `json:"signal,omitempty"`
+	DurationMS float64           `json:"duration_ms,omitempty"`
+	Killed     int               `json:"killed,omitempty"` // processes killed by a lockout
+	Details    map[string]string `json:"details,omitempty"`
+	Hash       string            `json:"hash"` // set by Log: self-hash; must stay the last field
+}
+
+// Config configures Open.
+type Config struct {
+	Dir string           // <state-dir>/audit; created 0700 if missing
+	Now func() time.Time // nil means time.Now
+}
+
+// Report summarises a successful (or partial) Verify.
+type Report struct {
+	Files int    // month files found
+	Lines int    // lines verified
+	Last  string // chain head: hex SHA-256 of the last line, 64 zeros if empty
+}
+
+// BrokenError reports the first line of the log that fails verification.
+// It wraps ErrCorrupt.
+type BrokenError struct {
+	File string // path of the month file
+	Line int    // 1-based line number within File
+	Why  string
+}
+
+func (e *BrokenError) Error() string {
+	return fmt.Sprintf("audit: %s:%d: %s", e.File, e.Line, e.Why)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true for every *BrokenError.
+func (e *BrokenError) Unwrap() error { return ErrCorrupt }
+
+var (
+	// ErrNotFound is returned by Find and FindRequest when nothing matches.
+	ErrNotFound = errors.New("audit: record not found")
+	// ErrCorrupt is wrapped by every error reporting a damaged log.
+	ErrCorrupt = errors.New("audit: log is corrupt")
+	// ErrClosed is returned by Append after Close.
+	ErrClosed = errors.New("audit: log is closed")
+	// ErrBroken is returned by Append after an earlier write or sync failed.
+	ErrBroken = errors.New("audit: log is broken by an earlier write failure; reopen it")
+)
+
+const (
+	// maxLine bounds one line (without its '\n') when reading.
+	maxLine    = 16 << 20
+	hashPrefix = `,"hash":"`
+	hashHexLen = sha256.Size * 2
+	// suffixLen is len(`,"hash":"` + 64 hex + `"}`).
+	suffixLen = len(hashPrefix) + hashHexLen + len(`"}`)
+	fileExt   = ".jsonl"
+	monthFmt  = "2006-01"
+)
+
+// zeroHash is the Prev of the first line ever written.
+var zeroHash = string(bytes.Repeat([]byte{'0'}, hashHexLen))
+
+// formatID returns the record ID for seq.
+func formatID(seq uint64) string { return fmt.Sprintf("A%012d", seq) }
+
+func hashHex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// encodeLine renders r (whose Hash must be empty) as a complete log line,
+// including the trailing '\n', and returns it with its self-hash.
+func encodeLine(r Record) (line []byte, selfHash string, err error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(r); err != nil {
+		return nil, "", err
+	}
+	const emptyHash = `,"hash":""}` + "\n"
+	body, ok := bytes.CutSuffix(buf.Bytes(), []byte(emptyHash))
+	if !ok {
+		return nil, "", errors.New("encoded record does not end with an empty hash field")
+	}
+	selfHash = hashHex(body)
+	line = make([]byte, 0, len(body)+suffixLen+1)
+	line = append(line, body...)
+	line = append(line, hashPrefix...)
+	line = append(line, selfHash...)
+	line = append(line, "\"}\n"...)
+	return line, selfHash, nil
+}
+
+// parseLine checks one line (without its '\n') on its own: strict JSON,
+// hash suffix format, self-hash and ID. It returns the record and the hex
+// SHA-256 of the whole line, which the next line's Prev must equal.
+// Chain checks (Prev, Seq) need context and are left to the caller.
+func parseLine(b []byte) (Record, string, error) {
+	var r Record
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&r); err != nil {
+		return Record{}, "", fmt.Errorf("unparsable: %w", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Record{}, "", errors.New("unparsable: data after the JSON object")
+	}
+	if len(b) < suffixLen+1 || b[0] != '{' {
+		return Record{}, "", errors.New(`malformed line: not a JSON object ending in "hash"`)
+	}
+	body, suffix := b[:len(b)-suffixLen], b[len(b)-suffixLen:]
+	want, ok := bytes.CutPrefix(suffix, []byte(hashPrefix))
+	if !ok || !bytes.HasSuffix(want, []byte(`"}`)) {
+		return Record{}, "", errors.New(`malformed line: "hash" is not the last field`)
+	}
+	want = want[:hashHexLen]
+	if !isLowerHex(want) {
+		return Record{}, "", errors.New("malformed line: hash is not 64 lowercase hex digits")
+	}
+	if hashHex(body) != string(want) || r.Hash != string(want) {
+		return Record{}, "", errors.New("hash mismatch: line was modified")
+	}
+	if r.Seq == 0 || r.ID != formatID(r.Seq) {
+		return Record{}, "", fmt.Errorf("id %q does not match seq %d", r.ID, r.Seq)
+	}
+	return r, hashHex(b), nil
+}
+
+func isLowerHex(b []byte) bool {
+	for _, c := range b {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// monthFiles returns the names of the month files in dir, oldest first.
+// Other entries are ignored.
+func monthFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("audit: %w", err)
+	}
+	var names []string
+	for _, e := range entries {
+		if isMonthFile(e) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return names, nil
+}
+
+func isMonthFile(e os.DirEntry) bool {
+	month, ok := cutMonth(e.Name())
+	return ok && e.Type().IsRegular() && len(month) == len(monthFmt)
+}
+
+// cutMonth returns the YYYY-MM part of a month file name.
+func cutMonth(name string) (string, bool) {
+	month, ok := strings.CutSuffix(name, fileExt)
+	if !ok {
+		return "", false
+	}
+	if _, err := time.Parse(monthFmt, month); err != nil {
+		return "", false
+	}
+	return month, true
+}

@@ -1,0 +1,221 @@
+package audit
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+)
+
+// errStop ends an eachLine walk early without error.
+var errStop = errors.New("stop")
+
+// eachLine calls fn for every line of the file at path (1-based line
+// number, bytes without '\n'; b is only valid during the call). A final
+// line without '\n' or a line longer than maxLine is reported as a
+// *BrokenError. fn returning errStop ends the walk with a nil error.
+func eachLine(path string, fn func(line int, b []byte) error) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	var buf []byte
+	for n := 1; ; n++ {
+		var complete bool
+		buf, complete, err = readLine(r, buf[:0])
+		switch {
+		case err == io.EOF:
+			return nil
+		case errors.Is(err, errLineTooLong):
+			return &BrokenError{File: path, Line: n, Why: "line longer than 16 MiB"}
+		case err != nil:
+			return fmt.Errorf("audit: %s: %w", path, err)
+		case !complete:
+			return &BrokenError{File: path, Line: n, Why: "torn write: last line has no trailing newline"}
+		}
+		if err := fn(n, buf); err != nil {
+			if err == errStop {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine appends the next line (without '\n') to buf. complete is false
+// for a final line that has no '\n'. It returns io.EOF when no bytes remain.
+func readLine(r *bufio.Reader, buf []byte) (line []byte, complete bool, err error) {
+	for {
+		chunk, err := r.ReadSlice('\n')
+		buf = append(buf, chunk...)
+		if len(buf) > maxLine+1 || (err != nil && len(buf) > maxLine) {
+			return nil, false, errLineTooLong
+		}
+		switch {
+		case err == nil:
+			return buf[:len(buf)-1], true, nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(buf) > 0:
+			return buf, false, nil
+		default:
+			return nil, false, err
+		}
+	}
+}
+
+// eachRecord calls fn for every record of the file at path, checking each
+// line on its own (not the chain).
+func eachRecord(path string, fn func(Record) error) error {
+	return eachLine(path, func(n int, b []byte) error {
+		rec, _, err := parseLine(b)
+		if err != nil {
+			return &BrokenError{File: path, Line: n, Why: err.Error()}
+		}
+		return fn(rec)
+	})
+}
+
+// Tail returns the last n records across all month files, oldest first.
+// Each returned line is checked on its own; a damaged line is an error.
+func Tail(dir string, n int) ([]Record, error) {
+	if n <= 0 {
+		return nil, nil
+	}
+	names, err := monthFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for i := len(names) - 1; i >= 0 && len(out) < n; i-- {
+		last, err := lastRecords(filepath.Join(dir, names[i]), n-len(out))
+		if err != nil {
+			return nil, err
+		}
+		out = append(last, out...)
+	}
+	return out, nil
+}
+
+// lastRecords returns the last n (> 0) records of the file at path, oldest
+// first.
+func lastRecords(path string, n int) ([]Record, error) {
+	ring := make([]Record, 0, min(n, 1024))
+	next := 0 // index of the oldest record once the ring is full
+	err := eachRecord(path, func(r Record) error {
+		if len(ring) < n {
+			ring = append(ring, r)
+			return nil
+		}
+		ring[next] = r
+		next = (next + 1) % n
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return slices.Concat(ring[next:], ring[:next]), nil
+}
+
+// Find returns the record with the given ID, or an error wrapping
+// ErrNotFound.
+func Find(dir, id string) (Record, error) {
+	var found Record
+	err := scan(dir, func(r Record) error {
+		if r.ID != id {
+			return nil
+		}
+		found = r
+		return errStop
+	})
+	if err != nil {
+		return Record{}, err
+	}
+	if found.ID == "" {
+		return Record{}, fmt.Errorf("audit: id %q: %w", id, ErrNotFound)
+	}
+	return found, nil
+}
+
+// FindRequest returns every record with the given request ID, oldest
+// first, or an error wrapping ErrNotFound if there is none.
+func FindRequest(dir, requestID string) ([]Record, error) {
+	var out []Record
+	err := scan(dir, func(r Record) error {
+		if r.RequestID == requestID {
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("audit: request %q: %w", requestID, ErrNotFound)
+	}
+	return out, nil
+}
+
+// scan calls fn for every record in dir, oldest first, until fn returns
+// errStop.
+func scan(dir string, fn func(Record) error) error {
+	names, err := monthFiles(dir)
+	if err != nil {
+		return err
+	}
+	stopped := false
+	for _, name := range names {
+		err := eachRecord(filepath.Join(dir, name), func(r Record) error {
+			err := fn(r)
+			stopped = err == errStop
+			return err
+		})
+		if err != nil || stopped {
+			return err
+		}
+	}
+	return nil
+}
+
+// Verify checks the whole log in dir: every line on its own (strict JSON,
+// hash last, self-hash, ID) and the chain (Prev and Seq) across all month
+// files in order. The first bad line is reported as a *BrokenError; the
+// Report then counts the lines verified before it. An empty directory
+// verifies with 0 lines; a missing one is an error.
+func Verify(dir string) (Report, error) {
+	names, err := monthFiles(dir)
+	if err != nil {
+		return Report{}, err
+	}
+	rep := Report{Files: len(names), Last: zeroHash}
+	var seq uint64
+	for _, name := range names {
+		path := filepath.Join(dir, name)
+		err := eachLine(path, func(n int, b []byte) error {
+			rec, h, err := parseLine(b)
+			if err != nil {
+				return &BrokenError{File: path, Line: n, Why: err.Error()}
+			}
+			if rec.Prev != rep.Last {
+				return &BrokenError{File: path, Line: n, Why: "chain broken: prev does not match the line before (a line was removed, inserted or reordered)"}
+			}
+			if rec.Seq != seq+1 {
+				return &BrokenError{File: path, Line: n, Why: fmt.Sprintf("sequence broken: seq %d follows %d", rec.Seq, seq)}
+			}
+			seq, rep.Last = rec.Seq, h
+			rep.Lines++
+			return nil
+		})
+		if err != nil {
+			return rep, err
+		}
+	}
+	return rep, nil
+}

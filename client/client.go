@@ -1,0 +1,112 @@
+// Package client is the Go client of the coily API used by the CLI: it dials
+// a transport, runs Exec with output streamed to writers, retries only
+// rate-limit refusals, and maps outcomes to process exit codes.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// RefusedExit is the exit code of a refused or failed call, chosen (as by
+// env(1) and timeout(1)) to stay apart from the command's own codes.
+const RefusedExit = 125
+
+// Client is a connection to a coily server.
+type Client struct {
+	conn *grpc.ClientConn
+	API  coilyv1.CoilyServiceClient
+	// RateLimitRetries bounds how often a rate-limit refusal is retried.
+	RateLimitRetries int
+	// MaxRetryDelay caps the wait before one retry.
+	MaxRetryDelay time.Duration
+}
+
+// DialLocal connects to the server's local operator socket. The connection
+// is made lazily; the first call reports an unreachable server.
+func DialLocal(socket string) (*Client, error) {
+	abs, err := filepath.Abs(socket)
+	if err != nil {
+		return nil, fmt.Errorf("client: socket path: %w", err)
+	}
+	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("client: dial %s: %w", abs, err)
+	}
+	return &Client{conn: conn, API: coilyv1.NewCoilyServiceClient(conn), RateLimitRetries: 3, MaxRetryDelay: 30 * time.Second}, nil
+}
+
+// Conn returns the underlying connection (for health and reflection).
+func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Exec runs a command, copying its output to stdout and stderr as it
+// arrives. It returns the exit event, or a *refusal.Error. A rate-limit
+// refusal (always before the command starts) is retried after the delay the
+// server asks for; every other refusal fails fast.
+func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
+	for attempt := 0; ; attempt++ {
+		exit, err := c.execOnce(ctx, req, stdout, stderr)
+		var r *refusal.Error
+		if !errors.As(err, &r) || r.Code != refusal.RateLimit || attempt >= c.RateLimitRetries {
+			return exit, err
+		}
+		delay := min(max(r.RetryAfter, time.Second), c.MaxRetryDelay)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(delay):
+		}
+	}
+}
+
+func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // on a local write failure, cancel so the server kills the command
+	stream, err := c.API.Exec(ctx, req)
+	if err != nil {
+		return nil, refusal.FromStatus(err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err == io.EOF {
+			return nil, refusal.New(refusal.Internal, "server ended the stream without an exit status")
+		}
+		if err != nil {
+			return nil, refusal.FromStatus(err)
+		}
+		switch ev := msg.GetEvent().(type) {
+		case *coilyv1.ExecResponse_Output:
+			w := stdout
+			if ev.Output.GetStream() == coilyv1.Stream_STREAM_STDERR {
+				w = stderr
+			}
+			if _, err := w.Write(ev.Output.GetData()); err != nil {
+				return nil, fmt.Errorf("client: write output: %w", err)
+			}
+		case *coilyv1.ExecResponse_Exit:
+			return ev.Exit, nil
+		}
+	}
+}
+
+// ExitCode maps an exit event to a process exit code the way shells do:
+// the command's code, or 128+N when it was killed by signal N.
+func ExitCode(exit *coilyv1.ExecExit) int {
+	if exit.GetSignal() > 0 {
+		return 128 + int(exit.GetSignal())
+	}
+	return int(exit.GetExitCode())
+}

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// Every flag has a COILY_* environment twin; the flag wins over the
+// environment, the environment over the default.
+
+func stringFlag(fs *flag.FlagSet, name, envName, def, usage string) *string {
+	if v, ok := os.LookupEnv(envName); ok {
+		def = v
+	}
+	return fs.String(name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+}
+
+func boolFlag(fs *flag.FlagSet, name, envName string, usage string) *bool {
+	def := false
+	if v, ok := os.LookupEnv(envName); ok {
+		def, _ = strconv.ParseBool(v)
+	}
+	return fs.Bool(name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+}
+
+func durationFlag(fs *flag.FlagSet, name, envName string, def time.Duration, usage string) *time.Duration {
+	if v, ok := os.LookupEnv(envName); ok {
+		if d, err := time.ParseDuration(v); err == nil {
+			def = d
+		}
+	}
+	return fs.Duration(name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+}
+
+func intFlag(fs *flag.FlagSet, name, envName string, def int, usage string) *int {
+	if v, ok := os.LookupEnv(envName); ok {
+		if n, err := strconv.Atoi(v); err == nil {
+			def = n
+		}
+	}
+	return fs.Int(name, def, fmt.Sprintf("%s (env %s)", usage, envName))
+}
+
+// globalFlags are accepted before the subcommand and after it.
+type globalFlags struct {
+	stateDir *string
+	socket   *string
+}
+
+func registerGlobalFlags(fs *flag.FlagSet) *globalFlags {
+	g := &globalFlags{
+		stateDir: stringFlag(fs, "state-dir", "COILY_STATE_DIR", defaultStateDir(), "state directory (store, audit log, socket)"),
+		socket:   stringFlag(fs, "socket", "COILY_SOCKET", "", "local operator socket (default <state-dir>/coily.sock)"),
+	}
+	return g
+}
+
+// addTo registers the global flags on a subcommand's flag set, bound to the
+// same variables, keeping values already set.
+func (g *globalFlags) addTo(fs *flag.FlagSet) {
+	fs.StringVar(g.stateDir, "state-dir", *g.stateDir, "state directory (env COILY_STATE_DIR)")
+	fs.StringVar(g.socket, "socket", *g.socket, "local operator socket (env COILY_SOCKET)")
+}
+
+// socketPath is the socket flag, or the default inside the state dir.
+func (g *globalFlags) socketPath() string {
+	if *g.socket != "" {
+		return *g.socket
+	}
+	return filepath.Join(*g.stateDir, "coily.sock")
+}
+
+// defaultStateDir is /var/lib/coily for root, else the XDG state home.
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/coily"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "coily")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "coily")
+	}
+	return "coily-state"
+}
+
+// parseFlags parses a subcommand's flags, printing errors to stderr. It
+// returns false (and the exit code) when the command should stop.
+func parseFlags(fs *flag.FlagSet, e *env) (int, bool) {
+	fs.SetOutput(e.stderr)
+	e.global.addTo(fs)
+	if err := fs.Parse(e.args); err != nil {
+		if err == flag.ErrHelp {
+			return 0, false
+		}
+		return 2, false
+	}
+	return 0, true
+}

@@ -1,0 +1,96 @@
+// Command coily is the coily trust point and its client: one binary for
+// every role (serve, exec, lockout, ...). main stays thin: each subcommand
+// lives in its own file and returns an exit code.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// env is what a subcommand runs with: its arguments after the global flags,
+// the global settings and the standard streams.
+type env struct {
+	args   []string
+	global *globalFlags
+	stdin  io.Reader
+	stdout io.Writer
+	stderr io.Writer
+}
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, e *env) int
+}
+
+var commands = map[string]command{
+	"serve":   {"run the trust point on the local socket", runServe},
+	"exec":    {"run a command on the trust point: exec [flags] -- ARGV...", runExec},
+	"lockout": {"nuclear stop: kill running commands, refuse everything until unlock", runLockout},
+	"unlock":  {"lift a lockout (local operator only by default)", runUnlock},
+	"pause":   {"soft stop: refuse new commands, let running ones finish", runPause},
+	"resume":  {"lift a pause", runResume},
+	"status":  {"show the server's state and who you are to it", runStatus},
+	"audit":   {"read the audit log: audit tail|show ID|verify", runAudit},
+	"version": {"print the version", runVersion},
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("coily", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	g := registerGlobalFlags(fs)
+	fs.Usage = func() { usage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() == 0 {
+		usage(stderr, fs)
+		return 2
+	}
+	cmd, ok := commands[fs.Arg(0)]
+	if !ok {
+		fmt.Fprintf(stderr, "coily: unknown command %q\n", fs.Arg(0))
+		usage(stderr, fs)
+		return 2
+	}
+	return cmd.run(ctx, &env{args: fs.Args()[1:], global: g, stdin: stdin, stdout: stdout, stderr: stderr})
+}
+
+func usage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintf(w, "usage: coily [global flags] COMMAND [flags] [args]\n\ncommands:\n")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintf(w, "\nglobal flags:\n")
+	fs.PrintDefaults()
+}
+
+func runVersion(_ context.Context, e *env) int {
+	fmt.Fprintf(e.stdout, "coily %s\n", version)
+	return 0
+}

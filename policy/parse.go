@@ -1,0 +1,318 @@
+package policy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// MaxFileSize bounds a policy file; larger files are refused.
+const MaxFileSize = 4 << 20
+
+// Error is a policy load failure that points at the offending place.
+type Error struct {
+	File   string
+	Line   int
+	Column int
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	switch {
+	case e.Line > 0 && e.Column > 0:
+		return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Column, e.Msg)
+	case e.Line > 0:
+		return fmt.Sprintf("%s:%d: %s", e.File, e.Line, e.Msg)
+	default:
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
+}
+
+// The file's shape. Field names are the YAML keys.
+type fileV1 struct {
+	Version        int                 `yaml:"version"`
+	LocalOperators localOperatorsFile  `yaml:"local_operators"`
+	Roles          map[string]roleFile `yaml:"roles"`
+	Grants         []grantFile         `yaml:"grants"`
+	Commands       []ruleFile          `yaml:"commands"`
+}
+
+type localOperatorsFile struct {
+	Users  []string `yaml:"users"`
+	Groups []string `yaml:"groups"`
+}
+
+type roleFile struct {
+	Permissions []string `yaml:"permissions"`
+	Commands    []string `yaml:"commands"`
+}
+
+type grantFile struct {
+	Principals []string `yaml:"principals"`
+	Roles      []string `yaml:"roles"`
+}
+
+type ruleFile struct {
+	Name      string `yaml:"name"`
+	Binary    string `yaml:"binary"`
+	Sandbox   string `yaml:"sandbox"`
+	Timeout   string `yaml:"timeout"`
+	MaxOutput string `yaml:"max_output"`
+}
+
+// Load reads and validates the policy file at path.
+func Load(path string) (*Policy, error) {
+	data, err := readBounded(path)
+	if err != nil {
+		return nil, &Error{File: path, Msg: err.Error()}
+	}
+	return Parse(path, data)
+}
+
+func readBounded(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	buf := new(bytes.Buffer)
+	n, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > MaxFileSize {
+		return nil, fmt.Errorf("file larger than %d bytes", MaxFileSize)
+	}
+	return buf.Bytes(), nil
+}
+
+// Parse validates data as a policy named name (used in error messages).
+func Parse(name string, data []byte) (*Policy, error) {
+	if len(data) > MaxFileSize {
+		return nil, &Error{File: name, Msg: fmt.Sprintf("file larger than %d bytes", MaxFileSize)}
+	}
+	if !utf8.Valid(data) {
+		return nil, &Error{File: name, Msg: "file is not valid UTF-8"}
+	}
+	var root yaml.Node
+	if err := yaml.Unmarshal(data, &root); err != nil {
+		return nil, yamlError(name, err)
+	}
+	if len(root.Content) == 0 {
+		return nil, &Error{File: name, Msg: "empty policy"}
+	}
+	var f fileV1
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&f); err != nil {
+		return nil, yamlError(name, err)
+	}
+	b := builder{name: name, doc: root.Content[0]}
+	p := b.build(&f)
+	if b.err != nil {
+		return nil, b.err
+	}
+	sum := sha256.Sum256(data)
+	p.Path, p.SHA256 = name, hex.EncodeToString(sum[:])
+	return p, nil
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)(?:, column (\d+))?: `)
+
+// yamlError turns a yaml.v3 error into an *Error carrying the first line
+// (and column) it names.
+func yamlError(name string, err error) error {
+	msg := strings.TrimPrefix(err.Error(), "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
+	e := &Error{File: name, Msg: msg}
+	if m := yamlLine.FindStringSubmatchIndex(msg); m != nil {
+		e.Line, _ = strconv.Atoi(msg[m[2]:m[3]])
+		if m[4] >= 0 {
+			e.Column, _ = strconv.Atoi(msg[m[4]:m[5]])
+		}
+		e.Msg = msg[:m[0]] + msg[m[1]:]
+	}
+	e.Msg = strings.TrimSpace(strings.ReplaceAll(e.Msg, "\n  ", "; "))
+	return e
+}
+
+// builder validates the decoded file, keeping the first error with the
+// position of the node it concerns.
+type builder struct {
+	name string
+	doc  *yaml.Node
+	err  error
+}
+
+func (b *builder) failAt(n *yaml.Node, format string, args ...any) {
+	if b.err != nil {
+		return
+	}
+	e := &Error{File: b.name, Msg: fmt.Sprintf(format, args...)}
+	if n != nil {
+		e.Line, e.Column = n.Line, n.Column
+	}
+	b.err = e
+}
+
+// at returns the node at a path of mapping keys and sequence indexes, or
+// the deepest node found on the way.
+func (b *builder) at(path ...any) *yaml.Node {
+	n := b.doc
+	for _, step := range path {
+		next := child(n, step)
+		if next == nil {
+			return n
+		}
+		n = next
+	}
+	return n
+}
+
+func child(n *yaml.Node, step any) *yaml.Node {
+	switch s := step.(type) {
+	case string:
+		if n.Kind != yaml.MappingNode {
+			return nil
+		}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == s {
+				return n.Content[i+1]
+			}
+		}
+	case int:
+		if n.Kind == yaml.SequenceNode && s < len(n.Content) {
+			return n.Content[s]
+		}
+	}
+	return nil
+}
+
+func (b *builder) build(f *fileV1) *Policy {
+	if f.Version != 1 {
+		b.failAt(b.at("version"), "version must be 1, got %d", f.Version)
+	}
+	p := &Policy{
+		operatorUsers:  f.LocalOperators.Users,
+		operatorGroups: f.LocalOperators.Groups,
+		roles:          map[string]*Role{},
+	}
+	b.rules(p, f.Commands)
+	b.roles(p, f.Roles)
+	b.grants(p, f.Grants)
+	return p
+}
+
+var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
+
+func (b *builder) rules(p *Policy, rules []ruleFile) {
+	seen := map[string]bool{}
+	for i, rf := range rules {
+		n := b.at("commands", i)
+		switch {
+		case !namePattern.MatchString(rf.Name):
+			b.failAt(b.at("commands", i, "name"), "command rule name %q must match %s", rf.Name, namePattern)
+		case seen[rf.Name]:
+			b.failAt(b.at("commands", i, "name"), "duplicate command rule %q", rf.Name)
+		case !filepath.IsAbs(rf.Binary) || filepath.Clean(rf.Binary) != rf.Binary:
+			b.failAt(b.at("commands", i, "binary"), "rule %q: binary must be a clean absolute path, got %q", rf.Name, rf.Binary)
+		}
+		seen[rf.Name] = true
+		r := &Rule{Name: rf.Name, Binary: rf.Binary, Sandbox: rf.Sandbox, Line: n.Line,
+			Timeout: DefaultTimeout, MaxOutput: DefaultMaxOutput}
+		if r.Sandbox == "" {
+			r.Sandbox = defaultSandbox
+		}
+		if !slices.Contains([]string{SandboxNative, SandboxBwrap, SandboxSandboxExec}, r.Sandbox) {
+			b.failAt(b.at("commands", i, "sandbox"), "rule %q: unknown sandbox %q (want native, bwrap or sandbox-exec)", rf.Name, rf.Sandbox)
+		}
+		if rf.Timeout != "" {
+			d, err := time.ParseDuration(rf.Timeout)
+			if err != nil || d <= 0 || d > MaxTimeout {
+				b.failAt(b.at("commands", i, "timeout"), "rule %q: timeout %q must be a duration between 1ns and %s", rf.Name, rf.Timeout, MaxTimeout)
+			}
+			r.Timeout = d
+		}
+		if rf.MaxOutput != "" {
+			v, err := ParseSize(rf.MaxOutput)
+			if err != nil {
+				b.failAt(b.at("commands", i, "max_output"), "rule %q: %v", rf.Name, err)
+			}
+			r.MaxOutput = v
+		}
+		p.rules = append(p.rules, r)
+	}
+}
+
+func (b *builder) roles(p *Policy, roles map[string]roleFile) {
+	for name, rf := range roles {
+		if !namePattern.MatchString(name) {
+			b.failAt(b.at("roles"), "role name %q must match %s", name, namePattern)
+		}
+		r := &Role{Name: name, Commands: rf.Commands}
+		for j, perm := range rf.Permissions {
+			if !slices.Contains(AllPermissions, Permission(perm)) {
+				b.failAt(b.at("roles", name, "permissions", j), "role %q: unknown permission %q", name, perm)
+			}
+			r.Permissions = append(r.Permissions, Permission(perm))
+		}
+		for j, c := range rf.Commands {
+			if c != "*" && !slices.ContainsFunc(p.rules, func(r *Rule) bool { return r.Name == c }) {
+				b.failAt(b.at("roles", name, "commands", j), "role %q: no command rule named %q", name, c)
+			}
+		}
+		p.roles[name] = r
+	}
+}
+
+func (b *builder) grants(p *Policy, grants []grantFile) {
+	for i, gf := range grants {
+		if len(gf.Principals) == 0 {
+			b.failAt(b.at("grants", i), "grant has no principals")
+		}
+		for j, pr := range gf.Principals {
+			if _, err := filepath.Match(pr, ""); err != nil || pr == "" {
+				b.failAt(b.at("grants", i, "principals", j), "bad principal pattern %q", pr)
+			}
+		}
+		for j, r := range gf.Roles {
+			if _, ok := p.roles[r]; !ok && r != OperatorRole {
+				b.failAt(b.at("grants", i, "roles", j), "grant names undefined role %q", r)
+			}
+		}
+		p.grants = append(p.grants, Grant{Principals: gf.Principals, Roles: gf.Roles})
+	}
+}
+
+// ParseSize parses a byte count such as "4096", "64KiB" or "4MiB".
+func ParseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"B", 1}, {"", 1}}
+	for _, u := range units {
+		num, ok := strings.CutSuffix(s, u.suffix)
+		if !ok {
+			continue
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(num), 10, 64)
+		if err != nil || v <= 0 || v > (1<<40)/u.mult {
+			break
+		}
+		return v * u.mult, nil
+	}
+	return 0, errors.New("size " + strconv.Quote(s) + " must be a positive byte count like 4096, 64KiB or 4MiB (at most 1TiB)")
+}

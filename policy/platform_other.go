@@ -1,0 +1,5 @@
+//go:build !linux
+
+package policy
+
+const defaultSandbox = SandboxSandboxExec

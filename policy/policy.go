@@ -1,0 +1,193 @@
+// Package policy owns coily's authorization policy: which principals hold
+// which roles, which RPC permissions those roles carry, and which command
+// rules they may run.
+//
+// Invariants:
+//   - default deny: a principal with no matching grant has no permission, and
+//     an argv that matches no rule the principal may use is denied;
+//   - every decision carries a reason and, when one matched, the rule;
+//   - a Policy is immutable once loaded, so it can be swapped atomically;
+//   - binaries are absolute paths; the sandbox backend defaults to the
+//     platform sandbox, and "native" (no sandbox) must be named explicitly.
+package policy
+
+import (
+	"path"
+	"slices"
+	"time"
+)
+
+// Permission names one capability checked by the server's per-RPC table.
+type Permission string
+
+// The permissions a role may carry.
+const (
+	PermExec      Permission = "exec"
+	PermLockout   Permission = "lockout"
+	PermUnlock    Permission = "unlock"
+	PermPause     Permission = "pause"
+	PermResume    Permission = "resume"
+	PermStatus    Permission = "status"
+	PermApprove   Permission = "approve"
+	PermAuditRead Permission = "audit-read"
+)
+
+// AllPermissions lists every known permission, in a stable order.
+var AllPermissions = []Permission{
+	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead,
+}
+
+// OperatorRole is the role every local operator holds. Whatever the policy
+// says, it always carries OperatorBaseline, so that the host's operator can
+// always stop and unlock the server.
+const OperatorRole = "operator"
+
+// OperatorBaseline is what the operator role carries even when the policy
+// does not define it.
+var OperatorBaseline = []Permission{PermLockout, PermUnlock, PermPause, PermResume, PermStatus}
+
+// Sandbox backend names a rule may use.
+const (
+	SandboxNative      = "native"
+	SandboxBwrap       = "bwrap"
+	SandboxSandboxExec = "sandbox-exec"
+)
+
+// Defaults applied to rules that do not set a value.
+const (
+	DefaultTimeout   = 60 * time.Second
+	MaxTimeout       = 24 * time.Hour
+	DefaultMaxOutput = 4 << 20
+)
+
+// Policy is a loaded, validated policy. It is never mutated after Load.
+type Policy struct {
+	// Path and SHA256 identify the file the policy came from.
+	Path   string
+	SHA256 string
+
+	operatorUsers  []string
+	operatorGroups []string
+	roles          map[string]*Role
+	grants         []Grant
+	rules          []*Rule
+}
+
+// Role is a named bundle of permissions and command rules.
+type Role struct {
+	Name        string
+	Permissions []Permission
+	// Commands are rule names (or "*" for every rule) holders may run.
+	Commands []string
+}
+
+// Grant gives roles to the principals its globs match.
+type Grant struct {
+	Principals []string
+	Roles      []string
+}
+
+// Rule is one command rule.
+type Rule struct {
+	Name    string
+	Binary  string
+	Sandbox string
+	// Timeout is the default and maximum run time.
+	Timeout time.Duration
+	// MaxOutput caps each of stdout and stderr, in bytes.
+	MaxOutput int64
+	// Line is where the rule starts in the policy file.
+	Line int
+}
+
+// Subject is who asks: a principal and the roles its transport gave it
+// (the local socket gives local operators the operator role).
+type Subject struct {
+	Principal string
+	Roles     []string
+}
+
+// LocalOperator reports whether a local-socket user (by name and group
+// names) is named by the policy as a local operator.
+func (p *Policy) LocalOperator(user string, groups []string) bool {
+	if slices.Contains(p.operatorUsers, user) {
+		return true
+	}
+	for _, g := range groups {
+		if slices.Contains(p.operatorGroups, g) {
+			return true
+		}
+	}
+	return false
+}
+
+// Roles returns the subject's roles: those its transport gave it plus those
+// the policy's grants give its principal, deduplicated, in stable order.
+func (p *Policy) Roles(s Subject) []string {
+	out := slices.Clone(s.Roles)
+	for _, g := range p.grants {
+		if !matchAny(g.Principals, s.Principal) {
+			continue
+		}
+		for _, r := range g.Roles {
+			if !slices.Contains(out, r) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// Permissions returns the permissions the subject holds, in AllPermissions
+// order.
+func (p *Policy) Permissions(s Subject) []Permission {
+	have := map[Permission]bool{}
+	for _, name := range p.Roles(s) {
+		if name == OperatorRole {
+			for _, perm := range OperatorBaseline {
+				have[perm] = true
+			}
+		}
+		if r, ok := p.roles[name]; ok {
+			for _, perm := range r.Permissions {
+				have[perm] = true
+			}
+		}
+	}
+	var out []Permission
+	for _, perm := range AllPermissions {
+		if have[perm] {
+			out = append(out, perm)
+		}
+	}
+	return out
+}
+
+// Allows reports whether the subject holds the permission.
+func (p *Policy) Allows(s Subject, perm Permission) bool {
+	return slices.Contains(p.Permissions(s), perm)
+}
+
+// Sandboxes lists the sandbox backends the policy's rules use, sorted.
+func (p *Policy) Sandboxes() []string {
+	var out []string
+	for _, r := range p.rules {
+		if !slices.Contains(out, r.Sandbox) {
+			out = append(out, r.Sandbox)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Rules returns the command rules in file order.
+func (p *Policy) Rules() []*Rule { return slices.Clone(p.rules) }
+
+func matchAny(globs []string, s string) bool {
+	for _, g := range globs {
+		if ok, err := path.Match(g, s); err == nil && ok {
+			return true
+		}
+	}
+	return false
+}

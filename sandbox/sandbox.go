@@ -1,0 +1,75 @@
+// Package sandbox owns how a command is confined on the trust point: the
+// Sandbox interface, its backends, and the classification of failures.
+//
+// Invariants:
+//   - a backend that cannot confine a command here says so with
+//     ErrUnavailable; callers refuse (sandbox-unavailable) and never fall
+//     back to running the command unconfined;
+//   - "native" is the only backend that does not confine, and it is used
+//     only when a policy rule names it explicitly.
+package sandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+)
+
+// ErrUnavailable reports that a backend cannot confine commands on this
+// host. Errors wrapping it carry a hint on how to fix it.
+var ErrUnavailable = errors.New("sandbox unavailable")
+
+// Profile is what the command may see and do. Later backends read more of
+// it; every backend must honour Env and Dir.
+type Profile struct {
+	// Env is the complete environment of the command.
+	Env []string
+	// Dir is the command's working directory.
+	Dir string
+}
+
+// Sandbox confines a command.
+type Sandbox interface {
+	// Name is the backend's name as policy rules spell it.
+	Name() string
+	// Confined reports whether the backend actually confines commands.
+	Confined() bool
+	// Wrap rewrites cmd, not yet started, so that it runs under the
+	// profile. It returns an error wrapping ErrUnavailable when the backend
+	// cannot run here.
+	Wrap(ctx context.Context, cmd *exec.Cmd, p Profile) error
+}
+
+// Registry resolves backend names to sandboxes.
+type Registry map[string]Sandbox
+
+// DefaultRegistry returns the backends this build provides.
+func DefaultRegistry() Registry {
+	return Registry{Native{}.Name(): Native{}}
+}
+
+// Lookup returns the named backend, or an error wrapping ErrUnavailable.
+func (r Registry) Lookup(name string) (Sandbox, error) {
+	if s, ok := r[name]; ok {
+		return s, nil
+	}
+	return nil, fmt.Errorf("%w: backend %q is not available in this build", ErrUnavailable, name)
+}
+
+// Native runs commands without confinement. It exists for hosts and rules
+// where the operator has accepted that, explicitly.
+type Native struct{}
+
+// Name implements Sandbox.
+func (Native) Name() string { return "native" }
+
+// Confined implements Sandbox: native does not confine.
+func (Native) Confined() bool { return false }
+
+// Wrap implements Sandbox by applying only the environment and directory.
+func (Native) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) error {
+	cmd.Env = p.Env
+	cmd.Dir = p.Dir
+	return nil
+}

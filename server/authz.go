@@ -1,0 +1,129 @@
+package server
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	"google.golang.org/grpc"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// anyPermission marks methods open to every caller that holds at least one
+// permission (health and reflection): a caller with no grant at all is
+// refused everywhere.
+const anyPermission policy.Permission = "*"
+
+// methodPermissions is the per-RPC authorization table: a caller needs any
+// one of the listed permissions. A method absent from the table is refused.
+var methodPermissions = map[string][]policy.Permission{
+	coilyv1.CoilyService_Exec_FullMethodName:    {policy.PermExec},
+	coilyv1.CoilyService_Lockout_FullMethodName: {policy.PermLockout},
+	coilyv1.CoilyService_Unlock_FullMethodName:  {policy.PermUnlock},
+	// Any caller allowed to exec may pause itself: the cheap, soft stop.
+	coilyv1.CoilyService_Pause_FullMethodName:  {policy.PermPause, policy.PermExec},
+	coilyv1.CoilyService_Resume_FullMethodName: {policy.PermResume},
+	coilyv1.CoilyService_Status_FullMethodName: {policy.PermStatus, policy.PermExec},
+
+	healthpb.Health_Check_FullMethodName: {anyPermission},
+	healthpb.Health_Watch_FullMethodName: {anyPermission},
+	healthpb.Health_List_FullMethodName:  {anyPermission},
+
+	reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName:      {anyPermission},
+	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: {anyPermission},
+}
+
+// authorize checks the caller against the table.
+func (s *Server) authorize(c Caller, method string) error {
+	need, ok := methodPermissions[method]
+	if !ok {
+		return refusal.New(refusal.PermissionDenied, "method %s is not served", method)
+	}
+	have := s.Policy().Permissions(c.Subject())
+	for _, p := range need {
+		if (p == anyPermission && len(have) > 0) || slices.Contains(have, p) {
+			return nil
+		}
+	}
+	return refusal.New(refusal.PermissionDenied, "%s may not call %s", c.Principal, shortMethod(method))
+}
+
+// admitCall identifies and authorizes one call. Refusals are audited here,
+// where they are decided.
+func (s *Server) admitCall(ctx context.Context, method string) (context.Context, error) {
+	c, err := s.identify(ctx)
+	if err == nil {
+		err = s.authorize(c, method)
+	}
+	if err != nil {
+		r := refusal.As(err)
+		_, auditErr := s.record(ctx, audit.Record{
+			Event: "call", Method: method, Principal: c.Principal, Transport: c.Transport, Peer: c.Peer,
+			Decision: "refuse", Code: string(r.Code), Reason: r.Msg,
+		})
+		if auditErr != nil {
+			return nil, refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
+		}
+		return nil, err
+	}
+	return withCaller(ctx, c), nil
+}
+
+func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	ctx, err := s.admitCall(ctx, info.FullMethod)
+	if err == nil {
+		var resp any
+		resp, err = handler(ctx, req)
+		if err == nil {
+			return resp, nil
+		}
+	}
+	return nil, s.statusError(info.FullMethod, start, err)
+}
+
+func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	ctx, err := s.admitCall(ss.Context(), info.FullMethod)
+	if err == nil {
+		err = handler(srv, &callerStream{ServerStream: ss, ctx: ctx})
+		if err == nil {
+			return nil
+		}
+	}
+	return s.statusError(info.FullMethod, start, err)
+}
+
+// statusError is the one place an error becomes what the caller sees: the
+// refusal code and safe message go out, the detail goes to the log.
+func (s *Server) statusError(method string, start time.Time, err error) error {
+	r := refusal.As(err)
+	if r.Detail != nil {
+		s.log.Warn("call failed", "method", method, "code", r.Code, "msg", r.Msg, "detail", r.Detail,
+			"duration", time.Since(start))
+	}
+	return refusal.Status(r).Err()
+}
+
+type callerStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (c *callerStream) Context() context.Context { return c.ctx }
+
+func shortMethod(full string) string {
+	for i := len(full) - 1; i >= 0; i-- {
+		if full[i] == '/' {
+			return full[i+1:]
+		}
+	}
+	return full
+}

@@ -1,0 +1,244 @@
+package server
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"coily.dev/coily/audit"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
+)
+
+const sigKill = syscall.SIGKILL
+
+// admitJob checks the stop controls and, if they allow it, registers a job
+// under the same lock, so that a concurrent Lockout either refuses this
+// request or sees (and kills) its job.
+func (s *Server) admitJob(id string) (*job, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closing {
+		return nil, refusal.New(refusal.Internal, "server is shutting down")
+	}
+	if l := s.stops.Lockout; l.Active {
+		return nil, refusal.New(refusal.LockoutActive, "server is locked out since %s by %s; an operator must unlock it", l.Since.UTC().Format(time.RFC3339), l.By)
+	}
+	if p := s.stops.Pause; p.Active {
+		return nil, refusal.New(refusal.PauseActive, "server is paused since %s by %s", p.Since.UTC().Format(time.RFC3339), p.By)
+	}
+	j := &job{id: id}
+	s.jobs[id] = j
+	return j, nil
+}
+
+// release forgets a job once it has been answered.
+func (s *Server) release(j *job) {
+	if j == nil {
+		return
+	}
+	s.mu.Lock()
+	delete(s.jobs, j.id)
+	s.mu.Unlock()
+}
+
+// Lockout implements the nuclear stop: it takes effect in memory first (new
+// requests are refused from that instant), signals every running command's
+// process group with SIGTERM and SIGKILL after the grace period, then
+// persists and audits. A persistence failure leaves the lockout in force in
+// memory and is reported to the caller.
+func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coilyv1.LockoutResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateText("reason", req.GetReason()); err != nil {
+		return nil, s.refuseControl(ctx, c, "lockout", err)
+	}
+	st := store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
+	s.mu.Lock()
+	if s.stops.Lockout.Active {
+		st = s.stops.Lockout // keep the first lockout's record
+	}
+	s.stops.Lockout = st
+	jobs := make([]*job, 0, len(s.jobs))
+	for _, j := range s.jobs {
+		jobs = append(jobs, j)
+	}
+	s.mu.Unlock()
+
+	for _, j := range jobs {
+		j.signal(syscall.SIGTERM, refusal.LockoutActive)
+	}
+	s.escalate(jobs)
+	// Hooks for later stages: reject pending approvals, rotate signing keys,
+	// drop cached credentials.
+	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", req.GetReason())
+	rec.Killed = len(jobs)
+	// The lockout is in force even if it cannot be persisted; the caller
+	// learns that it will not survive a restart.
+	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st)); err != nil {
+		return nil, err
+	}
+	return &coilyv1.LockoutResponse{Lockout: stopProto(st), Killed: int32(len(jobs))}, nil
+}
+
+// escalate SIGKILLs the jobs' process groups after the grace period.
+func (s *Server) escalate(jobs []*job) {
+	if len(jobs) == 0 {
+		return
+	}
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		t := time.NewTimer(s.cfg.KillGrace)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-s.quit:
+		}
+		for _, j := range jobs {
+			j.signal(syscall.SIGKILL, refusal.LockoutActive)
+		}
+	}()
+}
+
+// Unlock lifts a lockout. It persists first: if the new state cannot be
+// written, the server stays locked.
+func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coilyv1.UnlockResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateText("reason", req.GetReason()); err != nil {
+		return nil, s.refuseControl(ctx, c, "unlock", err)
+	}
+	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := controlRecord(c, coilyv1.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
+	if err := s.cfg.Store.SetLockout(st); err != nil {
+		return nil, s.recordControl(ctx, rec, "refuse", err)
+	}
+	s.stops.Lockout = st
+	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+		return nil, err
+	}
+	return &coilyv1.UnlockResponse{Lockout: stopProto(st)}, nil
+}
+
+// Pause refuses new Execs; running ones finish.
+func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1.PauseResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateText("reason", req.GetReason()); err != nil {
+		return nil, s.refuseControl(ctx, c, "pause", err)
+	}
+	st := store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
+	s.mu.Lock()
+	if s.stops.Pause.Active {
+		st = s.stops.Pause
+	}
+	s.stops.Pause = st
+	running := len(s.jobs)
+	s.mu.Unlock()
+	rec := controlRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
+	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetPause(st)); err != nil {
+		return nil, err
+	}
+	return &coilyv1.PauseResponse{Pause: stopProto(st), Running: int32(running)}, nil
+}
+
+// Resume lifts a pause, persisting first.
+func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coilyv1.ResumeResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := validateText("reason", req.GetReason()); err != nil {
+		return nil, s.refuseControl(ctx, c, "resume", err)
+	}
+	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rec := controlRecord(c, coilyv1.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
+	if err := s.cfg.Store.SetPause(st); err != nil {
+		return nil, s.recordControl(ctx, rec, "refuse", err)
+	}
+	s.stops.Pause = st
+	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+		return nil, err
+	}
+	return &coilyv1.ResumeResponse{Pause: stopProto(st)}, nil
+}
+
+// Status reports the stop state, the caller and what runs.
+func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1.StatusResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	pol := s.Policy()
+	var perms []string
+	for _, p := range pol.Permissions(c.Subject()) {
+		perms = append(perms, string(p))
+	}
+	s.mu.Lock()
+	stops, running := s.stops, len(s.jobs)
+	s.mu.Unlock()
+	return &coilyv1.StatusResponse{
+		Lockout: stopProto(stops.Lockout), Pause: stopProto(stops.Pause),
+		Caller: &coilyv1.Caller{Principal: c.Principal, Transport: c.Transport, Roles: pol.Roles(c.Subject()),
+			Permissions: perms, Peer: c.Peer},
+		Running: int32(running), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),
+		PolicyPath: pol.Path, PolicySha256: pol.SHA256, Sandboxes: pol.Sandboxes(),
+	}, nil
+}
+
+// controlRecord starts the audit record of a control call.
+func controlRecord(c Caller, method, event, reason string) audit.Record {
+	return audit.Record{Event: event, Method: method, Principal: c.Principal, Transport: c.Transport,
+		Peer: c.Peer, Reason: reason}
+}
+
+// recordControl audits a control call with its decision. opErr is a failure
+// of the operation itself (e.g. persisting the state): it is audited as
+// internal and returned. An audit failure is returned as internal.
+func (s *Server) recordControl(ctx context.Context, rec audit.Record, decision string, opErr error) error {
+	rec.Decision = decision
+	if opErr != nil {
+		rec.Code = string(refusal.Internal)
+		rec.Details = map[string]string{"error": opErr.Error()}
+	}
+	if _, err := s.record(context.WithoutCancel(ctx), rec); err != nil {
+		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
+	}
+	if opErr != nil {
+		return refusal.Wrap(refusal.Internal, opErr, "%s could not be persisted", rec.Event)
+	}
+	return nil
+}
+
+// refuseControl audits a refused control call and returns the refusal.
+func (s *Server) refuseControl(ctx context.Context, c Caller, event string, err error) error {
+	r := refusal.As(err)
+	rec := controlRecord(c, "", event, "")
+	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
+	if _, aerr := s.record(ctx, rec); aerr != nil {
+		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
+	}
+	return err
+}
+
+func stopProto(st store.Stop) *coilyv1.StopState {
+	out := &coilyv1.StopState{Active: st.Active, By: st.By, Reason: st.Reason}
+	if !st.Since.IsZero() {
+		out.Since = timestamppb.New(st.Since)
+	}
+	return out
+}

@@ -1,0 +1,216 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
+	"coily.dev/coily/store"
+)
+
+// execution is one Exec request on its way through the pipeline.
+type execution struct {
+	id     string
+	caller Caller
+	req    *coilyv1.ExecRequest
+	rule   *policy.Rule
+	box    sandbox.Sandbox
+	job    *job
+}
+
+// auditRecord starts an audit record describing the execution.
+func (x *execution) auditRecord(event string) audit.Record {
+	r := audit.Record{
+		Event: event, Method: coilyv1.CoilyService_Exec_FullMethodName, RequestID: x.id,
+		Principal: x.caller.Principal, Transport: x.caller.Transport, Peer: x.caller.Peer,
+		Argv: x.req.GetArgv(),
+	}
+	if x.rule != nil {
+		r.Rule = x.rule.Name
+	}
+	if x.box != nil {
+		r.Sandbox = x.box.Name()
+	}
+	if n := x.req.GetNote(); n != "" {
+		r.Details = map[string]string{"note": n}
+	}
+	return r
+}
+
+// Exec implements the Exec pipeline (DESIGN §4). Each step either passes or
+// refuses with a stable code; every refusal and the final result are
+// audited.
+func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
+	ctx := stream.Context()
+	caller, err := callerFrom(ctx) // 1–2. identified and authorized by the interceptor
+	if err != nil {
+		return err
+	}
+	x := &execution{id: newID(), caller: caller, req: req}
+	if err := s.admitExec(ctx, x); err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
+	defer s.release(x.job)
+	return s.runExec(ctx, x, stream)
+}
+
+// admitExec runs the checks that decide whether the command may start.
+func (s *Server) admitExec(ctx context.Context, x *execution) error {
+	if err := validateExec(x.req); err != nil {
+		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
+		return err
+	}
+	// 3. State: lockout and pause, checked and registered atomically so a
+	// lockout cannot miss a command admitted concurrently.
+	j, err := s.admitJob(x.id)
+	if err != nil {
+		return err
+	}
+	x.job = j
+	// 4. Relay checks: descriptor path only (filesystem bridge).
+	// 5. Policy.
+	d := s.Policy().DecideExec(x.caller.Subject(), x.req.GetArgv())
+	if d.Result != policy.Allow {
+		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
+	}
+	x.rule = d.Rule
+	// 6. Rate limit and concurrency: the policy engine adds them here.
+	// 7. Confirmation: the policy engine adds approvals here.
+	// 8. Credentials: the keystore adds them here.
+	// 9. Sandbox.
+	box, err := s.cfg.Sandboxes.Lookup(d.Rule.Sandbox)
+	if err != nil {
+		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q is not available on this server", d.Rule.Sandbox)
+	}
+	x.box = box
+	return nil
+}
+
+// refuseExec audits a refusal and returns it (or internal, when even the
+// refusal cannot be audited).
+func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error {
+	s.release(x.job)
+	r := refusal.As(err)
+	rec := x.auditRecord("exec.decision")
+	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
+	if _, aerr := s.record(ctx, rec); aerr != nil {
+		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
+	}
+	return err
+}
+
+// runExec audits the decision, runs the command, streams its output and
+// audits the result (steps 9–11).
+func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
+	work, err := os.MkdirTemp(s.cfg.ScratchDir, "coily-exec-")
+	if err != nil {
+		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
+	}
+	defer os.RemoveAll(work)
+	cmd := exec.Command(x.rule.Binary, x.req.GetArgv()[1:]...)
+	cmd.Args[0] = x.req.GetArgv()[0]
+	if err := x.box.Wrap(ctx, cmd, sandbox.Profile{Env: childEnv(work), Dir: work}); err != nil {
+		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up", x.box.Name()))
+	}
+
+	rec := x.auditRecord("exec.decision")
+	rec.Decision = "allow"
+	dec, err := s.record(ctx, rec)
+	if err != nil {
+		return refusal.Wrap(refusal.Internal, err, "audit log unavailable; command not run")
+	}
+	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
+		State: store.RequestRunning, Started: s.cfg.Now()}
+	if err := s.cfg.Store.PutRequest(req); err != nil {
+		return refusal.Wrap(refusal.Internal, err, "state store unavailable; command not run")
+	}
+	err = stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Started{Started: &coilyv1.ExecStarted{
+		RequestId: x.id, Rule: x.rule.Name, Sandbox: x.box.Name(), AuditId: dec.ID}}})
+	if err != nil {
+		_, err = s.finishExec(ctx, x, req, runResult{}, refusal.Wrap(refusal.Internal, err, "caller went away"))
+		return err
+	}
+
+	runCtx, cancel := context.WithTimeoutCause(ctx, s.timeout(x), errTimeout)
+	defer cancel()
+	res, runErr := runCommand(runCtx, x.job, cmd, x.req.GetStdin(), x.rule.MaxOutput, func(c chunk) error {
+		return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
+			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
+	})
+	exit, err := s.finishExec(ctx, x, req, res, runErr)
+	if err != nil {
+		return err
+	}
+	return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: exit}})
+}
+
+// finishExec records the outcome in the store and the audit log, and
+// returns the exit event or the refusal that ended the command.
+func (s *Server) finishExec(ctx context.Context, x *execution, req store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
+	rec := x.auditRecord("exec.result")
+	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
+	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
+	if runErr != nil {
+		r := refusal.As(runErr)
+		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
+		req.State, req.Code = store.RequestFailed, string(r.Code)
+	} else {
+		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
+		req.ExitCode, req.Signal = res.exitCode, res.signal
+	}
+	storeErr := s.cfg.Store.PutRequest(req)
+	out, auditErr := s.record(context.WithoutCancel(ctx), rec)
+	switch {
+	case auditErr != nil:
+		return nil, refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
+	case runErr != nil:
+		return nil, runErr
+	case storeErr != nil:
+		return nil, refusal.Wrap(refusal.Internal, storeErr, "state store unavailable")
+	}
+	return &coilyv1.ExecExit{
+		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),
+		StdoutTruncated: res.truncated[coilyv1.Stream_STREAM_STDOUT],
+		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID}, nil
+}
+
+// timeout is the caller's requested timeout, clamped to the rule's.
+func (s *Server) timeout(x *execution) time.Duration {
+	if t := x.req.GetTimeout(); t != nil && t.AsDuration() < x.rule.Timeout {
+		return t.AsDuration()
+	}
+	return x.rule.Timeout
+}
+
+// childEnv is the environment of a command: a fixed PATH and locale, and a
+// private HOME and TMPDIR. Nothing of the server's own environment passes.
+func childEnv(work string) []string {
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG=C.UTF-8",
+		"HOME=" + work,
+		"TMPDIR=" + work,
+	}
+}
+
+// newID returns a random (version 4) UUID.
+func newID() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(fmt.Sprintf("crypto/rand failed: %v", err))
+	}
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

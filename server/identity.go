@@ -1,0 +1,114 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os/user"
+	"strconv"
+
+	"google.golang.org/grpc/peer"
+
+	"coily.dev/coily/policy"
+	"coily.dev/coily/refusal"
+)
+
+// Transports a caller can arrive on.
+const (
+	TransportLocal = "local"
+)
+
+// Caller is the identity the server established for a request.
+type Caller struct {
+	// Principal names the caller in policy and audit, e.g. "local:alice".
+	Principal string
+	Transport string
+	// Peer is transport detail for the audit log, e.g. "uid=1000 pid=42".
+	Peer string
+	// Roles are the roles the transport itself gives (local operators get
+	// policy.OperatorRole); the policy's grants add more.
+	Roles []string
+}
+
+// Subject is the caller as the policy sees it.
+func (c Caller) Subject() policy.Subject {
+	return policy.Subject{Principal: c.Principal, Roles: c.Roles}
+}
+
+type callerKey struct{}
+
+func withCaller(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, callerKey{}, c)
+}
+
+// callerFrom returns the caller the interceptor established. Handlers only
+// run behind the interceptor, so a missing caller is a programming error
+// that must refuse rather than proceed.
+func callerFrom(ctx context.Context) (Caller, error) {
+	c, ok := ctx.Value(callerKey{}).(Caller)
+	if !ok || c.Principal == "" {
+		return Caller{}, refusal.New(refusal.Unauthenticated, "caller not identified")
+	}
+	return c, nil
+}
+
+// UserLookup resolves a uid to a user name and its group names.
+type UserLookup interface {
+	LookupUID(uid int) (name string, groups []string, err error)
+}
+
+type hostUsers struct{}
+
+func (hostUsers) LookupUID(uid int) (string, []string, error) {
+	u, err := user.LookupId(strconv.Itoa(uid))
+	if err != nil {
+		return "", nil, err
+	}
+	gids, err := u.GroupIds()
+	if err != nil {
+		return u.Username, nil, nil
+	}
+	var groups []string
+	for _, gid := range gids {
+		if g, err := user.LookupGroupId(gid); err == nil {
+			groups = append(groups, g.Name)
+		}
+	}
+	return u.Username, groups, nil
+}
+
+// identify establishes who is calling from what the transport vouched for.
+// It returns the caller (with Peer filled even on refusal, for the audit)
+// and a refusal when the caller cannot be identified.
+func (s *Server) identify(ctx context.Context) (Caller, error) {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return Caller{}, refusal.New(refusal.Unauthenticated, "no peer information")
+	}
+	switch ai := p.AuthInfo.(type) {
+	case localPeer:
+		return s.identifyLocal(ai)
+	default:
+		return Caller{Peer: p.Addr.String()}, refusal.New(refusal.Unauthenticated, "transport does not identify callers")
+	}
+}
+
+// identifyLocal maps a local-socket peer to a principal. The server's own
+// uid, root, and the users and groups the policy names are local operators;
+// anyone else is refused.
+func (s *Server) identifyLocal(p localPeer) (Caller, error) {
+	c := Caller{Transport: TransportLocal, Peer: fmt.Sprintf("uid=%d pid=%d", p.UID, p.PID)}
+	name, groups, err := s.cfg.Users.LookupUID(p.UID)
+	privileged := p.UID == s.cfg.ServerUID || p.UID == 0
+	switch {
+	case err != nil && !privileged:
+		return c, refusal.Wrap(refusal.Unauthenticated, err, "uid %d is not a local operator", p.UID)
+	case err != nil:
+		name = "uid-" + strconv.Itoa(p.UID)
+	}
+	if !privileged && !s.Policy().LocalOperator(name, groups) {
+		return c, refusal.New(refusal.Unauthenticated, "uid %d (%s) is not a local operator", p.UID, name)
+	}
+	c.Principal = "local:" + name
+	c.Roles = []string{policy.OperatorRole}
+	return c, nil
+}

@@ -1,0 +1,180 @@
+// Package server owns coily's gRPC service: the identity interceptor, the
+// per-RPC authorization table, the Exec pipeline and the stop controls
+// (lockout and pause).
+//
+// Invariants:
+//   - every call is identified by its transport before any handler runs, and
+//     an unidentifiable caller is refused with unauthenticated, never treated
+//     as anonymous;
+//   - every method has an entry in the authorization table; a method without
+//     one is refused (default deny);
+//   - every Exec decision and every control call, allowed or refused, is
+//     written to the audit log before the caller gets its answer, and a
+//     failed audit write fails the request;
+//   - a lockout is in force in memory before its persistence is attempted, and
+//     no command admitted after it can start;
+//   - refusals become gRPC status errors in exactly one place (the
+//     interceptors, through package refusal).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/reflection"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/sandbox"
+	"coily.dev/coily/store"
+)
+
+// DefaultKillGrace is how long a lockout waits between SIGTERM and SIGKILL.
+const DefaultKillGrace = 5 * time.Second
+
+// Config holds the server's collaborators. Policy, Store and Audit are
+// required.
+type Config struct {
+	Policy    *policy.Policy
+	Store     *store.DB
+	Audit     *audit.Log
+	Sandboxes sandbox.Registry
+	Logger    *slog.Logger
+	// Users resolves local-socket peers; nil means the host's user database.
+	Users UserLookup
+	// ServerUID is the uid the server runs as (a local operator by right).
+	ServerUID int
+	// KillGrace is the SIGTERM→SIGKILL delay of a lockout.
+	KillGrace time.Duration
+	// ScratchDir holds each Exec's private working directory; empty means
+	// the OS temp dir.
+	ScratchDir string
+	Version    string
+	Now        func() time.Time
+}
+
+// Server is the coily service.
+type Server struct {
+	coilyv1.UnimplementedCoilyServiceServer
+
+	cfg     Config
+	log     *slog.Logger
+	policy  atomic.Pointer[policy.Policy]
+	started time.Time
+
+	mu    sync.Mutex
+	stops store.Stops
+	jobs  map[string]*job
+	// closing refuses new admissions once shutdown has begun.
+	closing bool
+
+	bg   sync.WaitGroup // lockout escalations
+	quit chan struct{}  // closed by Shutdown: escalations kill at once
+}
+
+// New returns a server restored to the stop state recorded in the store.
+// An unreadable state is an error: the server must not start unlocked
+// because it could not read that it was locked.
+func New(cfg Config) (*Server, error) {
+	if cfg.Policy == nil || cfg.Store == nil || cfg.Audit == nil {
+		return nil, errors.New("server: Policy, Store and Audit are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Sandboxes == nil {
+		cfg.Sandboxes = sandbox.DefaultRegistry()
+	}
+	if cfg.Users == nil {
+		cfg.Users = hostUsers{}
+	}
+	if cfg.KillGrace <= 0 {
+		cfg.KillGrace = DefaultKillGrace
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	stops, err := cfg.Store.Stops()
+	if err != nil {
+		return nil, fmt.Errorf("server: read stop state: %w", err)
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
+		quit: make(chan struct{})}
+	s.policy.Store(cfg.Policy)
+	if n, err := cfg.Store.MarkInterrupted("internal", cfg.Now()); err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	} else if n > 0 {
+		s.log.Warn("requests interrupted by the previous shutdown", "count", n)
+	}
+	if stops.Lockout.Active {
+		s.log.Warn("starting locked out", "by", stops.Lockout.By, "reason", stops.Lockout.Reason)
+	}
+	return s, nil
+}
+
+// Policy returns the policy in force.
+func (s *Server) Policy() *policy.Policy { return s.policy.Load() }
+
+// GRPCServer builds the gRPC server: transport credentials that identify
+// local-socket peers, the identity-and-authorization interceptors, the coily
+// service, the health service and reflection. It is the only place a gRPC
+// server is built.
+func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
+	opts = append([]grpc.ServerOption{
+		grpc.Creds(peerCredentials{}),
+		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
+		grpc.ChainStreamInterceptor(s.streamInterceptor),
+		grpc.MaxRecvMsgSize(maxRequestBytes),
+	}, opts...)
+	g := grpc.NewServer(opts...)
+	coilyv1.RegisterCoilyServiceServer(g, s)
+	hs := health.NewServer()
+	hs.SetServingStatus(coilyv1.CoilyService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(g, hs)
+	reflection.Register(g)
+	return g
+}
+
+// Shutdown refuses new commands, kills every running one at once (there
+// will be no one left to answer) and waits for lockout escalations to end.
+// Call it before stopping the gRPC server so that Exec streams end promptly.
+func (s *Server) Shutdown() {
+	s.mu.Lock()
+	if !s.closing {
+		close(s.quit)
+	}
+	s.closing = true
+	for _, j := range s.jobs {
+		j.signal(sigKill, "internal")
+	}
+	s.mu.Unlock()
+	s.bg.Wait()
+}
+
+// record writes one audit record and the matching log line. It is the one
+// place decisions are recorded.
+func (s *Server) record(ctx context.Context, r audit.Record) (audit.Record, error) {
+	out, err := s.cfg.Audit.Append(ctx, r)
+	attrs := []any{"event", r.Event, "principal", r.Principal, "transport", r.Transport,
+		"peer", r.Peer, "decision", r.Decision}
+	for _, kv := range [][2]string{{"code", r.Code}, {"rule", r.Rule}, {"request_id", r.RequestID}, {"reason", r.Reason}} {
+		if kv[1] != "" {
+			attrs = append(attrs, kv[0], kv[1])
+		}
+	}
+	if err != nil {
+		s.log.Error("audit write failed", append(attrs, "err", err)...)
+		return out, err
+	}
+	s.log.Info("decision", append(attrs, "audit_id", out.ID)...)
+	return out, nil
+}

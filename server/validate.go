@@ -1,0 +1,136 @@
+package server
+
+import (
+	"path/filepath"
+	"strings"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// Request limits. Anything beyond them is refused with bad-request.
+const (
+	maxArgs         = 1024
+	maxArgvBytes    = 128 << 10
+	maxStdinBytes   = 1 << 20
+	maxTextBytes    = 1 << 10 // reasons and notes
+	maxRequestBytes = maxArgvBytes + maxStdinBytes + 64<<10
+)
+
+// validateMessage refuses what this server cannot interpret faithfully:
+// fields it does not know (a newer client's constraint silently dropped
+// would widen what runs) and enum values outside their declared set.
+func validateMessage(m any) error {
+	pm, ok := m.(proto.Message)
+	if !ok {
+		return nil
+	}
+	return validateReflect(pm.ProtoReflect(), 0)
+}
+
+func validateReflect(m protoreflect.Message, depth int) error {
+	if depth > 16 {
+		return refusal.New(refusal.BadRequest, "message nested too deeply")
+	}
+	if len(m.GetUnknown()) > 0 {
+		return refusal.New(refusal.BadRequest, "%s carries fields this server does not understand (is the server older than the client?)", m.Descriptor().Name())
+	}
+	var err error
+	m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		err = validateField(fd, v, depth)
+		return err == nil
+	})
+	return err
+}
+
+func validateField(fd protoreflect.FieldDescriptor, v protoreflect.Value, depth int) error {
+	switch {
+	case fd.IsList():
+		l := v.List()
+		for i := 0; i < l.Len(); i++ {
+			if err := validateValue(fd, l.Get(i), depth); err != nil {
+				return err
+			}
+		}
+		return nil
+	case fd.IsMap():
+		var err error
+		v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+			err = validateValue(fd.MapValue(), mv, depth)
+			return err == nil
+		})
+		return err
+	default:
+		return validateValue(fd, v, depth)
+	}
+}
+
+func validateValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, depth int) error {
+	switch fd.Kind() {
+	case protoreflect.EnumKind:
+		if fd.Enum().Values().ByNumber(v.Enum()) == nil {
+			return refusal.New(refusal.BadRequest, "field %s: unknown enum value %d", fd.Name(), v.Enum())
+		}
+	case protoreflect.MessageKind, protoreflect.GroupKind:
+		return validateReflect(v.Message(), depth+1)
+	}
+	return nil
+}
+
+// validateExec checks an ExecRequest's shape before any policy is consulted.
+func validateExec(req *coilyv1.ExecRequest) error {
+	argv := req.GetArgv()
+	if len(argv) == 0 {
+		return refusal.New(refusal.BadRequest, "argv is empty")
+	}
+	if len(argv) > maxArgs {
+		return refusal.New(refusal.BadRequest, "argv has %d entries, more than %d", len(argv), maxArgs)
+	}
+	total := 0
+	for i, a := range argv {
+		total += len(a)
+		switch {
+		case strings.IndexByte(a, 0) >= 0:
+			return refusal.New(refusal.BadRequest, "argv[%d] contains a NUL byte", i)
+		case !utf8.ValidString(a):
+			return refusal.New(refusal.BadRequest, "argv[%d] is not valid UTF-8", i)
+		}
+	}
+	if total > maxArgvBytes {
+		return refusal.New(refusal.BadRequest, "argv is %d bytes, more than %d", total, maxArgvBytes)
+	}
+	if !filepath.IsAbs(argv[0]) || filepath.Clean(argv[0]) != argv[0] {
+		return refusal.New(refusal.BadRequest, "argv[0] must be a clean absolute path, got %q", truncate(argv[0], 256))
+	}
+	if len(req.GetStdin()) > maxStdinBytes {
+		return refusal.New(refusal.BadRequest, "stdin is %d bytes, more than %d", len(req.GetStdin()), maxStdinBytes)
+	}
+	if t := req.GetTimeout(); t != nil {
+		if err := t.CheckValid(); err != nil || t.AsDuration() <= 0 || t.AsDuration() > policy.MaxTimeout {
+			return refusal.New(refusal.BadRequest, "timeout must be positive and at most %s", policy.MaxTimeout)
+		}
+	}
+	return validateText("note", req.GetNote())
+}
+
+func validateText(field, s string) error {
+	if len(s) > maxTextBytes {
+		return refusal.New(refusal.BadRequest, "%s is %d bytes, more than %d", field, len(s), maxTextBytes)
+	}
+	if strings.IndexByte(s, 0) >= 0 || !utf8.ValidString(s) {
+		return refusal.New(refusal.BadRequest, "%s must be UTF-8 text without NUL bytes", field)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
