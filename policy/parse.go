@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -107,6 +109,9 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if !utf8.Valid(data) {
 		return nil, &Error{File: name, Msg: "file is not valid UTF-8"}
 	}
+	if err := checkPrintable(name, data); err != nil {
+		return nil, err
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		return nil, yamlError(name, err)
@@ -120,6 +125,13 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if err := dec.Decode(&f); err != nil {
 		return nil, yamlError(name, err)
 	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err != io.EOF {
+		if err != nil {
+			return nil, yamlError(name, err)
+		}
+		return nil, &Error{File: name, Line: extra.Line, Column: extra.Column, Msg: "a policy must be a single YAML document"}
+	}
 	b := builder{name: name, doc: root.Content[0]}
 	p := b.build(&f)
 	if b.err != nil {
@@ -128,6 +140,25 @@ func Parse(name string, data []byte) (*Policy, error) {
 	sum := sha256.Sum256(data)
 	p.Path, p.SHA256 = name, hex.EncodeToString(sum[:])
 	return p, nil
+}
+
+// checkPrintable refuses the characters YAML does not allow, naming where
+// the first one is (the YAML parser reports them without a position).
+func checkPrintable(name string, data []byte) error {
+	line, col := 1, 0
+	for _, r := range string(data) {
+		col++
+		if r == '\n' {
+			line, col = line+1, 0
+			continue
+		}
+		if r == '\t' || r == '\r' || (r >= 0x20 && r <= 0x7e) || r == 0x85 ||
+			(r >= 0xa0 && r <= 0xd7ff) || (r >= 0xe000 && r <= 0xfffd) || r >= 0x10000 {
+			continue
+		}
+		return &Error{File: name, Line: line, Column: col, Msg: fmt.Sprintf("control character %U is not allowed", r)}
+	}
+	return nil
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)(?:, column (\d+))?: `)
@@ -168,6 +199,18 @@ func (b *builder) failAt(n *yaml.Node, format string, args ...any) {
 	b.err = e
 }
 
+// keyOf returns the key node named key in the mapping n, or n itself.
+func keyOf(n *yaml.Node, key string) *yaml.Node {
+	if n.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			if n.Content[i].Value == key {
+				return n.Content[i]
+			}
+		}
+	}
+	return n
+}
+
 // at returns the node at a path of mapping keys and sequence indexes, or
 // the deepest node found on the way.
 func (b *builder) at(path ...any) *yaml.Node {
@@ -204,6 +247,17 @@ func child(n *yaml.Node, step any) *yaml.Node {
 func (b *builder) build(f *fileV1) *Policy {
 	if f.Version != 1 {
 		b.failAt(b.at("version"), "version must be 1, got %d", f.Version)
+	}
+	for _, kind := range []string{"users", "groups"} {
+		names := f.LocalOperators.Users
+		if kind == "groups" {
+			names = f.LocalOperators.Groups
+		}
+		for i, n := range names {
+			if strings.TrimSpace(n) == "" {
+				b.failAt(b.at("local_operators", kind, i), "local operator %s must not be empty", strings.TrimSuffix(kind, "s"))
+			}
+		}
 	}
 	p := &Policy{
 		operatorUsers:  f.LocalOperators.Users,
@@ -258,9 +312,11 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 }
 
 func (b *builder) roles(p *Policy, roles map[string]roleFile) {
-	for name, rf := range roles {
+	// Sorted, so that the error reported first does not depend on map order.
+	for _, name := range slices.Sorted(maps.Keys(roles)) {
+		rf := roles[name]
 		if !namePattern.MatchString(name) {
-			b.failAt(b.at("roles"), "role name %q must match %s", name, namePattern)
+			b.failAt(keyOf(b.at("roles"), name), "role name %q must match %s", name, namePattern)
 		}
 		r := &Role{Name: name, Commands: rf.Commands}
 		for j, perm := range rf.Permissions {
@@ -284,7 +340,8 @@ func (b *builder) grants(p *Policy, grants []grantFile) {
 			b.failAt(b.at("grants", i), "grant has no principals")
 		}
 		for j, pr := range gf.Principals {
-			if _, err := filepath.Match(pr, ""); err != nil || pr == "" {
+			// path.Match, as matchAny uses, so the check agrees with the match.
+			if _, err := path.Match(pr, ""); err != nil || pr == "" {
 				b.failAt(b.at("grants", i, "principals", j), "bad principal pattern %q", pr)
 			}
 		}

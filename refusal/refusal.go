@@ -178,7 +178,9 @@ func fromGRPC(c codes.Code) Code {
 		return Unauthenticated
 	case codes.PermissionDenied:
 		return PermissionDenied
-	case codes.InvalidArgument:
+	case codes.InvalidArgument, codes.ResourceExhausted:
+		// Without ErrorInfo these come from gRPC itself: a request it
+		// could not accept (e.g. larger than the message size limit).
 		return BadRequest
 	default:
 		return Internal

@@ -63,22 +63,33 @@ func (s *Server) admitCall(ctx context.Context, method string) (context.Context,
 		err = s.authorize(c, method)
 	}
 	if err != nil {
-		r := refusal.As(err)
-		_, auditErr := s.record(ctx, audit.Record{
-			Event: "call", Method: method, Principal: c.Principal, Transport: c.Transport, Peer: c.Peer,
-			Decision: "refuse", Code: string(r.Code), Reason: r.Msg,
-		})
-		if auditErr != nil {
-			return nil, refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
-		}
-		return nil, err
+		return nil, s.refuseCall(ctx, c, method, err)
 	}
 	return withCaller(ctx, c), nil
+}
+
+// refuseCall audits a call refused before its handler ran.
+func (s *Server) refuseCall(ctx context.Context, c Caller, method string, err error) error {
+	r := refusal.As(err)
+	_, auditErr := s.record(ctx, audit.Record{
+		Event: "call", Method: method, Principal: c.Principal, Transport: c.Transport, Peer: c.Peer,
+		Decision: "refuse", Code: string(r.Code), Reason: r.Msg,
+	})
+	if auditErr != nil {
+		return refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
+	}
+	return err
 }
 
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	ctx, err := s.admitCall(ctx, info.FullMethod)
+	if err == nil {
+		if verr := validateMessage(req); verr != nil {
+			c, _ := callerFrom(ctx)
+			err = s.refuseCall(ctx, c, info.FullMethod, verr)
+		}
+	}
 	if err == nil {
 		var resp any
 		resp, err = handler(ctx, req)
@@ -93,7 +104,7 @@ func (s *Server) streamInterceptor(srv any, ss grpc.ServerStream, info *grpc.Str
 	start := time.Now()
 	ctx, err := s.admitCall(ss.Context(), info.FullMethod)
 	if err == nil {
-		err = handler(srv, &callerStream{ServerStream: ss, ctx: ctx})
+		err = handler(srv, &callerStream{ServerStream: ss, ctx: ctx, s: s, method: info.FullMethod})
 		if err == nil {
 			return nil
 		}
@@ -112,12 +123,27 @@ func (s *Server) statusError(method string, start time.Time, err error) error {
 	return refusal.Status(r).Err()
 }
 
+// callerStream carries the identified caller into a streaming handler and
+// validates every message it receives.
 type callerStream struct {
 	grpc.ServerStream
-	ctx context.Context
+	ctx    context.Context
+	s      *Server
+	method string
 }
 
 func (c *callerStream) Context() context.Context { return c.ctx }
+
+func (c *callerStream) RecvMsg(m any) error {
+	if err := c.ServerStream.RecvMsg(m); err != nil {
+		return err
+	}
+	if err := validateMessage(m); err != nil {
+		caller, _ := callerFrom(c.ctx)
+		return c.s.refuseCall(c.ctx, caller, c.method, err)
+	}
+	return nil
+}
 
 func shortMethod(full string) string {
 	for i := len(full) - 1; i >= 0; i-- {

@@ -131,9 +131,9 @@ func (s *Server) Policy() *policy.Policy { return s.policy.Load() }
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
 		grpc.Creds(peerCredentials{}),
+		grpc.ForceServerCodecV2(requestCodec{}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
-		grpc.MaxRecvMsgSize(maxRequestBytes),
 	}, opts...)
 	g := grpc.NewServer(opts...)
 	coilyv1.RegisterCoilyServiceServer(g, s)

@@ -15,11 +15,10 @@ import (
 
 // Request limits. Anything beyond them is refused with bad-request.
 const (
-	maxArgs         = 1024
-	maxArgvBytes    = 128 << 10
-	maxStdinBytes   = 1 << 20
-	maxTextBytes    = 1 << 10 // reasons and notes
-	maxRequestBytes = maxArgvBytes + maxStdinBytes + 64<<10
+	maxArgs       = 1024
+	maxArgvBytes  = 128 << 10
+	maxStdinBytes = 1 << 20
+	maxTextBytes  = 1 << 10 // reasons and notes
 )
 
 // validateMessage refuses what this server cannot interpret faithfully:
@@ -36,6 +35,9 @@ func validateMessage(m any) error {
 func validateReflect(m protoreflect.Message, depth int) error {
 	if depth > 16 {
 		return refusal.New(refusal.BadRequest, "message nested too deeply")
+	}
+	if isUndecodable(m) {
+		return refusal.New(refusal.BadRequest, "request could not be decoded (malformed protobuf or invalid UTF-8)")
 	}
 	if len(m.GetUnknown()) > 0 {
 		return refusal.New(refusal.BadRequest, "%s carries fields this server does not understand (is the server older than the client?)", m.Descriptor().Name())

@@ -11,6 +11,7 @@
 package store
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -134,7 +135,16 @@ func putJSONTx(b *bolt.Bucket, key string, v any) error {
 func getJSON(b *bolt.Bucket, key []byte, v any) error {
 	data := b.Get(key)
 	if data == nil {
+		if b.Bucket(key) != nil {
+			// A nested bucket where a record belongs is not "no record".
+			return fmt.Errorf("%w: %s: bucket in place of record", ErrCorrupt, key)
+		}
 		return ErrNotFound
+	}
+	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
+		// JSON null decodes without error into a zero value (an inactive
+		// stop); no record is ever written as null.
+		return fmt.Errorf("%w: %s: null record", ErrCorrupt, key)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)

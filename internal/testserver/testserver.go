@@ -1,0 +1,146 @@
+// Package testserver starts a whole coily server for tests: real policy
+// file, bbolt store, audit log and local socket in a temporary state
+// directory, served in-process, with a client connected to it.
+package testserver
+
+import (
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/client"
+	"coily.dev/coily/policy"
+	"coily.dev/coily/server"
+	"coily.dev/coily/store"
+)
+
+// LocalPolicy is examples/local.yaml's content: the local operator may run
+// echo, true, sleep and sh, natively.
+const LocalPolicy = `version: 1
+roles:
+  operator:
+    permissions: [exec, lockout, unlock, pause, resume, status]
+    commands: [echo, "true", sleep, sh]
+commands:
+  - {name: echo, binary: /bin/echo, sandbox: native}
+  - {name: "true", binary: /bin/true, sandbox: native}
+  - {name: sleep, binary: /bin/sleep, sandbox: native, timeout: 5m}
+  - {name: sh, binary: /bin/sh, sandbox: native, timeout: 5m, max_output: 64KiB}
+`
+
+// Options configure a test server. The zero value serves LocalPolicy.
+type Options struct {
+	// Policy is the policy file's content.
+	Policy string
+	// StateDir reuses a state directory (to test restarts); empty means a
+	// new temporary one.
+	StateDir  string
+	Users     server.UserLookup
+	KillGrace time.Duration
+	// Log receives the server's log; nil discards it.
+	Log io.Writer
+}
+
+// Instance is a running server and a client connected to it.
+type Instance struct {
+	StateDir string
+	Socket   string
+	Server   *server.Server
+	Client   *client.Client
+	Audit    *audit.Log
+
+	t    testing.TB
+	gs   *grpc.Server
+	db   *store.DB
+	done chan struct{}
+}
+
+// Start starts a server; it is stopped when the test ends.
+func Start(t testing.TB, opts Options) *Instance {
+	t.Helper()
+	if opts.Policy == "" {
+		opts.Policy = LocalPolicy
+	}
+	if opts.StateDir == "" {
+		opts.StateDir = shortTempDir(t)
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	polPath := filepath.Join(opts.StateDir, "policy.yaml")
+	if err := os.WriteFile(polPath, []byte(opts.Policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(polPath)
+	if err != nil {
+		t.Fatalf("policy: %v", err)
+	}
+	in := &Instance{t: t, StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), done: make(chan struct{})}
+	if in.db, err = store.Open(filepath.Join(opts.StateDir, "coily.db")); err != nil {
+		t.Fatal(err)
+	}
+	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit")}); err != nil {
+		t.Fatal(err)
+	}
+	in.Server, err = server.New(server.Config{Policy: pol, Store: in.db, Audit: in.Audit,
+		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
+		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := server.ListenLocal(in.Socket, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.gs = in.Server.GRPCServer()
+	go func() { defer close(in.done); _ = in.gs.Serve(l) }()
+	if in.Client, err = client.DialLocal(in.Socket); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(in.Stop)
+	return in
+}
+
+// Stop stops the server as `coily serve` does on SIGTERM and closes its
+// files. It is safe to call twice.
+func (in *Instance) Stop() {
+	if in.gs == nil {
+		return
+	}
+	in.Client.Close()
+	in.Server.Shutdown()
+	in.gs.GracefulStop()
+	<-in.done
+	in.gs = nil
+	if err := in.Audit.Close(); err != nil {
+		in.t.Errorf("close audit: %v", err)
+	}
+	if err := in.db.Close(); err != nil {
+		in.t.Errorf("close store: %v", err)
+	}
+}
+
+// Restart stops the server and starts a new one on the same state dir.
+func (in *Instance) Restart(opts Options) *Instance {
+	in.t.Helper()
+	in.Stop()
+	opts.StateDir = in.StateDir
+	return Start(in.t, opts)
+}
+
+// shortTempDir returns a temporary directory with a path short enough for
+// a unix socket (sun_path is 108 bytes; t.TempDir paths can exceed it).
+func shortTempDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "coily-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

@@ -1,0 +1,346 @@
+package policy_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"coily.dev/coily/policy"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
+
+// yamlFiles lists dir's *.yaml files, sorted.
+func yamlFiles(t testing.TB, dir string) []string {
+	t.Helper()
+	names, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(names) == 0 {
+		t.Fatalf("no *.yaml files in %s", dir)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestLoadValid(t *testing.T) {
+	files := append(yamlFiles(t, "testdata/valid"), "../examples/local.yaml")
+	for _, file := range files {
+		t.Run(filepath.Base(file), func(t *testing.T) {
+			p, err := policy.Load(file)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if p.Path != file {
+				t.Errorf("Path = %q, want %q", p.Path, file)
+			}
+			if len(p.SHA256) != 64 {
+				t.Errorf("SHA256 = %q, want 64 hex digits", p.SHA256)
+			}
+			checkRules(t, p)
+		})
+	}
+}
+
+// checkRules asserts what every loaded policy's rules guarantee.
+func checkRules(t testing.TB, p *policy.Policy) {
+	t.Helper()
+	seen := map[string]bool{}
+	for _, r := range p.Rules() {
+		if seen[r.Name] {
+			t.Errorf("rule %q appears twice", r.Name)
+		}
+		seen[r.Name] = true
+		if !filepath.IsAbs(r.Binary) || filepath.Clean(r.Binary) != r.Binary {
+			t.Errorf("rule %q: binary %q is not a clean absolute path", r.Name, r.Binary)
+		}
+		if r.Timeout <= 0 || r.Timeout > policy.MaxTimeout {
+			t.Errorf("rule %q: timeout %v out of (0, %v]", r.Name, r.Timeout, policy.MaxTimeout)
+		}
+		if r.MaxOutput <= 0 {
+			t.Errorf("rule %q: max output %d is not positive", r.Name, r.MaxOutput)
+		}
+		if !slices.Contains([]string{policy.SandboxNative, policy.SandboxBwrap, policy.SandboxSandboxExec}, r.Sandbox) {
+			t.Errorf("rule %q: unknown sandbox %q", r.Name, r.Sandbox)
+		}
+		if r.Line <= 0 {
+			t.Errorf("rule %q: line %d", r.Name, r.Line)
+		}
+	}
+}
+
+func TestExampleMatchesTestdata(t *testing.T) {
+	example, err := os.ReadFile("../examples/local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := os.ReadFile("testdata/valid/local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(example) != string(copied) {
+		t.Errorf("testdata/valid/local.yaml differs from examples/local.yaml; copy it again")
+	}
+}
+
+func TestLoadFullRules(t *testing.T) {
+	p, err := policy.Load("testdata/valid/full.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := p.Rules()
+	want := []policy.Rule{
+		{Name: "echo", Binary: "/bin/echo", Sandbox: policy.SandboxNative, Timeout: time.Nanosecond, MaxOutput: 1, Line: 25},
+		{Name: "ls", Binary: "/usr/bin/ls", Sandbox: policy.SandboxBwrap, Timeout: 24 * time.Hour, MaxOutput: 1 << 30, Line: 30},
+		{Name: "ls.mac", Binary: "/bin/ls", Sandbox: policy.SandboxSandboxExec, Timeout: 90 * time.Second, MaxOutput: 64 << 10, Line: 35},
+		{Name: "defaults_0", Binary: "/usr/bin/true", Sandbox: platformSandbox(), Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput, Line: 40},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("got %d rules, want %d", len(got), len(want))
+	}
+	for i := range want {
+		if *got[i] != want[i] {
+			t.Errorf("rule %d = %+v, want %+v", i, *got[i], want[i])
+		}
+	}
+	if sb, want := p.Sandboxes(), []string{"bwrap", "native", "sandbox-exec"}; !slices.Equal(sb, want) {
+		t.Errorf("Sandboxes() = %q, want %q", sb, want)
+	}
+
+	// Rules returns a copy: changing it does not change the policy.
+	got[0] = nil
+	if p.Rules()[0] == nil {
+		t.Error("Rules() exposes the policy's own slice")
+	}
+}
+
+// platformSandbox is the backend a rule gets when it names none.
+func platformSandbox() string {
+	p, err := policy.Parse("default.yaml", []byte("version: 1\ncommands:\n  - name: x\n    binary: /bin/x\n"))
+	if err != nil {
+		panic(err)
+	}
+	return p.Rules()[0].Sandbox
+}
+
+func TestDefaultSandboxIsNotNative(t *testing.T) {
+	if sb := platformSandbox(); sb == policy.SandboxNative {
+		t.Errorf("a rule naming no sandbox gets %q; native must be named explicitly", sb)
+	}
+}
+
+func TestSHA256IdentifiesContent(t *testing.T) {
+	a, err := policy.Parse("a.yaml", []byte("version: 1\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := policy.Parse("b.yaml", []byte("version: 1 # changed\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("version: 1\n"))
+	if want := hex.EncodeToString(sum[:]); a.SHA256 != want {
+		t.Errorf("SHA256 = %s, want %s", a.SHA256, want)
+	}
+	if a.SHA256 == b.SHA256 {
+		t.Errorf("different files share SHA256 %s", a.SHA256)
+	}
+}
+
+// noLine lists the broken files whose error cannot point at a line.
+var noLine = map[string]bool{
+	"empty.yaml":        true,
+	"comment-only.yaml": true,
+	"non-utf8.yaml":     true,
+}
+
+func TestLoadBroken(t *testing.T) {
+	files := yamlFiles(t, "testdata/broken")
+	for _, file := range files {
+		name := filepath.Base(file)
+		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
+			path := "testdata/broken/" + name
+			p, err := policy.Load(path)
+			if err == nil {
+				t.Fatalf("Load(%s) succeeded with %d rules; want an error", path, len(p.Rules()))
+			}
+			var e *policy.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %T (%v) is not a *policy.Error", err, err)
+			}
+			if e.File != path {
+				t.Errorf("File = %q, want %q", e.File, path)
+			}
+			if !noLine[name] && e.Line <= 0 {
+				t.Errorf("error has no line: %v", err)
+			}
+			if !strings.HasPrefix(err.Error(), path+":") {
+				t.Errorf("error %q does not start with %q", err, path+":")
+			}
+
+			// The same input always gives the same error.
+			for range 20 {
+				if _, again := policy.Load(path); again == nil || again.Error() != err.Error() {
+					t.Fatalf("error changed between loads: %q then %v", err, again)
+				}
+			}
+
+			golden := strings.TrimSuffix(file, ".yaml") + ".err"
+			if *update {
+				if err := os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				return
+			}
+			want, rerr := os.ReadFile(golden)
+			if rerr != nil {
+				t.Fatalf("%v (run with -update to create it)", rerr)
+			}
+			if got := err.Error(); got != strings.TrimSuffix(string(want), "\n") {
+				t.Errorf("error mismatch\n got: %s\nwant: %s", got, want)
+			}
+		})
+	}
+
+	// Every golden file belongs to a broken policy.
+	goldens, _ := filepath.Glob("testdata/broken/*.err")
+	for _, g := range goldens {
+		if !slices.Contains(files, strings.TrimSuffix(g, ".err")+".yaml") {
+			t.Errorf("%s has no matching .yaml", g)
+		}
+	}
+}
+
+func TestLoadMissingFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "nope.yaml")
+	_, err := policy.Load(path)
+	var e *policy.Error
+	if !errors.As(err, &e) || e.File != path || !strings.HasPrefix(err.Error(), path+": ") {
+		t.Fatalf("Load(missing) = %v, want a *policy.Error naming %s", err, path)
+	}
+}
+
+func TestTooLarge(t *testing.T) {
+	data := []byte("version: 1\n" + strings.Repeat("#", policy.MaxFileSize))
+	want := "big.yaml: file larger than 4194304 bytes"
+	if _, err := policy.Parse("big.yaml", data); err == nil || err.Error() != want {
+		t.Errorf("Parse(too large) = %v, want %q", err, want)
+	}
+	path := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := policy.Load(path); err == nil || err.Error() != path+": file larger than 4194304 bytes" {
+		t.Errorf("Load(too large) = %v", err)
+	}
+
+	// Exactly MaxFileSize is fine.
+	data = data[:policy.MaxFileSize]
+	if _, err := policy.Parse("max.yaml", data); err != nil {
+		t.Errorf("Parse(MaxFileSize bytes) = %v", err)
+	}
+}
+
+func TestErrorFormat(t *testing.T) {
+	for _, tc := range []struct {
+		e    policy.Error
+		want string
+	}{
+		{policy.Error{File: "p.yaml", Line: 3, Column: 7, Msg: "bad"}, "p.yaml:3:7: bad"},
+		{policy.Error{File: "p.yaml", Line: 3, Msg: "bad"}, "p.yaml:3: bad"},
+		{policy.Error{File: "p.yaml", Msg: "bad"}, "p.yaml: bad"},
+		{policy.Error{File: "p.yaml", Column: 7, Msg: "bad"}, "p.yaml: bad"},
+	} {
+		if got := tc.e.Error(); got != tc.want {
+			t.Errorf("%+v.Error() = %q, want %q", tc.e, got, tc.want)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	valid := []struct {
+		in   string
+		want int64
+	}{
+		{"1", 1},
+		{"4096", 4096},
+		{"4096B", 4096},
+		{"64KiB", 64 << 10},
+		{"4MiB", 4 << 20},
+		{"1GiB", 1 << 30},
+		{"1024GiB", 1 << 40},
+		{"1099511627776", 1 << 40},
+	}
+	for _, tc := range valid {
+		got, err := policy.ParseSize(tc.in)
+		if err != nil || got != tc.want {
+			t.Errorf("ParseSize(%q) = %d, %v; want %d", tc.in, got, err, tc.want)
+		}
+	}
+	invalid := []string{
+		"", "0", "-1", "1.5MiB", "1TB", "99999999999999GiB", " ",
+		"0KiB", "-4MiB", "MiB", "1025GiB", "1099511627777", "1kib", "1 TiB",
+		"9223372036854775807", "9223372036854775808", "0x10", "1e6", "4 MiB extra",
+	}
+	for _, in := range invalid {
+		got, err := policy.ParseSize(in)
+		if err == nil {
+			t.Errorf("ParseSize(%q) = %d, want an error", in, got)
+			continue
+		}
+		if got != 0 {
+			t.Errorf("ParseSize(%q) returned %d with its error", in, got)
+		}
+		if !strings.Contains(err.Error(), "size ") {
+			t.Errorf("ParseSize(%q) error %q does not name the size", in, err)
+		}
+	}
+}
+
+func FuzzParse(f *testing.F) {
+	for _, dir := range []string{"testdata/valid", "testdata/broken"} {
+		for _, file := range yamlFiles(f, dir) {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := policy.Parse("fuzz.yaml", data)
+		if err != nil {
+			var e *policy.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("error %T (%v) is not a *policy.Error", err, err)
+			}
+			if !strings.HasPrefix(err.Error(), "fuzz.yaml") {
+				t.Fatalf("error %q does not start with the file name", err)
+			}
+			if p != nil {
+				t.Fatalf("Parse returned a policy with error %v", err)
+			}
+			if _, again := policy.Parse("fuzz.yaml", data); again == nil || again.Error() != err.Error() {
+				t.Fatalf("error changed between parses: %q then %v", err, again)
+			}
+			return
+		}
+		checkRules(t, p)
+		for _, r := range p.Rules() {
+			// The decision for a rule's own binary never panics and
+			// allows only with a rule for that binary.
+			d := p.DecideExec(policy.Subject{Principal: "tag:fuzz", Roles: []string{policy.OperatorRole}}, []string{r.Binary})
+			if d.Result == policy.Allow && (d.Rule == nil || d.Rule.Binary != r.Binary) {
+				t.Fatalf("allowed %s with rule %+v", r.Binary, d.Rule)
+			}
+		}
+	})
+}

@@ -1,0 +1,104 @@
+package server_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/testserver"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// withUnknown returns req carrying raw extra bytes, as a hostile or newer
+// client could send them.
+func withUnknown(req *coilyv1.ExecRequest, raw []byte) *coilyv1.ExecRequest {
+	req.ProtoReflect().SetUnknown(raw)
+	return req
+}
+
+func TestHostileExecRequests(t *testing.T) {
+	in := testserver.Start(t, testserver.Options{})
+	many := make([]string, 2000)
+	for i := range many {
+		many[i] = "x"
+	}
+	big := strings.Repeat("a", 100<<10)
+	tests := []struct {
+		name string
+		req  *coilyv1.ExecRequest
+	}{
+		{"empty argv", &coilyv1.ExecRequest{}},
+		{"too many args", &coilyv1.ExecRequest{Argv: append([]string{"/bin/echo"}, many...)}},
+		{"argv too large", &coilyv1.ExecRequest{Argv: []string{"/bin/echo", big, big}}},
+		{"NUL in argv", &coilyv1.ExecRequest{Argv: []string{"/bin/echo", "a\x00b"}}},
+		{"NUL in binary", &coilyv1.ExecRequest{Argv: []string{"/bin/echo\x00/usr/bin/id"}}},
+		{"relative binary", &coilyv1.ExecRequest{Argv: []string{"bin/echo", "hi"}}},
+		{"bare name", &coilyv1.ExecRequest{Argv: []string{"echo", "hi"}}},
+		{"unclean binary", &coilyv1.ExecRequest{Argv: []string{"/bin/../bin/echo"}}},
+		{"empty binary", &coilyv1.ExecRequest{Argv: []string{""}}},
+		{"stdin over limit", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Stdin: make([]byte, 1<<20+1)}},
+		{"stdin over message limit", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Stdin: make([]byte, 5<<20)}},
+		{"negative timeout", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Timeout: durationpb.New(-time.Second)}},
+		{"huge timeout", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Timeout: durationpb.New(1000 * time.Hour)}},
+		{"invalid timeout", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Timeout: &durationpb.Duration{Seconds: 1, Nanos: -5}}},
+		{"note too long", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Note: strings.Repeat("n", 2000)}},
+		{"unknown field", withUnknown(&coilyv1.ExecRequest{Argv: []string{"/bin/true"}},
+			protowire.AppendBytes(protowire.AppendTag(nil, 99, protowire.BytesType), []byte("workspace")))},
+		{"invalid UTF-8 in argv", withUnknown(&coilyv1.ExecRequest{},
+			protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("/bin/\xff")))},
+		{"malformed protobuf", withUnknown(&coilyv1.ExecRequest{Argv: []string{"/bin/true"}}, []byte{0x0a, 0x7f, 0x01})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := execReq(t, in, tt.req)
+			wantCode(t, r.err, refusal.BadRequest)
+		})
+	}
+	// The server still serves, and the refusals were audited without
+	// echoing the hostile argv.
+	if r := execArgv(t, in, "/bin/echo", "alive"); r.err != nil || r.stdout != "alive\n" {
+		t.Fatalf("server no longer serves: %q %v", r.stdout, r.err)
+	}
+	recs, err := audit.Tail(in.StateDir+"/audit", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// "stdin over message limit" is refused by gRPC's own 4 MiB message
+	// limit before coily sees (or can audit) it.
+	refused, want := 0, len(tests)-1
+	for _, rec := range recs {
+		if rec.Code == string(refusal.BadRequest) {
+			refused++
+			if len(rec.Argv) > 0 {
+				t.Errorf("bad-request audit record echoes argv: %.80q", rec.Argv)
+			}
+		}
+	}
+	if refused != want {
+		t.Errorf("%d bad-request refusals audited, want %d", refused, want)
+	}
+	if _, err := audit.Verify(in.StateDir + "/audit"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestHostileControlRequests(t *testing.T) {
+	in := testserver.Start(t, testserver.Options{})
+	ctx := context.Background()
+	_, err := in.Client.API.Pause(ctx, &coilyv1.PauseRequest{Reason: strings.Repeat("r", 5000)})
+	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
+	req := &coilyv1.LockoutRequest{}
+	req.ProtoReflect().SetUnknown(protowire.AppendVarint(protowire.AppendTag(nil, 7, protowire.VarintType), 1))
+	_, err = in.Client.API.Lockout(ctx, req)
+	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
+	st, err := in.Client.API.Status(ctx, &coilyv1.StatusRequest{})
+	if err != nil || st.GetLockout().GetActive() || st.GetPause().GetActive() {
+		t.Fatalf("a refused control call changed state: %v %v", st, err)
+	}
+}
