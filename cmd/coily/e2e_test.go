@@ -1,0 +1,300 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"coily.dev/coily/audit"
+)
+
+// coilyBin is the coily binary built once for these tests, in a directory
+// every user may read (a test runs it as another uid).
+var coilyBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "coily-bin-")
+	if err != nil {
+		panic(err)
+	}
+	code := 1
+	defer func() { os.RemoveAll(dir); os.Exit(code) }()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		panic(err)
+	}
+	coilyBin = filepath.Join(dir, "coily")
+	out, err := exec.Command("go", "build", "-o", coilyBin, ".").CombinedOutput()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "build coily: %v\n%s", err, out)
+		return
+	}
+	code = m.Run()
+}
+
+// requireComponent fails under CI=true (where every component is
+// installed) and skips elsewhere.
+func requireComponent(t *testing.T, ok bool, what string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI=true", what)
+	}
+	t.Skipf("%s not available", what)
+}
+
+type serveProc struct {
+	cmd    *exec.Cmd
+	log    *bytes.Buffer
+	dir    string
+	socket string
+}
+
+func examplePolicy(t *testing.T) string {
+	t.Helper()
+	p, err := filepath.Abs("../../examples/local.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// startServe runs `coily serve` and waits until its socket answers.
+func startServe(t *testing.T, dir, policyPath string) *serveProc {
+	t.Helper()
+	p := &serveProc{log: new(bytes.Buffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
+	p.cmd = exec.Command(coilyBin, "serve", "--state-dir", dir, "--policy", policyPath)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(p.stop)
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if r := p.run(t, "status"); r.code == 0 {
+			return p
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("server did not become ready:\n%s", p.log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (p *serveProc) stop() {
+	if p.cmd.ProcessState != nil {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() { _ = p.cmd.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-done
+	}
+}
+
+type cliRun struct {
+	code           int
+	stdout, stderr string
+}
+
+func (p *serveProc) run(t *testing.T, args ...string) cliRun {
+	t.Helper()
+	return runCoily(t, nil, append([]string{"--socket", p.socket}, args...)...)
+}
+
+// runCoily runs the coily binary; cred, when set, runs it as another user.
+func runCoily(t *testing.T, cred *syscall.Credential, args ...string) cliRun {
+	t.Helper()
+	cmd := exec.Command(coilyBin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if cred != nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	err := cmd.Run()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+func shortDir(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "coily-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
+
+func TestCLIExecAcceptance(t *testing.T) {
+	p := startServe(t, shortDir(t), examplePolicy(t))
+	for _, tt := range []struct {
+		args       []string
+		code       int
+		out, inErr string
+	}{
+		{[]string{"exec", "--", "/bin/echo", "hi"}, 0, "hi\n", ""},
+		{[]string{"exec", "--", "/bin/sh", "-c", "exit 7"}, 7, "", ""},
+		{[]string{"exec", "--", "/usr/bin/id"}, 125, "", "coily: refused (policy-deny): "},
+		{[]string{"exec", "--", "/bin/sh", "-c", "kill -KILL $$"}, 137, "", ""},
+		{[]string{"exec", "--timeout", "200ms", "--", "/bin/sleep", "5"}, 125, "", "coily: refused (command-timeout): "},
+		{[]string{"exec", "--", "sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "},
+	} {
+		r := p.run(t, tt.args...)
+		if r.code != tt.code || r.stdout != tt.out || !strings.HasPrefix(r.stderr, tt.inErr) || (tt.inErr == "" && r.stderr != "") {
+			t.Errorf("coily %v: code %d stdout %q stderr %q; want %d %q %q", tt.args, r.code, r.stdout, r.stderr, tt.code, tt.out, tt.inErr)
+		}
+	}
+}
+
+func TestCLIOtherUIDRefused(t *testing.T) {
+	requireComponent(t, os.Geteuid() == 0, "root (to run a client as another uid)")
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	// Open everything up: only the peer credentials stand in the way.
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p.socket, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	nobody := &syscall.Credential{Uid: 65534, Gid: 65534}
+	for _, args := range [][]string{{"status"}, {"exec", "--", "/bin/echo", "hi"}, {"lockout"}, {"unlock"}} {
+		r := runCoily(t, nobody, append([]string{"--socket", p.socket}, args...)...)
+		if r.code != 125 || !strings.HasPrefix(r.stderr, "coily: refused (unauthenticated): ") {
+			t.Fatalf("as uid 65534, coily %v: code %d stderr %q", args, r.code, r.stderr)
+		}
+	}
+	recs, err := audit.Tail(filepath.Join(dir, "audit"), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	refused := 0
+	for _, rec := range recs {
+		if rec.Code == "unauthenticated" && strings.Contains(rec.Peer, "uid=65534") {
+			refused++
+		}
+	}
+	if refused != 4 {
+		t.Fatalf("%d unauthenticated refusals of uid 65534 audited, want 4", refused)
+	}
+	if r := p.run(t, "status"); r.code != 0 || r.stdout == "" {
+		t.Fatalf("the operator can no longer call: %+v", r)
+	}
+	if st := p.run(t, "status"); st.code != 0 || !strings.Contains(st.stdout, "lockout:     off") {
+		t.Fatalf("a refused lockout took effect: %s", st.stdout)
+	}
+}
+
+func TestCLILockoutSurvivesRestart(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	if r := p.run(t, "lockout", "--reason", "e2e"); r.code != 0 {
+		t.Fatalf("lockout: %+v", r)
+	}
+	if r := p.run(t, "exec", "--", "/bin/true"); r.code != 125 || !strings.Contains(r.stderr, "(lockout-active)") {
+		t.Fatalf("exec while locked: %+v", r)
+	}
+	p.stop()
+	p = startServe(t, dir, examplePolicy(t))
+	if r := p.run(t, "status"); !strings.Contains(r.stdout, "lockout:     ACTIVE") || !strings.Contains(r.stdout, "(e2e)") {
+		t.Fatalf("status after restart: %+v", r)
+	}
+	if r := p.run(t, "exec", "--", "/bin/true"); r.code != 125 || !strings.Contains(r.stderr, "(lockout-active)") {
+		t.Fatalf("exec after restart: %+v", r)
+	}
+	if r := p.run(t, "unlock"); r.code != 0 {
+		t.Fatalf("unlock: %+v", r)
+	}
+	if r := p.run(t, "exec", "--", "/bin/echo", "ok"); r.code != 0 || r.stdout != "ok\n" {
+		t.Fatalf("exec after unlock: %+v", r)
+	}
+	r := p.run(t, "status", "--json")
+	var st struct {
+		Caller struct{ Principal string }
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); r.code != 0 || err != nil || !strings.HasPrefix(st.Caller.Principal, "local:") {
+		t.Fatalf("status --json: %v %+v", err, r)
+	}
+}
+
+func TestCLIAuditVerifyNamesTamperedLine(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	for i := 0; i < 3; i++ {
+		p.run(t, "exec", "--", "/bin/echo", fmt.Sprint(i))
+	}
+	p.stop()
+	global := []string{"--state-dir", dir}
+	if r := runCoily(t, nil, append(global, "audit", "verify")...); r.code != 0 || !strings.Contains(r.stdout, "audit log OK: 6 records") {
+		t.Fatalf("verify: %+v", r)
+	}
+	if r := runCoily(t, nil, append(global, "audit", "tail", "-n", "2")...); r.code != 0 || strings.Count(r.stdout, "\n") != 2 {
+		t.Fatalf("tail: %+v", r)
+	}
+	if r := runCoily(t, nil, append(global, "audit", "show", "A000000000003")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
+		t.Fatalf("show: %+v", r)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	if len(files) != 1 {
+		t.Fatalf("audit files %v", files)
+	}
+	data, err := os.ReadFile(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Change one byte of the second line: the argv "0" becomes "9".
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	lines[1] = bytes.Replace(lines[1], []byte(`"/bin/echo","0"`), []byte(`"/bin/echo","9"`), 1)
+	if err := os.WriteFile(files[0], bytes.Join(lines, nil), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCoily(t, nil, append(global, "audit", "verify")...)
+	if r.code == 0 || !strings.Contains(r.stderr, filepath.Base(files[0])+":2:") {
+		t.Fatalf("verify after tampering with line 2: %+v", r)
+	}
+}
+
+func TestCLIGrpcurlListsService(t *testing.T) {
+	grpcurl, err := exec.LookPath("grpcurl")
+	requireComponent(t, err == nil, "grpcurl (installed by scripts/tools.sh)")
+	p := startServe(t, shortDir(t), examplePolicy(t))
+	out, err := exec.Command(grpcurl, "-plaintext", "-unix", p.socket, "list").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "coily.v1.CoilyService") {
+		t.Fatalf("grpcurl list: %v\n%s", err, out)
+	}
+}
+
+func TestServeRefusesBrokenPolicy(t *testing.T) {
+	dir := shortDir(t)
+	pol := filepath.Join(dir, "broken.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\ncommands:\n  - name: echo\n    binary: echo\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCoily(t, nil, "serve", "--state-dir", dir, "--policy", pol)
+	if r.code != 1 || !strings.Contains(r.stderr, pol+":4:") {
+		t.Fatalf("serve with a broken policy: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coily.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a server with a broken policy left a socket")
+	}
+}
