@@ -248,14 +248,13 @@ func (b *builder) build(f *fileV1) *Policy {
 	if f.Version != 1 {
 		b.failAt(b.at("version"), "version must be 1, got %d", f.Version)
 	}
-	for _, kind := range []string{"users", "groups"} {
-		names := f.LocalOperators.Users
-		if kind == "groups" {
-			names = f.LocalOperators.Groups
-		}
-		for i, n := range names {
+	for _, ops := range []struct {
+		key, what string
+		names     []string
+	}{{"users", "user", f.LocalOperators.Users}, {"groups", "group", f.LocalOperators.Groups}} {
+		for i, n := range ops.names {
 			if strings.TrimSpace(n) == "" {
-				b.failAt(b.at("local_operators", kind, i), "local operator %s must not be empty", strings.TrimSuffix(kind, "s"))
+				b.failAt(b.at("local_operators", ops.key, i), "local operator %s must not be empty", ops.what)
 			}
 		}
 	}
@@ -350,7 +349,7 @@ func (b *builder) grants(p *Policy, grants []grantFile) {
 				b.failAt(b.at("grants", i, "roles", j), "grant names undefined role %q", r)
 			}
 		}
-		p.grants = append(p.grants, Grant{Principals: gf.Principals, Roles: gf.Roles})
+		p.grants = append(p.grants, Grant(gf))
 	}
 }
 

@@ -117,6 +117,13 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, stdin []byte, maxOut
 			j.signal(syscall.SIGKILL, why)
 		}
 	}
+	// Each reader sent its chunks before signalling that it was done, but
+	// the loop may have taken the signal first: forward what is buffered.
+	for len(chunks) > 0 {
+		if c := <-chunks; emitErr == nil {
+			emitErr = emit(c)
+		}
+	}
 	return finish(j, cmd, res, waitErr, emitErr)
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 // Errors returned by the store.
@@ -50,7 +51,7 @@ func Open(path string) (*DB, error) {
 	}
 	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
 	if err != nil {
-		if errors.Is(err, bolt.ErrTimeout) {
+		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("store: %s is locked by another process (is another coily serving this state dir?): %w", path, err)
 		}
 		return nil, fmt.Errorf("store: open %s: %w", path, err)

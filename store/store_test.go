@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 )
 
 func openTemp(t *testing.T) (*DB, string) {
@@ -182,8 +183,8 @@ func TestSecondOpenFailsFast(t *testing.T) {
 	if !strings.Contains(err.Error(), "locked by another process") {
 		t.Errorf("error %q does not mention the lock", err)
 	}
-	if !errors.Is(err, bolt.ErrTimeout) {
-		t.Errorf("error %v does not wrap bolt.ErrTimeout", err)
+	if !errors.Is(err, berrors.ErrTimeout) {
+		t.Errorf("error %v does not wrap berrors.ErrTimeout", err)
 	}
 	if elapsed >= OpenTimeout+2*time.Second || elapsed < OpenTimeout/2 {
 		t.Errorf("second Open took %v, want about %v", elapsed, OpenTimeout)
