@@ -15,13 +15,14 @@ type Log struct {
 	dir string
 	now func() time.Time
 
-	mu     sync.Mutex
-	f      *os.File // newest month file, nil until the first file exists
-	month  string   // YYYY-MM of f
-	seq    uint64   // Seq of the last line on disk
-	head   string   // hex SHA-256 of the last line on disk
-	broken error    // first write/sync failure; set means every Append fails
-	closed bool
+	mu      sync.Mutex
+	f       *os.File // newest month file, nil until the first file exists
+	month   string   // YYYY-MM of f
+	seq     uint64   // Seq of the last line on disk
+	head    string   // hex SHA-256 of the last line on disk
+	broken  error    // first write/sync failure; set means every Append fails
+	pending bool     // lines written to f but not yet fsynced
+	closed  bool
 }
 
 // Open opens the audit log in cfg.Dir, creating the directory (0700) if
@@ -90,15 +91,29 @@ func openAppend(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 }
 
-// Append completes r (ID, Seq, Time, Prev, Hash; any caller values for
-// these are overwritten), writes it as one line, fsyncs the file and
-// returns the completed record. r.Event must be set.
+// Append writes r as the next line and fsyncs the file before returning,
+// so the record (and every line written before it) is durable. It fills
+// ID, Seq, Time, Prev and Hash and returns the completed record. r.Event
+// must be set.
 //
 // A failure before anything is written (cancelled ctx, encoding, creating a
 // new month file) leaves the Log usable. A failed write or sync marks the
 // Log broken: this and every later Append return an error wrapping
 // ErrBroken and the original error, until the log is reopened.
 func (l *Log) Append(ctx context.Context, r Record) (Record, error) {
+	return l.append(ctx, r, true)
+}
+
+// AppendPending writes r like Append but does not fsync: the line is in the
+// file (it survives a crash of this process) and becomes durable with the
+// next Append, or when the log is closed. The server uses it for the
+// decision that precedes a command, whose result line follows with an
+// fsync before the caller gets its answer.
+func (l *Log) AppendPending(ctx context.Context, r Record) (Record, error) {
+	return l.append(ctx, r, false)
+}
+
+func (l *Log) append(ctx context.Context, r Record, durable bool) (Record, error) {
 	if r.Event == "" {
 		return Record{}, errors.New("audit: append: record has no event")
 	}
@@ -126,7 +141,7 @@ func (l *Log) Append(ctx context.Context, r Record) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("audit: append: %w", err)
 	}
-	if err := writeSync(f, line); err != nil {
+	if err := l.write(f, line, durable); err != nil {
 		l.broken = err
 		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, err)
 	}
@@ -135,11 +150,21 @@ func (l *Log) Append(ctx context.Context, r Record) (Record, error) {
 	return r, nil
 }
 
-func writeSync(f *os.File, line []byte) error {
+// write appends line to f, fsyncing it (and any pending lines) when durable.
+// Must be called with l.mu held.
+func (l *Log) write(f *os.File, line []byte, durable bool) error {
 	if _, err := f.Write(line); err != nil {
 		return err
 	}
-	return f.Sync()
+	if !durable {
+		l.pending = true
+		return nil
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	l.pending = false
+	return nil
 }
 
 // fileFor returns the file a record made at t goes to: the file for t's
@@ -159,7 +184,14 @@ func (l *Log) fileFor(t time.Time) (*os.File, error) {
 		return nil, err
 	}
 	if l.f != nil {
-		// Every line in the old file was already fsynced.
+		if l.pending {
+			if err := l.f.Sync(); err != nil {
+				_ = f.Close()
+				l.broken = err
+				return nil, fmt.Errorf("%w: %w", ErrBroken, err)
+			}
+			l.pending = false
+		}
 		_ = l.f.Close()
 	}
 	l.f, l.month = f, month
@@ -191,7 +223,11 @@ func (l *Log) Close() error {
 	if l.f == nil {
 		return nil
 	}
-	if err := l.f.Close(); err != nil {
+	var syncErr error
+	if l.pending {
+		syncErr = l.f.Sync()
+	}
+	if err := errors.Join(syncErr, l.f.Close()); err != nil {
 		return fmt.Errorf("audit: close: %w", err)
 	}
 	return nil

@@ -173,7 +173,9 @@ func (s *Server) check(c callerClass, method string) error {
 	caller := Caller{Principal: c.as, Transport: "test"}
 	if c.as == "" {
 		var err error
-		if caller, err = s.identifyLocal(localPeer{UID: c.uid}); err != nil {
+		p := localPeer{UID: c.uid}
+		p.User, p.Groups, p.LookupErr = s.cfg.Users.LookupUID(c.uid)
+		if caller, err = s.identifyLocal(p); err != nil {
 			return err
 		}
 	}

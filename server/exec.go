@@ -126,19 +126,17 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 
 	rec := x.auditRecord("exec.decision")
 	rec.Decision = "allow"
-	dec, err := s.record(ctx, rec)
+	dec, err := s.recordPending(ctx, rec)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable; command not run")
 	}
 	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
-		State: store.RequestRunning, Started: s.cfg.Now()}
-	if err := s.cfg.Store.PutRequest(req); err != nil {
-		return refusal.Wrap(refusal.Internal, err, "state store unavailable; command not run")
-	}
+		Started: s.cfg.Now()}
 	err = stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Started{Started: &coilyv1.ExecStarted{
 		RequestId: x.id, Rule: x.rule.Name, Sandbox: x.box.Name(), AuditId: dec.ID}}})
 	if err != nil {
-		_, err = s.finishExec(ctx, x, req, runResult{}, refusal.Wrap(refusal.Internal, err, "caller went away"))
+		_, err = s.finishExec(ctx, x, &req, runResult{}, refusal.Wrap(refusal.Internal, err, "caller went away"))
+		s.saveRequest(req)
 		return err
 	}
 
@@ -148,16 +146,19 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 		return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
-	exit, err := s.finishExec(ctx, x, req, res, runErr)
-	if err != nil {
-		return err
+	exit, err := s.finishExec(ctx, x, &req, res, runErr)
+	if err == nil {
+		err = stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: exit}})
 	}
-	return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: exit}})
+	s.saveRequest(req)
+	return err
 }
 
-// finishExec records the outcome in the store and the audit log, and
-// returns the exit event or the refusal that ended the command.
-func (s *Server) finishExec(ctx context.Context, x *execution, req store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
+// finishExec records the outcome in the audit log (fsynced, which also
+// makes the decision line durable) and returns the exit event or the
+// refusal that ended the command. It completes req, which the caller saves
+// to the store after answering (see saveRequest).
+func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
@@ -169,20 +170,28 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req store.Request
 		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
 		req.ExitCode, req.Signal = res.exitCode, res.signal
 	}
-	storeErr := s.cfg.Store.PutRequest(req)
 	out, auditErr := s.record(context.WithoutCancel(ctx), rec)
 	switch {
 	case auditErr != nil:
 		return nil, refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
 	case runErr != nil:
 		return nil, runErr
-	case storeErr != nil:
-		return nil, refusal.Wrap(refusal.Internal, storeErr, "state store unavailable")
 	}
 	return &coilyv1.ExecExit{
 		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),
 		StdoutTruncated: res.truncated[coilyv1.Stream_STREAM_STDOUT],
 		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID}, nil
+}
+
+// saveRequest stores the request record, after the caller has its answer.
+// The audit log is the record of truth and is durable before the caller is
+// answered; the store's copy is the index later stages look requests up by,
+// so a failure is logged, not turned into a refusal of a command that
+// already ran.
+func (s *Server) saveRequest(req store.Request) {
+	if err := s.cfg.Store.PutRequest(req); err != nil {
+		s.log.Error("store request record", "request_id", req.ID, "err", err)
+	}
 }
 
 // timeout is the caller's requested timeout, clamped to the rule's.

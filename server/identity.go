@@ -97,7 +97,7 @@ func (s *Server) identify(ctx context.Context) (Caller, error) {
 // anyone else is refused.
 func (s *Server) identifyLocal(p localPeer) (Caller, error) {
 	c := Caller{Transport: TransportLocal, Peer: fmt.Sprintf("uid=%d pid=%d", p.UID, p.PID)}
-	name, groups, err := s.cfg.Users.LookupUID(p.UID)
+	name, groups, err := p.User, p.Groups, p.LookupErr
 	privileged := p.UID == s.cfg.ServerUID || p.UID == 0
 	switch {
 	case err != nil && !privileged:

@@ -9,26 +9,35 @@ import (
 )
 
 // localPeer is the AuthInfo of a local-socket connection: the kernel's
-// record of who connected.
+// record of who connected, and that uid's user and groups as the host's
+// user database had them when the connection was made.
 type localPeer struct {
 	credentials.CommonAuthInfo
 	UID, GID, PID int
+	User          string
+	Groups        []string
+	// LookupErr is why the user could not be resolved, if it could not.
+	LookupErr error
 }
 
 // AuthType implements credentials.AuthInfo.
 func (localPeer) AuthType() string { return "peercred" }
 
 // peerCredentials is the server's transport credentials. On a unix socket it
-// reads the peer's credentials from the kernel (SO_PEERCRED); other
-// connections pass through unidentified and are refused by the identity
-// interceptor until a transport that can identify them is added.
-type peerCredentials struct{}
+// reads the peer's credentials from the kernel (SO_PEERCRED) and resolves
+// the uid once per connection; whether that user is a local operator is
+// decided per call, against the policy in force. Other connections pass
+// through unidentified and are refused by the identity interceptor until a
+// transport that can identify them is added.
+type peerCredentials struct {
+	users UserLookup
+}
 
 func (peerCredentials) ClientHandshake(context.Context, string, net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	return nil, nil, fmt.Errorf("peerCredentials: server side only")
 }
 
-func (peerCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (c peerCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
 	uc, ok := conn.(*net.UnixConn)
 	if !ok {
 		return conn, unidentified{}, nil
@@ -38,6 +47,7 @@ func (peerCredentials) ServerHandshake(conn net.Conn) (net.Conn, credentials.Aut
 		conn.Close()
 		return nil, nil, fmt.Errorf("read peer credentials: %w", err)
 	}
+	p.User, p.Groups, p.LookupErr = c.users.LookupUID(p.UID)
 	p.SecurityLevel = credentials.PrivacyAndIntegrity
 	return conn, p, nil
 }
@@ -46,7 +56,7 @@ func (peerCredentials) Info() credentials.ProtocolInfo {
 	return credentials.ProtocolInfo{SecurityProtocol: "peercred"}
 }
 
-func (peerCredentials) Clone() credentials.TransportCredentials { return peerCredentials{} }
+func (c peerCredentials) Clone() credentials.TransportCredentials { return c }
 
 func (peerCredentials) OverrideServerName(string) error { return nil }
 

@@ -110,11 +110,6 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
 		quit: make(chan struct{})}
 	s.policy.Store(cfg.Policy)
-	if n, err := cfg.Store.MarkInterrupted("internal", cfg.Now()); err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	} else if n > 0 {
-		s.log.Warn("requests interrupted by the previous shutdown", "count", n)
-	}
 	if stops.Lockout.Active {
 		s.log.Warn("starting locked out", "by", stops.Lockout.By, "reason", stops.Lockout.Reason)
 	}
@@ -130,7 +125,7 @@ func (s *Server) Policy() *policy.Policy { return s.policy.Load() }
 // server is built.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
-		grpc.Creds(peerCredentials{}),
+		grpc.Creds(peerCredentials{users: s.cfg.Users}),
 		grpc.ForceServerCodecV2(requestCodec{}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
@@ -160,10 +155,23 @@ func (s *Server) Shutdown() {
 	s.bg.Wait()
 }
 
-// record writes one audit record and the matching log line. It is the one
-// place decisions are recorded.
+// record writes one audit record, fsynced, and the matching log line. It is
+// the one place decisions are recorded.
 func (s *Server) record(ctx context.Context, r audit.Record) (audit.Record, error) {
-	out, err := s.cfg.Audit.Append(ctx, r)
+	return s.recordWith(ctx, r, s.cfg.Audit.Append)
+}
+
+// recordPending records like record without waiting for the fsync: the
+// line is written (it survives a crash of the server) and becomes durable
+// with the next fsynced record. Only the decision that precedes a command
+// uses it; the command's result is recorded with an fsync before the
+// caller gets its answer.
+func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Record, error) {
+	return s.recordWith(ctx, r, s.cfg.Audit.AppendPending)
+}
+
+func (s *Server) recordWith(ctx context.Context, r audit.Record, appendFn func(context.Context, audit.Record) (audit.Record, error)) (audit.Record, error) {
+	out, err := appendFn(ctx, r)
 	attrs := []any{"event", r.Event, "principal", r.Principal, "transport", r.Transport,
 		"peer", r.Peer, "decision", r.Decision}
 	for _, kv := range [][2]string{{"code", r.Code}, {"rule", r.Rule}, {"request_id", r.RequestID}, {"reason", r.Reason}} {

@@ -10,12 +10,14 @@ import (
 
 // Request states.
 const (
-	RequestRunning  = "running"
+	// RequestFinished: the command ran and exited (any exit status).
 	RequestFinished = "finished"
-	RequestFailed   = "failed"
+	// RequestFailed: the command was stopped or failed; Code says why.
+	RequestFailed = "failed"
 )
 
-// Request is the record of one Exec that was allowed to run.
+// Request is the record of one Exec that was allowed to run, written when
+// it has been answered.
 type Request struct {
 	ID        string    `json:"id"`
 	Principal string    `json:"principal"`
@@ -49,40 +51,4 @@ func (d *DB) Request(id string) (Request, error) {
 		return Request{}, fmt.Errorf("store: request %s: %w", id, err)
 	}
 	return r, nil
-}
-
-// MarkInterrupted turns every request still recorded as running into a
-// failed one with the given code. The server calls it at start: a request
-// running when the previous process died did not finish.
-func (d *DB) MarkInterrupted(code string, now time.Time) (int, error) {
-	n := 0
-	err := d.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketRequests)
-		var stale []Request
-		err := b.ForEach(func(k, v []byte) error {
-			var r Request
-			if err := getJSON(b, k, &r); err != nil {
-				return err
-			}
-			if r.State == RequestRunning {
-				stale = append(stale, r)
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, r := range stale {
-			r.State, r.Code, r.Finished = RequestFailed, code, now
-			if err := putJSONTx(b, r.ID, r); err != nil {
-				return err
-			}
-		}
-		n = len(stale)
-		return nil
-	})
-	if err != nil {
-		return 0, fmt.Errorf("store: mark interrupted: %w", err)
-	}
-	return n, nil
 }

@@ -125,14 +125,6 @@ func (d *DB) put(bucket, key []byte, v any) error {
 	return nil
 }
 
-func putJSONTx(b *bolt.Bucket, key string, v any) error {
-	data, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	return b.Put([]byte(key), data)
-}
-
 func getJSON(b *bolt.Bucket, key []byte, v any) error {
 	data := b.Get(key)
 	if data == nil {

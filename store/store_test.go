@@ -273,79 +273,10 @@ func TestRequestCorrupt(t *testing.T) {
 
 func TestPutRequestEmptyID(t *testing.T) {
 	d, _ := openTemp(t)
-	if err := d.PutRequest(Request{State: RequestRunning}); err == nil {
+	if err := d.PutRequest(Request{State: RequestFinished}); err == nil {
 		t.Fatal("PutRequest with empty ID succeeded")
 	}
 }
-
-func TestMarkInterrupted(t *testing.T) {
-	d, path := openTemp(t)
-	t0 := time.Date(2026, 5, 6, 7, 8, 9, 0, time.UTC)
-	done := Request{ID: "done", State: RequestFinished, Started: t0, Finished: t0.Add(time.Second), ExitCode: 0}
-	for _, r := range []Request{
-		{ID: "run1", State: RequestRunning, Started: t0, Argv: []string{"sleep", "100"}},
-		{ID: "run2", State: RequestRunning, Started: t0.Add(time.Minute)},
-		done,
-	} {
-		if err := d.PutRequest(r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d = reopen(t, d, path)
-
-	now := t0.Add(time.Hour)
-	n, err := d.MarkInterrupted("internal", now)
-	if err != nil {
-		t.Fatalf("MarkInterrupted: %v", err)
-	}
-	if n != 2 {
-		t.Fatalf("MarkInterrupted = %d, want 2", n)
-	}
-	for _, id := range []string{"run1", "run2"} {
-		r, err := d.Request(id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.State != RequestFailed || r.Code != "internal" || !r.Finished.Equal(now) {
-			t.Errorf("%s after MarkInterrupted: %+v", id, r)
-		}
-	}
-	if r, err := d.Request("run1"); err != nil || len(r.Argv) != 2 || !r.Started.Equal(t0) {
-		t.Errorf("run1 lost fields: %+v, %v", r, err)
-	}
-	got, err := d.Request("done")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !requestEqual(got, done) {
-		t.Errorf("finished request changed: %+v, want %+v", got, done)
-	}
-
-	n, err = d.MarkInterrupted("internal", now.Add(time.Hour))
-	if err != nil || n != 0 {
-		t.Fatalf("second MarkInterrupted = %d, %v; want 0, nil", n, err)
-	}
-}
-
-func TestMarkInterruptedCorrupt(t *testing.T) {
-	d, _ := openTemp(t)
-	if err := d.PutRequest(Request{ID: "run1", State: RequestRunning}); err != nil {
-		t.Fatal(err)
-	}
-	putRaw(t, d, bucketRequests, []byte("bad"), []byte("not json"))
-	n, err := d.MarkInterrupted("internal", time.Now())
-	if !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("MarkInterrupted = %d, %v; want ErrCorrupt", n, err)
-	}
-	if n != 0 {
-		t.Errorf("n = %d on error, want 0", n)
-	}
-	// The failed transaction changed nothing.
-	if r, err := d.Request("run1"); err != nil || r.State != RequestRunning {
-		t.Errorf("run1 after failed MarkInterrupted: %+v, %v", r, err)
-	}
-}
-
 func requestEqual(a, b Request) bool {
 	if len(a.Argv) != len(b.Argv) {
 		return false
