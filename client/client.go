@@ -63,7 +63,11 @@ func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, std
 		if !errors.As(err, &r) || r.Code != refusal.RateLimit || attempt >= c.RateLimitRetries {
 			return exit, err
 		}
-		delay := min(max(r.RetryAfter, time.Second), c.MaxRetryDelay)
+		delay := r.RetryAfter
+		if delay <= 0 {
+			delay = time.Second
+		}
+		delay = min(delay, c.MaxRetryDelay)
 		select {
 		case <-ctx.Done():
 			return nil, err
