@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -71,7 +73,7 @@ func TestPermissions(t *testing.T) {
 			p:        load(t, "local.yaml"),
 			s:        localOperator,
 			roles:    []string{"operator"},
-			perms:    []policy.Permission{"exec", "lockout", "unlock", "pause", "resume", "status"},
+			perms:    []policy.Permission{"exec", "lockout", "unlock", "pause", "resume", "status", "approve"},
 			commands: map[string]policy.Result{"/bin/echo": policy.Allow, "/bin/true": policy.Allow, "/bin/sleep": policy.Allow, "/bin/sh": policy.Allow, "/bin/ls": policy.Deny},
 		},
 		{
@@ -172,7 +174,7 @@ func TestPermissions(t *testing.T) {
 				}
 			}
 			for bin, want := range tc.commands {
-				d := tc.p.DecideExec(tc.s, []string{bin, "arg"})
+				d := tc.p.DecideExec(tc.s, policy.Request{Argv: []string{bin}})
 				if d.Result != want {
 					t.Errorf("DecideExec(%s) = %v (%s), want %v", bin, d.Result, d.Reason, want)
 				}
@@ -215,8 +217,9 @@ func TestLocalOperator(t *testing.T) {
 	}
 }
 
-// execCases are DecideExec cases against testdata/valid/decide.yaml. Their
-// argvs also seed FuzzDecideExec.
+// execCases are DecideExec cases against testdata/valid/decide.yaml whose
+// outcome does not depend on the host's file layout. Their argvs also seed
+// FuzzDecideExec.
 var execCases = []struct {
 	name   string
 	s      policy.Subject
@@ -225,46 +228,56 @@ var execCases = []struct {
 	reason string
 	rule   string // the rule's name, when allowed
 }{
-	{"allowed", tagAgent, []string{"/bin/echo", "hi"}, policy.Allow, `rule "echo" allows /bin/echo`, "echo"},
-	{"allowed without args", tagAgent, []string{"/bin/true"}, policy.Allow, `rule "true" allows /bin/true`, "true"},
-	{"first usable rule, not first matching", tagAgent, []string{"/bin/sh", "-c", "echo hi"}, policy.Allow, `rule "sh-native" allows /bin/sh`, "sh-native"},
-	{"star takes the first matching rule", admin, []string{"/bin/sh", "-c", "true"}, policy.Allow, `rule "sh" allows /bin/sh`, "sh"},
-	{"operator role", localOperator, []string{"/bin/echo"}, policy.Allow, `rule "echo" allows /bin/echo`, "echo"},
-	{"rule matches but not the principal's", localOperator, []string{"/bin/sh"}, policy.Deny, `rule "sh" matches /bin/sh but local:alice may not use it`, ""},
-	{"rule matches, no exec permission", watcher, []string{"/bin/sh"}, policy.Deny, `rule "sh" matches /bin/sh but carol@example.com may not use it`, ""},
-	{"stranger", stranger, []string{"/bin/echo", "hi"}, policy.Deny, `rule "echo" matches /bin/echo but mallory@example.com may not use it`, ""},
+	{"allowed", tagAgent, []string{"/bin/echo", "hi"}, policy.Allow, `allowed by rule "echo"`, "echo"},
+	{"allowed with flags", tagAgent, []string{"/bin/echo", "-n", "--x=y", "hi"}, policy.Allow, `allowed by rule "echo"`, "echo"},
+	{"allowed without args", tagAgent, []string{"/bin/true"}, policy.Allow, `allowed by rule "true"`, "true"},
+	{"no args rule refuses an argument", tagAgent, []string{"/bin/true", "x"}, policy.Deny,
+		`no rule allows it: rule "true": 1 positional argument, rule expects 0`, ""},
+	{"no args rule refuses an empty argument", tagAgent, []string{"/bin/true", ""}, policy.Deny,
+		`no rule allows it: rule "true": 1 positional argument, rule expects 0`, ""},
+	{"no flags rule refuses a flag", tagAgent, []string{"/bin/true", "--help"}, policy.Deny,
+		`no rule allows it: rule "true": flag --help is not allowed`, ""},
+	{"no flags rule refuses a short flag", tagAgent, []string{"/bin/true", "-v"}, policy.Deny,
+		`no rule allows it: rule "true": flag -v is not allowed`, ""},
+	{"first usable rule, not first matching", tagAgent, []string{"/bin/sh", "-c", "echo hi"}, policy.Allow, `allowed by rule "sh-native"`, "sh-native"},
+	{"star takes the first matching rule", admin, []string{"/bin/sh", "-c", "true"}, policy.Allow, `allowed by rule "sh"`, "sh"},
+	{"operator role", localOperator, []string{"/bin/echo"}, policy.Allow, `allowed by rule "echo"`, "echo"},
+	{"rule matches but not the principal's", localOperator, []string{"/bin/sh"}, policy.Deny,
+		`no rule allows it: rule "sh": local:alice may not use it; rule "sh-native": local:alice may not use it`, ""},
+	{"rule matches, no exec permission", watcher, []string{"/bin/sh"}, policy.Deny,
+		`no rule allows it: rule "sh": carol@example.com may not use it`, ""},
+	{"stranger", stranger, []string{"/bin/echo", "hi"}, policy.Deny, `no rule allows it: rule "echo": mallory@example.com may not use it`, ""},
 	{"no rule", admin, []string{"/usr/bin/id"}, policy.Deny, "no rule allows /usr/bin/id", ""},
-	// Exact path semantics: another path to the same binary is no match.
-	{"other path to the binary", admin, []string{"/usr/bin/echo"}, policy.Deny, "no rule allows /usr/bin/echo", ""},
-	{"double slash", admin, []string{"//bin/echo"}, policy.Deny, "no rule allows //bin/echo", ""},
-	{"inner double slash", admin, []string{"/bin//echo"}, policy.Deny, "no rule allows /bin//echo", ""},
-	{"dot segment", admin, []string{"/bin/./echo"}, policy.Deny, "no rule allows /bin/./echo", ""},
-	{"dot-dot segment", admin, []string{"/usr/../bin/echo"}, policy.Deny, "no rule allows /usr/../bin/echo", ""},
-	{"relative", admin, []string{"echo"}, policy.Deny, "no rule allows echo", ""},
-	{"relative with dir", admin, []string{"bin/echo"}, policy.Deny, "no rule allows bin/echo", ""},
+	{"relative", admin, []string{"echo"}, policy.Deny, "binary echo is not an absolute path", ""},
+	{"relative with dir", admin, []string{"bin/echo"}, policy.Deny, "binary bin/echo is not an absolute path", ""},
+	{"dot", admin, []string{"."}, policy.Deny, "binary . is not an absolute path", ""},
 	// Hostile argvs.
 	{"nil argv", admin, nil, policy.Deny, "empty argv", ""},
 	{"empty argv", admin, []string{}, policy.Deny, "empty argv", ""},
-	{"empty argv0", admin, []string{""}, policy.Deny, "no rule allows ", ""},
-	{"empty argv0 with args", admin, []string{"", "/bin/echo"}, policy.Deny, "no rule allows ", ""},
-	{"huge argv0", admin, []string{"/" + strings.Repeat("a", 100<<10)}, policy.Deny, "no rule allows /aaaa", ""},
-	{"huge argv0 after the binary", admin, []string{"/bin/echo" + strings.Repeat("/", 100<<10)}, policy.Deny, "no rule allows /bin/echo//", ""},
-	{"division slash", admin, []string{"\u2215bin\u2215echo"}, policy.Deny, "no rule allows \u2215bin\u2215echo", ""},
-	{"cyrillic e", admin, []string{"/bin/\u0435cho"}, policy.Deny, "no rule allows /bin/\u0435cho", ""},
-	{"fullwidth solidus", admin, []string{"\uff0fbin\uff0fecho"}, policy.Deny, "no rule allows", ""},
-	{"zero-width space", admin, []string{"/bin/\u200becho"}, policy.Deny, "no rule allows", ""},
-	{"trailing slash", admin, []string{"/bin/echo/"}, policy.Deny, "no rule allows /bin/echo/", ""},
-	{"trailing dot", admin, []string{"/bin/echo/."}, policy.Deny, "no rule allows /bin/echo/.", ""},
-	{"NUL inside", admin, []string{"/bin/echo\x00"}, policy.Deny, "no rule allows /bin/echo\x00", ""},
-	{"NUL then path", admin, []string{"/bin/echo\x00/bin/sh"}, policy.Deny, "no rule allows", ""},
-	{"NUL first", admin, []string{"\x00/bin/echo"}, policy.Deny, "no rule allows", ""},
-	{"leading space", admin, []string{" /bin/echo"}, policy.Deny, "no rule allows", ""},
-	{"trailing space", admin, []string{"/bin/echo "}, policy.Deny, "no rule allows", ""},
-	{"trailing newline", admin, []string{"/bin/echo\n"}, policy.Deny, "no rule allows", ""},
-	{"upper case", admin, []string{"/BIN/ECHO"}, policy.Deny, "no rule allows /BIN/ECHO", ""},
-	{"invalid UTF-8", admin, []string{"/bin/\xffecho"}, policy.Deny, "no rule allows", ""},
-	{"glob in argv0", admin, []string{"/bin/*"}, policy.Deny, "no rule allows /bin/*", ""},
-	{"star as argv0", admin, []string{"*"}, policy.Deny, "no rule allows *", ""},
+	{"empty argv0", admin, []string{""}, policy.Deny, "binary  is not an absolute path", ""},
+	{"empty argv0 with args", admin, []string{"", "/bin/echo"}, policy.Deny, "binary  is not an absolute path", ""},
+	{"huge argv0", admin, []string{"/" + strings.Repeat("a", 100<<10)}, policy.Deny, "binary /aaaa", ""},
+	{"huge argv0 after the binary", admin, []string{"/bin/echo" + strings.Repeat("/", 100<<10)}, policy.Deny, "binary /bin/echo//", ""},
+	{"huge argument", admin, []string{"/bin/true", strings.Repeat("x", 100<<10)}, policy.Deny,
+		`no rule allows it: rule "true": 1 positional argument, rule expects 0`, ""},
+	{"huge argument allowed", admin, []string{"/bin/echo", strings.Repeat("x", 100<<10)}, policy.Allow, `allowed by rule "echo"`, "echo"},
+	{"division slash", admin, []string{"\u2215bin\u2215echo"}, policy.Deny, "binary \u2215bin\u2215echo is not an absolute path", ""},
+	{"cyrillic e", admin, []string{"/bin/\u0435cho"}, policy.Deny, "binary /bin/\u0435cho is not on this host", ""},
+	{"fullwidth solidus", admin, []string{"\uff0fbin\uff0fecho"}, policy.Deny, "binary \uff0fbin\uff0fecho is not an absolute path", ""},
+	{"zero-width space", admin, []string{"/bin/\u200becho"}, policy.Deny, "binary /bin/\u200becho is not on this host", ""},
+	{"trailing slash", admin, []string{"/bin/echo/"}, policy.Deny, "binary /bin/echo/ is not on this host", ""},
+	{"trailing dot", admin, []string{"/bin/echo/."}, policy.Deny, "binary /bin/echo/. is not on this host", ""},
+	{"NUL inside", admin, []string{"/bin/echo\x00"}, policy.Deny, "binary /bin/echo\x00 is not on this host", ""},
+	{"NUL then path", admin, []string{"/bin/echo\x00/bin/sh"}, policy.Deny, "binary /bin/echo\x00/bin/sh is not on this host", ""},
+	{"NUL first", admin, []string{"\x00/bin/echo"}, policy.Deny, "binary \x00/bin/echo is not an absolute path", ""},
+	{"leading space", admin, []string{" /bin/echo"}, policy.Deny, "binary  /bin/echo is not an absolute path", ""},
+	{"trailing space", admin, []string{"/bin/echo "}, policy.Deny, "binary /bin/echo  is not on this host", ""},
+	{"trailing newline", admin, []string{"/bin/echo\n"}, policy.Deny, "binary /bin/echo\n is not on this host", ""},
+	{"upper case", admin, []string{"/BIN/ECHO"}, policy.Deny, "binary /BIN/ECHO is not on this host", ""},
+	{"invalid UTF-8", admin, []string{"/bin/\xffecho"}, policy.Deny, "binary /bin/\xffecho is not on this host", ""},
+	{"glob in argv0", admin, []string{"/bin/*"}, policy.Deny, "binary /bin/* is not on this host", ""},
+	{"star as argv0", admin, []string{"*"}, policy.Deny, "binary * is not an absolute path", ""},
+	{"directory", admin, []string{"/bin"}, policy.Deny, "no rule allows /bin", ""},
 	{"binary only in a later arg", tagAgent, []string{"/usr/bin/env", "/bin/echo"}, policy.Deny, "no rule allows /usr/bin/env", ""},
 }
 
@@ -272,9 +285,9 @@ func TestDecideExec(t *testing.T) {
 	p := load(t, "decide.yaml")
 	for _, tc := range execCases {
 		t.Run(tc.name, func(t *testing.T) {
-			d := p.DecideExec(tc.s, tc.argv)
+			d := p.DecideExec(tc.s, policy.Request{Argv: tc.argv})
 			if d.Result != tc.result {
-				t.Errorf("Result = %v (%s), want %v", d.Result, d.Reason, tc.result)
+				t.Errorf("Result = %v (%.200s), want %v", d.Result, d.Reason, tc.result)
 			}
 			if !strings.HasPrefix(d.Reason, tc.reason) {
 				t.Errorf("Reason = %.200q, want prefix %.200q", d.Reason, tc.reason)
@@ -283,8 +296,8 @@ func TestDecideExec(t *testing.T) {
 				if d.Rule == nil {
 					t.Fatal("allowed without a rule")
 				}
-				if d.Rule.Name != tc.rule || d.Rule.Binary != tc.argv[0] {
-					t.Errorf("Rule = %q (%s), want %q (%s)", d.Rule.Name, d.Rule.Binary, tc.rule, tc.argv[0])
+				if d.Rule.Name != tc.rule || d.Rule.Resolved != resolve(t, tc.argv[0]) {
+					t.Errorf("Rule = %q (%s), want %q (%s)", d.Rule.Name, d.Rule.Resolved, tc.rule, tc.argv[0])
 				}
 				if !slices.Contains(p.Rules(), d.Rule) {
 					t.Error("Rule is not one of the policy's rules")
@@ -292,17 +305,76 @@ func TestDecideExec(t *testing.T) {
 			} else if d.Rule != nil {
 				t.Errorf("denied with rule %q", d.Rule.Name)
 			}
+			if d.WouldDeny != nil {
+				t.Errorf("WouldDeny = %q with no deny rules", d.WouldDeny)
+			}
 		})
+	}
+}
+
+// resolve is filepath.EvalSymlinks, failing the test on error.
+func resolve(t testing.TB, path string) string {
+	t.Helper()
+	r, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestDecideExecPathSpellings: argv[0] is compared after resolving symbolic
+// links, so every spelling of the rule's file matches (on merged-/usr hosts
+// /usr/bin/echo and /bin/echo are one file) and no other file does.
+func TestDecideExecPathSpellings(t *testing.T) {
+	p := load(t, "decide.yaml")
+	echo := resolve(t, "/bin/echo")
+	for _, argv0 := range []string{
+		"/bin/echo", "/usr/bin/echo", "//bin/echo", "/bin//echo", "/bin/./echo",
+		"/usr/../bin/echo", "/bin/../bin/echo", "/usr/bin/../bin/echo", echo,
+	} {
+		d := p.DecideExec(admin, policy.Request{Argv: []string{argv0, "hi"}})
+		r, err := filepath.EvalSymlinks(argv0)
+		switch {
+		case err != nil:
+			if d.Result != policy.Deny || !strings.Contains(d.Reason, "is not on this host") {
+				t.Errorf("%s (absent here): %v, %s", argv0, d.Result, d.Reason)
+			}
+		case r == echo:
+			if d.Result != policy.Allow || d.Rule.Name != "echo" {
+				t.Errorf("%s (same file as /bin/echo): %v, %s", argv0, d.Result, d.Reason)
+			}
+		default:
+			if d.Result != policy.Deny {
+				t.Errorf("%s (another file): %v, %s", argv0, d.Result, d.Reason)
+			}
+		}
+	}
+}
+
+// TestDecideExecRelativeIgnoresWorkingDirectory: a relative argv[0] is never
+// resolved against the process's working directory, even where that
+// directory holds a link to an allowed binary.
+func TestDecideExecRelativeIgnoresWorkingDirectory(t *testing.T) {
+	p := load(t, "decide.yaml")
+	dir := t.TempDir()
+	if err := os.Symlink("/bin/echo", filepath.Join(dir, "echo")); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	for _, argv0 := range []string{"echo", "./echo", "../" + filepath.Base(dir) + "/echo"} {
+		if d := p.DecideExec(admin, policy.Request{Argv: []string{argv0}}); d.Result != policy.Deny {
+			t.Errorf("DecideExec(%q) = %v (%s), want deny", argv0, d.Result, d.Reason)
+		}
 	}
 }
 
 func TestDecideExecRuleSettings(t *testing.T) {
 	p := load(t, "decide.yaml")
-	d := p.DecideExec(admin, []string{"/bin/sh"})
+	d := p.DecideExec(admin, policy.Request{Argv: []string{"/bin/sh"}})
 	if d.Rule == nil {
 		t.Fatalf("denied: %s", d.Reason)
 	}
-	if d.Rule.Sandbox != policy.SandboxBwrap || d.Rule.Timeout.String() != "5m0s" || d.Rule.MaxOutput != 64<<10 || d.Rule.Line != 40 {
+	if d.Rule.Sandbox != policy.SandboxBwrap || d.Rule.Timeout.String() != "5m0s" || d.Rule.MaxOutput != 64<<10 || d.Rule.Line != 43 {
 		t.Errorf("rule = %+v", *d.Rule)
 	}
 }
@@ -319,40 +391,138 @@ func TestResultString(t *testing.T) {
 
 const argvSep = "\x00"
 
+// fuzzDenyPolicy adds deny rules, in force and in report mode, in front of
+// allow rules that accept anything, so that the fuzzer can check that no
+// deny rule is bypassed.
+const fuzzDenyPolicy = `version: 1
+roles:
+  all:
+    permissions: [exec]
+    commands: ["*"]
+grants:
+  - principals: ["*"]
+    roles: [all]
+commands:
+  - name: no-secret
+    effect: deny
+    binary: /bin/echo
+    args: [secret, "**"]
+  - name: no-token-flag
+    effect: deny
+    binary: /bin/echo
+    if_flags: [--show-token, -t]
+    reason: never the token
+  - name: no-rm-rf
+    effect: deny
+    binary: /bin/sh
+    args: ["-c", "rm *"]
+  - name: report-cat
+    effect: deny
+    binary: /bin/cat
+    args: ["/etc/*"]
+    report: true
+  - name: echo
+    binary: /bin/echo
+    args: ["**"]
+    flags: any
+    env: [NO_COLOR]
+  - name: sh
+    binary: /bin/sh
+    args: ["**"]
+    flags: any
+  - name: cat
+    binary: /bin/cat
+    args: ["*"]
+    flags:
+      -n: true
+      --number: true
+`
+
 func FuzzDecideExec(f *testing.F) {
 	for _, tc := range execCases {
-		f.Add(strings.Join(tc.argv, argvSep))
+		f.Add(strings.Join(tc.argv, argvSep), "")
 	}
-	p := load(f, "decide.yaml")
+	for _, tc := range featureCases {
+		f.Add(strings.Join(tc.argv, argvSep), strings.Join(tc.env, argvSep))
+	}
+	f.Add("/bin/echo\x00secret", "NO_COLOR")
+	f.Add("/bin/echo\x00-nt", "")
+	f.Add("/bin/echo\x00--show-tok", "")
+	f.Add("/bin/sh\x00-c\x00rm -rf /", "")
+	f.Add("/bin/cat\x00-n\x00/etc/passwd", "")
+	decide := load(f, "decide.yaml")
+	deny, err := policy.Parse("fuzz-deny.yaml", []byte(fuzzDenyPolicy))
+	if err != nil {
+		f.Fatal(err)
+	}
 	subjects := []policy.Subject{localOperator, tagAgent, admin, watcher, remoteOp, stranger}
-	f.Fuzz(func(t *testing.T, in string) {
-		var argv []string
+	f.Fuzz(func(t *testing.T, in, env string) {
+		var req policy.Request
 		if in != "" {
-			argv = strings.Split(in, argvSep)
+			req.Argv = strings.Split(in, argvSep)
 		}
-		for _, s := range subjects {
-			d := p.DecideExec(s, argv)
-			switch d.Result {
-			case policy.Allow:
-				if d.Rule == nil {
-					t.Fatalf("%s: allowed %q without a rule", s.Principal, argv)
-				}
-				if d.Rule.Binary != argv[0] {
-					t.Fatalf("%s: allowed %q by rule %q for %s", s.Principal, argv, d.Rule.Name, d.Rule.Binary)
-				}
-				if !p.Allows(s, policy.PermExec) {
-					t.Fatalf("%s: allowed %q without the exec permission", s.Principal, argv)
-				}
-				if d.Reason == "" {
-					t.Fatalf("%s: allowed %q without a reason", s.Principal, argv)
-				}
-			case policy.Deny:
-				if d.Reason == "" {
-					t.Fatalf("%s: denied %q without a reason", s.Principal, argv)
-				}
-			default:
-				t.Fatalf("%s: result %d", s.Principal, d.Result)
+		if env != "" {
+			req.Env = strings.Split(env, argvSep)
+		}
+		for _, p := range []*policy.Policy{decide, deny} {
+			for _, s := range subjects {
+				checkDecision(t, p, s, req)
 			}
 		}
 	})
+}
+
+// checkDecision asserts what every decision guarantees.
+func checkDecision(t *testing.T, p *policy.Policy, s policy.Subject, req policy.Request) {
+	t.Helper()
+	d := p.DecideExec(s, req)
+	if d.Reason == "" {
+		t.Fatalf("%s: %v %q without a reason", s.Principal, d.Result, req.Argv)
+	}
+	switch d.Result {
+	case policy.Allow:
+	case policy.Deny:
+		if d.Rule != nil && (d.Rule.Effect != policy.Deny || d.Rule.Report) {
+			t.Fatalf("%s: denied %q by rule %q, which cannot deny", s.Principal, req.Argv, d.Rule.Name)
+		}
+		return
+	default:
+		t.Fatalf("%s: result %d", s.Principal, d.Result)
+	}
+	r := d.Rule
+	if r == nil {
+		t.Fatalf("%s: allowed %q without a rule", s.Principal, req.Argv)
+	}
+	if r.Effect != policy.Allow {
+		t.Fatalf("%s: allowed %q by deny rule %q", s.Principal, req.Argv, r.Name)
+	}
+	if !filepath.IsAbs(req.Argv[0]) {
+		t.Fatalf("%s: allowed relative %q", s.Principal, req.Argv[0])
+	}
+	if bin, err := filepath.EvalSymlinks(req.Argv[0]); err != nil || bin != r.Resolved {
+		t.Fatalf("%s: allowed %q by rule %q for %s (%s)", s.Principal, req.Argv, r.Name, r.Resolved, bin)
+	}
+	if !p.Allows(s, policy.PermExec) {
+		t.Fatalf("%s: allowed %q without the exec permission", s.Principal, req.Argv)
+	}
+	if ok, why := r.Args.MatchAllow(req.Argv[1:]); !ok {
+		t.Fatalf("%s: allowed %q by rule %q whose args do not match: %s", s.Principal, req.Argv, r.Name, why)
+	}
+	for _, e := range req.Env {
+		if !slices.Contains(r.Env, e) {
+			t.Fatalf("%s: allowed env %q by rule %q", s.Principal, e, r.Name)
+		}
+	}
+	var would []string
+	for _, dr := range p.Rules() {
+		if dr.Effect == policy.Deny && dr.Resolved == r.Resolved && dr.Args.MatchDeny(req.Argv[1:]) {
+			if !dr.Report {
+				t.Fatalf("%s: allowed %q that deny rule %q matches", s.Principal, req.Argv, dr.Name)
+			}
+			would = append(would, dr.Name)
+		}
+	}
+	if !slices.Equal(d.WouldDeny, would) {
+		t.Fatalf("%s: %q WouldDeny = %q, want %q", s.Principal, req.Argv, d.WouldDeny, would)
+	}
 }

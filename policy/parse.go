@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
@@ -50,6 +49,13 @@ type fileV1 struct {
 	Roles          map[string]roleFile `yaml:"roles"`
 	Grants         []grantFile         `yaml:"grants"`
 	Commands       []ruleFile          `yaml:"commands"`
+	Limits         limitsFile          `yaml:"limits"`
+	Workspaces     map[string]string   `yaml:"workspaces"`
+}
+
+type limitsFile struct {
+	// Concurrency caps commands running at once, server-wide.
+	Concurrency *int `yaml:"concurrency"`
 }
 
 type localOperatorsFile struct {
@@ -65,14 +71,6 @@ type roleFile struct {
 type grantFile struct {
 	Principals []string `yaml:"principals"`
 	Roles      []string `yaml:"roles"`
-}
-
-type ruleFile struct {
-	Name      string `yaml:"name"`
-	Binary    string `yaml:"binary"`
-	Sandbox   string `yaml:"sandbox"`
-	Timeout   string `yaml:"timeout"`
-	MaxOutput string `yaml:"max_output"`
 }
 
 // Load reads and validates the policy file at path.
@@ -123,7 +121,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(&f); err != nil {
-		return nil, yamlError(name, err)
+		return nil, withColumn(yamlError(name, err), &root)
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err != io.EOF {
@@ -178,6 +176,31 @@ func yamlError(name string, err error) error {
 	}
 	e.Msg = strings.TrimSpace(strings.ReplaceAll(e.Msg, "\n  ", "; "))
 	return e
+}
+
+// withColumn adds a column to an error that names only a line, taking it
+// from the first node on that line (yaml.v3's type errors carry no column).
+func withColumn(err error, root *yaml.Node) error {
+	e, ok := err.(*Error)
+	if !ok || e.Line == 0 || e.Column > 0 {
+		return err
+	}
+	if n := firstOnLine(root, e.Line); n != nil {
+		e.Column = n.Column
+	}
+	return e
+}
+
+func firstOnLine(n *yaml.Node, line int) *yaml.Node {
+	if n.Line == line && n.Kind != yaml.DocumentNode {
+		return n
+	}
+	for _, c := range n.Content {
+		if found := firstOnLine(c, line); found != nil {
+			return found
+		}
+	}
+	return nil
 }
 
 // builder validates the decoded file, keeping the first error with the
@@ -262,51 +285,36 @@ func (b *builder) build(f *fileV1) *Policy {
 		operatorUsers:  f.LocalOperators.Users,
 		operatorGroups: f.LocalOperators.Groups,
 		roles:          map[string]*Role{},
+		concurrency:    DefaultConcurrency,
 	}
+	if c := f.Limits.Concurrency; c != nil {
+		if *c < 1 || *c > 1024 {
+			b.failAt(b.at("limits", "concurrency"), "limits.concurrency must be between 1 and 1024, got %d", *c)
+		}
+		p.concurrency = *c
+	}
+	b.workspaces(p, f.Workspaces)
 	b.rules(p, f.Commands)
 	b.roles(p, f.Roles)
 	b.grants(p, f.Grants)
+	p.index()
 	return p
 }
 
 var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
-func (b *builder) rules(p *Policy, rules []ruleFile) {
-	seen := map[string]bool{}
-	for i, rf := range rules {
-		n := b.at("commands", i)
+// workspaces validates the named workspace directories.
+func (b *builder) workspaces(p *Policy, ws map[string]string) {
+	p.workspaces = map[string]string{}
+	for _, name := range slices.Sorted(maps.Keys(ws)) {
+		dir := ws[name]
 		switch {
-		case !namePattern.MatchString(rf.Name):
-			b.failAt(b.at("commands", i, "name"), "command rule name %q must match %s", rf.Name, namePattern)
-		case seen[rf.Name]:
-			b.failAt(b.at("commands", i, "name"), "duplicate command rule %q", rf.Name)
-		case !filepath.IsAbs(rf.Binary) || filepath.Clean(rf.Binary) != rf.Binary:
-			b.failAt(b.at("commands", i, "binary"), "rule %q: binary must be a clean absolute path, got %q", rf.Name, rf.Binary)
+		case !namePattern.MatchString(name) || name == WorkspaceTemp:
+			b.failAt(keyOf(b.at("workspaces"), name), "workspace name %q must match %s and not be %q", name, namePattern, WorkspaceTemp)
+		case !filepath.IsAbs(dir) || filepath.Clean(dir) != dir:
+			b.failAt(b.at("workspaces", name), "workspace %q: directory must be a clean absolute path, got %q", name, dir)
 		}
-		seen[rf.Name] = true
-		r := &Rule{Name: rf.Name, Binary: rf.Binary, Sandbox: rf.Sandbox, Line: n.Line,
-			Timeout: DefaultTimeout, MaxOutput: DefaultMaxOutput}
-		if r.Sandbox == "" {
-			r.Sandbox = defaultSandbox
-		}
-		if !slices.Contains([]string{SandboxNative, SandboxBwrap, SandboxSandboxExec}, r.Sandbox) {
-			b.failAt(b.at("commands", i, "sandbox"), "rule %q: unknown sandbox %q (want native, bwrap or sandbox-exec)", rf.Name, rf.Sandbox)
-		}
-		if rf.Timeout != "" {
-			d, err := time.ParseDuration(rf.Timeout)
-			if err != nil || d <= 0 || d > MaxTimeout {
-				b.failAt(b.at("commands", i, "timeout"), "rule %q: timeout %q must be a duration between 1ns and %s", rf.Name, rf.Timeout, MaxTimeout)
-			}
-			r.Timeout = d
-		}
-		if rf.MaxOutput != "" {
-			v, err := ParseSize(rf.MaxOutput)
-			if err != nil {
-				b.failAt(b.at("commands", i, "max_output"), "rule %q: %v", rf.Name, err)
-			}
-			r.MaxOutput = v
-		}
-		p.rules = append(p.rules, r)
+		p.workspaces[name] = dir
 	}
 }
 

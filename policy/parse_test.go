@@ -7,6 +7,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -31,8 +32,13 @@ func yamlFiles(t testing.TB, dir string) []string {
 	return names
 }
 
+// examples lists the example policies shipped in ../examples.
+func examples(t testing.TB) []string {
+	return yamlFiles(t, "../examples")
+}
+
 func TestLoadValid(t *testing.T) {
-	files := append(yamlFiles(t, "testdata/valid"), "../examples/local.yaml")
+	files := append(yamlFiles(t, "testdata/valid"), examples(t)...)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			p, err := policy.Load(file)
@@ -54,6 +60,9 @@ func TestLoadValid(t *testing.T) {
 func checkRules(t testing.TB, p *policy.Policy) {
 	t.Helper()
 	seen := map[string]bool{}
+	if c := p.Concurrency(); c < 1 || c > 1024 {
+		t.Errorf("Concurrency() = %d", c)
+	}
 	for _, r := range p.Rules() {
 		if seen[r.Name] {
 			t.Errorf("rule %q appears twice", r.Name)
@@ -61,6 +70,32 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		seen[r.Name] = true
 		if !filepath.IsAbs(r.Binary) || filepath.Clean(r.Binary) != r.Binary {
 			t.Errorf("rule %q: binary %q is not a clean absolute path", r.Name, r.Binary)
+		}
+		if (r.Resolved == "") == (r.Absent == nil) {
+			t.Errorf("rule %q: Resolved %q with Absent %v", r.Name, r.Resolved, r.Absent)
+		}
+		if r.Resolved != "" && !filepath.IsAbs(r.Resolved) {
+			t.Errorf("rule %q: Resolved %q is not absolute", r.Name, r.Resolved)
+		}
+		if r.Line <= 0 {
+			t.Errorf("rule %q: line %d", r.Name, r.Line)
+		}
+		if err := r.Args.Validate(); err != nil {
+			t.Errorf("rule %q: invalid args: %v", r.Name, err)
+		}
+		switch r.Effect {
+		case policy.Deny:
+			if r.Env != nil || r.Workspace != "" || r.Sandbox != "" || r.Timeout != 0 || r.MaxOutput != 0 ||
+				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.Args.Flags != nil || r.Args.AnyFlags {
+				t.Errorf("deny rule %q has allow settings: %+v", r.Name, *r)
+			}
+			continue
+		case policy.Allow:
+		default:
+			t.Errorf("rule %q: effect %d", r.Name, r.Effect)
+		}
+		if r.Report || r.Reason != "" || r.Args.IfFlags != nil {
+			t.Errorf("allow rule %q has deny settings: %+v", r.Name, *r)
 		}
 		if r.Timeout <= 0 || r.Timeout > policy.MaxTimeout {
 			t.Errorf("rule %q: timeout %v out of (0, %v]", r.Name, r.Timeout, policy.MaxTimeout)
@@ -71,8 +106,17 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		if !slices.Contains([]string{policy.SandboxNative, policy.SandboxBwrap, policy.SandboxSandboxExec}, r.Sandbox) {
 			t.Errorf("rule %q: unknown sandbox %q", r.Name, r.Sandbox)
 		}
-		if r.Line <= 0 {
-			t.Errorf("rule %q: line %d", r.Name, r.Line)
+		if _, named := p.Workspace(r.Workspace); r.Workspace != policy.WorkspaceTemp && !named {
+			t.Errorf("rule %q: unknown workspace %q", r.Name, r.Workspace)
+		}
+		if r.ConfirmTimeout <= 0 || r.ConfirmTimeout > policy.MaxTimeout {
+			t.Errorf("rule %q: confirm timeout %v", r.Name, r.ConfirmTimeout)
+		}
+		if r.Rate != nil && (r.Rate.PerMinute < 1 || r.Rate.Burst < 1) {
+			t.Errorf("rule %q: rate %+v", r.Name, *r.Rate)
+		}
+		if r.Concurrency < 0 || r.Concurrency > 1024 {
+			t.Errorf("rule %q: concurrency %d", r.Name, r.Concurrency)
 		}
 	}
 }
@@ -91,28 +135,88 @@ func TestExampleMatchesTestdata(t *testing.T) {
 	}
 }
 
+// sameRule compares two rules field by field; Absent is compared by
+// whether it is set.
+func sameRule(t testing.TB, got, want *policy.Rule) {
+	t.Helper()
+	g, w := *got, *want
+	if (g.Absent == nil) != (w.Absent == nil) {
+		t.Errorf("rule %q: Absent = %v, want %v", w.Name, g.Absent, w.Absent)
+	}
+	g.Absent, w.Absent = nil, nil
+	if !reflect.DeepEqual(g, w) {
+		t.Errorf("rule %q:\n got %+v\nwant %+v", w.Name, g, w)
+	}
+}
+
 func TestLoadFullRules(t *testing.T) {
 	p, err := policy.Load("testdata/valid/full.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := p.Rules()
+	sb := platformSandbox()
+	absent := errors.New("absent")
 	want := []policy.Rule{
-		{Name: "echo", Binary: "/bin/echo", Sandbox: policy.SandboxNative, Timeout: time.Nanosecond, MaxOutput: 1, Line: 25},
-		{Name: "ls", Binary: "/usr/bin/ls", Sandbox: policy.SandboxBwrap, Timeout: 24 * time.Hour, MaxOutput: 1 << 30, Line: 30},
-		{Name: "ls.mac", Binary: "/bin/ls", Sandbox: policy.SandboxSandboxExec, Timeout: 90 * time.Second, MaxOutput: 64 << 10, Line: 35},
-		{Name: "defaults_0", Binary: "/usr/bin/true", Sandbox: platformSandbox(), Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput, Line: 40},
+		{Name: "echo-secret", Effect: policy.Deny, Binary: "/bin/echo", Resolved: resolve(t, "/bin/echo"),
+			Args:   policy.ArgSpec{Args: []string{"secret", "**"}, IfFlags: []string{"--show", "-s"}},
+			Reason: "no secrets", Line: 32},
+		{Name: "echo-audit", Effect: policy.Deny, Binary: "/bin/echo", Resolved: resolve(t, "/bin/echo"), Report: true, Line: 38},
+		{Name: "echo", Effect: policy.Allow, Binary: "/bin/echo", Resolved: resolve(t, "/bin/echo"),
+			Args: policy.ArgSpec{Args: []string{"*", "**"}, Flags: map[string]policy.FlagSpec{
+				"--repo":  {Values: []string{"alice/*"}},
+				"--web":   {Bool: true},
+				"--label": {Values: []string{"bug", "docs"}},
+				"-n":      {Bool: true},
+			}},
+			Env: []string{"NO_COLOR", "GH_PROMPT_DISABLED"}, Workspace: "repo", Sandbox: policy.SandboxNative,
+			Timeout: time.Nanosecond, MaxOutput: 1, Confirm: true, ConfirmTimeout: 30 * time.Second,
+			Rate: &policy.RateLimit{PerMinute: 10, Burst: 3}, Concurrency: 2, Line: 42},
+		{Name: "ls", Effect: policy.Allow, Binary: "/usr/bin/ls", Resolved: resolve(t, "/usr/bin/ls"),
+			Args:      policy.ArgSpec{Args: []string{"**"}, AnyFlags: true},
+			Workspace: policy.WorkspaceTemp, Sandbox: policy.SandboxBwrap, Timeout: 24 * time.Hour, MaxOutput: 1 << 30,
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Rate: &policy.RateLimit{PerMinute: 60, Burst: 60}, Line: 60},
+		{Name: "ls.mac", Effect: policy.Allow, Binary: "/bin/ls", Resolved: resolve(t, "/bin/ls"),
+			Workspace: "scratch.2", Sandbox: policy.SandboxSandboxExec, Timeout: 90 * time.Second, MaxOutput: 64 << 10,
+			Confirm: true, ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 69},
+		{Name: "defaults_0", Effect: policy.Allow, Binary: "/usr/bin/true", Resolved: resolve(t, "/usr/bin/true"),
+			Workspace: policy.WorkspaceTemp, Sandbox: sb, Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput,
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 76},
+		{Name: "pinned-wrong", Effect: policy.Allow, Binary: "/bin/true", Absent: absent,
+			SHA256:    "0000000000000000000000000000000000000000000000000000000000000000",
+			Workspace: policy.WorkspaceTemp, Sandbox: sb, Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput,
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 78},
+		{Name: "absent", Effect: policy.Allow, Binary: "/nonexistent/coily-test/absent", Absent: absent,
+			Workspace: policy.WorkspaceTemp, Sandbox: sb, Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput,
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 81},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d rules, want %d", len(got), len(want))
 	}
 	for i := range want {
-		if *got[i] != want[i] {
-			t.Errorf("rule %d = %+v, want %+v", i, *got[i], want[i])
-		}
+		sameRule(t, got[i], &want[i])
+	}
+	if err := got[6].Absent; !errors.Is(err, policy.ErrDigest) {
+		t.Errorf("pinned-wrong: Absent = %v, want ErrDigest", err)
+	}
+	if err := got[7].Absent; errors.Is(err, policy.ErrDigest) || !strings.Contains(err.Error(), "is not on this host") {
+		t.Errorf("absent: Absent = %v", err)
 	}
 	if sb, want := p.Sandboxes(), []string{"bwrap", "native", "sandbox-exec"}; !slices.Equal(sb, want) {
 		t.Errorf("Sandboxes() = %q, want %q", sb, want)
+	}
+	if c := p.Concurrency(); c != 8 {
+		t.Errorf("Concurrency() = %d, want 8", c)
+	}
+	for name, dir := range map[string]string{"repo": "/srv/work/repo", "scratch.2": "/var/tmp/coily"} {
+		if got, ok := p.Workspace(name); !ok || got != dir {
+			t.Errorf("Workspace(%q) = %q, %v; want %q", name, got, ok, dir)
+		}
+	}
+	for _, name := range []string{"temp", "", "other"} {
+		if got, ok := p.Workspace(name); ok {
+			t.Errorf("Workspace(%q) = %q, want none", name, got)
+		}
 	}
 
 	// Rules returns a copy: changing it does not change the policy.
@@ -162,6 +266,12 @@ var noLine = map[string]bool{
 	"non-utf8.yaml":     true,
 }
 
+// noColumn lists the broken files whose error names a line but no column:
+// YAML syntax errors, found before there is a node to point at.
+var noColumn = map[string]bool{
+	"tab-indent.yaml": true,
+}
+
 func TestLoadBroken(t *testing.T) {
 	files := yamlFiles(t, "testdata/broken")
 	for _, file := range files {
@@ -181,6 +291,9 @@ func TestLoadBroken(t *testing.T) {
 			}
 			if !noLine[name] && e.Line <= 0 {
 				t.Errorf("error has no line: %v", err)
+			}
+			if !noLine[name] && !noColumn[name] && e.Column <= 0 {
+				t.Errorf("error has no column: %v", err)
 			}
 			if !strings.HasPrefix(err.Error(), path+":") {
 				t.Errorf("error %q does not start with %q", err, path+":")
@@ -306,7 +419,7 @@ func TestParseSize(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, dir := range []string{"testdata/valid", "testdata/broken"} {
+	for _, dir := range []string{"testdata/valid", "testdata/broken", "../examples"} {
 		for _, file := range yamlFiles(f, dir) {
 			data, err := os.ReadFile(file)
 			if err != nil {
@@ -337,9 +450,16 @@ func FuzzParse(f *testing.F) {
 		for _, r := range p.Rules() {
 			// The decision for a rule's own binary never panics and
 			// allows only with a rule for that binary.
-			d := p.DecideExec(policy.Subject{Principal: "tag:fuzz", Roles: []string{policy.OperatorRole}}, []string{r.Binary})
-			if d.Result == policy.Allow && (d.Rule == nil || d.Rule.Binary != r.Binary) {
-				t.Fatalf("allowed %s with rule %+v", r.Binary, d.Rule)
+			s := policy.Subject{Principal: "tag:fuzz", Roles: []string{policy.OperatorRole}}
+			for _, argv := range [][]string{{r.Binary}, {r.Binary, "-x", "--", "y"}} {
+				d := p.DecideExec(s, policy.Request{Argv: argv})
+				bin, err := filepath.EvalSymlinks(r.Binary)
+				if d.Result == policy.Allow && (err != nil || d.Rule == nil || d.Rule.Absent != nil || d.Rule.Resolved != bin) {
+					t.Fatalf("allowed %s with rule %+v", r.Binary, d.Rule)
+				}
+				if r.Absent != nil && d.Rule == r {
+					t.Fatalf("absent rule %q decided %q", r.Name, argv)
+				}
 			}
 		}
 	})

@@ -71,6 +71,11 @@ type Policy struct {
 	roles          map[string]*Role
 	grants         []Grant
 	rules          []*Rule
+	workspaces     map[string]string
+	concurrency    int
+	// byBinary indexes rules, in file order, by resolved binary and by the
+	// binary as written.
+	byBinary map[string][]*Rule
 }
 
 // Role is a named bundle of permissions and command rules.
@@ -87,17 +92,50 @@ type Grant struct {
 	Roles      []string
 }
 
-// Rule is one command rule.
+// Rule is one command rule. Deny rules use only Name, Binary, Args,
+// Reason and Report; the rest describe how an allowed command runs.
 type Rule struct {
-	Name    string
-	Binary  string
-	Sandbox string
+	Name   string
+	Effect Result
+	// Binary is the path as written; Resolved is it with symbolic links
+	// resolved when the policy loaded ("" when Absent says why not).
+	Binary   string
+	Resolved string
+	Absent   error
+	// SHA256 pins the binary's content (hex), checked at load and before
+	// every run.
+	SHA256 string
+	Args   ArgSpec
+	// Reason is shown to the caller when this deny rule refuses.
+	Reason string
+	// Report makes a deny rule allow but record that it would deny.
+	Report bool
+	// Env lists the environment variables a caller may pass.
+	Env []string
+	// Workspace is WorkspaceTemp or the name of a policy workspace.
+	Workspace string
+	Sandbox   string
 	// Timeout is the default and maximum run time.
 	Timeout time.Duration
 	// MaxOutput caps each of stdout and stderr, in bytes.
 	MaxOutput int64
+	// Confirm requires a human approval, which expires after
+	// ConfirmTimeout.
+	Confirm        bool
+	ConfirmTimeout time.Duration
+	// Rate limits calls per principal; nil means unlimited.
+	Rate *RateLimit
+	// Concurrency caps this rule's commands running at once; 0 means only
+	// the server-wide cap applies.
+	Concurrency int
 	// Line is where the rule starts in the policy file.
 	Line int
+}
+
+// RateLimit is a token bucket: PerMinute tokens a minute, at most Burst.
+type RateLimit struct {
+	PerMinute int
+	Burst     int
 }
 
 // Subject is who asks: a principal and the roles its transport gave it
@@ -172,7 +210,8 @@ func (p *Policy) Allows(s Subject, perm Permission) bool {
 func (p *Policy) Sandboxes() []string {
 	var out []string
 	for _, r := range p.rules {
-		if !slices.Contains(out, r.Sandbox) {
+		// Deny rules run nothing, so they use no sandbox.
+		if r.Effect == Allow && !slices.Contains(out, r.Sandbox) {
 			out = append(out, r.Sandbox)
 		}
 	}
@@ -182,6 +221,26 @@ func (p *Policy) Sandboxes() []string {
 
 // Rules returns the command rules in file order.
 func (p *Policy) Rules() []*Rule { return slices.Clone(p.rules) }
+
+// index builds byBinary.
+func (p *Policy) index() {
+	p.byBinary = map[string][]*Rule{}
+	for _, r := range p.rules {
+		p.byBinary[r.Binary] = append(p.byBinary[r.Binary], r)
+		if r.Resolved != "" && r.Resolved != r.Binary {
+			p.byBinary[r.Resolved] = append(p.byBinary[r.Resolved], r)
+		}
+	}
+}
+
+// Concurrency is the server-wide cap on commands running at once.
+func (p *Policy) Concurrency() int { return p.concurrency }
+
+// Workspace returns the directory of a named workspace.
+func (p *Policy) Workspace(name string) (string, bool) {
+	dir, ok := p.workspaces[name]
+	return dir, ok
+}
 
 func matchAny(globs []string, s string) bool {
 	for _, g := range globs {
