@@ -30,6 +30,9 @@ type Client struct {
 	RateLimitRetries int
 	// MaxRetryDelay caps the wait before one retry.
 	MaxRetryDelay time.Duration
+	// OnApproval, if set, is told when an Exec waits for a human's
+	// approval.
+	OnApproval func(*coilyv1.Approval)
 }
 
 // DialLocal connects to the server's local operator socket. The connection
@@ -102,6 +105,10 @@ func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout,
 			}
 		case *coilyv1.ExecResponse_Exit:
 			return ev.Exit, nil
+		case *coilyv1.ExecResponse_Approval:
+			if c.OnApproval != nil {
+				c.OnApproval(ev.Approval)
+			}
 		}
 	}
 }

@@ -32,12 +32,32 @@ var methodPermissions = map[string][]policy.Permission{
 	coilyv1.CoilyService_Resume_FullMethodName: {policy.PermResume},
 	coilyv1.CoilyService_Status_FullMethodName: {policy.PermStatus, policy.PermExec},
 
+	coilyv1.CoilyService_ListApprovals_FullMethodName:  {policy.PermApprove},
+	coilyv1.CoilyService_WatchApprovals_FullMethodName: {policy.PermApprove},
+	coilyv1.CoilyService_Decide_FullMethodName:         {policy.PermApprove},
+
 	healthpb.Health_Check_FullMethodName: {anyPermission},
 	healthpb.Health_Watch_FullMethodName: {anyPermission},
 	healthpb.Health_List_FullMethodName:  {anyPermission},
 
 	reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName:      {anyPermission},
 	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: {anyPermission},
+}
+
+// servedWhileLocked are the methods a lockout leaves open: seeing the state,
+// locking again, unlocking, health and reflection. Everything else is
+// refused with lockout-active.
+var servedWhileLocked = map[string]bool{
+	coilyv1.CoilyService_Status_FullMethodName:  true,
+	coilyv1.CoilyService_Lockout_FullMethodName: true,
+	coilyv1.CoilyService_Unlock_FullMethodName:  true,
+
+	healthpb.Health_Check_FullMethodName: true,
+	healthpb.Health_Watch_FullMethodName: true,
+	healthpb.Health_List_FullMethodName:  true,
+
+	reflectionv1.ServerReflection_ServerReflectionInfo_FullMethodName:      true,
+	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: true,
 }
 
 // authorize checks the caller against the table.
@@ -61,6 +81,10 @@ func (s *Server) admitCall(ctx context.Context, method string) (context.Context,
 	c, err := s.identify(ctx)
 	if err == nil {
 		err = s.authorize(c, method)
+	}
+	if err == nil && !servedWhileLocked[method] && method != coilyv1.CoilyService_Exec_FullMethodName {
+		// Exec checks the lockout itself, atomically with admission.
+		err = s.checkLockout()
 	}
 	if err != nil {
 		return nil, s.refuseCall(ctx, c, method, err)

@@ -21,7 +21,7 @@ local_operators:
   groups: [coily-ops]
 roles:
   operator:
-    permissions: [exec, lockout, unlock, pause, resume, status]
+    permissions: [exec, lockout, unlock, pause, resume, status, approve]
     commands: ["*"]
   agent:
     permissions: [exec, pause]
@@ -34,7 +34,7 @@ grants:
   - principals: ["tag:watch"]
     roles: [watcher]
 commands:
-  - {name: echo, binary: /bin/echo, sandbox: native}
+  - {name: echo, binary: /bin/echo, args: ["**"], sandbox: native}
 `
 
 // fakeUsers is the host's user database, as a unit-level seam.

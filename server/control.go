@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -15,6 +16,20 @@ import (
 
 const sigKill = syscall.SIGKILL
 
+// checkLockout refuses while the server is locked out.
+func (s *Server) checkLockout() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.stops.Lockout; l.Active {
+		return lockoutRefusal(l)
+	}
+	return nil
+}
+
+func lockoutRefusal(l store.Stop) error {
+	return refusal.New(refusal.LockoutActive, "server is locked out since %s by %s; an operator must unlock it", l.Since.UTC().Format(time.RFC3339), l.By)
+}
+
 // admitJob checks the stop controls and, if they allow it, registers a job
 // under the same lock, so that a concurrent Lockout either refuses this
 // request or sees (and kills) its job.
@@ -25,7 +40,7 @@ func (s *Server) admitJob(id string) (*job, error) {
 		return nil, refusal.New(refusal.Internal, "server is shutting down")
 	}
 	if l := s.stops.Lockout; l.Active {
-		return nil, refusal.New(refusal.LockoutActive, "server is locked out since %s by %s; an operator must unlock it", l.Since.UTC().Format(time.RFC3339), l.By)
+		return nil, lockoutRefusal(l)
 	}
 	if p := s.stops.Pause; p.Active {
 		return nil, refusal.New(refusal.PauseActive, "server is paused since %s by %s", p.Since.UTC().Format(time.RFC3339), p.By)
@@ -35,14 +50,41 @@ func (s *Server) admitJob(id string) (*job, error) {
 	return j, nil
 }
 
-// release forgets a job once it has been answered.
-func (s *Server) release(j *job) {
-	if j == nil {
-		return
-	}
+// release forgets an execution's job and frees its concurrency slot. It
+// is idempotent: the pipeline calls it on refusal and when answered.
+func (s *Server) release(x *execution) {
 	s.mu.Lock()
-	delete(s.jobs, j.id)
-	s.mu.Unlock()
+	defer s.mu.Unlock()
+	if x.job != nil {
+		delete(s.jobs, x.job.id)
+		x.job = nil
+	}
+	if x.slot {
+		s.running--
+		if s.perRule[x.rule.Name]--; s.perRule[x.rule.Name] == 0 {
+			delete(s.perRule, x.rule.Name)
+		}
+		x.slot = false
+	}
+}
+
+// acquireSlot takes a concurrency slot for the execution's rule: refused
+// with concurrency-busy when the server-wide cap or the rule's cap is
+// reached. Slots are counted in memory: the commands they count do not
+// survive a restart either.
+func (s *Server) acquireSlot(x *execution, globalCap int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.running >= globalCap {
+		return refusal.New(refusal.ConcurrencyBusy, "%d of %d command slots in use; retry when one finishes", s.running, globalCap)
+	}
+	if c := x.rule.Concurrency; c > 0 && s.perRule[x.rule.Name] >= c {
+		return refusal.New(refusal.ConcurrencyBusy, "rule %q already runs %d command(s), its cap", x.rule.Name, c)
+	}
+	s.running++
+	s.perRule[x.rule.Name]++
+	x.slot = true
+	return nil
 }
 
 // Lockout implements the nuclear stop: it takes effect in memory first (new
@@ -74,10 +116,11 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 		j.signal(syscall.SIGTERM, refusal.LockoutActive)
 	}
 	s.escalate(jobs)
-	// Hooks for later stages: reject pending approvals, rotate signing keys,
-	// drop cached credentials.
+	rejected := s.approvals.rejectAll()
+	// Hooks for later stages: rotate signing keys, drop cached credentials.
 	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", req.GetReason())
 	rec.Killed = len(jobs)
+	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
 	// The lockout is in force even if it cannot be persisted; the caller
 	// learns that it will not survive a restart.
 	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st)); err != nil {
@@ -119,14 +162,15 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Loosening: audited first, so a failed audit changes nothing.
 	rec := controlRecord(c, coilyv1.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
+	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+		return nil, err
+	}
 	if err := s.cfg.Store.SetLockout(st); err != nil {
 		return nil, s.recordControl(ctx, rec, "refuse", err)
 	}
 	s.stops.Lockout = st
-	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
-		return nil, err
-	}
 	return &coilyv1.UnlockResponse{Lockout: stopProto(st)}, nil
 }
 
@@ -166,14 +210,15 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// Loosening: audited first, so a failed audit changes nothing.
 	rec := controlRecord(c, coilyv1.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
+	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+		return nil, err
+	}
 	if err := s.cfg.Store.SetPause(st); err != nil {
 		return nil, s.recordControl(ctx, rec, "refuse", err)
 	}
 	s.stops.Pause = st
-	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
-		return nil, err
-	}
 	return &coilyv1.ResumeResponse{Pause: stopProto(st)}, nil
 }
 
@@ -197,8 +242,12 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 			Permissions: perms, Peer: c.Peer},
 		Running: int32(running), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),
 		PolicyPath: pol.Path, PolicySha256: pol.SHA256, Sandboxes: pol.Sandboxes(),
+		PendingApprovals: int32(s.approvals.pendingCount()),
 	}, nil
 }
+
+// controlMethods names the RPC of each control event.
+var controlMethods = map[string]string{"lockout": "Lockout", "unlock": "Unlock", "pause": "Pause", "resume": "Resume"}
 
 // controlRecord starts the audit record of a control call.
 func controlRecord(c Caller, method, event, reason string) audit.Record {
@@ -227,7 +276,7 @@ func (s *Server) recordControl(ctx context.Context, rec audit.Record, decision s
 // refuseControl audits a refused control call and returns the refusal.
 func (s *Server) refuseControl(ctx context.Context, c Caller, event string, err error) error {
 	r := refusal.As(err)
-	rec := controlRecord(c, "", event, "")
+	rec := controlRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	if _, aerr := s.record(ctx, rec); aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")

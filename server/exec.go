@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,12 +24,15 @@ import (
 
 // execution is one Exec request on its way through the pipeline.
 type execution struct {
-	id     string
-	caller Caller
-	req    *coilyv1.ExecRequest
-	rule   *policy.Rule
-	box    sandbox.Sandbox
-	job    *job
+	id        string
+	caller    Caller
+	req       *coilyv1.ExecRequest
+	rule      *policy.Rule
+	wouldDeny []string
+	approval  *coilyv1.Approval
+	box       sandbox.Sandbox
+	job       *job
+	slot      bool // holds a concurrency slot
 }
 
 // auditRecord starts an audit record describing the execution.
@@ -42,8 +48,21 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.box != nil {
 		r.Sandbox = x.box.Name()
 	}
+	details := map[string]string{}
 	if n := x.req.GetNote(); n != "" {
-		r.Details = map[string]string{"note": n}
+		details["note"] = n
+	}
+	if len(x.wouldDeny) > 0 {
+		details["would_deny"] = strings.Join(x.wouldDeny, ",")
+	}
+	if a := x.approval; a != nil {
+		details["approval_id"], details["approval_state"], details["approved_by"] = a.GetId(), a.GetState().String(), a.GetDecidedBy()
+	}
+	if len(x.req.GetEnv()) > 0 {
+		details["env"] = strings.Join(slices.Sorted(maps.Keys(x.req.GetEnv())), ",") // names only, never values
+	}
+	if len(details) > 0 {
+		r.Details = details
 	}
 	return r
 }
@@ -58,14 +77,21 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 		return err
 	}
 	x := &execution{id: newID(), caller: caller, req: req}
+	defer s.release(x)
 	if err := s.admitExec(ctx, x); err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
-	defer s.release(x.job)
+	if err := s.confirm(ctx, x, stream); err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
+	if err := s.prepare(x); err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
 	return s.runExec(ctx, x, stream)
 }
 
-// admitExec runs the checks that decide whether the command may start.
+// admitExec runs the checks that decide whether the command may start:
+// validation, state, policy, concurrency and rate (steps 3–6).
 func (s *Server) admitExec(ctx context.Context, x *execution) error {
 	if err := validateExec(x.req); err != nil {
 		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
@@ -80,18 +106,69 @@ func (s *Server) admitExec(ctx context.Context, x *execution) error {
 	x.job = j
 	// 4. Relay checks: descriptor path only (filesystem bridge).
 	// 5. Policy.
-	d := s.Policy().DecideExec(x.caller.Subject(), x.req.GetArgv())
+	pol := s.Policy()
+	d := pol.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
+	x.wouldDeny = d.WouldDeny
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule = d.Rule
-	// 6. Rate limit and concurrency: the policy engine adds them here.
-	// 7. Confirmation: the policy engine adds approvals here.
+	// 6. Concurrency, then rate: a request refused for want of a slot
+	// spends no token.
+	if err := s.acquireSlot(x, pol.Concurrency()); err != nil {
+		return err
+	}
+	return s.takeToken(x)
+}
+
+// takeToken spends one token of the rule's rate limit for this principal.
+func (s *Server) takeToken(x *execution) error {
+	r := x.rule.Rate
+	if r == nil {
+		return nil
+	}
+	ok, retry, err := s.cfg.Store.Take(x.caller.Principal+"\x00"+x.rule.Name,
+		store.Rate{PerMinute: r.PerMinute, Burst: r.Burst}, s.cfg.Now())
+	switch {
+	case err != nil:
+		return refusal.Wrap(refusal.Internal, err, "rate-limit state unavailable")
+	case !ok:
+		return &refusal.Error{Code: refusal.RateLimit, RetryAfter: retry,
+			Msg: fmt.Sprintf("rule %q allows %d calls a minute (burst %d); retry in %s", x.rule.Name, r.PerMinute, r.Burst, retry.Round(time.Millisecond))}
+	}
+	return nil
+}
+
+// confirm waits for a human's approval when the rule asks for one (step 7).
+func (s *Server) confirm(ctx context.Context, x *execution, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
+	if !x.rule.Confirm {
+		return nil
+	}
+	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
+	if _, err := s.record(ctx, x.auditRecord("approval.request")); err != nil {
+		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
+	}
+	if err := stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.snapshot(s.approvals)}}); err != nil {
+		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+		return refusal.Wrap(refusal.Internal, err, "caller went away")
+	}
+	a, err := s.approvals.wait(ctx, ap)
+	x.approval = a
+	return err
+}
+
+// prepare readies what the command runs in: the binary's pinned digest,
+// the working directory and the sandbox (steps 8–9).
+func (s *Server) prepare(x *execution) error {
+	if err := x.rule.CheckBinary(); err != nil {
+		return refusal.Wrap(refusal.PolicyDeny, err, "binary for rule %q failed its check", x.rule.Name)
+	}
 	// 8. Credentials: the keystore adds them here.
 	// 9. Sandbox.
-	box, err := s.cfg.Sandboxes.Lookup(d.Rule.Sandbox)
+	box, err := s.cfg.Sandboxes.Lookup(x.rule.Sandbox)
 	if err != nil {
-		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q is not available on this server", d.Rule.Sandbox)
+		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q is not available on this server", x.rule.Sandbox)
 	}
 	x.box = box
 	return nil
@@ -100,11 +177,11 @@ func (s *Server) admitExec(ctx context.Context, x *execution) error {
 // refuseExec audits a refusal and returns it (or internal, when even the
 // refusal cannot be audited).
 func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error {
-	s.release(x.job)
+	s.release(x)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	if _, aerr := s.record(ctx, rec); aerr != nil {
+	if _, aerr := s.record(context.WithoutCancel(ctx), rec); aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
 	}
 	return err
@@ -113,14 +190,18 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 // runExec audits the decision, runs the command, streams its output and
 // audits the result (steps 9–11).
 func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
-	work, err := os.MkdirTemp(s.cfg.ScratchDir, "coily-exec-")
+	home, err := os.MkdirTemp(s.cfg.ScratchDir, "coily-exec-")
 	if err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
 	}
-	defer os.RemoveAll(work)
-	cmd := exec.Command(x.rule.Binary, x.req.GetArgv()[1:]...)
+	defer os.RemoveAll(home)
+	dir, err := s.workDir(x, home)
+	if err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
+	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
-	if err := x.box.Wrap(ctx, cmd, sandbox.Profile{Env: childEnv(work), Dir: work}); err != nil {
+	if err := x.box.Wrap(ctx, cmd, sandbox.Profile{Env: childEnv(home, x.req.GetEnv()), Dir: dir}); err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up", x.box.Name()))
 	}
 
@@ -147,6 +228,9 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
+	// The command is over: free its slot before the caller hears so, or
+	// the caller's next request could find it still taken.
+	s.release(x)
 	if err == nil {
 		err = stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: exit}})
 	}
@@ -202,15 +286,22 @@ func (s *Server) timeout(x *execution) time.Duration {
 	return x.rule.Timeout
 }
 
-// childEnv is the environment of a command: a fixed PATH and locale, and a
-// private HOME and TMPDIR. Nothing of the server's own environment passes.
-func childEnv(work string) []string {
-	return []string{
-		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"LANG=C.UTF-8",
-		"HOME=" + work,
-		"TMPDIR=" + work,
+// childEnv is the environment of a command: a fixed PATH and locale, a
+// private HOME and TMPDIR, and the variables the caller passed (which the
+// rule allowed by name). Nothing of the server's own environment passes.
+func childEnv(home string, extra map[string]string) []string {
+	env := map[string]string{
+		"PATH":   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"LANG":   "C.UTF-8",
+		"HOME":   home,
+		"TMPDIR": home,
 	}
+	maps.Copy(env, extra)
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		out = append(out, k+"="+env[k])
+	}
+	return out
 }
 
 // newID returns a random (version 4) UUID.

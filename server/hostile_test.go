@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +53,15 @@ func TestHostileExecRequests(t *testing.T) {
 			protowire.AppendBytes(protowire.AppendTag(nil, 99, protowire.BytesType), []byte("workspace")))},
 		{"invalid UTF-8 in argv", withUnknown(&coilyv1.ExecRequest{},
 			protowire.AppendBytes(protowire.AppendTag(nil, 1, protowire.BytesType), []byte("/bin/\xff")))},
+		{"env name with =", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Env: map[string]string{"A=B": "x"}}},
+		{"env name empty", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Env: map[string]string{"": "x"}}},
+		{"env value with NUL", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Env: map[string]string{"A": "x\x00y"}}},
+		{"env value too large", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Env: map[string]string{"A": strings.Repeat("v", 40<<10)}}},
+		{"too many env entries", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Env: manyEnv(100)}},
+		{"cwd with NUL", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Cwd: "a\x00b"}},
+		{"cwd too long", &coilyv1.ExecRequest{Argv: []string{"/bin/true"}, Cwd: strings.Repeat("d/", 3000)}},
+		{"unknown verdict-like enum in a later field", withUnknown(&coilyv1.ExecRequest{Argv: []string{"/bin/true"}},
+			protowire.AppendVarint(protowire.AppendTag(nil, 40, protowire.VarintType), 99))},
 		{"malformed protobuf", withUnknown(&coilyv1.ExecRequest{Argv: []string{"/bin/true"}}, []byte{0x0a, 0x7f, 0x01})},
 	}
 	for _, tt := range tests {
@@ -101,4 +111,21 @@ func TestHostileControlRequests(t *testing.T) {
 	if err != nil || st.GetLockout().GetActive() || st.GetPause().GetActive() {
 		t.Fatalf("a refused control call changed state: %v %v", st, err)
 	}
+}
+
+func manyEnv(n int) map[string]string {
+	m := map[string]string{}
+	for i := range n {
+		m[fmt.Sprintf("V%d", i)] = "x"
+	}
+	return m
+}
+
+// An unknown value of a request enum is refused before anything happens.
+func TestUnknownEnumRefused(t *testing.T) {
+	in := testserver.Start(t, testserver.Options{})
+	_, err := in.Client.API.Decide(context.Background(), &coilyv1.DecideRequest{Id: "x", Verdict: coilyv1.Verdict(7)})
+	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
+	_, err = in.Client.API.Decide(context.Background(), &coilyv1.DecideRequest{Id: "x"})
+	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
 }

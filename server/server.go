@@ -34,6 +34,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/store"
 )
@@ -71,9 +72,13 @@ type Server struct {
 	policy  atomic.Pointer[policy.Policy]
 	started time.Time
 
-	mu    sync.Mutex
-	stops store.Stops
-	jobs  map[string]*job
+	approvals *approvals
+
+	mu      sync.Mutex
+	stops   store.Stops
+	jobs    map[string]*job
+	running int            // concurrency slots in use
+	perRule map[string]int // slots in use per rule
 	// closing refuses new admissions once shutdown has begun.
 	closing bool
 
@@ -108,11 +113,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
-		quit: make(chan struct{})}
+		quit: make(chan struct{}), perRule: map[string]int{}, approvals: newApprovals(cfg.Now)}
 	s.policy.Store(cfg.Policy)
 	if stops.Lockout.Active {
 		s.log.Warn("starting locked out", "by", stops.Lockout.By, "reason", stops.Lockout.Reason)
 	}
+	logAbsentBinaries(s, cfg.Policy)
 	return s, nil
 }
 
@@ -129,6 +135,12 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		grpc.ForceServerCodecV2(requestCodec{}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
+		// Unknown methods reach the interceptors too (refused by the
+		// authorization table, and audited) instead of grpc-go's bare
+		// Unimplemented.
+		grpc.UnknownServiceHandler(func(any, grpc.ServerStream) error {
+			return refusal.New(refusal.PermissionDenied, "no such method")
+		}),
 	}, opts...)
 	g := grpc.NewServer(opts...)
 	coilyv1.RegisterCoilyServiceServer(g, s)

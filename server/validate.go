@@ -2,6 +2,7 @@ package server
 
 import (
 	"path/filepath"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -19,6 +20,8 @@ const (
 	maxArgvBytes  = 128 << 10
 	maxStdinBytes = 1 << 20
 	maxTextBytes  = 1 << 10 // reasons and notes
+	maxEnv        = 64
+	maxEnvValue   = 32 << 10
 )
 
 // validateMessage refuses what this server cannot interpret faithfully:
@@ -117,7 +120,32 @@ func validateExec(req *coilyv1.ExecRequest) error {
 			return refusal.New(refusal.BadRequest, "timeout must be positive and at most %s", policy.MaxTimeout)
 		}
 	}
+	if err := validateEnv(req.GetEnv()); err != nil {
+		return err
+	}
+	if c := req.GetCwd(); len(c) > 4096 || strings.IndexByte(c, 0) >= 0 {
+		return refusal.New(refusal.BadRequest, "cwd must be at most 4096 bytes without NUL")
+	}
 	return validateText("note", req.GetNote())
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
+
+// validateEnv checks the shape of caller-passed variables; which names are
+// allowed is the policy's decision.
+func validateEnv(env map[string]string) error {
+	if len(env) > maxEnv {
+		return refusal.New(refusal.BadRequest, "env has %d entries, more than %d", len(env), maxEnv)
+	}
+	for k, v := range env {
+		switch {
+		case !envName.MatchString(k):
+			return refusal.New(refusal.BadRequest, "env name %q is not of the form [A-Za-z_][A-Za-z0-9_]*", truncate(k, 64))
+		case len(v) > maxEnvValue || strings.IndexByte(v, 0) >= 0:
+			return refusal.New(refusal.BadRequest, "env %s: value must be at most %d bytes without NUL", k, maxEnvValue)
+		}
+	}
+	return nil
 }
 
 func validateText(field, s string) error {

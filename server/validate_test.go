@@ -138,6 +138,8 @@ func execSeeds() []*coilyv1.ExecRequest {
 		{Argv: []string{"/bin/echo", strings.Repeat("x", 200<<10)}},
 		{Argv: []string{"/bin/true"}, Timeout: durationpb.New(-1)},
 		{Argv: []string{"/bin/true"}, Note: strings.Repeat("n", 2000)},
+		{Argv: []string{"/bin/sh"}, Env: map[string]string{"GREETING": "hi", "A=B": "x"}, Cwd: "sub/dir"},
+		{Argv: []string{"/bin/sh"}, Env: map[string]string{"X": "a\x00b"}, Cwd: "../.."},
 	}
 }
 
@@ -177,6 +179,14 @@ func FuzzValidateExec(f *testing.F) {
 			filepath.Clean(argv[0]) != argv[0] || len(req.GetStdin()) > maxStdinBytes || len(req.ProtoReflect().GetUnknown()) > 0 ||
 			bytes.Contains([]byte(req.GetNote()), []byte{0}) || len(req.GetNote()) > maxTextBytes {
 			t.Fatalf("accepted a request outside the limits: %d args", len(argv))
+		}
+		if len(req.GetEnv()) > maxEnv {
+			t.Fatalf("accepted %d env entries", len(req.GetEnv()))
+		}
+		for k, v := range req.GetEnv() {
+			if !envName.MatchString(k) || len(v) > maxEnvValue || strings.IndexByte(v, 0) >= 0 {
+				t.Fatalf("accepted env %q", k)
+			}
 		}
 	})
 }

@@ -57,7 +57,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketState, bucketRequests} {
+		for _, b := range [][]byte{bucketState, bucketRequests, bucketRates} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

@@ -69,10 +69,10 @@ func examplePolicy(t *testing.T) string {
 }
 
 // startServe runs `coily serve` and waits until its socket answers.
-func startServe(t *testing.T, dir, policyPath string) *serveProc {
+func startServe(t *testing.T, dir, policyPath string, extra ...string) *serveProc {
 	t.Helper()
 	p := &serveProc{log: new(bytes.Buffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
-	p.cmd = exec.Command(coilyBin, "serve", "--state-dir", dir, "--policy", policyPath)
+	p.cmd = exec.Command(coilyBin, append([]string{"serve", "--state-dir", dir, "--policy", policyPath}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

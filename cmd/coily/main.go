@@ -34,15 +34,17 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"serve":   {"run the trust point on the local socket", runServe},
-	"exec":    {"run a command on the trust point: exec [flags] -- ARGV...", runExec},
-	"lockout": {"nuclear stop: kill running commands, refuse everything until unlock", runLockout},
-	"unlock":  {"lift a lockout (local operator only by default)", runUnlock},
-	"pause":   {"soft stop: refuse new commands, let running ones finish", runPause},
-	"resume":  {"lift a pause", runResume},
-	"status":  {"show the server's state and who you are to it", runStatus},
-	"audit":   {"read the audit log: audit tail|show ID|verify", runAudit},
-	"version": {"print the version", runVersion},
+	"serve":     {"run the trust point on the local socket", runServe},
+	"exec":      {"run a command on the trust point: exec [flags] -- ARGV...", runExec},
+	"lockout":   {"nuclear stop: kill running commands, refuse everything until unlock", runLockout},
+	"unlock":    {"lift a lockout (local operator only by default)", runUnlock},
+	"pause":     {"soft stop: refuse new commands, let running ones finish", runPause},
+	"resume":    {"lift a pause", runResume},
+	"status":    {"show the server's state and who you are to it", runStatus},
+	"audit":     {"read the audit log: audit tail|show ID|verify", runAudit},
+	"policy":    {"check a policy file, or explain a decision: policy check FILE | explain -- ARGV...", runPolicy},
+	"approvals": {"pending approvals: approvals list|watch|approve ID|deny ID [--note]", runApprovals},
+	"version":   {"print the version", runVersion},
 }
 
 func main() {
@@ -84,7 +86,7 @@ func usage(w io.Writer, fs *flag.FlagSet) {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintf(w, "\nglobal flags:\n")
 	fs.PrintDefaults()

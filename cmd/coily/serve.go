@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
 
 	"coily.dev/coily/audit"
@@ -79,6 +82,8 @@ func serve(ctx context.Context, log *slog.Logger, g *globalFlags, policyPath, gr
 	go func() { served <- gs.Serve(l) }()
 	log.Info("serving", "socket", g.socketPath(), "policy", pol.Path, "policy_sha256", pol.SHA256,
 		"state_dir", stateDir, "sandboxes", pol.Sandboxes())
+	stopReload := reloadOnChange(ctx, log, srv, policyPath)
+	defer stopReload()
 
 	select {
 	case <-ctx.Done():
@@ -96,6 +101,36 @@ func serve(ctx context.Context, log *slog.Logger, g *globalFlags, policyPath, gr
 		gs.Stop()
 	}
 	return nil
+}
+
+// reloadOnChange reloads the policy when its file changes and on SIGHUP,
+// until the returned stop is called.
+func reloadOnChange(ctx context.Context, log *slog.Logger, srv *server.Server, path string) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		if err := srv.WatchPolicy(ctx, path); err != nil {
+			log.Error("policy watcher stopped; reload with SIGHUP", "err", err)
+		}
+	}()
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if err := srv.ReloadPolicy(ctx, path); err != nil {
+					log.Error("policy reload refused; the last good policy stays in force", "err", err)
+				}
+			}
+		}
+	}()
+	return func() { signal.Stop(hup); cancel(); wg.Wait() }
 }
 
 // prepareStateDir creates the state directory, private to the server's

@@ -4,6 +4,7 @@
 package testserver
 
 import (
+	"context"
 	"io"
 	"log/slog"
 	"os"
@@ -20,18 +21,20 @@ import (
 	"coily.dev/coily/store"
 )
 
-// LocalPolicy is examples/local.yaml's content: the local operator may run
-// echo, true, sleep and sh, natively.
+// LocalPolicy is like examples/local.yaml: the local operator may run
+// echo, true, sleep and sh with any arguments, natively, four at a time;
+// sh's output is capped at 64 KiB per stream.
 const LocalPolicy = `version: 1
+limits: {concurrency: 4}
 roles:
   operator:
-    permissions: [exec, lockout, unlock, pause, resume, status]
+    permissions: [exec, lockout, unlock, pause, resume, status, approve]
     commands: [echo, "true", sleep, sh]
 commands:
-  - {name: echo, binary: /bin/echo, sandbox: native}
-  - {name: "true", binary: /bin/true, sandbox: native}
-  - {name: sleep, binary: /bin/sleep, sandbox: native, timeout: 5m}
-  - {name: sh, binary: /bin/sh, sandbox: native, timeout: 5m, max_output: 64KiB}
+  - {name: echo, binary: /bin/echo, args: ["**"], flags: any, sandbox: native}
+  - {name: "true", binary: /bin/true, args: ["**"], flags: any, sandbox: native}
+  - {name: sleep, binary: /bin/sleep, args: ["**"], flags: any, sandbox: native, timeout: 5m}
+  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: native, timeout: 5m, max_output: 64KiB}
 `
 
 // Options configure a test server. The zero value serves LocalPolicy.
@@ -45,20 +48,26 @@ type Options struct {
 	KillGrace time.Duration
 	// Log receives the server's log; nil discards it.
 	Log io.Writer
+	// WatchPolicy reloads the policy file when it changes, as coily serve
+	// does.
+	WatchPolicy bool
 }
 
 // Instance is a running server and a client connected to it.
 type Instance struct {
-	StateDir string
-	Socket   string
-	Server   *server.Server
-	Client   *client.Client
-	Audit    *audit.Log
+	StateDir   string
+	Socket     string
+	PolicyPath string
+	Server     *server.Server
+	Client     *client.Client
+	Audit      *audit.Log
 
-	t    testing.TB
-	gs   *grpc.Server
-	db   *store.DB
-	done chan struct{}
+	t        testing.TB
+	gs       *grpc.Server
+	db       *store.DB
+	done     chan struct{}
+	unwatch  context.CancelFunc
+	watching chan struct{}
 }
 
 // Start starts a server; it is stopped when the test ends.
@@ -81,7 +90,8 @@ func Start(t testing.TB, opts Options) *Instance {
 	if err != nil {
 		t.Fatalf("policy: %v", err)
 	}
-	in := &Instance{t: t, StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), done: make(chan struct{})}
+	in := &Instance{t: t, StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"),
+		PolicyPath: polPath, done: make(chan struct{}), watching: make(chan struct{})}
 	if in.db, err = store.Open(filepath.Join(opts.StateDir, "coily.db")); err != nil {
 		t.Fatal(err)
 	}
@@ -103,6 +113,18 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.Client, err = client.DialLocal(in.Socket); err != nil {
 		t.Fatal(err)
 	}
+	var ctx context.Context
+	ctx, in.unwatch = context.WithCancel(context.Background())
+	if opts.WatchPolicy {
+		go func() {
+			defer close(in.watching)
+			if err := in.Server.WatchPolicy(ctx, polPath); err != nil {
+				t.Errorf("watch policy: %v", err)
+			}
+		}()
+	} else {
+		close(in.watching)
+	}
 	t.Cleanup(in.Stop)
 	return in
 }
@@ -113,6 +135,8 @@ func (in *Instance) Stop() {
 	if in.gs == nil {
 		return
 	}
+	in.unwatch()
+	<-in.watching
 	in.Client.Close()
 	in.Server.Shutdown()
 	in.gs.GracefulStop()

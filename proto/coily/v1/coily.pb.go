@@ -84,6 +84,120 @@ func (Stream) EnumDescriptor() ([]byte, []int) {
 	return file_coily_v1_coily_proto_rawDescGZIP(), []int{0}
 }
 
+// ApprovalState is where an approval stands.
+type ApprovalState int32
+
+const (
+	ApprovalState_APPROVAL_STATE_UNSPECIFIED ApprovalState = 0
+	ApprovalState_APPROVAL_STATE_PENDING     ApprovalState = 1
+	ApprovalState_APPROVAL_STATE_APPROVED    ApprovalState = 2
+	ApprovalState_APPROVAL_STATE_DENIED      ApprovalState = 3
+	ApprovalState_APPROVAL_STATE_EXPIRED     ApprovalState = 4
+	// The requester went away before a decision.
+	ApprovalState_APPROVAL_STATE_CANCELLED ApprovalState = 5
+	// A lockout rejected it.
+	ApprovalState_APPROVAL_STATE_REJECTED ApprovalState = 6
+)
+
+// Enum value maps for ApprovalState.
+var (
+	ApprovalState_name = map[int32]string{
+		0: "APPROVAL_STATE_UNSPECIFIED",
+		1: "APPROVAL_STATE_PENDING",
+		2: "APPROVAL_STATE_APPROVED",
+		3: "APPROVAL_STATE_DENIED",
+		4: "APPROVAL_STATE_EXPIRED",
+		5: "APPROVAL_STATE_CANCELLED",
+		6: "APPROVAL_STATE_REJECTED",
+	}
+	ApprovalState_value = map[string]int32{
+		"APPROVAL_STATE_UNSPECIFIED": 0,
+		"APPROVAL_STATE_PENDING":     1,
+		"APPROVAL_STATE_APPROVED":    2,
+		"APPROVAL_STATE_DENIED":      3,
+		"APPROVAL_STATE_EXPIRED":     4,
+		"APPROVAL_STATE_CANCELLED":   5,
+		"APPROVAL_STATE_REJECTED":    6,
+	}
+)
+
+func (x ApprovalState) Enum() *ApprovalState {
+	p := new(ApprovalState)
+	*p = x
+	return p
+}
+
+func (x ApprovalState) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ApprovalState) Descriptor() protoreflect.EnumDescriptor {
+	return file_coily_v1_coily_proto_enumTypes[1].Descriptor()
+}
+
+func (ApprovalState) Type() protoreflect.EnumType {
+	return &file_coily_v1_coily_proto_enumTypes[1]
+}
+
+func (x ApprovalState) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ApprovalState.Descriptor instead.
+func (ApprovalState) EnumDescriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{1}
+}
+
+// Verdict is an approver's decision.
+type Verdict int32
+
+const (
+	Verdict_VERDICT_UNSPECIFIED Verdict = 0
+	Verdict_VERDICT_APPROVE     Verdict = 1
+	Verdict_VERDICT_DENY        Verdict = 2
+)
+
+// Enum value maps for Verdict.
+var (
+	Verdict_name = map[int32]string{
+		0: "VERDICT_UNSPECIFIED",
+		1: "VERDICT_APPROVE",
+		2: "VERDICT_DENY",
+	}
+	Verdict_value = map[string]int32{
+		"VERDICT_UNSPECIFIED": 0,
+		"VERDICT_APPROVE":     1,
+		"VERDICT_DENY":        2,
+	}
+)
+
+func (x Verdict) Enum() *Verdict {
+	p := new(Verdict)
+	*p = x
+	return p
+}
+
+func (x Verdict) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Verdict) Descriptor() protoreflect.EnumDescriptor {
+	return file_coily_v1_coily_proto_enumTypes[2].Descriptor()
+}
+
+func (Verdict) Type() protoreflect.EnumType {
+	return &file_coily_v1_coily_proto_enumTypes[2]
+}
+
+func (x Verdict) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Verdict.Descriptor instead.
+func (Verdict) EnumDescriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{2}
+}
+
 // ExecRequest asks for one command to be run.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -99,7 +213,14 @@ type ExecRequest struct {
 	Timeout *durationpb.Duration `protobuf:"bytes,3,opt,name=timeout,proto3" json:"timeout,omitempty"`
 	// Free-form note recorded in the audit log (why the agent runs this).
 	// At most 1 KiB.
-	Note          string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	Note string `protobuf:"bytes,4,opt,name=note,proto3" json:"note,omitempty"`
+	// Environment variables for the command. Only names the matching rule
+	// lists under `env` are accepted; anything else is refused. At most 64
+	// entries, names of [A-Za-z_][A-Za-z0-9_]*, values of at most 32 KiB.
+	Env map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// Working directory, relative to the rule's workspace. It must stay inside
+	// the workspace, symbolic links included. Empty means the workspace root.
+	Cwd           string `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +283,20 @@ func (x *ExecRequest) GetNote() string {
 	return ""
 }
 
+func (x *ExecRequest) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *ExecRequest) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
 // ExecResponse is one event of an Exec stream.
 type ExecResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -170,6 +305,7 @@ type ExecResponse struct {
 	//	*ExecResponse_Started
 	//	*ExecResponse_Output
 	//	*ExecResponse_Exit
+	//	*ExecResponse_Approval
 	Event         isExecResponse_Event `protobuf_oneof:"event"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -239,6 +375,15 @@ func (x *ExecResponse) GetExit() *ExecExit {
 	return nil
 }
 
+func (x *ExecResponse) GetApproval() *Approval {
+	if x != nil {
+		if x, ok := x.Event.(*ExecResponse_Approval); ok {
+			return x.Approval
+		}
+	}
+	return nil
+}
+
 type isExecResponse_Event interface {
 	isExecResponse_Event()
 }
@@ -255,14 +400,24 @@ type ExecResponse_Exit struct {
 	Exit *ExecExit `protobuf:"bytes,3,opt,name=exit,proto3,oneof"`
 }
 
+type ExecResponse_Approval struct {
+	// The rule needs a human's approval: the command waits, before
+	// `started`, until an approver decides or the approval expires. Sent
+	// once, when the approval is created.
+	Approval *Approval `protobuf:"bytes,4,opt,name=approval,proto3,oneof"`
+}
+
 func (*ExecResponse_Started) isExecResponse_Event() {}
 
 func (*ExecResponse_Output) isExecResponse_Event() {}
 
 func (*ExecResponse_Exit) isExecResponse_Event() {}
 
-// ExecStarted is the first event: the request was allowed and the command was
-// spawned.
+func (*ExecResponse_Approval) isExecResponse_Event() {}
+
+// ExecStarted is sent when the request has been allowed (and approved, if
+// its rule needs approval) and its command is being started. If starting
+// fails, the stream then ends with an internal error.
 type ExecStarted struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Server-assigned request id (UUID), also recorded in the audit log.
@@ -912,9 +1067,11 @@ type StatusResponse struct {
 	PolicyPath   string `protobuf:"bytes,7,opt,name=policy_path,json=policyPath,proto3" json:"policy_path,omitempty"`
 	PolicySha256 string `protobuf:"bytes,8,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
 	// Sandbox backends used by the policy's rules; "native" is unsandboxed.
-	Sandboxes     []string `protobuf:"bytes,9,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sandboxes []string `protobuf:"bytes,9,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	// Approvals waiting for a decision.
+	PendingApprovals int32 `protobuf:"varint,10,opt,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1010,6 +1167,415 @@ func (x *StatusResponse) GetSandboxes() []string {
 	return nil
 }
 
+func (x *StatusResponse) GetPendingApprovals() int32 {
+	if x != nil {
+		return x.PendingApprovals
+	}
+	return 0
+}
+
+// Approval is a request for a human decision on one Exec.
+type Approval struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// Request id of the Exec waiting on it.
+	RequestId string `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Principal that asked for the Exec.
+	Requester string   `protobuf:"bytes,3,opt,name=requester,proto3" json:"requester,omitempty"`
+	Argv      []string `protobuf:"bytes,4,rep,name=argv,proto3" json:"argv,omitempty"`
+	// Rule that requires confirmation.
+	Rule      string                 `protobuf:"bytes,5,opt,name=rule,proto3" json:"rule,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
+	State     ApprovalState          `protobuf:"varint,8,opt,name=state,proto3,enum=coily.v1.ApprovalState" json:"state,omitempty"`
+	// Principal that decided (approvers), or "lockout" for rejections by a
+	// lockout.
+	DecidedBy string `protobuf:"bytes,9,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
+	Note      string `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
+	// The requester's audit note, shown to the approver.
+	RequestNote   string `protobuf:"bytes,11,opt,name=request_note,json=requestNote,proto3" json:"request_note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Approval) Reset() {
+	*x = Approval{}
+	mi := &file_coily_v1_coily_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Approval) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Approval) ProtoMessage() {}
+
+func (x *Approval) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Approval.ProtoReflect.Descriptor instead.
+func (*Approval) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Approval) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Approval) GetRequester() string {
+	if x != nil {
+		return x.Requester
+	}
+	return ""
+}
+
+func (x *Approval) GetArgv() []string {
+	if x != nil {
+		return x.Argv
+	}
+	return nil
+}
+
+func (x *Approval) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *Approval) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *Approval) GetExpiresAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ExpiresAt
+	}
+	return nil
+}
+
+func (x *Approval) GetState() ApprovalState {
+	if x != nil {
+		return x.State
+	}
+	return ApprovalState_APPROVAL_STATE_UNSPECIFIED
+}
+
+func (x *Approval) GetDecidedBy() string {
+	if x != nil {
+		return x.DecidedBy
+	}
+	return ""
+}
+
+func (x *Approval) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *Approval) GetRequestNote() string {
+	if x != nil {
+		return x.RequestNote
+	}
+	return ""
+}
+
+// ListApprovalsRequest asks for the pending approvals.
+type ListApprovalsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalsRequest) Reset() {
+	*x = ListApprovalsRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalsRequest) ProtoMessage() {}
+
+func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
+func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{16}
+}
+
+// ListApprovalsResponse lists them, oldest first.
+type ListApprovalsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Approvals     []*Approval            `protobuf:"bytes,1,rep,name=approvals,proto3" json:"approvals,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListApprovalsResponse) Reset() {
+	*x = ListApprovalsResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListApprovalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListApprovalsResponse) ProtoMessage() {}
+
+func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
+func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *ListApprovalsResponse) GetApprovals() []*Approval {
+	if x != nil {
+		return x.Approvals
+	}
+	return nil
+}
+
+// WatchApprovalsRequest starts a watch.
+type WatchApprovalsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchApprovalsRequest) Reset() {
+	*x = WatchApprovalsRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchApprovalsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchApprovalsRequest) ProtoMessage() {}
+
+func (x *WatchApprovalsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchApprovalsRequest.ProtoReflect.Descriptor instead.
+func (*WatchApprovalsRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{18}
+}
+
+// WatchApprovalsResponse is one approval's current state.
+type WatchApprovalsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Approval      *Approval              `protobuf:"bytes,1,opt,name=approval,proto3" json:"approval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchApprovalsResponse) Reset() {
+	*x = WatchApprovalsResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[19]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchApprovalsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchApprovalsResponse) ProtoMessage() {}
+
+func (x *WatchApprovalsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[19]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchApprovalsResponse.ProtoReflect.Descriptor instead.
+func (*WatchApprovalsResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{19}
+}
+
+func (x *WatchApprovalsResponse) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
+// DecideRequest decides one pending approval.
+type DecideRequest struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Id      string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Verdict Verdict                `protobuf:"varint,2,opt,name=verdict,proto3,enum=coily.v1.Verdict" json:"verdict,omitempty"`
+	// Recorded in the audit log and shown to the requester. At most 1 KiB.
+	Note          string `protobuf:"bytes,3,opt,name=note,proto3" json:"note,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideRequest) Reset() {
+	*x = DecideRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideRequest) ProtoMessage() {}
+
+func (x *DecideRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
+func (*DecideRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *DecideRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *DecideRequest) GetVerdict() Verdict {
+	if x != nil {
+		return x.Verdict
+	}
+	return Verdict_VERDICT_UNSPECIFIED
+}
+
+func (x *DecideRequest) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+// DecideResponse is the approval after the decision.
+type DecideResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Approval      *Approval              `protobuf:"bytes,1,opt,name=approval,proto3" json:"approval,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DecideResponse) Reset() {
+	*x = DecideResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DecideResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DecideResponse) ProtoMessage() {}
+
+func (x *DecideResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
+func (*DecideResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *DecideResponse) GetApproval() *Approval {
+	if x != nil {
+		return x.Approval
+	}
+	return nil
+}
+
 // StopState is the state of one stop control (lockout or pause).
 type StopState struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
@@ -1024,7 +1590,7 @@ type StopState struct {
 
 func (x *StopState) Reset() {
 	*x = StopState{}
-	mi := &file_coily_v1_coily_proto_msgTypes[15]
+	mi := &file_coily_v1_coily_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1602,7 @@ func (x *StopState) String() string {
 func (*StopState) ProtoMessage() {}
 
 func (x *StopState) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[15]
+	mi := &file_coily_v1_coily_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1615,7 @@ func (x *StopState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopState.ProtoReflect.Descriptor instead.
 func (*StopState) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{15}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StopState) GetActive() bool {
@@ -1100,7 +1666,7 @@ type Caller struct {
 
 func (x *Caller) Reset() {
 	*x = Caller{}
-	mi := &file_coily_v1_coily_proto_msgTypes[16]
+	mi := &file_coily_v1_coily_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1112,7 +1678,7 @@ func (x *Caller) String() string {
 func (*Caller) ProtoMessage() {}
 
 func (x *Caller) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[16]
+	mi := &file_coily_v1_coily_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1125,7 +1691,7 @@ func (x *Caller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Caller.ProtoReflect.Descriptor instead.
 func (*Caller) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{16}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Caller) GetPrincipal() string {
@@ -1167,17 +1733,23 @@ var File_coily_v1_coily_proto protoreflect.FileDescriptor
 
 const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
-	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x86\x01\n" +
+	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x12\n" +
-	"\x04note\x18\x04 \x01(\tR\x04noteJ\x04\b\x05\x10\x10\"\xaa\x01\n" +
+	"\x04note\x18\x04 \x01(\tR\x04note\x120\n" +
+	"\x03env\x18\x05 \x03(\v2\x1e.coily.v1.ExecRequest.EnvEntryR\x03env\x12\x10\n" +
+	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd6\x01\n" +
 	"\fExecResponse\x121\n" +
 	"\astarted\x18\x01 \x01(\v2\x15.coily.v1.ExecStartedH\x00R\astarted\x12.\n" +
 	"\x06output\x18\x02 \x01(\v2\x14.coily.v1.ExecOutputH\x00R\x06output\x12(\n" +
-	"\x04exit\x18\x03 \x01(\v2\x12.coily.v1.ExecExitH\x00R\x04exitB\a\n" +
-	"\x05eventJ\x04\b\x04\x10\v\"u\n" +
+	"\x04exit\x18\x03 \x01(\v2\x12.coily.v1.ExecExitH\x00R\x04exit\x120\n" +
+	"\bapproval\x18\x04 \x01(\v2\x12.coily.v1.ApprovalH\x00R\bapprovalB\a\n" +
+	"\x05event\"u\n" +
 	"\vExecStarted\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -1213,7 +1785,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\";\n" +
 	"\x0eResumeResponse\x12)\n" +
 	"\x05pause\x18\x01 \x01(\v2\x13.coily.v1.StopStateR\x05pause\"\x0f\n" +
-	"\rStatusRequest\"\xe7\x02\n" +
+	"\rStatusRequest\"\x94\x03\n" +
 	"\x0eStatusResponse\x12-\n" +
 	"\alockout\x18\x01 \x01(\v2\x13.coily.v1.StopStateR\alockout\x12)\n" +
 	"\x05pause\x18\x02 \x01(\v2\x13.coily.v1.StopStateR\x05pause\x12(\n" +
@@ -1225,7 +1797,38 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\vpolicy_path\x18\a \x01(\tR\n" +
 	"policyPath\x12#\n" +
 	"\rpolicy_sha256\x18\b \x01(\tR\fpolicySha256\x12\x1c\n" +
-	"\tsandboxes\x18\t \x03(\tR\tsandboxes\"}\n" +
+	"\tsandboxes\x18\t \x03(\tR\tsandboxes\x12+\n" +
+	"\x11pending_approvals\x18\n" +
+	" \x01(\x05R\x10pendingApprovals\"\xfa\x02\n" +
+	"\bApproval\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x1c\n" +
+	"\trequester\x18\x03 \x01(\tR\trequester\x12\x12\n" +
+	"\x04argv\x18\x04 \x03(\tR\x04argv\x12\x12\n" +
+	"\x04rule\x18\x05 \x01(\tR\x04rule\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x129\n" +
+	"\n" +
+	"expires_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\texpiresAt\x12-\n" +
+	"\x05state\x18\b \x01(\x0e2\x17.coily.v1.ApprovalStateR\x05state\x12\x1d\n" +
+	"\n" +
+	"decided_by\x18\t \x01(\tR\tdecidedBy\x12\x12\n" +
+	"\x04note\x18\n" +
+	" \x01(\tR\x04note\x12!\n" +
+	"\frequest_note\x18\v \x01(\tR\vrequestNote\"\x16\n" +
+	"\x14ListApprovalsRequest\"I\n" +
+	"\x15ListApprovalsResponse\x120\n" +
+	"\tapprovals\x18\x01 \x03(\v2\x12.coily.v1.ApprovalR\tapprovals\"\x17\n" +
+	"\x15WatchApprovalsRequest\"H\n" +
+	"\x16WatchApprovalsResponse\x12.\n" +
+	"\bapproval\x18\x01 \x01(\v2\x12.coily.v1.ApprovalR\bapproval\"`\n" +
+	"\rDecideRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
+	"\averdict\x18\x02 \x01(\x0e2\x11.coily.v1.VerdictR\averdict\x12\x12\n" +
+	"\x04note\x18\x03 \x01(\tR\x04note\"@\n" +
+	"\x0eDecideResponse\x12.\n" +
+	"\bapproval\x18\x01 \x01(\v2\x12.coily.v1.ApprovalR\bapproval\"}\n" +
 	"\tStopState\x12\x16\n" +
 	"\x06active\x18\x01 \x01(\bR\x06active\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
@@ -1240,14 +1843,29 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
-	"\rSTREAM_STDERR\x10\x022\xf8\x02\n" +
+	"\rSTREAM_STDERR\x10\x02*\xda\x01\n" +
+	"\rApprovalState\x12\x1e\n" +
+	"\x1aAPPROVAL_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
+	"\x16APPROVAL_STATE_PENDING\x10\x01\x12\x1b\n" +
+	"\x17APPROVAL_STATE_APPROVED\x10\x02\x12\x19\n" +
+	"\x15APPROVAL_STATE_DENIED\x10\x03\x12\x1a\n" +
+	"\x16APPROVAL_STATE_EXPIRED\x10\x04\x12\x1c\n" +
+	"\x18APPROVAL_STATE_CANCELLED\x10\x05\x12\x1b\n" +
+	"\x17APPROVAL_STATE_REJECTED\x10\x06*I\n" +
+	"\aVerdict\x12\x17\n" +
+	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fVERDICT_APPROVE\x10\x01\x12\x10\n" +
+	"\fVERDICT_DENY\x10\x022\xde\x04\n" +
 	"\fCoilyService\x127\n" +
 	"\x04Exec\x12\x15.coily.v1.ExecRequest\x1a\x16.coily.v1.ExecResponse0\x01\x12>\n" +
 	"\aLockout\x12\x18.coily.v1.LockoutRequest\x1a\x19.coily.v1.LockoutResponse\x12;\n" +
 	"\x06Unlock\x12\x17.coily.v1.UnlockRequest\x1a\x18.coily.v1.UnlockResponse\x128\n" +
 	"\x05Pause\x12\x16.coily.v1.PauseRequest\x1a\x17.coily.v1.PauseResponse\x12;\n" +
 	"\x06Resume\x12\x17.coily.v1.ResumeRequest\x1a\x18.coily.v1.ResumeResponse\x12;\n" +
-	"\x06Status\x12\x17.coily.v1.StatusRequest\x1a\x18.coily.v1.StatusResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
+	"\x06Status\x12\x17.coily.v1.StatusRequest\x1a\x18.coily.v1.StatusResponse\x12P\n" +
+	"\rListApprovals\x12\x1e.coily.v1.ListApprovalsRequest\x1a\x1f.coily.v1.ListApprovalsResponse\x12U\n" +
+	"\x0eWatchApprovals\x12\x1f.coily.v1.WatchApprovalsRequest\x1a .coily.v1.WatchApprovalsResponse0\x01\x12;\n" +
+	"\x06Decide\x12\x17.coily.v1.DecideRequest\x1a\x18.coily.v1.DecideResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
 
 var (
 	file_coily_v1_coily_proto_rawDescOnce sync.Once
@@ -1261,63 +1879,88 @@ func file_coily_v1_coily_proto_rawDescGZIP() []byte {
 	return file_coily_v1_coily_proto_rawDescData
 }
 
-var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_coily_v1_coily_proto_goTypes = []any{
-	(Stream)(0),                   // 0: coily.v1.Stream
-	(*ExecRequest)(nil),           // 1: coily.v1.ExecRequest
-	(*ExecResponse)(nil),          // 2: coily.v1.ExecResponse
-	(*ExecStarted)(nil),           // 3: coily.v1.ExecStarted
-	(*ExecOutput)(nil),            // 4: coily.v1.ExecOutput
-	(*ExecExit)(nil),              // 5: coily.v1.ExecExit
-	(*LockoutRequest)(nil),        // 6: coily.v1.LockoutRequest
-	(*LockoutResponse)(nil),       // 7: coily.v1.LockoutResponse
-	(*UnlockRequest)(nil),         // 8: coily.v1.UnlockRequest
-	(*UnlockResponse)(nil),        // 9: coily.v1.UnlockResponse
-	(*PauseRequest)(nil),          // 10: coily.v1.PauseRequest
-	(*PauseResponse)(nil),         // 11: coily.v1.PauseResponse
-	(*ResumeRequest)(nil),         // 12: coily.v1.ResumeRequest
-	(*ResumeResponse)(nil),        // 13: coily.v1.ResumeResponse
-	(*StatusRequest)(nil),         // 14: coily.v1.StatusRequest
-	(*StatusResponse)(nil),        // 15: coily.v1.StatusResponse
-	(*StopState)(nil),             // 16: coily.v1.StopState
-	(*Caller)(nil),                // 17: coily.v1.Caller
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 19: google.protobuf.Timestamp
+	(Stream)(0),                    // 0: coily.v1.Stream
+	(ApprovalState)(0),             // 1: coily.v1.ApprovalState
+	(Verdict)(0),                   // 2: coily.v1.Verdict
+	(*ExecRequest)(nil),            // 3: coily.v1.ExecRequest
+	(*ExecResponse)(nil),           // 4: coily.v1.ExecResponse
+	(*ExecStarted)(nil),            // 5: coily.v1.ExecStarted
+	(*ExecOutput)(nil),             // 6: coily.v1.ExecOutput
+	(*ExecExit)(nil),               // 7: coily.v1.ExecExit
+	(*LockoutRequest)(nil),         // 8: coily.v1.LockoutRequest
+	(*LockoutResponse)(nil),        // 9: coily.v1.LockoutResponse
+	(*UnlockRequest)(nil),          // 10: coily.v1.UnlockRequest
+	(*UnlockResponse)(nil),         // 11: coily.v1.UnlockResponse
+	(*PauseRequest)(nil),           // 12: coily.v1.PauseRequest
+	(*PauseResponse)(nil),          // 13: coily.v1.PauseResponse
+	(*ResumeRequest)(nil),          // 14: coily.v1.ResumeRequest
+	(*ResumeResponse)(nil),         // 15: coily.v1.ResumeResponse
+	(*StatusRequest)(nil),          // 16: coily.v1.StatusRequest
+	(*StatusResponse)(nil),         // 17: coily.v1.StatusResponse
+	(*Approval)(nil),               // 18: coily.v1.Approval
+	(*ListApprovalsRequest)(nil),   // 19: coily.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),  // 20: coily.v1.ListApprovalsResponse
+	(*WatchApprovalsRequest)(nil),  // 21: coily.v1.WatchApprovalsRequest
+	(*WatchApprovalsResponse)(nil), // 22: coily.v1.WatchApprovalsResponse
+	(*DecideRequest)(nil),          // 23: coily.v1.DecideRequest
+	(*DecideResponse)(nil),         // 24: coily.v1.DecideResponse
+	(*StopState)(nil),              // 25: coily.v1.StopState
+	(*Caller)(nil),                 // 26: coily.v1.Caller
+	nil,                            // 27: coily.v1.ExecRequest.EnvEntry
+	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
 }
 var file_coily_v1_coily_proto_depIdxs = []int32{
-	18, // 0: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
-	3,  // 1: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
-	4,  // 2: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
-	5,  // 3: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
-	0,  // 4: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
-	18, // 5: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
-	16, // 6: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
-	16, // 7: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
-	16, // 8: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
-	16, // 9: coily.v1.ResumeResponse.pause:type_name -> coily.v1.StopState
-	16, // 10: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
-	16, // 11: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
-	17, // 12: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
-	19, // 13: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	19, // 14: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
-	1,  // 15: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
-	6,  // 16: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
-	8,  // 17: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
-	10, // 18: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
-	12, // 19: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
-	14, // 20: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
-	2,  // 21: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	7,  // 22: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	9,  // 23: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	11, // 24: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	13, // 25: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	15, // 26: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	21, // [21:27] is the sub-list for method output_type
-	15, // [15:21] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	28, // 0: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
+	27, // 1: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
+	5,  // 2: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
+	6,  // 3: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
+	7,  // 4: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
+	18, // 5: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
+	0,  // 6: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
+	28, // 7: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
+	25, // 8: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
+	25, // 9: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
+	25, // 10: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
+	25, // 11: coily.v1.ResumeResponse.pause:type_name -> coily.v1.StopState
+	25, // 12: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
+	25, // 13: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
+	26, // 14: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
+	29, // 15: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	29, // 16: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	29, // 17: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 18: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
+	18, // 19: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
+	18, // 20: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
+	2,  // 21: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
+	18, // 22: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
+	29, // 23: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	3,  // 24: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
+	8,  // 25: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
+	10, // 26: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
+	12, // 27: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
+	14, // 28: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
+	16, // 29: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
+	19, // 30: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
+	21, // 31: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
+	23, // 32: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
+	4,  // 33: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
+	9,  // 34: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
+	11, // 35: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
+	13, // 36: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
+	15, // 37: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
+	17, // 38: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
+	20, // 39: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
+	22, // 40: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
+	24, // 41: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
+	33, // [33:42] is the sub-list for method output_type
+	24, // [24:33] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_coily_v1_coily_proto_init() }
@@ -1329,14 +1972,15 @@ func file_coily_v1_coily_proto_init() {
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Exit)(nil),
+		(*ExecResponse_Approval)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coily_v1_coily_proto_rawDesc), len(file_coily_v1_coily_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   17,
+			NumEnums:      3,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

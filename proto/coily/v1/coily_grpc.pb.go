@@ -30,12 +30,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CoilyService_Exec_FullMethodName    = "/coily.v1.CoilyService/Exec"
-	CoilyService_Lockout_FullMethodName = "/coily.v1.CoilyService/Lockout"
-	CoilyService_Unlock_FullMethodName  = "/coily.v1.CoilyService/Unlock"
-	CoilyService_Pause_FullMethodName   = "/coily.v1.CoilyService/Pause"
-	CoilyService_Resume_FullMethodName  = "/coily.v1.CoilyService/Resume"
-	CoilyService_Status_FullMethodName  = "/coily.v1.CoilyService/Status"
+	CoilyService_Exec_FullMethodName           = "/coily.v1.CoilyService/Exec"
+	CoilyService_Lockout_FullMethodName        = "/coily.v1.CoilyService/Lockout"
+	CoilyService_Unlock_FullMethodName         = "/coily.v1.CoilyService/Unlock"
+	CoilyService_Pause_FullMethodName          = "/coily.v1.CoilyService/Pause"
+	CoilyService_Resume_FullMethodName         = "/coily.v1.CoilyService/Resume"
+	CoilyService_Status_FullMethodName         = "/coily.v1.CoilyService/Status"
+	CoilyService_ListApprovals_FullMethodName  = "/coily.v1.CoilyService/ListApprovals"
+	CoilyService_WatchApprovals_FullMethodName = "/coily.v1.CoilyService/WatchApprovals"
+	CoilyService_Decide_FullMethodName         = "/coily.v1.CoilyService/Decide"
 )
 
 // CoilyServiceClient is the client API for CoilyService service.
@@ -61,6 +64,15 @@ type CoilyServiceClient interface {
 	Resume(ctx context.Context, in *ResumeRequest, opts ...grpc.CallOption) (*ResumeResponse, error)
 	// Status reports the stop state, the caller's identity and what runs.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
+	// ListApprovals lists the approvals waiting for a decision.
+	ListApprovals(ctx context.Context, in *ListApprovalsRequest, opts ...grpc.CallOption) (*ListApprovalsResponse, error)
+	// WatchApprovals streams the pending approvals, then every change to any
+	// approval (created, approved, denied, expired, cancelled, rejected), for
+	// phones and dashboards.
+	WatchApprovals(ctx context.Context, in *WatchApprovalsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchApprovalsResponse], error)
+	// Decide approves or denies a pending approval. The requester may never
+	// decide its own request.
+	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
 }
 
 type coilyServiceClient struct {
@@ -140,6 +152,45 @@ func (c *coilyServiceClient) Status(ctx context.Context, in *StatusRequest, opts
 	return out, nil
 }
 
+func (c *coilyServiceClient) ListApprovals(ctx context.Context, in *ListApprovalsRequest, opts ...grpc.CallOption) (*ListApprovalsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListApprovalsResponse)
+	err := c.cc.Invoke(ctx, CoilyService_ListApprovals_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coilyServiceClient) WatchApprovals(ctx context.Context, in *WatchApprovalsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchApprovalsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CoilyService_ServiceDesc.Streams[1], CoilyService_WatchApprovals_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchApprovalsRequest, WatchApprovalsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CoilyService_WatchApprovalsClient = grpc.ServerStreamingClient[WatchApprovalsResponse]
+
+func (c *coilyServiceClient) Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DecideResponse)
+	err := c.cc.Invoke(ctx, CoilyService_Decide_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoilyServiceServer is the server API for CoilyService service.
 // All implementations must embed UnimplementedCoilyServiceServer
 // for forward compatibility.
@@ -163,6 +214,15 @@ type CoilyServiceServer interface {
 	Resume(context.Context, *ResumeRequest) (*ResumeResponse, error)
 	// Status reports the stop state, the caller's identity and what runs.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
+	// ListApprovals lists the approvals waiting for a decision.
+	ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error)
+	// WatchApprovals streams the pending approvals, then every change to any
+	// approval (created, approved, denied, expired, cancelled, rejected), for
+	// phones and dashboards.
+	WatchApprovals(*WatchApprovalsRequest, grpc.ServerStreamingServer[WatchApprovalsResponse]) error
+	// Decide approves or denies a pending approval. The requester may never
+	// decide its own request.
+	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
 	mustEmbedUnimplementedCoilyServiceServer()
 }
 
@@ -190,6 +250,15 @@ func (UnimplementedCoilyServiceServer) Resume(context.Context, *ResumeRequest) (
 }
 func (UnimplementedCoilyServiceServer) Status(context.Context, *StatusRequest) (*StatusResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Status not implemented")
+}
+func (UnimplementedCoilyServiceServer) ListApprovals(context.Context, *ListApprovalsRequest) (*ListApprovalsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListApprovals not implemented")
+}
+func (UnimplementedCoilyServiceServer) WatchApprovals(*WatchApprovalsRequest, grpc.ServerStreamingServer[WatchApprovalsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchApprovals not implemented")
+}
+func (UnimplementedCoilyServiceServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
 }
 func (UnimplementedCoilyServiceServer) mustEmbedUnimplementedCoilyServiceServer() {}
 func (UnimplementedCoilyServiceServer) testEmbeddedByValue()                      {}
@@ -313,6 +382,53 @@ func _CoilyService_Status_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoilyService_ListApprovals_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListApprovalsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).ListApprovals(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_ListApprovals_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).ListApprovals(ctx, req.(*ListApprovalsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoilyService_WatchApprovals_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchApprovalsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(CoilyServiceServer).WatchApprovals(m, &grpc.GenericServerStream[WatchApprovalsRequest, WatchApprovalsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CoilyService_WatchApprovalsServer = grpc.ServerStreamingServer[WatchApprovalsResponse]
+
+func _CoilyService_Decide_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DecideRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).Decide(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_Decide_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).Decide(ctx, req.(*DecideRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoilyService_ServiceDesc is the grpc.ServiceDesc for CoilyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -340,11 +456,24 @@ var CoilyService_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Status",
 			Handler:    _CoilyService_Status_Handler,
 		},
+		{
+			MethodName: "ListApprovals",
+			Handler:    _CoilyService_ListApprovals_Handler,
+		},
+		{
+			MethodName: "Decide",
+			Handler:    _CoilyService_Decide_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
 			StreamName:    "Exec",
 			Handler:       _CoilyService_Exec_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchApprovals",
+			Handler:       _CoilyService_WatchApprovals_Handler,
 			ServerStreams: true,
 		},
 	},

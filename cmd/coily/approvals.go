@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+)
+
+func runApprovals(ctx context.Context, e *env) int {
+	if len(e.args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: coily approvals list | watch | approve ID [--note TEXT] | deny ID [--note TEXT]")
+		return 2
+	}
+	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
+	switch e.args[0] {
+	case "list":
+		return approvalsList(ctx, rest)
+	case "watch":
+		return approvalsWatch(ctx, rest)
+	case "approve":
+		return approvalsDecide(ctx, rest, coilyv1.Verdict_VERDICT_APPROVE)
+	case "deny":
+		return approvalsDecide(ctx, rest, coilyv1.Verdict_VERDICT_DENY)
+	}
+	fmt.Fprintf(e.stderr, "coily approvals: unknown subcommand %q\n", e.args[0])
+	return 2
+}
+
+func approvalsList(ctx context.Context, e *env) int {
+	c, err := dial(e)
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	defer c.Close()
+	resp, err := c.API.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{})
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	if len(resp.GetApprovals()) == 0 {
+		fmt.Fprintln(e.stdout, "no pending approvals")
+	}
+	for _, a := range resp.GetApprovals() {
+		printApproval(e.stdout, a)
+	}
+	return 0
+}
+
+// approvalsWatch prints the pending approvals, then every change, until
+// interrupted.
+func approvalsWatch(ctx context.Context, e *env) int {
+	c, err := dial(e)
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	defer c.Close()
+	stream, err := c.API.WatchApprovals(ctx, &coilyv1.WatchApprovalsRequest{})
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	for {
+		msg, err := stream.Recv()
+		if err != nil {
+			if ctx.Err() != nil || err == io.EOF {
+				return 0
+			}
+			return refused(e.stderr, err)
+		}
+		printApproval(e.stdout, msg.GetApproval())
+	}
+}
+
+func approvalsDecide(ctx context.Context, e *env, v coilyv1.Verdict) int {
+	fs := flag.NewFlagSet("approvals", flag.ContinueOnError)
+	note := stringFlag(fs, "note", "COILY_NOTE", "", "note for the audit log and the requester")
+	// Accept the flag before or after the id.
+	var id string
+	if len(e.args) > 0 && !strings.HasPrefix(e.args[0], "-") {
+		id, e.args = e.args[0], e.args[1:]
+	}
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if id == "" && fs.NArg() == 1 {
+		id = fs.Arg(0)
+	}
+	if id == "" {
+		fmt.Fprintln(e.stderr, "usage: coily approvals approve|deny ID [--note TEXT]")
+		return 2
+	}
+	c, err := dial(e)
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	defer c.Close()
+	resp, err := c.API.Decide(ctx, &coilyv1.DecideRequest{Id: id, Verdict: v, Note: *note})
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	printApproval(e.stdout, resp.GetApproval())
+	return 0
+}
+
+func printApproval(w io.Writer, a *coilyv1.Approval) {
+	state := strings.ToLower(strings.TrimPrefix(a.GetState().String(), "APPROVAL_STATE_"))
+	line := fmt.Sprintf("%s  %-9s %s wants rule %q: %s", a.GetId(), state, a.GetRequester(), a.GetRule(), strings.Join(a.GetArgv(), " "))
+	if a.GetState() == coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
+		line += fmt.Sprintf("  (expires %s)", a.GetExpiresAt().AsTime().Local().Format(time.TimeOnly))
+	} else if a.GetDecidedBy() != "" {
+		line += fmt.Sprintf("  (by %s)", a.GetDecidedBy())
+	}
+	if n := a.GetRequestNote(); n != "" {
+		line += fmt.Sprintf("  note: %s", n)
+	}
+	fmt.Fprintln(w, line)
+}

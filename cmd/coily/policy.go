@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os/user"
+	"strings"
+
+	"coily.dev/coily/policy"
+)
+
+func runPolicy(_ context.Context, e *env) int {
+	if len(e.args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: coily policy check FILE | coily policy explain [--policy FILE] [--as PRINCIPAL] -- ARGV...")
+		return 2
+	}
+	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
+	switch e.args[0] {
+	case "check":
+		return policyCheck(rest)
+	case "explain":
+		return policyExplain(rest)
+	}
+	fmt.Fprintf(e.stderr, "coily policy: unknown subcommand %q\n", e.args[0])
+	return 2
+}
+
+// policyCheck validates a policy file: errors (with file, line and column)
+// exit 1; rules whose binary is absent here are reported, not fatal.
+func policyCheck(e *env) int {
+	if len(e.args) != 1 {
+		fmt.Fprintln(e.stderr, "usage: coily policy check FILE")
+		return 2
+	}
+	p, err := policy.Load(e.args[0])
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%v\n", err)
+		return 1
+	}
+	rules := p.Rules()
+	absent := 0
+	for _, r := range rules {
+		if r.Absent != nil {
+			absent++
+			fmt.Fprintf(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v\n", p.Path, r.Line, r.Name, r.Absent)
+		}
+	}
+	fmt.Fprintf(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s\n", p.Path, len(rules), absent, p.SHA256)
+	return 0
+}
+
+// policyExplain evaluates a request against a policy file locally and
+// prints the decision, the rule and the reason.
+func policyExplain(e *env) int {
+	fs := flag.NewFlagSet("policy explain", flag.ContinueOnError)
+	path := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
+	as := stringFlag(fs, "as", "COILY_AS", "", "principal to decide for (default: you, as the local operator)")
+	envs := stringFlag(fs, "env", "COILY_EXEC_ENV", "", "comma-separated environment variable names the request passes")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if *path == "" || fs.NArg() == 0 {
+		fmt.Fprintln(e.stderr, "usage: coily policy explain --policy FILE [--as PRINCIPAL] -- ARGV...")
+		return 2
+	}
+	p, err := policy.Load(*path)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "%v\n", err)
+		return 1
+	}
+	subject, err := explainSubject(*as)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily policy explain: %v\n", err)
+		return 2
+	}
+	var names []string
+	for _, n := range strings.Split(*envs, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, strings.SplitN(n, "=", 2)[0])
+		}
+	}
+	d := p.DecideExec(subject, policy.Request{Argv: fs.Args(), Env: names})
+	printDecision(e, p, subject, d)
+	if d.Result != policy.Allow {
+		return 1
+	}
+	return 0
+}
+
+// explainSubject is the principal to explain for: "local:<user>" holds the
+// operator role, as it would on the local socket.
+func explainSubject(as string) (policy.Subject, error) {
+	if as == "" {
+		u, err := user.Current()
+		if err != nil {
+			return policy.Subject{}, errors.New("cannot tell who you are; use --as")
+		}
+		as = "local:" + u.Username
+	}
+	s := policy.Subject{Principal: as}
+	if strings.HasPrefix(as, "local:") {
+		s.Roles = []string{policy.OperatorRole}
+	}
+	return s, nil
+}
+
+func printDecision(e *env, p *policy.Policy, s policy.Subject, d policy.Decision) {
+	fmt.Fprintf(e.stdout, "decision:  %s\n", strings.ToUpper(d.Result.String()))
+	fmt.Fprintf(e.stdout, "principal: %s (roles: %s)\n", s.Principal, orNone(p.Roles(s)))
+	if r := d.Rule; r != nil {
+		fmt.Fprintf(e.stdout, "rule:      %s (%s:%d, %s)\n", r.Name, p.Path, r.Line, r.Effect)
+	} else {
+		fmt.Fprintf(e.stdout, "rule:      none\n")
+	}
+	fmt.Fprintf(e.stdout, "reason:    %s\n", d.Reason)
+	if len(d.WouldDeny) > 0 {
+		fmt.Fprintf(e.stdout, "report:    would be denied by %s (report mode)\n", strings.Join(d.WouldDeny, ", "))
+	}
+	if r := d.Rule; r != nil && d.Result == policy.Allow {
+		fmt.Fprintf(e.stdout, "runs:      %s, sandbox %s, workspace %s, timeout %s\n", r.Resolved, r.Sandbox, r.Workspace, r.Timeout)
+		if r.Confirm {
+			fmt.Fprintf(e.stdout, "confirm:   needs an approver's decision within %s\n", r.ConfirmTimeout)
+		}
+		if r.Rate != nil {
+			fmt.Fprintf(e.stdout, "rate:      %d a minute per principal, burst %d\n", r.Rate.PerMinute, r.Rate.Burst)
+		}
+	}
+}

@@ -1,0 +1,88 @@
+package server
+
+import (
+	"context"
+
+	"google.golang.org/grpc"
+
+	"coily.dev/coily/audit"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// ListApprovals lists the pending approvals.
+func (s *Server) ListApprovals(ctx context.Context, _ *coilyv1.ListApprovalsRequest) (*coilyv1.ListApprovalsResponse, error) {
+	if _, err := callerFrom(ctx); err != nil {
+		return nil, err
+	}
+	return &coilyv1.ListApprovalsResponse{Approvals: s.approvals.list()}, nil
+}
+
+// WatchApprovals streams the pending approvals, then every change, until
+// the caller goes away, the server shuts down, or the watcher falls too far
+// behind (it is then cut off and should reconnect).
+func (s *Server) WatchApprovals(_ *coilyv1.WatchApprovalsRequest, stream grpc.ServerStreamingServer[coilyv1.WatchApprovalsResponse]) error {
+	ctx := stream.Context()
+	if _, err := callerFrom(ctx); err != nil {
+		return err
+	}
+	ch, cancel := s.approvals.watch()
+	defer cancel()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.quit:
+			return refusal.New(refusal.Internal, "server is shutting down")
+		case a, ok := <-ch:
+			if !ok {
+				return refusal.New(refusal.Internal, "watcher fell behind; reconnect")
+			}
+			if err := stream.Send(&coilyv1.WatchApprovalsResponse{Approval: a}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// Decide approves or denies a pending approval and audits the decision
+// with both the approver's and the requester's identity.
+func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coilyv1.DecideResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rec := audit.Record{Event: "approval.decide", Method: coilyv1.CoilyService_Decide_FullMethodName,
+		Principal: c.Principal, Transport: c.Transport, Peer: c.Peer, Reason: req.GetNote(),
+		Details: map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}}
+	a, err := s.decide(c, req)
+	if a != nil {
+		rec.RequestID, rec.Argv, rec.Rule = a.GetRequestId(), a.GetArgv(), a.GetRule()
+		rec.Details["requester"] = a.GetRequester()
+	}
+	rec.Decision = "allow"
+	if err != nil {
+		r := refusal.As(err)
+		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
+	}
+	if _, aerr := s.record(ctx, rec); aerr != nil {
+		return nil, refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &coilyv1.DecideResponse{Approval: a}, nil
+}
+
+func (s *Server) decide(c Caller, req *coilyv1.DecideRequest) (*coilyv1.Approval, error) {
+	if req.GetVerdict() == coilyv1.Verdict_VERDICT_UNSPECIFIED {
+		return nil, refusal.New(refusal.BadRequest, "verdict must be approve or deny")
+	}
+	if err := validateText("note", req.GetNote()); err != nil {
+		return nil, err
+	}
+	if len(req.GetId()) > 64 {
+		return nil, refusal.New(refusal.BadRequest, "approval id too long")
+	}
+	return s.approvals.decide(req.GetId(), c.Principal, req.GetVerdict(), req.GetNote())
+}

@@ -1,0 +1,150 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+func pendingExec(requester string) *execution {
+	return &execution{id: newID(), caller: Caller{Principal: requester},
+		req:  &coilyv1.ExecRequest{Argv: []string{"/usr/bin/git", "push", "--force"}, Note: "why"},
+		rule: &policy.Rule{Name: "git-push-force"}}
+}
+
+type waitResult struct {
+	a   *coilyv1.Approval
+	err error
+}
+
+func waitAsync(as *approvals, ctx context.Context, ap *approval) <-chan waitResult {
+	ch := make(chan waitResult, 1)
+	go func() {
+		a, err := as.wait(ctx, ap)
+		ch <- waitResult{a, err}
+	}()
+	return ch
+}
+
+func codeOf(err error) refusal.Code {
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return ""
+}
+
+func TestApprovalOutcomes(t *testing.T) {
+	tests := []struct {
+		name     string
+		ttl      time.Duration
+		act      func(as *approvals, ap *approval, cancel context.CancelFunc)
+		state    coilyv1.ApprovalState
+		wantCode refusal.Code // "" = approved
+	}{
+		{"approved", time.Minute, func(as *approvals, ap *approval, _ context.CancelFunc) {
+			if _, err := as.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, "ok"); err != nil {
+				panic(err)
+			}
+		}, coilyv1.ApprovalState_APPROVAL_STATE_APPROVED, ""},
+		{"denied", time.Minute, func(as *approvals, ap *approval, _ context.CancelFunc) {
+			if _, err := as.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_DENY, "not today"); err != nil {
+				panic(err)
+			}
+		}, coilyv1.ApprovalState_APPROVAL_STATE_DENIED, refusal.ConfirmRejected},
+		{"expired", 20 * time.Millisecond, func(*approvals, *approval, context.CancelFunc) {},
+			coilyv1.ApprovalState_APPROVAL_STATE_EXPIRED, refusal.ConfirmTimeout},
+		{"requester gone", time.Minute, func(_ *approvals, _ *approval, cancel context.CancelFunc) { cancel() },
+			coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, refusal.Internal},
+		{"lockout", time.Minute, func(as *approvals, _ *approval, _ context.CancelFunc) {
+			if n := as.rejectAll(); n != 1 {
+				panic(n)
+			}
+		}, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, refusal.LockoutActive},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			as := newApprovals(time.Now)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			ap := as.create(pendingExec("tag:agent"), tt.ttl)
+			done := waitAsync(as, ctx, ap)
+			tt.act(as, ap, cancel)
+			r := <-done
+			if r.a.GetState() != tt.state || codeOf(r.err) != tt.wantCode {
+				t.Fatalf("state %s err %v, want %s %q", r.a.GetState(), r.err, tt.state, tt.wantCode)
+			}
+			if tt.wantCode == "" && r.err != nil {
+				t.Fatal(r.err)
+			}
+			if as.pendingCount() != 0 {
+				t.Fatal("settled approval still pending")
+			}
+			// Settled is final: a late decision is refused.
+			if _, err := as.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); codeOf(err) != refusal.BadRequest {
+				t.Fatalf("late decision: %v", err)
+			}
+		})
+	}
+}
+
+func TestApprovalNeverSelfDecided(t *testing.T) {
+	as := newApprovals(time.Now)
+	ap := as.create(pendingExec("tag:agent"), time.Minute)
+	for _, v := range []coilyv1.Verdict{coilyv1.Verdict_VERDICT_APPROVE, coilyv1.Verdict_VERDICT_DENY} {
+		if _, err := as.decide(ap.a.GetId(), "tag:agent", v, ""); codeOf(err) != refusal.PermissionDenied {
+			t.Fatalf("self-decision %s: %v", v, err)
+		}
+	}
+	if as.pendingCount() != 1 {
+		t.Fatal("a refused self-decision settled the approval")
+	}
+	if _, err := as.decide("no-such-id", "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); codeOf(err) != refusal.BadRequest {
+		t.Fatalf("unknown id: %v", err)
+	}
+}
+
+func TestApprovalWatch(t *testing.T) {
+	as := newApprovals(time.Now)
+	first := as.create(pendingExec("tag:a"), time.Minute)
+	ch, cancel := as.watch()
+	defer cancel()
+	if a := <-ch; a.GetId() != first.a.GetId() || a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
+		t.Fatalf("watch did not start with the pending approval: %v", a)
+	}
+	second := as.create(pendingExec("tag:b"), time.Minute)
+	if a := <-ch; a.GetId() != second.a.GetId() {
+		t.Fatalf("creation not seen: %v", a)
+	}
+	if _, err := as.decide(second.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_DENY, "no"); err != nil {
+		t.Fatal(err)
+	}
+	if a := <-ch; a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_DENIED || a.GetDecidedBy() != "tag:owner" {
+		t.Fatalf("decision not seen: %v", a)
+	}
+	if got := as.list(); len(got) != 1 || got[0].GetId() != first.a.GetId() {
+		t.Fatalf("list %v", got)
+	}
+}
+
+// A watcher that does not read is cut off rather than blocking decisions.
+func TestApprovalSlowWatcherDropped(t *testing.T) {
+	as := newApprovals(time.Now)
+	ch, cancel := as.watch()
+	defer cancel()
+	for range watchBuffer + 5 {
+		as.create(pendingExec("tag:a"), time.Minute)
+	}
+	n := 0
+	for range ch {
+		n++
+	}
+	if n != watchBuffer {
+		t.Fatalf("watcher got %d before being dropped, want %d", n, watchBuffer)
+	}
+}
