@@ -33,6 +33,8 @@ type Client struct {
 	// OnApproval, if set, is told when an Exec waits for a human's
 	// approval.
 	OnApproval func(*coilyv1.Approval)
+
+	cleanup func() // releases what the transport holds (a tsnet node)
 }
 
 // DialLocal connects to the server's local operator socket. The connection
@@ -46,14 +48,20 @@ func DialLocal(socket string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: dial %s: %w", abs, err)
 	}
-	return &Client{conn: conn, API: coilyv1.NewCoilyServiceClient(conn), RateLimitRetries: 3, MaxRetryDelay: 30 * time.Second}, nil
+	return newClient(conn, nil), nil
 }
 
 // Conn returns the underlying connection (for health and reflection).
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }
 
-// Close closes the connection.
-func (c *Client) Close() error { return c.conn.Close() }
+// Close closes the connection and whatever its transport holds.
+func (c *Client) Close() error {
+	err := c.conn.Close()
+	if c.cleanup != nil {
+		c.cleanup()
+	}
+	return err
+}
 
 // Exec runs a command, copying its output to stdout and stderr as it
 // arrives. It returns the exit event, or a *refusal.Error. A rate-limit

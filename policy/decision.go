@@ -183,6 +183,9 @@ func envNotAllowed(r *Rule, env []string) (string, bool) {
 // exec permission may run.
 func (p *Policy) commandsFor(s Subject) map[string]bool {
 	out := map[string]bool{}
+	for _, c := range p.grantedCommands(s) {
+		out[c] = true
+	}
 	for _, name := range p.Roles(s) {
 		r, ok := p.roles[name]
 		if !ok || !slices.Contains(r.Permissions, PermExec) {

@@ -138,11 +138,17 @@ type RateLimit struct {
 	Burst     int
 }
 
-// Subject is who asks: a principal and the roles its transport gave it
-// (the local socket gives local operators the operator role).
+// Subject is who asks: a principal, other names it answers to (a tailnet
+// node's further tags), the roles its transport gave it (the local socket
+// gives local operators the operator role; a tailnet app capability can
+// give roles), and rule names a capability grants directly.
 type Subject struct {
 	Principal string
+	Aliases   []string
 	Roles     []string
+	// Commands are allow-rule names granted by the transport (a tailnet
+	// app capability). They imply the exec permission for those rules.
+	Commands []string
 }
 
 // LocalOperator reports whether a local-socket user (by name and group
@@ -164,7 +170,7 @@ func (p *Policy) LocalOperator(user string, groups []string) bool {
 func (p *Policy) Roles(s Subject) []string {
 	out := slices.Clone(s.Roles)
 	for _, g := range p.grants {
-		if !matchAny(g.Principals, s.Principal) {
+		if !matchAny(g.Principals, s.Principal) && !slices.ContainsFunc(s.Aliases, func(a string) bool { return matchAny(g.Principals, a) }) {
 			continue
 		}
 		for _, r := range g.Roles {
@@ -192,10 +198,26 @@ func (p *Policy) Permissions(s Subject) []Permission {
 			}
 		}
 	}
+	if len(p.grantedCommands(s)) > 0 {
+		have[PermExec] = true
+	}
 	var out []Permission
 	for _, perm := range AllPermissions {
 		if have[perm] {
 			out = append(out, perm)
+		}
+	}
+	return out
+}
+
+// grantedCommands returns the subject's directly granted rule names that
+// name allow rules of this policy: a capability can only grant what the
+// policy defines.
+func (p *Policy) grantedCommands(s Subject) []string {
+	var out []string
+	for _, name := range s.Commands {
+		if slices.ContainsFunc(p.rules, func(r *Rule) bool { return r.Name == name && r.Effect == Allow }) {
+			out = append(out, name)
 		}
 	}
 	return out

@@ -13,6 +13,8 @@ step() { printf '\n== %s\n' "$*"; }
 step "install test components"
 need_apt=()
 command -v gcc >/dev/null || need_apt+=(gcc libc6-dev) # the race detector needs cgo
+command -v ip >/dev/null || need_apt+=(iproute2)        # the loopback-only namespace
+command -v unshare >/dev/null || need_apt+=(util-linux)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
@@ -51,6 +53,28 @@ if [ "${CI:-}" = "true" ] && grep -E -- '--- SKIP' "$log"; then
   exit 1
 fi
 [ $status -eq 0 ] || exit $status
+
+step "tailnet tests inside a network namespace holding only loopback"
+# Proves that the private tailnet (control, DERP, STUN, nodes) and coily dev
+# need nothing beyond 127.0.0.1: in this namespace nothing else exists.
+if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/null; then
+  bindir=$(mktemp -d)
+  go test -c -o "$bindir/server.test" ./server/
+  go test -c -o "$bindir/coily.test" ./cmd/coily/
+  unshare --net sh -eu -c '
+    ip link set lo up
+    if ip -o addr show | grep -v " lo " | grep -q inet; then echo "namespace has non-loopback addresses" >&2; exit 1; fi
+    (cd server && "$1/server.test" -test.run "Tailnet" -test.count=1)
+    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev" -test.count=1)
+  ' sh "$bindir"
+  rm -rf "$bindir"
+  echo "ok  tailnet tests and coily dev with loopback only"
+elif [ "${CI:-}" = "true" ]; then
+  echo "the loopback-only tailnet tests need root, unshare and ip under CI=true" >&2
+  exit 1
+else
+  echo "skipped: needs root, unshare and ip"
+fi
 
 step "fuzz targets (smoke, ${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do

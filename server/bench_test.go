@@ -5,9 +5,11 @@ import (
 	"io"
 	"os/exec"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"coily.dev/coily/client"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
@@ -60,3 +62,70 @@ func percentile(d []time.Duration, p int) time.Duration {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// BenchmarkExecTailnetVsSocket measures an Exec of /bin/true over the
+// private tailnet (tsnet client node → WireGuard over loopback → the
+// server's node, WhoIs identity) against the same Exec over the local
+// socket, interleaved in the same run.
+// Run: go test -run '^$' -bench ExecTailnetVsSocket -benchtime 2000x ./server/
+func BenchmarkExecTailnetVsSocket(b *testing.B) {
+	in := testserver.Start(b, testserver.Options{Tailnet: true, Policy: strings.Replace(testserver.LocalPolicy,
+		"limits: {concurrency: 4}", "limits: {concurrency: 4}\ngrants: [{principals: [\"tag:agent\"], roles: [operator]}]", 1)})
+	tail := in.TailnetClient(b, "bench", "tag:agent")
+	ctx := context.Background()
+	req := &coilyv1.ExecRequest{Argv: []string{"/bin/true"}}
+	for _, c := range []*client.Client{tail, in.Client} { // warm both connections
+		if _, err := c.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
+	local := make([]time.Duration, 0, b.N)
+	remote := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := tail.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		local, remote = append(local, t1.Sub(t0)), append(remote, time.Since(t1))
+	}
+	b.StopTimer()
+	reportPercentiles(b, "socket", local)
+	reportPercentiles(b, "tailnet", remote)
+	b.ReportMetric(float64(percentile(remote, 50))/float64(percentile(local, 50)), "p50-ratio")
+}
+
+// BenchmarkWhoIs measures one uncached identity lookup (the tsnet
+// LocalClient's WhoIs for a peer's address), which the server pays at most
+// once per WhoIsCacheTTL per connection; cached calls pay a map lookup.
+func BenchmarkWhoIs(b *testing.B) {
+	in := testserver.Start(b, testserver.Options{Tailnet: true})
+	in.TailnetClient(b, "bench", "tag:agent") // joined and reachable
+	lc, err := in.Node.LocalClient()
+	if err != nil {
+		b.Fatal(err)
+	}
+	peer := ""
+	status, err := lc.Status(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, p := range status.Peer {
+		if p.HostName == "bench" {
+			peer = p.TailscaleIPs[0].String() + ":1"
+		}
+	}
+	if peer == "" {
+		b.Fatal("bench node not among the server's peers")
+	}
+	b.ResetTimer()
+	for range b.N {
+		if _, err := lc.WhoIs(context.Background(), peer); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

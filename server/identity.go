@@ -24,14 +24,20 @@ type Caller struct {
 	Transport string
 	// Peer is transport detail for the audit log, e.g. "uid=1000 pid=42".
 	Peer string
+	// Aliases are further names the caller answers to (a tailnet node's
+	// other tags).
+	Aliases []string
 	// Roles are the roles the transport itself gives (local operators get
-	// policy.OperatorRole); the policy's grants add more.
+	// policy.OperatorRole; a tailnet app capability may give roles); the
+	// policy's grants add more.
 	Roles []string
+	// Commands are rule names a tailnet app capability grants.
+	Commands []string
 }
 
 // Subject is the caller as the policy sees it.
 func (c Caller) Subject() policy.Subject {
-	return policy.Subject{Principal: c.Principal, Roles: c.Roles}
+	return policy.Subject{Principal: c.Principal, Aliases: c.Aliases, Roles: c.Roles, Commands: c.Commands}
 }
 
 type callerKey struct{}
@@ -88,7 +94,7 @@ func (s *Server) identify(ctx context.Context) (Caller, error) {
 	case localPeer:
 		return s.identifyLocal(ai)
 	default:
-		return Caller{Peer: p.Addr.String()}, refusal.New(refusal.Unauthenticated, "transport does not identify callers")
+		return s.identifyTailnet(ctx, p.Addr.String())
 	}
 }
 

@@ -52,6 +52,9 @@ type Config struct {
 	Logger    *slog.Logger
 	// Users resolves local-socket peers; nil means the host's user database.
 	Users UserLookup
+	// WhoIs identifies callers on other listeners (the tailnet); nil
+	// means such callers are refused.
+	WhoIs WhoIsFunc
 	// ServerUID is the uid the server runs as (a local operator by right).
 	ServerUID int
 	// KillGrace is the SIGTERM→SIGKILL delay of a lockout.
@@ -73,6 +76,7 @@ type Server struct {
 	started time.Time
 
 	approvals *approvals
+	whois     whoisCache
 
 	mu      sync.Mutex
 	stops   store.Stops

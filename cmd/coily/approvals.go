@@ -32,7 +32,7 @@ func runApprovals(ctx context.Context, e *env) int {
 }
 
 func approvalsList(ctx context.Context, e *env) int {
-	c, err := dial(e)
+	c, err := dial(ctx, e)
 	if err != nil {
 		return refused(e.stderr, err)
 	}
@@ -53,7 +53,7 @@ func approvalsList(ctx context.Context, e *env) int {
 // approvalsWatch prints the pending approvals, then every change, until
 // interrupted.
 func approvalsWatch(ctx context.Context, e *env) int {
-	c, err := dial(e)
+	c, err := dial(ctx, e)
 	if err != nil {
 		return refused(e.stderr, err)
 	}
@@ -92,7 +92,7 @@ func approvalsDecide(ctx context.Context, e *env, v coilyv1.Verdict) int {
 		fmt.Fprintln(e.stderr, "usage: coily approvals approve|deny ID [--note TEXT]")
 		return 2
 	}
-	c, err := dial(e)
+	c, err := dial(ctx, e)
 	if err != nil {
 		return refused(e.stderr, err)
 	}

@@ -1,18 +1,41 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/refusal"
 )
 
-// dial connects to the server the global flags name.
-func dial(e *env) (*client.Client, error) {
-	return client.DialLocal(e.global.socketPath())
+// dial connects to the server the global flags name, picking the
+// transport in this order: a coily dev tailnet (--dev / COILY_DEV), an
+// ephemeral tsnet node of our own (--tsnet with --server), the OS's
+// tailscale (--server), the local socket.
+func dial(ctx context.Context, e *env) (*client.Client, error) {
+	g := e.global
+	switch {
+	case *g.dev != "":
+		if !validDevAs(*g.devAs) {
+			return nil, fmt.Errorf("COILY_DEV_AS must be owner, agent or stranger, got %q", *g.devAs)
+		}
+		return client.DialDev(ctx, *g.dev, *g.devAs)
+	case *g.tsnet:
+		if *g.server == "" {
+			return nil, errors.New("--tsnet needs --server HOST[:PORT]")
+		}
+		return client.DialTSNet(ctx, client.TSNetOptions{Server: *g.server, ControlURL: *g.controlURL,
+			AuthKey: os.Getenv("TS_AUTHKEY")})
+	case *g.server != "":
+		return client.DialServer(*g.server)
+	}
+	return client.DialLocal(g.socketPath())
 }
+
+func validDevAs(as string) bool { return as == "owner" || as == "agent" || as == "stranger" }
 
 // refused prints a refusal the one way the CLI does and returns the exit
 // code for it.

@@ -44,7 +44,7 @@ func runExec(ctx context.Context, e *env) int {
 		}
 		req.Stdin = data
 	}
-	c, err := dial(e)
+	c, err := dial(ctx, e)
 	if err != nil {
 		return refused(e.stderr, err)
 	}

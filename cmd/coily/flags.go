@@ -47,14 +47,24 @@ func intFlag(fs *flag.FlagSet, name, envName string, def int, usage string) *int
 
 // globalFlags are accepted before the subcommand and after it.
 type globalFlags struct {
-	stateDir *string
-	socket   *string
+	stateDir   *string
+	socket     *string
+	server     *string
+	tsnet      *bool
+	controlURL *string
+	dev        *string
+	devAs      *string
 }
 
 func registerGlobalFlags(fs *flag.FlagSet) *globalFlags {
 	g := &globalFlags{
-		stateDir: stringFlag(fs, "state-dir", "COILY_STATE_DIR", defaultStateDir(), "state directory (store, audit log, socket)"),
-		socket:   stringFlag(fs, "socket", "COILY_SOCKET", "", "local operator socket (default <state-dir>/coily.sock)"),
+		stateDir:   stringFlag(fs, "state-dir", "COILY_STATE_DIR", defaultStateDir(), "state directory (store, audit log, socket)"),
+		socket:     stringFlag(fs, "socket", "COILY_SOCKET", "", "local operator socket (default <state-dir>/coily.sock)"),
+		server:     stringFlag(fs, "server", "COILY_SERVER", "", "reach the server over the tailnet at HOST[:PORT]"),
+		tsnet:      boolFlag(fs, "tsnet", "COILY_TSNET", "join the tailnet as an ephemeral node (auth key in TS_AUTHKEY) instead of using the OS's tailscale"),
+		controlURL: stringFlag(fs, "control-url", "COILY_CONTROL_URL", "", "coordination server URL for --tailnet and --tsnet, e.g. a headscale (default: Tailscale's)"),
+		dev:        stringFlag(fs, "dev", "COILY_DEV", "", "reach the `coily dev` running with this state dir, over its tailnet"),
+		devAs:      stringFlag(fs, "dev-as", "COILY_DEV_AS", "owner", "with --dev: the tag to present (owner, agent, stranger)"),
 	}
 	return g
 }
@@ -64,6 +74,11 @@ func registerGlobalFlags(fs *flag.FlagSet) *globalFlags {
 func (g *globalFlags) addTo(fs *flag.FlagSet) {
 	fs.StringVar(g.stateDir, "state-dir", *g.stateDir, "state directory (env COILY_STATE_DIR)")
 	fs.StringVar(g.socket, "socket", *g.socket, "local operator socket (env COILY_SOCKET)")
+	fs.StringVar(g.server, "server", *g.server, "server on the tailnet, HOST[:PORT] (env COILY_SERVER)")
+	fs.BoolVar(g.tsnet, "tsnet", *g.tsnet, "join the tailnet as an ephemeral node (env COILY_TSNET)")
+	fs.StringVar(g.controlURL, "control-url", *g.controlURL, "coordination server URL (env COILY_CONTROL_URL)")
+	fs.StringVar(g.dev, "dev", *g.dev, "coily dev state dir to reach (env COILY_DEV)")
+	fs.StringVar(g.devAs, "dev-as", *g.devAs, "tag to present on the dev tailnet (env COILY_DEV_AS)")
 }
 
 // socketPath is the socket flag, or the default inside the state dir.

@@ -34,7 +34,8 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"serve":     {"run the trust point on the local socket", runServe},
+	"serve":     {"run the trust point on the local socket (and the tailnet with --tailnet)", runServe},
+	"dev":       {"run a private tailnet and the trust point on this machine (NOT for production)", runDev},
 	"exec":      {"run a command on the trust point: exec [flags] -- ARGV...", runExec},
 	"lockout":   {"nuclear stop: kill running commands, refuse everything until unlock", runLockout},
 	"unlock":    {"lift a lockout (local operator only by default)", runUnlock},

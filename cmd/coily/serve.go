@@ -6,14 +6,20 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"tailscale.com/tsnet"
+
 	"coily.dev/coily/audit"
+	"coily.dev/coily/client"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
@@ -22,11 +28,30 @@ import (
 // stopTimeout bounds a graceful stop before connections are cut.
 const stopTimeout = 10 * time.Second
 
+// serveOptions describe one trust point.
+type serveOptions struct {
+	policyPath string
+	stateDir   string
+	socket     string
+	group      string
+	// Tailnet: join with tsnet (or use node, already up) and serve there too.
+	tailnet    bool
+	hostname   string
+	authKey    string
+	controlURL string
+	node       *tsnet.Server
+	// ready is called once both listeners serve, with the tailnet address.
+	ready func(tailnetAddr string)
+}
+
 func runServe(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
 	group := stringFlag(fs, "socket-group", "COILY_SOCKET_GROUP", "", "group allowed to reach the local socket (its members still need to be local operators)")
 	logFormat := stringFlag(fs, "log-format", "COILY_LOG_FORMAT", "text", "log format: text or json")
+	tailnet := boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node")
+	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
+	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
@@ -35,7 +60,17 @@ func runServe(ctx context.Context, e *env) int {
 		fmt.Fprintln(e.stderr, "coily serve: --policy is required")
 		return 2
 	}
-	if err := serve(ctx, log, e.global, *policyPath, *group); err != nil {
+	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
+		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL}
+	if *authKeyFile != "" {
+		key, err := os.ReadFile(*authKeyFile)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "coily serve: auth key: %v\n", err)
+			return 1
+		}
+		o.authKey = strings.TrimSpace(string(key))
+	}
+	if err := serve(ctx, log, o); err != nil {
 		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
 		return 1
 	}
@@ -49,42 +84,58 @@ func newLogger(e *env, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.stderr, nil))
 }
 
-func serve(ctx context.Context, log *slog.Logger, g *globalFlags, policyPath, group string) error {
-	pol, err := policy.Load(policyPath)
+// serve runs the trust point until ctx ends.
+func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
+	pol, err := policy.Load(o.policyPath)
 	if err != nil {
 		return err
 	}
-	stateDir := *g.stateDir
-	if err := prepareStateDir(stateDir, group); err != nil {
+	if err := prepareStateDir(o.stateDir, o.group); err != nil {
 		return err
 	}
-	db, err := store.Open(filepath.Join(stateDir, "coily.db"))
+	db, err := store.Open(filepath.Join(o.stateDir, "coily.db"))
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	al, err := audit.Open(audit.Config{Dir: filepath.Join(stateDir, "audit")})
+	al, err := audit.Open(audit.Config{Dir: filepath.Join(o.stateDir, "audit")})
 	if err != nil {
 		return err
 	}
 	defer al.Close()
-	srv, err := server.New(server.Config{Policy: pol, Store: db, Audit: al, Logger: log,
-		ServerUID: os.Getuid(), Version: version})
+	node, err := tailnetNode(ctx, log, o)
 	if err != nil {
 		return err
 	}
-	l, err := server.ListenLocal(g.socketPath(), group)
+	cfg := server.Config{Policy: pol, Store: db, Audit: al, Logger: log, ServerUID: os.Getuid(), Version: version}
+	if node != nil {
+		defer node.Close()
+		lc, err := node.LocalClient()
+		if err != nil {
+			return fmt.Errorf("tailnet: %w", err)
+		}
+		cfg.WhoIs = lc.WhoIs
+	}
+	srv, err := server.New(cfg)
+	if err != nil {
+		return err
+	}
+	listeners, tailAddr, err := listen(o, node)
 	if err != nil {
 		return err
 	}
 	gs := srv.GRPCServer()
-	served := make(chan error, 1)
-	go func() { served <- gs.Serve(l) }()
-	log.Info("serving", "socket", g.socketPath(), "policy", pol.Path, "policy_sha256", pol.SHA256,
-		"state_dir", stateDir, "sandboxes", pol.Sandboxes())
-	stopReload := reloadOnChange(ctx, log, srv, policyPath)
+	served := make(chan error, len(listeners))
+	for _, l := range listeners {
+		go func() { served <- gs.Serve(l) }()
+	}
+	log.Info("serving", "socket", o.socket, "tailnet", tailAddr, "policy", pol.Path, "policy_sha256", pol.SHA256,
+		"state_dir", o.stateDir, "sandboxes", pol.Sandboxes())
+	stopReload := reloadOnChange(ctx, log, srv, o.policyPath)
 	defer stopReload()
-
+	if o.ready != nil {
+		o.ready(tailAddr)
+	}
 	select {
 	case <-ctx.Done():
 	case err := <-served:
@@ -101,6 +152,43 @@ func serve(ctx context.Context, log *slog.Logger, g *globalFlags, policyPath, gr
 		gs.Stop()
 	}
 	return nil
+}
+
+// tailnetNode returns the tsnet node to serve on: the one given, a new one
+// joined with the options, or nil when not serving on the tailnet.
+func tailnetNode(ctx context.Context, log *slog.Logger, o serveOptions) (*tsnet.Server, error) {
+	if o.node != nil || !o.tailnet {
+		return o.node, nil
+	}
+	dir := filepath.Join(o.stateDir, "tsnet")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tailnet state: %w", err)
+	}
+	node := &tsnet.Server{Dir: dir, Hostname: o.hostname, ControlURL: o.controlURL, AuthKey: o.authKey,
+		Logf:     func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...), "component", "tsnet") },
+		UserLogf: func(format string, args ...any) { log.Info(fmt.Sprintf(format, args...), "component", "tsnet") }}
+	if _, err := node.Up(ctx); err != nil {
+		node.Close()
+		return nil, fmt.Errorf("tailnet: join as %s: %w", o.hostname, err)
+	}
+	return node, nil
+}
+
+// listen opens the local socket and, with a node, the tailnet listener.
+func listen(o serveOptions, node *tsnet.Server) ([]net.Listener, string, error) {
+	local, err := server.ListenLocal(o.socket, o.group)
+	if err != nil {
+		return nil, "", err
+	}
+	if node == nil {
+		return []net.Listener{local}, "", nil
+	}
+	tl, err := node.Listen("tcp", ":"+strconv.Itoa(client.DefaultPort))
+	if err != nil {
+		local.Close()
+		return nil, "", fmt.Errorf("tailnet listener: %w", err)
+	}
+	return []net.Listener{local, tl}, net.JoinHostPort(node.Hostname, strconv.Itoa(client.DefaultPort)), nil
 }
 
 // reloadOnChange reloads the policy when its file changes and on SIGHUP,

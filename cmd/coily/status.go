@@ -19,7 +19,7 @@ func runStatus(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	c, err := dial(e)
+	c, err := dial(ctx, e)
 	if err != nil {
 		return refused(e.stderr, err)
 	}

@@ -7,15 +7,19 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"tailscale.com/tsnet"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/client"
+	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
@@ -51,6 +55,9 @@ type Options struct {
 	// WatchPolicy reloads the policy file when it changes, as coily serve
 	// does.
 	WatchPolicy bool
+	// Tailnet also serves on a private tailnet (internal/devnet), as the
+	// node "coily" tagged tag:coily, identifying callers with WhoIs.
+	Tailnet bool
 }
 
 // Instance is a running server and a client connected to it.
@@ -61,6 +68,11 @@ type Instance struct {
 	Server     *server.Server
 	Client     *client.Client
 	Audit      *audit.Log
+
+	// Net and Node are the private tailnet and the server's node on it,
+	// with Options.Tailnet.
+	Net  *devnet.Net
+	Node *tsnet.Server
 
 	t        testing.TB
 	gs       *grpc.Server
@@ -98,9 +110,14 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit")}); err != nil {
 		t.Fatal(err)
 	}
-	in.Server, err = server.New(server.Config{Policy: pol, Store: in.db, Audit: in.Audit,
+	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
-		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test"})
+		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test"}
+	var tl net.Listener
+	if opts.Tailnet {
+		tl = in.startTailnet(t, &cfg)
+	}
+	in.Server, err = server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -109,7 +126,18 @@ func Start(t testing.TB, opts Options) *Instance {
 		t.Fatal(err)
 	}
 	in.gs = in.Server.GRPCServer()
-	go func() { defer close(in.done); _ = in.gs.Serve(l) }()
+	served := make(chan struct{}, 2)
+	go func() { _ = in.gs.Serve(l); served <- struct{}{} }()
+	if tl != nil {
+		go func() { _ = in.gs.Serve(tl); served <- struct{}{} }()
+	}
+	go func() {
+		<-served
+		if tl != nil {
+			<-served
+		}
+		close(in.done)
+	}()
 	if in.Client, err = client.DialLocal(in.Socket); err != nil {
 		t.Fatal(err)
 	}
@@ -148,6 +176,54 @@ func (in *Instance) Stop() {
 	if err := in.db.Close(); err != nil {
 		in.t.Errorf("close store: %v", err)
 	}
+	if in.Node != nil {
+		in.Node.Close()
+		in.Net.Close()
+	}
+}
+
+// startTailnet starts a private tailnet and the server's node on it, and
+// returns the node's listener; cfg gets the node's WhoIs.
+func (in *Instance) startTailnet(t testing.TB, cfg *server.Config) net.Listener {
+	t.Helper()
+	var err error
+	if in.Net, err = devnet.Start(nil); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	in.Node, err = devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: filepath.Join(in.StateDir, "tsnet"),
+		Hostname: "coily", Tags: []string{"tag:coily"}})
+	if err != nil {
+		in.Net.Close()
+		t.Fatal(err)
+	}
+	lc, err := in.Node.LocalClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.WhoIs = lc.WhoIs
+	tl, err := in.Node.Listen("tcp", ":"+strconv.Itoa(client.DefaultPort))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+// TailnetClient joins the private tailnet as a node with the given host
+// name and tags (none: an untagged node of its own user) and connects to
+// the server over it. It is closed when the test ends.
+func (in *Instance) TailnetClient(t testing.TB, hostname string, tags ...string) *client.Client {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	c, err := client.DialTSNet(ctx, client.TSNetOptions{Server: "coily", ControlURL: in.Net.ControlURL, Dev: true,
+		Hostname: hostname, Tags: tags})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
 // Restart stops the server and starts a new one on the same state dir.

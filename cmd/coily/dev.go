@@ -1,0 +1,127 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"tailscale.com/types/logger"
+
+	"coily.dev/coily/client"
+	"coily.dev/coily/examples"
+	"coily.dev/coily/internal/devnet"
+)
+
+const devBanner = `
+  ┌──────────────────────────────────────────────────────────────────────┐
+  │ coily dev: a private tailnet and a trust point on this machine.      │
+  │ NOT FOR PRODUCTION: any local process can join this tailnet with any │
+  │ tag, and the demo policy runs commands UNSANDBOXED.                  │
+  └──────────────────────────────────────────────────────────────────────┘
+`
+
+// runDev starts, offline on loopback, a private tailnet, the trust point on
+// it and on the local socket, writes DIR/env once it serves, and runs until
+// interrupted.
+func runDev(ctx context.Context, e *env) int {
+	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
+	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
+	verbose := boolFlag(fs, "verbose", "COILY_VERBOSE", "log the tailnet's own chatter")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	dir, err := filepath.Abs(*e.global.stateDir)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
+		return 2
+	}
+	fmt.Fprint(e.stderr, devBanner)
+	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
+		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) error {
+	if err := prepareStateDir(dir, ""); err != nil {
+		return err
+	}
+	for _, f := range []string{"env", client.DevInfoFile} { // stale files of an earlier run
+		os.Remove(filepath.Join(dir, f))
+	}
+	if policyPath == "" {
+		policyPath = filepath.Join(dir, "policy.yaml")
+		if err := os.WriteFile(policyPath, examples.DevPolicy, 0o600); err != nil {
+			return err
+		}
+	}
+	log := newLogger(e, "text")
+	var tsLog logger.Logf = logger.Discard
+	if verbose {
+		tsLog = func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...)) }
+	}
+	net, err := devnet.Start(tsLog)
+	if err != nil {
+		return err
+	}
+	defer net.Close()
+	node, err := devnet.Join(ctx, net.ControlURL, devnet.NodeOptions{Dir: filepath.Join(dir, "tsnet"),
+		Hostname: "coily", Tags: []string{"tag:coily"}, Logf: tsLog})
+	if err != nil {
+		return err
+	}
+	socket := filepath.Join(dir, "coily.sock")
+	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
+		ready: func(tailAddr string) {
+			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
+			if err := writeDevFiles(dir, info); err != nil {
+				log.Error("could not write the dev files", "err", err)
+				return
+			}
+			printDevHelp(e.stdout, dir, policyPath)
+		}})
+}
+
+// writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose
+// existence tells scripts the server is ready.
+func writeDevFiles(dir string, info client.DevInfo) error {
+	data, err := json.MarshalIndent(info, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := writeFileAtomic(filepath.Join(dir, client.DevInfoFile), data); err != nil {
+		return err
+	}
+	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n", shellQuote(dir))
+	return writeFileAtomic(filepath.Join(dir, "env"), []byte(env))
+}
+
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func printDevHelp(w io.Writer, dir, policyPath string) {
+	fmt.Fprintf(w, `coily dev is serving (state in %[1]s, policy %[2]s).
+
+In another shell:
+  . %[1]s/env                                   # COILY_DEV=%[1]s
+  coily exec -- /bin/echo hi                     # as tag:owner over the dev tailnet
+  coily status                                   # shows who you are to the server
+  COILY_DEV_AS=agent coily unlock                # refused: agents may not unlock
+  COILY_DEV_AS=stranger coily exec -- /bin/echo  # refused: no grant
+  coily --socket %[1]s/coily.sock status          # the local operator socket
+Stop with Ctrl-C.
+`, dir, policyPath)
+}

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestCLIDev runs `coily dev` and uses it as a new user would.
+func TestCLIDev(t *testing.T) {
+	dir := shortDir(t)
+	var log strings.Builder
+	cmd := exec.Command(coilyBin, "dev", "--state-dir", dir)
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(15 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	envFile := filepath.Join(dir, "env")
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		if _, err := os.Stat(envFile); err == nil {
+			break
+		}
+		if time.Now().After(deadline) || cmd.ProcessState != nil {
+			t.Fatalf("coily dev did not write %s:\n%s", envFile, log.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	env, _ := os.ReadFile(envFile)
+	if !strings.Contains(string(env), "export COILY_DEV='"+dir+"'") {
+		t.Fatalf("env file: %s", env)
+	}
+	if !strings.Contains(log.String(), "NOT FOR PRODUCTION") {
+		t.Fatalf("no production warning in the banner:\n%s", log.String())
+	}
+	as := func(who string, args ...string) cliRun {
+		t.Setenv("COILY_DEV", dir)
+		t.Setenv("COILY_DEV_AS", who)
+		return runCoily(t, nil, args...)
+	}
+	if r := as("owner", "exec", "--", "/bin/echo", "hi"); r.code != 0 || r.stdout != "hi\n" {
+		t.Fatalf("owner exec: %+v", r)
+	}
+	if r := as("owner", "status"); r.code != 0 || !strings.Contains(r.stdout, "tag:owner via tailnet") {
+		t.Fatalf("status: %+v", r)
+	}
+	if r := as("stranger", "exec", "--", "/bin/echo", "hi"); r.code != 125 || !strings.Contains(r.stderr, "(permission-denied)") {
+		t.Fatalf("stranger exec: %+v", r)
+	}
+	if r := as("agent", "unlock"); r.code != 125 || !strings.Contains(r.stderr, "(permission-denied)") {
+		t.Fatalf("agent unlock: %+v", r)
+	}
+	if r := as("nobody-in-particular", "status"); r.code != 125 {
+		t.Fatalf("bad COILY_DEV_AS accepted: %+v", r)
+	}
+}

@@ -1,0 +1,126 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/tailcfg"
+
+	"coily.dev/coily/refusal"
+)
+
+// TransportTailnet is the transport of callers reached over the tailnet.
+const TransportTailnet = "tailnet"
+
+// AppCapability is the tailnet app capability coily reads from WhoIs: a
+// list of JSON objects {"roles": [...], "commands": [...]}, granting roles
+// and allow-rule names the local policy defines (nothing else).
+const AppCapability tailcfg.PeerCapability = "coily.dev/cap/coily"
+
+// WhoIsCacheTTL bounds how long a tailnet identity is reused. A revoked
+// grant or a changed tag reaches an open connection within this bound plus
+// the time the control plane takes to push the change to this node.
+const WhoIsCacheTTL = 2 * time.Second
+
+// WhoIsFunc looks up a tailnet peer by its remote address ("ip:port").
+type WhoIsFunc func(ctx context.Context, remoteAddr string) (*apitype.WhoIsResponse, error)
+
+// capGrant is one value of the coily app capability.
+type capGrant struct {
+	Roles    []string `json:"roles"`
+	Commands []string `json:"commands"`
+}
+
+type whoisEntry struct {
+	caller  Caller
+	err     error
+	expires time.Time
+}
+
+// whoisCache remembers identities per remote address for WhoIsCacheTTL:
+// calls on one connection within the bound share one lookup.
+type whoisCache struct {
+	mu sync.Mutex
+	m  map[string]whoisEntry
+}
+
+// identifyTailnet maps a tailnet peer to a principal: its tags when it is
+// tagged (the first, sorted; the others are aliases), else its user's
+// login. The coily app capability adds roles and rule names.
+func (s *Server) identifyTailnet(ctx context.Context, remote string) (Caller, error) {
+	if s.cfg.WhoIs == nil {
+		return Caller{Peer: remote}, refusal.New(refusal.Unauthenticated, "transport does not identify callers")
+	}
+	now := s.cfg.Now()
+	s.whois.mu.Lock()
+	e, ok := s.whois.m[remote]
+	s.whois.mu.Unlock()
+	if ok && now.Before(e.expires) {
+		return e.caller, e.err
+	}
+	c, err := s.lookupTailnet(ctx, remote)
+	s.whois.mu.Lock()
+	if s.whois.m == nil || len(s.whois.m) > 4096 {
+		s.whois.m = map[string]whoisEntry{} // bounded: drop everything rather than grow
+	}
+	s.whois.m[remote] = whoisEntry{caller: c, err: err, expires: now.Add(WhoIsCacheTTL)}
+	s.whois.mu.Unlock()
+	return c, err
+}
+
+func (s *Server) lookupTailnet(ctx context.Context, remote string) (Caller, error) {
+	c := Caller{Transport: TransportTailnet, Peer: remote}
+	ap, err := netip.ParseAddrPort(remote)
+	if err != nil || !tailnetAddr(ap.Addr()) {
+		return c, refusal.New(refusal.Unauthenticated, "connection is not from a tailnet address")
+	}
+	w, err := s.cfg.WhoIs(ctx, remote)
+	if err != nil || w == nil || w.Node == nil {
+		return c, refusal.Wrap(refusal.Unauthenticated, err, "tailnet peer %s could not be identified", remote)
+	}
+	n := w.Node
+	c.Peer = strings.TrimSuffix(n.Name, ".") + " " + remote
+	if n.UnsignedPeerAPIOnly {
+		return c, refusal.New(refusal.Unauthenticated, "connections through Funnel are refused")
+	}
+	switch tags := slices.Sorted(slices.Values(n.Tags)); {
+	case len(tags) > 0:
+		c.Principal, c.Aliases = tags[0], tags[1:]
+	case w.UserProfile != nil && w.UserProfile.LoginName != "":
+		c.Principal = w.UserProfile.LoginName
+	default:
+		return c, refusal.New(refusal.Unauthenticated, "tailnet peer %s has neither tags nor a user", remote)
+	}
+	for _, raw := range w.CapMap[AppCapability] {
+		var g capGrant
+		if err := json.Unmarshal([]byte(raw), &g); err != nil {
+			s.log.Warn("ignoring malformed coily app capability", "peer", c.Peer, "err", err)
+			continue
+		}
+		c.Roles = append(c.Roles, g.Roles...)
+		c.Commands = append(c.Commands, g.Commands...)
+	}
+	return c, nil
+}
+
+var (
+	tailnetV4 = netip.MustParsePrefix("100.64.0.0/10")
+	tailnetV6 = netip.MustParsePrefix("fd7a:115c:a1e0::/48")
+)
+
+// tailnetAddr reports whether a is a Tailscale address.
+func tailnetAddr(a netip.Addr) bool {
+	a = a.Unmap()
+	return tailnetV4.Contains(a) || tailnetV6.Contains(a)
+}
+
+func (c Caller) String() string {
+	return fmt.Sprintf("%s via %s (%s)", c.Principal, c.Transport, c.Peer)
+}
