@@ -13,7 +13,7 @@ import (
 // TestCLIDev runs `coily dev` and uses it as a new user would.
 func TestCLIDev(t *testing.T) {
 	dir := shortDir(t)
-	var log strings.Builder
+	var log syncBuffer
 	cmd := exec.Command(coilyBin, "dev", "--state-dir", dir)
 	cmd.Stdout, cmd.Stderr = &log, &log
 	if err := cmd.Start(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -54,7 +55,7 @@ func requireComponent(t *testing.T, ok bool, what string) {
 
 type serveProc struct {
 	cmd    *exec.Cmd
-	log    *bytes.Buffer
+	log    *syncBuffer
 	dir    string
 	socket string
 }
@@ -71,7 +72,7 @@ func examplePolicy(t *testing.T) string {
 // startServe runs `coily serve` and waits until its socket answers.
 func startServe(t *testing.T, dir, policyPath string, extra ...string) *serveProc {
 	t.Helper()
-	p := &serveProc{log: new(bytes.Buffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
+	p := &serveProc{log: new(syncBuffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
 	p.cmd = exec.Command(coilyBin, append([]string{"serve", "--state-dir", dir, "--policy", policyPath}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -297,4 +298,23 @@ func TestServeRefusesBrokenPolicy(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "coily.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a server with a broken policy left a socket")
 	}
+}
+
+// syncBuffer collects a running process's output; it may be read while
+// the process still writes.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -59,6 +59,16 @@ func SetOfflineKnobs() {
 	})
 }
 
+// OfflineEnv returns the offline settings as environment entries, for
+// processes started to join a dev net.
+func OfflineEnv() []string {
+	out := make([]string, 0, len(offlineKnobs))
+	for k, v := range offlineKnobs {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
 // Net is a running private tailnet.
 type Net struct {
 	ControlURL string
