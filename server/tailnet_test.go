@@ -1,0 +1,96 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/tailcfg"
+
+	"coily.dev/coily/refusal"
+)
+
+func TestLookupTailnet(t *testing.T) {
+	login := &tailcfg.UserProfile{LoginName: "alice@example.com"}
+	caps := func(vals ...string) tailcfg.PeerCapMap {
+		var raw []tailcfg.RawMessage
+		for _, v := range vals {
+			raw = append(raw, tailcfg.RawMessage(v))
+		}
+		return tailcfg.PeerCapMap{AppCapability: raw}
+	}
+	tests := []struct {
+		name      string
+		remote    string
+		who       *apitype.WhoIsResponse
+		err       error
+		principal string
+		aliases   []string
+		roles     []string
+		commands  []string
+		code      refusal.Code
+	}{
+		{name: "user", remote: "100.64.0.7:4242", who: &apitype.WhoIsResponse{Node: &tailcfg.Node{Name: "laptop.ts.net."}, UserProfile: login},
+			principal: "alice@example.com"},
+		{name: "tags sorted, first is the principal", remote: "100.64.0.8:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "ci.", Tags: []string{"tag:zeta", "tag:agent"}}, UserProfile: login},
+			principal: "tag:agent", aliases: []string{"tag:zeta"}},
+		{name: "capability roles and commands, malformed ignored", remote: "[fd7a:115c:a1e0::9]:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "n.", Tags: []string{"tag:x"}},
+			CapMap: caps(`{"roles":["agent"]}`, `not json`, `{"commands":["gh-issue-create"]}`)},
+			principal: "tag:x", roles: []string{"agent"}, commands: []string{"gh-issue-create"}},
+		{name: "funnel ingress", remote: "100.64.0.9:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "ingress.", UnsignedPeerAPIOnly: true}, UserProfile: login}, code: refusal.Unauthenticated},
+		{name: "not a tailnet address", remote: "192.0.2.1:443", who: &apitype.WhoIsResponse{Node: &tailcfg.Node{}, UserProfile: login},
+			code: refusal.Unauthenticated},
+		{name: "loopback", remote: "127.0.0.1:443", code: refusal.Unauthenticated},
+		{name: "whois fails", remote: "100.64.0.10:1", err: errors.New("no such peer"), code: refusal.Unauthenticated},
+		{name: "no node", remote: "100.64.0.11:1", who: &apitype.WhoIsResponse{}, code: refusal.Unauthenticated},
+		{name: "neither tags nor user", remote: "100.64.0.12:1", who: &apitype.WhoIsResponse{Node: &tailcfg.Node{Name: "x."}},
+			code: refusal.Unauthenticated},
+		{name: "garbage address", remote: "not-an-address", code: refusal.Unauthenticated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newUnitServer(t, matrixPolicy)
+			s.cfg.WhoIs = func(context.Context, string) (*apitype.WhoIsResponse, error) { return tt.who, tt.err }
+			c, err := s.identifyTailnet(context.Background(), tt.remote)
+			if tt.code != "" {
+				if refusal.As(err).Code != tt.code || c.Principal != "" {
+					t.Fatalf("caller %+v err %v, want %s", c, err, tt.code)
+				}
+				return
+			}
+			if err != nil || c.Principal != tt.principal || c.Transport != TransportTailnet ||
+				!slices.Equal(c.Aliases, tt.aliases) || !slices.Equal(c.Roles, tt.roles) || !slices.Equal(c.Commands, tt.commands) {
+				t.Fatalf("caller %+v err %v", c, err)
+			}
+		})
+	}
+}
+
+// Identities are reused within WhoIsCacheTTL and looked up again after.
+func TestWhoIsCacheBound(t *testing.T) {
+	s := newUnitServer(t, matrixPolicy)
+	now := time.Unix(1_800_000_000, 0)
+	s.cfg.Now = func() time.Time { return now }
+	calls := 0
+	tags := []string{"tag:agent"}
+	s.cfg.WhoIs = func(context.Context, string) (*apitype.WhoIsResponse, error) {
+		calls++
+		return &apitype.WhoIsResponse{Node: &tailcfg.Node{Name: "n.", Tags: slices.Clone(tags)}}, nil
+	}
+	ctx := context.Background()
+	c1, _ := s.identifyTailnet(ctx, "100.64.0.5:9")
+	tags = []string{"tag:stranger"} // the tag changes on the control plane
+	now = now.Add(WhoIsCacheTTL - time.Millisecond)
+	c2, _ := s.identifyTailnet(ctx, "100.64.0.5:9")
+	now = now.Add(2 * time.Millisecond)
+	c3, _ := s.identifyTailnet(ctx, "100.64.0.5:9")
+	if calls != 2 || c1.Principal != "tag:agent" || c2.Principal != "tag:agent" || c3.Principal != "tag:stranger" {
+		t.Fatalf("calls %d, principals %s %s %s", calls, c1.Principal, c2.Principal, c3.Principal)
+	}
+}
