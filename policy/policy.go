@@ -53,6 +53,14 @@ const (
 	SandboxSandboxExec = "sandbox-exec"
 )
 
+// Network modes a rule may name (see package sandbox).
+const (
+	NetworkDeny     = "deny"
+	NetworkLoopback = "loopback"
+	NetworkProxied  = "proxied"
+	NetworkOpen     = "open"
+)
+
 // Defaults applied to rules that do not set a value.
 const (
 	DefaultTimeout   = 60 * time.Second
@@ -115,6 +123,9 @@ type Rule struct {
 	// Workspace is WorkspaceTemp or the name of a policy workspace.
 	Workspace string
 	Sandbox   string
+	// Network is what the sandboxed command may reach: NetworkDeny (the
+	// default), NetworkLoopback, NetworkProxied or NetworkOpen.
+	Network string
 	// Timeout is the default and maximum run time.
 	Timeout time.Duration
 	// MaxOutput caps each of stdout and stderr, in bytes.

@@ -29,6 +29,7 @@ type ruleFile struct {
 	Env            []string  `yaml:"env"`
 	Workspace      string    `yaml:"workspace"`
 	Sandbox        string    `yaml:"sandbox"`
+	Network        string    `yaml:"network"`
 	Timeout        string    `yaml:"timeout"`
 	MaxOutput      string    `yaml:"max_output"`
 	Confirm        bool      `yaml:"confirm"`
@@ -149,7 +150,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 }
 
 // allowOnly are the keys that only make sense on allow rules.
-var allowOnly = []string{"flags", "env", "workspace", "sandbox", "timeout", "max_output",
+var allowOnly = []string{"flags", "env", "workspace", "sandbox", "network", "timeout", "max_output",
 	"confirm", "confirm_timeout", "rate", "concurrency"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
@@ -209,6 +210,13 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 	}
 	if !slices.Contains([]string{SandboxNative, SandboxBwrap, SandboxSandboxExec}, r.Sandbox) {
 		b.failAt(rn.at("sandbox"), "rule %q: unknown sandbox %q (want native, bwrap or sandbox-exec)", r.Name, rf.Sandbox)
+	}
+	switch r.Network = rf.Network; r.Network {
+	case "":
+		r.Network = NetworkDeny
+	case NetworkDeny, NetworkLoopback, NetworkProxied, NetworkOpen:
+	default:
+		b.failAt(rn.at("network"), "rule %q: network must be deny, loopback, proxied or open, got %q", r.Name, rf.Network)
 	}
 	if rf.Timeout != "" {
 		r.Timeout = b.duration(rn.at("timeout"), r.Name, "timeout", rf.Timeout)

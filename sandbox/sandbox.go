@@ -20,15 +20,6 @@ import (
 // host. Errors wrapping it carry a hint on how to fix it.
 var ErrUnavailable = errors.New("sandbox unavailable")
 
-// Profile is what the command may see and do. Later backends read more of
-// it; every backend must honour Env and Dir.
-type Profile struct {
-	// Env is the complete environment of the command.
-	Env []string
-	// Dir is the command's working directory.
-	Dir string
-}
-
 // Sandbox confines a command.
 type Sandbox interface {
 	// Name is the backend's name as policy rules spell it.
@@ -37,8 +28,9 @@ type Sandbox interface {
 	Confined() bool
 	// Wrap rewrites cmd, not yet started, so that it runs under the
 	// profile. It returns an error wrapping ErrUnavailable when the backend
-	// cannot run here.
-	Wrap(ctx context.Context, cmd *exec.Cmd, p Profile) error
+	// cannot run here, and a Confinement the caller must Close after the
+	// run (nil when there is nothing to track).
+	Wrap(ctx context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error)
 }
 
 // Registry resolves backend names to sandboxes.
@@ -46,7 +38,7 @@ type Registry map[string]Sandbox
 
 // DefaultRegistry returns the backends this build provides.
 func DefaultRegistry() Registry {
-	return Registry{Native{}.Name(): Native{}}
+	return Registry{Native{}.Name(): Native{}, Bwrap{}.Name(): Bwrap{}, SandboxExec{}.Name(): SandboxExec{}}
 }
 
 // Lookup returns the named backend, or an error wrapping ErrUnavailable.
@@ -68,8 +60,8 @@ func (Native) Name() string { return "native" }
 func (Native) Confined() bool { return false }
 
 // Wrap implements Sandbox by applying only the environment and directory.
-func (Native) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) error {
+func (Native) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
 	cmd.Env = p.Env
 	cmd.Dir = p.Dir
-	return nil
+	return nil, nil
 }

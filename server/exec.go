@@ -195,15 +195,21 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
 	}
 	defer os.RemoveAll(home)
-	dir, err := s.workDir(x, home)
+	root, dir, err := s.workDir(x, home)
 	if err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
-	if err := x.box.Wrap(ctx, cmd, sandbox.Profile{Env: childEnv(home, x.req.GetEnv()), Dir: dir}); err != nil {
-		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up", x.box.Name()))
+	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
+		Workspace: root, Home: home, Dir: dir, Env: childEnv(home, x.req.GetEnv()),
+		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket,
+		UserHomes: s.userHomes(),
+	}))
+	if err != nil {
+		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err))
 	}
+	defer conf.Close()
 
 	rec := x.auditRecord("exec.decision")
 	rec.Decision = "allow"
@@ -223,7 +229,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, s.timeout(x), errTimeout)
 	defer cancel()
-	res, runErr := runCommand(runCtx, x.job, cmd, x.req.GetStdin(), x.rule.MaxOutput, func(c chunk) error {
+	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.req.GetStdin(), x.rule.MaxOutput, func(c chunk) error {
 		return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
@@ -284,6 +290,16 @@ func (s *Server) timeout(x *execution) time.Duration {
 		return t.AsDuration()
 	}
 	return x.rule.Timeout
+}
+
+// userHomes are the homes whose secrets every sandbox denies: the server's
+// user's and root's.
+func (s *Server) userHomes() []string {
+	homes := []string{"/root"}
+	if h, err := os.UserHomeDir(); err == nil && h != "/root" {
+		homes = append(homes, h)
+	}
+	return homes
 }
 
 // childEnv is the environment of a command: a fixed PATH and locale, a

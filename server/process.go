@@ -13,10 +13,14 @@ import (
 
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
 )
 
 // chunkSize is the largest output chunk forwarded in one message.
 const chunkSize = 32 << 10
+
+// errHeadSize is how much of stderr is kept to explain a sandbox failure.
+const errHeadSize = 4 << 10
 
 // drainAfterExit bounds how long output is still read after the command
 // exited and its process group was killed (a process that left the group
@@ -44,7 +48,7 @@ type runResult struct {
 // and waits for it. The process group is killed when ctx ends (a timeout
 // reads as command-timeout), when emit fails (the caller went away), and
 // after the command exits (so no stray child outlives the request).
-func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
+func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confinement, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
 	var res runResult
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -68,6 +72,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, stdin []byte, maxOut
 	err = cmd.Start()
 	outW.Close()
 	errW.Close()
+	conf.AfterStart()
 	if err != nil {
 		return res, refusal.Wrap(refusal.Internal, err, "could not start %s", cmd.Path)
 	}
@@ -80,8 +85,9 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, stdin []byte, maxOut
 
 	chunks := make(chan chunk, 16)
 	readers := make(chan struct{}, 2)
-	go readStream(outR, coilyv1.Stream_STREAM_STDOUT, maxOut, chunks, readers, &res.truncated)
-	go readStream(errR, coilyv1.Stream_STREAM_STDERR, maxOut, chunks, readers, &res.truncated)
+	var errHead []byte // the start of stderr, to explain a sandbox set-up failure
+	go readStream(outR, coilyv1.Stream_STREAM_STDOUT, maxOut, chunks, readers, &res.truncated, nil)
+	go readStream(errR, coilyv1.Stream_STREAM_STDERR, maxOut, chunks, readers, &res.truncated, &errHead)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
@@ -124,6 +130,9 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, stdin []byte, maxOut
 			emitErr = emit(c)
 		}
 	}
+	if err := conf.Setup(errHead); err != nil && j.stopReason() == "" {
+		return res, refusal.Wrap(refusal.SandboxUnavailable, err, "%v", err)
+	}
 	return finish(j, cmd, res, waitErr, emitErr)
 }
 
@@ -157,12 +166,15 @@ func finish(j *job, cmd *exec.Cmd, res runResult, waitErr, emitErr error) (runRe
 
 // readStream forwards r in chunks until EOF or error, dropping (but still
 // draining) bytes beyond maxOut.
-func readStream(r *os.File, s coilyv1.Stream, maxOut int64, out chan<- chunk, done chan<- struct{}, truncated *[3]bool) {
+func readStream(r *os.File, s coilyv1.Stream, maxOut int64, out chan<- chunk, done chan<- struct{}, truncated *[3]bool, head *[]byte) {
 	defer func() { done <- struct{}{} }()
 	var sent int64
 	buf := make([]byte, chunkSize)
 	for {
 		n, err := r.Read(buf)
+		if head != nil && len(*head) < errHeadSize && n > 0 {
+			*head = append(*head, buf[:min(n, errHeadSize-len(*head))]...)
+		}
 		if n > 0 {
 			keep := min(int64(n), max(0, maxOut-sent))
 			if keep < int64(n) {

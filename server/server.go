@@ -62,8 +62,10 @@ type Config struct {
 	// ScratchDir holds each Exec's private working directory; empty means
 	// the OS temp dir.
 	ScratchDir string
-	Version    string
-	Now        func() time.Time
+	// StateDir and Socket are the server's own; every sandbox hides them.
+	StateDir, Socket string
+	Version          string
+	Now              func() time.Time
 }
 
 // Server is the coily service.

@@ -39,7 +39,7 @@ func TestLookupTailnet(t *testing.T) {
 			Node: &tailcfg.Node{Name: "ci.", Tags: []string{"tag:zeta", "tag:agent"}}, UserProfile: login},
 			principal: "tag:agent", aliases: []string{"tag:zeta"}},
 		{name: "capability roles and commands, malformed ignored", remote: "[fd7a:115c:a1e0::9]:1", who: &apitype.WhoIsResponse{
-			Node: &tailcfg.Node{Name: "n.", Tags: []string{"tag:x"}},
+			Node:   &tailcfg.Node{Name: "n.", Tags: []string{"tag:x"}},
 			CapMap: caps(`{"roles":["agent"]}`, `not json`, `{"commands":["gh-issue-create"]}`)},
 			principal: "tag:x", roles: []string{"agent"}, commands: []string{"gh-issue-create"}},
 		{name: "funnel ingress", remote: "100.64.0.9:1", who: &apitype.WhoIsResponse{

@@ -10,20 +10,24 @@ import (
 	"coily.dev/coily/refusal"
 )
 
-// workDir returns the directory the command runs in: the rule's workspace
-// (a named directory, or home for a temporary workspace) joined with the
-// caller's cwd, which must stay inside the workspace once every symbolic
-// link is resolved.
-func (s *Server) workDir(x *execution, home string) (string, error) {
-	root := home
+// workDir returns the command's workspace root (a named directory, or home
+// for a temporary workspace), resolved, and the directory it runs in: the
+// root joined with the caller's cwd, which must stay inside the workspace
+// once every symbolic link is resolved.
+func (s *Server) workDir(x *execution, home string) (root, dir string, err error) {
+	root = home
 	if name := x.rule.Workspace; name != policy.WorkspaceTemp {
-		dir, ok := s.Policy().Workspace(name)
+		named, ok := s.Policy().Workspace(name)
 		if !ok {
-			return "", refusal.New(refusal.PolicyDeny, "workspace %q is no longer defined", name)
+			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q is no longer defined", name)
 		}
-		root = dir
+		root = named
 	}
-	return resolveInside(root, x.req.GetCwd())
+	if root, err = resolveInside(root, ""); err != nil {
+		return "", "", err
+	}
+	dir, err = resolveInside(root, x.req.GetCwd())
+	return root, dir, err
 }
 
 // resolveInside resolves rel inside root. The check is made on fully

@@ -42,6 +42,7 @@ var commands = map[string]command{
 	"pause":     {"soft stop: refuse new commands, let running ones finish", runPause},
 	"resume":    {"lift a pause", runResume},
 	"status":    {"show the server's state and who you are to it", runStatus},
+	"sandbox":   {"sandbox check | sandbox exec [--workspace DIR] [--network MODE] -- ARGV...", runSandbox},
 	"audit":     {"read the audit log: audit tail|show ID|verify", runAudit},
 	"policy":    {"check a policy file, or explain a decision: policy check FILE | explain -- ARGV...", runPolicy},
 	"approvals": {"pending approvals: approvals list|watch|approve ID|deny ID [--note]", runApprovals},

@@ -107,7 +107,8 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	if err != nil {
 		return err
 	}
-	cfg := server.Config{Policy: pol, Store: db, Audit: al, Logger: log, ServerUID: os.Getuid(), Version: version}
+	cfg := server.Config{Policy: pol, Store: db, Audit: al, Logger: log, ServerUID: os.Getuid(), Version: version,
+		StateDir: o.stateDir, Socket: o.socket}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()

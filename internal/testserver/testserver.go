@@ -112,7 +112,8 @@ func Start(t testing.TB, opts Options) *Instance {
 	}
 	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
-		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test"}
+		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test",
+		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock")}
 	var tl net.Listener
 	if opts.Tailnet {
 		tl = in.startTailnet(t, &cfg)

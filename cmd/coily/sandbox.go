@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"syscall"
+
+	"coily.dev/coily/sandbox"
+)
+
+func runSandbox(ctx context.Context, e *env) int {
+	if len(e.args) == 0 {
+		fmt.Fprintln(e.stderr, "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...")
+		return 2
+	}
+	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
+	switch e.args[0] {
+	case "check":
+		return sandboxCheck(ctx, rest)
+	case "exec":
+		return sandboxExec(ctx, rest)
+	}
+	fmt.Fprintf(e.stderr, "coily sandbox: unknown subcommand %q\n", e.args[0])
+	return 2
+}
+
+// sandboxCheck tells what works on this host, and why not.
+func sandboxCheck(ctx context.Context, e *env) int {
+	backend := defaultBackend()
+	fmt.Fprintf(e.stdout, "platform:  %s/%s, default backend %s\n", runtime.GOOS, runtime.GOARCH, backend.Name())
+	ok := true
+	report := func(what string, err error) {
+		if err != nil {
+			ok = false
+			fmt.Fprintf(e.stdout, "FAIL  %s: %v\n", what, err)
+			return
+		}
+		fmt.Fprintf(e.stdout, "ok    %s\n", what)
+	}
+	if runtime.GOOS == "linux" {
+		path, err := sandbox.BwrapPath()
+		report("bubblewrap installed ("+path+")", err)
+		_, err = sandbox.HostSeccompArch()
+		report("seccomp filter for this architecture", err)
+	}
+	for _, mode := range []sandbox.Network{sandbox.NetworkDeny, sandbox.NetworkOpen} {
+		code, err := runConfined(ctx, backend, profileFor(mode), []string{"/bin/true"}, nil, io.Discard, io.Discard)
+		if err == nil && code != 0 {
+			err = fmt.Errorf("/bin/true exited %d", code)
+		}
+		report("run /bin/true confined, network "+string(mode), err)
+	}
+	if !ok {
+		fmt.Fprintln(e.stdout, "the sandbox is not usable here: coily refuses sandboxed rules with sandbox-unavailable")
+		return 1
+	}
+	fmt.Fprintln(e.stdout, "the sandbox works on this host")
+	return 0
+}
+
+func profileFor(mode sandbox.Network) sandbox.ProfileInput {
+	return sandbox.ProfileInput{Network: mode}
+}
+
+// sandboxExec runs one command locally under the same profile builder the
+// server uses; it prints nothing of its own and exits with the command's
+// code (125 when the sandbox cannot be set up).
+func sandboxExec(ctx context.Context, e *env) int {
+	fs := flag.NewFlagSet("sandbox exec", flag.ContinueOnError)
+	workspace := stringFlag(fs, "workspace", "COILY_WORKSPACE", "", "writable workspace (default: a fresh temporary directory)")
+	network := stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback or open")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	mode, err := sandbox.ParseNetwork(*network)
+	if err != nil || mode == sandbox.NetworkProxied || fs.NArg() == 0 {
+		fmt.Fprintln(e.stderr, "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...")
+		return 2
+	}
+	in := profileFor(mode)
+	if *workspace != "" {
+		if in.Workspace, err = filepath.Abs(*workspace); err != nil {
+			fmt.Fprintf(e.stderr, "coily sandbox exec: %v\n", err)
+			return 2
+		}
+		in.Dir = in.Workspace
+	}
+	code, err := runConfined(ctx, defaultBackend(), in, fs.Args(), e.stdin, e.stdout, e.stderr)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily: refused (sandbox-unavailable): %v\n", err)
+		return 125
+	}
+	return code
+}
+
+// runConfined runs argv under the default profile built from in, with a
+// private home, and returns its exit code (128+N for signal N).
+func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInput, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	home, err := os.MkdirTemp("", "coily-sandbox-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(home)
+	if in.Workspace == "" {
+		in.Workspace, in.Dir = home, home
+	}
+	in.Home = home
+	in.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
+		"HOME=" + home, "TMPDIR=" + home}
+	if term := os.Getenv("TERM"); term != "" {
+		in.Env = append(in.Env, "TERM="+term)
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		in.UserHomes = []string{h, "/root"}
+	}
+	path, err := exec.LookPath(argv[0])
+	if err != nil {
+		return 127, nil
+	}
+	cmd := exec.CommandContext(ctx, path, argv[1:]...)
+	cmd.Args[0] = argv[0]
+	cmd.Stdin, cmd.Stdout = stdin, stdout
+	cmd.SysProcAttr = dieWithParent()
+	conf, err := box.Wrap(ctx, cmd, sandbox.DefaultProfile(in))
+	if err != nil {
+		return 0, err
+	}
+	defer conf.Close()
+	errHead := &headWriter{w: stderr}
+	cmd.Stderr = errHead
+	err = cmd.Start()
+	conf.AfterStart()
+	if err != nil {
+		return 0, err
+	}
+	err = cmd.Wait()
+	if serr := conf.Setup(errHead.head); serr != nil {
+		return 0, serr
+	}
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal()), nil
+		}
+		return ee.ExitCode(), nil
+	}
+	return 0, err
+}
+
+// defaultBackend is the platform's sandbox.
+func defaultBackend() sandbox.Sandbox {
+	if runtime.GOOS == "darwin" {
+		return sandbox.SandboxExec{}
+	}
+	return sandbox.Bwrap{}
+}
+
+// headWriter passes output on and keeps its first 4 KiB.
+type headWriter struct {
+	w    io.Writer
+	head []byte
+}
+
+func (h *headWriter) Write(p []byte) (int, error) {
+	if len(h.head) < 4<<10 {
+		h.head = append(h.head, p[:min(len(p), 4<<10-len(h.head))]...)
+	}
+	return h.w.Write(p)
+}

@@ -1,0 +1,155 @@
+package sandbox
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// ProfileInput is what the default profile is built from.
+type ProfileInput struct {
+	// Workspace is the command's writable directory; Home its private,
+	// writable home (often the same temporary directory); Dir the working
+	// directory inside Workspace.
+	Workspace, Home, Dir string
+	Env                  []string
+	Network              Network
+	ProxySocket          string
+	UnixSockets          []string
+	// StateDir and Socket are the server's own; always denied.
+	StateDir, Socket string
+	// UserHomes are homes whose secrets are denied wherever they would be
+	// visible (the server's user's home, /root).
+	UserHomes []string
+}
+
+// SecretPaths are denied under every home in ProfileInput.UserHomes.
+var SecretPaths = []string{
+	".ssh", ".aws", ".config/gh", ".gnupg", ".netrc", ".docker/config.json", ".kube",
+	".vault-token", ".config/gcloud", ".azure", ".local/share/keyrings", "Library/Keychains",
+	".git-credentials", ".config/git/credentials", ".password-store",
+}
+
+// SystemDenyPaths are always denied: host secrets the system directories
+// would otherwise show (the sandbox's user may own them through the user
+// namespace's mapping when the server runs as root).
+var SystemDenyPaths = []string{
+	"/etc/ssh", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
+	"/etc/sudoers", "/etc/sudoers.d", "/etc/security/opasswd", "/etc/coily",
+	"/etc/vault.d", "/var/lib/coily",
+}
+
+// ProtectedNames stay read-only inside writable roots: hooks and
+// configuration that would run code or redirect credentials later, outside
+// the sandbox.
+var ProtectedNames = []string{
+	".git/hooks", ".git/config", ".gitconfig", ".gitmodules",
+	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile", ".zshenv", ".envrc",
+	".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", ".pip", ".config/pip", ".cargo/config", ".cargo/config.toml",
+	".ssh", ".docker", ".vscode", ".idea",
+}
+
+// DefaultProfile builds the profile of DESIGN §7: system directories
+// read-only (SystemReadPaths), resolv.conf and localtime resolved to their
+// real files, private /tmp and home, the workspace writable with its
+// ProtectedNames read-only, the secret and system deny sets and the
+// server's own state hidden.
+func DefaultProfile(in ProfileInput) Profile {
+	p := Profile{
+		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
+		UnixSockets: in.UnixSockets, Files: resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
+	}
+	if in.Workspace != "" {
+		p.WritePaths = append(p.WritePaths, in.Workspace)
+	}
+	for _, root := range p.WritePaths {
+		for _, name := range ProtectedNames {
+			p.ProtectPaths = append(p.ProtectPaths, filepath.Join(root, name))
+		}
+		for _, repo := range nestedRepos(root) {
+			for _, name := range []string{".git/hooks", ".git/config"} {
+				p.ProtectPaths = append(p.ProtectPaths, filepath.Join(repo, name))
+			}
+		}
+	}
+	for _, home := range in.UserHomes {
+		for _, s := range SecretPaths {
+			p.DenyPaths = append(p.DenyPaths, filepath.Join(home, s))
+		}
+	}
+	p.DenyPaths = append(p.DenyPaths, SystemDenyPaths...)
+	for _, own := range []string{in.StateDir, in.Socket} {
+		if own != "" {
+			p.DenyPaths = append(p.DenyPaths, filepath.Clean(own))
+		}
+	}
+	slices.Sort(p.DenyPaths)
+	p.DenyPaths = slices.Compact(p.DenyPaths)
+	return p
+}
+
+// Bounds of the search for repositories nested in a workspace.
+const (
+	nestedRepoDepth   = 3
+	nestedRepoEntries = 5000
+)
+
+// nestedRepos finds directories holding a .git directory below root (not
+// root itself), at most nestedRepoDepth levels down, looking at no more
+// than nestedRepoEntries entries and skipping dependency trees. It never
+// follows symbolic links.
+func nestedRepos(root string) []string {
+	var out []string
+	seen := 0
+	var walk func(dir string, depth int)
+	walk = func(dir string, depth int) {
+		if depth > nestedRepoDepth || seen > nestedRepoEntries {
+			return
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return
+		}
+		for _, e := range entries {
+			seen++
+			if !e.IsDir() || e.Name() == "node_modules" || e.Name() == ".git" || e.Name() == "vendor" {
+				continue
+			}
+			sub := filepath.Join(dir, e.Name())
+			if fi, err := os.Lstat(filepath.Join(sub, ".git")); err == nil && fi.IsDir() {
+				out = append(out, sub)
+			}
+			walk(sub, depth+1)
+		}
+	}
+	walk(root, 1)
+	return out
+}
+
+// resolvedFiles maps each file that is a symbolic link to a target outside
+// the system directories (e.g. /etc/resolv.conf → /run/systemd/…) to that
+// target, bound at its own path so the link resolves inside the sandbox;
+// /run itself is never bound.
+func resolvedFiles(files ...string) map[string]string {
+	out := map[string]string{}
+	for _, f := range files {
+		real, err := filepath.EvalSymlinks(f)
+		if err != nil || real == f {
+			continue
+		}
+		if fi, err := os.Stat(real); err != nil || !fi.Mode().IsRegular() {
+			continue
+		}
+		inSystem := false
+		for _, dir := range SystemReadPaths {
+			if real == dir || strings.HasPrefix(real, dir+"/") {
+				inSystem = true
+			}
+		}
+		if !inSystem {
+			out[real] = real
+		}
+	}
+	return out
+}

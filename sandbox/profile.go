@@ -1,0 +1,103 @@
+package sandbox
+
+import (
+	"fmt"
+	"path/filepath"
+)
+
+// Network is what a sandboxed command may reach.
+type Network string
+
+// Network modes.
+const (
+	// NetworkDeny: a private network namespace with nothing in it.
+	NetworkDeny Network = "deny"
+	// NetworkLoopback: a private network namespace with only its own lo.
+	NetworkLoopback Network = "loopback"
+	// NetworkProxied: a private network namespace whose only way out is
+	// the egress proxy's unix socket, bound in at ProxySocketPath and
+	// exposed to the command as an HTTP(S) proxy on its own loopback.
+	NetworkProxied Network = "proxied"
+	// NetworkOpen: the host's network (explicit opt-in).
+	NetworkOpen Network = "open"
+)
+
+// ParseNetwork validates a network mode name.
+func ParseNetwork(s string) (Network, error) {
+	switch n := Network(s); n {
+	case NetworkDeny, NetworkLoopback, NetworkProxied, NetworkOpen:
+		return n, nil
+	case "":
+		return NetworkDeny, nil
+	}
+	return "", fmt.Errorf("unknown network mode %q (want deny, loopback, proxied or open)", s)
+}
+
+// ProxySocketPath is where the egress proxy's socket appears inside the
+// sandbox in proxied mode.
+const ProxySocketPath = "/run/coily/proxy.sock"
+
+// Profile is what a sandboxed command may see and do. Paths are absolute
+// host paths; they appear at the same place inside the sandbox.
+type Profile struct {
+	// Env is the complete environment of the command.
+	Env []string
+	// Dir is the command's working directory.
+	Dir string
+	// Home is the command's private, writable home directory.
+	Home string
+	// ReadPaths are visible read-only; WritePaths read-write.
+	ReadPaths  []string
+	WritePaths []string
+	// ProtectPaths stay read-only even inside a WritePath (.git/hooks,
+	// shell rc files, package-manager configuration).
+	ProtectPaths []string
+	// DenyPaths are hidden even inside a Read- or WritePath (secrets, the
+	// server's own state).
+	DenyPaths []string
+	// Files are single host files made visible read-only (resolv.conf and
+	// localtime, resolved to their real files).
+	Files   map[string]string // sandbox path → host file
+	Network Network
+	// ProxySocket is the host path of the egress proxy's unix socket
+	// (proxied mode only).
+	ProxySocket string
+	// UnixSockets are host unix sockets the command may connect to; each
+	// is bound in at its own path. Without any, creating unix sockets is
+	// refused by the seccomp filter.
+	UnixSockets []string
+}
+
+// Validate checks that every path is absolute and clean and that the
+// network mode is known.
+func (p *Profile) Validate() error {
+	if _, err := ParseNetwork(string(p.Network)); err != nil {
+		return err
+	}
+	if p.Network == NetworkProxied && p.ProxySocket == "" {
+		return fmt.Errorf("proxied network needs a proxy socket")
+	}
+	check := func(what string, paths ...string) error {
+		for _, path := range paths {
+			if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+				return fmt.Errorf("%s path %q must be absolute and clean", what, path)
+			}
+		}
+		return nil
+	}
+	for _, c := range []struct {
+		what  string
+		paths []string
+	}{{"read", p.ReadPaths}, {"write", p.WritePaths}, {"protect", p.ProtectPaths}, {"deny", p.DenyPaths},
+		{"socket", p.UnixSockets}, {"dir", []string{p.Dir}}, {"home", []string{p.Home}}} {
+		if err := check(c.what, c.paths...); err != nil {
+			return err
+		}
+	}
+	for dst, src := range p.Files {
+		if err := check("file", dst, src); err != nil {
+			return err
+		}
+	}
+	return nil
+}
