@@ -15,6 +15,8 @@ need_apt=()
 command -v gcc >/dev/null || need_apt+=(gcc libc6-dev) # the race detector needs cgo
 command -v ip >/dev/null || need_apt+=(iproute2)        # the loopback-only namespace
 command -v unshare >/dev/null || need_apt+=(util-linux)
+command -v bwrap >/dev/null || need_apt+=(bubblewrap)   # the sandbox
+command -v git >/dev/null || need_apt+=(git)            # the sandbox battery's git status
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
