@@ -15,7 +15,20 @@ import (
 // assembled from read-only system directories and the profile's paths,
 // no capabilities, a seccomp filter, a new session, and death with the
 // parent.
-type Bwrap struct{}
+type Bwrap struct {
+	// Bridge is the coily executable, run inside the sandbox in proxied
+	// mode as `coily __netbridge`: it serves the egress proxy's socket as
+	// an HTTP(S) proxy on the sandbox's loopback. Empty: proxied mode is
+	// unavailable.
+	Bridge string
+}
+
+// In proxied mode, where the bridge and the proxy socket appear.
+const (
+	bridgePath = "/run/coily/bridge"
+	// BridgeCommand is the hidden coily subcommand the bridge runs.
+	BridgeCommand = "__netbridge"
+)
 
 // Name implements Sandbox.
 func (Bwrap) Name() string { return "bwrap" }
@@ -47,9 +60,15 @@ type bind struct {
 // reports whether a host path exists and whether it is a directory, and
 // readlink resolves symbolic links; they are parameters so tests can fake
 // the host.
-func bwrapArgs(p Profile, argv []string, fs hostFS) ([]string, error) {
+func bwrapArgs(p Profile, argv []string, fs hostFS, bridge string) ([]string, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
+	}
+	if p.Network == NetworkProxied {
+		if bridge == "" {
+			return nil, fmt.Errorf("%w: proxied network needs the coily bridge executable", ErrUnavailable)
+		}
+		argv = append([]string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--"}, argv...)
 	}
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
@@ -105,6 +124,10 @@ func bwrapArgs(p Profile, argv []string, fs hostFS) ([]string, error) {
 		}
 	}
 	add("--bind", 1, p.UnixSockets...)
+	if p.Network == NetworkProxied {
+		binds = append(binds, bind{op: "--ro-bind", src: bridge, dst: bridgePath, rank: 1},
+			bind{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: 1})
+	}
 	binds = dedupe(binds)
 	sort.SliceStable(binds, func(i, j int) bool {
 		di, dj := depth(binds[i].dst), depth(binds[j].dst)

@@ -10,7 +10,7 @@ import (
 
 // Wrap implements Sandbox: cmd becomes bwrap running the original command
 // under p, with the seccomp program and a status pipe as inherited files.
-func (Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
+func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
 	bwrap, err := BwrapPath()
 	if err != nil {
 		return nil, err
@@ -24,7 +24,7 @@ func (Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, er
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
 	}
 	argv := append([]string{cmd.Path}, cmd.Args[1:]...)
-	args, err := bwrapArgs(p, argv, realFS{})
+	args, err := bwrapArgs(p, argv, realFS{}, b.Bridge)
 	if err != nil {
 		return nil, err
 	}

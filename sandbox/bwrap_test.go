@@ -36,7 +36,7 @@ func TestBwrapArgs(t *testing.T) {
 		DenyPaths: []string{"/etc/ssh", "/etc/shadow", "/w/.ssh", "/home/u/.ssh", "/srv/state"},
 		Network:   NetworkDeny,
 	}
-	args, err := bwrapArgs(p, []string{"/usr/bin/env"}, fs)
+	args, err := bwrapArgs(p, []string{"/usr/bin/env"}, fs, "/opt/coily")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,12 +63,22 @@ func TestBwrapArgs(t *testing.T) {
 		t.Errorf("binds not ordered shallowest first: %s", joined)
 	}
 	p.Network = NetworkOpen
-	if args, _ := bwrapArgs(p, []string{"/bin/true"}, fs); slices.Contains(args, "--unshare-net") {
+	if args, _ := bwrapArgs(p, []string{"/bin/true"}, fs, ""); slices.Contains(args, "--unshare-net") {
 		t.Error("open network still unshares the network")
 	}
 	p.Network = NetworkProxied
-	if _, err := bwrapArgs(p, []string{"/bin/true"}, fs); err == nil {
+	if _, err := bwrapArgs(p, []string{"/bin/true"}, fs, "/opt/coily"); err == nil {
 		t.Error("proxied without a proxy socket accepted")
+	}
+	p.ProxySocket = "/srv/egress.sock"
+	if _, err := bwrapArgs(p, []string{"/bin/true"}, fs, ""); !errors.Is(err, ErrUnavailable) {
+		t.Errorf("proxied without a bridge: %v", err)
+	}
+	args, err = bwrapArgs(p, []string{"/bin/true"}, fs, "/opt/coily")
+	joined = strings.Join(args, " ")
+	if err != nil || !strings.Contains(joined, "--unshare-net") || !strings.Contains(joined, "--bind /srv/egress.sock "+ProxySocketPath) ||
+		!strings.HasSuffix(joined, "-- /run/coily/bridge __netbridge --proxy-socket "+ProxySocketPath+" -- /bin/true") {
+		t.Errorf("proxied: %v %s", err, joined)
 	}
 }
 

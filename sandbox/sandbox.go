@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 )
 
@@ -36,9 +37,11 @@ type Sandbox interface {
 // Registry resolves backend names to sandboxes.
 type Registry map[string]Sandbox
 
-// DefaultRegistry returns the backends this build provides.
+// DefaultRegistry returns the backends this build provides. The running
+// executable serves as bwrap's proxied-network bridge (it is coily).
 func DefaultRegistry() Registry {
-	return Registry{Native{}.Name(): Native{}, Bwrap{}.Name(): Bwrap{}, SandboxExec{}.Name(): SandboxExec{}}
+	bridge, _ := os.Executable()
+	return Registry{Native{}.Name(): Native{}, Bwrap{}.Name(): Bwrap{Bridge: bridge}, SandboxExec{}.Name(): SandboxExec{}}
 }
 
 // Lookup returns the named backend, or an error wrapping ErrUnavailable.

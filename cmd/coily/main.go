@@ -71,6 +71,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		usage(stderr, fs)
 		return 2
 	}
+	if fs.Arg(0) == "__netbridge" { // hidden: runs inside a proxied sandbox
+		return runNetBridge(ctx, &env{args: fs.Args()[1:], global: g, stdin: stdin, stdout: stdout, stderr: stderr})
+	}
 	cmd, ok := commands[fs.Arg(0)]
 	if !ok {
 		fmt.Fprintf(stderr, "coily: unknown command %q\n", fs.Arg(0))

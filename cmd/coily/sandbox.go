@@ -17,7 +17,7 @@ import (
 
 func runSandbox(ctx context.Context, e *env) int {
 	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...")
+		fmt.Fprintln(e.stderr, "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--proxy-socket PATH] -- ARGV...")
 		return 2
 	}
 	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
@@ -75,16 +75,18 @@ func profileFor(mode sandbox.Network) sandbox.ProfileInput {
 func sandboxExec(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("sandbox exec", flag.ContinueOnError)
 	workspace := stringFlag(fs, "workspace", "COILY_WORKSPACE", "", "writable workspace (default: a fresh temporary directory)")
-	network := stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback or open")
+	network := stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback, proxied or open")
+	proxy := stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: the egress proxy's unix socket")
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
 	mode, err := sandbox.ParseNetwork(*network)
-	if err != nil || mode == sandbox.NetworkProxied || fs.NArg() == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...")
+	if err != nil || fs.NArg() == 0 || (mode == sandbox.NetworkProxied) != (*proxy != "") {
+		fmt.Fprintln(e.stderr, "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open | --network proxied --proxy-socket PATH] -- ARGV...")
 		return 2
 	}
 	in := profileFor(mode)
+	in.ProxySocket = *proxy
 	if *workspace != "" {
 		if in.Workspace, err = filepath.Abs(*workspace); err != nil {
 			fmt.Fprintf(e.stderr, "coily sandbox exec: %v\n", err)
@@ -159,7 +161,8 @@ func defaultBackend() sandbox.Sandbox {
 	if runtime.GOOS == "darwin" {
 		return sandbox.SandboxExec{}
 	}
-	return sandbox.Bwrap{}
+	bridge, _ := os.Executable()
+	return sandbox.Bwrap{Bridge: bridge}
 }
 
 // headWriter passes output on and keeps its first 4 KiB.

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"coily.dev/coily/sandbox"
+)
+
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	_, err := sandbox.BwrapPath()
+	requireComponent(t, err == nil, "bubblewrap")
+}
+
+func TestCLISandboxCheck(t *testing.T) {
+	requireBwrap(t)
+	if r := runCoily(t, nil, "sandbox", "check"); r.code != 0 || !strings.Contains(r.stdout, "the sandbox works on this host") {
+		t.Fatalf("sandbox check: %+v", r)
+	}
+	if r := runCoily(t, nil, "sandbox", "exec", "--", "/bin/sh", "-c", "echo out; exit 9"); r.code != 9 || r.stdout != "out\n" || r.stderr != "" {
+		t.Fatalf("sandbox exec prints only the command's output and exits with its code: %+v", r)
+	}
+}
+
+// In proxied mode the only way out is the proxy socket, reached through
+// the bridge on the sandbox's loopback.
+func TestCLISandboxProxied(t *testing.T) {
+	requireBwrap(t)
+	sock := filepath.Join(shortDir(t), "proxy.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			buf := make([]byte, 64)
+			n, _ := c.Read(buf)
+			_, _ = c.Write(append([]byte("stub proxy got: "), buf[:n]...))
+			c.Close()
+		}
+	}()
+	tcp, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tcp.Close()
+	script := `a=${HTTPS_PROXY#http://}; exec 3<>/dev/tcp/${a%:*}/${a##*:}; echo hello >&3; cat <&3; ` +
+		`if (exec 4<>/dev/tcp/127.0.0.1/` + strconv.Itoa(tcp.Addr().(*net.TCPAddr).Port) + `) 2>/dev/null; then echo ESCAPED; fi`
+	r := runCoily(t, nil, "sandbox", "exec", "--network", "proxied", "--proxy-socket", sock, "--", "/usr/bin/bash", "-c", script)
+	if r.code != 0 || r.stdout != "stub proxy got: hello\n" {
+		t.Fatalf("proxied: %+v", r)
+	}
+}
+
+// findProcs returns the pids whose command line is exactly argv.
+func findProcs(argv ...string) []int {
+	want := strings.Join(argv, "\x00") + "\x00"
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(data) == want {
+			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !bytes.Contains(st, []byte(") Z ")) {
+				out = append(out, pid)
+			}
+		}
+	}
+	return out
+}
+
+func waitProcs(t *testing.T, within time.Duration, wantAlive bool, argv ...string) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for (len(findProcs(argv...)) > 0) != wantAlive {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %s, %v alive = %v, want %v", within, argv, !wantAlive, wantAlive)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Nothing a sandboxed command starts outlives its request, or the server.
+func TestCLISandboxedChildrenDieWithTheServer(t *testing.T) {
+	requireBwrap(t)
+	p := startServe(t, shortDir(t), examplePolicy(t))
+	// A daemon (new session, in the background) dies with its request.
+	if r := p.run(t, "exec", "--", "/bin/sh", "-c", "setsid sleep 3218 & echo started"); r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	waitProcs(t, 5*time.Second, false, "sleep", "3218")
+
+	// A running command and its daemon die when the server is killed.
+	cmd := exec.Command(coilyBin, "--socket", p.socket, "exec", "--", "/bin/sh", "-c", "setsid sleep 3217 & sleep 3216")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	waitProcs(t, 10*time.Second, true, "sleep", "3216")
+	waitProcs(t, 10*time.Second, true, "sleep", "3217")
+	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Wait()
+	waitProcs(t, 5*time.Second, false, "sleep", "3216")
+	waitProcs(t, 5*time.Second, false, "sleep", "3217")
+}
