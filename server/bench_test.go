@@ -12,6 +12,7 @@ import (
 	"coily.dev/coily/client"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/sandbox"
 )
 
 // BenchmarkExecTrueVsForkExec measures an Exec of /bin/true through the
@@ -128,4 +129,66 @@ func BenchmarkWhoIs(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkExecSandboxed measures a sandboxed Exec of /bin/true end to end
+// (bubblewrap, seccomp, the default profile) against bare bwrap running
+// /bin/true under the same profile without coily, and against a plain
+// fork-exec, interleaved in the same run.
+// Run: go test -run '^$' -bench ExecSandboxed -benchtime 1000x ./server/
+func BenchmarkExecSandboxed(b *testing.B) {
+	if _, err := sandbox.BwrapPath(); err != nil {
+		b.Skip(err)
+	}
+	in := testserver.Start(b, testserver.Options{Policy: `version: 1
+limits: {concurrency: 4}
+roles: {operator: {permissions: [exec], commands: ["*"]}}
+commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
+`})
+	ctx := context.Background()
+	req := &coilyv1.ExecRequest{Argv: []string{"/bin/true"}}
+	if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+		b.Fatal(err)
+	}
+	home := b.TempDir()
+	bare := func() {
+		cmd := exec.Command("/bin/true")
+		conf, err := (sandbox.Bwrap{}).Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
+			Workspace: home, Home: home, Dir: home, Network: sandbox.NetworkDeny,
+			Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}}))
+		if err != nil {
+			b.Fatal(err)
+		}
+		err = cmd.Start()
+		conf.AfterStart()
+		if err == nil {
+			err = cmd.Wait()
+		}
+		conf.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+	fork := make([]time.Duration, 0, b.N)
+	bwrap := make([]time.Duration, 0, b.N)
+	coily := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if err := exec.Command("/bin/true").Run(); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		bare()
+		t2 := time.Now()
+		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		fork, bwrap, coily = append(fork, t1.Sub(t0)), append(bwrap, t2.Sub(t1)), append(coily, time.Since(t2))
+	}
+	b.StopTimer()
+	reportPercentiles(b, "forkexec", fork)
+	reportPercentiles(b, "bwrap", bwrap)
+	reportPercentiles(b, "coily", coily)
+	b.ReportMetric(float64(percentile(coily, 50))/float64(percentile(bwrap, 50)), "coily/bwrap-p50")
 }
