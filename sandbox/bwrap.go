@@ -16,6 +16,9 @@ import (
 // no capabilities, a seccomp filter, a new session, and death with the
 // parent.
 type Bwrap struct {
+	// Path is the bwrap executable; empty means the first of the usual
+	// places (BwrapPath).
+	Path string
 	// Bridge is the coily executable, run inside the sandbox in proxied
 	// mode as `coily __netbridge`: it serves the egress proxy's socket as
 	// an HTTP(S) proxy on the sandbox's loopback. Empty: proxied mode is
@@ -210,6 +213,17 @@ func (realFS) link(path string) (string, bool, bool) {
 		return t, err == nil, false
 	}
 	return "", false, fi.IsDir()
+}
+
+// path returns the bwrap executable to use.
+func (b Bwrap) path() (string, error) {
+	if b.Path == "" {
+		return BwrapPath()
+	}
+	if fi, err := os.Stat(b.Path); err != nil || !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: bubblewrap not found at %s: apt-get install bubblewrap", ErrUnavailable, b.Path)
+	}
+	return b.Path, nil
 }
 
 // BwrapPath finds the bwrap binary.

@@ -11,7 +11,7 @@ import (
 // Wrap implements Sandbox: cmd becomes bwrap running the original command
 // under p, with the seccomp program and a status pipe as inherited files.
 func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
-	bwrap, err := BwrapPath()
+	bwrap, err := b.path()
 	if err != nil {
 		return nil, err
 	}

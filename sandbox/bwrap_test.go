@@ -120,3 +120,14 @@ func TestBwrapSetupFailureClassified(t *testing.T) {
 		t.Fatalf("set-up failure: %v", err)
 	}
 }
+
+func TestBwrapMissingIsUnavailable(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	_, err := (Bwrap{Path: "/nonexistent/bwrap"}).Wrap(context.Background(), cmd, Profile{Dir: "/", Home: "/tmp", Network: NetworkDeny})
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), "apt-get install bubblewrap") {
+		t.Fatalf("missing bwrap: %v", err)
+	}
+	if cmd.Path != "/bin/true" {
+		t.Fatal("the command was rewritten although the sandbox is unavailable")
+	}
+}

@@ -302,16 +302,21 @@ func (s *Server) userHomes() []string {
 	return homes
 }
 
-// childEnv is the environment of a command: a fixed PATH and locale, a
-// private HOME and TMPDIR, and the variables the caller passed (which the
-// rule allowed by name). Nothing of the server's own environment passes.
+// childEnv is the environment of a command: a fixed PATH, a private HOME
+// and TMPDIR, the server's locale, time zone and terminal type (LANG, LC_*,
+// TZ, TERM: nothing else of its environment, so no socket-bearing variable
+// such as SSH_AUTH_SOCK or DBUS_SESSION_BUS_ADDRESS ever passes), and the
+// variables the caller passed (which the rule allowed by name).
 func childEnv(home string, extra map[string]string) []string {
-	env := map[string]string{
-		"PATH":   "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-		"LANG":   "C.UTF-8",
-		"HOME":   home,
-		"TMPDIR": home,
+	env := map[string]string{"LANG": "C.UTF-8"}
+	for _, kv := range os.Environ() {
+		k, v, _ := strings.Cut(kv, "=")
+		if k == "LANG" || k == "TZ" || k == "TERM" || strings.HasPrefix(k, "LC_") {
+			env[k] = v
+		}
 	}
+	env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	env["HOME"], env["TMPDIR"] = home, home
 	maps.Copy(env, extra)
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

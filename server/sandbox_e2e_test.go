@@ -161,3 +161,37 @@ commands:
 		t.Fatal(".git/config was changed")
 	}
 }
+
+// A rule whose sandbox cannot run here is refused, never run unconfined;
+// the environment is rebuilt without socket-bearing variables.
+func TestSandboxFailsClosedAndEnvIsRebuilt(t *testing.T) {
+	requireBwrap(t)
+	t.Setenv("SSH_AUTH_SOCK", "/tmp/agent.sock")
+	t.Setenv("DBUS_SESSION_BUS_ADDRESS", "unix:path=/run/user/0/bus")
+	t.Setenv("TZ", "Europe/Paris")
+	in := testserver.Start(t, testserver.Options{Policy: `version: 1
+limits: {concurrency: 4}
+roles: {operator: {permissions: [exec], commands: ["*"]}}
+commands:
+  - {name: mac-only, binary: /bin/sh, flags: {-c: "touch *"}, sandbox: sandbox-exec}
+  - {name: env, binary: /usr/bin/env, sandbox: bwrap}
+`})
+	marker := filepath.Join(in.StateDir, "ran-unconfined")
+	r := execArgv(t, in, "/bin/sh", "-c", "touch "+marker)
+	wantCode(t, r.err, "sandbox-unavailable")
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran although its sandbox was unavailable")
+	}
+	r = execArgv(t, in, "/usr/bin/env")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	for _, leak := range []string{"SSH_AUTH_SOCK", "DBUS_SESSION_BUS_ADDRESS", "COILY_"} {
+		if strings.Contains(r.stdout, leak) {
+			t.Errorf("%s reached the command:\n%s", leak, r.stdout)
+		}
+	}
+	if !strings.Contains(r.stdout, "TZ=Europe/Paris\n") || !strings.Contains(r.stdout, "PATH=") {
+		t.Errorf("allowed variables missing:\n%s", r.stdout)
+	}
+}
