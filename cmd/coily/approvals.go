@@ -8,46 +8,36 @@ import (
 	"strings"
 	"time"
 
+	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
 func runApprovals(ctx context.Context, e *env) int {
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily approvals list | watch | approve ID [--note TEXT] | deny ID [--note TEXT]")
-		return 2
-	}
-	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
-	switch e.args[0] {
-	case "list":
-		return approvalsList(ctx, rest)
-	case "watch":
-		return approvalsWatch(ctx, rest)
-	case "approve":
-		return approvalsDecide(ctx, rest, coilyv1.Verdict_VERDICT_APPROVE)
-	case "deny":
-		return approvalsDecide(ctx, rest, coilyv1.Verdict_VERDICT_DENY)
-	}
-	fmt.Fprintf(e.stderr, "coily approvals: unknown subcommand %q\n", e.args[0])
-	return 2
+	return dispatch(ctx, e, "approvals", "usage: coily approvals list | watch | approve ID [--note TEXT] | deny ID [--note TEXT]",
+		map[string]subcommand{
+			"list":  approvalsList,
+			"watch": approvalsWatch,
+			"approve": func(ctx context.Context, e *env) int {
+				return approvalsDecide(ctx, e, coilyv1.Verdict_VERDICT_APPROVE)
+			},
+			"deny": func(ctx context.Context, e *env) int { return approvalsDecide(ctx, e, coilyv1.Verdict_VERDICT_DENY) },
+		})
 }
 
 func approvalsList(ctx context.Context, e *env) int {
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	resp, err := c.API.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	if len(resp.GetApprovals()) == 0 {
-		fmt.Fprintln(e.stdout, "no pending approvals")
-	}
-	for _, a := range resp.GetApprovals() {
-		printApproval(e.stdout, a)
-	}
-	return 0
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{})
+		if err != nil {
+			return err
+		}
+		if len(resp.GetApprovals()) == 0 {
+			fmt.Fprintln(e.stdout, "no pending approvals")
+		}
+		for _, a := range resp.GetApprovals() {
+			printApproval(e.stdout, a)
+		}
+		return nil
+	})
 }
 
 // approvalsWatch prints the pending approvals, then every change, until
@@ -92,17 +82,13 @@ func approvalsDecide(ctx context.Context, e *env, v coilyv1.Verdict) int {
 		fmt.Fprintln(e.stderr, "usage: coily approvals approve|deny ID [--note TEXT]")
 		return 2
 	}
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	resp, err := c.API.Decide(ctx, &coilyv1.DecideRequest{Id: id, Verdict: v, Note: *note})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	printApproval(e.stdout, resp.GetApproval())
-	return 0
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.Decide(ctx, &coilyv1.DecideRequest{Id: id, Verdict: v, Note: *note})
+		if err == nil {
+			printApproval(e.stdout, resp.GetApproval())
+		}
+		return err
+	})
 }
 
 func printApproval(w io.Writer, a *coilyv1.Approval) {

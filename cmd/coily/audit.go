@@ -15,23 +15,13 @@ import (
 
 // The audit subcommands read the log files directly: they run on the host,
 // as the server's user or root (the files are 0600).
-func runAudit(_ context.Context, e *env) int {
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily audit tail [-n N] [--json] | show ID | verify")
-		return 2
-	}
+func runAudit(ctx context.Context, e *env) int {
 	dir := filepath.Join(*e.global.stateDir, "audit")
-	sub, rest := e.args[0], &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
-	switch sub {
-	case "tail":
-		return auditTail(rest, dir)
-	case "show":
-		return auditShow(rest, dir)
-	case "verify":
-		return auditVerify(rest, dir)
-	}
-	fmt.Fprintf(e.stderr, "coily audit: unknown subcommand %q\n", sub)
-	return 2
+	return dispatch(ctx, e, "audit", "usage: coily audit tail [-n N] [--json] | show ID | verify", map[string]subcommand{
+		"tail":   func(_ context.Context, e *env) int { return auditTail(e, dir) },
+		"show":   func(_ context.Context, e *env) int { return auditShow(e, dir) },
+		"verify": func(_ context.Context, e *env) int { return auditVerify(e, dir) },
+	})
 }
 
 func auditTail(e *env, dir string) int {

@@ -47,3 +47,34 @@ func refused(w io.Writer, err error) int {
 	fmt.Fprintf(w, "coily: refused (%s): %s\n", r.Code, r.Msg)
 	return client.RefusedExit
 }
+
+// withClient dials the server the global flags name, runs call, and turns
+// a failure into the CLI's refusal output and exit code.
+func withClient(ctx context.Context, e *env, call func(*client.Client) error) int {
+	c, err := dial(ctx, e)
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	defer c.Close()
+	if err := call(c); err != nil {
+		return refused(e.stderr, err)
+	}
+	return 0
+}
+
+// subcommand is one subcommand of a group such as `coily audit`.
+type subcommand func(ctx context.Context, e *env) int
+
+// dispatch runs the subcommand e.args[0] names, with the arguments after it.
+func dispatch(ctx context.Context, e *env, group, usage string, subs map[string]subcommand) int {
+	if len(e.args) == 0 {
+		fmt.Fprintln(e.stderr, usage)
+		return 2
+	}
+	sub, ok := subs[e.args[0]]
+	if !ok {
+		fmt.Fprintf(e.stderr, "coily %s: unknown subcommand %q\n%s\n", group, e.args[0], usage)
+		return 2
+	}
+	return sub(ctx, &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr})
+}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -14,16 +15,13 @@ func runLockout(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	resp, err := c.API.Lockout(ctx, &coilyv1.LockoutRequest{Reason: *reason})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	fmt.Fprintf(e.stdout, "locked out by %s; %d running command(s) signalled. `coily unlock` on the host lifts it.\n",
-		resp.GetLockout().GetBy(), resp.GetKilled())
-	return 0
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.Lockout(ctx, &coilyv1.LockoutRequest{Reason: *reason})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "locked out by %s; %d running command(s) signalled. `coily unlock` on the host lifts it.\n",
+			resp.GetLockout().GetBy(), resp.GetKilled())
+		return nil
+	})
 }

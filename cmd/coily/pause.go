@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -14,16 +15,13 @@ func runPause(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	resp, err := c.API.Pause(ctx, &coilyv1.PauseRequest{Reason: *reason})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	fmt.Fprintf(e.stdout, "paused by %s; %d command(s) still running will finish. `coily resume` lifts it.\n",
-		resp.GetPause().GetBy(), resp.GetRunning())
-	return 0
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.Pause(ctx, &coilyv1.PauseRequest{Reason: *reason})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "paused by %s; %d command(s) still running will finish. `coily resume` lifts it.\n",
+			resp.GetPause().GetBy(), resp.GetRunning())
+		return nil
+	})
 }

@@ -11,20 +11,12 @@ import (
 	"coily.dev/coily/policy"
 )
 
-func runPolicy(_ context.Context, e *env) int {
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily policy check FILE | coily policy explain [--policy FILE] [--as PRINCIPAL] -- ARGV...")
-		return 2
-	}
-	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
-	switch e.args[0] {
-	case "check":
-		return policyCheck(rest)
-	case "explain":
-		return policyExplain(rest)
-	}
-	fmt.Fprintf(e.stderr, "coily policy: unknown subcommand %q\n", e.args[0])
-	return 2
+func runPolicy(ctx context.Context, e *env) int {
+	return dispatch(ctx, e, "policy", "usage: coily policy check FILE | coily policy explain --policy FILE [--as PRINCIPAL] -- ARGV...",
+		map[string]subcommand{
+			"check":   func(_ context.Context, e *env) int { return policyCheck(e) },
+			"explain": func(_ context.Context, e *env) int { return policyExplain(e) },
+		})
 }
 
 // policyCheck validates a policy file: errors (with file, line and column)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -14,15 +15,12 @@ func runResume(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	resp, err := c.API.Resume(ctx, &coilyv1.ResumeRequest{Reason: *reason})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	fmt.Fprintf(e.stdout, "resumed by %s\n", resp.GetPause().GetBy())
-	return 0
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.Resume(ctx, &coilyv1.ResumeRequest{Reason: *reason})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "resumed by %s\n", resp.GetPause().GetBy())
+		return nil
+	})
 }

@@ -16,19 +16,8 @@ import (
 )
 
 func runSandbox(ctx context.Context, e *env) int {
-	if len(e.args) == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--proxy-socket PATH] -- ARGV...")
-		return 2
-	}
-	rest := &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr}
-	switch e.args[0] {
-	case "check":
-		return sandboxCheck(ctx, rest)
-	case "exec":
-		return sandboxExec(ctx, rest)
-	}
-	fmt.Fprintf(e.stderr, "coily sandbox: unknown subcommand %q\n", e.args[0])
-	return 2
+	return dispatch(ctx, e, "sandbox", "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--proxy-socket PATH] -- ARGV...",
+		map[string]subcommand{"check": sandboxCheck, "exec": sandboxExec})
 }
 
 // sandboxCheck tells what works on this host, and why not.

@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -19,25 +20,21 @@ func runStatus(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	st, err := c.API.Status(ctx, &coilyv1.StatusRequest{})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	if *asJSON {
-		out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
+	return withClient(ctx, e, func(c *client.Client) error {
+		st, err := c.API.Status(ctx, &coilyv1.StatusRequest{})
 		if err != nil {
-			return refused(e.stderr, err)
+			return err
 		}
-		fmt.Fprintln(e.stdout, string(out))
-		return 0
-	}
-	printStatus(e.stdout, st)
-	return 0
+		if !*asJSON {
+			printStatus(e.stdout, st)
+			return nil
+		}
+		out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
+		if err == nil {
+			fmt.Fprintln(e.stdout, string(out))
+		}
+		return err
+	})
 }
 
 func printStatus(w io.Writer, st *coilyv1.StatusResponse) {

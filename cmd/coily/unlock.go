@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 
+	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -14,15 +15,12 @@ func runUnlock(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	c, err := dial(ctx, e)
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	defer c.Close()
-	resp, err := c.API.Unlock(ctx, &coilyv1.UnlockRequest{Reason: *reason})
-	if err != nil {
-		return refused(e.stderr, err)
-	}
-	fmt.Fprintf(e.stdout, "unlocked by %s\n", resp.GetLockout().GetBy())
-	return 0
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.Unlock(ctx, &coilyv1.UnlockRequest{Reason: *reason})
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(e.stdout, "unlocked by %s\n", resp.GetLockout().GetBy())
+		return nil
+	})
 }
