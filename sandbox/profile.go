@@ -85,19 +85,38 @@ func (p *Profile) Validate() error {
 		}
 		return nil
 	}
-	for _, c := range []struct {
-		what  string
-		paths []string
-	}{{"read", p.ReadPaths}, {"write", p.WritePaths}, {"protect", p.ProtectPaths}, {"deny", p.DenyPaths},
-		{"socket", p.UnixSockets}, {"dir", []string{p.Dir}}, {"home", []string{p.Home}}} {
-		if err := check(c.what, c.paths...); err != nil {
-			return err
-		}
-	}
-	for dst, src := range p.Files {
-		if err := check("file", dst, src); err != nil {
+	for _, lp := range p.allPaths() {
+		if err := check(lp.what, lp.path); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// labelledPath is one path of a profile and what it is for.
+type labelledPath struct{ what, path string }
+
+// allPaths lists every path the profile names (the proxy socket only when
+// set), for the checks each backend makes.
+func (p *Profile) allPaths() []labelledPath {
+	var out []labelledPath
+	add := func(what string, paths ...string) {
+		for _, path := range paths {
+			out = append(out, labelledPath{what, path})
+		}
+	}
+	add("read", p.ReadPaths...)
+	add("write", p.WritePaths...)
+	add("protect", p.ProtectPaths...)
+	add("deny", p.DenyPaths...)
+	add("socket", p.UnixSockets...)
+	add("dir", p.Dir)
+	add("home", p.Home)
+	if p.ProxySocket != "" {
+		add("proxy socket", p.ProxySocket)
+	}
+	for dst, src := range p.Files {
+		add("file", dst, src)
+	}
+	return out
 }

@@ -248,18 +248,8 @@ func sbplCheckProfile(p Profile) error {
 		}
 		return nil
 	}
-	for _, c := range []struct {
-		what  string
-		paths []string
-	}{{"read", p.ReadPaths}, {"write", p.WritePaths}, {"protect", p.ProtectPaths}, {"deny", p.DenyPaths},
-		{"socket", p.UnixSockets}, {"proxy socket", []string{p.ProxySocket}}, {"dir", []string{p.Dir}},
-		{"home", []string{p.Home}}} {
-		if err := check(c.what, c.paths...); err != nil {
-			return err
-		}
-	}
-	for dst, src := range p.Files {
-		if err := check("file", dst, src); err != nil {
+	for _, lp := range p.allPaths() {
+		if err := check(lp.what, lp.path); err != nil {
 			return err
 		}
 	}
