@@ -12,12 +12,15 @@ import (
 )
 
 // dial connects to the server the global flags name, picking the
-// transport in this order: a coily dev tailnet (--dev / COILY_DEV), an
-// ephemeral tsnet node of our own (--tsnet with --server), the OS's
-// tailscale (--server), the local socket.
+// transport in this order: the local socket when --socket is on the command
+// line, a coily dev tailnet (--dev / COILY_DEV), an ephemeral tsnet node of
+// our own (--tsnet with --server), the OS's tailscale (--server), the local
+// socket.
 func dial(ctx context.Context, e *env) (*client.Client, error) {
 	g := e.global
 	switch {
+	case g.socketGiven:
+		return client.DialLocal(g.socketPath())
 	case *g.dev != "":
 		if !validDevAs(*g.devAs) {
 			return nil, fmt.Errorf("COILY_DEV_AS must be owner, agent or stranger, got %q", *g.devAs)

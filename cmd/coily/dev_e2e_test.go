@@ -65,6 +65,10 @@ func TestCLIDev(t *testing.T) {
 	if r := as("agent", "unlock"); r.code != 125 || !strings.Contains(r.stderr, "(permission-denied)") {
 		t.Fatalf("agent unlock: %+v", r)
 	}
+	// --socket on the command line wins over COILY_DEV from the environment.
+	if r := as("owner", "--socket", filepath.Join(dir, "coily.sock"), "status"); r.code != 0 || !strings.Contains(r.stdout, "via local") {
+		t.Fatalf("--socket with COILY_DEV set: %+v", r)
+	}
 	if r := as("nobody-in-particular", "status"); r.code != 125 {
 		t.Fatalf("bad COILY_DEV_AS accepted: %+v", r)
 	}

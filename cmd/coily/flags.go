@@ -47,6 +47,10 @@ func intFlag(fs *flag.FlagSet, name, envName string, def int, usage string) *int
 
 // globalFlags are accepted before the subcommand and after it.
 type globalFlags struct {
+	// socketGiven is set when --socket was given on the command line: a
+	// transport named there wins over one from the environment.
+	socketGiven bool
+
 	stateDir   *string
 	socket     *string
 	server     *string
@@ -114,5 +118,15 @@ func parseFlags(fs *flag.FlagSet, e *env) (int, bool) {
 		}
 		return 2, false
 	}
+	e.global.noteGiven(fs)
 	return 0, true
+}
+
+// noteGiven records which global flags the command line set.
+func (g *globalFlags) noteGiven(fs *flag.FlagSet) {
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "socket" {
+			g.socketGiven = true
+		}
+	})
 }

@@ -67,6 +67,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		}
 		return 2
 	}
+	g.noteGiven(fs)
 	if fs.NArg() == 0 {
 		usage(stderr, fs)
 		return 2
