@@ -15,8 +15,6 @@ import (
 type Confinement struct {
 	childFiles []*os.File // the child's ends: closed in the parent after Start
 	status     *os.File   // bwrap's --json-status-fd, read end
-	started    bool
-	report     []byte
 }
 
 // AfterStart closes the parent's copies of the child's files. Call it once
@@ -41,7 +39,6 @@ func (c *Confinement) Setup(stderr []byte) error {
 		return nil
 	}
 	data, _ := io.ReadAll(io.LimitReader(c.status, 64<<10))
-	c.report = data
 	dec := json.NewDecoder(bytes.NewReader(data))
 	for {
 		var m map[string]any
@@ -51,11 +48,8 @@ func (c *Confinement) Setup(stderr []byte) error {
 		// "child-pid" comes before the mounts are set up; only an
 		// "exit-code" shows that the command itself ran (and exited).
 		if _, ok := m["exit-code"]; ok {
-			c.started = true
+			return nil
 		}
-	}
-	if c.started {
-		return nil
 	}
 	return fmt.Errorf("%w: bwrap could not set up the sandbox: %s%s", ErrUnavailable, firstLine(stderr), hint(stderr))
 }

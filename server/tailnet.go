@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -119,8 +118,4 @@ var (
 func tailnetAddr(a netip.Addr) bool {
 	a = a.Unmap()
 	return tailnetV4.Contains(a) || tailnetV6.Contains(a)
-}
-
-func (c Caller) String() string {
-	return fmt.Sprintf("%s via %s (%s)", c.Principal, c.Transport, c.Peer)
 }
