@@ -202,7 +202,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
-		Workspace: root, Home: home, Dir: dir, Env: childEnv(home, x.req.GetEnv()),
+		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.req.GetEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket,
 		UserHomes: s.userHomes(),
 	}))
@@ -300,29 +300,6 @@ func (s *Server) userHomes() []string {
 		homes = append(homes, h)
 	}
 	return homes
-}
-
-// childEnv is the environment of a command: a fixed PATH, a private HOME
-// and TMPDIR, the server's locale, time zone and terminal type (LANG, LC_*,
-// TZ, TERM: nothing else of its environment, so no socket-bearing variable
-// such as SSH_AUTH_SOCK or DBUS_SESSION_BUS_ADDRESS ever passes), and the
-// variables the caller passed (which the rule allowed by name).
-func childEnv(home string, extra map[string]string) []string {
-	env := map[string]string{"LANG": "C.UTF-8"}
-	for _, kv := range os.Environ() {
-		k, v, _ := strings.Cut(kv, "=")
-		if k == "LANG" || k == "TZ" || k == "TERM" || strings.HasPrefix(k, "LC_") {
-			env[k] = v
-		}
-	}
-	env["PATH"] = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-	env["HOME"], env["TMPDIR"] = home, home
-	maps.Copy(env, extra)
-	out := make([]string, 0, len(env))
-	for _, k := range slices.Sorted(maps.Keys(env)) {
-		out = append(out, k+"="+env[k])
-	}
-	return out
 }
 
 // newID returns a random (version 4) UUID.

@@ -102,12 +102,7 @@ func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInp
 	if in.Workspace == "" {
 		in.Workspace, in.Dir = home, home
 	}
-	in.Home = home
-	in.Env = []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin", "LANG=C.UTF-8",
-		"HOME=" + home, "TMPDIR=" + home}
-	if term := os.Getenv("TERM"); term != "" {
-		in.Env = append(in.Env, "TERM="+term)
-	}
+	in.Home, in.Env = home, sandbox.Environ(home, nil)
 	if h, err := os.UserHomeDir(); err == nil {
 		in.UserHomes = []string{h, "/root"}
 	}
