@@ -60,13 +60,13 @@ var servedWhileLocked = map[string]bool{
 	reflectionv1alpha.ServerReflection_ServerReflectionInfo_FullMethodName: true,
 }
 
-// authorize checks the caller against the table.
-func (s *Server) authorize(c Caller, method string) error {
+// authorize checks the caller against the table, under pol.
+func (s *Server) authorize(c Caller, method string, pol *policy.Policy) error {
 	need, ok := methodPermissions[method]
 	if !ok {
 		return refusal.New(refusal.PermissionDenied, "method %s is not served", method)
 	}
-	have := s.Policy().Permissions(c.Subject())
+	have := pol.Permissions(c.Subject())
 	for _, p := range need {
 		if (p == anyPermission && len(have) > 0) || slices.Contains(have, p) {
 			return nil
@@ -78,9 +78,10 @@ func (s *Server) authorize(c Caller, method string) error {
 // admitCall identifies and authorizes one call. Refusals are audited here,
 // where they are decided.
 func (s *Server) admitCall(ctx context.Context, method string) (context.Context, error) {
-	c, err := s.identify(ctx)
+	pol := s.Policy() // one policy for the whole call
+	c, err := s.identify(ctx, pol)
 	if err == nil {
-		err = s.authorize(c, method)
+		err = s.authorize(c, method, pol)
 	}
 	if err == nil && !servedWhileLocked[method] && method != coilyv1.CoilyService_Exec_FullMethodName {
 		// Exec checks the lockout itself, atomically with admission.
@@ -89,7 +90,7 @@ func (s *Server) admitCall(ctx context.Context, method string) (context.Context,
 	if err != nil {
 		return nil, s.refuseCall(ctx, c, method, err)
 	}
-	return withCaller(ctx, c), nil
+	return withCall(ctx, c, pol), nil
 }
 
 // refuseCall audits a call refused before its handler ran.

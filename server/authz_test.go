@@ -175,11 +175,11 @@ func (s *Server) check(c callerClass, method string) error {
 		var err error
 		p := localPeer{UID: c.uid}
 		p.User, p.Groups, p.LookupErr = s.cfg.Users.LookupUID(c.uid)
-		if caller, err = s.identifyLocal(p); err != nil {
+		if caller, err = s.identifyLocal(p, s.Policy()); err != nil {
 			return err
 		}
 	}
-	return s.authorize(caller, method)
+	return s.authorize(caller, method, s.Policy())
 }
 
 // Without an operator role in the policy, local operators keep the

@@ -228,7 +228,7 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 	if err != nil {
 		return nil, err
 	}
-	pol := s.Policy()
+	pol := s.policyFrom(ctx)
 	var perms []string
 	for _, p := range pol.Permissions(c.Subject()) {
 		perms = append(perms, string(p))

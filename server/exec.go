@@ -27,6 +27,7 @@ type execution struct {
 	id        string
 	caller    Caller
 	req       *coilyv1.ExecRequest
+	policy    *policy.Policy // the policy the request was admitted under
 	rule      *policy.Rule
 	wouldDeny []string
 	approval  *coilyv1.Approval
@@ -76,7 +77,7 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 	if err != nil {
 		return err
 	}
-	x := &execution{id: newID(), caller: caller, req: req}
+	x := &execution{id: newID(), caller: caller, req: req, policy: s.policyFrom(ctx)}
 	defer s.release(x)
 	if err := s.admitExec(ctx, x); err != nil {
 		return s.refuseExec(ctx, x, err)
@@ -105,8 +106,8 @@ func (s *Server) admitExec(ctx context.Context, x *execution) error {
 	}
 	x.job = j
 	// 4. Relay checks: descriptor path only (filesystem bridge).
-	// 5. Policy.
-	pol := s.Policy()
+	// 5. Policy: the one the call was admitted under.
+	pol := x.policy
 	d := pol.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
 	x.wouldDeny = d.WouldDeny
 	if d.Result != policy.Allow {

@@ -42,19 +42,36 @@ func (c Caller) Subject() policy.Subject {
 
 type callerKey struct{}
 
-func withCaller(ctx context.Context, c Caller) context.Context {
-	return context.WithValue(ctx, callerKey{}, c)
+// call is what the interceptor established for one call: who calls, and
+// the policy in force when it was decided. The handler decides under the
+// same policy, so a reload never splits one request across two.
+type call struct {
+	caller Caller
+	policy *policy.Policy
+}
+
+func withCall(ctx context.Context, c Caller, pol *policy.Policy) context.Context {
+	return context.WithValue(ctx, callerKey{}, call{caller: c, policy: pol})
 }
 
 // callerFrom returns the caller the interceptor established. Handlers only
 // run behind the interceptor, so a missing caller is a programming error
 // that must refuse rather than proceed.
 func callerFrom(ctx context.Context) (Caller, error) {
-	c, ok := ctx.Value(callerKey{}).(Caller)
-	if !ok || c.Principal == "" {
+	c, ok := ctx.Value(callerKey{}).(call)
+	if !ok || c.caller.Principal == "" {
 		return Caller{}, refusal.New(refusal.Unauthenticated, "caller not identified")
 	}
-	return c, nil
+	return c.caller, nil
+}
+
+// policyFrom returns the policy the call was admitted under (the policy in
+// force when none was recorded).
+func (s *Server) policyFrom(ctx context.Context) *policy.Policy {
+	if c, ok := ctx.Value(callerKey{}).(call); ok && c.policy != nil {
+		return c.policy
+	}
+	return s.Policy()
 }
 
 // UserLookup resolves a uid to a user name and its group names.
@@ -85,14 +102,14 @@ func (hostUsers) LookupUID(uid int) (string, []string, error) {
 // identify establishes who is calling from what the transport vouched for.
 // It returns the caller (with Peer filled even on refusal, for the audit)
 // and a refusal when the caller cannot be identified.
-func (s *Server) identify(ctx context.Context) (Caller, error) {
+func (s *Server) identify(ctx context.Context, pol *policy.Policy) (Caller, error) {
 	p, ok := peer.FromContext(ctx)
 	if !ok {
 		return Caller{}, refusal.New(refusal.Unauthenticated, "no peer information")
 	}
 	switch ai := p.AuthInfo.(type) {
 	case localPeer:
-		return s.identifyLocal(ai)
+		return s.identifyLocal(ai, pol)
 	default:
 		return s.identifyTailnet(ctx, p.Addr.String())
 	}
@@ -101,7 +118,7 @@ func (s *Server) identify(ctx context.Context) (Caller, error) {
 // identifyLocal maps a local-socket peer to a principal. The server's own
 // uid, root, and the users and groups the policy names are local operators;
 // anyone else is refused.
-func (s *Server) identifyLocal(p localPeer) (Caller, error) {
+func (s *Server) identifyLocal(p localPeer, pol *policy.Policy) (Caller, error) {
 	c := Caller{Transport: TransportLocal, Peer: fmt.Sprintf("uid=%d pid=%d", p.UID, p.PID)}
 	name, groups, err := p.User, p.Groups, p.LookupErr
 	privileged := p.UID == s.cfg.ServerUID || p.UID == 0
@@ -111,7 +128,7 @@ func (s *Server) identifyLocal(p localPeer) (Caller, error) {
 	case err != nil:
 		name = "uid-" + strconv.Itoa(p.UID)
 	}
-	if !privileged && !s.Policy().LocalOperator(name, groups) {
+	if !privileged && !pol.LocalOperator(name, groups) {
 		return c, refusal.New(refusal.Unauthenticated, "uid %d (%s) is not a local operator", p.UID, name)
 	}
 	c.Principal = "local:" + name

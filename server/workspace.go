@@ -17,9 +17,9 @@ import (
 func (s *Server) workDir(x *execution, home string) (root, dir string, err error) {
 	root = home
 	if name := x.rule.Workspace; name != policy.WorkspaceTemp {
-		named, ok := s.Policy().Workspace(name)
+		named, ok := x.policy.Workspace(name)
 		if !ok {
-			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q is no longer defined", name)
+			return "", "", refusal.New(refusal.Internal, "workspace %q of rule %q is not defined", name, x.rule.Name)
 		}
 		root = named
 	}
