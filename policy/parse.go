@@ -66,6 +66,7 @@ type localOperatorsFile struct {
 type roleFile struct {
 	Permissions []string `yaml:"permissions"`
 	Commands    []string `yaml:"commands"`
+	Sandboxes   []string `yaml:"sandboxes"`
 }
 
 type grantFile struct {
@@ -325,7 +326,15 @@ func (b *builder) roles(p *Policy, roles map[string]roleFile) {
 		if !namePattern.MatchString(name) {
 			b.failAt(keyOf(b.at("roles"), name), "role name %q must match %s", name, namePattern)
 		}
-		r := &Role{Name: name, Commands: rf.Commands}
+		r := &Role{Name: name, Commands: rf.Commands, Sandboxes: rf.Sandboxes}
+		for j, sb := range rf.Sandboxes {
+			if sb != "*" && !SandboxNamePattern.MatchString(sb) {
+				b.failAt(b.at("roles", name, "sandboxes", j), "role %q: sandbox name %q must match %s", name, sb, SandboxNamePattern)
+			}
+		}
+		if len(rf.Sandboxes) > 0 && !slices.Contains(rf.Permissions, string(PermRelay)) {
+			b.failAt(b.at("roles", name, "sandboxes"), "role %q: sandboxes needs the relay permission", name)
+		}
 		for j, perm := range rf.Permissions {
 			if !slices.Contains(AllPermissions, Permission(perm)) {
 				b.failAt(b.at("roles", name, "permissions", j), "role %q: unknown permission %q", name, perm)

@@ -12,7 +12,9 @@
 package policy
 
 import (
+	"coily.dev/coily/keystore"
 	"path"
+	"regexp"
 	"slices"
 	"time"
 )
@@ -30,11 +32,16 @@ const (
 	PermStatus    Permission = "status"
 	PermApprove   Permission = "approve"
 	PermAuditRead Permission = "audit-read"
+	// PermRelay lets a bridge relay request descriptors for the sandboxes
+	// its role lists (Role.Sandboxes).
+	PermRelay Permission = "relay"
+	// PermKeys issues and rotates sandboxes' descriptor signing keys.
+	PermKeys Permission = "keys"
 )
 
 // AllPermissions lists every known permission, in a stable order.
 var AllPermissions = []Permission{
-	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead,
+	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead, PermRelay, PermKeys,
 }
 
 // OperatorRole is the role every local operator holds. Whatever the policy
@@ -92,6 +99,9 @@ type Role struct {
 	Permissions []Permission
 	// Commands are rule names (or "*" for every rule) holders may run.
 	Commands []string
+	// Sandboxes are the sandbox names (or "*") holders of the relay
+	// permission may relay descriptors for.
+	Sandboxes []string
 }
 
 // Grant gives roles to the principals its globs match.
@@ -120,6 +130,9 @@ type Rule struct {
 	Report bool
 	// Env lists the environment variables a caller may pass.
 	Env []string
+	// Credentials maps an environment variable of the child to the
+	// credential reference the server fetches into it (never echoed).
+	Credentials map[string]keystore.Ref
 	// Workspace is WorkspaceTemp or the name of a policy workspace.
 	Workspace string
 	Sandbox   string
@@ -233,6 +246,26 @@ func (p *Policy) grantedCommands(s Subject) []string {
 	}
 	return out
 }
+
+// MayRelay reports whether the subject may relay descriptors for the
+// sandbox: one of its roles carries the relay permission and lists the
+// sandbox (or "*").
+func (p *Policy) MayRelay(s Subject, sandbox string) bool {
+	for _, name := range p.Roles(s) {
+		r, ok := p.roles[name]
+		if ok && slices.Contains(r.Permissions, PermRelay) &&
+			(slices.Contains(r.Sandboxes, sandbox) || slices.Contains(r.Sandboxes, "*")) {
+			return true
+		}
+	}
+	return false
+}
+
+// SandboxPrincipal is the principal a relayed request runs as.
+func SandboxPrincipal(sandbox string) string { return "sandbox:" + sandbox }
+
+// SandboxNamePattern is the grammar of sandbox (signing key) names.
+var SandboxNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // Allows reports whether the subject holds the permission.
 func (p *Policy) Allows(s Subject, perm Permission) bool {

@@ -27,6 +27,7 @@ type ruleFile struct {
 	Reason         string    `yaml:"reason"`
 	Report         bool      `yaml:"report"`
 	Env            []string  `yaml:"env"`
+	Credentials    yaml.Node `yaml:"credentials"`
 	Workspace      string    `yaml:"workspace"`
 	Sandbox        string    `yaml:"sandbox"`
 	Network        string    `yaml:"network"`
@@ -150,7 +151,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 }
 
 // allowOnly are the keys that only make sense on allow rules.
-var allowOnly = []string{"flags", "env", "workspace", "sandbox", "network", "timeout", "max_output",
+var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
 	"confirm", "confirm_timeout", "rate", "concurrency"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
@@ -234,6 +235,7 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 		}
 	}
 	r.Env = rf.Env
+	b.ruleCredentials(r, rf, rn)
 	r.Workspace = rf.Workspace
 	switch _, named := p.workspaces[r.Workspace]; {
 	case r.Workspace == "":

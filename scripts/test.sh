@@ -17,11 +17,15 @@ command -v ip >/dev/null || need_apt+=(iproute2)        # the loopback-only name
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)   # the sandbox
 command -v git >/dev/null || need_apt+=(git)            # the sandbox battery's git status
+command -v curl >/dev/null || need_apt+=(curl ca-certificates) # deploy/vault-approle.sh
+command -v dbus-daemon >/dev/null || need_apt+=(dbus)   # a private session bus for the keychain tests
+command -v gnome-keyring-daemon >/dev/null || need_apt+=(gnome-keyring) # a real Secret Service
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
 scripts/tools.sh
+scripts/vaultdev.sh # a real Vault server (the Vault core in-process) for the keystore tests
 
 step "gofmt"
 unformatted=$(git ls-files '*.go' | grep -v '\.pb\.go$' | xargs gofmt -l)
@@ -41,6 +45,9 @@ buf generate
 if [ -n "$(git status --porcelain -- proto)" ]; then
   echo "buf generate changed the tree; commit the regenerated code:"; git status --porcelain -- proto; git diff --stat -- proto; exit 1
 fi
+
+step "integration/vault (nested module: the Vault dev server)"
+(cd integration/vault && go vet ./... && go test -count=1 ./...)
 
 step "go test -race"
 log=$(mktemp)
@@ -81,7 +88,7 @@ fi
 step "fuzz targets (smoke, ${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
-    go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" "$pkg" >/dev/null
+    go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" >/dev/null
     echo "ok  $pkg $target"
   done
 done

@@ -36,6 +36,12 @@ var methodPermissions = map[string][]policy.Permission{
 	coilyv1.CoilyService_WatchApprovals_FullMethodName: {policy.PermApprove},
 	coilyv1.CoilyService_Decide_FullMethodName:         {policy.PermApprove},
 
+	// Relaying also needs the sandbox in the role's list, checked per call.
+	coilyv1.CoilyService_Relay_FullMethodName:         {policy.PermRelay},
+	coilyv1.CoilyService_RelayTeardown_FullMethodName: {policy.PermRelay},
+	coilyv1.CoilyService_IssueKey_FullMethodName:      {policy.PermKeys},
+	coilyv1.CoilyService_RotateKeys_FullMethodName:    {policy.PermKeys},
+
 	healthpb.Health_Check_FullMethodName: {anyPermission},
 	healthpb.Health_Watch_FullMethodName: {anyPermission},
 	healthpb.Health_List_FullMethodName:  {anyPermission},

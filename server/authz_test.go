@@ -21,8 +21,12 @@ local_operators:
   groups: [coily-ops]
 roles:
   operator:
-    permissions: [exec, lockout, unlock, pause, resume, status, approve]
+    permissions: [exec, lockout, unlock, pause, resume, status, approve, relay, keys]
     commands: ["*"]
+    sandboxes: ["*"]
+  bridge:
+    permissions: [relay]
+    sandboxes: [demo]
   agent:
     permissions: [exec, pause]
     commands: [echo]
@@ -33,6 +37,8 @@ grants:
     roles: [agent]
   - principals: ["tag:watch"]
     roles: [watcher]
+  - principals: ["tag:bridge"]
+    roles: [bridge]
 commands:
   - {name: echo, binary: /bin/echo, args: ["**"], sandbox: native}
 `
@@ -114,6 +120,7 @@ var (
 	healthRefl  = []string{"Check", "Watch", "List", "ServerReflectionInfo"}
 	agentMethod = append([]string{"Exec", "Pause", "Status"}, healthRefl...)
 	watchMethod = append([]string{"Status"}, healthRefl...)
+	bridgeMeth  = append([]string{"Relay", "RelayTeardown"}, healthRefl...)
 )
 
 func TestAuthorizationMatrix(t *testing.T) {
@@ -128,6 +135,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		{name: "tagged agent", as: "tag:agent", allow: agentMethod},
 		{name: "agent by glob", as: "tag:ci-runner", allow: agentMethod},
 		{name: "status only", as: "tag:watch", allow: watchMethod},
+		{name: "bridge", as: "tag:bridge", allow: bridgeMeth},
 		{name: "principal with no grant", as: "alice@example.com"},
 	}
 	methods := servedMethods(s)

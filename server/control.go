@@ -117,10 +117,21 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	}
 	s.escalate(jobs)
 	rejected := s.approvals.rejectAll()
-	// Hooks for later stages: rotate signing keys, drop cached credentials.
 	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", req.GetReason())
 	rec.Killed = len(jobs)
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
+	// Cached credentials are dropped (and the Vault token revoked when so
+	// configured); a failed revocation is recorded, the lockout stands.
+	if err := s.cfg.Keystore.Lockout(context.WithoutCancel(ctx)); err != nil {
+		s.log.Error("keystore lockout hook", "err", err)
+		rec.Details["keystore_error"] = err.Error()
+	}
+	// Every descriptor signing key is replaced: no sandbox can sign a
+	// request the server accepts until an owner rotates its key again.
+	if err := s.rotateAllKeys(); err != nil {
+		s.log.Error("rotate signing keys on lockout", "err", err)
+		rec.Details["keys_error"] = err.Error()
+	}
 	// The lockout is in force even if it cannot be persisted; the caller
 	// learns that it will not survive a restart.
 	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st)); err != nil {
@@ -247,7 +258,8 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 }
 
 // controlMethods names the RPC of each control event.
-var controlMethods = map[string]string{"lockout": "Lockout", "unlock": "Unlock", "pause": "Pause", "resume": "Resume"}
+var controlMethods = map[string]string{"lockout": "Lockout", "unlock": "Unlock", "pause": "Pause", "resume": "Resume",
+	"relay": "Relay", "relay.teardown": "RelayTeardown", "key.issue": "IssueKey", "key.rotate": "RotateKeys"}
 
 // controlRecord starts the audit record of a control call.
 func controlRecord(c Caller, method, event, reason string) audit.Record {

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"cmp"
+	"coily.dev/coily/scrub"
 	"context"
 	"crypto/rand"
 	"fmt"
@@ -32,14 +34,21 @@ type execution struct {
 	wouldDeny []string
 	approval  *coilyv1.Approval
 	box       sandbox.Sandbox
+	secrets   map[string]string // fetched credentials, by variable name
+	scrub     *scrub.Set        // their values' forms, redacted from output
 	job       *job
 	slot      bool // holds a concurrency slot
+	// confirm asks for an approval even when the rule does not (a relayed
+	// descriptor's requires_confirm).
+	confirm bool
+	// method is the RPC the execution arrived by (Exec or Relay).
+	method string
 }
 
 // auditRecord starts an audit record describing the execution.
 func (x *execution) auditRecord(event string) audit.Record {
 	r := audit.Record{
-		Event: event, Method: coilyv1.CoilyService_Exec_FullMethodName, RequestID: x.id,
+		Event: event, Method: cmp.Or(x.method, coilyv1.CoilyService_Exec_FullMethodName), RequestID: x.id,
 		Principal: x.caller.Principal, Transport: x.caller.Transport, Peer: x.caller.Peer,
 		Argv: x.req.GetArgv(),
 	}
@@ -62,6 +71,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if len(x.req.GetEnv()) > 0 {
 		details["env"] = strings.Join(slices.Sorted(maps.Keys(x.req.GetEnv())), ",") // names only, never values
 	}
+	if x.rule != nil && len(x.rule.Credentials) > 0 {
+		details["credentials"] = credentialNames(x.rule.Credentials) // names and references, never values
+	}
 	if len(details) > 0 {
 		r.Details = details
 	}
@@ -77,15 +89,31 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 	if err != nil {
 		return err
 	}
-	x := &execution{id: newID(), caller: caller, req: req, policy: s.policyFrom(ctx)}
+	return s.execute(ctx, &execution{id: newID(), caller: caller, req: req, policy: s.policyFrom(ctx)}, stream)
+}
+
+// execute admits an execution and runs it to its end.
+func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer s.release(x)
 	if err := s.admitExec(ctx, x); err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
+	return s.pipeline(ctx, x, out)
+}
+
+// sender receives an Exec's events: the gRPC stream, or the collector of
+// a relayed request.
+type sender interface {
+	Send(*coilyv1.ExecResponse) error
+}
+
+// pipeline runs an admitted execution to its end: approval, credentials,
+// sandbox, the run and its audit (steps 7–11).
+func (s *Server) pipeline(ctx context.Context, x *execution, stream sender) error {
 	if err := s.confirm(ctx, x, stream); err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
-	if err := s.prepare(x); err != nil {
+	if err := s.prepare(ctx, x); err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
 	return s.runExec(ctx, x, stream)
@@ -141,8 +169,8 @@ func (s *Server) takeToken(x *execution) error {
 }
 
 // confirm waits for a human's approval when the rule asks for one (step 7).
-func (s *Server) confirm(ctx context.Context, x *execution, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
-	if !x.rule.Confirm {
+func (s *Server) confirm(ctx context.Context, x *execution, stream sender) error {
+	if !x.rule.Confirm && !x.confirm {
 		return nil
 	}
 	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
@@ -160,12 +188,15 @@ func (s *Server) confirm(ctx context.Context, x *execution, stream grpc.ServerSt
 }
 
 // prepare readies what the command runs in: the binary's pinned digest,
-// the working directory and the sandbox (steps 8–9).
-func (s *Server) prepare(x *execution) error {
+// the credentials and the sandbox (steps 8–9).
+func (s *Server) prepare(ctx context.Context, x *execution) error {
 	if err := x.rule.CheckBinary(); err != nil {
 		return refusal.Wrap(refusal.PolicyDeny, err, "binary for rule %q failed its check", x.rule.Name)
 	}
-	// 8. Credentials: the keystore adds them here.
+	// 8. Credentials, fail closed.
+	if err := s.fetchCredentials(ctx, x); err != nil {
+		return err
+	}
 	// 9. Sandbox.
 	box, err := s.cfg.Sandboxes.Lookup(x.rule.Sandbox)
 	if err != nil {
@@ -190,7 +221,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 
 // runExec audits the decision, runs the command, streams its output and
 // audits the result (steps 9–11).
-func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
+func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error {
 	home, err := os.MkdirTemp(s.cfg.ScratchDir, "coily-exec-")
 	if err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
@@ -203,7 +234,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
-		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.req.GetEnv()),
+		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket,
 		UserHomes: s.userHomes(),
 	}))
@@ -230,10 +261,12 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream grpc.ServerSt
 
 	runCtx, cancel := context.WithTimeoutCause(ctx, s.timeout(x), errTimeout)
 	defer cancel()
-	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.req.GetStdin(), x.rule.MaxOutput, func(c chunk) error {
+	out := newOutput(x.scrub, func(c chunk) error {
 		return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
+	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.req.GetStdin(), x.rule.MaxOutput, out.emit)
+	runErr = out.finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	// The command is over: free its slot before the caller hears so, or
 	// the caller's next request could find it still taken.

@@ -18,6 +18,7 @@
 package server
 
 import (
+	"coily.dev/coily/keystore"
 	"context"
 	"errors"
 	"fmt"
@@ -49,7 +50,10 @@ type Config struct {
 	Store     *store.DB
 	Audit     *audit.Log
 	Sandboxes sandbox.Registry
-	Logger    *slog.Logger
+	// Keystore fetches the credentials rules inject; nil means no
+	// backend, so every rule naming a credential is refused.
+	Keystore *keystore.Keystore
+	Logger   *slog.Logger
 	// Users resolves local-socket peers; nil means the host's user database.
 	Users UserLookup
 	// WhoIs identifies callers on other listeners (the tailnet); nil
@@ -88,6 +92,13 @@ type Server struct {
 	// closing refuses new admissions once shutdown has begun.
 	closing bool
 
+	// flights are the relayed requests being answered, by id.
+	flights map[string]*flight
+	// boot names this server's run in relay records: a record accepted by
+	// another boot was interrupted by a restart.
+	boot    string
+	parsers chan struct{} // bounds concurrent descriptor parsing
+
 	bg   sync.WaitGroup // lockout escalations
 	quit chan struct{}  // closed by Shutdown: escalations kill at once
 }
@@ -119,7 +130,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
-		quit: make(chan struct{}), perRule: map[string]int{}, approvals: newApprovals(cfg.Now)}
+		quit: make(chan struct{}), perRule: map[string]int{}, approvals: newApprovals(cfg.Now),
+		flights: map[string]*flight{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
 	s.policy.Store(cfg.Policy)
 	if stops.Lockout.Active {
 		s.log.Warn("starting locked out", "by", stops.Lockout.By, "reason", stops.Lockout.Reason)

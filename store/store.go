@@ -57,7 +57,7 @@ func Open(path string) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketState, bucketRequests, bucketRates} {
+		for _, b := range [][]byte{bucketState, bucketRequests, bucketRates, bucketKeys, bucketRelays, bucketNonces} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -143,4 +143,12 @@ func getJSON(b *bolt.Bucket, key []byte, v any) error {
 		return fmt.Errorf("%w: %s: %v", ErrCorrupt, key, err)
 	}
 	return nil
+}
+
+func putJSON(b *bolt.Bucket, key []byte, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", key, err)
+	}
+	return b.Put(key, data)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -15,13 +16,14 @@ import (
 	"coily.dev/coily/client"
 	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
+	"coily.dev/coily/keystore"
 )
 
 const devBanner = `
   ┌──────────────────────────────────────────────────────────────────────┐
   │ coily dev: a private tailnet and a trust point on this machine.      │
   │ NOT FOR PRODUCTION: any local process can join this tailnet with any │
-  │ tag, and the demo policy runs commands UNSANDBOXED.                  │
+  │ tag, and the demo credential lives in a plain file.                  │
   └──────────────────────────────────────────────────────────────────────┘
 `
 
@@ -76,8 +78,13 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	if err != nil {
 		return err
 	}
+	credFile, err := seedDevCredentials(dir)
+	if err != nil {
+		return err
+	}
 	socket := filepath.Join(dir, "coily.sock")
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
+		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
 		ready: func(tailAddr string) {
 			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
 			if err := writeDevFiles(dir, info); err != nil {
@@ -86,6 +93,18 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 			}
 			printDevHelp(e.stdout, dir, policyPath)
 		}})
+}
+
+// seedDevCredentials writes DIR/credentials, a file keystore holding a
+// fresh demo secret ("demo"), which the dev policy injects into
+// /usr/bin/env as COILY_DEMO_TOKEN.
+func seedDevCredentials(dir string) (string, error) {
+	path := filepath.Join(dir, "credentials")
+	data := "# coily dev's file keystore: name=value lines, mode 0600.\ndemo=coily-demo-" + rand.Text() + "\n"
+	if err := writeFileAtomic(path, []byte(data)); err != nil {
+		return "", fmt.Errorf("dev credentials: %w", err)
+	}
+	return path, nil
 }
 
 // writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose
@@ -118,6 +137,7 @@ func printDevHelp(w io.Writer, dir, policyPath string) {
 In another shell:
   . %[1]s/env                                   # COILY_DEV=%[1]s
   coily exec -- /bin/echo hi                     # as tag:owner over the dev tailnet
+  coily exec -- /usr/bin/env                     # COILY_DEMO_TOKEN is injected, and redacted
   coily status                                   # shows who you are to the server
   COILY_DEV_AS=agent coily unlock                # refused: agents may not unlock
   COILY_DEV_AS=stranger coily exec -- /bin/echo  # refused: no grant

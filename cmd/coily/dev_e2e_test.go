@@ -56,6 +56,19 @@ func TestCLIDev(t *testing.T) {
 	if r := as("owner", "exec", "--", "/bin/echo", "hi"); r.code != 0 || r.stdout != "hi\n" {
 		t.Fatalf("owner exec: %+v", r)
 	}
+	// The demo credential is injected and comes back only redacted.
+	r := as("owner", "exec", "--", "/usr/bin/env")
+	if r.code != 0 || !strings.Contains(r.stdout, "COILY_DEMO_TOKEN=[REDACTED:COILY_DEMO_TOKEN]\n") {
+		t.Fatalf("env: %+v", r)
+	}
+	creds, err := os.ReadFile(filepath.Join(dir, "credentials"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, demo, _ := strings.Cut(strings.TrimSpace(string(creds)), "demo=")
+	if len(demo) < 20 || strings.Contains(r.stdout+r.stderr+log.String(), demo) {
+		t.Fatalf("the demo secret (%d bytes) leaked or was not seeded", len(demo))
+	}
 	if r := as("owner", "status"); r.code != 0 || !strings.Contains(r.stdout, "tag:owner via tailnet") {
 		t.Fatalf("status: %+v", r)
 	}

@@ -40,6 +40,7 @@ type serveOptions struct {
 	authKey    string
 	controlURL string
 	node       *tsnet.Server
+	keystore   keystoreConfig
 	// ready is called once both listeners serve, with the tailnet address.
 	ready func(tailnetAddr string)
 }
@@ -52,8 +53,14 @@ func runServe(ctx context.Context, e *env) int {
 	tailnet := boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node")
 	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
 	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
+	ksFlags := registerKeystoreFlags(fs)
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
+	}
+	ks, err := ksFlags.config()
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
+		return 2
 	}
 	log := newLogger(e, *logFormat)
 	if *policyPath == "" {
@@ -61,7 +68,7 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
-		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL}
+		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks}
 	if *authKeyFile != "" {
 		key, err := os.ReadFile(*authKeyFile)
 		if err != nil {
@@ -103,11 +110,16 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer al.Close()
+	ks, err := openKeystore(ctx, log, o.keystore)
+	if err != nil {
+		return err
+	}
+	defer ks.Close()
 	node, err := tailnetNode(ctx, log, o)
 	if err != nil {
 		return err
 	}
-	cfg := server.Config{Policy: pol, Store: db, Audit: al, Logger: log, ServerUID: os.Getuid(), Version: version,
+	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
 		StateDir: o.stateDir, Socket: o.socket}
 	if node != nil {
 		defer node.Close()

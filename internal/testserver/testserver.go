@@ -20,6 +20,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/client"
 	"coily.dev/coily/internal/devnet"
+	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
@@ -55,6 +56,8 @@ type Options struct {
 	// WatchPolicy reloads the policy file when it changes, as coily serve
 	// does.
 	WatchPolicy bool
+	// Keystore fetches the credentials rules name; nil means none.
+	Keystore *keystore.Keystore
 	// Tailnet also serves on a private tailnet (internal/devnet), as the
 	// node "coily" tagged tag:coily, identifying callers with WhoIs.
 	Tailnet bool
@@ -110,7 +113,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit")}); err != nil {
 		t.Fatal(err)
 	}
-	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit,
+	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test",
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock")}

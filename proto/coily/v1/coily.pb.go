@@ -1729,6 +1729,496 @@ func (x *Caller) GetPeer() string {
 	return ""
 }
 
+// RelayRequest carries one request descriptor file, as the sandbox wrote
+// it, for the sandbox the bridge's mount belongs to.
+type RelayRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox the bridge relays for (its mount's name).
+	Sandbox string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// The request file's bytes. At most 2 MiB.
+	Request []byte `protobuf:"bytes,2,opt,name=request,proto3" json:"request,omitempty"`
+	// The id the file is named with; the descriptor must carry the same.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayRequest) Reset() {
+	*x = RelayRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayRequest) ProtoMessage() {}
+
+func (x *RelayRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
+func (*RelayRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *RelayRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *RelayRequest) GetRequest() []byte {
+	if x != nil {
+		return x.Request
+	}
+	return nil
+}
+
+func (x *RelayRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RelayResponse is the response file to write back.
+type RelayResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The response file's bytes (canonical JSON, docs/protocol.md).
+	Response []byte `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
+	// The request id, as the descriptor gave it ("" when it could not be
+	// read).
+	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayResponse) Reset() {
+	*x = RelayResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayResponse) ProtoMessage() {}
+
+func (x *RelayResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayResponse.ProtoReflect.Descriptor instead.
+func (*RelayResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *RelayResponse) GetResponse() []byte {
+	if x != nil {
+		return x.Response
+	}
+	return nil
+}
+
+func (x *RelayResponse) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RelayTeardownRequest carries one teardown file.
+type RelayTeardownRequest struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox  string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	Teardown []byte                 `protobuf:"bytes,2,opt,name=teardown,proto3" json:"teardown,omitempty"`
+	// The id the file is named with; the teardown must carry the same.
+	Id            string `protobuf:"bytes,3,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayTeardownRequest) Reset() {
+	*x = RelayTeardownRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayTeardownRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayTeardownRequest) ProtoMessage() {}
+
+func (x *RelayTeardownRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayTeardownRequest.ProtoReflect.Descriptor instead.
+func (*RelayTeardownRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *RelayTeardownRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *RelayTeardownRequest) GetTeardown() []byte {
+	if x != nil {
+		return x.Teardown
+	}
+	return nil
+}
+
+func (x *RelayTeardownRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+// RelayTeardownResponse says whether a running request was cancelled.
+type RelayTeardownResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Cancelled     bool                   `protobuf:"varint,1,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RelayTeardownResponse) Reset() {
+	*x = RelayTeardownResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RelayTeardownResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RelayTeardownResponse) ProtoMessage() {}
+
+func (x *RelayTeardownResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RelayTeardownResponse.ProtoReflect.Descriptor instead.
+func (*RelayTeardownResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *RelayTeardownResponse) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
+}
+
+// IssueKeyRequest asks for a sandbox's first signing key.
+type IssueKeyRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The sandbox's name: [a-z0-9][a-z0-9-]{0,62}.
+	Sandbox       string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueKeyRequest) Reset() {
+	*x = IssueKeyRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueKeyRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueKeyRequest) ProtoMessage() {}
+
+func (x *IssueKeyRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueKeyRequest.ProtoReflect.Descriptor instead.
+func (*IssueKeyRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *IssueKeyRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+// IssueKeyResponse is the key; the server keeps its own copy.
+type IssueKeyResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           *SandboxKey            `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *IssueKeyResponse) Reset() {
+	*x = IssueKeyResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *IssueKeyResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*IssueKeyResponse) ProtoMessage() {}
+
+func (x *IssueKeyResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use IssueKeyResponse.ProtoReflect.Descriptor instead.
+func (*IssueKeyResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *IssueKeyResponse) GetKey() *SandboxKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// RotateKeysRequest replaces signing keys.
+type RotateKeysRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One sandbox, or every sandbox when empty (whose new keys are then not
+	// returned: rotate each to obtain it).
+	Sandbox       string `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeysRequest) Reset() {
+	*x = RotateKeysRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeysRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeysRequest) ProtoMessage() {}
+
+func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeysRequest.ProtoReflect.Descriptor instead.
+func (*RotateKeysRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RotateKeysRequest) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+// RotateKeysResponse lists the sandboxes rotated; key is set when one
+// sandbox was named.
+type RotateKeysResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sandboxes     []string               `protobuf:"bytes,1,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
+	Key           *SandboxKey            `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RotateKeysResponse) Reset() {
+	*x = RotateKeysResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RotateKeysResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RotateKeysResponse) ProtoMessage() {}
+
+func (x *RotateKeysResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RotateKeysResponse.ProtoReflect.Descriptor instead.
+func (*RotateKeysResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RotateKeysResponse) GetSandboxes() []string {
+	if x != nil {
+		return x.Sandboxes
+	}
+	return nil
+}
+
+func (x *RotateKeysResponse) GetKey() *SandboxKey {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+// SandboxKey is a descriptor signing key.
+type SandboxKey struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Sandbox string                 `protobuf:"bytes,1,opt,name=sandbox,proto3" json:"sandbox,omitempty"`
+	// 32 random bytes.
+	Secret        []byte                 `protobuf:"bytes,2,opt,name=secret,proto3" json:"secret,omitempty"`
+	Generation    int32                  `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Created       *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=created,proto3" json:"created,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SandboxKey) Reset() {
+	*x = SandboxKey{}
+	mi := &file_coily_v1_coily_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SandboxKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SandboxKey) ProtoMessage() {}
+
+func (x *SandboxKey) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SandboxKey.ProtoReflect.Descriptor instead.
+func (*SandboxKey) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SandboxKey) GetSandbox() string {
+	if x != nil {
+		return x.Sandbox
+	}
+	return ""
+}
+
+func (x *SandboxKey) GetSecret() []byte {
+	if x != nil {
+		return x.Secret
+	}
+	return nil
+}
+
+func (x *SandboxKey) GetGeneration() int32 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *SandboxKey) GetCreated() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Created
+	}
+	return nil
+}
+
 var File_coily_v1_coily_proto protoreflect.FileDescriptor
 
 const file_coily_v1_coily_proto_rawDesc = "" +
@@ -1839,7 +2329,37 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x14\n" +
 	"\x05roles\x18\x03 \x03(\tR\x05roles\x12 \n" +
 	"\vpermissions\x18\x04 \x03(\tR\vpermissions\x12\x12\n" +
-	"\x04peer\x18\x05 \x01(\tR\x04peer*F\n" +
+	"\x04peer\x18\x05 \x01(\tR\x04peer\"R\n" +
+	"\fRelayRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
+	"\arequest\x18\x02 \x01(\fR\arequest\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\";\n" +
+	"\rRelayResponse\x12\x1a\n" +
+	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\"\\\n" +
+	"\x14RelayTeardownRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
+	"\bteardown\x18\x02 \x01(\fR\bteardown\x12\x0e\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"5\n" +
+	"\x15RelayTeardownResponse\x12\x1c\n" +
+	"\tcancelled\x18\x01 \x01(\bR\tcancelled\"+\n" +
+	"\x0fIssueKeyRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\":\n" +
+	"\x10IssueKeyResponse\x12&\n" +
+	"\x03key\x18\x01 \x01(\v2\x14.coily.v1.SandboxKeyR\x03key\"-\n" +
+	"\x11RotateKeysRequest\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\"Z\n" +
+	"\x12RotateKeysResponse\x12\x1c\n" +
+	"\tsandboxes\x18\x01 \x03(\tR\tsandboxes\x12&\n" +
+	"\x03key\x18\x02 \x01(\v2\x14.coily.v1.SandboxKeyR\x03key\"\x94\x01\n" +
+	"\n" +
+	"SandboxKey\x12\x18\n" +
+	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x16\n" +
+	"\x06secret\x18\x02 \x01(\fR\x06secret\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x03 \x01(\x05R\n" +
+	"generation\x124\n" +
+	"\acreated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\acreated*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -1855,7 +2375,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_APPROVE\x10\x01\x12\x10\n" +
-	"\fVERDICT_DENY\x10\x022\xde\x04\n" +
+	"\fVERDICT_DENY\x10\x022\xf6\x06\n" +
 	"\fCoilyService\x127\n" +
 	"\x04Exec\x12\x15.coily.v1.ExecRequest\x1a\x16.coily.v1.ExecResponse0\x01\x12>\n" +
 	"\aLockout\x12\x18.coily.v1.LockoutRequest\x1a\x19.coily.v1.LockoutResponse\x12;\n" +
@@ -1865,7 +2385,12 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x06Status\x12\x17.coily.v1.StatusRequest\x1a\x18.coily.v1.StatusResponse\x12P\n" +
 	"\rListApprovals\x12\x1e.coily.v1.ListApprovalsRequest\x1a\x1f.coily.v1.ListApprovalsResponse\x12U\n" +
 	"\x0eWatchApprovals\x12\x1f.coily.v1.WatchApprovalsRequest\x1a .coily.v1.WatchApprovalsResponse0\x01\x12;\n" +
-	"\x06Decide\x12\x17.coily.v1.DecideRequest\x1a\x18.coily.v1.DecideResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
+	"\x06Decide\x12\x17.coily.v1.DecideRequest\x1a\x18.coily.v1.DecideResponse\x128\n" +
+	"\x05Relay\x12\x16.coily.v1.RelayRequest\x1a\x17.coily.v1.RelayResponse\x12P\n" +
+	"\rRelayTeardown\x12\x1e.coily.v1.RelayTeardownRequest\x1a\x1f.coily.v1.RelayTeardownResponse\x12A\n" +
+	"\bIssueKey\x12\x19.coily.v1.IssueKeyRequest\x1a\x1a.coily.v1.IssueKeyResponse\x12G\n" +
+	"\n" +
+	"RotateKeys\x12\x1b.coily.v1.RotateKeysRequest\x1a\x1c.coily.v1.RotateKeysResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
 
 var (
 	file_coily_v1_coily_proto_rawDescOnce sync.Once
@@ -1880,7 +2405,7 @@ func file_coily_v1_coily_proto_rawDescGZIP() []byte {
 }
 
 var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_coily_v1_coily_proto_goTypes = []any{
 	(Stream)(0),                    // 0: coily.v1.Stream
 	(ApprovalState)(0),             // 1: coily.v1.ApprovalState
@@ -1909,19 +2434,28 @@ var file_coily_v1_coily_proto_goTypes = []any{
 	(*DecideResponse)(nil),         // 24: coily.v1.DecideResponse
 	(*StopState)(nil),              // 25: coily.v1.StopState
 	(*Caller)(nil),                 // 26: coily.v1.Caller
-	nil,                            // 27: coily.v1.ExecRequest.EnvEntry
-	(*durationpb.Duration)(nil),    // 28: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 29: google.protobuf.Timestamp
+	(*RelayRequest)(nil),           // 27: coily.v1.RelayRequest
+	(*RelayResponse)(nil),          // 28: coily.v1.RelayResponse
+	(*RelayTeardownRequest)(nil),   // 29: coily.v1.RelayTeardownRequest
+	(*RelayTeardownResponse)(nil),  // 30: coily.v1.RelayTeardownResponse
+	(*IssueKeyRequest)(nil),        // 31: coily.v1.IssueKeyRequest
+	(*IssueKeyResponse)(nil),       // 32: coily.v1.IssueKeyResponse
+	(*RotateKeysRequest)(nil),      // 33: coily.v1.RotateKeysRequest
+	(*RotateKeysResponse)(nil),     // 34: coily.v1.RotateKeysResponse
+	(*SandboxKey)(nil),             // 35: coily.v1.SandboxKey
+	nil,                            // 36: coily.v1.ExecRequest.EnvEntry
+	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
 }
 var file_coily_v1_coily_proto_depIdxs = []int32{
-	28, // 0: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
-	27, // 1: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
+	37, // 0: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
+	36, // 1: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
 	5,  // 2: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
 	6,  // 3: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
 	7,  // 4: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
 	18, // 5: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
 	0,  // 6: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
-	28, // 7: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
+	37, // 7: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
 	25, // 8: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
 	25, // 9: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
 	25, // 10: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
@@ -1929,38 +2463,49 @@ var file_coily_v1_coily_proto_depIdxs = []int32{
 	25, // 12: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
 	25, // 13: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
 	26, // 14: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
-	29, // 15: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	29, // 16: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	29, // 17: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	38, // 15: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	38, // 16: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	38, // 17: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 18: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
 	18, // 19: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
 	18, // 20: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
 	2,  // 21: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
 	18, // 22: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
-	29, // 23: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
-	3,  // 24: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
-	8,  // 25: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
-	10, // 26: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
-	12, // 27: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
-	14, // 28: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
-	16, // 29: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
-	19, // 30: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
-	21, // 31: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
-	23, // 32: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
-	4,  // 33: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	9,  // 34: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	11, // 35: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	13, // 36: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	15, // 37: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	17, // 38: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	20, // 39: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
-	22, // 40: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
-	24, // 41: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
-	33, // [33:42] is the sub-list for method output_type
-	24, // [24:33] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	38, // 23: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	35, // 24: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
+	35, // 25: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
+	38, // 26: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
+	3,  // 27: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
+	8,  // 28: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
+	10, // 29: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
+	12, // 30: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
+	14, // 31: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
+	16, // 32: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
+	19, // 33: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
+	21, // 34: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
+	23, // 35: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
+	27, // 36: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
+	29, // 37: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
+	31, // 38: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
+	33, // 39: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
+	4,  // 40: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
+	9,  // 41: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
+	11, // 42: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
+	13, // 43: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
+	15, // 44: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
+	17, // 45: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
+	20, // 46: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
+	22, // 47: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
+	24, // 48: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
+	28, // 49: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
+	30, // 50: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
+	32, // 51: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
+	34, // 52: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
+	40, // [40:53] is the sub-list for method output_type
+	27, // [27:40] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_coily_v1_coily_proto_init() }
@@ -1980,7 +2525,7 @@ func file_coily_v1_coily_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coily_v1_coily_proto_rawDesc), len(file_coily_v1_coily_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,10 @@ const (
 	CoilyService_ListApprovals_FullMethodName  = "/coily.v1.CoilyService/ListApprovals"
 	CoilyService_WatchApprovals_FullMethodName = "/coily.v1.CoilyService/WatchApprovals"
 	CoilyService_Decide_FullMethodName         = "/coily.v1.CoilyService/Decide"
+	CoilyService_Relay_FullMethodName          = "/coily.v1.CoilyService/Relay"
+	CoilyService_RelayTeardown_FullMethodName  = "/coily.v1.CoilyService/RelayTeardown"
+	CoilyService_IssueKey_FullMethodName       = "/coily.v1.CoilyService/IssueKey"
+	CoilyService_RotateKeys_FullMethodName     = "/coily.v1.CoilyService/RotateKeys"
 )
 
 // CoilyServiceClient is the client API for CoilyService service.
@@ -73,6 +77,20 @@ type CoilyServiceClient interface {
 	// Decide approves or denies a pending approval. The requester may never
 	// decide its own request.
 	Decide(ctx context.Context, in *DecideRequest, opts ...grpc.CallOption) (*DecideResponse, error)
+	// Relay runs a signed request descriptor written by a network-less
+	// sandbox, relayed by a bridge (docs/protocol.md). The server checks that
+	// the caller may relay for the sandbox, the signature, freshness and
+	// nonce, then runs it through the Exec pipeline exactly once: a relay
+	// repeated with the same id gets the recorded answer (or waits for the
+	// running one). The answer is the response file's content; refusals are
+	// carried inside it, not as an error status.
+	Relay(ctx context.Context, in *RelayRequest, opts ...grpc.CallOption) (*RelayResponse, error)
+	// RelayTeardown cancels a relayed request (a signed teardown file).
+	RelayTeardown(ctx context.Context, in *RelayTeardownRequest, opts ...grpc.CallOption) (*RelayTeardownResponse, error)
+	// IssueKey issues the first signing key of a sandbox.
+	IssueKey(ctx context.Context, in *IssueKeyRequest, opts ...grpc.CallOption) (*IssueKeyResponse, error)
+	// RotateKeys replaces one sandbox's signing key, or every sandbox's.
+	RotateKeys(ctx context.Context, in *RotateKeysRequest, opts ...grpc.CallOption) (*RotateKeysResponse, error)
 }
 
 type coilyServiceClient struct {
@@ -191,6 +209,46 @@ func (c *coilyServiceClient) Decide(ctx context.Context, in *DecideRequest, opts
 	return out, nil
 }
 
+func (c *coilyServiceClient) Relay(ctx context.Context, in *RelayRequest, opts ...grpc.CallOption) (*RelayResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RelayResponse)
+	err := c.cc.Invoke(ctx, CoilyService_Relay_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coilyServiceClient) RelayTeardown(ctx context.Context, in *RelayTeardownRequest, opts ...grpc.CallOption) (*RelayTeardownResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RelayTeardownResponse)
+	err := c.cc.Invoke(ctx, CoilyService_RelayTeardown_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coilyServiceClient) IssueKey(ctx context.Context, in *IssueKeyRequest, opts ...grpc.CallOption) (*IssueKeyResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(IssueKeyResponse)
+	err := c.cc.Invoke(ctx, CoilyService_IssueKey_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *coilyServiceClient) RotateKeys(ctx context.Context, in *RotateKeysRequest, opts ...grpc.CallOption) (*RotateKeysResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RotateKeysResponse)
+	err := c.cc.Invoke(ctx, CoilyService_RotateKeys_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoilyServiceServer is the server API for CoilyService service.
 // All implementations must embed UnimplementedCoilyServiceServer
 // for forward compatibility.
@@ -223,6 +281,20 @@ type CoilyServiceServer interface {
 	// Decide approves or denies a pending approval. The requester may never
 	// decide its own request.
 	Decide(context.Context, *DecideRequest) (*DecideResponse, error)
+	// Relay runs a signed request descriptor written by a network-less
+	// sandbox, relayed by a bridge (docs/protocol.md). The server checks that
+	// the caller may relay for the sandbox, the signature, freshness and
+	// nonce, then runs it through the Exec pipeline exactly once: a relay
+	// repeated with the same id gets the recorded answer (or waits for the
+	// running one). The answer is the response file's content; refusals are
+	// carried inside it, not as an error status.
+	Relay(context.Context, *RelayRequest) (*RelayResponse, error)
+	// RelayTeardown cancels a relayed request (a signed teardown file).
+	RelayTeardown(context.Context, *RelayTeardownRequest) (*RelayTeardownResponse, error)
+	// IssueKey issues the first signing key of a sandbox.
+	IssueKey(context.Context, *IssueKeyRequest) (*IssueKeyResponse, error)
+	// RotateKeys replaces one sandbox's signing key, or every sandbox's.
+	RotateKeys(context.Context, *RotateKeysRequest) (*RotateKeysResponse, error)
 	mustEmbedUnimplementedCoilyServiceServer()
 }
 
@@ -259,6 +331,18 @@ func (UnimplementedCoilyServiceServer) WatchApprovals(*WatchApprovalsRequest, gr
 }
 func (UnimplementedCoilyServiceServer) Decide(context.Context, *DecideRequest) (*DecideResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decide not implemented")
+}
+func (UnimplementedCoilyServiceServer) Relay(context.Context, *RelayRequest) (*RelayResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Relay not implemented")
+}
+func (UnimplementedCoilyServiceServer) RelayTeardown(context.Context, *RelayTeardownRequest) (*RelayTeardownResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RelayTeardown not implemented")
+}
+func (UnimplementedCoilyServiceServer) IssueKey(context.Context, *IssueKeyRequest) (*IssueKeyResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method IssueKey not implemented")
+}
+func (UnimplementedCoilyServiceServer) RotateKeys(context.Context, *RotateKeysRequest) (*RotateKeysResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RotateKeys not implemented")
 }
 func (UnimplementedCoilyServiceServer) mustEmbedUnimplementedCoilyServiceServer() {}
 func (UnimplementedCoilyServiceServer) testEmbeddedByValue()                      {}
@@ -429,6 +513,78 @@ func _CoilyService_Decide_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoilyService_Relay_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RelayRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).Relay(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_Relay_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).Relay(ctx, req.(*RelayRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoilyService_RelayTeardown_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RelayTeardownRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).RelayTeardown(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_RelayTeardown_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).RelayTeardown(ctx, req.(*RelayTeardownRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoilyService_IssueKey_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(IssueKeyRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).IssueKey(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_IssueKey_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).IssueKey(ctx, req.(*IssueKeyRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CoilyService_RotateKeys_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RotateKeysRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).RotateKeys(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_RotateKeys_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).RotateKeys(ctx, req.(*RotateKeysRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoilyService_ServiceDesc is the grpc.ServiceDesc for CoilyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -463,6 +619,22 @@ var CoilyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decide",
 			Handler:    _CoilyService_Decide_Handler,
+		},
+		{
+			MethodName: "Relay",
+			Handler:    _CoilyService_Relay_Handler,
+		},
+		{
+			MethodName: "RelayTeardown",
+			Handler:    _CoilyService_RelayTeardown_Handler,
+		},
+		{
+			MethodName: "IssueKey",
+			Handler:    _CoilyService_IssueKey_Handler,
+		},
+		{
+			MethodName: "RotateKeys",
+			Handler:    _CoilyService_RotateKeys_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,45 @@
+package descriptor
+
+import (
+	"path/filepath"
+	"regexp"
+)
+
+// The layout of a shared folder (a "mount"): everything lives under
+// DirName, in four directories.
+const (
+	DirName = ".coily"
+	// RequestsDir holds request descriptors, moved in whole by rename.
+	RequestsDir = "requests"
+	// ResponsesDir holds the bridge's answers, one per request id.
+	ResponsesDir = "responses"
+	// TeardownsDir holds teardowns, moved in whole by rename.
+	TeardownsDir = "teardowns"
+	// TmpDir is where writers prepare files before renaming them into
+	// place; the bridge never reads it.
+	TmpDir = "tmp"
+)
+
+// Dirs lists the directories under DirName.
+var Dirs = []string{RequestsDir, ResponsesDir, TeardownsDir, TmpDir}
+
+// namePattern is the file-name grammar of requests/, responses/ and
+// teardowns/: the request id (a lower-case UUID) and an extension.
+var namePattern = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.(json|yaml)$`)
+
+// IDFromName returns the request id a file name carries, or false when the
+// name is outside the grammar.
+func IDFromName(name string) (string, bool) {
+	m := namePattern.FindStringSubmatch(name)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
+}
+
+// FileName is the name of the file for request id in requests/, responses/
+// or teardowns/.
+func FileName(id string) string { return id + ".json" }
+
+// Path joins a mount, one of the directories and a name.
+func Path(mount, dir, name string) string { return filepath.Join(mount, DirName, dir, name) }

@@ -1,0 +1,214 @@
+// Package vaulttest starts a real Vault dev server for tests.
+//
+// The server is bin/vaultdev (built by scripts/vaultdev.sh from the nested
+// module integration/vault: the real Vault core serving its real HTTP API
+// on loopback, with KV v2 at secret/ and AppRole available), started once
+// per Start and killed at the test's cleanup. COILY_VAULTDEV names another
+// vaultdev binary. Without one, a server given by VAULT_ADDR and
+// VAULT_TOKEN (a `vault server -dev` or `bao server -dev`) is used instead;
+// without either the test is skipped, or fails under CI=true.
+package vaulttest
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/vault/api"
+)
+
+// Hint is what to do when no Vault server is available.
+const Hint = "vaultdev not built: run scripts/vaultdev.sh"
+
+// startTimeout bounds vaultdev's start (the JSON line).
+const startTimeout = 60 * time.Second
+
+// Server is a running Vault dev server.
+type Server struct {
+	Addr      string // "http://127.0.0.1:PORT"
+	RootToken string
+}
+
+// Start starts a vaultdev server for t (or uses VAULT_ADDR/VAULT_TOKEN's
+// server) and stops it at t's cleanup.
+func Start(t testing.TB) *Server {
+	t.Helper()
+	bin := Binary()
+	if bin == "" {
+		if s := fromEnv(); s != nil {
+			return s
+		}
+		if os.Getenv("CI") == "true" {
+			t.Fatal(Hint)
+		}
+		t.Skip(Hint)
+	}
+	s, err := start(t, bin)
+	if err != nil {
+		t.Fatalf("vaultdev: %v", err)
+	}
+	return s
+}
+
+// fromEnv returns the server VAULT_ADDR and VAULT_TOKEN name, if both
+// are set.
+func fromEnv() *Server {
+	addr, token := os.Getenv("VAULT_ADDR"), os.Getenv("VAULT_TOKEN")
+	if addr == "" || token == "" {
+		return nil
+	}
+	return &Server{Addr: addr, RootToken: token}
+}
+
+// Binary returns the vaultdev binary to run: $COILY_VAULTDEV, else
+// <module root>/bin/vaultdev if it exists, else "".
+func Binary() string {
+	if p := os.Getenv("COILY_VAULTDEV"); p != "" {
+		return p
+	}
+	root, err := moduleRoot()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(root, "bin", "vaultdev")
+	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
+		return ""
+	}
+	return p
+}
+
+// moduleRoot walks up from the working directory to the directory whose
+// go.mod declares module coily.dev/coily.
+func moduleRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declares(string(b), "coily.dev/coily") {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("module coily.dev/coily not found above the working directory")
+		}
+		dir = parent
+	}
+}
+
+func declares(gomod, module string) bool {
+	for _, line := range strings.Split(gomod, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == module {
+			return true
+		}
+	}
+	return false
+}
+
+func start(t testing.TB, bin string) (*Server, error) {
+	cmd := exec.Command(bin)
+	setPdeathsig(cmd)
+	stdin, err := cmd.StdinPipe() // vaultdev exits when it reaches EOF
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	cmd.Stderr = &tail{max: 8 << 10}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = stdin.Close()
+		_ = cmd.Wait()
+	})
+
+	type result struct {
+		s   *Server
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		line, err := bufio.NewReader(stdout).ReadString('\n')
+		if err != nil {
+			ch <- result{err: fmt.Errorf("reading its address: %v", err)}
+			return
+		}
+		var s struct {
+			Addr      string `json:"addr"`
+			RootToken string `json:"root_token"`
+		}
+		if err := json.Unmarshal([]byte(line), &s); err != nil || s.Addr == "" || s.RootToken == "" {
+			ch <- result{err: fmt.Errorf("unexpected first line %q", strings.TrimSpace(line))}
+			return
+		}
+		go func() { _, _ = io.Copy(io.Discard, stdout) }()
+		ch <- result{s: &Server{Addr: s.Addr, RootToken: s.RootToken}}
+	}()
+	timer := time.NewTimer(startTimeout)
+	defer timer.Stop()
+	select {
+	case r := <-ch:
+		if r.err != nil {
+			_ = cmd.Process.Kill()
+			return nil, fmt.Errorf("%s: %v; stderr: %s", bin, r.err, cmd.Stderr.(*tail).String())
+		}
+		return r.s, nil
+	case <-timer.C:
+		_ = cmd.Process.Kill()
+		return nil, fmt.Errorf("%s did not start within %s; stderr: %s", bin, startTimeout, cmd.Stderr.(*tail).String())
+	}
+}
+
+// Client returns an API client for s authenticated with token ("" for
+// none). It ignores the VAULT_* environment.
+func (s *Server) Client(t testing.TB, token string) *api.Client {
+	t.Helper()
+	conf := &api.Config{Address: s.Addr, MaxRetries: 0, Timeout: 30 * time.Second}
+	c, err := api.NewClient(conf)
+	if err != nil {
+		t.Fatalf("vault client: %v", err)
+	}
+	c.ClearNamespace()
+	c.SetToken(token)
+	if token == "" {
+		c.ClearToken()
+	}
+	return c
+}
+
+// tail keeps the last max bytes written to it.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (w *tail) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.b = append(w.b, p...)
+	if len(w.b) > w.max {
+		w.b = w.b[len(w.b)-w.max:]
+	}
+	return len(p), nil
+}
+
+func (w *tail) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.TrimSpace(string(w.b))
+}

@@ -1,0 +1,146 @@
+package keystore
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// refCases are ParseRef's table and FuzzParseRef's seeds; a zero want
+// means the reference is refused.
+var refCases = []struct {
+	in   string
+	want Ref
+}{
+	{"vault:secret/coily/github#token", Ref{BackendVault, "secret/coily/github", "token"}},
+	{"vault:kv#f", Ref{BackendVault, "kv", "f"}},
+	{"vault:a.b/c_d/e-f/1#field/with:colons=and/slashes", Ref{BackendVault, "a.b/c_d/e-f/1", "field/with:colons=and/slashes"}},
+	{"vault:a/...#f", Ref{BackendVault, "a/...", "f"}},
+	{"keychain:coily/github", Ref{BackendKeychain, "coily", "github"}},
+	{"keychain:svc/acct/more", Ref{BackendKeychain, "svc", "acct/more"}},
+	{"keychain:com.example.svc/user@example.com", Ref{BackendKeychain, "com.example.svc", "user@example.com"}},
+	{"keychain:dienst/konto-ä", Ref{BackendKeychain, "dienst", "konto-ä"}},
+	{"file:github", Ref{BackendFile, "github", ""}},
+	{"file:npm.token_2-x", Ref{BackendFile, "npm.token_2-x", ""}},
+	{"file:...", Ref{BackendFile, "...", ""}},
+
+	{"", Ref{}},
+	{":", Ref{}},
+	{"github", Ref{}},
+	{"secret/coily/github#token", Ref{}},
+	{"s3:bucket/key", Ref{}},
+	{"VAULT:secret/a#b", Ref{}},
+	{" vault:secret/a#b", Ref{}},
+	{"vault:secret/a#b ", Ref{}},
+	{"vault:", Ref{}},
+	{"vault:secret", Ref{}},
+	{"vault:#f", Ref{}},
+	{"vault:a#", Ref{}},
+	{"vault:a#b#c", Ref{}},
+	{"vault:a/../b#f", Ref{}},
+	{"vault:../b#f", Ref{}},
+	{"vault:a/./b#f", Ref{}},
+	{"vault:a//b#f", Ref{}},
+	{"vault:/a#f", Ref{}},
+	{"vault:a/#f", Ref{}},
+	{"vault:a b#f", Ref{}},
+	{"vault:a#f g", Ref{}},
+	{"vault:a\tb#f", Ref{}},
+	{"vault:a#f\n", Ref{}},
+	{"vault:a#f\x00", Ref{}},
+	{"vault:a#f\x7f", Ref{}},
+	{"vault:a#f\u0085", Ref{}},
+	{"vault:a#f\xff", Ref{}},
+	{"vault:a\\b#f", Ref{}},
+	{"vault:ä#f", Ref{}},
+	{"vault:a%2F..#f", Ref{}},
+	{"vault:secret/" + strings.Repeat("a", 1100) + "#f", Ref{}},
+	{"keychain:", Ref{}},
+	{"keychain:svc", Ref{}},
+	{"keychain:svc/", Ref{}},
+	{"keychain:/acct", Ref{}},
+	{"keychain:/", Ref{}},
+	{"keychain:svc acct/x", Ref{}},
+	{"keychain:svc/\x1b[31m", Ref{}},
+	{"file:", Ref{}},
+	{"file:../x", Ref{}},
+	{"file:..", Ref{}},
+	{"file:.", Ref{}},
+	{"file:a/b", Ref{}},
+	{"file:/etc/passwd", Ref{}},
+	{"file:a#b", Ref{}},
+	{"file:a b", Ref{}},
+	{"file:ä", Ref{}},
+	{"file:a\x00", Ref{}},
+	{"file:" + strings.Repeat("a", 1020), Ref{}}, // 1025 bytes
+}
+
+func TestParseRef(t *testing.T) {
+	for _, tc := range refCases {
+		got, err := ParseRef(tc.in)
+		switch {
+		case tc.want == (Ref{}) && err == nil:
+			t.Errorf("ParseRef(%q) = %#v, want an error", tc.in, got)
+		case tc.want != (Ref{}) && err != nil:
+			t.Errorf("ParseRef(%q): %v", tc.in, err)
+		case err == nil && got != tc.want:
+			t.Errorf("ParseRef(%q) = %#v, want %#v", tc.in, got, tc.want)
+		case err != nil && got != (Ref{}):
+			t.Errorf("ParseRef(%q) = %#v with an error", tc.in, got)
+		case err == nil && got.String() != tc.in:
+			t.Errorf("ParseRef(%q).String() = %q", tc.in, got.String())
+		}
+		if err != nil && !utf8.ValidString(err.Error()) {
+			t.Errorf("ParseRef(%q): error %q is not valid UTF-8", tc.in, err)
+		}
+	}
+	// Exactly the limit is fine.
+	long := "file:" + strings.Repeat("a", maxRefLen-len("file:"))
+	if _, err := ParseRef(long); err != nil {
+		t.Errorf("ParseRef of %d bytes: %v", len(long), err)
+	}
+}
+
+func FuzzParseRef(f *testing.F) {
+	for _, tc := range refCases {
+		f.Add(tc.in)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		r, err := ParseRef(s)
+		if err != nil {
+			if r != (Ref{}) {
+				t.Fatalf("ParseRef(%q) = %#v with an error", s, r)
+			}
+			return
+		}
+		if len(s) > maxRefLen || !utf8.ValidString(s) || strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
+			t.Fatalf("ParseRef(%q) accepted", s)
+		}
+		if r.String() != s {
+			t.Fatalf("ParseRef(%q).String() = %q", s, r.String())
+		}
+		again, err := ParseRef(r.String())
+		if err != nil || again != r {
+			t.Fatalf("ParseRef(%q) = %#v, then %#v, %v", s, r, again, err)
+		}
+		switch r.Backend {
+		case BackendVault, BackendKeychain:
+			if r.Path == "" || r.Field == "" {
+				t.Fatalf("ParseRef(%q) = %#v: empty part", s, r)
+			}
+		case BackendFile:
+			if !validName([]byte(r.Path)) || r.Path == "." || r.Path == ".." || r.Field != "" {
+				t.Fatalf("ParseRef(%q) = %#v", s, r)
+			}
+		default:
+			t.Fatalf("ParseRef(%q): backend %q", s, r.Backend)
+		}
+		if r.Backend == BackendVault {
+			for seg := range strings.SplitSeq(r.Path, "/") {
+				if seg == "" || seg == "." || seg == ".." || !validName([]byte(seg)) {
+					t.Fatalf("ParseRef(%q): path segment %q", s, seg)
+				}
+			}
+		}
+	})
+}

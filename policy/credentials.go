@@ -1,0 +1,56 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"coily.dev/coily/keystore"
+)
+
+// reservedEnv are the variables the server sets in every child's
+// environment; a credential may not take their place.
+var reservedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM",
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+
+// ruleCredentials reads `credentials:`, a map from the child's environment
+// variable to a credential reference (keystore.ParseRef).
+func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
+	n := &rf.Credentials
+	if n.Kind == 0 {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		b.failAt(rn.at("credentials"), "rule %q: credentials must map environment variables to references", r.Name)
+		return
+	}
+	r.Credentials = map[string]keystore.Ref{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		name := k.Value
+		switch {
+		case k.Kind != yaml.ScalarNode || !envNamePattern.MatchString(name):
+			b.failAt(k, "rule %q: bad credential variable name %q", r.Name, name)
+			continue
+		case slices.Contains(reservedEnv, name) || strings.HasPrefix(name, "LC_"):
+			b.failAt(k, "rule %q: credential variable %s is set by the server", r.Name, name)
+			continue
+		case slices.Contains(r.Env, name):
+			b.failAt(k, "rule %q: %s is both a credential and a variable callers may pass", r.Name, name)
+			continue
+		case r.Credentials[name] != (keystore.Ref{}):
+			b.failAt(k, "rule %q: duplicate credential %s", r.Name, name)
+			continue
+		case v.Kind != yaml.ScalarNode || v.Tag != "!!str":
+			b.failAt(v, "rule %q: credential %s: want a reference such as vault:secret/coily/github#token", r.Name, name)
+			continue
+		}
+		ref, err := keystore.ParseRef(v.Value)
+		if err != nil {
+			b.failAt(v, "rule %q: credential %s: %v", r.Name, name, err)
+			continue
+		}
+		r.Credentials[name] = ref
+	}
+}

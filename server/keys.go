@@ -1,0 +1,109 @@
+package server
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"strings"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"coily.dev/coily/descriptor"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
+)
+
+// IssueKey issues a sandbox's first descriptor signing key. A sandbox that
+// has one is refused: RotateKeys replaces it.
+func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*coilyv1.IssueKeyResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	name := req.GetSandbox()
+	if !policy.SandboxNamePattern.MatchString(name) {
+		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox name must match %s", policy.SandboxNamePattern))
+	}
+	switch _, err := s.cfg.Store.Key(name); {
+	case err == nil:
+		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
+	case !errors.Is(err, store.ErrNotFound):
+		return nil, s.refuseControl(ctx, c, "key.issue", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))
+	}
+	keys, err := s.replaceKeys(ctx, c, "key.issue", []string{name})
+	if err != nil {
+		return nil, err
+	}
+	return &coilyv1.IssueKeyResponse{Key: keyProto(keys[0])}, nil
+}
+
+// RotateKeys replaces one sandbox's key, or every sandbox's.
+func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest) (*coilyv1.RotateKeysResponse, error) {
+	c, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	if name := req.GetSandbox(); name != "" {
+		if !policy.SandboxNamePattern.MatchString(name) {
+			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.New(refusal.BadRequest, "sandbox name must match %s", policy.SandboxNamePattern))
+		}
+		names = []string{name}
+	} else if names, err = s.sandboxNames(); err != nil {
+		return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))
+	}
+	keys, err := s.replaceKeys(ctx, c, "key.rotate", names)
+	if err != nil {
+		return nil, err
+	}
+	resp := &coilyv1.RotateKeysResponse{Sandboxes: names}
+	if req.GetSandbox() != "" {
+		resp.Key = keyProto(keys[0])
+	}
+	return resp, nil
+}
+
+// replaceKeys stores fresh keys for the sandboxes and audits it.
+func (s *Server) replaceKeys(ctx context.Context, c Caller, event string, names []string) ([]store.Key, error) {
+	keys, err := s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
+	rec := controlRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
+	rec.Details = map[string]string{"sandboxes": joinNames(names)}
+	if err := s.recordControl(ctx, rec, "allow", err); err != nil {
+		return nil, err
+	}
+	return keys, nil
+}
+
+// rotateAllKeys replaces every key on Lockout: no descriptor signed
+// before it verifies after.
+func (s *Server) rotateAllKeys() error {
+	names, err := s.sandboxNames()
+	if err != nil || len(names) == 0 {
+		return err
+	}
+	_, err = s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
+	return err
+}
+
+func (s *Server) sandboxNames() ([]string, error) {
+	keys, err := s.cfg.Store.Keys()
+	names := make([]string, 0, len(keys))
+	for _, k := range keys {
+		names = append(names, k.Sandbox)
+	}
+	return names, err
+}
+
+func newKey(string) ([]byte, error) {
+	k := make([]byte, descriptor.KeySize)
+	_, err := rand.Read(k)
+	return k, err
+}
+
+func keyProto(k store.Key) *coilyv1.SandboxKey {
+	return &coilyv1.SandboxKey{Sandbox: k.Sandbox, Secret: k.Secret, Generation: int32(k.Generation), Created: timestamppb.New(k.Created)}
+}
+
+func joinNames(names []string) string { return strings.Join(names, ",") }

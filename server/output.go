@@ -1,0 +1,85 @@
+package server
+
+import (
+	"bytes"
+	"errors"
+
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/scrub"
+)
+
+// output forwards a command's output to the caller, scrubbed of the
+// injected credentials when there are any (step 10). Each stream has its
+// own scrub.Writer, so a value split across two reads of one stream is
+// still redacted; the writers hold back at most the longest form's length
+// less one byte.
+type output struct {
+	set  *scrub.Set
+	send func(chunk) error
+	w    map[coilyv1.Stream]*scrub.Writer
+}
+
+func newOutput(set *scrub.Set, send func(chunk) error) *output {
+	o := &output{set: set, send: send}
+	if set == nil || set.MaxLen() == 0 {
+		return o
+	}
+	o.w = map[coilyv1.Stream]*scrub.Writer{}
+	for _, st := range []coilyv1.Stream{coilyv1.Stream_STREAM_STDOUT, coilyv1.Stream_STREAM_STDERR} {
+		o.w[st] = set.NewWriter(streamWriter{st, send})
+	}
+	return o
+}
+
+// emit is runCommand's emit function.
+func (o *output) emit(c chunk) error {
+	if o.w == nil {
+		return o.send(c)
+	}
+	_, err := o.w[c.stream].Write(c.data)
+	return err
+}
+
+// finish flushes what the writers held back and scrubs the run's refusal,
+// whose message may quote the command's stderr (a sandbox set-up failure).
+func (o *output) finish(runErr error) error {
+	if o.w == nil {
+		return runErr
+	}
+	var flushErr error
+	for _, st := range []coilyv1.Stream{coilyv1.Stream_STREAM_STDOUT, coilyv1.Stream_STREAM_STDERR} {
+		flushErr = errors.Join(flushErr, o.w[st].Flush())
+	}
+	if runErr != nil {
+		r := refusal.As(runErr)
+		scrubbed := &refusal.Error{Code: r.Code, Msg: o.set.RedactString(r.Msg), RetryAfter: r.RetryAfter}
+		if r.Detail != nil {
+			scrubbed.Detail = errors.New(o.set.RedactString(r.Detail.Error()))
+		}
+		return scrubbed
+	}
+	if flushErr != nil {
+		return refusal.Wrap(refusal.Internal, flushErr, "caller went away")
+	}
+	return nil
+}
+
+// streamWriter sends what a scrub.Writer lets through as chunks of one
+// stream.
+type streamWriter struct {
+	stream coilyv1.Stream
+	send   func(chunk) error
+}
+
+func (w streamWriter) Write(p []byte) (int, error) {
+	total := len(p)
+	for len(p) > 0 {
+		n := min(len(p), chunkSize)
+		if err := w.send(chunk{stream: w.stream, data: bytes.Clone(p[:n])}); err != nil {
+			return 0, err
+		}
+		p = p[n:]
+	}
+	return total, nil
+}

@@ -1,0 +1,356 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"coily.dev/coily/descriptor"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
+)
+
+// Freshness: a descriptor is accepted when its created_at is at most
+// RelayMaxAge old and at most RelayMaxSkew in the future.
+const (
+	RelayMaxAge  = 5 * time.Minute
+	RelayMaxSkew = time.Minute
+	// relayMaxOutput caps each stream carried in a response.
+	relayMaxOutput = 1 << 20
+	// relayParsers bounds the descriptors parsed at once: a hostile YAML
+	// file costs up to a CPU-second to refuse.
+	relayParsers = 2
+)
+
+var errTeardown = errors.New("cancelled by a teardown")
+
+// flight is a relayed request being answered by this server: a second
+// relay of the same id waits for it instead of running it again.
+type flight struct {
+	sandbox string
+	hash    string
+	done    chan struct{}
+	resp    []byte
+	cancel  context.CancelCauseFunc
+}
+
+// Relay implements the descriptor path: DESIGN §4 step 4, then the Exec
+// pipeline, exactly once per request id.
+func (s *Server) Relay(ctx context.Context, req *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
+	bridge, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.mayRelay(ctx, bridge, req.GetSandbox(), "relay"); err != nil {
+		return nil, err
+	}
+	if _, ok := descriptor.IDFromName(descriptor.FileName(req.GetId())); !ok {
+		return nil, s.refuseControl(ctx, bridge, "relay", refusal.New(refusal.BadRequest, "id must be a lower-case UUID"))
+	}
+	id, resp := s.relay(ctx, bridge, s.policyFrom(ctx), req.GetSandbox(), req.GetId(), req.GetRequest())
+	return &coilyv1.RelayResponse{Response: resp, Id: id}, nil
+}
+
+// mayRelay checks that the bridge may relay for the sandbox (audited when
+// not).
+func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event string) error {
+	var err error
+	switch pol := s.policyFrom(ctx); {
+	case !policy.SandboxNamePattern.MatchString(sandbox):
+		err = refusal.New(refusal.BadRequest, "sandbox name must match %s", policy.SandboxNamePattern)
+	case !pol.MayRelay(bridge.Subject(), sandbox):
+		err = refusal.New(refusal.PermissionDenied, "%s may not relay for sandbox %q", bridge.Principal, sandbox)
+	default:
+		return nil
+	}
+	return s.refuseControl(ctx, bridge, event, err)
+}
+
+// relay answers one descriptor with the bytes of its response file.
+func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (string, []byte) {
+	x := &execution{caller: Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
+		Peer: "bridge " + bridge.Principal + " " + bridge.Peer}, req: &coilyv1.ExecRequest{}, policy: pol,
+		method: coilyv1.CoilyService_Relay_FullMethodName}
+	d, canon, err := s.parseRequest(raw)
+	if err != nil {
+		x.id = fileID
+		return fileID, s.relayRefusal(ctx, x, fileID, err)
+	}
+	x.id = d.ID
+	if d.ID != fileID {
+		return fileID, s.relayRefusal(ctx, x, fileID, refusal.New(refusal.BadRequest, "file named %q carries id %q", fileID, d.ID))
+	}
+	if err := s.verify(sandbox, d.Sandbox, canon, d.HMAC); err != nil {
+		return d.ID, s.relayRefusal(ctx, x, d.ID, err)
+	}
+	sum := sha256.Sum256(canon)
+	hash := hex.EncodeToString(sum[:])
+	f, first := s.joinFlight(d.ID, sandbox, hash)
+	if !first {
+		return d.ID, s.waitFlight(ctx, x, f, hash)
+	}
+	resp := s.answerOnce(ctx, x, f, d)
+	s.landFlight(d.ID, f, resp)
+	return d.ID, resp
+}
+
+// parseRequest parses a descriptor, a few at a time.
+func (s *Server) parseRequest(raw []byte) (*descriptor.Request, []byte, error) {
+	s.parsers <- struct{}{}
+	defer func() { <-s.parsers }()
+	d, canon, err := descriptor.ParseRequest(raw)
+	if err != nil {
+		return nil, nil, descriptorRefusal(err)
+	}
+	return d, canon, nil
+}
+
+// verify checks the descriptor is the sandbox's and signed with its
+// current key.
+func (s *Server) verify(sandbox, named string, canon []byte, mac string) error {
+	if named != sandbox {
+		return refusal.New(refusal.HMACFail, "descriptor is for sandbox %q, relayed for %q", named, sandbox)
+	}
+	k, err := s.cfg.Store.Key(sandbox)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return refusal.New(refusal.HMACFail, "sandbox %q has no signing key", sandbox)
+	case err != nil:
+		return refusal.Wrap(refusal.Internal, err, "signing keys unavailable")
+	}
+	if err := descriptor.Verify(canon, mac, k.Secret); err != nil {
+		return refusal.New(refusal.HMACFail, "signature does not verify with sandbox %q's current key", sandbox)
+	}
+	return nil
+}
+
+// answerOnce answers a request this server is the first to see since it
+// started: the recorded answer if there is one, else it runs it.
+func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *descriptor.Request) []byte {
+	rec, err := s.cfg.Store.Relay(d.ID)
+	switch {
+	case err == nil:
+		return s.recorded(ctx, x, rec, f.hash)
+	case !errors.Is(err, store.ErrNotFound):
+		return s.relayRefusal(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
+	}
+	now := s.cfg.Now()
+	switch {
+	case d.CreatedAt.Before(now.Add(-RelayMaxAge)):
+		return s.relayRefusal(ctx, x, d.ID, refusal.New(refusal.StaleRequest, "created %s, older than %s", d.CreatedAtRaw, RelayMaxAge))
+	case d.CreatedAt.After(now.Add(RelayMaxSkew)):
+		return s.relayRefusal(ctx, x, d.ID, refusal.New(refusal.StaleRequest, "created %s, in the future", d.CreatedAtRaw))
+	}
+	rec = store.Relay{ID: d.ID, Sandbox: f.sandbox, BodyHash: f.hash, State: store.RelayAccepted, Boot: s.boot, Accepted: now}
+	existing, found, err := s.cfg.Store.AcceptRelay(rec, d.Nonce, d.CreatedAt.Add(RelayMaxAge+RelayMaxSkew))
+	switch {
+	case errors.Is(err, store.ErrNonceSeen):
+		return s.relayRefusal(ctx, x, d.ID, refusal.New(refusal.ReplayDetected, "nonce already used"))
+	case err != nil:
+		return s.relayRefusal(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
+	case found:
+		return s.recorded(ctx, x, existing, f.hash)
+	}
+	resp := s.runRelayed(ctx, x, f, d)
+	if err := s.cfg.Store.FinishRelay(d.ID, resp); err != nil {
+		s.log.Error("store relay answer", "request_id", d.ID, "err", err)
+	}
+	return resp
+}
+
+// recorded answers from a request's record.
+func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, hash string) []byte {
+	switch {
+	case rec.BodyHash != hash:
+		return s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
+	case rec.State == store.RelayDone:
+		return rec.Response
+	}
+	// Accepted by a server that is gone (or whose answer was not stored):
+	// the command may have run; it is never run again.
+	resp := s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.Internal,
+		"interrupted: the server stopped while the request was accepted; it was not run again"))
+	if err := s.cfg.Store.FinishRelay(rec.ID, resp); err != nil {
+		s.log.Error("store relay answer", "request_id", rec.ID, "err", err)
+	}
+	return resp
+}
+
+// runRelayed runs the descriptor through the Exec pipeline. The command
+// does not depend on the bridge's connection (a restarted bridge relays
+// again and waits for it); a teardown, lockout or shutdown stops it.
+func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *descriptor.Request) []byte {
+	x.req = &coilyv1.ExecRequest{Argv: d.Argv, Env: d.Env, Cwd: d.Cwd, Stdin: d.Stdin, Note: d.Note}
+	if d.Timeout > 0 {
+		x.req.Timeout = durationpb.New(d.Timeout)
+	}
+	x.confirm = d.RequiresConfirm
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cancel(nil)
+	s.mu.Lock()
+	f.cancel = cancel
+	s.mu.Unlock()
+	col := &collector{}
+	err := s.execute(runCtx, x, col)
+	if errors.Is(context.Cause(runCtx), errTeardown) && err != nil {
+		err = refusal.New(refusal.Internal, "cancelled by a teardown")
+	}
+	return col.response(d.ID, err)
+}
+
+// relayRefusal audits a refusal of a relayed request and returns its
+// response file.
+func (s *Server) relayRefusal(ctx context.Context, x *execution, id string, err error) []byte {
+	err = s.refuseExec(ctx, x, err)
+	return (&collector{}).response(id, err)
+}
+
+// joinFlight registers the answering of id, or returns the flight already
+// answering it (first is false).
+func (s *Server) joinFlight(id, sandbox, hash string) (f *flight, first bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if f := s.flights[id]; f != nil {
+		return f, false
+	}
+	f = &flight{sandbox: sandbox, hash: hash, done: make(chan struct{})}
+	s.flights[id] = f
+	return f, true
+}
+
+func (s *Server) landFlight(id string, f *flight, resp []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f.resp = resp
+	delete(s.flights, id)
+	close(f.done)
+}
+
+// waitFlight answers a repeated relay with the running one's answer.
+func (s *Server) waitFlight(ctx context.Context, x *execution, f *flight, hash string) []byte {
+	if f.hash != hash {
+		return s.relayRefusal(ctx, x, x.id, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
+	}
+	select {
+	case <-f.done:
+		return f.resp
+	case <-ctx.Done():
+		return s.relayRefusal(ctx, x, x.id, refusal.New(refusal.Internal, "bridge went away while waiting"))
+	}
+}
+
+// RelayTeardown cancels a relayed request still running.
+func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error) {
+	bridge, err := callerFrom(ctx)
+	if err != nil {
+		return nil, err
+	}
+	sandbox := req.GetSandbox()
+	if err := s.mayRelay(ctx, bridge, sandbox, "relay.teardown"); err != nil {
+		return nil, err
+	}
+	s.parsers <- struct{}{}
+	t, canon, err := descriptor.ParseTeardown(req.GetTeardown())
+	<-s.parsers
+	if err != nil {
+		return nil, s.refuseControl(ctx, bridge, "relay.teardown", descriptorRefusal(err))
+	}
+	if t.ID != req.GetId() {
+		return nil, s.refuseControl(ctx, bridge, "relay.teardown", refusal.New(refusal.BadRequest, "file named %q carries id %q", req.GetId(), t.ID))
+	}
+	if err := s.verify(sandbox, t.Sandbox, canon, t.HMAC); err != nil {
+		return nil, s.refuseControl(ctx, bridge, "relay.teardown", err)
+	}
+	if now := s.cfg.Now(); t.CreatedAt.Before(now.Add(-RelayMaxAge)) || t.CreatedAt.After(now.Add(RelayMaxSkew)) {
+		return nil, s.refuseControl(ctx, bridge, "relay.teardown", refusal.New(refusal.StaleRequest, "teardown created %s", t.CreatedAtRaw))
+	}
+	s.mu.Lock()
+	f := s.flights[t.ID]
+	cancelled := f != nil && f.sandbox == sandbox && f.cancel != nil
+	if cancelled {
+		f.cancel(errTeardown)
+	}
+	s.mu.Unlock()
+	rec := controlRecord(bridge, coilyv1.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
+	rec.RequestID = t.ID
+	rec.Details = map[string]string{"sandbox": sandbox, "cancelled": fmt.Sprint(cancelled)}
+	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+		return nil, err
+	}
+	return &coilyv1.RelayTeardownResponse{Cancelled: cancelled}, nil
+}
+
+// descriptorRefusal turns a descriptor error into a refusal with its code.
+func descriptorRefusal(err error) error {
+	var de *descriptor.Error
+	if errors.As(err, &de) {
+		return refusal.New(refusal.Code(de.Code), "%s", de.Error())
+	}
+	return refusal.Wrap(refusal.BadRequest, err, "unreadable descriptor")
+}
+
+// collector gathers a relayed execution's events into a response.
+type collector struct {
+	stdout, stderr bytes.Buffer
+	truncated      [3]bool
+	started        *coilyv1.ExecStarted
+	exit           *coilyv1.ExecExit
+}
+
+// Send implements sender.
+func (c *collector) Send(m *coilyv1.ExecResponse) error {
+	switch ev := m.GetEvent().(type) {
+	case *coilyv1.ExecResponse_Started:
+		c.started = ev.Started
+	case *coilyv1.ExecResponse_Output:
+		buf := &c.stdout
+		if ev.Output.GetStream() == coilyv1.Stream_STREAM_STDERR {
+			buf = &c.stderr
+		}
+		data := ev.Output.GetData()
+		if room := relayMaxOutput - buf.Len(); len(data) > room {
+			data, c.truncated[ev.Output.GetStream()] = data[:max(room, 0)], true
+		}
+		buf.Write(data)
+	case *coilyv1.ExecResponse_Exit:
+		c.exit = ev.Exit
+	}
+	return nil
+}
+
+// response renders the response file for request id.
+func (c *collector) response(id string, err error) []byte {
+	r := &descriptor.Response{ID: id, Outcome: descriptor.OutcomeExit}
+	if c.started != nil {
+		r.Rule, r.AuditID = c.started.GetRule(), c.started.GetAuditId()
+	}
+	switch {
+	case err != nil || c.exit == nil:
+		rr := refusal.As(err)
+		if err == nil {
+			rr = refusal.New(refusal.Internal, "the command ended without an exit status")
+		}
+		r.Outcome, r.Code, r.Message = descriptor.OutcomeRefused, string(rr.Code), rr.Msg
+	default:
+		e := c.exit
+		r.ExitCode, r.Signal, r.AuditID = int(e.GetExitCode()), int(e.GetSignal()), e.GetAuditId()
+		r.DurationMS = e.GetDuration().AsDuration().Milliseconds()
+		r.SetOutput(c.stdout.Bytes(), c.stderr.Bytes())
+		r.StdoutTruncated = e.GetStdoutTruncated() || c.truncated[coilyv1.Stream_STREAM_STDOUT]
+		r.StderrTruncated = e.GetStderrTruncated() || c.truncated[coilyv1.Stream_STREAM_STDERR]
+	}
+	out, err := descriptor.MarshalResponse(r)
+	if err != nil { // cannot happen for what the server builds; say so rather than send nothing
+		out, _ = descriptor.MarshalResponse(&descriptor.Response{ID: id, Outcome: descriptor.OutcomeRefused,
+			Code: string(refusal.Internal), Message: "response could not be encoded"})
+	}
+	return out
+}

@@ -1,0 +1,272 @@
+package server_test
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/testserver"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
+)
+
+const relayPolicy = `version: 1
+limits: {concurrency: 4}
+roles:
+  operator:
+    permissions: [exec, lockout, unlock, status, relay, keys]
+    commands: ["*"]
+    sandboxes: [demo]
+  sandboxed:
+    permissions: [exec]
+    commands: [echo, sh, sleep]
+grants:
+  - principals: ["sandbox:demo", "sandbox:other"]
+    roles: [sandboxed]
+commands:
+  - {name: echo, binary: /bin/echo, args: ["**"], flags: any, sandbox: native}
+  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: native}
+  - {name: sleep, binary: /bin/sleep, args: ["**"], sandbox: native}
+`
+
+// relayEnv is a server, its API and the demo sandbox's key.
+type relayEnv struct {
+	in  *testserver.Instance
+	api coilyv1.CoilyServiceClient
+	key []byte
+}
+
+func newRelayEnv(t *testing.T) *relayEnv {
+	t.Helper()
+	in := testserver.Start(t, testserver.Options{Policy: relayPolicy})
+	e := &relayEnv{in: in, api: coilyv1.NewCoilyServiceClient(in.Client.Conn())}
+	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.key = k.GetKey().GetSecret()
+	return e
+}
+
+func newUUID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// signed builds a signed request descriptor.
+func (e *relayEnv) signed(t *testing.T, created time.Time, argv ...string) (id string, file []byte) {
+	t.Helper()
+	id = newUUID()
+	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: created.UTC(), Nonce: hex.EncodeToString([]byte(id))[:32],
+		Sandbox: "demo", Argv: argv}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, file
+}
+
+// relay relays a file and parses the response.
+func (e *relayEnv) relay(t *testing.T, id string, file []byte) *descriptor.Response {
+	t.Helper()
+	resp, err := e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "demo", Id: id, Request: file})
+	if err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	r, err := descriptor.ParseResponse(resp.GetResponse())
+	if err != nil {
+		t.Fatalf("response: %v\n%s", err, resp.GetResponse())
+	}
+	return r
+}
+
+func wantRefused(t *testing.T, r *descriptor.Response, code refusal.Code) {
+	t.Helper()
+	if r.Outcome != descriptor.OutcomeRefused || r.Code != string(code) {
+		t.Fatalf("response %s %s (%s), want refused %s", r.Outcome, r.Code, r.Message, code)
+	}
+}
+
+func TestRelayRunsOnceAndAnswersRepeats(t *testing.T) {
+	e := newRelayEnv(t)
+	counter := filepath.Join(t.TempDir(), "runs")
+	id, file := e.signed(t, time.Now(), "/bin/sh", "-c", "echo run >> "+counter+"; echo hi")
+	r := e.relay(t, id, file)
+	if r.Outcome != descriptor.OutcomeExit || r.StdoutText != "hi\n" || r.ID != id || r.AuditID == "" {
+		t.Fatalf("first relay: %+v", r)
+	}
+	// The bridge relays again (it restarted before writing the answer):
+	// same answer, byte for byte, and the command did not run again.
+	again := e.relay(t, id, file)
+	if again.StdoutText != "hi\n" || again.AuditID != r.AuditID {
+		t.Fatalf("repeat: %+v", again)
+	}
+	if runs, _ := os.ReadFile(counter); strings.Count(string(runs), "run") != 1 {
+		t.Fatalf("ran %d times", strings.Count(string(runs), "run"))
+	}
+	// The same id with another body is a replay.
+	_, body2 := e.signedWithID(t, id, "/bin/echo", "different")
+	wantRefused(t, e.relay(t, id, body2), refusal.ReplayDetected)
+}
+
+// signedWithID signs a request with a given id and a fresh nonce.
+func (e *relayEnv) signedWithID(t *testing.T, id string, argv ...string) (string, []byte) {
+	t.Helper()
+	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(), Nonce: newUUID()[:8] + strings.Repeat("n", 24),
+		Sandbox: "demo", Argv: argv}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, file
+}
+
+func TestRelayRefusesHostileDescriptors(t *testing.T) {
+	e := newRelayEnv(t)
+	now := time.Now()
+	t.Run("tampered body", func(t *testing.T) {
+		id, file := e.signed(t, now, "/bin/echo", "hi")
+		wantRefused(t, e.relay(t, id, []byte(strings.Replace(string(file), `"hi"`, `"ho"`, 1))), refusal.HMACFail)
+	})
+	t.Run("wrong key", func(t *testing.T) {
+		id := newUUID()
+		wrong := make([]byte, 32)
+		file, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: now.UTC(), Nonce: strings.Repeat("a", 32), Sandbox: "demo", Argv: []string{"/bin/echo"}}, wrong)
+		wantRefused(t, e.relay(t, id, file), refusal.HMACFail)
+	})
+	t.Run("other sandbox's descriptor", func(t *testing.T) {
+		id := newUUID()
+		file, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: now.UTC(), Nonce: strings.Repeat("b", 32), Sandbox: "other", Argv: []string{"/bin/echo"}}, e.key)
+		wantRefused(t, e.relay(t, id, file), refusal.HMACFail)
+	})
+	t.Run("replayed nonce", func(t *testing.T) {
+		id, file := e.signed(t, now, "/bin/echo", "1")
+		e.relay(t, id, file)
+		id2 := newUUID()
+		file2, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id2, CreatedAt: now.UTC(), Nonce: hex.EncodeToString([]byte(id))[:32], Sandbox: "demo", Argv: []string{"/bin/echo", "2"}}, e.key)
+		wantRefused(t, e.relay(t, id2, file2), refusal.ReplayDetected)
+	})
+	t.Run("stale", func(t *testing.T) {
+		id, file := e.signed(t, now.Add(-6*time.Minute), "/bin/echo")
+		wantRefused(t, e.relay(t, id, file), refusal.StaleRequest)
+	})
+	t.Run("future", func(t *testing.T) {
+		id, file := e.signed(t, now.Add(2*time.Minute), "/bin/echo")
+		wantRefused(t, e.relay(t, id, file), refusal.StaleRequest)
+	})
+	t.Run("file named for another id", func(t *testing.T) {
+		_, file := e.signed(t, now, "/bin/echo")
+		wantRefused(t, e.relay(t, newUUID(), file), refusal.BadRequest)
+	})
+	t.Run("duplicate keys", func(t *testing.T) {
+		id := newUUID()
+		wantRefused(t, e.relay(t, id, []byte("version: 1\nversion: 1\n")), refusal.BadRequest)
+	})
+	t.Run("policy deny", func(t *testing.T) {
+		id, file := e.signed(t, now, "/bin/cat", "/etc/passwd")
+		wantRefused(t, e.relay(t, id, file), refusal.PolicyDeny)
+	})
+	// Still serving.
+	id, file := e.signed(t, now, "/bin/echo", "still")
+	if r := e.relay(t, id, file); r.StdoutText != "still\n" {
+		t.Fatalf("after the corpus: %+v", r)
+	}
+}
+
+func TestRelayNeedsPermissionForTheSandbox(t *testing.T) {
+	e := newRelayEnv(t)
+	_, err := e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "other", Id: newUUID(), Request: []byte("{}")})
+	wantCode(t, refusal.FromStatus(err), refusal.PermissionDenied)
+	_, err = e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "Bad/Name", Id: newUUID()})
+	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
+}
+
+func TestRelayTeardownCancels(t *testing.T) {
+	e := newRelayEnv(t)
+	id, file := e.signed(t, time.Now(), "/bin/sleep", "30")
+	done := make(chan *descriptor.Response, 1)
+	go func() { done <- e.relay(t, id, file) }()
+	td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.Repeat("t", 32), Sandbox: "demo"}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 5*time.Second, "teardown to cancel", func() bool {
+		r, err := e.api.RelayTeardown(context.Background(), &coilyv1.RelayTeardownRequest{Sandbox: "demo", Id: id, Teardown: td})
+		return err == nil && r.GetCancelled()
+	})
+	select {
+	case r := <-done:
+		wantRefused(t, r, refusal.Internal)
+	case <-time.After(10 * time.Second):
+		t.Fatal("teardown did not end the request")
+	}
+}
+
+func TestLockoutRotatesKeys(t *testing.T) {
+	e := newRelayEnv(t)
+	ctx := context.Background()
+	if _, err := e.api.Lockout(ctx, &coilyv1.LockoutRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.api.Unlock(ctx, &coilyv1.UnlockRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	id, file := e.signed(t, time.Now(), "/bin/echo", "hi")
+	wantRefused(t, e.relay(t, id, file), refusal.HMACFail)
+	k, err := e.api.RotateKeys(ctx, &coilyv1.RotateKeysRequest{Sandbox: "demo"})
+	if err != nil || k.GetKey().GetGeneration() != 3 {
+		t.Fatalf("rotate: %v %v", k, err)
+	}
+	e.key = k.GetKey().GetSecret()
+	id, file = e.signed(t, time.Now(), "/bin/echo", "hi")
+	if r := e.relay(t, id, file); r.StdoutText != "hi\n" {
+		t.Fatalf("after rotation: %+v", r)
+	}
+}
+
+// A request accepted by a server that died is answered "interrupted" and
+// never run again.
+func TestRelayInterruptedByRestartIsNotRerun(t *testing.T) {
+	e := newRelayEnv(t)
+	counter := filepath.Join(t.TempDir(), "runs")
+	id, file := e.signed(t, time.Now(), "/bin/sh", "-c", "echo run >> "+counter)
+	e.in.Stop()
+	// What a server killed mid-exec leaves: the request accepted by its
+	// boot, no answer.
+	_, canon, err := descriptor.ParseRequest(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(e.in.StateDir, "coily.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := db.AcceptRelay(store.Relay{ID: id, Sandbox: "demo", BodyHash: sha256Hex(canon), State: store.RelayAccepted, Boot: "dead"}, "n", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	e.in = e.in.Restart(testserver.Options{Policy: relayPolicy})
+	e.api = coilyv1.NewCoilyServiceClient(e.in.Client.Conn())
+	r := e.relay(t, id, file)
+	wantRefused(t, r, refusal.Internal)
+	if !strings.Contains(r.Message, "not run again") {
+		t.Fatalf("message: %s", r.Message)
+	}
+	if _, err := os.Stat(counter); err == nil {
+		t.Fatal("the interrupted request ran")
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
