@@ -36,18 +36,32 @@ func lockoutRefusal(l store.Stop) error {
 func (s *Server) admitJob(id string) (*job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closing {
-		return nil, refusal.New(refusal.Internal, "server is shutting down")
-	}
-	if l := s.stops.Lockout; l.Active {
-		return nil, lockoutRefusal(l)
-	}
-	if p := s.stops.Pause; p.Active {
-		return nil, refusal.New(refusal.PauseActive, "server is paused since %s by %s", p.Since.UTC().Format(time.RFC3339), p.By)
+	if err := s.stoppedLocked(); err != nil {
+		return nil, err
 	}
 	j := &job{id: id}
 	s.jobs[id] = j
 	return j, nil
+}
+
+// stopped is the refusal the stop state gives a new request, if any.
+func (s *Server) stopped() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stoppedLocked()
+}
+
+func (s *Server) stoppedLocked() error {
+	if s.closing {
+		return refusal.New(refusal.Internal, "server is shutting down")
+	}
+	if l := s.stops.Lockout; l.Active {
+		return lockoutRefusal(l)
+	}
+	if p := s.stops.Pause; p.Active {
+		return refusal.New(refusal.PauseActive, "server is paused since %s by %s", p.Since.UTC().Format(time.RFC3339), p.By)
+	}
+	return nil
 }
 
 // release forgets an execution's job and frees its concurrency slot. It

@@ -50,6 +50,12 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 		if !policy.SandboxNamePattern.MatchString(name) {
 			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.New(refusal.BadRequest, "sandbox name must match %s", policy.SandboxNamePattern))
 		}
+		switch _, err := s.cfg.Store.Key(name); {
+		case errors.Is(err, store.ErrNotFound):
+			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.New(refusal.BadRequest, "sandbox %q has no key; bootstrap it first", name))
+		case err != nil:
+			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))
+		}
 		names = []string{name}
 	} else if names, err = s.sandboxNames(); err != nil {
 		return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))

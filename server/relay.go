@@ -28,6 +28,10 @@ const (
 	// relayParsers bounds the descriptors parsed at once: a hostile YAML
 	// file costs up to a CPU-second to refuse.
 	relayParsers = 2
+	// relayRecordKeep is how long a relayed request's answer is kept for
+	// repeats (a bridge restarting later gets stale-request instead).
+	relayRecordKeep = 24 * time.Hour
+	relayPruneEvery = 256
 )
 
 var errTeardown = errors.New("cancelled by a teardown")
@@ -149,6 +153,17 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 	case d.CreatedAt.After(now.Add(RelayMaxSkew)):
 		return s.relayRefusal(ctx, x, d.ID, refusal.New(refusal.StaleRequest, "created %s, in the future", d.CreatedAtRaw))
 	}
+	// What would be refused the same way however often it is relayed is
+	// refused before the id is recorded: a malformed command, a paused
+	// or locked server (the sandbox may try again later).
+	x.req = execRequest(d)
+	if err := validateExec(x.req); err != nil {
+		return s.relayRefusal(ctx, x, d.ID, err)
+	}
+	if err := s.stopped(); err != nil {
+		return s.relayRefusal(ctx, x, d.ID, err)
+	}
+	s.pruneRelayState(now)
 	rec = store.Relay{ID: d.ID, Sandbox: f.sandbox, BodyHash: f.hash, State: store.RelayAccepted, Boot: s.boot, Accepted: now}
 	existing, found, err := s.cfg.Store.AcceptRelay(rec, d.Nonce, d.CreatedAt.Add(RelayMaxAge+RelayMaxSkew))
 	switch {
@@ -169,15 +184,17 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 // recorded answers from a request's record.
 func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, hash string) []byte {
 	switch {
+	case rec.BodyHash == "" && rec.State == store.RelayDone: // a teardown that came first
+		return rec.Response
 	case rec.BodyHash != hash:
 		return s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
 	case rec.State == store.RelayDone:
 		return rec.Response
 	}
-	// Accepted by a server that is gone (or whose answer was not stored):
-	// the command may have run; it is never run again.
+	// Accepted by a server that is gone (or whose answer could not be
+	// stored): the command may have run; it is never run again.
 	resp := s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.Internal,
-		"interrupted: the server stopped while the request was accepted; it was not run again"))
+		"interrupted: the request was accepted but its answer was never recorded (the server stopped?); it was not run again"))
 	if err := s.cfg.Store.FinishRelay(rec.ID, resp); err != nil {
 		s.log.Error("store relay answer", "request_id", rec.ID, "err", err)
 	}
@@ -188,10 +205,6 @@ func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, ha
 // does not depend on the bridge's connection (a restarted bridge relays
 // again and waits for it); a teardown, lockout or shutdown stops it.
 func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *descriptor.Request) []byte {
-	x.req = &coilyv1.ExecRequest{Argv: d.Argv, Env: d.Env, Cwd: d.Cwd, Stdin: d.Stdin, Note: d.Note}
-	if d.Timeout > 0 {
-		x.req.Timeout = durationpb.New(d.Timeout)
-	}
 	x.confirm = d.RequiresConfirm
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer cancel(nil)
@@ -204,6 +217,27 @@ func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *des
 		err = refusal.New(refusal.Internal, "cancelled by a teardown")
 	}
 	return col.response(d.ID, err)
+}
+
+// execRequest is the Exec a descriptor asks for.
+func execRequest(d *descriptor.Request) *coilyv1.ExecRequest {
+	req := &coilyv1.ExecRequest{Argv: d.Argv, Env: d.Env, Cwd: d.Cwd, Stdin: d.Stdin, Note: d.Note}
+	if d.Timeout > 0 {
+		req.Timeout = durationpb.New(d.Timeout)
+	}
+	return req
+}
+
+// pruneRelayState forgets, every relayPruneEvery accepted requests (and
+// at the first), the nonces and request records old enough that any
+// descriptor they could answer is refused as stale anyway.
+func (s *Server) pruneRelayState(now time.Time) {
+	if s.accepted.Add(1)%relayPruneEvery != 1 {
+		return
+	}
+	if _, err := s.cfg.Store.PruneRelays(now.Add(-relayRecordKeep), now); err != nil {
+		s.log.Error("prune relay records", "err", err)
+	}
 }
 
 // relayRefusal audits a refusal of a relayed request and returns its
@@ -279,6 +313,9 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 		f.cancel(errTeardown)
 	}
 	s.mu.Unlock()
+	if f == nil {
+		s.tombstone(ctx, t.ID, sandbox)
+	}
 	rec := controlRecord(bridge, coilyv1.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
 	rec.RequestID = t.ID
 	rec.Details = map[string]string{"sandbox": sandbox, "cancelled": fmt.Sprint(cancelled)}
@@ -353,4 +390,16 @@ func (c *collector) response(id string, err error) []byte {
 			Code: string(refusal.Internal), Message: "response could not be encoded"})
 	}
 	return out
+}
+
+// tombstone records the answer of a request torn down before the server
+// saw it, so that it never runs when it is relayed later. A request the
+// server has a record of keeps it.
+func (s *Server) tombstone(ctx context.Context, id, sandbox string) {
+	resp := (&collector{}).response(id, refusal.New(refusal.Internal, "cancelled by a teardown before it started"))
+	rec := store.Relay{ID: id, Sandbox: sandbox, State: store.RelayDone, Boot: s.boot, Accepted: s.cfg.Now(), Response: resp}
+	if _, _, err := s.cfg.Store.AcceptRelay(rec, "teardown:"+id, s.cfg.Now().Add(RelayMaxAge+RelayMaxSkew)); err != nil &&
+		!errors.Is(err, store.ErrNonceSeen) {
+		s.log.Error("record teardown", "request_id", id, "err", err)
+	}
 }

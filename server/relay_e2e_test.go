@@ -22,7 +22,7 @@ const relayPolicy = `version: 1
 limits: {concurrency: 4}
 roles:
   operator:
-    permissions: [exec, lockout, unlock, status, relay, keys]
+    permissions: [exec, lockout, unlock, pause, resume, status, relay, keys]
     commands: ["*"]
     sandboxes: [demo]
   sandboxed:
@@ -269,4 +269,46 @@ func TestRelayInterruptedByRestartIsNotRerun(t *testing.T) {
 func sha256Hex(b []byte) string {
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])
+}
+
+// A paused server refuses without recording: the same descriptor runs once
+// the server resumes.
+func TestRelayPauseIsNotRecorded(t *testing.T) {
+	e := newRelayEnv(t)
+	ctx := context.Background()
+	id, file := e.signed(t, time.Now(), "/bin/echo", "later")
+	if _, err := e.api.Pause(ctx, &coilyv1.PauseRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	wantRefused(t, e.relay(t, id, file), refusal.PauseActive)
+	if _, err := e.api.Resume(ctx, &coilyv1.ResumeRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if r := e.relay(t, id, file); r.StdoutText != "later\n" {
+		t.Fatalf("after resume: %+v", r)
+	}
+}
+
+// A teardown that reaches the server before its request is remembered:
+// the request, relayed later, never runs.
+func TestRelayTeardownBeforeRequest(t *testing.T) {
+	e := newRelayEnv(t)
+	counter := filepath.Join(t.TempDir(), "runs")
+	id, file := e.signed(t, time.Now(), "/bin/sh", "-c", "echo run >> "+counter)
+	td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.Repeat("t", 32), Sandbox: "demo"}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.api.RelayTeardown(context.Background(), &coilyv1.RelayTeardownRequest{Sandbox: "demo", Id: id, Teardown: td})
+	if err != nil || r.GetCancelled() {
+		t.Fatalf("teardown: %v %v", r, err)
+	}
+	resp := e.relay(t, id, file)
+	wantRefused(t, resp, refusal.Internal)
+	if !strings.Contains(resp.Message, "teardown") {
+		t.Fatalf("message: %s", resp.Message)
+	}
+	if _, err := os.Stat(counter); err == nil {
+		t.Fatal("a torn-down request ran")
+	}
 }

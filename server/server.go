@@ -96,8 +96,9 @@ type Server struct {
 	flights map[string]*flight
 	// boot names this server's run in relay records: a record accepted by
 	// another boot was interrupted by a restart.
-	boot    string
-	parsers chan struct{} // bounds concurrent descriptor parsing
+	boot     string
+	parsers  chan struct{} // bounds concurrent descriptor parsing
+	accepted atomic.Uint64 // relayed requests accepted, for pruning
 
 	bg   sync.WaitGroup // lockout escalations
 	quit chan struct{}  // closed by Shutdown: escalations kill at once

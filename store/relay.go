@@ -177,20 +177,59 @@ func (d *DB) Relay(id string) (Relay, error) {
 func (d *DB) PruneNonces(now time.Time) (int, error) {
 	n := 0
 	err := d.db.Update(func(tx *bolt.Tx) error {
-		c := tx.Bucket(bucketNonces).Cursor()
-		for k, v := c.First(); k != nil; k, v = c.Next() {
-			if len(v) == 8 && int64(binary.BigEndian.Uint64(v)) < now.UnixNano() {
+		var err error
+		n, err = pruneNoncesCount(tx, now)
+		return err
+	})
+	return n, err
+}
+
+func pruneNonces(tx *bolt.Tx, now time.Time) error {
+	_, err := pruneNoncesCount(tx, now)
+	return err
+}
+
+func pruneNoncesCount(tx *bolt.Tx, now time.Time) (int, error) {
+	n := 0
+	c := tx.Bucket(bucketNonces).Cursor()
+	for k, v := c.First(); k != nil; k, v = c.Next() {
+		if len(v) == 8 && int64(binary.BigEndian.Uint64(v)) < now.UnixNano() {
+			if err := c.Delete(); err != nil {
+				return n, err
+			}
+			n++
+		}
+	}
+	return n, nil
+}
+
+func nonceKey(sandbox, nonce string) []byte {
+	return bytes.Join([][]byte{[]byte(sandbox), []byte(nonce)}, []byte{0})
+}
+
+// PruneRelays forgets the relay records accepted before `before` and the
+// nonces expired at now, in one transaction, returning how many records
+// went.
+func (d *DB) PruneRelays(before, now time.Time) (int, error) {
+	n := 0
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketRelays).Cursor()
+		for k, _ := c.First(); k != nil; k, _ = c.Next() {
+			var r Relay
+			if err := getJSON(tx.Bucket(bucketRelays), k, &r); err != nil {
+				return err
+			}
+			if r.Accepted.Before(before) {
 				if err := c.Delete(); err != nil {
 					return err
 				}
 				n++
 			}
 		}
-		return nil
+		return pruneNonces(tx, now)
 	})
-	return n, err
-}
-
-func nonceKey(sandbox, nonce string) []byte {
-	return bytes.Join([][]byte{[]byte(sandbox), []byte(nonce)}, []byte{0})
+	if err != nil {
+		return n, fmt.Errorf("store: prune relays: %w", err)
+	}
+	return n, nil
 }

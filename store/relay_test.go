@@ -80,3 +80,32 @@ func TestKeysReplaceAdvancesGeneration(t *testing.T) {
 		t.Fatal("a failing key source must fail the replacement")
 	}
 }
+
+func TestPruneRelays(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "coily.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	now := time.Unix(1_800_000_000, 0)
+	for i, acc := range []time.Time{now.Add(-48 * time.Hour), now.Add(-time.Hour)} {
+		id := []string{"old", "new"}[i]
+		if _, _, err := db.AcceptRelay(Relay{ID: id, Sandbox: "demo", Accepted: acc}, id, acc.Add(6*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := db.PruneRelays(now.Add(-24*time.Hour), now)
+	if err != nil || n != 1 {
+		t.Fatalf("pruned %d, %v", n, err)
+	}
+	if _, err := db.Relay("old"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("old record kept: %v", err)
+	}
+	if _, err := db.Relay("new"); err != nil {
+		t.Fatalf("new record gone: %v", err)
+	}
+	// Both nonces had expired: a reused one is no longer seen.
+	if _, _, err := db.AcceptRelay(Relay{ID: "x", Sandbox: "demo"}, "new", now); err != nil {
+		t.Fatalf("expired nonce still held: %v", err)
+	}
+}
