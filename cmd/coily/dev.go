@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"tailscale.com/types/logger"
 
@@ -83,6 +84,10 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 		return err
 	}
 	socket := filepath.Join(dir, "coily.sock")
+	var bridged sync.WaitGroup
+	defer bridged.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
 		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
 		ready: func(tailAddr string) {
@@ -91,6 +96,13 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 				log.Error("could not write the dev files", "err", err)
 				return
 			}
+			bridged.Add(1)
+			go func() {
+				defer bridged.Done()
+				if err := runDevBridge(ctx, log, dir, socket); err != nil && ctx.Err() == nil {
+					log.Error("the demo bridge stopped", "err", err)
+				}
+			}()
 			printDevHelp(e.stdout, dir, policyPath)
 		}})
 }
@@ -138,6 +150,8 @@ In another shell:
   . %[1]s/env                                   # COILY_DEV=%[1]s
   coily exec -- /bin/echo hi                     # as tag:owner over the dev tailnet
   coily exec -- /usr/bin/env                     # COILY_DEMO_TOKEN is injected, and redacted
+  SANDBOX_RUNTIME=1 COILY_MOUNT=%[1]s/mount COILY_KEY_FILE=%[1]s/demo.key \
+    coily exec -- /bin/echo hi                   # as the demo sandbox: files, bridge, tailnet
   coily status                                   # shows who you are to the server
   COILY_DEV_AS=agent coily unlock                # refused: agents may not unlock
   COILY_DEV_AS=stranger coily exec -- /bin/echo  # refused: no grant

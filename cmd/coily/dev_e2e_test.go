@@ -85,4 +85,40 @@ func TestCLIDev(t *testing.T) {
 	if r := as("nobody-in-particular", "status"); r.code != 125 {
 		t.Fatalf("bad COILY_DEV_AS accepted: %+v", r)
 	}
+	devSandboxExec(t, dir)
+}
+
+// devSandboxExec runs `coily exec` as the demo sandbox would: request file
+// → coily dev's bridge → the dev tailnet (as tag:bridge) → the server →
+// the sandboxed command → response file.
+func devSandboxExec(t *testing.T, dir string) {
+	key := filepath.Join(dir, "demo.key")
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(key); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("coily dev did not write %s", key)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Setenv("SANDBOX_RUNTIME", "1")
+	t.Setenv("COILY_MOUNT", filepath.Join(dir, "mount"))
+	t.Setenv("COILY_KEY_FILE", key)
+	if r := runCoily(t, nil, "exec", "--", "/bin/echo", "hi"); r.code != 0 || r.stdout != "hi\n" {
+		t.Fatalf("sandbox exec: %+v", r)
+	}
+	if r := runCoily(t, nil, "exec", "--", "/bin/cat", "/etc/hostname"); r.code != 125 || !strings.Contains(r.stderr, "(policy-deny)") {
+		t.Fatalf("sandbox exec of a command the policy refuses: %+v", r)
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	var audit []byte
+	for _, l := range logs {
+		data, _ := os.ReadFile(l)
+		audit = append(audit, data...)
+	}
+	if !strings.Contains(string(audit), `"principal":"sandbox:demo"`) || !strings.Contains(string(audit), "bridge tag:bridge") {
+		t.Fatalf("the audit log does not show the relayed request with both identities")
+	}
 }

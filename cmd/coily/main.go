@@ -46,6 +46,8 @@ var commands = map[string]command{
 	"audit":     {"read the audit log: audit tail|show ID|verify", runAudit},
 	"policy":    {"check a policy file, or explain a decision: policy check FILE | explain -- ARGV...", runPolicy},
 	"approvals": {"pending approvals: approvals list|watch|approve ID|deny ID [--note]", runApprovals},
+	"bridge":    {"relay request files from network-less sandboxes: bridge --mount DIR[=SANDBOX]...", runBridge},
+	"key":       {"sandbox signing keys: key bootstrap --sandbox NAME [--out FILE] | key rotate [--sandbox NAME [--out FILE]]", runKey},
 	"version":   {"print the version", runVersion},
 }
 

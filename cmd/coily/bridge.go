@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"coily.dev/coily/bridge"
+	"coily.dev/coily/policy"
+)
+
+const bridgeUsage = "usage: coily bridge --mount DIR[=SANDBOX] [--mount DIR[=SANDBOX]]..."
+
+func runBridge(ctx context.Context, e *env) int {
+	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
+	mounts := mountsFlag(fs, "mount", "COILY_BRIDGE_MOUNTS",
+		"shared folder to serve, DIR[=SANDBOX] (SANDBOX defaults to DIR's lower-cased base name); repeatable, comma-separated in the environment")
+	rescan := durationFlag(fs, "rescan", "COILY_BRIDGE_RESCAN", bridge.DefaultRescan, "list each folder in full this often, whatever file-system events say")
+	inFlight := intFlag(fs, "max-in-flight", "COILY_BRIDGE_MAX_IN_FLIGHT", bridge.DefaultMaxInFlight, "requests relayed at once per folder")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || len(mounts.specs) == 0 {
+		fmt.Fprintln(e.stderr, bridgeUsage)
+		return 2
+	}
+	var ms []bridge.Mount
+	for _, spec := range mounts.specs {
+		m, err := parseMount(spec)
+		if err != nil {
+			fmt.Fprintf(e.stderr, "coily bridge: --mount %q: %v\n", spec, err)
+			return 2
+		}
+		ms = append(ms, m)
+	}
+	log := slog.New(slog.NewTextHandler(e.stderr, nil))
+	c, err := dial(ctx, e)
+	if err != nil {
+		return refused(e.stderr, err)
+	}
+	defer c.Close()
+	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: c.Relayer(), Logger: log, Rescan: *rescan, MaxInFlight: *inFlight})
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily bridge: %v\n", err)
+		return 1
+	}
+	log.Info("bridge stopped")
+	return 0
+}
+
+// parseMount reads DIR[=SANDBOX]. The sandbox name is what follows the
+// last '=' (sandbox names have none); without one, it is DIR's base name,
+// lower-cased, when that is a valid sandbox name.
+func parseMount(spec string) (bridge.Mount, error) {
+	dir, sandbox := spec, ""
+	if i := strings.LastIndexByte(spec, '='); i >= 0 {
+		dir, sandbox = spec[:i], spec[i+1:]
+		if !policy.SandboxNamePattern.MatchString(sandbox) {
+			return bridge.Mount{}, fmt.Errorf("sandbox name %q must match %s", sandbox, policy.SandboxNamePattern)
+		}
+	}
+	if dir == "" {
+		return bridge.Mount{}, fmt.Errorf("no directory")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return bridge.Mount{}, err
+	}
+	if sandbox == "" {
+		sandbox = strings.ToLower(filepath.Base(abs))
+		if !policy.SandboxNamePattern.MatchString(sandbox) {
+			return bridge.Mount{}, fmt.Errorf("%q is not a sandbox name (%s): give one, DIR=SANDBOX", sandbox, policy.SandboxNamePattern)
+		}
+	}
+	return bridge.Mount{Dir: abs, Sandbox: sandbox}, nil
+}
+
+// repeatedFlag is a flag given any number of times. Its environment twin
+// holds a comma-separated list, replaced (not extended) by the command
+// line.
+type repeatedFlag struct {
+	specs   []string
+	fromEnv bool
+}
+
+func mountsFlag(fs *flag.FlagSet, name, envName, usage string) *repeatedFlag {
+	f := &repeatedFlag{}
+	if v, ok := os.LookupEnv(envName); ok {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				f.specs = append(f.specs, s)
+			}
+		}
+		f.fromEnv = true
+	}
+	fs.Var(f, name, fmt.Sprintf("%s (env %s)", usage, envName))
+	return f
+}
+
+func (f *repeatedFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return strings.Join(f.specs, ",")
+}
+
+func (f *repeatedFlag) Set(v string) error {
+	if f.fromEnv {
+		f.specs, f.fromEnv = nil, false
+	}
+	f.specs = append(f.specs, v)
+	return nil
+}
+
+var _ flag.Value = (*repeatedFlag)(nil)

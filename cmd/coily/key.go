@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"strings"
+
+	"coily.dev/coily/client"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+)
+
+const keyUsage = "usage: coily key bootstrap --sandbox NAME [--out FILE] | rotate [--sandbox NAME [--out FILE]]"
+
+// runKey issues and rotates the descriptor signing keys of network-less
+// sandboxes. A key goes only into the file named (0600); it is never
+// printed.
+func runKey(ctx context.Context, e *env) int {
+	return dispatch(ctx, e, "key", keyUsage, map[string]subcommand{
+		"bootstrap": keyBootstrap,
+		"rotate":    keyRotate,
+	})
+}
+
+func keyFlags(name string) (*flag.FlagSet, *string, *string) {
+	fs := flag.NewFlagSet("key "+name, flag.ContinueOnError)
+	sandbox := stringFlag(fs, "sandbox", "COILY_KEY_SANDBOX", "", "the sandbox whose key to issue or rotate")
+	out := stringFlag(fs, "out", "COILY_KEY_OUT", "", "file to write the key to, mode 0600 (default ./NAME.key)")
+	return fs, sandbox, out
+}
+
+// keyBootstrap issues a sandbox's first key.
+func keyBootstrap(ctx context.Context, e *env) int {
+	fs, sandbox, out := keyFlags("bootstrap")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if *sandbox == "" || fs.NArg() > 0 {
+		fmt.Fprintln(e.stderr, "usage: coily key bootstrap --sandbox NAME [--out FILE]")
+		return 2
+	}
+	path, code, ok := keyTarget(e, *sandbox, *out)
+	if !ok {
+		return code
+	}
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.IssueKey(ctx, &coilyv1.IssueKeyRequest{Sandbox: *sandbox})
+		if err != nil {
+			return err
+		}
+		return saveKey(e, resp.GetKey(), *sandbox, path)
+	})
+}
+
+// keyRotate replaces one sandbox's key (written to a file like bootstrap)
+// or every sandbox's (whose keys are not returned).
+func keyRotate(ctx context.Context, e *env) int {
+	fs, sandbox, out := keyFlags("rotate")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if fs.NArg() > 0 || (*sandbox == "" && *out != "") {
+		fmt.Fprintln(e.stderr, "usage: coily key rotate [--sandbox NAME [--out FILE]] (--out needs --sandbox)")
+		return 2
+	}
+	var path string
+	if *sandbox != "" {
+		var code int
+		var ok bool
+		if path, code, ok = keyTarget(e, *sandbox, *out); !ok {
+			return code
+		}
+	}
+	return withClient(ctx, e, func(c *client.Client) error {
+		resp, err := c.API.RotateKeys(ctx, &coilyv1.RotateKeysRequest{Sandbox: *sandbox})
+		if err != nil {
+			return err
+		}
+		if *sandbox != "" {
+			return saveKey(e, resp.GetKey(), *sandbox, path)
+		}
+		names := resp.GetSandboxes()
+		if len(names) == 0 {
+			fmt.Fprintln(e.stdout, "no sandbox has a key: nothing rotated")
+			return nil
+		}
+		fmt.Fprintf(e.stdout, "rotated the keys of %d sandbox(es): %s\n", len(names), strings.Join(names, ", "))
+		fmt.Fprintln(e.stdout, "their new keys were not returned; rotate each again to obtain its key: coily key rotate --sandbox NAME --out FILE")
+		return nil
+	})
+}
+
+// keyTarget checks the sandbox name and the file the key will go to
+// before the key is asked for: a key issued but not written is lost
+// (only a rotation replaces it).
+func keyTarget(e *env, sandbox, out string) (string, int, bool) {
+	if !policy.SandboxNamePattern.MatchString(sandbox) {
+		fmt.Fprintf(e.stderr, "coily: sandbox name %q must match %s\n", sandbox, policy.SandboxNamePattern)
+		return "", 2, false
+	}
+	if out == "" {
+		out = sandbox + ".key" // the name's grammar keeps it in this directory
+	}
+	if err := client.CheckKeyFileTarget(out); err != nil {
+		fmt.Fprintf(e.stderr, "coily: %v\n", err)
+		return "", 1, false
+	}
+	return out, 0, true
+}
+
+// saveKey writes a key the server returned and says where, never what.
+func saveKey(e *env, k *coilyv1.SandboxKey, sandbox, path string) error {
+	if k.GetSandbox() != sandbox {
+		return fmt.Errorf("server returned the key of sandbox %q, not %q", k.GetSandbox(), sandbox)
+	}
+	kf := client.KeyFile{Sandbox: k.GetSandbox(), Key: k.GetSecret(), Generation: int(k.GetGeneration())}
+	if err := client.WriteKeyFile(path, kf); err != nil {
+		return fmt.Errorf("%w; the key was issued but not saved: run `coily key rotate --sandbox %s --out FILE` to get a new one", err, sandbox)
+	}
+	fmt.Fprintf(e.stdout, "key for sandbox %s (generation %d) written to %s\n", sandbox, kf.Generation, path)
+	return nil
+}
