@@ -25,7 +25,7 @@ const maxNamedLogs = 10
 
 // minScanGap is the least time between the starts of two scans woken by
 // file-system events.
-const minScanGap = 10 * time.Millisecond
+const minScanGap = time.Millisecond
 
 // outcome is how a worker left a file.
 type outcome int

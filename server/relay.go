@@ -207,12 +207,24 @@ func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, ha
 func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *descriptor.Request) []byte {
 	x.confirm = d.RequiresConfirm
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer cancel(nil)
 	s.mu.Lock()
 	f.cancel = cancel
 	s.mu.Unlock()
-	col := &collector{}
-	err := s.execute(runCtx, x, col)
+	// The answer is ready at the exit event; the pipeline's bookkeeping
+	// after it (the store's request index) finishes in the background.
+	col := &collector{exited: make(chan struct{})}
+	ended := make(chan error, 1)
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		defer cancel(nil)
+		ended <- s.execute(runCtx, x, col)
+	}()
+	var err error
+	select {
+	case <-col.exited:
+	case err = <-ended:
+	}
 	if errors.Is(context.Cause(runCtx), errTeardown) && err != nil {
 		err = refusal.New(refusal.Internal, "cancelled by a teardown")
 	}
@@ -340,6 +352,7 @@ type collector struct {
 	truncated      [3]bool
 	started        *coilyv1.ExecStarted
 	exit           *coilyv1.ExecExit
+	exited         chan struct{} // closed at the exit event, when not nil
 }
 
 // Send implements sender.
@@ -359,6 +372,9 @@ func (c *collector) Send(m *coilyv1.ExecResponse) error {
 		buf.Write(data)
 	case *coilyv1.ExecResponse_Exit:
 		c.exit = ev.Exit
+		if c.exited != nil {
+			close(c.exited)
+		}
 	}
 	return nil
 }

@@ -1,0 +1,98 @@
+package bridge_test
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"testing"
+	"time"
+
+	"coily.dev/coily/bridge"
+	"coily.dev/coily/client"
+	"coily.dev/coily/internal/testserver"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+)
+
+const benchPolicy = `version: 1
+limits: {concurrency: 4}
+roles:
+  operator:
+    permissions: [exec, relay, keys]
+    commands: ["*"]
+    sandboxes: [demo]
+grants:
+  - principals: ["sandbox:demo"]
+    roles: [operator]
+commands:
+  - {name: "true", binary: /bin/true, sandbox: native}
+`
+
+// BenchmarkFilesystemVsGRPC measures the filesystem round trip of an Exec
+// of /bin/true (the sandbox client signs and writes the request file, the
+// bridge relays it, the server runs it, the bridge writes the response,
+// the client reads it) against the same Exec over gRPC on the local
+// socket, interleaved in the same run.
+// Run: go test -run '^$' -bench FilesystemVsGRPC -benchtime 1000x ./bridge/
+func BenchmarkFilesystemVsGRPC(b *testing.B) {
+	in := testserver.Start(b, testserver.Options{Policy: benchPolicy})
+	ctx, cancel := context.WithCancel(context.Background())
+	k, err := in.Client.API.IssueKey(ctx, &coilyv1.IssueKeyRequest{Sandbox: "demo"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	mount := b.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		done <- bridge.Run(ctx, bridge.Config{Mounts: []bridge.Mount{{Dir: mount, Sandbox: "demo"}},
+			Relayer: in.Client.Relayer(), Logger: slog.New(slog.DiscardHandler)})
+	}()
+	defer func() { cancel(); <-done }()
+	fs := &client.FSClient{Mount: mount, Key: client.KeyFile{Sandbox: "demo", Key: k.GetKey().GetSecret(), Generation: 1}}
+	req := &coilyv1.ExecRequest{Argv: []string{"/bin/true"}}
+	waitBridge := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := fs.Exec(ctx, req, io.Discard, io.Discard); err == nil {
+			break
+		} else if time.Now().After(waitBridge) {
+			b.Fatal(err)
+		}
+	}
+	if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+		b.Fatal(err)
+	}
+	var viaFS, viaGRPC []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		t0 := time.Now()
+		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		if _, err := fs.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		viaGRPC, viaFS = append(viaGRPC, t1.Sub(t0)), append(viaFS, time.Since(t1))
+	}
+	b.StopTimer()
+	for _, m := range []struct {
+		name string
+		d    []time.Duration
+	}{{"grpc", viaGRPC}, {"fs", viaFS}} {
+		b.ReportMetric(ms(percentile(m.d, 50)), m.name+"-p50-ms")
+		b.ReportMetric(ms(percentile(m.d, 99)), m.name+"-p99-ms")
+	}
+	b.ReportMetric(float64(percentile(viaFS, 50))/float64(percentile(viaGRPC, 50)), "fs/grpc-p50")
+	b.ReportMetric(float64(percentile(viaFS, 99))/float64(percentile(viaGRPC, 99)), "fs/grpc-p99")
+}
+
+func percentile(d []time.Duration, p int) time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[min(len(s)-1, len(s)*p/100)]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
