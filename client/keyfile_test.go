@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -168,3 +169,41 @@ func TestReadKeyFileNotRegular(t *testing.T) {
 		t.Fatal("missing file read")
 	}
 }
+
+// FuzzDecodeKeyFile: no input panics; an accepted key file re-encodes to
+// one that decodes to the same key; errors never show a key's hex.
+func FuzzDecodeKeyFile(f *testing.F) {
+	hexKey := hex.EncodeToString(testKey)
+	for _, s := range []string{
+		`{"sandbox":"demo","key":"` + hexKey + `","generation":1}`,
+		`{"sandbox":"demo","key":"` + hexKey + `","key":"` + hexKey + `","generation":1}`,
+		`{"Sandbox":"demo","key":"` + hexKey + `","generation":1}`,
+		`{"sandbox":"demo","key":"` + hexKey[:62] + `","generation":1}`,
+		`{"sandbox":"demo","key":"` + hexKey + `","generation":1.5}`,
+		`[1]`, ``, `{}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		k, err := decodeKeyFile(data)
+		if err != nil {
+			for _, m := range keyValue.FindAllSubmatch(data, -1) {
+				if strings.Contains(err.Error(), string(m[1][:16])) {
+					t.Fatalf("error shows the key's value: %v", err)
+				}
+			}
+			return
+		}
+		out, err := encodeKeyFile(k)
+		if err != nil {
+			t.Fatalf("accepted key does not encode: %v", err)
+		}
+		back, err := decodeKeyFile(out)
+		if err != nil || back.Sandbox != k.Sandbox || !bytes.Equal(back.Key, k.Key) || back.Generation != k.Generation {
+			t.Fatalf("round trip: %v", err)
+		}
+	})
+}
+
+// keyValue finds the values of "key" members (16 characters or more).
+var keyValue = regexp.MustCompile(`"key"\s*:\s*"([^"]{16,})"`)

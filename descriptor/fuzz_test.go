@@ -206,3 +206,48 @@ func jsonEqual(a, b any) bool {
 		return a == b
 	}
 }
+
+// FuzzParseResponse: the sandbox client reads responses from a folder the
+// sandbox can also write. An accepted response re-marshals to a response
+// that parses to the same value, and its output decodes.
+func FuzzParseResponse(f *testing.F) {
+	const id = `"id":"5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84"`
+	for _, s := range []string{
+		`{"audit_id":"a-17","duration_ms":1234,"exit_code":1,` + id + `,"outcome":"exit","rule":"git-read","signal":0,"stderr_base64":"/3g=","stderr_truncated":true,"stdout":"ok\n","stdout_truncated":false,"version":1}`,
+		`{"code":"policy-deny","duration_ms":0,` + id + `,"message":"no","outcome":"refused","version":1}`,
+		`{"version":1,` + id + `,"outcome":"exit","exit_code":0,"exit_code":1}`,
+		"version: 1\nid: 5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84\noutcome: exit\nexit_code: 0\n",
+		`{"version":1,` + id + `,"outcome":"exit","exit_code":0,"stdout":"","stdout_base64":"AA=="}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseResponse(data)
+		if err != nil {
+			checkRefusal(t, err)
+			return
+		}
+		if _, err := r.Stdout(); err != nil {
+			t.Fatalf("accepted response with undecodable stdout: %v", err)
+		}
+		if _, err := r.Stderr(); err != nil {
+			t.Fatalf("accepted response with undecodable stderr: %v", err)
+		}
+		out, err := MarshalResponse(r)
+		if err != nil {
+			t.Fatalf("accepted response does not marshal: %v", err)
+		}
+		back, err := ParseResponse(out)
+		if err != nil || !reflect.DeepEqual(normalized(back), normalized(r)) {
+			t.Fatalf("round trip: %v\n%+v\n%+v", err, r, back)
+		}
+	})
+}
+
+// normalized drops what a response's text does not carry identically
+// through a round trip (the version number read).
+func normalized(r *Response) Response {
+	c := *r
+	c.Version = 0
+	return c
+}
