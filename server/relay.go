@@ -158,6 +158,7 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 	// or locked server (the sandbox may try again later).
 	x.req = execRequest(d)
 	if err := validateExec(x.req); err != nil {
+		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return s.relayRefusal(ctx, x, d.ID, err)
 	}
 	if err := s.stopped(); err != nil {

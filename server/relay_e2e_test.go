@@ -192,20 +192,25 @@ func TestRelayNeedsPermissionForTheSandbox(t *testing.T) {
 
 func TestRelayTeardownCancels(t *testing.T) {
 	e := newRelayEnv(t)
-	id, file := e.signed(t, time.Now(), "/bin/sleep", "30")
+	started := filepath.Join(t.TempDir(), "started")
+	id, file := e.signed(t, time.Now(), "/bin/sh", "-c", "touch "+started+"; exec sleep 30")
 	done := make(chan *descriptor.Response, 1)
 	go func() { done <- e.relay(t, id, file) }()
+	poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
 	td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.Repeat("t", 32), Sandbox: "demo"}, e.key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 5*time.Second, "teardown to cancel", func() bool {
-		r, err := e.api.RelayTeardown(context.Background(), &coilyv1.RelayTeardownRequest{Sandbox: "demo", Id: id, Teardown: td})
-		return err == nil && r.GetCancelled()
-	})
+	r, err := e.api.RelayTeardown(context.Background(), &coilyv1.RelayTeardownRequest{Sandbox: "demo", Id: id, Teardown: td})
+	if err != nil || !r.GetCancelled() {
+		t.Fatalf("teardown of a running request: %v %v", r, err)
+	}
 	select {
 	case r := <-done:
 		wantRefused(t, r, refusal.Internal)
+		if !strings.Contains(r.Message, "teardown") {
+			t.Fatalf("message: %s", r.Message)
+		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("teardown did not end the request")
 	}
