@@ -17,7 +17,7 @@ var nameCases = []struct {
 	{".5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84.json", ""},
 	{"../5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84.json", ""},
 	{"5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84.json/", ""},
-	{"5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c8.json", ""},  // short
+	{"5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c8.json", ""},   // short
 	{"5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c845.json", ""}, // long
 	{"{5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84}.json", ""},
 	{"5b0c5a4e3f8d4c2a9e710d6f3b2a1c84.json", ""},
