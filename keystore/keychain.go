@@ -42,9 +42,10 @@ type Keychain struct {
 // keychainCall is one lookup in flight; done is closed once value and
 // err are set.
 type keychainCall struct {
-	done  chan struct{}
-	value string
-	err   error
+	done    chan struct{}
+	value   string
+	err     error
+	fetches int // Fetch calls that joined it (under Keychain.mu)
 }
 
 // NewKeychain returns the OS keychain backend.
@@ -68,6 +69,7 @@ func (k *Keychain) Fetch(ctx context.Context, ref Ref) (string, error) {
 		k.inflight[ref] = c
 		go k.run(ref, c)
 	}
+	c.fetches++
 	k.mu.Unlock()
 	select {
 	case <-c.done:

@@ -243,6 +243,15 @@ func TestKeychainInFlight(t *testing.T) {
 	}
 
 	// Waiters share the call's answer.
+	joined := func() int {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if c := k.inflight[ref]; c != nil {
+			return c.fetches
+		}
+		return -1
+	}
+	before := joined()
 	results := make(chan string, 3)
 	var wg sync.WaitGroup
 	for range 3 {
@@ -253,6 +262,14 @@ func TestKeychainInFlight(t *testing.T) {
 			}
 			results <- v
 		})
+	}
+	// Release the call only once all three have joined it.
+	deadline := time.Now().Add(5 * time.Second)
+	for joined() != before+3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d fetches joined the call, want %d", joined(), before+3)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	// A second independent reference gets its own call.
 	other := kcRef("svc2", "acct")
