@@ -105,9 +105,18 @@ func TestExecRetryHonoursContext(t *testing.T) {
 	c.RateLimitRetries = 1000
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
+	start := time.Now()
 	_, err := c.Exec(ctx, &coilyv1.ExecRequest{Argv: []string{"/bin/x"}}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err == nil || ctx.Err() == nil {
-		t.Fatalf("err = %v after the context ended", err)
+	if err == nil {
+		t.Fatal("Exec succeeded against a server refusing every call")
+	}
+	// It returned because the context ended (gRPC's own deadline timer may
+	// fire a moment before ctx's), not because it gave up retrying.
+	if took := time.Since(start); took < 90*time.Millisecond {
+		t.Fatalf("Exec returned %v after %s, before its context ended", err, took)
+	}
+	if n := f.calls.Load(); n >= 100 {
+		t.Fatalf("%d calls: the retries did not back off", n)
 	}
 }
 
