@@ -26,17 +26,20 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 	if !policy.SandboxNamePattern.MatchString(name) {
 		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox name must match %s", policy.SandboxNamePattern))
 	}
-	switch _, err := s.cfg.Store.Key(name); {
-	case err == nil:
-		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, s.refuseControl(ctx, c, "key.issue", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))
-	}
-	keys, err := s.replaceKeys(ctx, c, "key.issue", []string{name})
+	secret, err := newKey(name)
 	if err != nil {
+		return nil, s.refuseControl(ctx, c, "key.issue", refusal.Wrap(refusal.Internal, err, "no randomness for a key"))
+	}
+	key, err := s.cfg.Store.IssueKey(name, secret, s.cfg.Now())
+	if errors.Is(err, store.ErrKeyExists) {
+		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
+	}
+	rec := controlRecord(c, coilyv1.CoilyService_IssueKey_FullMethodName, "key.issue", "")
+	rec.Details = map[string]string{"sandboxes": name}
+	if err := s.recordControl(ctx, rec, "allow", err); err != nil {
 		return nil, err
 	}
-	return &coilyv1.IssueKeyResponse{Key: keyProto(keys[0])}, nil
+	return &coilyv1.IssueKeyResponse{Key: keyProto(key)}, nil
 }
 
 // RotateKeys replaces one sandbox's key, or every sandbox's.

@@ -60,6 +60,30 @@ func (d *DB) Keys() ([]Key, error) {
 	return keys, nil
 }
 
+// ErrKeyExists reports an IssueKey for a sandbox that has a key.
+var ErrKeyExists = errors.New("store: sandbox already has a key")
+
+// IssueKey stores the first key of a sandbox, in one transaction with the
+// check that it has none (ErrKeyExists otherwise).
+func (d *DB) IssueKey(sandbox string, secret []byte, now time.Time) (Key, error) {
+	k := Key{Sandbox: sandbox, Secret: secret, Created: now, Generation: 1}
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketKeys)
+		var old Key
+		switch err := getJSON(b, []byte(sandbox), &old); {
+		case err == nil:
+			return ErrKeyExists
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		return putJSON(b, []byte(sandbox), k)
+	})
+	if err != nil {
+		return Key{}, fmt.Errorf("store: issue key %s: %w", sandbox, err)
+	}
+	return k, nil
+}
+
 // ReplaceKeys stores new keys for the named sandboxes in one transaction,
 // each with its generation advanced past the key it replaces. secret
 // returns the new key material for a sandbox.

@@ -109,3 +109,21 @@ func TestPruneRelays(t *testing.T) {
 		t.Fatalf("expired nonce still held: %v", err)
 	}
 }
+
+func TestIssueKeyOnce(t *testing.T) {
+	db, err := Open(filepath.Join(t.TempDir(), "coily.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	k, err := db.IssueKey("demo", bytes.Repeat([]byte{1}, 32), time.Now())
+	if err != nil || k.Generation != 1 {
+		t.Fatalf("first issue: %+v %v", k, err)
+	}
+	if _, err := db.IssueKey("demo", bytes.Repeat([]byte{2}, 32), time.Now()); !errors.Is(err, ErrKeyExists) {
+		t.Fatalf("second issue: %v", err)
+	}
+	if got, _ := db.Key("demo"); got.Secret[0] != 1 {
+		t.Fatal("the second issue replaced the key")
+	}
+}
