@@ -248,7 +248,7 @@ func (s *Server) pruneRelayState(now time.Time) {
 	if s.accepted.Add(1)%relayPruneEvery != 1 {
 		return
 	}
-	if _, err := s.cfg.Store.PruneRelays(now.Add(-relayRecordKeep), now); err != nil {
+	if _, _, err := s.cfg.Store.PruneRelays(now.Add(-relayRecordKeep), now); err != nil {
 		s.log.Error("prune relay records", "err", err)
 	}
 }

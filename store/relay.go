@@ -196,24 +196,9 @@ func (d *DB) Relay(id string) (Relay, error) {
 	return r, nil
 }
 
-// PruneNonces forgets nonces that expired before now (a descriptor that
+// pruneNonces forgets nonces that expired before now (a descriptor that
 // old is refused as stale before its nonce is looked at).
-func (d *DB) PruneNonces(now time.Time) (int, error) {
-	n := 0
-	err := d.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		n, err = pruneNoncesCount(tx, now)
-		return err
-	})
-	return n, err
-}
-
-func pruneNonces(tx *bolt.Tx, now time.Time) error {
-	_, err := pruneNoncesCount(tx, now)
-	return err
-}
-
-func pruneNoncesCount(tx *bolt.Tx, now time.Time) (int, error) {
+func pruneNonces(tx *bolt.Tx, now time.Time) (int, error) {
 	n := 0
 	c := tx.Bucket(bucketNonces).Cursor()
 	for k, v := c.First(); k != nil; k, v = c.Next() {
@@ -232,11 +217,10 @@ func nonceKey(sandbox, nonce string) []byte {
 }
 
 // PruneRelays forgets the relay records accepted before `before` and the
-// nonces expired at now, in one transaction, returning how many records
+// nonces expired at now, in one transaction, returning how many of each
 // went.
-func (d *DB) PruneRelays(before, now time.Time) (int, error) {
-	n := 0
-	err := d.db.Update(func(tx *bolt.Tx) error {
+func (d *DB) PruneRelays(before, now time.Time) (records, nonces int, err error) {
+	err = d.db.Update(func(tx *bolt.Tx) error {
 		c := tx.Bucket(bucketRelays).Cursor()
 		for k, _ := c.First(); k != nil; k, _ = c.Next() {
 			var r Relay
@@ -247,13 +231,15 @@ func (d *DB) PruneRelays(before, now time.Time) (int, error) {
 				if err := c.Delete(); err != nil {
 					return err
 				}
-				n++
+				records++
 			}
 		}
-		return pruneNonces(tx, now)
+		var err error
+		nonces, err = pruneNonces(tx, now)
+		return err
 	})
 	if err != nil {
-		return n, fmt.Errorf("store: prune relays: %w", err)
+		return records, nonces, fmt.Errorf("store: prune relays: %w", err)
 	}
-	return n, nil
+	return records, nonces, nil
 }

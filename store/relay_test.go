@@ -43,13 +43,13 @@ func TestRelayExactlyOnceAcrossReopen(t *testing.T) {
 	if err != nil || !found || got.State != RelayDone || !bytes.Equal(got.Response, []byte(`{"outcome":"exit"}`)) {
 		t.Fatalf("after reopen: %+v found=%v err=%v", got, found, err)
 	}
-	if n, err := db.PruneNonces(now.Add(30 * time.Second)); err != nil || n != 0 {
+	if _, n, err := db.PruneRelays(time.Time{}, now.Add(30*time.Second)); err != nil || n != 0 {
 		t.Fatalf("prune before expiry: n=%d err=%v", n, err)
 	}
 	if _, _, err := db.AcceptRelay(Relay{ID: "id-4", Sandbox: "demo"}, "nonce-1", now.Add(time.Hour)); !errors.Is(err, ErrNonceSeen) {
 		t.Fatalf("unexpired nonce forgotten: %v", err)
 	}
-	if n, err := db.PruneNonces(now.Add(2 * time.Minute)); err != nil || n != 2 {
+	if _, n, err := db.PruneRelays(time.Time{}, now.Add(2*time.Minute)); err != nil || n != 2 {
 		t.Fatalf("prune after expiry: n=%d err=%v, want 2", n, err)
 	}
 }
@@ -94,7 +94,7 @@ func TestPruneRelays(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	n, err := db.PruneRelays(now.Add(-24*time.Hour), now)
+	n, _, err := db.PruneRelays(now.Add(-24*time.Hour), now)
 	if err != nil || n != 1 {
 		t.Fatalf("pruned %d, %v", n, err)
 	}
