@@ -10,6 +10,8 @@ import (
 	"os"
 	"syscall"
 	"unicode/utf8"
+
+	"coily.dev/coily/keystore/credref"
 )
 
 // MaxFileSize bounds a credentials file.
@@ -176,7 +178,7 @@ func ParseFile(data []byte) (map[string]string, error) {
 			return fail(n, reasonNoEquals)
 		case len(name) == 0:
 			return fail(n, reasonEmptyName)
-		case !validName(name):
+		case !credref.ValidName(name):
 			return fail(n, reasonBadName)
 		case len(value) == 0:
 			return fail(n, reasonEmptyVal)
@@ -199,13 +201,4 @@ func cause(err error) error {
 		return pe.Err
 	}
 	return err
-}
-
-func validName(name []byte) bool {
-	for _, c := range name {
-		if !nameByte(c) {
-			return false
-		}
-	}
-	return len(name) > 0
 }

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/keystore/credref"
 )
 
 // fileCases are ParseFile's table, and FuzzParseFile's seeds. A case with
@@ -150,7 +152,7 @@ func FuzzParseFile(f *testing.F) {
 		var out bytes.Buffer
 		for _, name := range slices.Sorted(maps.Keys(got)) {
 			v := got[name]
-			if !validName([]byte(name)) {
+			if !credref.ValidName([]byte(name)) {
 				t.Fatalf("invalid name %q accepted", name)
 			}
 			if v == "" || strings.ContainsAny(v, "\x00\r\n") {

@@ -17,13 +17,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+
+	"coily.dev/coily/keystore/credref"
 )
 
 // Backend names.
 const (
-	BackendVault    = "vault"
-	BackendKeychain = "keychain"
-	BackendFile     = "file"
+	BackendVault    = credref.Vault
+	BackendKeychain = credref.Keychain
+	BackendFile     = credref.File
 )
 
 // A Backend fetches one secret value by reference.

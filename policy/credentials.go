@@ -6,7 +6,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"coily.dev/coily/keystore"
+	"coily.dev/coily/keystore/credref"
 )
 
 // reservedEnv are the variables the server sets in every child's
@@ -15,7 +15,7 @@ var reservedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM",
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 // ruleCredentials reads `credentials:`, a map from the child's environment
-// variable to a credential reference (keystore.ParseRef).
+// variable to a credential reference (credref.Parse).
 func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
 	n := &rf.Credentials
 	if n.Kind == 0 {
@@ -25,7 +25,7 @@ func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
 		b.failAt(rn.at("credentials"), "rule %q: credentials must map environment variables to references", r.Name)
 		return
 	}
-	r.Credentials = map[string]keystore.Ref{}
+	r.Credentials = map[string]credref.Ref{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		name := k.Value
@@ -39,14 +39,14 @@ func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
 		case slices.Contains(r.Env, name):
 			b.failAt(k, "rule %q: %s is both a credential and a variable callers may pass", r.Name, name)
 			continue
-		case r.Credentials[name] != (keystore.Ref{}):
+		case r.Credentials[name] != (credref.Ref{}):
 			b.failAt(k, "rule %q: duplicate credential %s", r.Name, name)
 			continue
 		case v.Kind != yaml.ScalarNode || v.Tag != "!!str":
 			b.failAt(v, "rule %q: credential %s: want a reference such as vault:secret/coily/github#token", r.Name, name)
 			continue
 		}
-		ref, err := keystore.ParseRef(v.Value)
+		ref, err := credref.Parse(v.Value)
 		if err != nil {
 			b.failAt(v, "rule %q: credential %s: %v", r.Name, name, err)
 			continue

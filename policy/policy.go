@@ -12,11 +12,12 @@
 package policy
 
 import (
-	"coily.dev/coily/keystore"
 	"path"
 	"regexp"
 	"slices"
 	"time"
+
+	"coily.dev/coily/keystore/credref"
 )
 
 // Permission names one capability checked by the server's per-RPC table.
@@ -132,7 +133,7 @@ type Rule struct {
 	Env []string
 	// Credentials maps an environment variable of the child to the
 	// credential reference the server fetches into it (never echoed).
-	Credentials map[string]keystore.Ref
+	Credentials map[string]credref.Ref
 	// Workspace is WorkspaceTemp or the name of a policy workspace.
 	Workspace string
 	Sandbox   string

@@ -1,4 +1,4 @@
-package keystore
+package credref
 
 import (
 	"strings"
@@ -12,17 +12,17 @@ var refCases = []struct {
 	in   string
 	want Ref
 }{
-	{"vault:secret/coily/github#token", Ref{BackendVault, "secret/coily/github", "token"}},
-	{"vault:kv#f", Ref{BackendVault, "kv", "f"}},
-	{"vault:a.b/c_d/e-f/1#field/with:colons=and/slashes", Ref{BackendVault, "a.b/c_d/e-f/1", "field/with:colons=and/slashes"}},
-	{"vault:a/...#f", Ref{BackendVault, "a/...", "f"}},
-	{"keychain:coily/github", Ref{BackendKeychain, "coily", "github"}},
-	{"keychain:svc/acct/more", Ref{BackendKeychain, "svc", "acct/more"}},
-	{"keychain:com.example.svc/user@example.com", Ref{BackendKeychain, "com.example.svc", "user@example.com"}},
-	{"keychain:dienst/konto-ä", Ref{BackendKeychain, "dienst", "konto-ä"}},
-	{"file:github", Ref{BackendFile, "github", ""}},
-	{"file:npm.token_2-x", Ref{BackendFile, "npm.token_2-x", ""}},
-	{"file:...", Ref{BackendFile, "...", ""}},
+	{"vault:secret/coily/github#token", Ref{Vault, "secret/coily/github", "token"}},
+	{"vault:kv#f", Ref{Vault, "kv", "f"}},
+	{"vault:a.b/c_d/e-f/1#field/with:colons=and/slashes", Ref{Vault, "a.b/c_d/e-f/1", "field/with:colons=and/slashes"}},
+	{"vault:a/...#f", Ref{Vault, "a/...", "f"}},
+	{"keychain:coily/github", Ref{Keychain, "coily", "github"}},
+	{"keychain:svc/acct/more", Ref{Keychain, "svc", "acct/more"}},
+	{"keychain:com.example.svc/user@example.com", Ref{Keychain, "com.example.svc", "user@example.com"}},
+	{"keychain:dienst/konto-ä", Ref{Keychain, "dienst", "konto-ä"}},
+	{"file:github", Ref{File, "github", ""}},
+	{"file:npm.token_2-x", Ref{File, "npm.token_2-x", ""}},
+	{"file:...", Ref{File, "...", ""}},
 
 	{"", Ref{}},
 	{":", Ref{}},
@@ -77,26 +77,26 @@ var refCases = []struct {
 
 func TestParseRef(t *testing.T) {
 	for _, tc := range refCases {
-		got, err := ParseRef(tc.in)
+		got, err := Parse(tc.in)
 		switch {
 		case tc.want == (Ref{}) && err == nil:
-			t.Errorf("ParseRef(%q) = %#v, want an error", tc.in, got)
+			t.Errorf("Parse(%q) = %#v, want an error", tc.in, got)
 		case tc.want != (Ref{}) && err != nil:
-			t.Errorf("ParseRef(%q): %v", tc.in, err)
+			t.Errorf("Parse(%q): %v", tc.in, err)
 		case err == nil && got != tc.want:
-			t.Errorf("ParseRef(%q) = %#v, want %#v", tc.in, got, tc.want)
+			t.Errorf("Parse(%q) = %#v, want %#v", tc.in, got, tc.want)
 		case err != nil && got != (Ref{}):
-			t.Errorf("ParseRef(%q) = %#v with an error", tc.in, got)
+			t.Errorf("Parse(%q) = %#v with an error", tc.in, got)
 		case err == nil && got.String() != tc.in:
-			t.Errorf("ParseRef(%q).String() = %q", tc.in, got.String())
+			t.Errorf("Parse(%q).String() = %q", tc.in, got.String())
 		}
 		if err != nil && !utf8.ValidString(err.Error()) {
-			t.Errorf("ParseRef(%q): error %q is not valid UTF-8", tc.in, err)
+			t.Errorf("Parse(%q): error %q is not valid UTF-8", tc.in, err)
 		}
 	}
 	// Exactly the limit is fine.
 	long := "file:" + strings.Repeat("a", maxRefLen-len("file:"))
-	if _, err := ParseRef(long); err != nil {
+	if _, err := Parse(long); err != nil {
 		t.Errorf("ParseRef of %d bytes: %v", len(long), err)
 	}
 }
@@ -106,39 +106,39 @@ func FuzzParseRef(f *testing.F) {
 		f.Add(tc.in)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		r, err := ParseRef(s)
+		r, err := Parse(s)
 		if err != nil {
 			if r != (Ref{}) {
-				t.Fatalf("ParseRef(%q) = %#v with an error", s, r)
+				t.Fatalf("Parse(%q) = %#v with an error", s, r)
 			}
 			return
 		}
 		if len(s) > maxRefLen || !utf8.ValidString(s) || strings.ContainsFunc(s, func(c rune) bool { return c <= ' ' || c == 0x7f }) {
-			t.Fatalf("ParseRef(%q) accepted", s)
+			t.Fatalf("Parse(%q) accepted", s)
 		}
 		if r.String() != s {
-			t.Fatalf("ParseRef(%q).String() = %q", s, r.String())
+			t.Fatalf("Parse(%q).String() = %q", s, r.String())
 		}
-		again, err := ParseRef(r.String())
+		again, err := Parse(r.String())
 		if err != nil || again != r {
-			t.Fatalf("ParseRef(%q) = %#v, then %#v, %v", s, r, again, err)
+			t.Fatalf("Parse(%q) = %#v, then %#v, %v", s, r, again, err)
 		}
 		switch r.Backend {
-		case BackendVault, BackendKeychain:
+		case Vault, Keychain:
 			if r.Path == "" || r.Field == "" {
-				t.Fatalf("ParseRef(%q) = %#v: empty part", s, r)
+				t.Fatalf("Parse(%q) = %#v: empty part", s, r)
 			}
-		case BackendFile:
-			if !validName([]byte(r.Path)) || r.Path == "." || r.Path == ".." || r.Field != "" {
-				t.Fatalf("ParseRef(%q) = %#v", s, r)
+		case File:
+			if !ValidName([]byte(r.Path)) || r.Path == "." || r.Path == ".." || r.Field != "" {
+				t.Fatalf("Parse(%q) = %#v", s, r)
 			}
 		default:
-			t.Fatalf("ParseRef(%q): backend %q", s, r.Backend)
+			t.Fatalf("Parse(%q): backend %q", s, r.Backend)
 		}
-		if r.Backend == BackendVault {
+		if r.Backend == Vault {
 			for seg := range strings.SplitSeq(r.Path, "/") {
-				if seg == "" || seg == "." || seg == ".." || !validName([]byte(seg)) {
-					t.Fatalf("ParseRef(%q): path segment %q", s, seg)
+				if seg == "" || seg == "." || seg == ".." || !ValidName([]byte(seg)) {
+					t.Fatalf("Parse(%q): path segment %q", s, seg)
 				}
 			}
 		}
