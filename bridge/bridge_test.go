@@ -3,7 +3,6 @@ package bridge
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -103,17 +102,6 @@ func exitResponse(id, stdout string) []byte {
 		panic(err)
 	}
 	return out
-}
-
-func newID(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // newMount returns a shared folder with its protocol directories.
@@ -273,7 +261,7 @@ func TestHappyPath(t *testing.T) {
 			t.Fatalf(".coily/%s: %v %v; want a directory, mode 0700", d, fi.Mode(), err)
 		}
 	}
-	id := newID(t)
+	id := descriptor.NewID()
 	body := requestBody(id)
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), body)
 	wantOK(t, response(t, mount, id))
@@ -287,7 +275,7 @@ func TestHappyPath(t *testing.T) {
 		t.Fatalf("relayed %+v; want one call for %s with the file's bytes", calls, id)
 	}
 	// A YAML request is answered as <id>.json too.
-	id2 := newID(t)
+	id2 := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, id2+".yaml", []byte("id: "+id2+"\n"))
 	wantOK(t, response(t, mount, id2))
 	entries, _ := os.ReadDir(path(mount, descriptor.ResponsesDir, ""))
@@ -299,7 +287,7 @@ func TestHappyPath(t *testing.T) {
 }
 
 func TestNamesOutsideGrammarDeletedUnread(t *testing.T) {
-	id := newID(t)
+	id := descriptor.NewID()
 	for _, name := range []string{"../" + id + ".json", id + "/x.json", "x.json", strings.ToUpper(id) + ".json"} {
 		if _, ok := descriptor.IDFromName(name); ok {
 			t.Fatalf("IDFromName(%q) accepted", name)
@@ -309,14 +297,14 @@ func TestNamesOutsideGrammarDeletedUnread(t *testing.T) {
 	req := path(mount, descriptor.RequestsDir, "")
 	strays := []string{
 		"x.json",
-		strings.ToUpper(newID(t)) + ".json",
-		newID(t) + ".JSON",
-		newID(t) + ".json.bak",
-		newID(t) + ".txt",
-		"." + newID(t) + ".json",
+		strings.ToUpper(descriptor.NewID()) + ".json",
+		descriptor.NewID() + ".JSON",
+		descriptor.NewID() + ".json.bak",
+		descriptor.NewID() + ".txt",
+		"." + descriptor.NewID() + ".json",
 		"..x.json",
 		strings.Repeat("a", 240) + ".json",
-		newID(t) + "x.json",
+		descriptor.NewID() + "x.json",
 		"a\nb.json",
 	}
 	for _, name := range strays {
@@ -349,7 +337,7 @@ func TestNamesOutsideGrammarDeletedUnread(t *testing.T) {
 	if err := os.WriteFile(path(mount, descriptor.TeardownsDir, "x.yaml"), nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ok := newID(t)
+	ok := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(ok), requestBody(ok))
 	wantOK(t, response(t, mount, ok))
 	waitFor(t, "the stray teardown to be deleted", func() bool { return !exists(path(mount, descriptor.TeardownsDir, "x.yaml")) })
@@ -367,7 +355,7 @@ func TestNamesOutsideGrammarDeletedUnread(t *testing.T) {
 func TestSymlinkRequestRefused(t *testing.T) {
 	mount := newMount(t)
 	outside := filepath.Join(t.TempDir(), "outside.json")
-	id := newID(t)
+	id := descriptor.NewID()
 	if err := os.WriteFile(outside, requestBody(id), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -394,12 +382,12 @@ func TestFIFODoesNotBlock(t *testing.T) {
 	mount := newMount(t)
 	rel := &fakeRelayer{}
 	start(t, rel, Config{}, mount)
-	fifo := newID(t)
+	fifo := descriptor.NewID()
 	fifoPath := path(mount, descriptor.RequestsDir, descriptor.FileName(fifo))
 	if err := syscall.Mkfifo(fifoPath, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id := newID(t)
+	id := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	wantOK(t, response(t, mount, id))
 	wantRefused(t, response(t, mount, fifo), descriptor.CodeBadRequest)
@@ -411,7 +399,7 @@ func TestFIFODoesNotBlock(t *testing.T) {
 
 func TestHardLinkRefused(t *testing.T) {
 	mount := newMount(t)
-	id := newID(t)
+	id := descriptor.NewID()
 	outside := filepath.Join(t.TempDir(), "outside.json") // on the same file system
 	if err := os.WriteFile(outside, requestBody(id), 0o600); err != nil {
 		t.Fatal(err)
@@ -437,7 +425,7 @@ func TestHugeSparseFileNotRead(t *testing.T) {
 	mount := newMount(t)
 	rel := &fakeRelayer{}
 	start(t, rel, Config{}, mount)
-	id := newID(t)
+	id := descriptor.NewID()
 	tmp := path(mount, descriptor.TmpDir, descriptor.FileName(id))
 	f, err := os.Create(tmp)
 	if err != nil {
@@ -470,13 +458,13 @@ func TestPlantedResponseSymlinkReplaced(t *testing.T) {
 	if err := os.WriteFile(outside, []byte("precious"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	id := newID(t)
+	id := descriptor.NewID()
 	resp := path(mount, descriptor.ResponsesDir, descriptor.FileName(id))
 	if err := os.Symlink(outside, resp); err != nil {
 		t.Fatal(err)
 	}
 	// A directory planted where an answer goes: the answer is dropped.
-	blocked := newID(t)
+	blocked := descriptor.NewID()
 	if err := os.Mkdir(path(mount, descriptor.ResponsesDir, descriptor.FileName(blocked)), 0o700); err != nil {
 		t.Fatal(err)
 	}
@@ -506,14 +494,14 @@ func TestTmpIgnoredUntilRenamed(t *testing.T) {
 	mount := newMount(t)
 	rel := &fakeRelayer{}
 	start(t, rel, Config{}, mount)
-	id := newID(t)
+	id := descriptor.NewID()
 	half := path(mount, descriptor.TmpDir, descriptor.FileName(id))
 	body := requestBody(id)
 	if err := os.WriteFile(half, body[:10], 0o600); err != nil {
 		t.Fatal(err)
 	}
 	// Another request is answered meanwhile: the bridge is scanning.
-	other := newID(t)
+	other := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(other), requestBody(other))
 	wantOK(t, response(t, mount, other))
 	if !exists(half) || exists(path(mount, descriptor.ResponsesDir, descriptor.FileName(id))) || len(rel.relayed()) != 1 {
@@ -540,7 +528,7 @@ func TestTransientErrorsRetried(t *testing.T) {
 		return exitResponse(id, "ok\n"), nil
 	}}
 	start(t, rel, Config{}, mount)
-	id := newID(t)
+	id := descriptor.NewID()
 	began := time.Now()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	wantOK(t, response(t, mount, id))
@@ -560,7 +548,7 @@ func TestRefusalWritten(t *testing.T) {
 		return nil, &Refusal{Code: "permission-denied", Message: "local:bob may not relay for sandbox \"demo\""}
 	}}
 	start(t, rel, Config{}, mount)
-	id := newID(t)
+	id := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	r := response(t, mount, id)
 	wantRefused(t, r, "permission-denied")
@@ -575,7 +563,7 @@ func TestRefusalWritten(t *testing.T) {
 	rel.mu.Lock()
 	rel.relay = func(string, int) ([]byte, error) { return nil, &Refusal{Code: "Bad Code", Message: "x\x00y"} }
 	rel.mu.Unlock()
-	id2 := newID(t)
+	id2 := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id2), requestBody(id2))
 	wantRefused(t, response(t, mount, id2), "internal")
 }
@@ -591,7 +579,7 @@ func TestTeardownRelayed(t *testing.T) {
 		return nil
 	}}
 	start(t, rel, Config{}, mount)
-	id := newID(t)
+	id := descriptor.NewID()
 	body := []byte(`{"id":"` + id + `"}` + "\n")
 	td := path(mount, descriptor.TeardownsDir, descriptor.FileName(id))
 	put(t, mount, descriptor.TeardownsDir, descriptor.FileName(id), body)
@@ -604,7 +592,7 @@ func TestTeardownRelayed(t *testing.T) {
 		t.Fatal("a teardown was answered")
 	}
 	// Too large: deleted unrelayed.
-	big := newID(t)
+	big := descriptor.NewID()
 	put(t, mount, descriptor.TeardownsDir, descriptor.FileName(big), bytes.Repeat([]byte(" "), MaxTeardownSize+1))
 	waitFor(t, "the large teardown to be deleted", func() bool {
 		return !exists(path(mount, descriptor.TeardownsDir, descriptor.FileName(big)))
@@ -616,7 +604,7 @@ func TestTeardownRelayed(t *testing.T) {
 	rel.mu.Lock()
 	rel.teardown = func(string) error { return &Refusal{Code: "hmac-fail", Message: "no"} }
 	rel.mu.Unlock()
-	ref := newID(t)
+	ref := descriptor.NewID()
 	put(t, mount, descriptor.TeardownsDir, descriptor.FileName(ref), body)
 	waitFor(t, "the refused teardown to be deleted", func() bool {
 		return !exists(path(mount, descriptor.TeardownsDir, descriptor.FileName(ref)))
@@ -634,12 +622,12 @@ func TestTeardownNotStuckBehindRequests(t *testing.T) {
 		return exitResponse(id, "ok\n"), nil
 	}}
 	start(t, rel, Config{MaxInFlight: 2}, mount)
-	ids := []string{newID(t), newID(t), newID(t), newID(t), newID(t)}
+	ids := []string{descriptor.NewID(), descriptor.NewID(), descriptor.NewID(), descriptor.NewID(), descriptor.NewID()}
 	for _, id := range ids {
 		put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	}
 	waitFor(t, "two relays in flight", func() bool { return len(rel.relayed()) == 2 })
-	td := newID(t)
+	td := descriptor.NewID()
 	put(t, mount, descriptor.TeardownsDir, descriptor.FileName(td), []byte("{}"))
 	waitFor(t, "the teardown", func() bool { return len(rel.tornDown()) == 1 })
 	if n := len(rel.relayed()); n != 2 {
@@ -737,12 +725,12 @@ func TestRescanWithoutEvents(t *testing.T) {
 	startWatch = func(*slog.Logger, []*dir, func()) func() { return func() {} }
 	t.Cleanup(func() { startWatch = saved })
 	mount := newMount(t)
-	early := newID(t)
+	early := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(early), requestBody(early))
 	rel := &fakeRelayer{}
 	start(t, rel, Config{Rescan: 100 * time.Millisecond}, mount)
 	wantOK(t, response(t, mount, early))
-	late := newID(t)
+	late := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(late), requestBody(late))
 	wantOK(t, response(t, mount, late))
 }
@@ -754,7 +742,7 @@ func TestEventsWakeTheBridge(t *testing.T) {
 	rel := &fakeRelayer{}
 	start(t, rel, Config{Rescan: time.Hour}, mount)
 	for range 3 {
-		id := newID(t)
+		id := descriptor.NewID()
 		put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 		wantOK(t, response(t, mount, id))
 	}
@@ -764,7 +752,7 @@ func TestStaleTempsRemoved(t *testing.T) {
 	mount := newMount(t)
 	old := path(mount, descriptor.ResponsesDir, tempPrefix+"old")
 	fresh := path(mount, descriptor.ResponsesDir, tempPrefix+"fresh")
-	answer := path(mount, descriptor.ResponsesDir, descriptor.FileName(newID(t)))
+	answer := path(mount, descriptor.ResponsesDir, descriptor.FileName(descriptor.NewID()))
 	for _, p := range []string{old, fresh, answer} {
 		if err := os.WriteFile(p, nil, 0o600); err != nil {
 			t.Fatal(err)
@@ -786,13 +774,13 @@ func TestStaleTempsRemoved(t *testing.T) {
 
 func TestDirectoryRequestRefused(t *testing.T) {
 	mount := newMount(t)
-	id := newID(t)
+	id := descriptor.NewID()
 	d := path(mount, descriptor.RequestsDir, descriptor.FileName(id))
 	if err := os.Mkdir(d, 0o700); err != nil {
 		t.Fatal(err)
 	}
 	// One that is not empty cannot be removed: answered once, then left.
-	full := newID(t)
+	full := descriptor.NewID()
 	fullDir := path(mount, descriptor.RequestsDir, descriptor.FileName(full))
 	if err := os.MkdirAll(filepath.Join(fullDir, "inside"), 0o700); err != nil {
 		t.Fatal(err)
@@ -810,7 +798,7 @@ func TestDirectoryRequestRefused(t *testing.T) {
 	// answered again.
 	waitFor(t, "the failed deletion", func() bool { return strings.Count(r.log.String(), "cannot delete") >= 1 })
 	for range 5 {
-		other := newID(t)
+		other := descriptor.NewID()
 		put(t, mount, descriptor.RequestsDir, descriptor.FileName(other), requestBody(other))
 		wantOK(t, response(t, mount, other))
 		os.Remove(path(mount, descriptor.ResponsesDir, descriptor.FileName(other)))
@@ -831,7 +819,7 @@ func TestStopsWithRelaysInFlight(t *testing.T) {
 		return nil, context.Canceled
 	}
 	r := start(t, rel, Config{}, mount)
-	id := newID(t)
+	id := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	waitFor(t, "a relay", func() bool { return len(rel.relayed()) > 0 })
 	if err := r.stop(); err != nil {
@@ -850,7 +838,7 @@ func TestManyAtOnce(t *testing.T) {
 	start(t, rel, Config{MaxInFlight: 3}, mount)
 	var ids []string
 	for i := range 200 {
-		id := newID(t)
+		id := descriptor.NewID()
 		ids = append(ids, id)
 		put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 		if err := os.WriteFile(path(mount, descriptor.RequestsDir, fmt.Sprintf("junk-%d", i)), nil, 0o600); err != nil {

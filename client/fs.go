@@ -163,7 +163,7 @@ func (c *FSClient) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdou
 // its response (0: until ctx ends).
 func (c *FSClient) build(req *coilyv1.ExecRequest) (*descriptor.Request, time.Duration) {
 	d := &descriptor.Request{
-		ID:        newUUID(),
+		ID:        descriptor.NewID(),
 		CreatedAt: c.now(),
 		Nonce:     newNonce(),
 		Sandbox:   c.Key.Sandbox,
@@ -372,15 +372,6 @@ func deliver(resp *descriptor.Response, stdout, stderr io.Writer) (*coilyv1.Exec
 		StderrTruncated: resp.StderrTruncated,
 		AuditId:         resp.AuditID,
 	}, nil
-}
-
-// newUUID returns a random (version 4) UUID in lower case.
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // never fails (crypto/rand crashes the program instead)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // newNonce returns 32 random hex digits.

@@ -1,6 +1,8 @@
 package descriptor
 
 import (
+	"crypto/rand"
+	"fmt"
 	"path/filepath"
 	"regexp"
 )
@@ -43,3 +45,13 @@ func FileName(id string) string { return id + ".json" }
 
 // Path joins a mount, one of the directories and a name.
 func Path(mount, dir, name string) string { return filepath.Join(mount, DirName, dir, name) }
+
+// NewID returns a fresh request id: a random (version 4) UUID in lower
+// case, as the file-name grammar wants.
+func NewID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails: crypto/rand crashes the program instead
+	b[6] = b[6]&0x0f | 0x40
+	b[8] = b[8]&0x3f | 0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+}

@@ -57,3 +57,17 @@ func FuzzIDFromName(f *testing.F) {
 		}
 	})
 }
+
+func TestNewIDFitsTheGrammar(t *testing.T) {
+	seen := map[string]bool{}
+	for range 100 {
+		id := NewID()
+		if got, ok := IDFromName(FileName(id)); !ok || got != id || id[14] != '4' || !strings.ContainsRune("89ab", rune(id[19])) {
+			t.Fatalf("NewID() = %q is not a version 4 UUID in the file-name grammar", id)
+		}
+		if seen[id] {
+			t.Fatalf("NewID() repeated %q", id)
+		}
+		seen[id] = true
+	}
+}

@@ -2,9 +2,7 @@ package server
 
 import (
 	"cmp"
-	"coily.dev/coily/scrub"
 	"context"
-	"crypto/rand"
 	"fmt"
 	"maps"
 	"os"
@@ -12,6 +10,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"coily.dev/coily/descriptor"
+	"coily.dev/coily/scrub"
 
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -337,12 +338,4 @@ func (s *Server) userHomes() []string {
 }
 
 // newID returns a random (version 4) UUID.
-func newID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("crypto/rand failed: %v", err))
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
+func newID() string { return descriptor.NewID() }

@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
@@ -56,18 +55,10 @@ func newRelayEnv(t *testing.T) *relayEnv {
 	return e
 }
 
-func newUUID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:])
-	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
-}
-
 // signed builds a signed request descriptor.
 func (e *relayEnv) signed(t *testing.T, created time.Time, argv ...string) (id string, file []byte) {
 	t.Helper()
-	id = newUUID()
+	id = descriptor.NewID()
 	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: created.UTC(), Nonce: hex.EncodeToString([]byte(id))[:32],
 		Sandbox: "demo", Argv: argv}, e.key)
 	if err != nil {
@@ -122,7 +113,7 @@ func TestRelayRunsOnceAndAnswersRepeats(t *testing.T) {
 // signedWithID signs a request with a given id and a fresh nonce.
 func (e *relayEnv) signedWithID(t *testing.T, id string, argv ...string) (string, []byte) {
 	t.Helper()
-	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(), Nonce: newUUID()[:8] + strings.Repeat("n", 24),
+	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(), Nonce: descriptor.NewID()[:8] + strings.Repeat("n", 24),
 		Sandbox: "demo", Argv: argv}, e.key)
 	if err != nil {
 		t.Fatal(err)
@@ -138,20 +129,20 @@ func TestRelayRefusesHostileDescriptors(t *testing.T) {
 		wantRefused(t, e.relay(t, id, []byte(strings.Replace(string(file), `"hi"`, `"ho"`, 1))), refusal.HMACFail)
 	})
 	t.Run("wrong key", func(t *testing.T) {
-		id := newUUID()
+		id := descriptor.NewID()
 		wrong := make([]byte, 32)
 		file, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: now.UTC(), Nonce: strings.Repeat("a", 32), Sandbox: "demo", Argv: []string{"/bin/echo"}}, wrong)
 		wantRefused(t, e.relay(t, id, file), refusal.HMACFail)
 	})
 	t.Run("other sandbox's descriptor", func(t *testing.T) {
-		id := newUUID()
+		id := descriptor.NewID()
 		file, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: now.UTC(), Nonce: strings.Repeat("b", 32), Sandbox: "other", Argv: []string{"/bin/echo"}}, e.key)
 		wantRefused(t, e.relay(t, id, file), refusal.HMACFail)
 	})
 	t.Run("replayed nonce", func(t *testing.T) {
 		id, file := e.signed(t, now, "/bin/echo", "1")
 		e.relay(t, id, file)
-		id2 := newUUID()
+		id2 := descriptor.NewID()
 		file2, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id2, CreatedAt: now.UTC(), Nonce: hex.EncodeToString([]byte(id))[:32], Sandbox: "demo", Argv: []string{"/bin/echo", "2"}}, e.key)
 		wantRefused(t, e.relay(t, id2, file2), refusal.ReplayDetected)
 	})
@@ -165,10 +156,10 @@ func TestRelayRefusesHostileDescriptors(t *testing.T) {
 	})
 	t.Run("file named for another id", func(t *testing.T) {
 		_, file := e.signed(t, now, "/bin/echo")
-		wantRefused(t, e.relay(t, newUUID(), file), refusal.BadRequest)
+		wantRefused(t, e.relay(t, descriptor.NewID(), file), refusal.BadRequest)
 	})
 	t.Run("duplicate keys", func(t *testing.T) {
-		id := newUUID()
+		id := descriptor.NewID()
 		wantRefused(t, e.relay(t, id, []byte("version: 1\nversion: 1\n")), refusal.BadRequest)
 	})
 	t.Run("policy deny", func(t *testing.T) {
@@ -184,9 +175,9 @@ func TestRelayRefusesHostileDescriptors(t *testing.T) {
 
 func TestRelayNeedsPermissionForTheSandbox(t *testing.T) {
 	e := newRelayEnv(t)
-	_, err := e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "other", Id: newUUID(), Request: []byte("{}")})
+	_, err := e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "other", Id: descriptor.NewID(), Request: []byte("{}")})
 	wantCode(t, refusal.FromStatus(err), refusal.PermissionDenied)
-	_, err = e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "Bad/Name", Id: newUUID()})
+	_, err = e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "Bad/Name", Id: descriptor.NewID()})
 	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
 }
 

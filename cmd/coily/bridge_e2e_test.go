@@ -37,17 +37,6 @@ commands:
   - {name: echo, binary: /bin/echo, args: ["**"], flags: any, sandbox: native}
 `
 
-func bridgeE2EID(t *testing.T) string {
-	t.Helper()
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
-}
-
 // bridgeE2ERequest is a signed request file for sandbox demo.
 func bridgeE2ERequest(t *testing.T, key []byte, id string, argv ...string) []byte {
 	t.Helper()
@@ -151,7 +140,7 @@ func TestCLIBridgeRelaysToServer(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 
-	id := bridgeE2EID(t)
+	id := descriptor.NewID()
 	bridgeE2EPut(t, mount, id, bridgeE2ERequest(t, key, id, "/bin/echo", "hi"))
 	r := bridgeE2EAnswer(t, mount, id, bridgeLog)
 	if out, _ := r.Stdout(); r.Outcome != descriptor.OutcomeExit || r.ExitCode != 0 || string(out) != "hi\n" {
@@ -163,7 +152,7 @@ func TestCLIBridgeRelaysToServer(t *testing.T) {
 	}
 
 	// A tampered copy (another id, one argument changed after signing).
-	id2 := bridgeE2EID(t)
+	id2 := descriptor.NewID()
 	signed := bridgeE2ERequest(t, key, id2, "/bin/echo", "hi")
 	tampered := bytes.Replace(signed, []byte(`"hi"`), []byte(`"ho"`), 1)
 	if bytes.Equal(signed, tampered) {
@@ -176,7 +165,7 @@ func TestCLIBridgeRelaysToServer(t *testing.T) {
 	}
 
 	// Still serving.
-	id3 := bridgeE2EID(t)
+	id3 := descriptor.NewID()
 	bridgeE2EPut(t, mount, id3, bridgeE2ERequest(t, key, id3, "/bin/echo", "again"))
 	r = bridgeE2EAnswer(t, mount, id3, bridgeLog)
 	if out, _ := r.Stdout(); r.Outcome != descriptor.OutcomeExit || string(out) != "again\n" {
@@ -258,7 +247,7 @@ func TestCLIBridgeRelayerErrors(t *testing.T) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	id := bridgeE2EID(t)
+	id := descriptor.NewID()
 
 	_, err = c.Relayer().Relay(ctx, "other", id, []byte("{}"))
 	var ref *bridge.Refusal

@@ -123,7 +123,7 @@ func TestCLIRelayBridgeKilledMidRequest(t *testing.T) {
 	b := r.startBridge(t)
 	counter := filepath.Join(r.dir, "runs")
 	release := filepath.Join(r.dir, "release")
-	id := bridgeE2EID(t)
+	id := descriptor.NewID()
 	bridgeE2EPut(t, r.mount, id, bridgeE2ERequest(t, r.key, id, "/bin/sh", "-c",
 		"echo run >> "+counter+"; while [ ! -e "+release+" ]; do sleep 0.05; done; echo done"))
 	waitFile(t, counter, "the command to start", 20*time.Second)
@@ -148,12 +148,12 @@ func TestCLIRelayServerKilledMidExec(t *testing.T) {
 	r := newRelayRig(t)
 	b := r.startBridge(t)
 	counter := filepath.Join(r.dir, "runs")
-	id := bridgeE2EID(t)
+	id := descriptor.NewID()
 	bridgeE2EPut(t, r.mount, id, bridgeE2ERequest(t, r.key, id, "/bin/sh", "-c", "echo run >> "+counter+"; sleep 30"))
 	waitFile(t, counter, "the command to start", 20*time.Second)
 	r.serve.kill()
 	// Written while the server is down: the bridge keeps retrying it.
-	later := bridgeE2EID(t)
+	later := descriptor.NewID()
 	bridgeE2EPut(t, r.mount, later, bridgeE2ERequest(t, r.key, later, "/bin/echo", "later"))
 	r.serve = startServe(t, r.dir, r.pol)
 	resp := bridgeE2EAnswer(t, r.mount, id, b.log)
@@ -195,7 +195,7 @@ func TestCLIBridgeHostileCorpus(t *testing.T) {
 		t.Fatal(err)
 	}
 	signed := func(argv ...string) (string, []byte) {
-		id := bridgeE2EID(t)
+		id := descriptor.NewID()
 		return id, bridgeE2ERequest(t, r.key, id, argv...)
 	}
 	refusedWith := func(id, code string) {
@@ -210,7 +210,7 @@ func TestCLIBridgeHostileCorpus(t *testing.T) {
 	bridgeE2EPut(t, r.mount, id, bytes.Replace(data, []byte(`"hi"`), []byte(`"ho"`), 1))
 	refusedWith(id, "hmac-fail") // tampered body
 
-	id = bridgeE2EID(t)
+	id = descriptor.NewID()
 	wrong, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.Repeat("w", 32), Sandbox: "demo", Argv: []string{"/bin/echo"}}, make([]byte, 32))
 	bridgeE2EPut(t, r.mount, id, wrong)
 	refusedWith(id, "hmac-fail") // wrong key
@@ -218,31 +218,31 @@ func TestCLIBridgeHostileCorpus(t *testing.T) {
 	first, data := signed("/bin/echo", "once")
 	bridgeE2EPut(t, r.mount, first, data)
 	bridgeE2EAnswer(t, r.mount, first, b.log)
-	replay := bridgeE2EID(t)
+	replay := descriptor.NewID()
 	bridgeE2EPut(t, r.mount, replay, resign(t, r, data, first, replay))
 	refusedWith(replay, "replay-detected") // replayed nonce under a new id
 
 	for _, skew := range []time.Duration{-10 * time.Minute, 10 * time.Minute} {
-		id = bridgeE2EID(t)
-		old, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().Add(skew).UTC(), Nonce: bridgeE2EID(t)[:32], Sandbox: "demo", Argv: []string{"/bin/echo"}}, r.key)
+		id = descriptor.NewID()
+		old, _ := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().Add(skew).UTC(), Nonce: descriptor.NewID()[:32], Sandbox: "demo", Argv: []string{"/bin/echo"}}, r.key)
 		bridgeE2EPut(t, r.mount, id, old)
 		refusedWith(id, "stale-request") // stale, future-dated
 	}
 
-	id = bridgeE2EID(t)
+	id = descriptor.NewID()
 	bridgeE2EPut(t, r.mount, id, []byte("version: 1\nversion: 1\n"))
 	refusedWith(id, "bad-request") // duplicate keys
 
-	id = bridgeE2EID(t)
+	id = descriptor.NewID()
 	bomb := "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\ne: [*d, *d, *d, *d, *d, *d, *d, *d, *d]\n"
 	bridgeE2EPut(t, r.mount, id, []byte(bomb))
 	refusedWith(id, "bad-request") // alias bomb
 
-	id = bridgeE2EID(t)
+	id = descriptor.NewID()
 	bridgeE2EPut(t, r.mount, id, []byte("version: 1\nid: \"\xff\xfe\"\n"))
 	refusedWith(id, "bad-request") // non-UTF-8
 
-	id = bridgeE2EID(t)
+	id = descriptor.NewID()
 	big := descriptor.Path(r.mount, descriptor.RequestsDir, descriptor.FileName(id))
 	f, err := os.Create(big)
 	if err != nil {
@@ -277,7 +277,7 @@ func TestCLIBridgeHostileCorpus(t *testing.T) {
 	}
 
 	// A FIFO, ../ and overlong names: removed, never answered, never block.
-	fifo := bridgeE2EID(t)
+	fifo := descriptor.NewID()
 	if err := syscall.Mkfifo(filepath.Join(reqDir, descriptor.FileName(fifo)), 0o600); err != nil {
 		t.Fatal(err)
 	}
