@@ -68,21 +68,33 @@ func (c *Client) Close() error {
 // refusal (always before the command starts) is retried after the delay the
 // server asks for; every other refusal fails fast.
 func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
+	return retryRateLimited(ctx, c.RateLimitRetries, time.Second, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
+		return c.execOnce(ctx, req, stdout, stderr)
+	})
+}
+
+// retryRateLimited runs once, retrying a rate-limit refusal up to retries
+// times: after the delay the refusal asks for, or else after a backoff
+// that starts at first and doubles; every delay is capped at maxDelay.
+// Every other outcome is returned at once.
+func retryRateLimited(ctx context.Context, retries int, first, maxDelay time.Duration, once func() (*coilyv1.ExecExit, error)) (*coilyv1.ExecExit, error) {
+	backoff := first
 	for attempt := 0; ; attempt++ {
-		exit, err := c.execOnce(ctx, req, stdout, stderr)
+		exit, err := once()
 		var r *refusal.Error
-		if !errors.As(err, &r) || r.Code != refusal.RateLimit || attempt >= c.RateLimitRetries {
+		if !errors.As(err, &r) || r.Code != refusal.RateLimit || attempt >= retries {
 			return exit, err
 		}
 		delay := r.RetryAfter
 		if delay <= 0 {
-			delay = time.Second
+			delay, backoff = backoff, 2*backoff
 		}
-		delay = min(delay, c.MaxRetryDelay)
+		t := time.NewTimer(min(delay, maxDelay))
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil, err
-		case <-time.After(delay):
+		case <-t.C:
 		}
 	}
 }

@@ -72,25 +72,14 @@ type FSClient struct {
 // timeout does not count a wait for a human's approval, which this
 // transport cannot see: give such commands a ctx rather than a timeout.)
 func (c *FSClient) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
-	delay := c.RetryDelay
-	if delay <= 0 {
-		delay = fsRetryDelay
+	first := c.RetryDelay
+	if first <= 0 {
+		first = fsRetryDelay
 	}
-	for attempt := 0; ; attempt++ {
-		exit, err := c.execOnce(ctx, req, stdout, stderr)
-		var r *refusal.Error
-		if !errors.As(err, &r) || r.Code != refusal.RateLimit || attempt >= fsRateLimitRetries {
-			return exit, err
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-		delay = min(2*delay, fsMaxRetryDelay)
-	}
+	// A response carries no retry-after: the backoff alone paces retries.
+	return retryRateLimited(ctx, fsRateLimitRetries, first, fsMaxRetryDelay, func() (*coilyv1.ExecExit, error) {
+		return c.execOnce(ctx, req, stdout, stderr)
+	})
 }
 
 func (c *FSClient) now() time.Time {
