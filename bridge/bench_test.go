@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"log/slog"
-	"slices"
 	"testing"
 	"time"
 
 	"coily.dev/coily/bridge"
 	"coily.dev/coily/client"
+	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
@@ -75,24 +75,8 @@ func BenchmarkFilesystemVsGRPC(b *testing.B) {
 		viaGRPC, viaFS = append(viaGRPC, t1.Sub(t0)), append(viaFS, time.Since(t1))
 	}
 	b.StopTimer()
-	for _, m := range []struct {
-		name string
-		d    []time.Duration
-	}{{"grpc", viaGRPC}, {"fs", viaFS}} {
-		b.ReportMetric(ms(percentile(m.d, 50)), m.name+"-p50-ms")
-		b.ReportMetric(ms(percentile(m.d, 99)), m.name+"-p99-ms")
-	}
-	b.ReportMetric(float64(percentile(viaFS, 50))/float64(percentile(viaGRPC, 50)), "fs/grpc-p50")
-	b.ReportMetric(float64(percentile(viaFS, 99))/float64(percentile(viaGRPC, 99)), "fs/grpc-p99")
+	benchstat.Report(b, "grpc", viaGRPC)
+	benchstat.Report(b, "fs", viaFS)
+	b.ReportMetric(benchstat.Ratio(viaFS, viaGRPC, 50), "fs/grpc-p50")
+	b.ReportMetric(benchstat.Ratio(viaFS, viaGRPC, 99), "fs/grpc-p99")
 }
-
-func percentile(d []time.Duration, p int) time.Duration {
-	s := slices.Clone(d)
-	slices.Sort(s)
-	if len(s) == 0 {
-		return 0
-	}
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

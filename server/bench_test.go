@@ -4,12 +4,12 @@ import (
 	"context"
 	"io"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/sandbox"
@@ -42,27 +42,11 @@ func BenchmarkExecTrueVsForkExec(b *testing.B) {
 		fork, coily = append(fork, t1.Sub(t0)), append(coily, time.Since(t1))
 	}
 	b.StopTimer()
-	reportPercentiles(b, "forkexec", fork)
-	reportPercentiles(b, "coily", coily)
-	b.ReportMetric(ms(percentile(coily, 50)-percentile(fork, 50)), "added-p50-ms")
-	b.ReportMetric(ms(percentile(coily, 99)-percentile(fork, 99)), "added-p99-ms")
+	benchstat.Report(b, "forkexec", fork)
+	benchstat.Report(b, "coily", coily)
+	b.ReportMetric(benchstat.MS(benchstat.Percentile(coily, 50)-benchstat.Percentile(fork, 50)), "added-p50-ms")
+	b.ReportMetric(benchstat.MS(benchstat.Percentile(coily, 99)-benchstat.Percentile(fork, 99)), "added-p99-ms")
 }
-
-func reportPercentiles(b *testing.B, name string, d []time.Duration) {
-	b.ReportMetric(ms(percentile(d, 50)), name+"-p50-ms")
-	b.ReportMetric(ms(percentile(d, 99)), name+"-p99-ms")
-}
-
-func percentile(d []time.Duration, p int) time.Duration {
-	if len(d) == 0 {
-		return 0
-	}
-	s := slices.Clone(d)
-	slices.Sort(s)
-	return s[min(len(s)-1, len(s)*p/100)]
-}
-
-func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // BenchmarkExecTailnetVsSocket measures an Exec of /bin/true over the
 // private tailnet (tsnet client node → WireGuard over loopback → the
@@ -95,9 +79,9 @@ func BenchmarkExecTailnetVsSocket(b *testing.B) {
 		local, remote = append(local, t1.Sub(t0)), append(remote, time.Since(t1))
 	}
 	b.StopTimer()
-	reportPercentiles(b, "socket", local)
-	reportPercentiles(b, "tailnet", remote)
-	b.ReportMetric(float64(percentile(remote, 50))/float64(percentile(local, 50)), "p50-ratio")
+	benchstat.Report(b, "socket", local)
+	benchstat.Report(b, "tailnet", remote)
+	b.ReportMetric(float64(benchstat.Percentile(remote, 50))/float64(benchstat.Percentile(local, 50)), "p50-ratio")
 }
 
 // BenchmarkWhoIs measures one uncached identity lookup (the tsnet
@@ -187,8 +171,8 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 		fork, bwrap, coily = append(fork, t1.Sub(t0)), append(bwrap, t2.Sub(t1)), append(coily, time.Since(t2))
 	}
 	b.StopTimer()
-	reportPercentiles(b, "forkexec", fork)
-	reportPercentiles(b, "bwrap", bwrap)
-	reportPercentiles(b, "coily", coily)
-	b.ReportMetric(float64(percentile(coily, 50))/float64(percentile(bwrap, 50)), "coily/bwrap-p50")
+	benchstat.Report(b, "forkexec", fork)
+	benchstat.Report(b, "bwrap", bwrap)
+	benchstat.Report(b, "coily", coily)
+	b.ReportMetric(float64(benchstat.Percentile(coily, 50))/float64(benchstat.Percentile(bwrap, 50)), "coily/bwrap-p50")
 }

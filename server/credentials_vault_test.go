@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/internal/vaulttest"
 	"coily.dev/coily/keystore"
@@ -87,9 +88,9 @@ func BenchmarkExecCredential(b *testing.B) {
 		misses = append(misses, run(miss, cred))
 	}
 	b.StopTimer()
-	reportPercentiles(b, "none", none)
-	reportPercentiles(b, "hit", hits)
-	reportPercentiles(b, "miss", misses)
-	b.ReportMetric(float64(percentile(hits, 50))/float64(percentile(none, 50)), "hit/none-p50")
-	b.ReportMetric(float64(percentile(misses, 50))/float64(percentile(none, 50)), "miss/none-p50")
+	benchstat.Report(b, "none", none)
+	benchstat.Report(b, "hit", hits)
+	benchstat.Report(b, "miss", misses)
+	b.ReportMetric(benchstat.Ratio(hits, none, 50), "hit/none-p50")
+	b.ReportMetric(benchstat.Ratio(misses, none, 50), "miss/none-p50")
 }
