@@ -93,16 +93,7 @@ func TestCLIDev(t *testing.T) {
 // the sandboxed command → response file.
 func devSandboxExec(t *testing.T, dir string) {
 	key := filepath.Join(dir, "demo.key")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(key); err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("coily dev did not write %s", key)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitFile(t, key, "coily dev to write "+key, 30*time.Second)
 	t.Setenv("SANDBOX_RUNTIME", "1")
 	t.Setenv("COILY_MOUNT", filepath.Join(dir, "mount"))
 	t.Setenv("COILY_KEY_FILE", key)
