@@ -1,7 +1,10 @@
 package policy
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,36 +14,63 @@ import (
 
 // CheckBinary re-checks, just before a run, that the rule's binary still
 // resolves to the file the policy loaded and, when the rule pins a digest,
-// that its content still has it. Digests are cached by file identity
-// (device, inode, size, change time), so an unchanged binary is hashed once.
+// that its content still has it (see OpenBinary).
 func (r *Rule) CheckBinary() error {
+	f, err := r.OpenBinary()
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
+// OpenBinary opens the rule's binary for a run: it must still resolve to
+// the file the policy loaded, be a regular file, and, when the rule pins a
+// digest, have that digest — computed from this open file, which is then
+// what runs (a sandbox binds and executes it), so a file swapped in at the
+// path after the check is never the one executed. A pinned binary that
+// its group or others may write is refused: it could change in place
+// between the check and the run. Digests are cached by file identity
+// (device, inode, size, change time), so an unchanged binary is hashed
+// once.
+func (r *Rule) OpenBinary() (*os.File, error) {
 	if r.Absent != nil {
-		return r.Absent
+		return nil, r.Absent
 	}
 	resolved, err := filepath.EvalSymlinks(r.Binary)
 	if err != nil || resolved != r.Resolved {
-		return fmt.Errorf("binary %s no longer resolves to %s", r.Binary, r.Resolved)
+		return nil, fmt.Errorf("binary %s no longer resolves to %s", r.Binary, r.Resolved)
+	}
+	f, err := openNoFollow(resolved)
+	if err != nil {
+		return nil, fmt.Errorf("binary %s: %w", resolved, err)
+	}
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("binary %s is not a regular file", resolved)
 	}
 	if r.SHA256 == "" {
-		return nil
+		return f, nil
 	}
-	fi, err := os.Stat(resolved)
-	if err != nil {
-		return fmt.Errorf("binary %s: %w", resolved, err)
+	if fi.Mode().Perm()&0o022 != 0 {
+		f.Close()
+		return nil, fmt.Errorf("binary %s is pinned but writable by its group or others (mode %v): its content could change after the check", resolved, fi.Mode().Perm())
 	}
 	id := identityOf(fi)
 	if sum, ok := digests.get(resolved, id); ok && sum == r.SHA256 {
-		return nil
+		return f, nil
 	}
-	sum, err := fileSHA256(resolved)
-	if err != nil {
-		return fmt.Errorf("binary %s: %w", resolved, err)
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("binary %s: %w", resolved, err)
 	}
-	if sum != r.SHA256 {
-		return fmt.Errorf("%w: %s has sha256 %s, the rule pins %s", ErrDigest, resolved, sum, r.SHA256)
+	if sum := hex.EncodeToString(h.Sum(nil)); sum != r.SHA256 {
+		f.Close()
+		return nil, fmt.Errorf("%w: %s has sha256 %s, the rule pins %s", ErrDigest, resolved, sum, r.SHA256)
 	}
-	digests.put(resolved, id, sum)
-	return nil
+	digests.put(resolved, id, r.SHA256)
+	return f, nil
 }
 
 type fileIdentity struct {
@@ -83,4 +113,10 @@ func (c *digestCache) put(path string, id fileIdentity, sum string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.m[path] = digestEntry{id: id, sum: sum}
+}
+
+// openNoFollow opens a file for reading, refusing a symbolic link as its
+// last component.
+func openNoFollow(path string) (*os.File, error) {
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
 }

@@ -18,6 +18,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"coily.dev/coily/sandbox"
 )
 
 // MaxFileSize bounds a policy file; larger files are refused.
@@ -56,6 +58,8 @@ type fileV1 struct {
 type limitsFile struct {
 	// Concurrency caps commands running at once, server-wide.
 	Concurrency *int `yaml:"concurrency"`
+	// The rest are every rule's default resource limits.
+	limitsFileFields `yaml:",inline"`
 }
 
 type localOperatorsFile struct {
@@ -294,6 +298,7 @@ func (b *builder) build(f *fileV1) *Policy {
 		}
 		p.concurrency = *c
 	}
+	p.limits = b.resourceLimits(sandbox.DefaultLimits, &f.Limits.limitsFileFields, "limits")
 	b.workspaces(p, f.Workspaces)
 	b.rules(p, f.Commands)
 	b.roles(p, f.Roles)

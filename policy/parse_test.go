@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
@@ -171,24 +172,24 @@ func TestLoadFullRules(t *testing.T) {
 			}},
 			Env: []string{"NO_COLOR", "GH_PROMPT_DISABLED"}, Workspace: "repo", Sandbox: policy.SandboxNative, Network: policy.NetworkDeny,
 			Timeout: time.Nanosecond, MaxOutput: 1, Confirm: true, ConfirmTimeout: 30 * time.Second,
-			Rate: &policy.RateLimit{PerMinute: 10, Burst: 3}, Concurrency: 2, Line: 42},
+			Rate: &policy.RateLimit{PerMinute: 10, Burst: 3}, Concurrency: 2, Limits: sandbox.DefaultLimits, Line: 42},
 		{Name: "ls", Effect: policy.Allow, Binary: "/usr/bin/ls", Resolved: resolve(t, "/usr/bin/ls"),
 			Args:      policy.ArgSpec{Args: []string{"**"}, AnyFlags: true},
 			Workspace: policy.WorkspaceTemp, Sandbox: policy.SandboxBwrap, Network: policy.NetworkDeny, Timeout: 24 * time.Hour, MaxOutput: 1 << 30,
-			ConfirmTimeout: policy.DefaultConfirmTimeout, Rate: &policy.RateLimit{PerMinute: 60, Burst: 60}, Line: 60},
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Rate: &policy.RateLimit{PerMinute: 60, Burst: 60}, Limits: sandbox.DefaultLimits, Line: 60},
 		{Name: "ls.mac", Effect: policy.Allow, Binary: "/bin/ls", Resolved: resolve(t, "/bin/ls"),
 			Workspace: "scratch.2", Sandbox: policy.SandboxSandboxExec, Network: policy.NetworkDeny, Timeout: 90 * time.Second, MaxOutput: 64 << 10,
-			Confirm: true, ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 69},
+			Confirm: true, ConfirmTimeout: policy.DefaultConfirmTimeout, Limits: sandbox.DefaultLimits, Line: 69},
 		{Name: "defaults_0", Effect: policy.Allow, Binary: "/usr/bin/true", Resolved: resolve(t, "/usr/bin/true"),
 			Workspace: policy.WorkspaceTemp, Sandbox: sb, Network: policy.NetworkDeny, Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput,
-			ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 76},
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Limits: sandbox.DefaultLimits, Line: 76},
 		{Name: "pinned-wrong", Effect: policy.Allow, Binary: "/bin/true", Absent: absent,
 			SHA256:    "0000000000000000000000000000000000000000000000000000000000000000",
 			Workspace: policy.WorkspaceTemp, Sandbox: sb, Network: policy.NetworkDeny, Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput,
-			ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 78},
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Limits: sandbox.DefaultLimits, Line: 78},
 		{Name: "absent", Effect: policy.Allow, Binary: "/nonexistent/coily-test/absent", Absent: absent,
 			Workspace: policy.WorkspaceTemp, Sandbox: sb, Network: policy.NetworkDeny, Timeout: policy.DefaultTimeout, MaxOutput: policy.DefaultMaxOutput,
-			ConfirmTimeout: policy.DefaultConfirmTimeout, Line: 81},
+			ConfirmTimeout: policy.DefaultConfirmTimeout, Limits: sandbox.DefaultLimits, Line: 81},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d rules, want %d", len(got), len(want))

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/sandbox"
 )
 
 // Permission names one capability checked by the server's per-RPC table.
@@ -89,6 +90,7 @@ type Policy struct {
 	rules          []*Rule
 	workspaces     map[string]string
 	concurrency    int
+	limits         sandbox.Limits // every rule's default resource limits
 	// byBinary indexes rules, in file order, by resolved binary and by the
 	// binary as written.
 	byBinary map[string][]*Rule
@@ -153,6 +155,12 @@ type Rule struct {
 	// Concurrency caps this rule's commands running at once; 0 means only
 	// the server-wide cap applies.
 	Concurrency int
+	// Writable names protected entries of the workspace the command may
+	// write (sandbox.WritableNames): ".git", ".git/config", ".vscode"…
+	Writable []string
+	// Limits bound the command (the policy's defaults, then the rule's);
+	// a zero CPU means the rule's timeout.
+	Limits sandbox.Limits
 	// Line is where the rule starts in the policy file.
 	Line int
 }

@@ -17,26 +17,28 @@ import (
 
 // ruleFile is one entry of `commands:` as written.
 type ruleFile struct {
-	Name           string    `yaml:"name"`
-	Effect         string    `yaml:"effect"`
-	Binary         string    `yaml:"binary"`
-	SHA256         string    `yaml:"sha256"`
-	Args           *[]string `yaml:"args"`
-	Flags          flagsFile `yaml:"flags"`
-	IfFlags        []string  `yaml:"if_flags"`
-	Reason         string    `yaml:"reason"`
-	Report         bool      `yaml:"report"`
-	Env            []string  `yaml:"env"`
-	Credentials    yaml.Node `yaml:"credentials"`
-	Workspace      string    `yaml:"workspace"`
-	Sandbox        string    `yaml:"sandbox"`
-	Network        string    `yaml:"network"`
-	Timeout        string    `yaml:"timeout"`
-	MaxOutput      string    `yaml:"max_output"`
-	Confirm        bool      `yaml:"confirm"`
-	ConfirmTimeout string    `yaml:"confirm_timeout"`
-	Rate           *rateFile `yaml:"rate"`
-	Concurrency    int       `yaml:"concurrency"`
+	Name           string            `yaml:"name"`
+	Effect         string            `yaml:"effect"`
+	Binary         string            `yaml:"binary"`
+	SHA256         string            `yaml:"sha256"`
+	Args           *[]string         `yaml:"args"`
+	Flags          flagsFile         `yaml:"flags"`
+	IfFlags        []string          `yaml:"if_flags"`
+	Reason         string            `yaml:"reason"`
+	Report         bool              `yaml:"report"`
+	Env            []string          `yaml:"env"`
+	Credentials    yaml.Node         `yaml:"credentials"`
+	Workspace      string            `yaml:"workspace"`
+	Sandbox        string            `yaml:"sandbox"`
+	Network        string            `yaml:"network"`
+	Timeout        string            `yaml:"timeout"`
+	MaxOutput      string            `yaml:"max_output"`
+	Confirm        bool              `yaml:"confirm"`
+	ConfirmTimeout string            `yaml:"confirm_timeout"`
+	Rate           *rateFile         `yaml:"rate"`
+	Concurrency    int               `yaml:"concurrency"`
+	Writable       []string          `yaml:"writable"`
+	Limits         *limitsFileFields `yaml:"limits"`
 }
 
 type rateFile struct {
@@ -152,7 +154,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 
 // allowOnly are the keys that only make sense on allow rules.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
-	"confirm", "confirm_timeout", "rate", "concurrency"}
+	"confirm", "confirm_timeout", "rate", "concurrency", "writable", "limits"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {
@@ -236,6 +238,8 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 	}
 	r.Env = rf.Env
 	b.ruleCredentials(r, rf, rn)
+	b.ruleWritable(r, rf, rn)
+	r.Limits = b.resourceLimits(p.limits, rf.Limits, "commands", ruleIndex(b, rn), "limits")
 	r.Workspace = rf.Workspace
 	switch _, named := p.workspaces[r.Workspace]; {
 	case r.Workspace == "":

@@ -3,18 +3,20 @@ package sandbox
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // Bwrap confines commands with bubblewrap (Linux): new user, pid, ipc,
 // uts, cgroup and (except in open mode) network namespaces, a filesystem
-// assembled from read-only system directories and the profile's paths,
-// no capabilities, a seccomp filter, a new session, and death with the
-// parent.
+// assembled from read-only system directories and the profile's paths
+// (writable roots and protected entries bound by descriptor), the kernel's
+// interfaces read-only or masked, no capabilities, a seccomp filter, a new
+// session, resource limits, and death with the server.
 type Bwrap struct {
 	// Path is the bwrap executable; empty means the first of the usual
 	// places (BwrapPath).
@@ -24,6 +26,9 @@ type Bwrap struct {
 	// an HTTP(S) proxy on the sandbox's loopback. Empty: proxied mode is
 	// unavailable.
 	Bridge string
+	// Cgroups is where per-command cgroups are made (see FindCgroups);
+	// nil: resource limits are rlimits only.
+	Cgroups *Cgroups
 }
 
 // In proxied mode, where the bridge and the proxy socket appear.
@@ -47,108 +52,95 @@ var SystemReadPaths = []string{"/usr", "/etc", "/opt"}
 // (bound read-only).
 var systemLinks = []string{"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"}
 
-// Fixed descriptors in the child: the seccomp program and bwrap's status.
-const (
-	seccompFD = 3
-	statusFD  = 4
+// Kernel interfaces, as container runtimes treat them (runc's defaults):
+// read-only, or masked (an empty read-only tmpfs over directories,
+// /dev/null over files). /sys is not mounted at all. Only those present on
+// the host and open to the server's user are named (see maskNeeded).
+var (
+	procReadOnly   = []string{"/proc/bus", "/proc/fs", "/proc/irq", "/proc/sys", "/proc/sysrq-trigger"}
+	procMaskFiles  = []string{"/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list", "/proc/timer_stats", "/proc/sched_debug", "/proc/kmsg"}
+	procMaskDirs   = []string{"/proc/acpi", "/proc/asound", "/proc/scsi"}
+	denyTmpfsBytes = int64(64 << 10) // a denied directory's (read-only) mask
 )
 
-// bind is one filesystem operation, ordered shallowest first.
-type bind struct {
-	op, src, dst string // op: --ro-bind, --bind, --tmpfs, --ro-bind-data...
-	rank         int    // tie-break at equal depth: read < write < protect < deny
+// Fixed descriptors in bwrap: the seccomp program, its status pipe, the
+// start gate (bwrap blocks on it after building the sandbox, before the
+// command) and the gate's write end kept open inside (so that the gate
+// never reads end-of-file if the server dies: the sandbox then never
+// starts the command). Bind sources follow from firstBindFD.
+const (
+	seccompFD   = 3
+	statusFD    = 4
+	blockFD     = 5
+	syncFD      = 6
+	firstBindFD = 7
+)
+
+// mount is one bubblewrap filesystem operation.
+type mount struct {
+	op   string   // --ro-bind, --bind, --ro-bind-fd, --bind-fd, --tmpfs, --remount-ro
+	src  string   // host path (path ops)
+	file *os.File // bind source (fd ops)
+	dst  string
+	size int64 // --tmpfs size
+	rank int   // tie-break at equal depth: read < write < protect < deny
 }
 
-// bwrapArgs returns bwrap's arguments for running argv under p. exists
-// reports whether a host path exists and whether it is a directory, and
-// readlink resolves symbolic links; they are parameters so tests can fake
-// the host.
-func bwrapArgs(p Profile, argv []string, fs hostFS, bridge string) ([]string, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if p.Network == NetworkProxied {
-		if bridge == "" {
-			return nil, fmt.Errorf("%w: proxied network needs the coily bridge executable", ErrUnavailable)
-		}
-		argv = append([]string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--"}, argv...)
-	}
+// bwrapArgs renders bubblewrap's arguments: namespaces and process
+// options, the base filesystem, mounts shallowest first, then exec
+// (the path bwrap runs) with argv (argv[0] passed with --argv0 when the
+// installed bwrap has it). It returns the descriptors to pass, in order,
+// from firstBindFD.
+func bwrapArgs(p *Profile, mounts []mount, exec string, argv []string, argv0 bool, uid0 bool) ([]string, []*os.File) {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
-		"--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--proc", "/proc", "--dev", "/dev",
+		"--size", strconv.FormatInt(p.Limits.Shm, 10), "--tmpfs", "/dev/shm",
+		"--size", strconv.FormatInt(p.Limits.Tmp, 10), "--tmpfs", "/tmp",
+	}
+	if uid0 {
+		args = append(args, "--uid", "0", "--gid", "0")
 	}
 	if p.Network != NetworkOpen {
 		args = append(args, "--unshare-net")
 	}
-	for _, l := range systemLinks {
-		switch target, isLink, isDir := fs.link(l); {
-		case isLink:
-			args = append(args, "--symlink", target, l)
-		case isDir:
-			args = append(args, "--ro-bind", l, l)
-		}
-	}
-	var binds []bind
-	add := func(op string, rank int, paths ...string) {
-		for _, path := range paths {
-			binds = append(binds, bind{op: op, src: path, dst: path, rank: rank})
-		}
-	}
-	for _, path := range SystemReadPaths {
-		if ok, _ := fs.exists(path); ok {
-			add("--ro-bind", 0, path)
-		}
-	}
-	for dst, src := range p.Files {
-		binds = append(binds, bind{op: "--ro-bind", src: src, dst: dst, rank: 0})
-	}
-	add("--ro-bind", 0, p.ReadPaths...)
-	add("--bind", 1, p.WritePaths...)
-	if p.Home != "" {
-		add("--bind", 1, p.Home)
-	}
-	for _, path := range p.ProtectPaths {
-		if ok, _ := fs.exists(path); ok {
-			add("--ro-bind", 2, path)
-		}
-	}
-	visible := append(slices.Clone(SystemReadPaths), p.ReadPaths...)
-	visible = append(append(visible, p.WritePaths...), p.Home)
-	for _, path := range p.DenyPaths {
-		if !under(path, visible) {
-			continue // not visible anyway; binding it would reveal that it exists
-		}
-		switch ok, dir := fs.exists(path); {
-		case ok && dir:
-			binds = append(binds, bind{op: "--tmpfs", dst: path, rank: 3})
-		case ok:
-			binds = append(binds, bind{op: "--ro-bind", src: "/dev/null", dst: path, rank: 3})
-		}
-	}
-	add("--bind", 1, p.UnixSockets...)
-	if p.Network == NetworkProxied {
-		binds = append(binds, bind{op: "--ro-bind", src: bridge, dst: bridgePath, rank: 1},
-			bind{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: 1})
-	}
-	binds = dedupe(binds)
-	sort.SliceStable(binds, func(i, j int) bool {
-		di, dj := depth(binds[i].dst), depth(binds[j].dst)
+	mounts = dedupe(mounts)
+	sort.SliceStable(mounts, func(i, j int) bool {
+		di, dj := depth(mounts[i].dst), depth(mounts[j].dst)
 		if di != dj {
 			return di < dj
 		}
-		return binds[i].rank < binds[j].rank
+		return mounts[i].rank < mounts[j].rank
 	})
-	for _, b := range binds {
-		if b.op == "--tmpfs" {
+	var files []*os.File
+	var remount []string
+	for _, m := range mounts {
+		switch m.op {
+		case "--tmpfs":
 			// An empty private tmpfs hides what is there; it stays writable
-			// so deeper binds (a workspace inside a denied tree) can be
-			// mounted on it.
-			args = append(args, "--tmpfs", b.dst)
-			continue
+			// until every deeper bind (a workspace inside a denied tree) is
+			// in place, then is made read-only.
+			if m.size > 0 {
+				args = append(args, "--size", strconv.FormatInt(m.size, 10))
+			}
+			args = append(args, "--tmpfs", m.dst)
+			if m.rank >= rankDeny {
+				remount = append(remount, m.dst)
+			}
+		case "--symlink":
+			args = append(args, m.op, m.src, m.dst)
+		case "--ro-bind-fd", "--bind-fd":
+			args = append(args, m.op, strconv.Itoa(firstBindFD+len(files)), m.dst)
+			files = append(files, m.file)
+		default:
+			args = append(args, m.op, m.src, m.dst)
 		}
-		args = append(args, b.op, b.src, b.dst)
 	}
+	for _, dst := range remount {
+		args = append(args, "--remount-ro", dst)
+	}
+	args = append(args, "--remount-ro", "/dev")
 	// The environment is not in these arguments: it reaches the command
 	// through bwrap's own environment (Wrap sets it to exactly p.Env), so
 	// that no value — credentials included — ever appears in an argv,
@@ -156,63 +148,49 @@ func bwrapArgs(p Profile, argv []string, fs hostFS, bridge string) ([]string, er
 	if p.Dir != "" {
 		args = append(args, "--chdir", p.Dir)
 	}
-	args = append(args, "--seccomp", strconv.Itoa(seccompFD), "--json-status-fd", strconv.Itoa(statusFD), "--")
-	return append(args, argv...), nil
+	args = append(args, "--seccomp", strconv.Itoa(seccompFD), "--json-status-fd", strconv.Itoa(statusFD),
+		"--block-fd", strconv.Itoa(blockFD), "--sync-fd", strconv.Itoa(syncFD))
+	if argv0 {
+		args = append(args, "--argv0", argv[0])
+	}
+	args = append(args, "--", exec)
+	return append(args, argv[1:]...), files
 }
+
+// Ranks of mounts at equal depth.
+const (
+	rankRead = iota
+	rankWrite
+	rankProtect
+	rankDeny
+)
 
 func depth(path string) int { return strings.Count(filepath.Clean(path), "/") }
 
 // under reports whether path is one of roots or inside one.
 func under(path string, roots []string) bool {
 	for _, r := range roots {
-		if r != "" && (path == r || strings.HasPrefix(path, r+"/")) {
+		if r != "" && (path == r || r == "/" || strings.HasPrefix(path, r+"/")) {
 			return true
 		}
 	}
 	return false
 }
 
-// dedupe drops repeated binds of the same destination, keeping the first.
-func dedupe(binds []bind) []bind {
+// dedupe drops repeated mounts of the same destination by the same
+// operation, keeping the first.
+func dedupe(mounts []mount) []mount {
 	seen := map[string]bool{}
-	out := binds[:0]
-	for _, b := range binds {
-		key := b.op + "\x00" + b.dst
+	out := mounts[:0]
+	for _, m := range mounts {
+		key := m.op + "\x00" + m.dst
 		if seen[key] {
 			continue
 		}
 		seen[key] = true
-		out = append(out, b)
+		out = append(out, m)
 	}
 	return out
-}
-
-// hostFS is the view of the host filesystem bwrapArgs needs.
-type hostFS interface {
-	exists(path string) (ok, dir bool)
-	link(path string) (target string, isLink, isDir bool)
-}
-
-type realFS struct{}
-
-func (realFS) exists(path string) (bool, bool) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return false, false
-	}
-	return true, fi.IsDir()
-}
-
-func (realFS) link(path string) (string, bool, bool) {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return "", false, false
-	}
-	if fi.Mode()&os.ModeSymlink != 0 {
-		t, err := os.Readlink(path)
-		return t, err == nil, false
-	}
-	return "", false, fi.IsDir()
 }
 
 // path returns the bwrap executable to use.
@@ -234,4 +212,55 @@ func BwrapPath() (string, error) {
 		}
 	}
 	return "", fmt.Errorf("%w: bubblewrap (bwrap) is not installed: apt-get install bubblewrap", ErrUnavailable)
+}
+
+// bwrapArgv0 is the first bubblewrap release with --argv0.
+var bwrapArgv0 = [3]int{0, 9, 0}
+
+// bwrapVersions caches `bwrap --version` by path.
+var bwrapVersions sync.Map // path → [3]int
+
+// BwrapVersion returns the installed bubblewrap's version (major, minor,
+// patch), asking it once per path.
+func BwrapVersion(path string) ([3]int, error) {
+	if v, ok := bwrapVersions.Load(path); ok {
+		return v.([3]int), nil
+	}
+	out, err := exec.Command(path, "--version").Output()
+	if err != nil {
+		return [3]int{}, fmt.Errorf("%w: %s --version: %v", ErrUnavailable, path, err)
+	}
+	v, err := parseBwrapVersion(string(out))
+	if err != nil {
+		return v, err
+	}
+	bwrapVersions.Store(path, v)
+	return v, nil
+}
+
+// parseBwrapVersion reads "bubblewrap 0.8.0".
+func parseBwrapVersion(s string) ([3]int, error) {
+	var v [3]int
+	f := strings.Fields(s)
+	if len(f) < 2 || f[0] != "bubblewrap" {
+		return v, fmt.Errorf("%w: unexpected bwrap --version output %q", ErrUnavailable, strings.TrimSpace(s))
+	}
+	for i, part := range strings.SplitN(f[1], ".", 3) {
+		n, err := strconv.Atoi(strings.TrimFunc(part, func(r rune) bool { return r < '0' || r > '9' }))
+		if err != nil {
+			return v, fmt.Errorf("%w: unexpected bwrap version %q", ErrUnavailable, f[1])
+		}
+		v[i] = n
+	}
+	return v, nil
+}
+
+// atLeast reports whether v ≥ want.
+func atLeast(v, want [3]int) bool {
+	for i := range v {
+		if v[i] != want[i] {
+			return v[i] > want[i]
+		}
+	}
+	return true
 }

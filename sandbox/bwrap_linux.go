@@ -2,16 +2,39 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
+// outerUID is who bwrap runs as inside its outer user namespace when the
+// server is root: bwrap then works as it does for any user (unprivileged
+// mode), and the sandbox, made uid 0 again with --uid 0, maps to root.
+const outerUID = 1000
+
 // Wrap implements Sandbox: cmd becomes bwrap running the original command
-// under p, with the seccomp program and a status pipe as inherited files.
+// under p. bwrap itself starts as the first process of a new PID namespace
+// (in a user namespace of its own), so that when it dies — and it dies with
+// the server — the kernel kills every process of the sandbox, even one
+// still being set up. The returned Confinement must be started (Start)
+// once cmd has started: the sandbox waits for it before running the
+// command.
 func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
 	bwrap, err := b.path()
+	if err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	version, err := BwrapVersion(bwrap)
 	if err != nil {
 		return nil, err
 	}
@@ -19,15 +42,57 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err != nil {
 		return nil, err
 	}
+	if p.Network == NetworkProxied && b.Bridge == "" {
+		return nil, fmt.Errorf("%w: proxied network needs the coily bridge executable", ErrUnavailable)
+	}
 	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied})
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
 	}
-	argv := append([]string{cmd.Path}, cmd.Args[1:]...)
-	args, err := bwrapArgs(p, argv, realFS{}, b.Bridge)
+	p.Limits = p.Limits.WithDefaults()
+	// Nothing the server holds open reaches the sandbox but what is passed
+	// below: descriptors inherited or opened without O_CLOEXEC included.
+	if err := closeOnExecFrom(3); err != nil {
+		return nil, fmt.Errorf("%w: mark descriptors close-on-exec: %v", ErrUnavailable, err)
+	}
+	c := &Confinement{limits: p.Limits, writable: p.Writable}
+	ok := false
+	defer func() {
+		if !ok {
+			c.Close()
+		}
+	}()
+	if b.Cgroups != nil {
+		cg, err := b.Cgroups.create(p.Limits)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		c.cgroup = cg
+	}
+	mounts, err := b.mounts(&p, c)
 	if err != nil {
 		return nil, err
 	}
+	argv := append([]string{cmd.Args[0]}, cmd.Args[1:]...)
+	execPath := cmd.Path
+	if p.Exec != nil {
+		execPath = p.ExecPath
+		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.Exec, dst: p.ExecPath, rank: rankProtect})
+	}
+	hasArgv0 := atLeast(version, bwrapArgv0)
+	if !hasArgv0 && argv[0] != execPath && mirrored(argv[0]) {
+		// Without --argv0, bwrap's argv[0] is the path it runs: the path
+		// the caller gave, which resolves inside the sandbox as on the host
+		// (system directories) to the bound program.
+		execPath = argv[0]
+	}
+	if p.Network == NetworkProxied {
+		argv = append([]string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--", execPath}, argv[1:]...)
+		execPath, hasArgv0 = bridgePath, false
+	}
+	uid0 := os.Getuid() == 0
+	args, binds := bwrapArgs(&p, mounts, execPath, argv, hasArgv0, uid0)
+
 	filter, err := pipeWith(prog)
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp program: %v", ErrUnavailable, err)
@@ -37,10 +102,268 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		filter.Close()
 		return nil, fmt.Errorf("bwrap status pipe: %w", err)
 	}
+	blockR, blockW, err := os.Pipe()
+	if err != nil {
+		filter.Close()
+		statusR.Close()
+		statusW.Close()
+		return nil, fmt.Errorf("bwrap gate pipe: %w", err)
+	}
+	c.status, c.release = statusR, blockW
+	c.childFiles = append([]*os.File{filter, statusW, blockR}, c.childFiles...)
 	cmd.Path, cmd.Args = bwrap, append([]string{"bwrap"}, args...)
-	cmd.Env, cmd.Dir = slices.Clone(p.Env), ""   // bwrap passes its environment on: exactly p.Env
-	cmd.ExtraFiles = []*os.File{filter, statusW} // fds 3 and 4 in bwrap
-	return &Confinement{childFiles: []*os.File{filter, statusW}, status: statusR}, nil
+	cmd.Env, cmd.Dir = slices.Clone(p.Env), "" // bwrap passes its environment on: exactly p.Env
+	cmd.ExtraFiles = append([]*os.File{filter, statusW, blockR, blockW}, binds...)
+	cmd.SysProcAttr = outerNamespaces(uid0)
+	ok = true
+	return c, nil
+}
+
+// outerNamespaces puts bwrap in a new user and PID namespace: bwrap is its
+// init, so the kernel kills everything in it when bwrap dies.
+func outerNamespaces(root bool) *syscall.SysProcAttr {
+	uid, gid := os.Getuid(), os.Getgid()
+	inner, innerG := uid, gid
+	if root {
+		inner, innerG = outerUID, outerUID
+	}
+	return &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: inner, HostID: uid, Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: innerG, HostID: gid, Size: 1}},
+		Setpgid:     true,
+		Pdeathsig:   syscall.SIGKILL,
+	}
+}
+
+// mirrored reports whether path lies in the system directories, which the
+// sandbox shows as the host has them.
+func mirrored(path string) bool {
+	return under(path, SystemReadPaths) || under(path, systemLinks)
+}
+
+// mounts builds the sandbox's filesystem: system directories and files by
+// path (the host's, owned by root), writable roots and everything
+// protected or denied inside them by descriptor, the private home as a
+// sized tmpfs, and the kernel's interfaces read-only or masked. The files
+// it opens are recorded in c (closed in the parent once bwrap started).
+func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
+	var out []mount
+	add := func(op string, rank int, paths ...string) {
+		for _, path := range paths {
+			out = append(out, mount{op: op, src: path, dst: path, rank: rank})
+		}
+	}
+	for _, l := range systemLinks {
+		fi, err := os.Lstat(l)
+		switch {
+		case err != nil:
+		case fi.Mode()&os.ModeSymlink != 0:
+			if target, err := os.Readlink(l); err == nil {
+				out = append(out, mount{op: "--symlink", src: target, dst: l})
+			}
+		case fi.IsDir():
+			add("--ro-bind", rankRead, l)
+		}
+	}
+	for _, path := range SystemReadPaths {
+		if exists(path) {
+			add("--ro-bind", rankRead, path)
+		}
+	}
+	for dst, src := range p.Files {
+		out = append(out, mount{op: "--ro-bind", src: src, dst: dst, rank: rankRead})
+	}
+	add("--ro-bind", rankRead, p.ReadPaths...)
+	roots, err := c.openRoots(p)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range roots {
+		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite})
+		for _, e := range r.found {
+			op := "--ro-bind-fd"
+			if e.writable {
+				op = "--bind-fd"
+			}
+			out = append(out, mount{op: op, file: e.file, dst: filepath.Join(r.path, e.rel), rank: rankProtect})
+		}
+	}
+	if p.Home != "" {
+		out = append(out, mount{op: "--tmpfs", dst: p.Home, size: p.Limits.Tmp, rank: rankWrite})
+	}
+	masks, err := c.denyMasks(p, roots)
+	if err != nil {
+		return nil, err
+	}
+	out = append(out, masks...)
+	out = append(out, kernelMasks()...)
+	add("--bind", rankWrite, p.UnixSockets...)
+	if p.Network == NetworkProxied {
+		out = append(out, mount{op: "--ro-bind", src: b.Bridge, dst: bridgePath, rank: rankWrite},
+			mount{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: rankWrite})
+	}
+	return out, nil
+}
+
+// openRoots opens and scans every host-backed writable root (the private
+// home is a tmpfs, not the host directory).
+func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
+	for _, path := range p.WritePaths {
+		if path == p.Home {
+			continue
+		}
+		dir, err := openRoot(path)
+		if err != nil {
+			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
+		}
+		r := &writableRoot{path: path, dir: dir}
+		c.roots = append(c.roots, r)
+		found, err := scanRoot(dir, p.Writable, true)
+		if err != nil {
+			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
+		}
+		r.found = found
+		for _, e := range found {
+			c.childFiles = append(c.childFiles, e.file)
+		}
+	}
+	return c.roots, nil
+}
+
+// denyMasks hides each denied path that would be visible: an empty
+// read-only tmpfs over a directory, /dev/null over a file. Inside a
+// writable root the path is resolved by descriptor; a symbolic link there
+// is refused (masking would follow it).
+func (c *Confinement) denyMasks(p *Profile, roots []*writableRoot) ([]mount, error) {
+	visible := append(slices.Clone(SystemReadPaths), p.ReadPaths...)
+	visible = append(append(visible, p.WritePaths...), p.Home)
+	var out []mount
+	for _, path := range p.DenyPaths {
+		if !under(path, visible) {
+			continue // not visible anyway; masking it would reveal that it exists
+		}
+		if path == p.Home || under(path, []string{p.Home}) {
+			continue // a fresh tmpfs: nothing to hide
+		}
+		isDir, found, err := denyTarget(path, roots)
+		switch {
+		case err != nil:
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		case !found:
+		case isDir:
+			out = append(out, mount{op: "--tmpfs", dst: path, size: denyTmpfsBytes, rank: rankDeny})
+		default:
+			out = append(out, mount{op: "--ro-bind", src: "/dev/null", dst: path, rank: rankDeny})
+		}
+	}
+	return out, nil
+}
+
+// denyTarget says whether a denied path exists and is a directory,
+// resolving it by descriptor when it lies in a writable root.
+func denyTarget(path string, roots []*writableRoot) (isDir, found bool, err error) {
+	for _, r := range roots {
+		rel, err := filepath.Rel(r.path, path)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		f, err := openBeneath(r.dir, rel, unix.O_PATH)
+		switch {
+		case errors.Is(err, errSymlink):
+			return false, false, fmt.Errorf("denied path %s is a symbolic link inside the workspace: coily does not follow it", path)
+		case err != nil:
+			return false, false, nil
+		}
+		defer f.Close()
+		st, err := statFD(f)
+		if err != nil {
+			return false, false, nil
+		}
+		return st.Mode&unix.S_IFMT == unix.S_IFDIR, true, nil
+	}
+	if !maskNeeded(path) {
+		return false, false, nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false, false, nil
+	}
+	return fi.IsDir(), true, nil
+}
+
+// kernelMasks makes the kernel's interfaces read-only or hidden: /proc's
+// writable interfaces (sysctls, sysrq-trigger, irq affinity…) read-only
+// for a root server (nobody else may write them), its readable secrets
+// masked.
+func kernelMasks() []mount {
+	var out []mount
+	if os.Geteuid() == 0 {
+		for _, p := range procReadOnly {
+			if exists(p) {
+				out = append(out, mount{op: "--ro-bind", src: p, dst: p, rank: rankProtect})
+			}
+		}
+	}
+	for _, p := range procMaskFiles {
+		if maskNeeded(p) {
+			out = append(out, mount{op: "--ro-bind", src: "/dev/null", dst: p, rank: rankDeny})
+		}
+	}
+	for _, p := range procMaskDirs {
+		if maskNeeded(p) {
+			out = append(out, mount{op: "--tmpfs", dst: p, size: denyTmpfsBytes, rank: rankDeny})
+		}
+	}
+	return out
+}
+
+// maskNeeded reports whether path exists and the sandbox could read it.
+// The sandbox's user is the server's (bubblewrap maps it to itself), with
+// the same groups and no capabilities, so what the server's user may not
+// read (a root-only file, for an unprivileged server) the sandbox may not
+// either, and needs no mask: each mask costs a mount on every command.
+func maskNeeded(path string) bool {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	if os.Geteuid() == 0 {
+		return true // uid 0 owns root's files, even without capabilities
+	}
+	mode := uint32(unix.R_OK)
+	if fi.IsDir() {
+		mode = unix.X_OK
+	}
+	return unix.Faccessat(unix.AT_FDCWD, path, mode, unix.AT_EACCESS) == nil
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
+// closeOnExecFrom marks every descriptor from low up close-on-exec.
+func closeOnExecFrom(low int) error {
+	err := unix.CloseRange(uint(low), ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
+	if err == nil || !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EINVAL) {
+		return err
+	}
+	// Before Linux 5.11: one by one.
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		var fd int
+		if _, err := fmt.Sscan(e.Name(), &fd); err != nil || fd < low {
+			continue
+		}
+		if flags, err := unix.FcntlInt(uintptr(fd), unix.F_GETFD, 0); err == nil && flags&unix.FD_CLOEXEC == 0 {
+			_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETFD, flags|unix.FD_CLOEXEC)
+		}
+	}
+	return nil
 }
 
 // pipeWith returns the read end of a pipe holding data (bwrap reads the

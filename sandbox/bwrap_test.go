@@ -7,78 +7,73 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
-type fakeFS struct {
-	files map[string]bool // path → is a directory
-	links map[string]string
-}
-
-func (f fakeFS) exists(p string) (bool, bool) { dir, ok := f.files[p]; return ok, dir }
-func (f fakeFS) link(p string) (string, bool, bool) {
-	if t, ok := f.links[p]; ok {
-		return t, true, false
-	}
-	dir, ok := f.files[p]
-	return "", false, ok && dir
-}
-
 func TestBwrapArgs(t *testing.T) {
-	fs := fakeFS{
-		files: map[string]bool{"/usr": true, "/etc": true, "/etc/ssh": true, "/etc/shadow": false,
-			"/w": true, "/w/.git/hooks": true, "/w/.ssh": true, "/home/u/.ssh": true, "/srv/state": true},
-		links: map[string]string{"/bin": "usr/bin"},
-	}
+	ws, hooks := os.NewFile(100, "/w"), os.NewFile(101, "/w/.git")
 	p := Profile{
 		Env: []string{"SECRET_TOKEN=hunter2", "PATH=/usr/bin"}, Dir: "/w", Home: "/h",
-		WritePaths: []string{"/w"}, ProtectPaths: []string{"/w/.git/hooks", "/w/missing"},
-		DenyPaths: []string{"/etc/ssh", "/etc/shadow", "/w/.ssh", "/home/u/.ssh", "/srv/state"},
-		Network:   NetworkDeny,
+		WritePaths: []string{"/w"}, Network: NetworkDeny, Limits: DefaultLimits,
 	}
-	args, err := bwrapArgs(p, []string{"/usr/bin/env"}, fs, "/opt/coily")
-	if err != nil {
-		t.Fatal(err)
+	mounts := []mount{
+		{op: "--tmpfs", dst: "/w/.ssh", size: 4096, rank: rankDeny},
+		{op: "--ro-bind-fd", file: hooks, dst: "/w/.git", rank: rankProtect},
+		{op: "--bind-fd", file: ws, dst: "/w", rank: rankWrite},
+		{op: "--ro-bind", src: "/etc", dst: "/etc", rank: rankRead},
+		{op: "--ro-bind", src: "/dev/null", dst: "/etc/shadow", rank: rankDeny},
+		{op: "--symlink", src: "usr/bin", dst: "/bin"},
+		{op: "--tmpfs", dst: "/h", size: 1 << 20, rank: rankWrite},
 	}
+	args, files := bwrapArgs(&p, mounts, "/usr/bin/env", []string{"env", "-i"}, true, false)
 	joined := strings.Join(args, " ")
 	for _, want := range []string{
 		"--unshare-user", "--unshare-pid", "--unshare-net", "--die-with-parent", "--new-session", "--cap-drop ALL",
-		"--symlink usr/bin /bin", "--ro-bind /usr /usr", "--bind /w /w", "--ro-bind /w/.git/hooks /w/.git/hooks",
-		"--tmpfs /w/.ssh", "--tmpfs /etc/ssh", "--ro-bind /dev/null /etc/shadow", "--chdir /w",
-		"--seccomp 3", "--json-status-fd 4", "-- /usr/bin/env",
+		"--symlink usr/bin /bin", "--ro-bind /etc /etc", "--bind-fd 7 /w", "--ro-bind-fd 8 /w/.git",
+		"--size 4096 --tmpfs /w/.ssh", "--ro-bind /dev/null /etc/shadow", "--size 1048576 --tmpfs /h",
+		"--size 268435456 --tmpfs /tmp", "--size 67108864 --tmpfs /dev/shm", "--remount-ro /w/.ssh", "--remount-ro /dev",
+		"--chdir /w", "--seccomp 3", "--json-status-fd 4", "--block-fd 5", "--sync-fd 6", "--argv0 env -- /usr/bin/env -i",
 	} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("missing %q in %s", want, joined)
 		}
 	}
-	for _, never := range []string{"hunter2", "SECRET_TOKEN", "/home/u/.ssh", "/srv/state", "/w/missing"} {
+	if len(files) != 2 || files[0] != ws || files[1] != hooks {
+		t.Errorf("descriptors %v, want the workspace then .git", files)
+	}
+	for _, never := range []string{"hunter2", "SECRET_TOKEN"} {
 		if strings.Contains(joined, never) {
 			t.Errorf("%q must not appear in bwrap's argv: %s", never, joined)
 		}
 	}
-	// Shallowest first: /w before /w/.git/hooks and /w/.ssh; /etc before /etc/ssh.
+	// Shallowest first: /w before /w/.git and /w/.ssh; /etc before /etc/shadow;
+	// a denied directory made read-only only after every mount.
 	idx := func(s string) int { return strings.Index(joined, s) }
-	if !(idx("--bind /w /w") < idx("/w/.git/hooks") && idx("--bind /w /w") < idx("--tmpfs /w/.ssh") &&
-		idx("--ro-bind /etc /etc") < idx("--tmpfs /etc/ssh")) {
-		t.Errorf("binds not ordered shallowest first: %s", joined)
+	if !(idx("--bind-fd 7 /w") < idx("/w/.git") && idx("--bind-fd 7 /w") < idx("--tmpfs /w/.ssh") &&
+		idx("--ro-bind /etc /etc") < idx("/etc/shadow") && idx("--remount-ro /w/.ssh") > idx("--ro-bind-fd 8 /w/.git")) {
+		t.Errorf("mounts not ordered shallowest first: %s", joined)
 	}
 	p.Network = NetworkOpen
-	if args, _ := bwrapArgs(p, []string{"/bin/true"}, fs, ""); slices.Contains(args, "--unshare-net") {
-		t.Error("open network still unshares the network")
+	if args, _ := bwrapArgs(&p, nil, "/bin/true", []string{"/bin/true"}, false, true); slices.Contains(args, "--unshare-net") ||
+		slices.Contains(args, "--argv0") || !strings.Contains(strings.Join(args, " "), "--uid 0 --gid 0") {
+		t.Errorf("open network, no --argv0, root: %v", args)
 	}
-	p.Network = NetworkProxied
-	if _, err := bwrapArgs(p, []string{"/bin/true"}, fs, "/opt/coily"); err == nil {
-		t.Error("proxied without a proxy socket accepted")
+}
+
+func TestParseBwrapVersion(t *testing.T) {
+	for in, want := range map[string][3]int{"bubblewrap 0.8.0\n": {0, 8, 0}, "bubblewrap 0.11.1": {0, 11, 1}, "bubblewrap 1.2": {1, 2, 0}} {
+		if v, err := parseBwrapVersion(in); err != nil || v != want {
+			t.Errorf("parseBwrapVersion(%q) = %v, %v", in, v, err)
+		}
 	}
-	p.ProxySocket = "/srv/egress.sock"
-	if _, err := bwrapArgs(p, []string{"/bin/true"}, fs, ""); !errors.Is(err, ErrUnavailable) {
-		t.Errorf("proxied without a bridge: %v", err)
+	for _, bad := range []string{"", "bwrap 0.8", "bubblewrap x.y", "bubblewrap"} {
+		if _, err := parseBwrapVersion(bad); !errors.Is(err, ErrUnavailable) {
+			t.Errorf("parseBwrapVersion(%q) accepted", bad)
+		}
 	}
-	args, err = bwrapArgs(p, []string{"/bin/true"}, fs, "/opt/coily")
-	joined = strings.Join(args, " ")
-	if err != nil || !strings.Contains(joined, "--unshare-net") || !strings.Contains(joined, "--bind /srv/egress.sock "+ProxySocketPath) ||
-		!strings.HasSuffix(joined, "-- /run/coily/bridge __netbridge --proxy-socket "+ProxySocketPath+" -- /bin/true") {
-		t.Errorf("proxied: %v %s", err, joined)
+	if !atLeast([3]int{0, 9, 0}, bwrapArgv0) || atLeast([3]int{0, 8, 9}, bwrapArgv0) || !atLeast([3]int{1, 0, 0}, bwrapArgv0) {
+		t.Error("atLeast")
 	}
 }
 
@@ -105,8 +100,15 @@ func TestBwrapSetupFailureClassified(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		startErr := conf.Start(context.Background(), cmd.Process.Pid)
+		if startErr != nil {
+			conf.Signal(syscall.SIGKILL)
+		}
 		_ = cmd.Wait()
-		return conf.Setup([]byte(stderr.String()))
+		if err := conf.Setup([]byte(stderr.String())); err != nil || startErr == nil {
+			return err
+		}
+		return startErr
 	}
 	home := t.TempDir()
 	ok := Profile{Env: []string{"PATH=/usr/bin:/bin"}, Dir: home, Home: home, WritePaths: []string{home}, Network: NetworkDeny}

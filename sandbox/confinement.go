@@ -9,12 +9,41 @@ import (
 )
 
 // Confinement is what a backend keeps for one wrapped command: files the
-// child inherits (closed in the parent once the child started), and a way
-// to tell, after the command ended, whether the sandbox ever started it.
-// A nil *Confinement is valid and does nothing (native).
+// child inherits (closed in the parent once the child started), the start
+// gate, the sandbox's processes and limits, and what its writable roots
+// held before the command ran. A nil *Confinement is valid and does
+// nothing (native).
+//
+// The caller's sequence: cmd.Start, AfterStart, Start (the sandbox waits
+// for it before running the command), then, once the command ended,
+// Setup (did the sandbox run it?) and Finish (what it left behind), and
+// Close. Signal reaches every process of the sandbox at any time.
 type Confinement struct {
 	childFiles []*os.File // the child's ends: closed in the parent after Start
 	status     *os.File   // bwrap's --json-status-fd, read end
+	statusDec  *json.Decoder
+	release    *os.File // the start gate's write end
+	sawExit    bool     // an "exit-code" was read from the status
+
+	limits   Limits
+	writable []string
+	roots    []*writableRoot
+	cgroup   *execCgroup
+
+	bwrapPid int // bwrap, the outer namespace's init (host pid)
+	initPid  int // the sandbox's own init (host pid), once started
+	started  bool
+}
+
+// Report is what a confinement observed about one command.
+type Report struct {
+	// Quarantined are protected entries the command created (relative to
+	// their workspace), renamed with QuarantineSuffix.
+	Quarantined []string
+	// QuarantineErr says why some could not be quarantined.
+	QuarantineErr error
+	// Limits says how the command was bounded: "cgroup" or "rlimit".
+	Limits string
 }
 
 // AfterStart closes the parent's copies of the child's files. Call it once
@@ -24,7 +53,9 @@ func (c *Confinement) AfterStart() {
 		return
 	}
 	for _, f := range c.childFiles {
-		f.Close()
+		if f != nil {
+			f.Close()
+		}
 	}
 	c.childFiles = nil
 }
@@ -38,16 +69,21 @@ func (c *Confinement) Setup(stderr []byte) error {
 	if c == nil || c.status == nil {
 		return nil
 	}
-	data, _ := io.ReadAll(io.LimitReader(c.status, 64<<10))
-	dec := json.NewDecoder(bytes.NewReader(data))
+	if c.sawExit {
+		return nil
+	}
+	if c.statusDec == nil {
+		c.statusDec = json.NewDecoder(io.LimitReader(c.status, 64<<10))
+	}
 	for {
 		var m map[string]any
-		if err := dec.Decode(&m); err != nil {
+		if err := c.statusDec.Decode(&m); err != nil {
 			break
 		}
 		// "child-pid" comes before the mounts are set up; only an
 		// "exit-code" shows that the command itself ran (and exited).
 		if _, ok := m["exit-code"]; ok {
+			c.sawExit = true
 			return nil
 		}
 	}
@@ -60,10 +96,18 @@ func (c *Confinement) Close() {
 		return
 	}
 	c.AfterStart()
-	if c.status != nil {
-		c.status.Close()
-		c.status = nil
+	for _, f := range []**os.File{&c.status, &c.release} {
+		if *f != nil {
+			(*f).Close()
+			*f = nil
+		}
 	}
+	for _, r := range c.roots {
+		r.dir.Close()
+	}
+	c.roots = nil
+	c.cgroup.remove()
+	c.cgroup = nil
 }
 
 func firstLine(b []byte) string {
@@ -83,7 +127,7 @@ func firstLine(b []byte) string {
 func hint(stderr []byte) string {
 	switch s := string(stderr); {
 	case bytes.Contains(stderr, []byte("namespace")) || bytes.Contains(stderr, []byte("uid map")):
-		return " (user namespaces are refused: check sysctl kernel.unprivileged_userns_clone=1 and, on Ubuntu, kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile for bwrap; `coily sandbox check` tells more)"
+		return " (user namespaces are refused: " + UsernsHint + "; `coily sandbox check` tells more)"
 	case bytes.Contains(stderr, []byte("seccomp")) || bytes.Contains(stderr, []byte("PR_SET_SECCOMP")):
 		return " (the kernel refused the seccomp filter: it needs CONFIG_SECCOMP_FILTER)"
 	case len(s) == 0:
@@ -91,3 +135,9 @@ func hint(stderr []byte) string {
 	}
 	return " (`coily sandbox check` tells what works on this host)"
 }
+
+// UsernsHint says how to allow unprivileged user namespaces where a
+// distribution restricts them.
+const UsernsHint = "on Debian, sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu 23.10 and later, " +
+	"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile granting bwrap `userns`; " +
+	"everywhere, user.max_user_namespaces must be above 0"

@@ -22,6 +22,13 @@ type ProfileInput struct {
 	// UserHomes are homes whose secrets are denied wherever they would be
 	// visible (the server's user's home, /root).
 	UserHomes []string
+	// Writable opts protected entries in (a rule's `writable:`).
+	Writable []string
+	// Exec and ExecPath: the program, opened by the caller (Profile.Exec).
+	Exec     *os.File
+	ExecPath string
+	// Limits bound the command.
+	Limits Limits
 }
 
 // SecretPaths are denied under every home in ProfileInput.UserHomes.
@@ -40,38 +47,20 @@ var SystemDenyPaths = []string{
 	"/etc/vault.d", "/var/lib/coily",
 }
 
-// ProtectedNames stay read-only inside writable roots: hooks and
-// configuration that would run code or redirect credentials later, outside
-// the sandbox.
-var ProtectedNames = []string{
-	".git/hooks", ".git/config", ".gitconfig", ".gitmodules",
-	".bashrc", ".bash_profile", ".bash_login", ".profile", ".zshrc", ".zprofile", ".zshenv", ".envrc",
-	".npmrc", ".yarnrc", ".yarnrc.yml", ".pypirc", ".pip", ".config/pip", ".cargo/config", ".cargo/config.toml",
-	".ssh", ".docker", ".vscode", ".idea",
-}
-
 // DefaultProfile builds the profile of DESIGN §7: system directories
 // read-only (SystemReadPaths), resolv.conf and localtime resolved to their
 // real files, private /tmp and home, the workspace writable with its
-// ProtectedNames read-only, the secret and system deny sets and the
-// server's own state hidden.
+// protected classes read-only (every backend applies them: git control
+// entries anywhere, ProtectedNames at work tree roots), the secret and
+// system deny sets and the server's own state hidden.
 func DefaultProfile(in ProfileInput) Profile {
 	p := Profile{
 		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
 		UnixSockets: in.UnixSockets, Files: resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
+		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
 	}
 	if in.Workspace != "" {
 		p.WritePaths = append(p.WritePaths, in.Workspace)
-	}
-	for _, root := range p.WritePaths {
-		for _, name := range ProtectedNames {
-			p.ProtectPaths = append(p.ProtectPaths, filepath.Join(root, name))
-		}
-		for _, repo := range nestedRepos(root) {
-			for _, name := range []string{".git/hooks", ".git/config"} {
-				p.ProtectPaths = append(p.ProtectPaths, filepath.Join(repo, name))
-			}
-		}
 	}
 	for _, home := range in.UserHomes {
 		for _, s := range SecretPaths {
@@ -87,44 +76,6 @@ func DefaultProfile(in ProfileInput) Profile {
 	slices.Sort(p.DenyPaths)
 	p.DenyPaths = slices.Compact(p.DenyPaths)
 	return p
-}
-
-// Bounds of the search for repositories nested in a workspace.
-const (
-	nestedRepoDepth   = 3
-	nestedRepoEntries = 5000
-)
-
-// nestedRepos finds directories holding a .git directory below root (not
-// root itself), at most nestedRepoDepth levels down, looking at no more
-// than nestedRepoEntries entries and skipping dependency trees. It never
-// follows symbolic links.
-func nestedRepos(root string) []string {
-	var out []string
-	seen := 0
-	var walk func(dir string, depth int)
-	walk = func(dir string, depth int) {
-		if depth > nestedRepoDepth || seen > nestedRepoEntries {
-			return
-		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return
-		}
-		for _, e := range entries {
-			seen++
-			if !e.IsDir() || e.Name() == "node_modules" || e.Name() == ".git" || e.Name() == "vendor" {
-				continue
-			}
-			sub := filepath.Join(dir, e.Name())
-			if fi, err := os.Lstat(filepath.Join(sub, ".git")); err == nil && fi.IsDir() {
-				out = append(out, sub)
-			}
-			walk(sub, depth+1)
-		}
-	}
-	walk(root, 1)
-	return out
 }
 
 // resolvedFiles maps each file that is a symbolic link to a target outside

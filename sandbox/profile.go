@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 )
 
@@ -44,14 +45,21 @@ type Profile struct {
 	Env []string
 	// Dir is the command's working directory.
 	Dir string
-	// Home is the command's private, writable home directory.
+	// Home is the command's private, writable home directory (HOME and
+	// TMPDIR; the workspace too when the rule's workspace is temporary).
+	// bubblewrap gives a fresh, sized tmpfs at this path; other backends
+	// use the host directory.
 	Home string
 	// ReadPaths are visible read-only; WritePaths read-write.
 	ReadPaths  []string
 	WritePaths []string
-	// ProtectPaths stay read-only even inside a WritePath (.git/hooks,
-	// shell rc files, package-manager configuration).
+	// ProtectPaths stay read-only even inside a WritePath, besides the
+	// protected classes every backend applies to writable roots (git
+	// control entries anywhere, ProtectedNames at work tree roots).
 	ProtectPaths []string
+	// Writable names protected entries the command may write anyway (see
+	// WritableNames): a rule's `writable:`.
+	Writable []string
 	// DenyPaths are hidden even inside a Read- or WritePath (secrets, the
 	// server's own state).
 	DenyPaths []string
@@ -66,6 +74,13 @@ type Profile struct {
 	// is bound in at its own path. Without any, creating unix sockets is
 	// refused by the seccomp filter.
 	UnixSockets []string
+	// Exec, when set, is the program to run, already opened (and its
+	// digest checked) by the caller; it is run from this open file, at
+	// ExecPath (its real path on the host), whatever the path now holds.
+	Exec     *os.File
+	ExecPath string
+	// Limits bound the command (zero fields: DefaultLimits).
+	Limits Limits
 }
 
 // Validate checks that every path is absolute and clean and that the
@@ -76,6 +91,15 @@ func (p *Profile) Validate() error {
 	}
 	if p.Network == NetworkProxied && p.ProxySocket == "" {
 		return fmt.Errorf("proxied network needs a proxy socket")
+	}
+	if (p.Exec == nil) != (p.ExecPath == "") {
+		return fmt.Errorf("exec file and exec path go together")
+	}
+	if err := CheckWritable(p.Writable); err != nil {
+		return err
+	}
+	if err := p.Limits.Check(); err != nil {
+		return err
 	}
 	check := func(what string, paths ...string) error {
 		for _, path := range paths {
@@ -112,6 +136,9 @@ func (p *Profile) allPaths() []labelledPath {
 	add("socket", p.UnixSockets...)
 	add("dir", p.Dir)
 	add("home", p.Home)
+	if p.ExecPath != "" {
+		add("exec", p.ExecPath)
+	}
 	if p.ProxySocket != "" {
 		add("proxy socket", p.ProxySocket)
 	}

@@ -11,8 +11,9 @@ import (
 
 // SeccompOptions choose what the filter refuses.
 type SeccompOptions struct {
-	// AllowUnixSockets lets the command create AF_UNIX sockets (the rule
-	// names sockets it may use).
+	// AllowUnixSockets lets the command create AF_UNIX sockets, with
+	// socket and socketpair alike (the rule names sockets it may use, or
+	// the network is proxied).
 	AllowUnixSockets bool
 }
 
@@ -82,7 +83,7 @@ var seccompX86Only = map[string]bool{"iopl": true, "ioperm": true}
 // seccompENOSYS are refused with ENOSYS so that libc falls back to an older
 // call whose arguments the filter can inspect (clone3 passes its flags in
 // memory; clone passes them in a register).
-var seccompENOSYS = []string{"clone3"}
+var seccompENOSYS = []string{"clone3", "openat2"}
 
 // DeniedSyscalls lists, for documentation and tests, the syscall names the
 // filter refuses (always, whatever the arguments and options), sorted. Some
@@ -160,7 +161,6 @@ func SeccompProgram(arch SeccompArch, o SeccompOptions) ([]bpf.RawInstruction, e
 		enosys = bpf.RetConstant{Val: seccompRetErrno | errnoENOSYS}
 	)
 	loadNr := bpf.LoadAbsolute{Off: seccompDataNr, Size: 4}
-	loadArg0 := bpf.LoadAbsolute{Off: seccompDataArg0, Size: 4} // low 32 bits
 	// deny returns "if A == n: ret".
 	deny := func(n uint32, ret bpf.Instruction) []bpf.Instruction {
 		return []bpf.Instruction{
@@ -199,47 +199,27 @@ func SeccompProgram(arch SeccompArch, o SeccompOptions) ([]bpf.RawInstruction, e
 		prog = append(prog, deny(n, enosys)...)
 	}
 
-	// clone: refuse new user namespaces. The kernel uses only the low 32
-	// bits of the flags.
-	n, err := nr("clone")
+	blocks, err := argumentChecks(o)
 	if err != nil {
 		return nil, err
 	}
-	prog = append(prog,
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: n, SkipTrue: 0, SkipFalse: 4},
-		loadArg0,
-		bpf.JumpIf{Cond: bpf.JumpBitsSet, Val: cloneNewUser, SkipTrue: 0, SkipFalse: 1},
-		eperm,
-		allow,
-	)
-
-	// personality: only PER_LINUX and the 0xffffffff query (the kernel
-	// reads an unsigned int).
-	if n, err = nr("personality"); err != nil {
-		return nil, err
-	}
-	prog = append(prog,
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: n, SkipTrue: 0, SkipFalse: 5},
-		loadArg0,
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipTrue: 2, SkipFalse: 0},
-		bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0xffffffff, SkipTrue: 1, SkipFalse: 0},
-		eperm,
-		allow,
-	)
-
-	// socket: AF_UNIX only when allowed. socketpair stays allowed: its
-	// sockets are anonymous and connected to each other only.
-	if !o.AllowUnixSockets {
-		if n, err = nr("socket"); err != nil {
+	for _, b := range blocks {
+		n, err := nr(b.name)
+		if err != nil {
+			if arch != SeccompAMD64 && b.x86Only {
+				continue
+			}
 			return nil, err
 		}
-		prog = append(prog,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: n, SkipTrue: 0, SkipFalse: 4},
-			loadArg0,
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: afUnix, SkipTrue: 0, SkipFalse: 1},
-			eperm,
-			allow,
-		)
+		body, err := b.body()
+		if err != nil {
+			return nil, fmt.Errorf("seccomp: %s: %w", b.name, err)
+		}
+		if len(body) > 255 {
+			return nil, fmt.Errorf("seccomp: %s: %d instructions in one check", b.name, len(body))
+		}
+		prog = append(prog, bpf.JumpIf{Cond: bpf.JumpEqual, Val: n, SkipTrue: 0, SkipFalse: uint8(len(body))})
+		prog = append(prog, body...)
 	}
 
 	prog = append(prog, allow)

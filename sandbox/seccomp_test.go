@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -95,7 +96,18 @@ func seccompTable(arch SeccompArch) map[string]uint32 {
 }
 
 func TestSeccompTables(t *testing.T) {
-	used := slices.Concat(seccompDenied, seccompENOSYS, []string{"clone", "personality", "socket"})
+	checks, err := argumentChecks(SeccompOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := slices.Concat(seccompDenied, seccompENOSYS)
+	x86Only := maps.Clone(seccompX86Only)
+	for _, c := range checks {
+		used = append(used, c.name)
+		if c.x86Only {
+			x86Only[c.name] = true
+		}
+	}
 	for _, arch := range seccompArches {
 		want := unixSysnums(t, arch)
 		table := seccompTable(arch)
@@ -112,7 +124,7 @@ func TestSeccompTables(t *testing.T) {
 			if inTable != exists {
 				t.Errorf("%s: %s in table = %v, exists in x/sys/unix = %v", arch, name, inTable, exists)
 			}
-			if !inTable && !(arch != SeccompAMD64 && seccompX86Only[name]) {
+			if !inTable && !(arch != SeccompAMD64 && x86Only[name]) {
 				t.Errorf("%s: %s has no number", arch, name)
 			}
 		}
@@ -337,7 +349,7 @@ func TestSeccompProgramSemantics(t *testing.T) {
 						continue
 					}
 					want := uint32(eperm)
-					if name == "clone3" {
+					if slices.Contains(seccompENOSYS, name) {
 						want = enosys
 					}
 					check(name, call(name), want)
@@ -367,8 +379,33 @@ func TestSeccompProgramSemantics(t *testing.T) {
 				check("socket(AF_UNIX) with upper bits", call("socket", 1<<32|1, 1, 0), wantUnix)
 				check("socket(AF_INET)", call("socket", 2, 1, 0), allow)
 				check("socket(AF_INET6)", call("socket", 10, 2, 0), allow)
-				check("socket(AF_NETLINK)", call("socket", 16, 3, 0), allow)
-				check("socketpair(AF_UNIX)", call("socketpair", 1, 1, 0), allow)
+				check("socket(AF_NETLINK, NETLINK_ROUTE)", call("socket", 16, 3, 0), allow)
+				check("socket(AF_NETLINK, NETLINK_AUDIT)", call("socket", 16, 3, 9), eperm)
+				check("socket(AF_NETLINK, NETLINK_KOBJECT_UEVENT)", call("socket", 16, 2, 15), eperm)
+				for fam, name := range map[uint64]string{40: "AF_VSOCK", 17: "AF_PACKET", 38: "AF_ALG", 15: "AF_KEY", 44: "AF_XDP", 31: "AF_BLUETOOTH", 30: "AF_TIPC", 0: "AF_UNSPEC", 0xffff: "unknown"} {
+					check("socket("+name+")", call("socket", fam, 1, 0), eperm)
+					check("socketpair("+name+")", call("socketpair", fam, 1, 0), eperm)
+				}
+				check("socketpair(AF_UNIX)", call("socketpair", 1, 1, 0), wantUnix)
+				check("socketpair(AF_UNIX) with upper bits", call("socketpair", 1<<32|1, 1, 0), wantUnix)
+				check("socketpair(AF_INET)", call("socketpair", 2, 1, 0), eperm)
+
+				// No setuid or setgid bit, whatever creates or changes the mode.
+				for name, arg := range ModeCheckedSyscalls {
+					if _, ok := sys[name]; !ok {
+						continue // the legacy calls exist only on x86-64
+					}
+					args := func(mode uint64) []uint64 {
+						a := []uint64{3, 0x1000, 0x241, 0}
+						a[arg] = mode
+						return a
+					}
+					check(name+" 0644", call(name, args(0o644)...), allow)
+					check(name+" 0755|S_IFREG", call(name, args(0o100755)...), allow)
+					check(name+" setuid", call(name, args(0o4755)...), eperm)
+					check(name+" setgid", call(name, args(0o2755)...), eperm)
+					check(name+" setuid in the upper half (ignored by the kernel)", call(name, args(0o4755<<32|0o755)...), allow)
+				}
 
 				check("personality(PER_LINUX)", call("personality", 0), allow)
 				check("personality query", call("personality", 0xffffffff), allow)
@@ -423,6 +460,17 @@ func raw(nr uintptr, a ...uintptr) error {
 	return nil
 }
 
+// modeProbe runs f on a fresh file in /dev/shm (bwrap's --dev makes it
+// writable).
+func modeProbe(f func(string) error) error {
+	path := "/dev/shm/probe-mode"
+	if err := os.WriteFile(path, nil, 0o644); err != nil {
+		return err
+	}
+	defer os.Remove(path)
+	return f(path)
+}
+
 func main() {
 	checks := map[string]func() error{
 		"unix-socket": func() error {
@@ -447,6 +495,48 @@ func main() {
 			}
 			return err
 		},
+		"vsock-socket": func() error {
+			fd, err := syscall.Socket(40, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			return err
+		},
+		"netlink-route": func() error {
+			fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, syscall.NETLINK_ROUTE)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			return err
+		},
+		"netlink-audit": func() error {
+			fd, err := syscall.Socket(syscall.AF_NETLINK, syscall.SOCK_RAW|syscall.SOCK_CLOEXEC, 9)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			return err
+		},
+		"chmod-plain": func() error { return modeProbe(func(p string) error { return syscall.Chmod(p, 0o755) }) },
+		"chmod-setuid": func() error { return modeProbe(func(p string) error { return syscall.Chmod(p, 0o4755) }) },
+		"fchmod-setgid": func() error {
+			return modeProbe(func(p string) error {
+				f, err := os.Open(p)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				return syscall.Fchmod(int(f.Fd()), 0o2755)
+			})
+		},
+		"create-setuid": func() error {
+			fd, err := syscall.Open("/dev/shm/probe-suid", syscall.O_CREAT|syscall.O_WRONLY|syscall.O_CLOEXEC, 0o4755)
+			if err == nil {
+				syscall.Close(fd)
+			}
+			return err
+		},
+		"mkdir-setgid": func() error { return syscall.Mkdir("/dev/shm/probe-sgid", 0o2755) },
+		"openat2": func() error { return raw(437, uintptr(0xffffff9c) /* AT_FDCWD */, 0, 0, 0) },
 		"unshare-user": func() error { return syscall.Unshare(syscall.CLONE_NEWUSER) },
 		"clone-newuser": func() error {
 			cmd := exec.Command("/bin/true")
@@ -549,6 +639,8 @@ func TestSeccompBwrap(t *testing.T) {
 	checks := []string{
 		"unix-socket", "inet-socket", "socketpair", "unshare-user", "clone-newuser", "fork-exec",
 		"ptrace", "keyctl", "io-uring", "clone3", "mount", "personality-query", "personality-norandom",
+		"vsock-socket", "netlink-route", "netlink-audit", "chmod-plain", "chmod-setuid", "fchmod-setgid",
+		"create-setuid", "mkdir-setgid", "openat2",
 	}
 	if out, err := runBwrapSeccomp(t, bwrap, nil, append([]string{probe}, checks...)...); err == nil {
 		t.Logf("without the filter:\n%s", out)
@@ -589,7 +681,16 @@ func TestSeccompBwrap(t *testing.T) {
 			want := map[string]string{
 				"unix-socket":          unix,
 				"inet-socket":          "ok",
-				"socketpair":           "ok",
+				"socketpair":           unix,
+				"vsock-socket":         "errno 1",
+				"netlink-route":        "ok",
+				"netlink-audit":        "errno 1",
+				"chmod-plain":          "ok",
+				"chmod-setuid":         "errno 1",
+				"fchmod-setgid":        "errno 1",
+				"create-setuid":        "errno 1",
+				"mkdir-setgid":         "errno 1",
+				"openat2":              "errno 38",
 				"unshare-user":         "errno 1",
 				"clone-newuser":        "errno 1",
 				"fork-exec":            "ok",

@@ -73,6 +73,10 @@ func (s *Server) release(x *execution) {
 		delete(s.jobs, x.job.id)
 		x.job = nil
 	}
+	if x.exe != nil {
+		x.exe.Close()
+		x.exe = nil
+	}
 	if x.slot {
 		s.running--
 		if s.perRule[x.rule.Name]--; s.perRule[x.rule.Name] == 0 {
@@ -126,13 +130,18 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	}
 	s.mu.Unlock()
 
+	// Only commands that were running are counted as killed; an admitted
+	// one that had not started yet is stopped before it starts.
+	killed := 0
 	for _, j := range jobs {
-		j.signal(syscall.SIGTERM, refusal.LockoutActive)
+		if j.signal(syscall.SIGTERM, refusal.LockoutActive) {
+			killed++
+		}
 	}
 	s.escalate(jobs)
 	rejected := s.approvals.rejectAll()
 	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", req.GetReason())
-	rec.Killed = len(jobs)
+	rec.Killed = killed
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
 	// Cached credentials are dropped (and the Vault token revoked when so
 	// configured); a failed revocation is recorded, the lockout stands.
@@ -151,7 +160,7 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st)); err != nil {
 		return nil, err
 	}
-	return &coilyv1.LockoutResponse{Lockout: stopProto(st), Killed: int32(len(jobs))}, nil
+	return &coilyv1.LockoutResponse{Lockout: stopProto(st), Killed: int32(killed)}, nil
 }
 
 // escalate SIGKILLs the jobs' process groups after the grace period.

@@ -35,6 +35,7 @@ type execution struct {
 	wouldDeny []string
 	approval  *coilyv1.Approval
 	box       sandbox.Sandbox
+	exe       *os.File          // the rule's binary, opened and checked (prepare)
 	secrets   map[string]string // fetched credentials, by variable name
 	scrub     *scrub.Set        // their values' forms, redacted from output
 	job       *job
@@ -191,9 +192,11 @@ func (s *Server) confirm(ctx context.Context, x *execution, stream sender) error
 // prepare readies what the command runs in: the binary's pinned digest,
 // the credentials and the sandbox (steps 8–9).
 func (s *Server) prepare(ctx context.Context, x *execution) error {
-	if err := x.rule.CheckBinary(); err != nil {
+	exe, err := x.rule.OpenBinary()
+	if err != nil {
 		return refusal.Wrap(refusal.PolicyDeny, err, "binary for rule %q failed its check", x.rule.Name)
 	}
+	x.exe = exe
 	// 8. Credentials, fail closed.
 	if err := s.fetchCredentials(ctx, x); err != nil {
 		return err
@@ -232,12 +235,27 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 	if err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
+	// One command at a time in a named workspace: nothing else a sandbox
+	// runs can change it between the scan of its protected entries and
+	// their mounts, and what a command leaves behind is its own.
+	if root != home {
+		unlock, err := s.workspaces.lock(ctx, root)
+		if err != nil {
+			return s.refuseExec(ctx, x, refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace))
+		}
+		defer unlock()
+	}
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
+	limits := x.rule.Limits
+	if limits.CPU == 0 {
+		limits.CPU = s.timeout(x)
+	}
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket,
-		UserHomes: s.userHomes(),
+		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
+		Limits: limits,
 	}))
 	if err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err))
@@ -266,7 +284,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 		return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
-	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.req.GetStdin(), x.rule.MaxOutput, out.emit)
+	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	runErr = out.finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	// The command is over: free its slot before the caller hears so, or
@@ -286,6 +304,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
+	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	if runErr != nil {
 		r := refusal.As(runErr)

@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
 )
 
 // job is one admitted Exec: registered before its command starts, so that a
@@ -13,20 +14,22 @@ type job struct {
 	id string
 
 	mu   sync.Mutex
-	pgid int          // process group, 0 until started
-	stop refusal.Code // why coily stopped it, "" if it did not
+	pgid int                  // process group, 0 until started
+	conf *sandbox.Confinement // the command's sandbox, once started
+	stop refusal.Code         // why coily stopped it, "" if it did not
 	done bool
 }
 
-// started records the command's process group. It reports false when the
-// job was stopped before it started, in which case the caller must kill the
-// group at once.
-func (j *job) started(pgid int) bool {
+// started records the command's process group and sandbox. It reports
+// false when the job was stopped before it started, in which case the
+// group has been killed and the caller must not let the command run.
+func (j *job) started(pgid int, conf *sandbox.Confinement) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	j.pgid = pgid
+	j.pgid, j.conf = pgid, conf
 	if j.stop != "" {
 		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		conf.Signal(syscall.SIGKILL)
 		return false
 	}
 	return true
@@ -41,20 +44,24 @@ func (j *job) finished() {
 }
 
 // signal records why the job is being stopped (the first reason wins) and
-// sends sig to its whole process group. Once the command has exited it does
-// nothing: a command that finished is answered with its real exit status.
-func (j *job) signal(sig syscall.Signal, why refusal.Code) {
+// sends sig to its whole process group and sandbox. Once the command has
+// exited it does nothing: a command that finished is answered with its
+// real exit status. It reports whether a running command was signalled.
+func (j *job) signal(sig syscall.Signal, why refusal.Code) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.done {
-		return
+		return false
 	}
 	if j.stop == "" {
 		j.stop = why
 	}
-	if j.pgid > 0 {
-		_ = syscall.Kill(-j.pgid, sig)
+	if j.pgid <= 0 {
+		return false
 	}
+	_ = syscall.Kill(-j.pgid, sig)
+	j.conf.Signal(sig)
+	return true
 }
 
 // stopReason reports why coily stopped the job, "" if it did not.

@@ -41,14 +41,18 @@ type runResult struct {
 	signal    int
 	duration  time.Duration
 	truncated [3]bool // indexed by coilyv1.Stream
+	// report is what the sandbox observed (quarantined entries, limits).
+	report sandbox.Report
 }
 
-// runCommand starts cmd in its own process group, feeds it stdin, forwards
-// its output through emit as produced (each stream capped at maxOut bytes),
-// and waits for it. The process group is killed when ctx ends (a timeout
-// reads as command-timeout), when emit fails (the caller went away), and
-// after the command exits (so no stray child outlives the request).
-func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confinement, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
+// runCommand starts cmd in its own process group, opens its sandbox's start
+// gate, feeds it stdin, forwards its output through emit as produced (each
+// stream capped at maxOut bytes), and waits for it. The process group and
+// sandbox are killed when ctx ends (a timeout reads as command-timeout),
+// when emit fails (the caller went away), and after the command exits (so
+// no stray child outlives the request). id names what the sandbox
+// quarantines.
+func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confinement, id string, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
 	var res runResult
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -77,7 +81,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 		return res, refusal.Wrap(refusal.Internal, err, "could not start %s", cmd.Path)
 	}
 	pgid := cmd.Process.Pid
-	if !j.started(pgid) {
+	if !j.started(pgid, conf) {
 		_ = cmd.Wait()
 		j.finished()
 		return res, refusal.New(j.stopReason(), "stopped before it started")
@@ -90,6 +94,12 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 	go readStream(errR, coilyv1.Stream_STREAM_STDERR, maxOut, chunks, readers, &res.truncated, &errHead)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
+	// The sandbox is bounded, then runs the command. If it cannot start,
+	// it is killed and the reason read from bwrap once it has exited.
+	startErr := conf.Start(ctx, pgid)
+	if startErr != nil {
+		j.signal(syscall.SIGKILL, "")
+	}
 
 	var waitErr error
 	var emitErr error
@@ -130,8 +140,14 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 			emitErr = emit(c)
 		}
 	}
-	if err := conf.Setup(errHead); err != nil && j.stopReason() == "" {
-		return res, refusal.Wrap(refusal.SandboxUnavailable, err, "%v", err)
+	res.report = conf.Finish(id)
+	if j.stopReason() == "" {
+		if err := conf.Setup(errHead); err != nil {
+			return res, refusal.Wrap(refusal.SandboxUnavailable, err, "%v", err)
+		}
+		if startErr != nil {
+			return res, refusal.Wrap(refusal.SandboxUnavailable, startErr, "%v", startErr)
+		}
 	}
 	return finish(j, cmd, res, waitErr, emitErr)
 }

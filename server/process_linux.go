@@ -6,7 +6,10 @@ import (
 )
 
 // setProcessGroup puts the command in a new process group and has the
-// kernel kill it if the server dies.
+// kernel kill it if the server dies, keeping what the sandbox set up.
 func setProcessGroup(cmd *exec.Cmd) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
 }

@@ -94,6 +94,8 @@ type Server struct {
 
 	// flights are the relayed requests being answered, by id.
 	flights map[string]*flight
+	// workspaces serialises commands per named workspace.
+	workspaces workspaceLocks
 	// boot names this server's run in relay records: a record accepted by
 	// another boot was interrupted by a restart.
 	boot     string

@@ -1,6 +1,12 @@
 package server
 
 import (
+	"context"
+	"sync"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/sandbox"
+
 	"errors"
 	"os"
 	"path/filepath"
@@ -58,4 +64,60 @@ func resolveInside(root, rel string) (string, error) {
 		return "", refusal.New(refusal.BadRequest, "cwd %q is not a directory", rel)
 	}
 	return target, nil
+}
+
+// workspaceLocks serialises commands in each named workspace.
+type workspaceLocks struct {
+	mu    sync.Mutex
+	busy  map[string]chan struct{} // closed when the holder is done
+}
+
+// lock waits until no other command runs in the workspace at root, or ctx
+// ends. The returned function releases it.
+func (w *workspaceLocks) lock(ctx context.Context, root string) (func(), error) {
+	for {
+		w.mu.Lock()
+		if w.busy == nil {
+			w.busy = map[string]chan struct{}{}
+		}
+		held, ok := w.busy[root]
+		if !ok {
+			done := make(chan struct{})
+			w.busy[root] = done
+			w.mu.Unlock()
+			return func() {
+				w.mu.Lock()
+				delete(w.busy, root)
+				w.mu.Unlock()
+				close(done)
+			}, nil
+		}
+		w.mu.Unlock()
+		select {
+		case <-held:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+}
+
+// addReport records what the sandbox observed in the result's audit
+// record: protected entries the command created and that were
+// quarantined, and how it was bounded.
+func addReport(rec *audit.Record, r sandbox.Report) {
+	if len(r.Quarantined) == 0 && r.QuarantineErr == nil && r.Limits == "" {
+		return
+	}
+	if rec.Details == nil {
+		rec.Details = map[string]string{}
+	}
+	if len(r.Quarantined) > 0 {
+		rec.Details["quarantined"] = strings.Join(r.Quarantined, ",")
+	}
+	if r.QuarantineErr != nil {
+		rec.Details["quarantine_error"] = r.QuarantineErr.Error()
+	}
+	if r.Limits != "" {
+		rec.Details["limits"] = r.Limits
+	}
 }

@@ -113,12 +113,12 @@ func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInp
 	cmd := exec.CommandContext(ctx, path, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Stdin, cmd.Stdout = stdin, stdout
-	cmd.SysProcAttr = dieWithParent()
 	conf, err := box.Wrap(ctx, cmd, sandbox.DefaultProfile(in))
 	if err != nil {
 		return 0, err
 	}
 	defer conf.Close()
+	dieWithParent(cmd)
 	errHead := &headWriter{w: stderr}
 	cmd.Stderr = errHead
 	err = cmd.Start()
@@ -126,9 +126,16 @@ func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInp
 	if err != nil {
 		return 0, err
 	}
+	startErr := conf.Start(ctx, cmd.Process.Pid)
+	if startErr != nil {
+		conf.Signal(syscall.SIGKILL)
+	}
 	err = cmd.Wait()
 	if serr := conf.Setup(errHead.head); serr != nil {
 		return 0, serr
+	}
+	if startErr != nil {
+		return 0, startErr
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {

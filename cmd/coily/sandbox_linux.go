@@ -1,9 +1,15 @@
 package main
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// dieWithParent puts the sandbox in its own process group and has the
-// kernel kill it when this process dies.
-func dieWithParent() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+// dieWithParent has the kernel kill the sandbox when this process dies,
+// keeping what the sandbox set up.
+func dieWithParent(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid, cmd.SysProcAttr.Pdeathsig = true, syscall.SIGKILL
 }

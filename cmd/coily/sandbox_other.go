@@ -2,9 +2,15 @@
 
 package main
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
 // dieWithParent puts the sandbox in its own process group.
-func dieWithParent() *syscall.SysProcAttr {
-	return &syscall.SysProcAttr{Setpgid: true}
+func dieWithParent(cmd *exec.Cmd) {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Setpgid = true
 }

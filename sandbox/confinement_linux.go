@@ -1,0 +1,224 @@
+package sandbox
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// startTimeout bounds how long bwrap may take to build a sandbox.
+const startTimeout = 30 * time.Second
+
+// Start opens the start gate of a sandbox whose bwrap (pid) has started:
+// once bwrap has created the sandbox's first process, that process is
+// bounded (its cgroup, its rlimits, inherited by everything it starts)
+// and only then allowed to run the command. An error wraps ErrUnavailable;
+// the caller kills the process group and reads Setup for bwrap's reason.
+func (c *Confinement) Start(ctx context.Context, pid int) error {
+	if c == nil || c.release == nil {
+		return nil
+	}
+	c.bwrapPid = pid
+	deadline, ok := ctx.Deadline()
+	if !ok || time.Until(deadline) > startTimeout {
+		deadline = time.Now().Add(startTimeout)
+	}
+	_ = c.status.SetReadDeadline(deadline)
+	c.statusDec = json.NewDecoder(io.LimitReader(c.status, 64<<10))
+	var first map[string]any
+	if err := c.statusDec.Decode(&first); err != nil {
+		return fmt.Errorf("%w: bwrap did not start a sandbox: %v", ErrUnavailable, err)
+	}
+	_ = c.status.SetReadDeadline(time.Time{})
+	if _, ok := first["child-pid"]; !ok {
+		return fmt.Errorf("%w: bwrap reported %v before its child", ErrUnavailable, first)
+	}
+	init, err := onlyChild(pid)
+	if err != nil {
+		return fmt.Errorf("%w: the sandbox's first process: %v", ErrUnavailable, err)
+	}
+	c.initPid = init
+	if err := c.bound(); err != nil {
+		return fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	if _, err := c.release.Write([]byte{1}); err != nil {
+		return fmt.Errorf("%w: start the sandbox: %v", ErrUnavailable, err)
+	}
+	c.release.Close()
+	c.release = nil
+	c.started = true
+	return nil
+}
+
+// onlyChild returns the one child of pid (bwrap's, the sandbox's init).
+func onlyChild(pid int) (int, error) {
+	p := strconv.Itoa(pid)
+	data, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	if err != nil {
+		return 0, err
+	}
+	f := strings.Fields(string(data))
+	if len(f) != 1 {
+		return 0, fmt.Errorf("bwrap has %d children, want 1", len(f))
+	}
+	return strconv.Atoi(f[0])
+}
+
+// bound applies the limits to the sandbox's init before it starts the
+// command: the command's cgroup when there is one, rlimits always (for
+// what the cgroup does not bound).
+func (c *Confinement) bound() error {
+	l := c.limits
+	if c.cgroup != nil {
+		if err := c.cgroup.add(c.initPid); err != nil {
+			return fmt.Errorf("cgroup: %w", err)
+		}
+	}
+	cpu := int64((l.CPU + time.Second - 1) / time.Second)
+	set := []struct {
+		res int
+		v   int64
+	}{
+		{unix.RLIMIT_NOFILE, l.OpenFiles}, {unix.RLIMIT_FSIZE, l.FileSize}, {unix.RLIMIT_CORE, 0},
+		{unix.RLIMIT_NPROC, l.Processes}, {unix.RLIMIT_DATA, l.Memory}, {unix.RLIMIT_CPU, cpu},
+	}
+	for _, s := range set {
+		if s.v <= 0 && s.res != unix.RLIMIT_CORE {
+			continue
+		}
+		lim := unix.Rlimit{Cur: uint64(s.v), Max: uint64(s.v)}
+		if err := unix.Prlimit(c.initPid, s.res, &lim, nil); err != nil {
+			return fmt.Errorf("prlimit %d: %w", s.res, err)
+		}
+	}
+	return nil
+}
+
+// Signal sends sig to the sandbox's processes. SIGKILL kills them all
+// (cgroup.kill, and bwrap, whose death ends its PID namespace); other
+// signals reach the command and what it started (the inits of the
+// sandbox's namespaces ignore them).
+func (c *Confinement) Signal(sig syscall.Signal) {
+	if c == nil {
+		return
+	}
+	if sig == syscall.SIGKILL {
+		c.cgroup.kill()
+		if c.bwrapPid > 0 {
+			_ = unix.Kill(c.bwrapPid, unix.SIGKILL)
+		}
+		return
+	}
+	if c.initPid > 0 {
+		for _, pid := range descendants(c.initPid) {
+			_ = unix.Kill(pid, sig)
+		}
+	}
+}
+
+// descendants lists the processes below pid (bounded).
+func descendants(pid int) []int {
+	var out []int
+	queue := []int{pid}
+	for len(queue) > 0 && len(out) < 4096 {
+		p := queue[0]
+		queue = queue[1:]
+		tasks, _ := os.ReadDir("/proc/" + strconv.Itoa(p) + "/task")
+		for _, t := range tasks {
+			data, _ := os.ReadFile("/proc/" + strconv.Itoa(p) + "/task/" + t.Name() + "/children")
+			for _, f := range strings.Fields(string(data)) {
+				if n, err := strconv.Atoi(f); err == nil {
+					out = append(out, n)
+					queue = append(queue, n)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// Finish runs once the command and every process of its sandbox have
+// ended: protected entries the command created in a writable root are
+// quarantined (renamed, so that no host tool loads them), and the cgroup
+// is removed. id names the quarantined entries.
+func (c *Confinement) Finish(id string) Report {
+	var r Report
+	if c == nil {
+		return r
+	}
+	r.Limits = "rlimit"
+	if c.cgroup != nil {
+		r.Limits = "cgroup"
+		c.cgroup.remove()
+		c.cgroup = nil
+	}
+	for _, root := range c.roots {
+		q, err := root.quarantine(c.writable, id)
+		r.Quarantined = append(r.Quarantined, q...)
+		r.QuarantineErr = errors.Join(r.QuarantineErr, err)
+	}
+	return r
+}
+
+// quarantine renames the protected entries that are new since the scan
+// before the command and that the rule may not write.
+func (r *writableRoot) quarantine(writable []string, id string) ([]string, error) {
+	s := &scanner{writable: writable, post: true, seen: map[[2]uint64]bool{}}
+	if err := s.walk(r.dir, "", 0); err != nil {
+		return nil, fmt.Errorf("scan %s after the command: %w", r.path, err)
+	}
+	before := map[string][2]uint64{}
+	for _, e := range r.found {
+		before[e.rel] = [2]uint64{e.dev, e.ino}
+	}
+	var fresh []protected
+	for _, e := range s.out {
+		if id, ok := before[e.rel]; ok && id == [2]uint64{e.dev, e.ino} {
+			continue
+		}
+		if slices.Contains(writable, e.optName()) {
+			continue
+		}
+		fresh = append(fresh, e)
+	}
+	slices.SortFunc(fresh, func(a, b protected) int { return strings.Compare(a.rel, b.rel) })
+	var done []string
+	var errs error
+	for _, e := range fresh {
+		if slices.ContainsFunc(done, func(d string) bool { return strings.HasPrefix(e.rel, d+"/") }) {
+			continue // inside an entry already quarantined
+		}
+		if err := r.rename(e.rel, id); err != nil {
+			errs = errors.Join(errs, fmt.Errorf("quarantine %s: %w", e.rel, err))
+			continue
+		}
+		done = append(done, e.rel)
+	}
+	return done, errs
+}
+
+// rename moves rel aside, by descriptor, never replacing anything.
+func (r *writableRoot) rename(rel, id string) error {
+	dir := r.dir
+	if parent := path.Dir(rel); parent != "." {
+		f, err := openBeneath(r.dir, parent, unix.O_PATH|unix.O_DIRECTORY)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		dir = f
+	}
+	base := path.Base(rel)
+	return unix.Renameat2(int(dir.Fd()), base, int(dir.Fd()), base+QuarantineSuffix+id, unix.RENAME_NOREPLACE)
+}

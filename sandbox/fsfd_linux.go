@@ -1,0 +1,138 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Resolution by descriptor (DESIGN §7): every path under a writable root is
+// opened relative to a descriptor of its parent, one component at a time or
+// with openat2, without following symbolic links, so that nothing a command
+// (or a repository) put in the workspace can redirect what coily binds,
+// masks or protects.
+
+// openRoot opens an absolute directory the owner named (a workspace), for
+// reading its entries. Symbolic links in the path itself are followed: it
+// comes from the policy, not from the sandbox.
+func openRoot(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// openAt opens name (one component) in dir without following a symbolic
+// link. flags add to O_NOFOLLOW|O_CLOEXEC; with unix.O_PATH the result can
+// be bound but not read.
+func openAt(dir *os.File, name string, flags int) (*os.File, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return nil, fmt.Errorf("bad path component %q", name)
+	}
+	fd, err := unix.Openat(int(dir.Fd()), name, flags|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "openat", Path: filepath.Join(dir.Name(), name), Err: err}
+	}
+	return os.NewFile(uintptr(fd), filepath.Join(dir.Name(), name)), nil
+}
+
+// errSymlink reports a symbolic link where coily resolves by descriptor.
+var errSymlink = errors.New("is a symbolic link")
+
+// openBeneath opens rel, a clean relative path, beneath root: never leaving
+// it, never following a symbolic link (errSymlink), never crossing into
+// another mount. It uses openat2(RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS|
+// RESOLVE_NO_XDEV|RESOLVE_NO_MAGICLINKS) and falls back, on kernels before
+// 5.6, to a walk one component at a time with O_NOFOLLOW and a device check.
+func openBeneath(root *os.File, rel string, flags int) (*os.File, error) {
+	if rel == "" || rel == "." {
+		fd, err := unix.Openat(int(root.Fd()), ".", flags|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return nil, &os.PathError{Op: "openat", Path: root.Name(), Err: err}
+		}
+		return os.NewFile(uintptr(fd), root.Name()), nil
+	}
+	if filepath.IsAbs(rel) || filepath.Clean(rel) != rel || rel == ".." || strings.HasPrefix(rel, "../") {
+		return nil, fmt.Errorf("path %q is not clean and relative", rel)
+	}
+	how := unix.OpenHow{
+		Flags:   uint64(flags | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_XDEV | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := unix.Openat2(int(root.Fd()), rel, &how)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), filepath.Join(root.Name(), rel)), nil
+	case errors.Is(err, unix.ENOSYS):
+		return walkBeneath(root, rel, flags)
+	case errors.Is(err, unix.ELOOP):
+		return nil, &os.PathError{Op: "openat2", Path: filepath.Join(root.Name(), rel), Err: errSymlink}
+	}
+	return nil, &os.PathError{Op: "openat2", Path: filepath.Join(root.Name(), rel), Err: err}
+}
+
+// walkBeneath is openBeneath one component at a time.
+func walkBeneath(root *os.File, rel string, flags int) (*os.File, error) {
+	var rootSt unix.Stat_t
+	if err := unix.Fstat(int(root.Fd()), &rootSt); err != nil {
+		return nil, err
+	}
+	parts := strings.Split(rel, "/")
+	dir := root
+	for i, part := range parts {
+		last := i == len(parts)-1
+		f := flags
+		if !last {
+			f = unix.O_PATH | unix.O_DIRECTORY
+		}
+		next, err := openAt(dir, part, f)
+		if err != nil {
+			link := errors.Is(err, unix.ELOOP) || isLinkAt(dir, part)
+			if dir != root {
+				dir.Close()
+			}
+			if link {
+				return nil, &os.PathError{Op: "openat", Path: filepath.Join(root.Name(), rel), Err: errSymlink}
+			}
+			return nil, err
+		}
+		if dir != root {
+			dir.Close()
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(int(next.Fd()), &st); err != nil || st.Dev != rootSt.Dev || st.Mode&unix.S_IFMT == unix.S_IFLNK {
+			next.Close()
+			why := error(unix.EXDEV)
+			if err == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK {
+				why = errSymlink
+			}
+			return nil, &os.PathError{Op: "openat", Path: filepath.Join(root.Name(), rel), Err: why}
+		}
+		dir = next
+	}
+	return dir, nil
+}
+
+// isLinkAt reports whether name in dir is a symbolic link.
+func isLinkAt(dir *os.File, name string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
+}
+
+// fdPath returns where the kernel says an open file is now.
+func fdPath(f *os.File) (string, error) {
+	return os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
+}
+
+// statFD returns the file's identity and type.
+func statFD(f *os.File) (unix.Stat_t, error) {
+	var st unix.Stat_t
+	err := unix.Fstat(int(f.Fd()), &st)
+	return st, err
+}
