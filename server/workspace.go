@@ -68,8 +68,8 @@ func resolveInside(root, rel string) (string, error) {
 
 // workspaceLocks serialises commands in each named workspace.
 type workspaceLocks struct {
-	mu    sync.Mutex
-	busy  map[string]chan struct{} // closed when the holder is done
+	mu   sync.Mutex
+	busy map[string]chan struct{} // closed when the holder is done
 }
 
 // lock waits until no other command runs in the workspace at root, or ctx
