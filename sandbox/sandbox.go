@@ -44,6 +44,20 @@ func DefaultRegistry() Registry {
 	return Registry{Native{}.Name(): Native{}, Bwrap{}.Name(): Bwrap{Bridge: bridge}, SandboxExec{}.Name(): SandboxExec{}}
 }
 
+// WithCgroups returns the registry with bubblewrap running each command in
+// its own cgroup of g.
+func (r Registry) WithCgroups(g *Cgroups) Registry {
+	out := Registry{}
+	for name, s := range r {
+		if b, ok := s.(Bwrap); ok {
+			b.Cgroups = g
+			s = b
+		}
+		out[name] = s
+	}
+	return out
+}
+
 // Lookup returns the named backend, or an error wrapping ErrUnavailable.
 func (r Registry) Lookup(name string) (Sandbox, error) {
 	if s, ok := r[name]; ok {

@@ -226,7 +226,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 // runExec audits the decision, runs the command, streams its output and
 // audits the result (steps 9–11).
 func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error {
-	home, err := os.MkdirTemp(s.cfg.ScratchDir, "coily-exec-")
+	home, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
 	if err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
 	}

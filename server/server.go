@@ -116,8 +116,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := prepareScratch(&cfg); err != nil {
+		return nil, err
+	}
 	if cfg.Sandboxes == nil {
-		cfg.Sandboxes = sandbox.DefaultRegistry()
+		cfg.Sandboxes = serverSandboxes(cfg)
 	}
 	if cfg.Users == nil {
 		cfg.Users = hostUsers{}

