@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync"
 )
 
 // Confinement is what a backend keeps for one wrapped command: files the
@@ -30,9 +31,22 @@ type Confinement struct {
 	roots    []*writableRoot
 	cgroup   *execCgroup
 
-	bwrapPid int // bwrap, the outer namespace's init (host pid)
-	initPid  int // the sandbox's own init (host pid), once started
-	started  bool
+	mu       sync.Mutex // guards the three below, shared with Signal
+	bwrapPid int        // bwrap, the outer namespace's init (host pid)
+	initPid  int        // the sandbox's own init (host pid), once started
+	started  bool       // the start gate is open: the command may run
+}
+
+// Running reports whether the command may have started: the sandbox's
+// start gate is open (always, for a backend without one). Before that,
+// stopping it needs no grace: SIGKILL.
+func (c *Confinement) Running() bool {
+	if c == nil || c.status == nil {
+		return true
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.started
 }
 
 // Report is what a confinement observed about one command.

@@ -29,7 +29,9 @@ func (c *Confinement) Start(ctx context.Context, pid int) error {
 	if c == nil || c.release == nil {
 		return nil
 	}
+	c.mu.Lock()
 	c.bwrapPid = pid
+	c.mu.Unlock()
 	deadline, ok := ctx.Deadline()
 	if !ok || time.Until(deadline) > startTimeout {
 		deadline = time.Now().Add(startTimeout)
@@ -48,6 +50,8 @@ func (c *Confinement) Start(ctx context.Context, pid int) error {
 	if err != nil {
 		return fmt.Errorf("%w: the sandbox's first process: %v", ErrUnavailable, err)
 	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	c.initPid = init
 	if err := c.bound(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -113,17 +117,28 @@ func (c *Confinement) Signal(sig syscall.Signal) {
 	if c == nil {
 		return
 	}
-	if sig == syscall.SIGKILL {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		sig = syscall.SIGKILL // the command has not run: nothing to let finish
+	}
+	if sig == syscall.SIGKILL || c.initPid <= 0 {
 		c.cgroup.kill()
 		if c.bwrapPid > 0 {
 			_ = unix.Kill(c.bwrapPid, unix.SIGKILL)
 		}
 		return
 	}
-	if c.initPid > 0 {
-		for _, pid := range descendants(c.initPid) {
-			_ = unix.Kill(pid, sig)
-		}
+	pids := descendants(c.initPid)
+	if len(pids) == 0 {
+		// The command has not forked from the sandbox's init yet (or has
+		// ended): nothing to terminate gracefully.
+		c.cgroup.kill()
+		_ = unix.Kill(c.bwrapPid, unix.SIGKILL)
+		return
+	}
+	for _, pid := range pids {
+		_ = unix.Kill(pid, sig)
 	}
 }
 

@@ -1,17 +1,24 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
 
@@ -51,6 +58,7 @@ roles: {operator: {permissions: [exec, lockout, unlock, status], commands: ["*"]
 commands:
   - {name: sh, binary: /bin/sh, args: ["**"], flags: any, workspace: ws}
   - {name: git, binary: /usr/bin/git, args: ["**"], flags: any, workspace: ws, writable: [.git]}
+  - {name: sleep, binary: /bin/sleep, args: ["*"]}
 %s`, c.ws, extraRules)})
 	return c
 }
@@ -387,4 +395,170 @@ func TestContainmentSocketFamilies(t *testing.T) {
 			t.Errorf("%s refused: %+v", p, r)
 		}
 	}
+}
+
+// smallLimits is a rule running /usr/bin/env (so: `env sh -c …`) under
+// tight limits.
+const smallLimits = `  - {name: small, binary: /usr/bin/env, args: ["**"], flags: any, workspace: ws,
+     limits: {memory: 64MiB, processes: 64, open_files: 64, file_size: 4MiB, tmp: 8MiB, shm: 4MiB}}
+`
+
+// Every command is bounded: processes, memory, open files, file size and
+// the private tmpfs sizes, with the policy's per-rule overrides.
+func TestContainmentLimits(t *testing.T) {
+	c := startContainment(t, smallLimits)
+	small := func(script string) result {
+		return execArgv(t, c.in, "/usr/bin/env", "sh", "-c", script)
+	}
+	if r := small("ulimit -n; ulimit -f"); r.err != nil || r.stdout != "64\n8192\n" {
+		t.Fatalf("rlimits: %+v", r) // ulimit -f counts 512-byte blocks
+	}
+	for _, over := range []struct{ name, script string }{
+		{"memory balloon", "head -c 200000000 /dev/zero | tail -n 1 >/dev/null"},
+		{"fill /tmp", "dd if=/dev/zero of=/tmp/fill bs=1M count=16"},
+		{"fill /dev/shm", "dd if=/dev/zero of=/dev/shm/fill bs=1M count=16"},
+		{"write /dev", "echo x > /dev/planted"},
+		{"a large file in the workspace", "dd if=/dev/zero of=big bs=1M count=8"},
+		{"open files", "exec 3</dev/null; i=4; while [ $i -lt 80 ]; do eval \"exec $i</dev/null\" || exit 1; i=$((i+1)); done"},
+	} {
+		r := small(over.script)
+		if r.err != nil {
+			t.Fatalf("%s: %v", over.name, r.err)
+		}
+		if r.exit.GetExitCode() == 0 && r.exit.GetSignal() == 0 {
+			t.Errorf("%s: not bounded: %+v", over.name, r)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(c.ws, "big")); err == nil && fi.Size() > 4<<20 {
+		t.Errorf("a %d-byte file was written past the 4 MiB limit", fi.Size())
+	}
+	// Processes: at most 64 in the sandbox (pids.max, or RLIMIT_NPROC
+	// counted in the sandbox's user namespace; the kernel exempts a root
+	// server's uid from RLIMIT_NPROC, so as root only a pids cgroup bounds).
+	// The spawning subshell dies when it cannot fork (dash); the count
+	// uses shell builtins only, as past the limit nothing forks.
+	r := small(`(i=0; while [ $i -lt 150 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#`)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	rec := lastResult(t, c.in)
+	n := 0
+	fmt.Sscan(r.stdout, &n)
+	bounded := os.Geteuid() != 0 || rec.Details["limits"] == "cgroup" && cgroupPids()
+	switch {
+	case bounded && (n == 0 || n > 64):
+		t.Errorf("%d processes ran under a limit of 64 (limits %s)", n, rec.Details["limits"])
+	case !bounded:
+		t.Logf("as root without a pids cgroup, %d processes ran: only cgroup pids.max bounds a root server", n)
+	}
+	if rec.Details["limits"] == "" {
+		t.Errorf("the audit record does not say how the command was bounded: %v", rec.Details)
+	}
+}
+
+// cgroupPids reports whether this process's cgroup v2 subtree offers the
+// pids controller.
+func cgroupPids() bool {
+	data, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if path, ok := strings.CutPrefix(line, "0::"); ok {
+			for _, mnt := range []string{"/sys/fs/cgroup", "/sys/fs/cgroup/unified"} {
+				if ctl, err := os.ReadFile(filepath.Join(mnt, path, "cgroup.controllers")); err == nil {
+					return strings.Contains(string(ctl), "pids")
+				}
+			}
+		}
+	}
+	return false
+}
+
+// Lockout racing the start of a command, 50 times, at delays from before
+// admission to after the command runs: the command never survives, the
+// refusal says whether it was killed or stopped before it started, and
+// the lockout's "killed" count agrees.
+func TestContainmentLockoutRacesStart(t *testing.T) {
+	c := startContainment(t, "")
+	ctx := context.Background()
+	outcomes := map[string]int{}
+	defer func() { t.Logf("outcomes over 50 rounds: %v", outcomes) }()
+	for round := range 50 {
+		marker := fmt.Sprintf("1000.%03d", round)
+		done := make(chan result, 1)
+		go func() { done <- execArgv(t, c.in, "/bin/sleep", marker) }()
+		time.Sleep(time.Duration(round%10) * 2 * time.Millisecond) // spread over admission, set-up and run
+		resp, err := c.in.Client.API.Lockout(ctx, &coilyv1.LockoutRequest{Reason: "race " + marker})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		wantCode(t, r.err, refusal.LockoutActive)
+		killedMsg := strings.Contains(r.err.Error(), "was killed")
+		switch {
+		case killedMsg:
+			outcomes["killed"]++
+		case strings.Contains(r.err.Error(), "before it started"):
+			outcomes["stopped before it started"]++
+		default:
+			outcomes["refused at admission"]++
+		}
+		if killedMsg != (resp.GetKilled() == 1) || resp.GetKilled() > 1 {
+			t.Errorf("round %d: refusal %q but the lockout counted %d killed", round, r.err, resp.GetKilled())
+		}
+		if pids := procsWith("/bin/sleep\x00" + marker); len(pids) > 0 {
+			t.Fatalf("round %d: %v survived the lockout", round, pids)
+		}
+		if _, err := c.in.Client.API.Unlock(ctx, &coilyv1.UnlockRequest{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A command cancelled by its caller, or out of time, is killed whole,
+// whenever that happens.
+func TestContainmentCancelAndTimeoutKillEverything(t *testing.T) {
+	c := startContainment(t, "")
+	for round := range 20 {
+		marker := fmt.Sprintf("2000.%03d", round)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(1+round%10)*2*time.Millisecond)
+		_, err := c.in.Client.Exec(ctx, &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", "sleep " + marker + " & sleep " + marker}}, io.Discard, io.Discard)
+		cancel()
+		if err == nil {
+			t.Fatalf("round %d: a cancelled command finished", round)
+		}
+		waitNone(t, "sleep\x00"+marker)
+	}
+	r := execReq(t, c.in, &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", "setsid sleep 3000.5 & sleep 3000.5"}, Timeout: durationpb.New(300 * time.Millisecond)})
+	wantCode(t, r.err, refusal.CommandTimeout)
+	waitNone(t, "sleep\x003000.5")
+}
+
+// procsWith returns the pids whose command line starts with prefix
+// (arguments NUL-separated), zombies excluded.
+func procsWith(prefix string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !strings.HasPrefix(string(data), prefix) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// waitNone waits (bounded) until no process matches prefix: the kernel
+// finishes tearing a killed sandbox down asynchronously.
+func waitNone(t *testing.T, prefix string) {
+	t.Helper()
+	poll(t, 5*time.Second, "no "+strings.ReplaceAll(prefix, "\x00", " ")+" process", func() bool { return len(procsWith(prefix)) == 0 })
 }

@@ -59,6 +59,9 @@ func (j *job) signal(sig syscall.Signal, why refusal.Code) bool {
 	if j.pgid <= 0 {
 		return false
 	}
+	if !j.conf.Running() {
+		sig = syscall.SIGKILL // its command has not started: nothing to let finish
+	}
 	_ = syscall.Kill(-j.pgid, sig)
 	j.conf.Signal(sig)
 	return true

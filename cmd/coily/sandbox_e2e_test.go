@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -120,4 +121,56 @@ func TestCLISandboxedChildrenDieWithTheServer(t *testing.T) {
 	_ = p.cmd.Wait()
 	waitProcs(t, 5*time.Second, false, "sleep", "3216")
 	waitProcs(t, 5*time.Second, false, "sleep", "3217")
+}
+
+// The server killed (SIGKILL) while a command starts, 50 times at delays
+// spread over the start: no process of the command survives it, whether
+// the sandbox was being built, waiting at its start gate, or running.
+func TestCLIServerKilledDuringStart(t *testing.T) {
+	requireBwrap(t)
+	dir := shortDir(t)
+	for round := range 50 {
+		p := startServe(t, dir, examplePolicy(t))
+		marker := fmt.Sprintf("4000.%03d", round)
+		client := exec.Command(coilyBin, "--socket", p.socket, "exec", "--", "/bin/sleep", marker)
+		if err := client.Start(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Duration(round%10) * 3 * time.Millisecond)
+		if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		_ = p.cmd.Wait()
+		_ = client.Wait()
+		// bwrap's command line ends with the command's: nothing naming the
+		// marker may be left, bwrap itself included.
+		deadline := time.Now().Add(5 * time.Second)
+		for len(procsNaming(marker)) > 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: survivors %v", round, procsNaming(marker))
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+}
+
+// procsNaming returns the live processes whose command line holds s as
+// one of its arguments.
+func procsNaming(s string) []int {
+	var out []int
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil || !bytes.Contains(append([]byte{0}, data...), []byte("\x00"+s+"\x00")) {
+			continue
+		}
+		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !bytes.Contains(st, []byte(") Z ")) {
+			out = append(out, pid)
+		}
+	}
+	return out
 }
