@@ -80,14 +80,14 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.Exec, dst: p.ExecPath, rank: rankProtect})
 	}
 	hasArgv0 := atLeast(version, bwrapArgv0)
-	if !hasArgv0 && argv[0] != execPath && mirrored(argv[0]) {
+	if !hasArgv0 && argv[0] != execPath && mirrored(argv[0]) && p.Network != NetworkProxied {
 		// Without --argv0, bwrap's argv[0] is the path it runs: the path
 		// the caller gave, which resolves inside the sandbox as on the host
 		// (system directories) to the bound program.
 		execPath = argv[0]
 	}
 	if p.Network == NetworkProxied {
-		argv = append([]string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--", execPath}, argv[1:]...)
+		argv = append([]string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--argv0", argv[0], "--", execPath}, argv[1:]...)
 		execPath, hasArgv0 = bridgePath, false
 	}
 	uid0 := os.Getuid() == 0

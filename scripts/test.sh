@@ -20,6 +20,9 @@ command -v git >/dev/null || need_apt+=(git)            # the sandbox battery's 
 command -v curl >/dev/null || need_apt+=(curl ca-certificates) # deploy/vault-approle.sh
 command -v dbus-daemon >/dev/null || need_apt+=(dbus)   # a private session bus for the keychain tests
 command -v gnome-keyring-daemon >/dev/null || need_apt+=(gnome-keyring) # a real Secret Service
+command -v systemd-analyze >/dev/null || need_apt+=(systemd)          # checks deploy/coily.service
+command -v runuser >/dev/null || need_apt+=(util-linux)               # the tests again as a user
+command -v useradd >/dev/null || need_apt+=(passwd)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
@@ -62,6 +65,58 @@ if [ "${CI:-}" = "true" ] && grep -E -- '--- SKIP' "$log"; then
   exit 1
 fi
 [ $status -eq 0 ] || exit $status
+
+step "the sandbox and containment tests again as an unprivileged user"
+# Users run the server unprivileged: the escape battery must hold there as
+# it does for root (above). The tests run from a copy of the tree and
+# prebuilt binaries that the user can read.
+if [ "$(id -u)" = 0 ]; then
+  id coilytest >/dev/null 2>&1 || useradd --system --create-home --home-dir /var/lib/coilytest --shell /usr/sbin/nologin coilytest
+  u=$(mktemp -d)
+  mkdir -p "$u/src" "$u/bin" "$u/tmp"
+  git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$u/src"
+  go build -o "$u/bin/coily" ./cmd/coily
+  go build -o "$u/bin/probe" ./internal/sandboxprobe
+  CGO_ENABLED=0 go build -o "$u/bin/seccompprobe" ./internal/seccompprobe
+  go test -c -o "$u/bin/sandbox.test" ./sandbox
+  go test -c -o "$u/bin/server.test" ./server
+  go test -c -o "$u/bin/coily.test" ./cmd/coily
+  chmod -R a+rX "$u"
+  chown coilytest "$u/tmp"
+  ulog=$(mktemp)
+  asuser() { # DIR TESTBIN PATTERN
+    (cd "$u/src/$1" && runuser -u coilytest -- env -i PATH="$PATH" HOME=/var/lib/coilytest TMPDIR="$u/tmp" CI="${CI:-}" \
+      COILY_TEST_COILY="$u/bin/coily" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
+      "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
+  }
+  set +e
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox' &&
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance'
+  status=$?
+  set -e
+  grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true
+  if grep -E -- '--- SKIP' "$ulog" && [ "${CI:-}" = "true" ]; then
+    echo "tests were skipped as the unprivileged user under CI=true" >&2; exit 1
+  fi
+  rm -rf "$u" "$ulog"
+  [ $status -eq 0 ] || exit $status
+  echo "ok  as user coilytest"
+elif [ "${CI:-}" = "true" ]; then
+  echo "the run as an unprivileged user needs root (to create it) under CI=true" >&2
+  exit 1
+else
+  echo "skipped: needs root to create the test user"
+fi
+
+step "deploy/coily.service: systemd-analyze verify, exposure at most 4.0"
+unit=$(mktemp -d)
+go build -o "$unit/coily" ./cmd/coily
+sed "s|/usr/local/bin/coily|$unit/coily|" deploy/coily.service >"$unit/coily.service"
+systemd-analyze verify --man=no "$unit/coily.service"
+exposure=$(systemd-analyze security --offline=true "$unit/coily.service" | sed -n 's/.*Overall exposure level for coily.service: \([0-9.]*\).*/\1/p')
+rm -rf "$unit"
+echo "exposure $exposure"
+awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 4.0) }' || { echo "deploy/coily.service exposure $exposure is above 4.0" >&2; exit 1; }
 
 step "tailnet tests inside a network namespace holding only loopback"
 # Proves that the private tailnet (control, DERP, STUN, nodes) and coily dev

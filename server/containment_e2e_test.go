@@ -293,10 +293,23 @@ func TestContainmentNoSetuid(t *testing.T) {
 	}
 }
 
-// buildProbe builds internal/sandboxprobe into dir and returns its name.
+// buildProbe builds internal/sandboxprobe into dir (or copies the one
+// COILY_TEST_PROBE names, prebuilt for runs as another user) and returns
+// its name.
 func buildProbe(t *testing.T, dir string) string {
 	t.Helper()
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, "probe"), "coily.dev/coily/internal/sandboxprobe").CombinedOutput(); err != nil {
+	dst := filepath.Join(dir, "probe")
+	if src := os.Getenv("COILY_TEST_PROBE"); src != "" {
+		data, err := os.ReadFile(src)
+		if err == nil {
+			err = os.WriteFile(dst, data, 0o755)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return "probe"
+	}
+	if out, err := exec.Command("go", "build", "-o", dst, "coily.dev/coily/internal/sandboxprobe").CombinedOutput(); err != nil {
 		t.Fatalf("build probe: %v %s", err, out)
 	}
 	return "probe"

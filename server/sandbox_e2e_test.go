@@ -53,9 +53,7 @@ func sandboxedHome(t *testing.T, stateDir string) (home, sock string) {
 	if err := os.Symlink(stateDir, filepath.Join(home, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("go", "build", "-o", filepath.Join(home, "probe"), "coily.dev/coily/internal/sandboxprobe").CombinedOutput(); err != nil {
-		t.Fatalf("build probe: %v %s", err, out)
-	}
+	buildProbe(t, home)
 	sock = filepath.Join(home, "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {

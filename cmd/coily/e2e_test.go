@@ -32,10 +32,21 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	coilyBin = filepath.Join(dir, "coily")
-	out, err := exec.Command("go", "build", "-o", coilyBin, ".").CombinedOutput()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "build coily: %v\n%s", err, out)
-		return
+	if prebuilt := os.Getenv("COILY_TEST_COILY"); prebuilt != "" {
+		// Prebuilt by scripts/test.sh for the run as an unprivileged user.
+		coilyBin = prebuilt
+	}
+	if os.Geteuid() == 0 {
+		// The suite runs as root in CI too (and again as a user): servers
+		// it starts accept that; TestServeRefusesRoot checks the refusal.
+		os.Setenv("COILY_ALLOW_ROOT", "true")
+	}
+	if coilyBin == filepath.Join(dir, "coily") {
+		out, err := exec.Command("go", "build", "-o", coilyBin, ".").CombinedOutput()
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "build coily: %v\n%s", err, out)
+			return
+		}
 	}
 	code = m.Run()
 }
@@ -297,6 +308,32 @@ func TestServeRefusesBrokenPolicy(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "coily.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a server with a broken policy left a socket")
+	}
+}
+
+// coily serve does not run as root unless told to.
+func TestServeRefusesRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		// As a user, it starts: the run as root (CI runs both) checks the refusal.
+		p := startServe(t, shortDir(t), examplePolicy(t))
+		if strings.Contains(p.log.String(), "root") {
+			t.Fatalf("a user's server talks of root: %s", p.log)
+		}
+		return
+	}
+	dir := shortDir(t)
+	cmd := exec.Command(coilyBin, "serve", "--state-dir", dir, "--policy", examplePolicy(t))
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "COILY_ALLOW_ROOT=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "refusing to run as root") || !strings.Contains(string(out), "--allow-root") {
+		t.Fatalf("serve as root: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coily.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a refused server left a socket")
 	}
 }
 

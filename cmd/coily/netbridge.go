@@ -20,6 +20,7 @@ import (
 func runNetBridge(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("__netbridge", flag.ContinueOnError)
 	socket := fs.String("proxy-socket", "", "the egress proxy's unix socket")
+	argv0 := fs.String("argv0", "", "argv[0] of the command (default: its path)")
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
@@ -36,6 +37,9 @@ func runNetBridge(ctx context.Context, e *env) int {
 	go serveBridge(l, *socket, &wg)
 	proxy := "http://" + l.Addr().String()
 	cmd := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
+	if *argv0 != "" {
+		cmd.Args[0] = *argv0
+	}
 	cmd.Env = append(os.Environ(), "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy,
 		"https_proxy="+proxy, "ALL_PROXY="+proxy, "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr

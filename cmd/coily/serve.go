@@ -53,6 +53,7 @@ func runServe(ctx context.Context, e *env) int {
 	tailnet := boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node")
 	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
 	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
+	allowRoot := boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
 	ksFlags := registerKeystoreFlags(fs)
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
@@ -63,6 +64,13 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	log := newLogger(e, *logFormat)
+	if os.Geteuid() == 0 {
+		if !*allowRoot {
+			fmt.Fprintln(e.stderr, rootRefusal)
+			return 1
+		}
+		log.Warn("running as root (--allow-root): sandboxes act as root on the host's files; RLIMIT_NPROC does not bound root, so only a pids cgroup limits processes")
+	}
 	if *policyPath == "" {
 		fmt.Fprintln(e.stderr, "coily serve: --policy is required")
 		return 2
@@ -83,6 +91,11 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	return 0
 }
+
+// rootRefusal explains why coily serve does not run as root.
+const rootRefusal = `coily serve: refusing to run as root. A root server's sandboxes act as root on every host file they can see,
+and the kernel does not apply the process limit (RLIMIT_NPROC) to root. Run it as a dedicated user (deploy/coily.service
+creates one; docs/operations.md, "Running the server"), or pass --allow-root (COILY_ALLOW_ROOT=true) to accept that.`
 
 func newLogger(e *env, format string) *slog.Logger {
 	if format == "json" {
