@@ -438,7 +438,6 @@ func TestSeccompProgramSemantics(t *testing.T) {
 	}
 }
 
-
 // buildSeccompProbe builds internal/seccompprobe, or returns the one named
 // by COILY_TEST_SECCOMP_PROBE (prebuilt for runs as another user).
 func buildSeccompProbe(t *testing.T) string {
