@@ -36,22 +36,20 @@ type Cgroups struct {
 // error saying why there is none (then limits are rlimits only). prefix
 // names this server's command cgroups.
 func FindCgroups(prefix string) (*Cgroups, error) {
-	dir, err := ownCgroupDir()
+	g, err := InspectCgroups()
 	if err != nil {
 		return nil, err
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
-		return nil, fmt.Errorf("cgroup %s is not writable by this user (run under systemd with Delegate=yes)", dir)
-	}
-	g := &Cgroups{Dir: dir, Prefix: "coily-" + prefix + "-"}
-	controllers, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
-	have := strings.Fields(string(controllers))
+	g.Prefix = "coily-" + prefix + "-"
+	dir := g.Dir
 	want := []string{}
-	for _, c := range []string{"memory", "pids"} {
-		if contains(have, c) {
-			want = append(want, "+"+c)
-		}
+	if g.Memory {
+		want = append(want, "+memory")
 	}
+	if g.Pids {
+		want = append(want, "+pids")
+	}
+	g.Memory, g.Pids = false, false
 	if len(want) > 0 {
 		if err := enableControllers(dir, want); err == nil {
 			enabled, _ := os.ReadFile(filepath.Join(dir, "cgroup.subtree_control"))
@@ -60,6 +58,22 @@ func FindCgroups(prefix string) (*Cgroups, error) {
 		}
 	}
 	return g, nil
+}
+
+// InspectCgroups finds the server's cgroup v2 directory and the memory
+// and pids controllers it could hand to children, changing nothing
+// (`coily sandbox check`).
+func InspectCgroups() (*Cgroups, error) {
+	dir, err := ownCgroupDir()
+	if err != nil {
+		return nil, err
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return nil, fmt.Errorf("cgroup %s is not writable by this user (run under systemd with Delegate=yes)", dir)
+	}
+	controllers, _ := os.ReadFile(filepath.Join(dir, "cgroup.controllers"))
+	have := strings.Fields(string(controllers))
+	return &Cgroups{Dir: dir, Memory: contains(have, "memory"), Pids: contains(have, "pids")}, nil
 }
 
 func contains(list []string, s string) bool {

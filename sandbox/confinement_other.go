@@ -27,6 +27,9 @@ type Cgroups struct {
 // FindCgroups reports that there are no cgroups here.
 func FindCgroups(string) (*Cgroups, error) { return nil, errors.New("cgroups exist only on Linux") }
 
+// InspectCgroups reports that there are no cgroups here.
+func InspectCgroups() (*Cgroups, error) { return nil, errors.New("cgroups exist only on Linux") }
+
 // Cleanup does nothing here.
 func (g *Cgroups) Cleanup() int { return 0 }
 

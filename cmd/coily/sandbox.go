@@ -36,8 +36,28 @@ func sandboxCheck(ctx context.Context, e *env) int {
 	if runtime.GOOS == "linux" {
 		path, err := sandbox.BwrapPath()
 		report("bubblewrap installed ("+path+")", err)
+		if err == nil {
+			v, err := sandbox.BwrapVersion(path)
+			argv0 := "argv[0] passed as given (--argv0)"
+			if err == nil && v[0] == 0 && v[1] < 9 {
+				argv0 = "argv[0] passed as given for system paths only (bubblewrap before 0.9 has no --argv0)"
+			}
+			report(fmt.Sprintf("bubblewrap %d.%d.%d: %s", v[0], v[1], v[2], argv0), err)
+		}
 		_, err = sandbox.HostSeccompArch()
 		report("seccomp filter for this architecture", err)
+		report("user namespaces for this user", sandbox.CheckUserNamespaces())
+		if os.Geteuid() == 0 {
+			fmt.Fprintln(e.stdout, "warn  running as root: coily serve refuses without --allow-root (a root server's sandboxes act as root on the host's files)")
+		}
+		if g, err := sandbox.InspectCgroups(); err != nil {
+			fmt.Fprintf(e.stdout, "info  limits: rlimits only (%v); for cgroups (memory.max, pids.max, cgroup.kill), run the server under systemd with Delegate=yes (deploy/coily.service)\n", err)
+		} else {
+			fmt.Fprintf(e.stdout, "info  limits: commands get cgroups under %s (memory controller %v, pids controller %v), rlimits besides\n", g.Dir, g.Memory, g.Pids)
+		}
+		l := sandbox.DefaultLimits
+		fmt.Fprintf(e.stdout, "info  default limits: memory %d MiB, %d processes, %d open files, files up to %d MiB, /tmp %d MiB, /dev/shm %d MiB\n",
+			l.Memory>>20, l.Processes, l.OpenFiles, l.FileSize>>20, l.Tmp>>20, l.Shm>>20)
 	}
 	for _, mode := range []sandbox.Network{sandbox.NetworkDeny, sandbox.NetworkOpen} {
 		code, err := runConfined(ctx, backend, profileFor(mode), []string{"/bin/true"}, nil, io.Discard, io.Discard)

@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command sandboxprobe makes, from inside a sandbox, the attempts a shell
 // cannot: connect to a unix socket, ptrace a process, dial TCP, create a
 // socket of a given family, make a file setuid, list its descriptors. It

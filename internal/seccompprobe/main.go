@@ -1,3 +1,5 @@
+//go:build linux
+
 // Command seccompprobe is run inside bubblewrap under coily's seccomp
 // filter by the sandbox package's tests. For each check named on its
 // command line it prints "name ok" or "name errno N".

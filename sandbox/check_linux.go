@@ -1,0 +1,47 @@
+package sandbox
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+)
+
+// CheckUserNamespaces reports whether this user may create user
+// namespaces (bubblewrap needs them), and when not, the cause and the fix.
+func CheckUserNamespaces() error {
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Cloneflags:  syscall.CLONE_NEWUSER,
+		UidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getuid(), HostID: os.Getuid(), Size: 1}},
+		GidMappings: []syscall.SysProcIDMap{{ContainerID: os.Getgid(), HostID: os.Getgid(), Size: 1}},
+	}
+	err := cmd.Run()
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: user namespaces are refused (%v): %s", ErrUnavailable, err, usernsCause())
+}
+
+// usernsCause reads the sysctls distributions use to restrict user
+// namespaces and names the one in the way.
+func usernsCause() string {
+	read := func(path string) string {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return ""
+		}
+		return strings.TrimSpace(string(b))
+	}
+	switch {
+	case read("/proc/sys/user/max_user_namespaces") == "0":
+		return "user.max_user_namespaces is 0: sysctl -w user.max_user_namespaces=15000"
+	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
+		return "Debian's kernel.unprivileged_userns_clone is 0: sysctl -w kernel.unprivileged_userns_clone=1"
+	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
+		return "Ubuntu's AppArmor restricts them: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, " +
+			"or an AppArmor profile for /usr/bin/bwrap granting `userns`"
+	}
+	return UsernsHint
+}
