@@ -61,7 +61,13 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 	if err != nil {
 		bin = ""
 	}
-	args := req.Argv[1:]
+	// Known tools' arguments are vetted and normalised first (tools.go);
+	// the owner's deny rules still speak first for what the vetting
+	// refuses too.
+	args, refused := toolVet(bin, req.Argv[0], req.Argv[1:])
+	if refused != "" {
+		args = req.Argv[1:]
+	}
 	candidates := p.rulesFor(bin, req.Argv[0])
 	var d Decision
 	for _, r := range candidates {
@@ -77,6 +83,10 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 			reason = "denied by rule " + r.Name
 		}
 		return Decision{Reason: fmt.Sprintf("%s (rule %q)", reason, r.Name), Rule: r, WouldDeny: d.WouldDeny}
+	}
+	if refused != "" {
+		d.Reason = refused
+		return d
 	}
 	if bin == "" {
 		d.Reason = fmt.Sprintf("binary %s is not on this host", req.Argv[0])

@@ -234,6 +234,8 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 	for j, e := range rf.Env {
 		if !envNamePattern.MatchString(e) {
 			b.failAt(b.at("commands", ruleIndex(b, rn), "env", j), "rule %q: bad environment variable name %q", r.Name, e)
+		} else if why := envForbiddenReason(e); why != "" {
+			b.failAt(b.at("commands", ruleIndex(b, rn), "env", j), "rule %q: env %s may not be passed by callers: %s", r.Name, e, why)
 		}
 	}
 	r.Env = rf.Env

@@ -1,0 +1,65 @@
+package policy
+
+import (
+	"slices"
+	"strings"
+)
+
+// Environment variables a rule's `env:` may not let a caller pass: they
+// change which program runs, which code it loads, which configuration it
+// reads (and so which programs that configuration runs), or whom it trusts
+// — each a way for the caller to run code of its own while the rule's
+// credentials are in the environment. docs/policy.md lists them.
+var (
+	envForbidden = []string{
+		// The shell, the loader and the locale machinery.
+		"PATH", "HOME", "SHELL", "ENV", "BASH_ENV", "BASHOPTS", "SHELLOPTS", "PS4", "PROMPT_COMMAND", "IFS",
+		"CDPATH", "GLOBIGNORE", "TMPDIR", "GCONV_PATH", "LOCPATH", "NLSPATH", "HOSTALIASES", "RESOLV_HOST_CONF",
+		"MALLOC_CHECK_", "GLIBC_TUNABLES", "TZDIR",
+		// Programs tools start: pagers, editors, browsers, askpass.
+		"PAGER", "EDITOR", "VISUAL", "BROWSER", "SSH_ASKPASS", "SSH_ASKPASS_REQUIRE", "SUDO_ASKPASS", "LESSOPEN",
+		"LESSCLOSE", "MANPAGER", "MANOPT",
+		// Interpreters' start-up code and module paths.
+		"PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONUSERBASE", "PYTHONINSPECT", "PYTHONBREAKPOINT",
+		"PERL5LIB", "PERL5OPT", "PERLLIB", "PERL5DB", "RUBYLIB", "RUBYOPT", "GEM_HOME", "GEM_PATH", "BUNDLE_GEMFILE",
+		"NODE_OPTIONS", "NODE_PATH", "NODE_EXTRA_CA_CERTS", "NODE_TLS_REJECT_UNAUTHORIZED", "JAVA_TOOL_OPTIONS",
+		"_JAVA_OPTIONS", "JDK_JAVA_OPTIONS", "CLASSPATH", "LUA_PATH", "LUA_CPATH", "TCLLIBPATH", "R_PROFILE",
+		"R_PROFILE_USER", "GOFLAGS", "CGO_LDFLAGS", "RUSTC_WRAPPER", "CARGO_HOME", "RUSTFLAGS",
+		// Configuration locations.
+		"XDG_CONFIG_HOME", "XDG_CONFIG_DIRS", "XDG_DATA_HOME", "XDG_DATA_DIRS", "XDG_CACHE_HOME", "XDG_RUNTIME_DIR",
+		"CURL_HOME", "WGETRC", "NETRC", "INPUTRC", "ZDOTDIR", "GNUPGHOME", "DOCKER_CONFIG", "KUBECONFIG",
+		"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE",
+		"PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "UV_INDEX_URL", "UV_CONFIG_FILE",
+		"GH_CONFIG_DIR", "GH_BROWSER", "GH_EDITOR", "GH_PAGER", "GH_HOST", "GH_DEBUG", "DEBUG", "GH_PATH",
+		// Trust: whom TLS believes.
+		"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
+		"GIT_SSL_NO_VERIFY",
+	}
+	// Prefixes of families that all change what runs or what is read.
+	envForbiddenPrefixes = []string{
+		"LD_", "DYLD_", "GIT_", "NPM_CONFIG_", "npm_config_", "YARN_", "PNPM_", "BUN_", "PIP_", "POETRY_", "UV_",
+		"CARGO_", "BASH_FUNC_", "SSH_", "GPG_", "PYTHON", "CONDA_", "VIRTUAL_ENV", "ANSIBLE_", "TF_CLI_",
+	}
+)
+
+// envHarmless are members of the forbidden families that only label or
+// quieten: who a commit is by, and whether git may prompt.
+var envHarmless = []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_AUTHOR_DATE", "GIT_COMMITTER_NAME",
+	"GIT_COMMITTER_EMAIL", "GIT_COMMITTER_DATE", "GIT_TERMINAL_PROMPT"}
+
+// envForbiddenReason says why a rule may not let callers pass name, or ""
+// when it may.
+func envForbiddenReason(name string) string {
+	if slices.Contains(envHarmless, name) {
+		return ""
+	}
+	if slices.Contains(envForbidden, name) || slices.Contains(envForbidden, strings.ToUpper(name)) {
+		return "it changes which programs or configuration the command loads, or whom it trusts"
+	}
+	for _, p := range envForbiddenPrefixes {
+		if strings.HasPrefix(name, p) || strings.HasPrefix(strings.ToUpper(name), strings.ToUpper(p)) {
+			return "variables " + p + "* change which programs or configuration the command loads"
+		}
+	}
+	return ""
+}
