@@ -443,3 +443,34 @@ func TestDefaults(t *testing.T) {
 		t.Errorf("Sandboxes() = %q", sb)
 	}
 }
+
+// A pinned binary is hashed from the file opened for the run, and one its
+// group or others may write is refused: it could change in place after
+// the check.
+func TestOpenBinaryPinned(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "true")
+	copyFile(t, "/bin/true", bin)
+	p := onePolicy(t, `
+  - name: pinned
+    binary: `+bin+`
+    sha256: `+digestOf(t, bin)+`
+`)
+	r := rule(t, p, "pinned")
+	f, err := r.OpenBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, _ := f.Stat()
+	want, _ := os.Stat(bin)
+	if !os.SameFile(fi, want) {
+		t.Fatal("OpenBinary returned another file")
+	}
+	f.Close()
+	if err := os.Chmod(bin, 0o775); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.OpenBinary(); err == nil || !strings.Contains(err.Error(), "writable by its group or others") {
+		t.Fatalf("group-writable pinned binary: %v", err)
+	}
+}

@@ -142,6 +142,8 @@ func hint(stderr []byte) string {
 	switch s := string(stderr); {
 	case bytes.Contains(stderr, []byte("namespace")) || bytes.Contains(stderr, []byte("uid map")):
 		return " (user namespaces are refused: " + UsernsHint + "; `coily sandbox check` tells more)"
+	case bytes.Contains(stderr, []byte("/proc/self/fd/")):
+		return " (a file coily opened for the sandbox — the program, or the workspace or one of its protected entries — was replaced before the sandbox started; retry)"
 	case bytes.Contains(stderr, []byte("seccomp")) || bytes.Contains(stderr, []byte("PR_SET_SECCOMP")):
 		return " (the kernel refused the seccomp filter: it needs CONFIG_SECCOMP_FILTER)"
 	case len(s) == 0:

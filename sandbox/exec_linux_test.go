@@ -1,0 +1,85 @@
+package sandbox
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runWrapped runs cmd under p with bwrap and returns its output, and the
+// sandbox's set-up error if it could not run it.
+func runWrapped(t *testing.T, cmd *exec.Cmd, p Profile) (string, error) {
+	t.Helper()
+	conf, err := (Bwrap{}).Wrap(context.Background(), cmd, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conf.Close()
+	var out strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	conf.AfterStart()
+	startErr := conf.Start(context.Background(), cmd.Process.Pid)
+	_ = cmd.Wait()
+	if err := conf.Setup([]byte(out.String())); err != nil {
+		return out.String(), err
+	}
+	return out.String(), startErr
+}
+
+// A program is run from the file that was opened (and hashed), never from
+// what its path holds by the time the sandbox starts: unchanged, the
+// opened file runs; replaced, the sandbox refuses to start (bubblewrap
+// cannot bind a file that is no longer linked) rather than run the new
+// one.
+func TestBwrapRunsTheOpenedFile(t *testing.T) {
+	if _, err := BwrapPath(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	dir := t.TempDir()
+	home := t.TempDir()
+	prog := filepath.Join(dir, "prog")
+	data, err := os.ReadFile("/bin/echo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(prog, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	p := Profile{Env: []string{"PATH=/usr/bin:/bin"}, Dir: home, Home: home, Network: NetworkDeny, Exec: f, ExecPath: prog}
+	if out, err := runWrapped(t, exec.Command(prog, "original"), p); err != nil || out != "original\n" {
+		t.Fatalf("unchanged: %q %v", out, err)
+	}
+	// Swapped after the check: a script at the same path.
+	swapped := filepath.Join(dir, "swapped")
+	if err := os.WriteFile(swapped, []byte("#!/bin/sh\necho SWAPPED\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(swapped, prog); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runWrapped(t, exec.Command(prog, "original"), p)
+	if strings.Contains(out, "SWAPPED") || err == nil && out != "original\n" {
+		t.Fatalf("swapped: ran %q (%v)", out, err)
+	}
+	// Without the opened file, the path's current content runs: what the
+	// server never does.
+	p.Exec, p.ExecPath = nil, ""
+	p.ReadPaths = []string{dir}
+	if out, err := runWrapped(t, exec.Command(prog, "original"), p); out != "SWAPPED\n" {
+		t.Fatalf("by path: %q %v", out, err)
+	}
+}
