@@ -218,6 +218,15 @@ func SandboxExecProfile(p Profile) (string, error) {
 		line("")
 	}
 
+	if classes := sbplProtectedClasses(p.WritePaths, p.Writable); len(classes) > 0 {
+		line(";; Protected classes inside every writable path (docs/sandbox.md): git control")
+		line(";; entries anywhere, the protected names at its top, existing or not.")
+		for _, c := range classes {
+			line("(deny file-write* %s)", c)
+		}
+		line("")
+	}
+
 	if ancestors := sbplAncestors(append(slices.Clone(protected), denied...), writes); len(ancestors) > 0 {
 		line(";; Writable parents of those paths cannot be moved away, which would take")
 		line(";; the paths out of the rules.")
@@ -235,6 +244,39 @@ func SandboxExecProfile(p Profile) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// sbplProtectedClasses renders, for each writable root, the filters of
+// what stays read-only there whatever exists (Seatbelt filters paths, so a
+// name not yet created is covered too): every .git entry at any depth, and
+// each ProtectedNames at the root, but what the rule may write.
+func sbplProtectedClasses(roots, writable []string) []string {
+	var out []string
+	for _, root := range sbplPaths(roots) {
+		for _, form := range sbplPathForms(root) {
+			if !slices.Contains(writable, GitName) {
+				out = append(out, `(regex #"^`+sbplRegexQuote(form)+`/(.+/)?\.git(/|$)")`)
+			}
+			for _, n := range ProtectedNames {
+				if !slices.Contains(writable, n) {
+					out = append(out, sbplFilter("subpath", form+"/"+n))
+				}
+			}
+		}
+	}
+	return out
+}
+
+// sbplRegexQuote escapes a path for a Seatbelt regex literal.
+func sbplRegexQuote(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`\.+*?()|[]{}^$"`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }
 
 // sbplCheckProfile rejects strings that cannot be written into a profile
