@@ -57,7 +57,8 @@ workspaces: {ws: %s}
 roles: {operator: {permissions: [exec, lockout, unlock, status], commands: ["*"]}}
 commands:
   - {name: sh, binary: /bin/sh, args: ["**"], flags: any, workspace: ws}
-  - {name: git, binary: /usr/bin/git, args: ["**"], flags: any, workspace: ws, writable: [.git]}
+  - {name: git, binary: /usr/bin/git, args: ["**"], flags: any, workspace: ws, writable: [.git],
+     env: [GIT_AUTHOR_NAME, GIT_AUTHOR_EMAIL, GIT_COMMITTER_NAME, GIT_COMMITTER_EMAIL]}
   - {name: sleep, binary: /bin/sleep, args: ["*"]}
 %s`, c.ws, extraRules)})
 	return c
@@ -224,8 +225,10 @@ echo x > keep.txt && mkdir -p plain && echo x > plain/.npmrc`)
 
 	// With writable .git, new repositories are the rule's to make; git
 	// data is writable, hooks and config are not.
-	for _, argv := range [][]string{{"init", "-q", "sub2"}, {"-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "two"}} {
-		if r := execArgv(t, c.in, append([]string{"/usr/bin/git"}, argv...)...); r.err != nil || r.exit.GetExitCode() != 0 {
+	who := map[string]string{"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+	for _, argv := range [][]string{{"init", "-q", "sub2"}, {"commit", "-q", "--allow-empty", "-m", "two"}} {
+		r := execReq(t, c.in, &coilyv1.ExecRequest{Argv: append([]string{"/usr/bin/git"}, argv...), Env: who})
+		if r.err != nil || r.exit.GetExitCode() != 0 {
 			t.Fatalf("git %v: %+v", argv, r)
 		}
 	}
