@@ -115,6 +115,16 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	cmd.Env, cmd.Dir = slices.Clone(p.Env), "" // bwrap passes its environment on: exactly p.Env
 	cmd.ExtraFiles = append([]*os.File{filter, statusW, blockR, blockW}, binds...)
 	cmd.SysProcAttr = outerNamespaces(uid0)
+	if c.cgroup != nil {
+		// bwrap is born in the command's cgroup (clone3's CLONE_INTO_CGROUP):
+		// moving a process later costs the kernel an RCU grace period.
+		dir, err := os.Open(c.cgroup.dir)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cgroup: %v", ErrUnavailable, err)
+		}
+		c.childFiles = append(c.childFiles, dir)
+		cmd.SysProcAttr.UseCgroupFD, cmd.SysProcAttr.CgroupFD = true, int(dir.Fd())
+	}
 	ok = true
 	return c, nil
 }

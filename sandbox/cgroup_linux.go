@@ -212,11 +212,6 @@ func (g *Cgroups) create(l Limits) (*execCgroup, error) {
 	return e, nil
 }
 
-// add moves a process (and so everything it starts later) into the cgroup.
-func (e *execCgroup) add(pid int) error {
-	return os.WriteFile(filepath.Join(e.dir, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0)
-}
-
 // kill kills every process in the cgroup (Linux 5.14's cgroup.kill), or
 // each listed process on older kernels.
 func (e *execCgroup) kill() {

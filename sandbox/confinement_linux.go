@@ -79,16 +79,11 @@ func onlyChild(pid int) (int, error) {
 	return strconv.Atoi(f[0])
 }
 
-// bound applies the limits to the sandbox's init before it starts the
-// command: the command's cgroup when there is one, rlimits always (for
-// what the cgroup does not bound).
+// bound applies the rlimits to the sandbox's init before it starts the
+// command (everything it starts inherits them); its cgroup, if any, it
+// was born in.
 func (c *Confinement) bound() error {
 	l := c.limits
-	if c.cgroup != nil {
-		if err := c.cgroup.add(c.initPid); err != nil {
-			return fmt.Errorf("cgroup: %w", err)
-		}
-	}
 	cpu := int64((l.CPU + time.Second - 1) / time.Second)
 	set := []struct {
 		res int
