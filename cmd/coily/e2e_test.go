@@ -355,3 +355,37 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// The unlock path of docs/operations.md: the server's socket group lets
+// its members reach the socket, the policy names the group as local
+// operators, and a member unlocks (over `tailscale ssh`, a login on the
+// host like this one).
+func TestCLIUnlockThroughSocketGroup(t *testing.T) {
+	requireComponent(t, os.Geteuid() == 0, "root (to run the operator as another uid)")
+	dir := shortDir(t)
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\nlocal_operators: {groups: [nogroup]}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, dir, pol, "--socket-group", "nogroup")
+	fi, err := os.Stat(p.socket)
+	if err != nil || fi.Mode().Perm() != 0o660 {
+		t.Fatalf("socket mode: %v %v", fi.Mode(), err)
+	}
+	if r := p.run(t, "lockout", "--reason", "drill"); r.code != 0 {
+		t.Fatalf("lockout: %+v", r)
+	}
+	operator := &syscall.Credential{Uid: 65534, Gid: 65534} // nobody, in group nogroup
+	r := runCoily(t, operator, "--socket", p.socket, "unlock", "--reason", "drill over")
+	if r.code != 0 {
+		t.Fatalf("unlock by a member of the socket group: %+v", r)
+	}
+	if r := p.run(t, "status"); r.code != 0 || strings.Contains(r.stdout, "lockout: on") {
+		t.Fatalf("status after unlock: %+v", r)
+	}
+	// Outside the group, the socket is closed to it.
+	outsider := &syscall.Credential{Uid: 65533, Gid: 65533}
+	if r := runCoily(t, outsider, "--socket", p.socket, "lockout"); r.code == 0 {
+		t.Fatalf("an outsider reached the socket: %+v", r)
+	}
+}
