@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -380,7 +381,7 @@ func TestCLIUnlockThroughSocketGroup(t *testing.T) {
 	if r.code != 0 {
 		t.Fatalf("unlock by a member of the socket group: %+v", r)
 	}
-	if r := p.run(t, "status"); r.code != 0 || strings.Contains(r.stdout, "lockout: on") {
+	if r := p.run(t, "status"); r.code != 0 || !regexp.MustCompile(`(?m)^lockout:\s+off$`).MatchString(r.stdout) {
 		t.Fatalf("status after unlock: %+v", r)
 	}
 	// Outside the group, the socket is closed to it.
