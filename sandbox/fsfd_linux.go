@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -123,11 +122,6 @@ func walkBeneath(root *os.File, rel string, flags int) (*os.File, error) {
 func isLinkAt(dir *os.File, name string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
-}
-
-// fdPath returns where the kernel says an open file is now.
-func fdPath(f *os.File) (string, error) {
-	return os.Readlink("/proc/self/fd/" + strconv.Itoa(int(f.Fd())))
 }
 
 // statFD returns the file's identity and type.

@@ -115,7 +115,6 @@ var ModeCheckedSyscalls = map[string]int{
 type asm struct {
 	ins   []bpf.Instruction
 	jumps map[int][2]string
-	err   error
 }
 
 // load puts the low 32 bits of argument i in the accumulator (the kernel
