@@ -11,7 +11,7 @@ import (
 
 // reservedEnv are the variables the server sets in every child's
 // environment; a credential may not take their place.
-var reservedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM",
+var reservedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM", "GIT_ALLOW_PROTOCOL",
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"}
 
 // ruleCredentials reads `credentials:`, a map from the child's environment

@@ -31,6 +31,16 @@ var (
 		"AWS_CONFIG_FILE", "AWS_SHARED_CREDENTIALS_FILE", "AWS_CA_BUNDLE", "AWS_WEB_IDENTITY_TOKEN_FILE",
 		"PIP_CONFIG_FILE", "PIP_INDEX_URL", "PIP_EXTRA_INDEX_URL", "PIP_TRUSTED_HOST", "UV_INDEX_URL", "UV_CONFIG_FILE",
 		"GH_CONFIG_DIR", "GH_BROWSER", "GH_EDITOR", "GH_PAGER", "GH_HOST", "GH_DEBUG", "DEBUG", "GH_PATH",
+		// Build tools: what they compile with and what their flags load.
+		"MAKEFLAGS", "MAKEFILES", "MFLAGS", "CC", "CXX", "CPP", "LD", "AR", "AS", "NM", "RANLIB", "STRIP",
+		"CFLAGS", "CXXFLAGS", "CPPFLAGS", "LDFLAGS", "RUSTC", "RUSTDOC", "RUSTC_WORKSPACE_WRAPPER",
+		"GOTOOLCHAIN", "GOPROXY", "GOROOT", "GOPATH", "GOENV", "GOINSECURE", "GONOSUMDB", "GONOSUMCHECK",
+		"GOPRIVATE", "GONOPROXY", "GOSUMDB", "GOCACHE", "GOMODCACHE", "KUBE_EDITOR",
+		// Where requests go, and through whom.
+		"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "FTP_PROXY", "http_proxy", "https_proxy",
+		"all_proxy", "no_proxy", "ftp_proxy", "GIT_PROXY_COMMAND",
+		// Shell prompts run command substitutions.
+		"PS1", "PS2", "PS3", "PS4", "TERMINFO", "TERMINFO_DIRS",
 		// Trust: whom TLS believes.
 		"SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO", "GIT_SSL_CAPATH",
 		"GIT_SSL_NO_VERIFY",
@@ -38,7 +48,9 @@ var (
 	// Prefixes of families that all change what runs or what is read.
 	envForbiddenPrefixes = []string{
 		"LD_", "DYLD_", "GIT_", "NPM_CONFIG_", "npm_config_", "YARN_", "PNPM_", "BUN_", "PIP_", "POETRY_", "UV_",
-		"CARGO_", "BASH_FUNC_", "SSH_", "GPG_", "PYTHON", "CONDA_", "VIRTUAL_ENV", "ANSIBLE_", "TF_CLI_",
+		"CARGO_", "BASH_FUNC_", "BASH_", "SSH_", "GPG_", "PYTHON", "CONDA_", "VIRTUAL_ENV", "ANSIBLE_", "TF_CLI_",
+		"CGO_", "MAVEN_", "GRADLE_", "KUBE", "AWS_ENDPOINT", "VAULT_", "DOCKER_", "PROMPT_", "PERL", "RUBY", "NODE_",
+		"JAVA", "JDK_", "DENO_", "LUA_", "R_", "NPM_", "COILY_",
 	}
 )
 

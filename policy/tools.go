@@ -128,10 +128,8 @@ func vetGit(args []string) ([]string, string) {
 		if a == "--" {
 			break
 		}
-		name, _, _ := strings.Cut(a, "=")
-		if slices.Contains(gitRunsPrograms[sub], name) || slices.Contains(gitRunsPrograms[sub], a) ||
-			slices.ContainsFunc(gitRunsPrograms[sub], func(o string) bool { return len(o) == 2 && strings.HasPrefix(a, o) }) {
-			return nil, fmt.Sprintf("git %s %s is refused: it runs a program or installs hooks (coily's built-in rule for git)", sub, name)
+		if o := gitRefusedOption(gitRunsPrograms[sub], a); o != "" {
+			return nil, fmt.Sprintf("git %s %s is refused: it runs a program or installs hooks (coily's built-in rule for git)", sub, o)
 		}
 		if slices.Contains(gitRunsWords[sub], a) {
 			return nil, fmt.Sprintf("git %s %s is refused: it runs a command (coily's built-in rule for git)", sub, a)
@@ -158,6 +156,24 @@ func vetGit(args []string) ([]string, string) {
 		return append(out, normalisePush(rest)...), ""
 	}
 	return append(out, rest...), ""
+}
+
+// gitRefusedOption returns the option of refused that arg spells, "" if
+// none: git reads a long option from any unambiguous prefix (--templ for
+// --template) and bundles short ones (-qx for -q -x), so those count too.
+func gitRefusedOption(refused []string, arg string) string {
+	name, _, _ := strings.Cut(arg, "=")
+	for _, o := range refused {
+		switch {
+		case name == o:
+			return o
+		case strings.HasPrefix(o, "--") && strings.HasPrefix(name, "--") && len(name) > 3 && strings.HasPrefix(o, name):
+			return o
+		case len(o) == 2 && len(arg) > 2 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg[1:], rune(o[1])):
+			return o
+		}
+	}
+	return ""
 }
 
 // normalisePush makes push's implicit forms explicit for the rules: a
@@ -259,6 +275,9 @@ func vetGh(args []string) ([]string, string) {
 				return nil, "gh auth status --show-token is refused: it prints the token (coily's built-in rule for gh)"
 			}
 		}
+	}
+	if pos[0] == "repo" && len(pos) > 1 && (pos[1] == "clone" || pos[1] == "fork") && slices.Contains(args, "--") {
+		return nil, fmt.Sprintf("gh repo %s with git options after -- is refused: they can install hooks or run programs (coily's built-in rule for gh)", pos[1])
 	}
 	if pos[0] == "alias" && slices.Contains(pos[1:], "set") {
 		for _, a := range args {

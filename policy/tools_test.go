@@ -63,6 +63,17 @@ var toolCases = []struct {
 	{"git", []string{"bisect", "run", "sh", "-c", "evil"}, nil, "runs a command"},
 	{"git", []string{"submodule", "foreach", "evil"}, nil, "runs a command"},
 	{"git", []string{"grep", "-O", "evil", "x"}, nil, "-O"},
+	// Abbreviated long options and bundled short ones (git accepts both).
+	{"git", []string{"clone", "--templ=/tmp/hooks", "https://example.com/x"}, nil, "--template"},
+	{"git", []string{"clone", "--conf=core.fsmonitor=evil", "https://example.com/x"}, nil, "--config"},
+	{"git", []string{"clone", "-qc", "core.fsmonitor=evil", "https://example.com/x"}, nil, "-c"},
+	{"git", []string{"fetch", "--upload-p=/tmp/evil", "origin"}, nil, "--upload-pack"},
+	{"git", []string{"rebase", "--exe=evil", "main"}, nil, "--exec"},
+	{"git", []string{"rebase", "-qx", "evil", "main"}, nil, "-x"},
+	{"git", []string{"grep", "--open-files=evil", "x"}, nil, "--open-files-in-pager"},
+	{"git", []string{"difftool", "--extc=evil"}, nil, "--extcmd"},
+	{"gh", []string{"repo", "clone", "o/r", "--", "--template=/tmp/hooks"}, nil, "after --"},
+	{"gh", []string{"repo", "fork", "o/r", "--clone", "--", "-c", "core.hooksPath=x"}, nil, "after --"},
 	{"git", []string{"remote", "add", "x", "ext::sh -c evil"}, nil, "remote helpers"},
 	{"git", []string{"remote", "set-url", "origin", "/tmp/evil"}, nil, "local repository"},
 	{"git", []string{"push", "git@github.com:alice/x.git", "main"}, []string{"push", "git@github.com:alice/x.git", "main"}, ""},
@@ -154,7 +165,9 @@ func TestEnvForbidden(t *testing.T) {
 		"GIT_SSH_COMMAND", "GIT_CONFIG_GLOBAL", "GIT_CONFIG_COUNT", "GIT_EXEC_PATH", "GIT_ASKPASS", "GIT_DIR",
 		"NODE_OPTIONS", "PYTHONPATH", "PYTHONSTARTUP", "PERL5OPT", "RUBYOPT", "GLIBC_TUNABLES", "npm_config_script_shell",
 		"NPM_CONFIG_USERCONFIG", "PAGER", "EDITOR", "BROWSER", "GH_CONFIG_DIR", "GH_BROWSER", "GH_DEBUG", "SSL_CERT_FILE",
-		"AWS_CONFIG_FILE", "XDG_CONFIG_HOME", "BASH_FUNC_x%%", "pythonpath"} {
+		"AWS_CONFIG_FILE", "XDG_CONFIG_HOME", "BASH_FUNC_x%%", "pythonpath", "MAKEFLAGS", "CC", "CGO_CFLAGS", "RUSTC",
+		"RUSTC_WORKSPACE_WRAPPER", "GOTOOLCHAIN", "GOPROXY", "MAVEN_OPTS", "GRADLE_OPTS", "KUBE_EDITOR", "AWS_ENDPOINT_URL",
+		"AWS_ENDPOINT_URL_S3", "VAULT_ADDR", "HTTPS_PROXY", "https_proxy", "DOCKER_HOST", "PS1", "PROMPT_COMMAND"} {
 		if envForbiddenReason(name) == "" {
 			t.Errorf("%s may be passed", name)
 		}

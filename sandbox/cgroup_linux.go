@@ -180,7 +180,8 @@ func unescapeMount(s string) string {
 
 // execCgroup is one command's cgroup.
 type execCgroup struct {
-	dir string
+	dir          string
+	memory, pids bool // memory.max and pids.max set
 }
 
 // create makes a command's cgroup with the limits the subtree supports.
@@ -194,22 +195,38 @@ func (g *Cgroups) create(l Limits) (*execCgroup, error) {
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("cgroup: %w", err)
 	}
-	e := &execCgroup{dir: dir}
+	e := &execCgroup{dir: dir, memory: g.Memory, pids: g.Pids}
 	set := func(file string, v int64) error {
 		return os.WriteFile(filepath.Join(dir, file), []byte(strconv.FormatInt(v, 10)), 0)
 	}
 	var err error
 	if g.Memory {
-		err = errors.Join(set("memory.max", l.Memory), set("memory.swap.max", 0))
+		err = set("memory.max", l.Memory)
+		if serr := set("memory.swap.max", 0); serr != nil && !errors.Is(serr, os.ErrNotExist) {
+			err = errors.Join(err, serr) // absent without swap accounting
+		}
 	}
 	if g.Pids {
 		err = errors.Join(err, set("pids.max", l.Processes))
 	}
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
+	if err != nil {
 		e.remove()
 		return nil, fmt.Errorf("cgroup limits: %w", err)
 	}
 	return e, nil
+}
+
+// describe says what the cgroup bounds, for the audit record.
+func (e *execCgroup) describe() string {
+	switch {
+	case e.memory && e.pids:
+		return "cgroup(memory,pids,kill)+rlimit"
+	case e.memory:
+		return "cgroup(memory,kill)+rlimit"
+	case e.pids:
+		return "cgroup(pids,kill)+rlimit"
+	}
+	return "cgroup(kill)+rlimit"
 }
 
 // kill kills every process in the cgroup (Linux 5.14's cgroup.kill), or
@@ -221,13 +238,13 @@ func (e *execCgroup) kill() {
 	if err := os.WriteFile(filepath.Join(e.dir, "cgroup.kill"), []byte("1"), 0); err == nil {
 		return
 	}
-	for _, pid := range e.pids() {
+	for _, pid := range e.procs() {
 		_ = unix.Kill(pid, unix.SIGKILL)
 	}
 }
 
 // pids lists the cgroup's processes.
-func (e *execCgroup) pids() []int {
+func (e *execCgroup) procs() []int {
 	data, _ := os.ReadFile(filepath.Join(e.dir, "cgroup.procs"))
 	var out []int
 	for _, f := range bytes.Fields(data) {

@@ -54,9 +54,16 @@ type Report struct {
 	// Quarantined are protected entries the command created (relative to
 	// their workspace), renamed with QuarantineSuffix.
 	Quarantined []string
-	// QuarantineErr says why some could not be quarantined.
+	// Restored are directories the command had made unreadable, made
+	// readable again to be checked.
+	Restored []string
+	// QuarantineErr says what could not be checked or quarantined: the
+	// workspace may hold something planted (the server locks out).
 	QuarantineErr error
-	// Limits says how the command was bounded: "cgroup" or "rlimit".
+	// Limits says how the command was bounded: "rlimit" (per process:
+	// memory and processes of one process, not of the whole command), or
+	// "cgroup(memory,pids,kill)+rlimit" and its partial forms, naming what
+	// the command's cgroup bounded as a whole.
 	Limits string
 }
 

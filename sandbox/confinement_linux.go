@@ -169,42 +169,42 @@ func (c *Confinement) Finish(id string) Report {
 	}
 	r.Limits = "rlimit"
 	if c.cgroup != nil {
-		r.Limits = "cgroup"
+		r.Limits = c.cgroup.describe()
 		c.cgroup.remove()
 		c.cgroup = nil
 	}
 	for _, root := range c.roots {
-		q, err := root.quarantine(c.writable, id)
+		q, restored, err := root.quarantine(c.writable, id)
 		r.Quarantined = append(r.Quarantined, q...)
+		r.Restored = append(r.Restored, restored...)
 		r.QuarantineErr = errors.Join(r.QuarantineErr, err)
 	}
 	return r
 }
 
 // quarantine renames the protected entries that are new since the scan
-// before the command and that the rule may not write.
-func (r *writableRoot) quarantine(writable []string, id string) ([]string, error) {
-	s := &scanner{writable: writable, post: true, seen: map[[2]uint64]bool{}}
-	if err := s.walk(r.dir, "", 0); err != nil {
-		return nil, fmt.Errorf("scan %s after the command: %w", r.path, err)
+// before the command (compared by identity, not by path: a protected entry
+// the command moved along with its parent is still the owner's) and that
+// the rule may not write. Directories the command made unreadable are
+// made readable again and scanned; what cannot be scanned is an error.
+func (r *writableRoot) quarantine(writable []string, id string) (done, restored []string, errs error) {
+	s := &scanner{root: r.dir, writable: writable, post: true}
+	if err := s.run(); err != nil {
+		return nil, nil, fmt.Errorf("scan %s after the command: %w", r.path, err)
 	}
-	before := map[string][2]uint64{}
+	restored, errs = s.fixed, s.errs
+	before := map[[2]uint64]bool{}
 	for _, e := range r.found {
-		before[e.rel] = [2]uint64{e.dev, e.ino}
+		before[[2]uint64{e.dev, e.ino}] = true
 	}
 	var fresh []protected
 	for _, e := range s.out {
-		if id, ok := before[e.rel]; ok && id == [2]uint64{e.dev, e.ino} {
-			continue
-		}
-		if slices.Contains(writable, e.optName()) {
+		if before[[2]uint64{e.dev, e.ino}] || slices.Contains(writable, e.optName()) {
 			continue
 		}
 		fresh = append(fresh, e)
 	}
 	slices.SortFunc(fresh, func(a, b protected) int { return strings.Compare(a.rel, b.rel) })
-	var done []string
-	var errs error
 	for _, e := range fresh {
 		if slices.ContainsFunc(done, func(d string) bool { return strings.HasPrefix(e.rel, d+"/") }) {
 			continue // inside an entry already quarantined
@@ -215,7 +215,7 @@ func (r *writableRoot) quarantine(writable []string, id string) ([]string, error
 		}
 		done = append(done, e.rel)
 	}
-	return done, errs
+	return done, restored, errs
 }
 
 // rename moves rel aside, by descriptor, never replacing anything.

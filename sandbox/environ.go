@@ -7,6 +7,9 @@ import (
 	"strings"
 )
 
+// GitAllowProtocol is the git transports a sandboxed command may use.
+const GitAllowProtocol = "https:ssh:git:http"
+
 // DefaultPath is the PATH every sandboxed command gets.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
@@ -28,6 +31,11 @@ func Environ(home string, passed map[string]string) []string {
 	}
 	env["PATH"] = DefaultPath
 	env["HOME"], env["TMPDIR"] = home, home
+	// git (and every tool that runs it: npm, cargo, pip) may use only
+	// network transports: a local repository would run its own hooks in
+	// the command's sandbox, a remote helper (ext::, fd::, TRANSPORT::)
+	// a program of the caller's choosing.
+	env["GIT_ALLOW_PROTOCOL"] = GitAllowProtocol
 	maps.Copy(env, passed)
 	out := make([]string, 0, len(env))
 	for _, k := range slices.Sorted(maps.Keys(env)) {

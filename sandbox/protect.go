@@ -28,15 +28,21 @@ var ProtectedNames = []string{
 	// Shells and direnv.
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".envrc",
+	// git hooks kept in the work tree (husky, core.hooksPath conventions).
+	".husky", ".githooks",
 	// Editors: task, launch and settings files run commands on open.
 	".vscode", ".idea", ".devcontainer", ".exrc", ".nvimrc", ".nvim.lua",
 	// Package managers: scripts, shells, registries and runners.
-	".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "bunfig.toml",
-	".pypirc", ".pip", ".config/pip", ".cargo/config", ".cargo/config.toml",
-	".bundle/config", ".gemrc", ".mise.toml",
+	".pypirc", ".pip", ".config/pip", ".bundle/config", ".gemrc",
 	// Keys and tool credentials.
 	".ssh", ".docker", ".gnupg",
 }
+
+// AnyDepthNames are protected wherever they are in a writable root but
+// inside dependency trees (node_modules): tools read them from every
+// directory up from where they run (direnv, cargo, yarn, mise) or from
+// each package of a monorepo (npm, pnpm, bun).
+var AnyDepthNames = []string{".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "bunfig.toml", ".mise.toml", ".cargo"}
 
 // GitDirCodeNames are the entries of a git directory through which git
 // runs code or reads configuration: hooks, config (core.hooksPath,
@@ -61,7 +67,7 @@ func WritableNames() []string {
 	for _, n := range GitDirCodeNames {
 		out = append(out, GitName+"/"+n)
 	}
-	return append(out, ProtectedNames...)
+	return append(append(out, ProtectedNames...), AnyDepthNames...)
 }
 
 // CheckWritable reports an unknown name in a Writable list.
@@ -80,8 +86,9 @@ func CheckWritable(names []string) error {
 func isProtectedName(rel string) bool { return slices.Contains(ProtectedNames, rel) }
 
 // protectedParents are the first components of the multi-component
-// ProtectedNames (".config", ".cargo", ".bundle"): the scan looks inside
-// them at a work tree root.
+// ProtectedNames (".config", ".bundle"): the scan looks inside them at a
+// work tree root, and a link there is refused like one at a protected
+// name.
 func protectedParents() []string {
 	var out []string
 	for _, n := range ProtectedNames {
@@ -99,7 +106,8 @@ const (
 	kindGitDir  entryKind = iota // a .git directory or a bare repository
 	kindGitFile                  // a .git file (gitfile)
 	kindGitCode                  // hooks, config… inside a writable git directory
-	kindName                     // one of ProtectedNames at a work tree root
+	kindName                     // one of ProtectedNames at a work tree root, or of AnyDepthNames
+	kindNamed                    // named by a protected git config: core.hooksPath, include.path
 )
 
 // protected is one protected entry of a writable root.
@@ -119,8 +127,10 @@ func (e protected) optName() string {
 		return GitName
 	case kindGitCode:
 		return GitName + "/" + path.Base(e.rel)
+	case kindNamed:
+		return GitName + "/hooks"
 	}
-	for _, n := range ProtectedNames {
+	for _, n := range slices.Concat(ProtectedNames, AnyDepthNames) {
 		if e.rel == n || len(e.rel) > len(n) && e.rel[len(e.rel)-len(n)-1:] == "/"+n {
 			return n
 		}

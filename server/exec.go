@@ -287,6 +287,15 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	runErr = out.finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
+	if qerr := res.report.QuarantineErr; qerr != nil {
+		// The workspace may hold something planted that coily could not
+		// check or move aside: nothing runs until a human has looked.
+		reason := fmt.Sprintf("workspace %q could not be checked after request %s: %v", x.rule.Workspace, x.id, qerr)
+		s.log.Error("locking out: "+reason, "request_id", x.id)
+		if _, _, lerr := s.lockout(context.WithoutCancel(ctx), serverCaller, reason); lerr != nil {
+			s.log.Error("lockout after a failed workspace check", "err", lerr)
+		}
+	}
 	// The command is over: free its slot before the caller hears so, or
 	// the caller's next request could find it still taken.
 	s.release(x)

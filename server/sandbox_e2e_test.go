@@ -26,18 +26,19 @@ func requireBwrap(t *testing.T) {
 }
 
 // sandboxedHome sets up a home for the server's user with secrets in it,
-// used as the rule's workspace (so the deny set has something to hide), a
-// git repository with hooks, a planted symlink out, a host unix socket, and
-// the probe binary.
-func sandboxedHome(t *testing.T, stateDir string) (home, sock string) {
+// and inside it the rule's workspace (a home itself is no workspace) with
+// a git repository with hooks, a planted symlink out, a host unix socket,
+// and the probe binary.
+func sandboxedHome(t *testing.T, stateDir string) (home, ws, sock string) {
 	t.Helper()
 	home = t.TempDir()
 	t.Setenv("HOME", home)
+	ws = filepath.Join(home, "work")
 	for path, content := range map[string]string{
 		".ssh/id_ed25519":      "SECRET-SSH-KEY",
 		".aws/credentials":     "SECRET-AWS-KEY",
 		".config/gh/hosts.yml": "SECRET-GH-TOKEN",
-		"repo/README":          "hello",
+		"work/repo/README":     "hello",
 	} {
 		full := filepath.Join(home, path)
 		if err := os.MkdirAll(filepath.Dir(full), 0o700); err != nil {
@@ -47,14 +48,17 @@ func sandboxedHome(t *testing.T, stateDir string) (home, sock string) {
 			t.Fatal(err)
 		}
 	}
-	if out, err := exec.Command("git", "init", "-q", filepath.Join(home, "repo")).CombinedOutput(); err != nil {
+	if out, err := exec.Command("git", "init", "-q", filepath.Join(ws, "repo")).CombinedOutput(); err != nil {
 		t.Fatalf("git init: %v %s", err, out)
 	}
-	if err := os.Symlink(stateDir, filepath.Join(home, "escape")); err != nil {
+	if err := os.Symlink(stateDir, filepath.Join(ws, "escape")); err != nil {
 		t.Fatal(err)
 	}
-	buildProbe(t, home)
-	sock = filepath.Join(home, "agent.sock")
+	if err := os.Symlink(filepath.Join(home, ".ssh"), filepath.Join(ws, "ssh-link")); err != nil {
+		t.Fatal(err)
+	}
+	buildProbe(t, ws)
+	sock = filepath.Join(ws, "agent.sock")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -69,7 +73,7 @@ func sandboxedHome(t *testing.T, stateDir string) (home, sock string) {
 			c.Close()
 		}
 	}()
-	return home, sock
+	return home, ws, sock
 }
 
 func TestSandboxEscapeBattery(t *testing.T) {
@@ -79,7 +83,7 @@ func TestSandboxEscapeBattery(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(stateDir) })
-	home, agentSock := sandboxedHome(t, stateDir)
+	home, ws, agentSock := sandboxedHome(t, stateDir)
 	tcp, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -87,19 +91,20 @@ func TestSandboxEscapeBattery(t *testing.T) {
 	defer tcp.Close()
 	in := testserver.Start(t, testserver.Options{StateDir: stateDir, Policy: fmt.Sprintf(`version: 1
 limits: {concurrency: 4}
-workspaces: {home: %s}
+workspaces: {work: %s}
 roles: {operator: {permissions: [exec, lockout, unlock, pause, resume, status], commands: ["*"]}}
 commands:
-  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: bwrap, workspace: home}
-`, home)})
-	hostTmp := "coily-escape-" + filepath.Base(home)
+  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: bwrap, workspace: work}
+`, ws)})
+	hostTmp := "coily-escape-" + filepath.Base(ws)
 	escapes := []struct {
 		name, script string
 	}{
-		{"read ~/.ssh", "cat .ssh/id_ed25519"},
-		{"list ~/.ssh", "ls .ssh | grep id_"},
-		{"read ~/.aws", "cat .aws/credentials"},
-		{"read ~/.config/gh", "cat .config/gh/hosts.yml"},
+		{"read ~/.ssh", "cat " + home + "/.ssh/id_ed25519"},
+		{"list ~/.ssh", "ls " + home + "/.ssh | grep id_"},
+		{"read ~/.ssh through a link in the workspace", "cat ssh-link/id_ed25519"},
+		{"read ~/.aws", "cat " + home + "/.aws/credentials"},
+		{"read ~/.config/gh", "cat " + home + "/.config/gh/hosts.yml"},
 		{"read the server's state directory", "cat " + stateDir + "/coily.db >/dev/null && ls " + stateDir + " | grep audit"},
 		{"read the audit log", "cat " + stateDir + "/audit/*.jsonl"},
 		{"write /usr", "touch /usr/coily-escape"},
@@ -152,10 +157,10 @@ commands:
 			}
 		})
 	}
-	if data, err := os.ReadFile(filepath.Join(home, "out.txt")); err != nil || string(data) != "written\n" {
+	if data, err := os.ReadFile(filepath.Join(ws, "out.txt")); err != nil || string(data) != "written\n" {
 		t.Fatalf("workspace write did not reach the host: %q %v", data, err)
 	}
-	if data, _ := os.ReadFile(filepath.Join(home, "repo/.git/config")); strings.Contains(string(data), "hooksPath") {
+	if data, _ := os.ReadFile(filepath.Join(ws, "repo/.git/config")); strings.Contains(string(data), "hooksPath") {
 		t.Fatal(".git/config was changed")
 	}
 }

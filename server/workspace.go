@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"coily.dev/coily/audit"
@@ -31,6 +32,11 @@ func (s *Server) workDir(x *execution, home string) (root, dir string, err error
 	}
 	if root, err = resolveInside(root, ""); err != nil {
 		return "", "", err
+	}
+	if root != home {
+		if h := homeWithin(root, s.userHomes()); h != "" {
+			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q is or contains the home directory %s: a home's dotfiles are its user's configuration and secrets; name a directory inside it", x.rule.Workspace, h)
+		}
 	}
 	dir, err = resolveInside(root, x.req.GetCwd())
 	return root, dir, err
@@ -64,6 +70,29 @@ func resolveInside(root, rel string) (string, error) {
 		return "", refusal.New(refusal.BadRequest, "cwd %q is not a directory", rel)
 	}
 	return target, nil
+}
+
+// homeWithin returns a home directory (of a user of this host, or one of
+// extra) that root is or contains, "" when none.
+func homeWithin(root string, extra []string) string {
+	homes := slices.Clone(extra)
+	if data, err := os.ReadFile("/etc/passwd"); err == nil {
+		for _, line := range strings.Split(string(data), "\n") {
+			if f := strings.Split(line, ":"); len(f) >= 7 && f[5] != "" && f[5] != "/" && !strings.HasSuffix(f[6], "nologin") && !strings.HasSuffix(f[6], "false") {
+				homes = append(homes, f[5])
+			}
+		}
+	}
+	for _, h := range homes {
+		real, err := filepath.EvalSymlinks(h)
+		if err != nil {
+			continue
+		}
+		if real == root || strings.HasPrefix(real, root+string(filepath.Separator)) {
+			return h
+		}
+	}
+	return ""
 }
 
 // workspaceLocks serialises commands in each named workspace.
@@ -105,7 +134,7 @@ func (w *workspaceLocks) lock(ctx context.Context, root string) (func(), error) 
 // record: protected entries the command created and that were
 // quarantined, and how it was bounded.
 func addReport(rec *audit.Record, r sandbox.Report) {
-	if len(r.Quarantined) == 0 && r.QuarantineErr == nil && r.Limits == "" {
+	if len(r.Quarantined) == 0 && len(r.Restored) == 0 && r.QuarantineErr == nil && r.Limits == "" {
 		return
 	}
 	if rec.Details == nil {
@@ -113,6 +142,9 @@ func addReport(rec *audit.Record, r sandbox.Report) {
 	}
 	if len(r.Quarantined) > 0 {
 		rec.Details["quarantined"] = strings.Join(r.Quarantined, ",")
+	}
+	if len(r.Restored) > 0 {
+		rec.Details["restored_modes"] = strings.Join(r.Restored, ",")
 	}
 	if r.QuarantineErr != nil {
 		rec.Details["quarantine_error"] = r.QuarantineErr.Error()
