@@ -43,10 +43,18 @@
 // # Failure handling
 //
 // Open fails closed: if the newest record cannot be verified, it returns an
-// error wrapping ErrCorrupt. Append fsyncs every line before returning. If a
-// write or sync fails, the Log is marked broken and every later Append fails
-// with ErrBroken until the log is reopened (and Open refuses a torn last
-// line), so no record is ever chained to a line that may not be on disk.
+// error wrapping ErrCorrupt; a torn last line (a crash or a full disk during
+// a write) is mended only by an explicit Repair, which cuts it and records
+// that it did. Append fsyncs every line before returning. If a write or sync
+// fails, Append returns ErrBroken and cuts the partial line off again; the
+// next Append retries, so the log recovers by itself when the disk has room,
+// and no record is ever chained to a line that may not be on disk.
+//
+// # Rotation
+//
+// A file is closed when it reaches Config.MaxFileSize and the next part of
+// the month begins (YYYY-MM.0001.jsonl, …); a new month begins a new file.
+// The chain continues across files; Verify checks them all in order.
 package audit
 
 import (
@@ -59,6 +67,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -94,6 +103,12 @@ type Record struct {
 type Config struct {
 	Dir string           // <state-dir>/audit; created 0700 if missing
 	Now func() time.Time // nil means time.Now
+	// MaxFileSize closes a file once it holds this many bytes and begins
+	// the next; 0 means DefaultMaxFileSize.
+	MaxFileSize int64
+	// Checkpoint, when set, returns the details of the checkpoint record
+	// that begins every new file (the server's stop state).
+	Checkpoint func() map[string]string
 }
 
 // Report summarises a successful (or partial) Verify.
@@ -109,6 +124,9 @@ type BrokenError struct {
 	File string // path of the month file
 	Line int    // 1-based line number within File
 	Why  string
+	// Torn is set for a last line without its newline: a write cut short
+	// by a crash or a full disk, which Repair can cut off.
+	Torn bool
 }
 
 func (e *BrokenError) Error() string {
@@ -125,8 +143,9 @@ var (
 	ErrCorrupt = errors.New("audit: log is corrupt")
 	// ErrClosed is returned by Append after Close.
 	ErrClosed = errors.New("audit: log is closed")
-	// ErrBroken is returned by Append after an earlier write or sync failed.
-	ErrBroken = errors.New("audit: log is broken by an earlier write failure; reopen it")
+	// ErrBroken is returned by Append when a write or sync failed (a full
+	// disk): the request must not go on; the next Append retries.
+	ErrBroken = errors.New("audit: write failed")
 )
 
 const (
@@ -218,36 +237,64 @@ func isLowerHex(b []byte) bool {
 	return true
 }
 
-// monthFiles returns the names of the month files in dir, oldest first.
-// Other entries are ignored.
-func monthFiles(dir string) ([]string, error) {
+// logFile is one file of the log: YYYY-MM.jsonl (part 0), then, when it
+// grows past the size limit, YYYY-MM.0001.jsonl and on. Files sort by
+// month, then part.
+type logFile struct {
+	name  string
+	month string
+	part  int
+}
+
+func (f logFile) fileName() string {
+	if f.part == 0 {
+		return f.month + fileExt
+	}
+	return fmt.Sprintf("%s.%04d%s", f.month, f.part, fileExt)
+}
+
+// logFiles returns the log's files in dir, oldest first. Other entries are
+// ignored.
+func logFiles(dir string) ([]logFile, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("audit: %w", err)
 	}
-	var names []string
+	var out []logFile
 	for _, e := range entries {
-		if isMonthFile(e) {
-			names = append(names, e.Name())
+		if f, ok := parseFileName(e.Name()); ok && e.Type().IsRegular() {
+			out = append(out, f)
 		}
 	}
-	slices.Sort(names)
-	return names, nil
+	slices.SortFunc(out, func(a, b logFile) int {
+		if c := strings.Compare(a.month, b.month); c != 0 {
+			return c
+		}
+		return a.part - b.part
+	})
+	return out, nil
 }
 
-func isMonthFile(e os.DirEntry) bool {
-	month, ok := cutMonth(e.Name())
-	return ok && e.Type().IsRegular() && len(month) == len(monthFmt)
-}
-
-// cutMonth returns the YYYY-MM part of a month file name.
-func cutMonth(name string) (string, bool) {
-	month, ok := strings.CutSuffix(name, fileExt)
+// parseFileName reads YYYY-MM.jsonl or YYYY-MM.NNNN.jsonl.
+func parseFileName(name string) (logFile, bool) {
+	base, ok := strings.CutSuffix(name, fileExt)
 	if !ok {
-		return "", false
+		return logFile{}, false
 	}
-	if _, err := time.Parse(monthFmt, month); err != nil {
-		return "", false
+	month, partText, hasPart := strings.Cut(base, ".")
+	if _, err := time.Parse(monthFmt, month); err != nil || len(month) != len(monthFmt) {
+		return logFile{}, false
 	}
-	return month, true
+	f := logFile{name: name, month: month}
+	if hasPart {
+		if len(partText) != 4 {
+			return logFile{}, false
+		}
+		n, err := strconv.Atoi(partText)
+		if err != nil || n <= 0 || partText[0] == '+' || partText[0] == '-' {
+			return logFile{}, false
+		}
+		f.part = n
+	}
+	return f, true
 }

@@ -10,26 +10,35 @@ import (
 	"time"
 )
 
+// DefaultMaxFileSize is the size at which a log file is closed and the
+// next one begun (the chain continues across files).
+const DefaultMaxFileSize = 64 << 20
+
 // Log appends records to the audit directory. It is safe for concurrent use.
 type Log struct {
-	dir string
-	now func() time.Time
+	dir        string
+	now        func() time.Time
+	maxSize    int64
+	checkpoint func() map[string]string
 
-	mu      sync.Mutex
-	f       *os.File // newest month file, nil until the first file exists
-	month   string   // YYYY-MM of f
-	seq     uint64   // Seq of the last line on disk
-	head    string   // hex SHA-256 of the last line on disk
-	broken  error    // first write/sync failure; set means every Append fails
-	pending bool     // lines written to f but not yet fsynced
+	mu     sync.Mutex
+	f      *os.File // newest file, nil until the first file exists
+	file   logFile  // its name, month and part
+	size   int64    // bytes of whole lines in f (a failed write is cut back to it)
+	seq    uint64   // Seq of the last line on disk
+	head   string   // hex SHA-256 of the last line on disk
+	broken error    // the last write/sync failure, until a retry succeeds
+	// pending is set when lines were written to f but not yet fsynced.
+	pending bool
 	closed  bool
 }
 
 // Open opens the audit log in cfg.Dir, creating the directory (0700) if
 // needed. It recovers Seq and the chain head from the last line of the
-// newest non-empty month file; if that line is torn or does not verify on
-// its own, Open returns an error wrapping ErrCorrupt. Open does not verify
-// the whole chain: use Verify for that.
+// newest non-empty file; if that line is torn or does not verify on its
+// own, Open returns an error wrapping ErrCorrupt (a *BrokenError; Torn
+// says whether Repair can mend it). Open does not verify the whole chain:
+// use Verify for that.
 func Open(cfg Config) (*Log, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("audit: open: no directory configured")
@@ -38,16 +47,20 @@ func Open(cfg Config) (*Log, error) {
 	if now == nil {
 		now = time.Now
 	}
+	maxSize := cfg.MaxFileSize
+	if maxSize <= 0 {
+		maxSize = DefaultMaxFileSize
+	}
 	if err := os.MkdirAll(cfg.Dir, 0o700); err != nil {
 		return nil, fmt.Errorf("audit: open: %w", err)
 	}
-	names, err := monthFiles(cfg.Dir)
+	files, err := logFiles(cfg.Dir)
 	if err != nil {
 		return nil, fmt.Errorf("audit: open: %w", err)
 	}
-	l := &Log{dir: cfg.Dir, now: now, head: zeroHash}
-	for i := len(names) - 1; i >= 0; i-- {
-		rec, h, ok, err := lastRecord(filepath.Join(cfg.Dir, names[i]))
+	l := &Log{dir: cfg.Dir, now: now, head: zeroHash, maxSize: maxSize, checkpoint: cfg.Checkpoint}
+	for i := len(files) - 1; i >= 0; i-- {
+		rec, h, ok, err := lastRecord(filepath.Join(cfg.Dir, files[i].name))
 		if err != nil {
 			return nil, fmt.Errorf("audit: open: %w", err)
 		}
@@ -56,16 +69,27 @@ func Open(cfg Config) (*Log, error) {
 			break
 		}
 	}
-	if len(names) > 0 {
-		newest := names[len(names)-1]
-		month, _ := cutMonth(newest)
-		f, err := openAppend(filepath.Join(cfg.Dir, newest))
+	if len(files) > 0 {
+		newest := files[len(files)-1]
+		f, err := openAppend(filepath.Join(cfg.Dir, newest.name))
 		if err != nil {
 			return nil, fmt.Errorf("audit: open: %w", err)
 		}
-		l.f, l.month = f, month
+		fi, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			return nil, fmt.Errorf("audit: open: %w", err)
+		}
+		l.f, l.file, l.size = f, newest, fi.Size()
 	}
 	return l, nil
+}
+
+// Records reports how many records the log holds (the last Seq).
+func (l *Log) Records() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seq
 }
 
 // lastRecord parses the last line of the file at path. ok is false if the
@@ -94,12 +118,14 @@ func openAppend(path string) (*os.File, error) {
 // Append writes r as the next line and fsyncs the file before returning,
 // so the record (and every line written before it) is durable. It fills
 // ID, Seq, Time, Prev and Hash and returns the completed record. r.Event
-// must be set.
+// must be set. Fields over the size caps are cut (capRecord).
 //
 // A failure before anything is written (cancelled ctx, encoding, creating a
-// new month file) leaves the Log usable. A failed write or sync marks the
-// Log broken: this and every later Append return an error wrapping
-// ErrBroken and the original error, until the log is reopened.
+// new file) leaves the Log as it was. A failed write or sync (a full disk)
+// returns an error wrapping ErrBroken: what was written of the line is cut
+// off again, and the next Append retries, so the log recovers by itself
+// once the disk has room. No record is ever chained to a line that is not
+// whole on disk.
 func (l *Log) Append(ctx context.Context, r Record) (Record, error) {
 	return l.append(ctx, r, true)
 }
@@ -119,30 +145,36 @@ func (l *Log) append(ctx context.Context, r Record, durable bool) (Record, error
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	switch {
-	case l.closed:
+	if l.closed {
 		return Record{}, fmt.Errorf("audit: append: %w", ErrClosed)
-	case l.broken != nil:
-		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, l.broken)
 	}
 	if err := ctx.Err(); err != nil {
 		return Record{}, fmt.Errorf("audit: append: %w", err)
 	}
+	if err := l.recover(); err != nil {
+		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, err)
+	}
+	capRecord(&r)
+	t := l.now().UTC()
+	f, err := l.fileFor(t, durable)
+	if err != nil {
+		return Record{}, fmt.Errorf("audit: append: %w", err)
+	}
+	return l.writeRecord(f, r, t, durable)
+}
+
+// writeRecord chains, encodes and writes r. Must be called with l.mu held.
+func (l *Log) writeRecord(f *os.File, r Record, t time.Time, durable bool) (Record, error) {
 	r.Seq = l.seq + 1
 	r.ID = formatID(r.Seq)
-	r.Time = l.now().UTC()
+	r.Time = t
 	r.Prev = l.head
 	r.Hash = ""
 	line, selfHash, err := encodeLine(r)
 	if err != nil {
 		return Record{}, fmt.Errorf("audit: append: %w", err)
 	}
-	f, err := l.fileFor(r.Time)
-	if err != nil {
-		return Record{}, fmt.Errorf("audit: append: %w", err)
-	}
 	if err := l.write(f, line, durable); err != nil {
-		l.broken = err
 		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, err)
 	}
 	l.seq, l.head = r.Seq, hashHex(line[:len(line)-1])
@@ -151,35 +183,68 @@ func (l *Log) append(ctx context.Context, r Record, durable bool) (Record, error
 }
 
 // write appends line to f, fsyncing it (and any pending lines) when durable.
-// Must be called with l.mu held.
+// On failure, what was written of the line is cut off again (best effort;
+// the next Append retries it). Must be called with l.mu held.
 func (l *Log) write(f *os.File, line []byte, durable bool) error {
-	if _, err := f.Write(line); err != nil {
+	_, err := f.Write(line)
+	if err == nil && durable {
+		err = f.Sync()
+	}
+	if err != nil {
+		l.broken = err
+		_ = f.Truncate(l.size)
 		return err
 	}
-	if !durable {
-		l.pending = true
+	l.size += int64(len(line))
+	l.pending = !durable
+	return nil
+}
+
+// recover clears a failure of an earlier write: the file is cut back to its
+// last whole line and synced. Must be called with l.mu held.
+func (l *Log) recover() error {
+	if l.broken == nil || l.f == nil {
+		l.broken = nil
 		return nil
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	if err := l.f.Truncate(l.size); err != nil {
+		return fmt.Errorf("%w (retrying after: %v)", err, l.broken)
 	}
+	if err := l.f.Sync(); err != nil {
+		return fmt.Errorf("%w (retrying after: %v)", err, l.broken)
+	}
+	l.broken = nil
 	l.pending = false
 	return nil
 }
 
-// fileFor returns the file a record made at t goes to: the file for t's
-// month, or the current file if t's month is not later (the clock never
-// makes the log reopen an older month). Must be called with l.mu held.
-func (l *Log) fileFor(t time.Time) (*os.File, error) {
+// fileFor returns the file a record made at t goes to: the current file,
+// or a new one when t's month is later than the current file's (the
+// clock never makes the log reopen an older month) or the current file is
+// full. A new file begins with a checkpoint record when the Config asks
+// for one. Must be called with l.mu held.
+func (l *Log) fileFor(t time.Time, durable bool) (*os.File, error) {
 	month := t.Format(monthFmt)
-	if l.f != nil && month <= l.month {
+	var next logFile
+	switch {
+	case l.f != nil && month <= l.file.month && l.size < l.maxSize:
 		return l.f, nil
+	case l.f != nil && month <= l.file.month:
+		next = logFile{month: l.file.month, part: l.file.part + 1}
+	default:
+		next = logFile{month: month}
 	}
-	f, err := openAppend(filepath.Join(l.dir, month+fileExt))
+	next.name = next.fileName()
+	f, err := openAppend(filepath.Join(l.dir, next.name))
 	if err != nil {
 		return nil, err
 	}
 	if err := syncDir(l.dir); err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	fi, err := f.Stat()
+	if err != nil {
 		_ = f.Close()
 		return nil, err
 	}
@@ -194,9 +259,28 @@ func (l *Log) fileFor(t time.Time) (*os.File, error) {
 		}
 		_ = l.f.Close()
 	}
-	l.f, l.month = f, month
+	previous := l.file.name
+	l.f, l.file, l.size = f, next, fi.Size()
+	if l.checkpoint != nil && l.size == 0 {
+		cp := Record{Event: EventCheckpoint, Details: l.checkpoint()}
+		if previous != "" {
+			if cp.Details == nil {
+				cp.Details = map[string]string{}
+			}
+			cp.Details["previous_file"] = previous
+		}
+		capRecord(&cp)
+		if _, err := l.writeRecord(f, cp, t, durable); err != nil {
+			return nil, err
+		}
+	}
 	return f, nil
 }
+
+// EventCheckpoint begins every log file when Config.Checkpoint is set: it
+// carries the state the Config reports (the server's stop controls), so
+// that reading the state back need not go further than the newest file.
+const EventCheckpoint = "audit.checkpoint"
 
 // syncDir makes a newly created file's directory entry durable.
 func syncDir(dir string) error {

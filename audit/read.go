@@ -36,7 +36,7 @@ func eachLine(path string, fn func(line int, b []byte) error) error {
 		case err != nil:
 			return fmt.Errorf("audit: %s: %w", path, err)
 		case !complete:
-			return &BrokenError{File: path, Line: n, Why: "torn write: last line has no trailing newline"}
+			return &BrokenError{File: path, Line: n, Why: "torn write: last line has no trailing newline", Torn: true}
 		}
 		if err := fn(n, buf); err != nil {
 			if err == errStop {
@@ -89,13 +89,13 @@ func Tail(dir string, n int) ([]Record, error) {
 	if n <= 0 {
 		return nil, nil
 	}
-	names, err := monthFiles(dir)
+	files, err := logFiles(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []Record
-	for i := len(names) - 1; i >= 0 && len(out) < n; i-- {
-		last, err := lastRecords(filepath.Join(dir, names[i]), n-len(out))
+	for i := len(files) - 1; i >= 0 && len(out) < n; i-- {
+		last, err := lastRecords(filepath.Join(dir, files[i].name), n-len(out))
 		if err != nil {
 			return nil, err
 		}
@@ -166,13 +166,13 @@ func FindRequest(dir, requestID string) ([]Record, error) {
 // scan calls fn for every record in dir, oldest first, until fn returns
 // errStop.
 func scan(dir string, fn func(Record) error) error {
-	names, err := monthFiles(dir)
+	files, err := logFiles(dir)
 	if err != nil {
 		return err
 	}
 	stopped := false
-	for _, name := range names {
-		err := eachRecord(filepath.Join(dir, name), func(r Record) error {
+	for _, lf := range files {
+		err := eachRecord(filepath.Join(dir, lf.name), func(r Record) error {
 			err := fn(r)
 			stopped = err == errStop
 			return err
@@ -190,14 +190,14 @@ func scan(dir string, fn func(Record) error) error {
 // Report then counts the lines verified before it. An empty directory
 // verifies with 0 lines; a missing one is an error.
 func Verify(dir string) (Report, error) {
-	names, err := monthFiles(dir)
+	files, err := logFiles(dir)
 	if err != nil {
 		return Report{}, err
 	}
-	rep := Report{Files: len(names), Last: zeroHash}
+	rep := Report{Files: len(files), Last: zeroHash}
 	var seq uint64
-	for _, name := range names {
-		path := filepath.Join(dir, name)
+	for _, lf := range files {
+		path := filepath.Join(dir, lf.name)
 		err := eachLine(path, func(n int, b []byte) error {
 			rec, h, err := parseLine(b)
 			if err != nil {

@@ -1,0 +1,108 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"strings"
+)
+
+// Size caps of one record, so that no caller (and no refused request) can
+// make a line large: argv keeps a prefix, with the length and SHA-256 of
+// the whole in Details; long text is cut, with the SHA-256 of the whole.
+const (
+	maxArgvBytes  = 4 << 10 // all of argv
+	maxArgBytes   = 1 << 10 // one argument
+	maxTextBytes  = 1 << 10 // reason, principal, peer, one detail value
+	maxDetailKeys = 32
+)
+
+// capRecord cuts r's caller-supplied fields to the caps.
+func capRecord(r *Record) {
+	total := 0
+	for _, a := range r.Argv {
+		total += len(a)
+	}
+	if total > maxArgvBytes || anyLonger(r.Argv, maxArgBytes) {
+		full := sha256.New()
+		for _, a := range r.Argv {
+			full.Write([]byte(a))
+			full.Write([]byte{0})
+		}
+		var kept []string
+		used := 0
+		for _, a := range r.Argv {
+			if used >= maxArgvBytes {
+				break
+			}
+			a = cutText(a, min(maxArgBytes, maxArgvBytes-used))
+			kept = append(kept, a)
+			used += len(a)
+		}
+		setDetail(r, "argv_cut", strconv.Itoa(len(r.Argv))+" args, "+strconv.Itoa(total)+" bytes, sha256 "+hex.EncodeToString(full.Sum(nil)))
+		r.Argv = kept
+	}
+	r.Reason = capText(r, "reason", r.Reason)
+	r.Principal = capText(r, "principal", r.Principal)
+	r.Peer = capText(r, "peer", r.Peer)
+	if len(r.Details) > maxDetailKeys {
+		n := len(r.Details)
+		for k := range r.Details {
+			if len(r.Details) <= maxDetailKeys-1 {
+				break
+			}
+			if k != "argv_cut" {
+				delete(r.Details, k)
+			}
+		}
+		r.Details["details_cut"] = strconv.Itoa(n) + " keys"
+	}
+	for k, v := range r.Details {
+		if len(v) > maxTextBytes {
+			r.Details[k] = cutText(v, maxTextBytes) + "… (" + strconv.Itoa(len(v)) + " bytes, sha256 " + sha256Hex(v) + ")"
+		}
+		if len(k) > 64 {
+			delete(r.Details, k)
+			r.Details[cutText(k, 64)] = v
+		}
+	}
+}
+
+func anyLonger(list []string, n int) bool {
+	for _, s := range list {
+		if len(s) > n {
+			return true
+		}
+	}
+	return false
+}
+
+// capText cuts one text field, noting the whole's length and hash.
+func capText(r *Record, name, s string) string {
+	if len(s) <= maxTextBytes {
+		return s
+	}
+	setDetail(r, name+"_cut", strconv.Itoa(len(s))+" bytes, sha256 "+sha256Hex(s))
+	return cutText(s, maxTextBytes)
+}
+
+func setDetail(r *Record, k, v string) {
+	if r.Details == nil {
+		r.Details = map[string]string{}
+	}
+	r.Details[k] = v
+}
+
+func sha256Hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// cutText keeps at most n bytes of s, on a UTF-8 boundary.
+func cutText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// A rune cut in half at the end is dropped.
+	return strings.ToValidUTF8(s[:n], "")
+}
