@@ -85,6 +85,17 @@ func Open(cfg Config) (*Log, error) {
 	return l, nil
 }
 
+// Dir is the log's directory.
+func (l *Log) Dir() string { return l.dir }
+
+// SetCheckpoint sets (or replaces) Config.Checkpoint: the server, made
+// after the log, reports its state for the checkpoints.
+func (l *Log) SetCheckpoint(f func() map[string]string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.checkpoint = f
+}
+
 // Records reports how many records the log holds (the last Seq).
 func (l *Log) Records() uint64 {
 	l.mu.Lock()

@@ -106,9 +106,11 @@ type Server struct {
 	quit chan struct{}  // closed by Shutdown: escalations kill at once
 }
 
-// New returns a server restored to the stop state recorded in the store.
-// An unreadable state is an error: the server must not start unlocked
-// because it could not read that it was locked.
+// New returns a server restored to the stop state recorded in the store,
+// cross-checked against the audit log (stateguard.go): it never starts more
+// open than the log says it was. An unreadable state is an error: the
+// server must not start unlocked because it could not read that it was
+// locked.
 func New(cfg Config) (*Server, error) {
 	if cfg.Policy == nil || cfg.Store == nil || cfg.Audit == nil {
 		return nil, errors.New("server: Policy, Store and Audit are required")
@@ -139,8 +141,12 @@ func New(cfg Config) (*Server, error) {
 		quit: make(chan struct{}), perRule: map[string]int{}, approvals: newApprovals(cfg.Now),
 		flights: map[string]*flight{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
 	s.policy.Store(cfg.Policy)
-	if stops.Lockout.Active {
-		s.log.Warn("starting locked out", "by", stops.Lockout.By, "reason", stops.Lockout.Reason)
+	if err := s.crossCheckLockout(); err != nil {
+		return nil, err
+	}
+	cfg.Audit.SetCheckpoint(s.checkpoint)
+	if s.stops.Lockout.Active {
+		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
 	}
 	logAbsentBinaries(s, cfg.Policy)
 	return s, nil

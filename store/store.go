@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -27,6 +28,9 @@ import (
 var (
 	ErrCorrupt  = errors.New("store: corrupt record")
 	ErrNotFound = errors.New("store: not found")
+	// ErrDamaged reports a state file bbolt cannot use (zeroed, truncated,
+	// not a bbolt file): it is never opened as if empty.
+	ErrDamaged = errors.New("store: state file is damaged")
 )
 
 var (
@@ -41,20 +45,44 @@ const OpenTimeout = 2 * time.Second
 
 // DB is an open state file.
 type DB struct {
-	db *bolt.DB
+	db   *bolt.DB
+	path string
+	// created is set when the file did not exist, or was empty, before
+	// Open: the state it would hold is gone, not "unlocked".
+	created bool
 }
 
-// Open opens (creating if needed) the state file at path, mode 0600.
+// Created reports whether Open found no state: the file was missing or
+// empty (zero bytes). The caller decides whether that is a first start or
+// a lost state file (the server checks the audit log).
+func (d *DB) Created() bool { return d.created }
+
+// Path is the state file's path.
+func (d *DB) Path() string { return d.path }
+
+// Open opens (creating if needed) the state file at path, mode 0600. A
+// file bbolt cannot use — zeroed, truncated, not a bbolt file, failing
+// bbolt's consistency check — is an error wrapping ErrDamaged that names
+// the file (never a panic or SIGBUS: faults while reading the mapping are
+// recovered); it is not replaced.
 func Open(path string) (*DB, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return nil, fmt.Errorf("store: %w", err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
+	created := false
+	switch fi, err := os.Stat(path); {
+	case errors.Is(err, os.ErrNotExist):
+		created = true
+	case err != nil:
+		return nil, fmt.Errorf("store: %w", err)
+	case fi.Size() == 0:
+		created = true
+	case fi.Size() < 2*int64(os.Getpagesize()) || fi.Size()%int64(os.Getpagesize()) != 0:
+		return nil, damaged(path, fmt.Errorf("%d bytes is not a whole number of pages", fi.Size()))
+	}
+	db, err := openChecked(path)
 	if err != nil {
-		if errors.Is(err, berrors.ErrTimeout) {
-			return nil, fmt.Errorf("store: %s is locked by another process (is another coily serving this state dir?): %w", path, err)
-		}
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketState, bucketRequests, bucketRates, bucketKeys, bucketRelays, bucketNonces} {
@@ -68,7 +96,48 @@ func Open(path string) (*DB, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: init %s: %w", path, err)
 	}
-	return &DB{db: db}, nil
+	return &DB{db: db, path: path, created: created}, nil
+}
+
+// openChecked opens the file with bbolt and runs its consistency check,
+// turning a fault on the mapping (a file truncated under bbolt: SIGBUS) or
+// a panic inside bbolt into ErrDamaged.
+func openChecked(path string) (db *bolt.DB, err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if p := recover(); p != nil {
+			if db != nil {
+				db.Close()
+			}
+			db, err = nil, damaged(path, fmt.Errorf("%v", p))
+		}
+	}()
+	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
+	if err != nil {
+		if errors.Is(err, berrors.ErrTimeout) {
+			return nil, fmt.Errorf("store: %s is locked by another process (is another coily serving this state dir?): %w", path, err)
+		}
+		return nil, damaged(path, err)
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		for e := range tx.Check() {
+			return e
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return nil, damaged(path, err)
+	}
+	return db, nil
+}
+
+// RecoveryHint is what to do about a damaged state file.
+const RecoveryHint = "restore it from a backup, or run `coily state rebuild` (it keeps the damaged file aside, " +
+	"rebuilds what can be rebuilt and starts locked out); `coily state check` says more"
+
+func damaged(path string, why error) error {
+	return fmt.Errorf("%w: %s: %v: %s", ErrDamaged, path, why, RecoveryHint)
 }
 
 // Close closes the file.

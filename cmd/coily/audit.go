@@ -16,22 +16,38 @@ import (
 // The audit subcommands read the log files directly: they run on the host,
 // as the server's user or root (the files are 0600).
 func runAudit(ctx context.Context, e *env) int {
-	dir := filepath.Join(*e.global.stateDir, "audit")
-	return dispatch(ctx, e, "audit", "usage: coily audit tail [-n N] [--json] | show ID | verify", map[string]subcommand{
-		"tail":   func(_ context.Context, e *env) int { return auditTail(e, dir) },
-		"show":   func(_ context.Context, e *env) int { return auditShow(e, dir) },
-		"verify": func(_ context.Context, e *env) int { return auditVerify(e, dir) },
+	return dispatch(ctx, e, "audit", "usage: coily audit tail [-n N] [--json] | show ID | verify | repair", map[string]subcommand{
+		"tail":   func(_ context.Context, e *env) int { return auditTail(e) },
+		"show":   func(_ context.Context, e *env) int { return withDir(e, "audit show", 1, auditShow) },
+		"verify": func(_ context.Context, e *env) int { return withDir(e, "audit verify", 0, auditVerify) },
+		"repair": func(_ context.Context, e *env) int { return withDir(e, "audit repair", 0, auditRepair) },
 	})
 }
 
-func auditTail(e *env, dir string) int {
+// withDir parses a subcommand's flags (the global ones: --state-dir may
+// come after the subcommand) and runs it with the audit directory and
+// want positional arguments.
+func withDir(e *env, name string, want int, run func(e *env, dir string) int) int {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if fs.NArg() != want {
+		fmt.Fprintf(e.stderr, "usage: coily %s%s\n", name, strings.Repeat(" ID", want))
+		return 2
+	}
+	e.args = fs.Args()
+	return run(e, filepath.Join(*e.global.stateDir, "audit"))
+}
+
+func auditTail(e *env) int {
 	fs := flag.NewFlagSet("audit tail", flag.ContinueOnError)
 	n := intFlag(fs, "n", "COILY_AUDIT_LINES", 20, "number of records")
 	asJSON := boolFlag(fs, "json", "COILY_JSON", "print records as JSON lines")
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	recs, err := audit.Tail(dir, *n)
+	recs, err := audit.Tail(filepath.Join(*e.global.stateDir, "audit"), *n)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "coily audit tail: %v\n", err)
 		return 1
@@ -76,6 +92,23 @@ func auditVerify(e *env, dir string) int {
 		return 1
 	}
 	fmt.Fprintf(e.stdout, "audit log OK: %d records in %d file(s); head %s\n", rep.Lines, rep.Files, rep.Last)
+	return 0
+}
+
+// auditRepair cuts a torn last line (a crash or a full disk mid-write) and
+// records that it did; the server refuses to start on a torn log until
+// then. Run it with the server stopped.
+func auditRepair(e *env, dir string) int {
+	rep, err := audit.Repair(audit.Config{Dir: dir}, localPrincipal())
+	switch {
+	case errors.Is(err, audit.ErrNotTorn):
+		fmt.Fprintln(e.stdout, "nothing to repair: the last line is whole")
+		return 0
+	case err != nil:
+		fmt.Fprintf(e.stderr, "coily audit repair: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(e.stdout, "cut %d bytes (a torn line) from %s; recorded as %s (%s)\n", rep.CutBytes, rep.File, rep.Record.ID, rep.Record.Event)
 	return 0
 }
 

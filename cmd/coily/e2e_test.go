@@ -258,13 +258,13 @@ func TestCLIAuditVerifyNamesTamperedLine(t *testing.T) {
 	}
 	p.stop()
 	global := []string{"--state-dir", dir}
-	if r := runCoily(t, nil, append(global, "audit", "verify")...); r.code != 0 || !strings.Contains(r.stdout, "audit log OK: 6 records") {
+	if r := runCoily(t, nil, append(global, "audit", "verify")...); r.code != 0 || !strings.Contains(r.stdout, "audit log OK: 7 records") { // a checkpoint, then 3 × decision and result
 		t.Fatalf("verify: %+v", r)
 	}
 	if r := runCoily(t, nil, append(global, "audit", "tail", "-n", "2")...); r.code != 0 || strings.Count(r.stdout, "\n") != 2 {
 		t.Fatalf("tail: %+v", r)
 	}
-	if r := runCoily(t, nil, append(global, "audit", "show", "A000000000003")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
+	if r := runCoily(t, nil, append(global, "audit", "show", "A000000000004")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
 		t.Fatalf("show: %+v", r)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))

@@ -119,6 +119,10 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	}
 	defer db.Close()
 	al, err := audit.Open(audit.Config{Dir: filepath.Join(o.stateDir, "audit")})
+	var broken *audit.BrokenError
+	if errors.As(err, &broken) && broken.Torn {
+		return fmt.Errorf("%w: the last record was torn by a crash or a full disk: `coily audit repair --state-dir %s` cuts it and records that it did", err, o.stateDir)
+	}
 	if err != nil {
 		return err
 	}

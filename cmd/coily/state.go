@@ -1,0 +1,147 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/user"
+	"path/filepath"
+	"time"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/store"
+)
+
+// The state subcommands work on the state file directly, with the server
+// stopped (bbolt locks the file while it runs).
+func runState(ctx context.Context, e *env) int {
+	stateDir := func(run func(*env, string) int) func(*env, string) int {
+		return func(e *env, auditDir string) int { return run(e, filepath.Dir(auditDir)) }
+	}
+	return dispatch(ctx, e, "state", "usage: coily state check | rebuild", map[string]subcommand{
+		"check":   func(_ context.Context, e *env) int { return withDir(e, "state check", 0, stateDir(stateCheck)) },
+		"rebuild": func(_ context.Context, e *env) int { return withDir(e, "state rebuild", 0, stateDir(stateRebuild)) },
+	})
+}
+
+// stateCheck opens the state file (bbolt's consistency check included),
+// reads the stop controls, and compares the lockout with the audit log's.
+// It exits 0 when the file is sound and agrees with the log.
+func stateCheck(e *env, dir string) int {
+	path := filepath.Join(dir, "coily.db")
+	ok := true
+	say := func(good bool, format string, args ...any) {
+		mark := "ok   "
+		if !good {
+			mark, ok = "FAIL ", false
+		}
+		fmt.Fprintf(e.stdout, mark+format+"\n", args...)
+	}
+	logged, lerr := audit.LastLockout(filepath.Join(dir, "audit"))
+	if errors.Is(lerr, os.ErrNotExist) {
+		logged, lerr = audit.LockoutState{}, nil // no log yet
+	}
+	say(lerr == nil, "audit log: last lockout state %s", describeLogged(logged, lerr))
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		say(false, "%s is missing: the server will start locked out if the audit log has records", path)
+		return exitFor(ok)
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		if errors.Is(err, store.ErrDamaged) {
+			say(false, "%v", err)
+		} else {
+			say(false, "%s: %v (is the server running? stop it first)", path, err)
+		}
+		return exitFor(ok)
+	}
+	defer db.Close()
+	say(!db.Created(), "%s opens and passes bbolt's check%s", path, map[bool]string{true: " (but it was empty)", false: ""}[db.Created()])
+	st, err := db.Stops()
+	if err != nil {
+		say(false, "stop state: %v", err)
+		return exitFor(ok)
+	}
+	say(true, "lockout %s, pause %s", onOff(st.Lockout.Active), onOff(st.Pause.Active))
+	if logged.Known && logged.Active && !st.Lockout.Active {
+		say(false, "the audit log's last word is a lockout (%s) the state file does not have: the server restores it at start", logged.ID)
+	}
+	return exitFor(ok)
+}
+
+// stateRebuild keeps a damaged state file aside and makes a new one that
+// is locked out: what cannot be rebuilt (sandbox keys, rate buckets, relay
+// records) is gone, so nothing runs until a human has looked and unlocked.
+func stateRebuild(e *env, dir string) int {
+	path := filepath.Join(dir, "coily.db")
+	aside := ""
+	if _, err := os.Stat(path); err == nil {
+		aside = fmt.Sprintf("%s.damaged-%s", path, time.Now().UTC().Format("20060102T150405Z"))
+		if err := os.Rename(path, aside); err != nil {
+			fmt.Fprintf(e.stderr, "coily state rebuild: %v\n", err)
+			return 1
+		}
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily state rebuild: %v (is the server running? stop it first)\n", err)
+		return 1
+	}
+	defer db.Close()
+	who := localPrincipal()
+	reason := "state rebuilt by `coily state rebuild`: sandbox keys, rate buckets and relay records are gone; rotate keys (coily key rotate), then unlock"
+	if err := db.SetLockout(store.Stop{Active: true, By: who, Reason: reason, Since: time.Now()}); err != nil {
+		fmt.Fprintf(e.stderr, "coily state rebuild: %v\n", err)
+		return 1
+	}
+	log, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
+	if err == nil {
+		_, err = log.Append(context.Background(), audit.Record{Event: "state.rebuild", Principal: who, Transport: "local",
+			Decision: "allow", Reason: reason, Details: map[string]string{"kept_aside": aside}})
+		log.Close()
+	}
+	if err != nil {
+		fmt.Fprintf(e.stderr, "coily state rebuild: the new state is locked out, but the audit log could not record it: %v\n", err)
+		return 1
+	}
+	if aside != "" {
+		fmt.Fprintf(e.stdout, "kept the old state file as %s\n", aside)
+	}
+	fmt.Fprintf(e.stdout, "new state file %s, locked out; start the server, rotate sandbox keys, then unlock\n", path)
+	return 0
+}
+
+func describeLogged(l audit.LockoutState, err error) string {
+	switch {
+	case err != nil:
+		return err.Error()
+	case !l.Known:
+		return "unknown (no lockout or unlock recorded)"
+	case l.Active:
+		return fmt.Sprintf("locked out by %s (%s)", l.By, l.ID)
+	}
+	return fmt.Sprintf("unlocked by %s (%s)", l.By, l.ID)
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+func exitFor(ok bool) int {
+	if ok {
+		return 0
+	}
+	return 1
+}
+
+// localPrincipal names the user running the CLI as the audit log does.
+func localPrincipal() string {
+	if u, err := user.Current(); err == nil {
+		return "local:" + u.Username
+	}
+	return fmt.Sprintf("local:uid=%d", os.Getuid())
+}

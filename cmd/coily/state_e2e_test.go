@@ -1,0 +1,102 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// serveFails runs `coily serve` on dir and expects it to refuse to start.
+func serveFails(t *testing.T, dir string) string {
+	t.Helper()
+	out, err := exec.Command(coilyBin, "serve", "--state-dir", dir, "--policy", examplePolicy(t)).CombinedOutput()
+	if err == nil {
+		t.Fatalf("serve started on a damaged state:\n%s", out)
+	}
+	return string(out)
+}
+
+var lockedOut = regexp.MustCompile(`(?m)^lockout:\s+ACTIVE`)
+
+// A damaged state file: the server refuses to start, naming the file and
+// the way out; `state check` says what is wrong; `state rebuild` keeps the
+// file aside and starts the server locked out.
+func TestCLIDamagedStateFile(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	if r := p.run(t, "exec", "--", "/bin/echo", "hi"); r.code != 0 {
+		t.Fatalf("exec: %+v", r)
+	}
+	p.stop()
+	db := filepath.Join(dir, "coily.db")
+	fi, err := os.Stat(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, make([]byte, fi.Size()), 0o600); err != nil { // zeroed
+		t.Fatal(err)
+	}
+	if out := serveFails(t, dir); !strings.Contains(out, db) || !strings.Contains(out, "coily state rebuild") || strings.Contains(out, "panic") {
+		t.Fatalf("serve on a zeroed state file:\n%s", out)
+	}
+	if r := runCoily(t, nil, "state", "check", "--state-dir", dir); r.code != 1 || !strings.Contains(r.stdout, "damaged") {
+		t.Fatalf("state check: %+v", r)
+	}
+	r := runCoily(t, nil, "state", "rebuild", "--state-dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "coily.db.damaged-") {
+		t.Fatalf("state rebuild: %+v", r)
+	}
+	if matches, _ := filepath.Glob(db + ".damaged-*"); len(matches) != 1 {
+		t.Fatalf("the damaged file was not kept aside: %v", matches)
+	}
+	p = startServe(t, dir, examplePolicy(t))
+	if r := p.run(t, "status"); !lockedOut.MatchString(r.stdout) || !strings.Contains(r.stdout, "state rebuilt") {
+		t.Fatalf("status after rebuild: %+v", r)
+	}
+	if r := p.run(t, "unlock", "--reason", "checked"); r.code != 0 {
+		t.Fatalf("unlock: %+v", r)
+	}
+	if r := p.run(t, "exec", "--", "/bin/echo", "again"); r.code != 0 {
+		t.Fatalf("exec after unlock: %+v", r)
+	}
+	p.stop()
+	if r := runCoily(t, nil, "audit", "verify", "--state-dir", dir); r.code != 0 {
+		t.Fatalf("verify: %+v", r)
+	}
+}
+
+// A torn last audit line: the server refuses to start until `audit repair`
+// cuts it (and records that it did); verify accepts the repaired log.
+func TestCLITornAuditLog(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	p.run(t, "exec", "--", "/bin/echo", "hi")
+	p.stop()
+	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	f, err := os.OpenFile(files[len(files)-1], os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.WriteString(`{"id":"A000000000099","seq":9`)
+	f.Close()
+	if out := serveFails(t, dir); !strings.Contains(out, "coily audit repair --state-dir "+dir) {
+		t.Fatalf("serve on a torn log:\n%s", out)
+	}
+	r := runCoily(t, nil, "audit", "repair", "--state-dir", dir)
+	if r.code != 0 || !strings.Contains(r.stdout, "cut 29 bytes") {
+		t.Fatalf("repair: %+v", r)
+	}
+	if r := runCoily(t, nil, "audit", "verify", "--state-dir", dir); r.code != 0 {
+		t.Fatalf("verify after repair: %+v", r)
+	}
+	if r := runCoily(t, nil, "audit", "tail", "-n", "1", "--state-dir", dir); !strings.Contains(r.stdout, "audit.repair") {
+		t.Fatalf("the repair is not on record: %+v", r)
+	}
+	p = startServe(t, dir, examplePolicy(t))
+	if r := p.run(t, "exec", "--", "/bin/echo", "hi"); r.code != 0 {
+		t.Fatalf("exec after repair: %+v", r)
+	}
+}
