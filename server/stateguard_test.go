@@ -29,7 +29,7 @@ func TestStartNeverMoreOpenThanTheLog(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name   string
-		lock   bool                   // lock out before the damage
+		lock   bool // lock out before the damage
 		damage func(t *testing.T, db string)
 		want   string // in the lockout reason after restart; "" = unlocked
 	}{
