@@ -96,6 +96,8 @@ type Server struct {
 	flights map[string]*flight
 	// workspaces serialises commands per named workspace.
 	workspaces workspaceLocks
+	// flood counts refusals past each caller's budget (flood.go).
+	flood floodGuard
 	// boot names this server's run in relay records: a record accepted by
 	// another boot was interrupted by a restart.
 	boot     string
@@ -145,6 +147,8 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Audit.SetCheckpoint(s.checkpoint)
+	s.bg.Add(1)
+	go s.summariseRefusals()
 	if s.stops.Lockout.Active {
 		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
 	}
@@ -213,6 +217,10 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 }
 
 func (s *Server) recordWith(ctx context.Context, r audit.Record, appendFn func(context.Context, audit.Record) (audit.Record, error)) (audit.Record, error) {
+	if r.Decision == "refuse" && !s.flood.admit(floodKey(r), r, s.cfg.Now()) {
+		// Counted for the caller's refusal.summary (flood.go).
+		return audit.Record{Event: r.Event, Decision: r.Decision, Code: r.Code}, nil
+	}
 	out, err := appendFn(ctx, r)
 	attrs := []any{"event", r.Event, "principal", r.Principal, "transport", r.Transport,
 		"peer", r.Peer, "decision", r.Decision}
