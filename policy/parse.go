@@ -104,6 +104,12 @@ func readBounded(path string) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
+// ParseFile parses data read from the policy file at path: like Load,
+// from bytes the caller read (the server reads a changing file with care).
+func ParseFile(path string, data []byte) (*Policy, error) {
+	return Parse(path, data)
+}
+
 // Parse validates data as a policy named name (used in error messages).
 func Parse(name string, data []byte) (*Policy, error) {
 	if len(data) > MaxFileSize {
