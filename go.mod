@@ -4,6 +4,7 @@ go 1.26.6
 
 require (
 	github.com/fsnotify/fsnotify v1.10.1
+	github.com/goccy/go-yaml v1.19.2
 	github.com/godbus/dbus/v5 v5.2.2
 	github.com/hashicorp/vault/api v1.23.0
 	github.com/zalando/go-keyring v0.2.8

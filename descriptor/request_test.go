@@ -344,6 +344,27 @@ func TestErrorPositions(t *testing.T) {
 	}
 }
 
+// TestSyntaxErrorPositions: a YAML syntax error names the line a person
+// should look at (the unclosed bracket's, the badly indented key's), not
+// the start of the enclosing block as the reader alone would.
+func TestSyntaxErrorPositions(t *testing.T) {
+	for _, c := range []struct {
+		name, text string
+		line, col  int
+		msg        string
+	}{
+		{"unclosed [", "version: 1\nid: x\nargv: [git, status\nnonce: y\n", 3, 7, "unclosed ["},
+		{"bad indent", "version: 1\nenv:\n  A: b\n   C: d\n", 4, 5, "indentation"},
+		{"unclosed quote", "version: 1\nnote: \"never\n", 2, 7, "double-quoted"},
+	} {
+		_, _, err := ParseRequest([]byte(c.text))
+		e := asError(t, err)
+		if e.Code != CodeBadRequest || e.Line != c.line || e.Column != c.col || !strings.Contains(e.Msg, c.msg) {
+			t.Errorf("%s: got %s %q at %d:%d, want %q at %d:%d", c.name, e.Code, e.Msg, e.Line, e.Column, c.msg, c.line, c.col)
+		}
+	}
+}
+
 // TestAliasBomb checks the billion laughs costs next to nothing: aliases are
 // never expanded.
 func TestAliasBomb(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
+
+	"coily.dev/coily/yamlpos"
 )
 
 // parseYAML reads data (already checked by checkInput) as exactly one YAML
@@ -54,7 +56,12 @@ func decodeOneYAML(data []byte) (root *yaml.Node, err error) {
 		if errors.Is(err, io.EOF) {
 			return nil, badf("no YAML document")
 		}
-		return nil, yamlError(err)
+		e := yamlError(err)
+		if p, ok := yamlpos.Locate(data); ok {
+			e.Line, e.Column = p.Line, p.Column
+			e.Msg = "not valid YAML: " + cleanText(p.Message(err.Error()))
+		}
+		return nil, e
 	}
 	var next yaml.Node
 	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
@@ -86,14 +93,26 @@ func yamlError(err error) *Error {
 		}
 		msg = msg[:cut] + "..."
 	}
-	msg = strings.Map(func(r rune) rune {
+	e.Msg = "not valid YAML: " + cleanText(msg)
+	return e
+}
+
+// cleanText drops control characters from a reader's message (which may
+// quote the input).
+func cleanText(msg string) string {
+	if len(msg) > 2*maxEcho {
+		cut := 2 * maxEcho
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut] + "..."
+	}
+	return strings.Map(func(r rune) rune {
 		if r < 0x20 || r == 0x7f {
 			return -1
 		}
 		return r
 	}, msg)
-	e.Msg = "not valid YAML: " + msg
-	return e
 }
 
 type yamlWalker struct {

@@ -20,6 +20,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/yamlpos"
 )
 
 // MaxFileSize bounds a policy file; larger files are refused.
@@ -123,7 +124,11 @@ func Parse(name string, data []byte) (*Policy, error) {
 	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
-		return nil, yamlError(name, err)
+		e := yamlError(name, err).(*Error)
+		if p, ok := yamlpos.Locate(data); ok {
+			e.Line, e.Column, e.Msg = p.Line, p.Column, p.Message(err.Error())
+		}
+		return nil, e
 	}
 	if len(root.Content) == 0 {
 		return nil, &Error{File: name, Msg: "empty policy"}
