@@ -88,6 +88,7 @@ func newUnitServer(t *testing.T, policyYAML string) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Shutdown) // before the audit log closes (cleanups run last first)
 	return s
 }
 
