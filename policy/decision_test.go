@@ -77,12 +77,49 @@ func TestPermissions(t *testing.T) {
 			commands: map[string]policy.Result{"/bin/echo": policy.Allow, "/bin/true": policy.Allow, "/bin/sleep": policy.Allow, "/bin/sh": policy.Allow, "/bin/ls": policy.Deny},
 		},
 		{
+			// The built-in baseline is the local socket's alone: a grant of
+			// the operator role gives what the policy's role lists.
 			name:     "remote principal granted the operator role",
 			p:        decide,
 			s:        remoteOp,
 			roles:    []string{"operator"},
-			perms:    []policy.Permission{"exec", "lockout", "unlock", "pause", "resume", "status"},
+			perms:    []policy.Permission{"exec", "status"},
 			commands: map[string]policy.Result{"/bin/echo": policy.Allow, "/bin/sh": policy.Deny},
+		},
+		{
+			name:  "a capability cannot confer the operator role",
+			p:     decide,
+			s:     policy.Subject{Principal: "tag:owner", CapRoles: []string{"operator"}},
+			roles: []string{"agent"},
+			perms: []policy.Permission{"exec", "status"},
+		},
+		{
+			name:  "a capability cannot confer unlock",
+			p:     load(t, "unlock.yaml"),
+			s:     policy.Subject{Principal: "frank@example.com", CapRoles: []string{"unlocker"}},
+			roles: []string{"unlocker"},
+			perms: []policy.Permission{"lockout", "status"},
+		},
+		{
+			name:  "a glob grant cannot confer unlock",
+			p:     load(t, "unlock.yaml"),
+			s:     policy.Subject{Principal: "gina@example.com"},
+			roles: []string{"unlocker"},
+			perms: []policy.Permission{"lockout", "status"},
+		},
+		{
+			name:  "a grant naming the principal exactly confers unlock",
+			p:     load(t, "unlock.yaml"),
+			s:     policy.Subject{Principal: "erin@example.com"},
+			roles: []string{"unlocker"},
+			perms: []policy.Permission{"lockout", "unlock", "status"},
+		},
+		{
+			name:  "a grant naming an alias exactly confers unlock",
+			p:     load(t, "unlock.yaml"),
+			s:     policy.Subject{Principal: "tag:a", Aliases: []string{"tag:owner"}},
+			roles: []string{"unlocker"},
+			perms: []policy.Permission{"lockout", "unlock", "status"},
 		},
 		{
 			name:     "tag principal granted by glob",

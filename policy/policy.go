@@ -15,6 +15,7 @@ import (
 	"path"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"coily.dev/coily/keystore/credref"
@@ -172,13 +173,23 @@ type RateLimit struct {
 }
 
 // Subject is who asks: a principal, other names it answers to (a tailnet
-// node's further tags), the roles its transport gave it (the local socket
-// gives local operators the operator role; a tailnet app capability can
-// give roles), and rule names a capability grants directly.
+// node's further tags), the roles its transport itself gave it (the local
+// socket gives local operators the operator role, and nothing else gives
+// transport roles), the roles and rule names a tailnet app capability
+// grants.
+//
+// Authority comes only from where the docs say: the built-in operator
+// role's baseline only from the transport (the local socket); unlock only
+// from the transport or from a grant of the local policy that names the
+// principal exactly (no glob). A capability never confers either.
 type Subject struct {
 	Principal string
 	Aliases   []string
-	Roles     []string
+	// Roles are the roles the transport vouches for (local operators).
+	Roles []string
+	// CapRoles are the roles a tailnet app capability grants; the policy
+	// must define them, and they never carry unlock or the operator role.
+	CapRoles []string
 	// Commands are allow-rule names granted by the transport (a tailnet
 	// app capability). They imply the exec permission for those rules.
 	Commands []string
@@ -198,39 +209,79 @@ func (p *Policy) LocalOperator(user string, groups []string) bool {
 	return false
 }
 
-// Roles returns the subject's roles: those its transport gave it plus those
-// the policy's grants give its principal, deduplicated, in stable order.
+// Roles returns the subject's roles: those its transport and its
+// capabilities gave it plus those the policy's grants give its principal,
+// deduplicated, in stable order. A capability's operator role is dropped.
 func (p *Policy) Roles(s Subject) []string {
-	out := slices.Clone(s.Roles)
+	var out []string
+	p.eachRole(s, func(role string, _ bool) {
+		if !slices.Contains(out, role) {
+			out = append(out, role)
+		}
+	})
+	return out
+}
+
+// eachRole calls f for every role the subject holds, with whether that
+// source may confer unlock: the transport, or a policy grant that names
+// the principal (or an alias) exactly.
+func (p *Policy) eachRole(s Subject, f func(role string, mayUnlock bool)) {
+	for _, r := range s.Roles {
+		f(r, true)
+	}
+	for _, r := range s.CapRoles {
+		if r != OperatorRole {
+			f(r, false)
+		}
+	}
 	for _, g := range p.grants {
 		if !matchAny(g.Principals, s.Principal) && !slices.ContainsFunc(s.Aliases, func(a string) bool { return matchAny(g.Principals, a) }) {
 			continue
 		}
+		exact := namesExactly(g.Principals, s)
 		for _, r := range g.Roles {
-			if !slices.Contains(out, r) {
-				out = append(out, r)
-			}
+			f(r, exact)
 		}
 	}
-	return out
+}
+
+// namesExactly reports whether one of the patterns is, without any glob
+// character, the subject's principal or one of its aliases.
+func namesExactly(patterns []string, s Subject) bool {
+	for _, pat := range patterns {
+		if strings.ContainsAny(pat, `*?[\`) {
+			continue
+		}
+		if pat == s.Principal || slices.Contains(s.Aliases, pat) {
+			return true
+		}
+	}
+	return false
 }
 
 // Permissions returns the permissions the subject holds, in AllPermissions
-// order.
+// order. The operator baseline comes only with a transport's operator
+// role; unlock only from a source that may confer it (see eachRole).
 func (p *Policy) Permissions(s Subject) []Permission {
 	have := map[Permission]bool{}
-	for _, name := range p.Roles(s) {
+	for _, name := range s.Roles {
 		if name == OperatorRole {
 			for _, perm := range OperatorBaseline {
 				have[perm] = true
 			}
 		}
-		if r, ok := p.roles[name]; ok {
-			for _, perm := range r.Permissions {
+	}
+	p.eachRole(s, func(name string, mayUnlock bool) {
+		r, ok := p.roles[name]
+		if !ok {
+			return
+		}
+		for _, perm := range r.Permissions {
+			if perm != PermUnlock || mayUnlock {
 				have[perm] = true
 			}
 		}
-	}
+	})
 	if len(p.grantedCommands(s)) > 0 {
 		have[PermExec] = true
 	}

@@ -28,16 +28,19 @@ type Caller struct {
 	// other tags).
 	Aliases []string
 	// Roles are the roles the transport itself gives (local operators get
-	// policy.OperatorRole; a tailnet app capability may give roles); the
-	// policy's grants add more.
+	// policy.OperatorRole, and nothing else gives any); the policy's grants
+	// add more.
 	Roles []string
+	// CapRoles are roles a tailnet app capability grants (never the
+	// operator role or unlock: see policy.Subject).
+	CapRoles []string
 	// Commands are rule names a tailnet app capability grants.
 	Commands []string
 }
 
 // Subject is the caller as the policy sees it.
 func (c Caller) Subject() policy.Subject {
-	return policy.Subject{Principal: c.Principal, Aliases: c.Aliases, Roles: c.Roles, Commands: c.Commands}
+	return policy.Subject{Principal: c.Principal, Aliases: c.Aliases, Roles: c.Roles, CapRoles: c.CapRoles, Commands: c.Commands}
 }
 
 type callerKey struct{}

@@ -2,14 +2,15 @@ package server
 
 import (
 	"context"
-	"encoding/json"
 	"net/netip"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/net/tsaddr"
 	"tailscale.com/tailcfg"
 
 	"coily.dev/coily/refusal"
@@ -97,25 +98,49 @@ func (s *Server) lookupTailnet(ctx context.Context, remote string) (Caller, erro
 	default:
 		return c, refusal.New(refusal.Unauthenticated, "tailnet peer %s has neither tags nor a user", remote)
 	}
-	for _, raw := range w.CapMap[AppCapability] {
-		var g capGrant
-		if err := json.Unmarshal([]byte(raw), &g); err != nil {
-			s.log.Warn("ignoring malformed coily app capability", "peer", c.Peer, "err", err)
-			continue
-		}
-		c.Roles = append(c.Roles, g.Roles...)
+	if err := checkTailnetNames(c.Principal, c.Aliases, len(n.Tags) > 0); err != nil {
+		return Caller{Transport: TransportTailnet, Peer: c.Peer}, err
+	}
+	grants, err := tailcfg.UnmarshalCapJSON[capGrant](w.CapMap, AppCapability)
+	if err != nil {
+		// One malformed value voids the capability: it grants nothing.
+		s.log.Warn("ignoring malformed coily app capability", "peer", c.Peer, "err", err)
+		return c, nil
+	}
+	for _, g := range grants {
+		c.CapRoles = append(c.CapRoles, g.Roles...)
 		c.Commands = append(c.Commands, g.Commands...)
 	}
 	return c, nil
 }
 
-var (
-	tailnetV4 = netip.MustParsePrefix("100.64.0.0/10")
-	tailnetV6 = netip.MustParsePrefix("fd7a:115c:a1e0::/48")
-)
-
 // tailnetAddr reports whether a is a Tailscale address.
-func tailnetAddr(a netip.Addr) bool {
-	a = a.Unmap()
-	return tailnetV4.Contains(a) || tailnetV6.Contains(a)
+func tailnetAddr(a netip.Addr) bool { return tsaddr.IsTailscaleIP(a) }
+
+// reservedPrefixes are principal forms only coily's own transports make:
+// a tailnet name that looks like one would be taken for what it is not.
+var reservedPrefixes = []string{"local:", "sandbox:", "tag:"}
+
+// checkTailnetNames refuses tailnet identities that collide with coily's
+// reserved principal forms: every tag must be a "tag:" name, and a user's
+// login must not look like a tag, a local operator, a sandbox or the
+// server itself. Names with control characters or spaces are refused too
+// (they would forge audit lines and policy matches).
+func checkTailnetNames(principal string, aliases []string, tagged bool) error {
+	for _, name := range append([]string{principal}, aliases...) {
+		if name == "" || strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || r == 0x7f || unicode.IsControl(r) || unicode.IsSpace(r) }) {
+			return refusal.New(refusal.Unauthenticated, "tailnet identity %q is not a valid name", name)
+		}
+		lower := strings.ToLower(name)
+		if tagged {
+			if !strings.HasPrefix(name, "tag:") || len(name) == len("tag:") {
+				return refusal.New(refusal.Unauthenticated, "tailnet tag %q is not a tag", name)
+			}
+			continue
+		}
+		if lower == serverCaller.Principal || slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(lower, p) }) {
+			return refusal.New(refusal.Unauthenticated, "tailnet login %q collides with a reserved principal form", name)
+		}
+	}
+	return nil
 }

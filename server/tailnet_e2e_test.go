@@ -182,3 +182,46 @@ func TestTailnetGrantRevokedOnOpenConnection(t *testing.T) {
 	}
 	t.Logf("revocation took effect after %s on an open connection", time.Since(revoked).Round(time.Millisecond))
 }
+
+// Authority comes only from where the docs say: an app capability naming
+// the built-in operator role, or a role that carries unlock, confers
+// neither the operator's baseline nor unlock over the real tailnet.
+func TestTailnetCapabilityCannotConferUnlock(t *testing.T) {
+	const pol = `version: 1
+roles:
+  breaker: {permissions: [lockout, unlock, status]}
+grants:
+  - {principals: ["tag:*"], roles: [breaker]}
+`
+	in := testserver.Start(t, testserver.Options{Policy: pol, Tailnet: true})
+	grant, _ := json.Marshal(map[string]any{"roles": []string{"operator", "breaker"}})
+	in.Net.Control.SetGlobalAppCaps(tailcfg.PeerCapMap{server.AppCapability: {tailcfg.RawMessage(grant)}})
+	capped := in.TailnetClient(t, "phone", "tag:phone")
+	ctx := context.Background()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st, err := capped.API.Status(ctx, &coilyv1.StatusRequest{})
+		if err == nil && slices.Contains(st.GetCaller().GetRoles(), "breaker") {
+			if slices.Contains(st.GetCaller().GetRoles(), "operator") {
+				t.Fatalf("a capability conferred the operator role: %v", st.GetCaller())
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the capability never took effect: %v %v", st, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := capped.API.Lockout(ctx, &coilyv1.LockoutRequest{Reason: "from the phone"}); err != nil {
+		t.Fatalf("lockout through the capability's role: %v", err)
+	}
+	if _, err := capped.API.Unlock(ctx, &coilyv1.UnlockRequest{}); code(err) != refusal.PermissionDenied {
+		t.Fatalf("unlock through a capability or a glob grant: %v, want permission-denied", err)
+	}
+	if _, err := capped.API.Resume(ctx, &coilyv1.ResumeRequest{}); code(err) != refusal.PermissionDenied {
+		t.Fatalf("resume (the operator's baseline) through a capability: %v, want permission-denied", err)
+	}
+	if _, err := in.Client.API.Unlock(ctx, &coilyv1.UnlockRequest{}); err != nil {
+		t.Fatalf("local unlock: %v", err)
+	}
+}

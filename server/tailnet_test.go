@@ -38,10 +38,32 @@ func TestLookupTailnet(t *testing.T) {
 		{name: "tags sorted, first is the principal", remote: "100.64.0.8:1", who: &apitype.WhoIsResponse{
 			Node: &tailcfg.Node{Name: "ci.", Tags: []string{"tag:zeta", "tag:agent"}}, UserProfile: login},
 			principal: "tag:agent", aliases: []string{"tag:zeta"}},
-		{name: "capability roles and commands, malformed ignored", remote: "[fd7a:115c:a1e0::9]:1", who: &apitype.WhoIsResponse{
+		{name: "capability roles and commands", remote: "[fd7a:115c:a1e0::9]:1", who: &apitype.WhoIsResponse{
+			Node:   &tailcfg.Node{Name: "n.", Tags: []string{"tag:x"}},
+			CapMap: caps(`{"roles":["agent"]}`, `{"commands":["gh-issue-create"]}`)},
+			principal: "tag:x", roles: []string{"agent"}, commands: []string{"gh-issue-create"}},
+		{name: "a malformed value voids the capability", remote: "[fd7a:115c:a1e0::9]:1", who: &apitype.WhoIsResponse{
 			Node:   &tailcfg.Node{Name: "n.", Tags: []string{"tag:x"}},
 			CapMap: caps(`{"roles":["agent"]}`, `not json`, `{"commands":["gh-issue-create"]}`)},
-			principal: "tag:x", roles: []string{"agent"}, commands: []string{"gh-issue-create"}},
+			principal: "tag:x"},
+		// Names that collide with coily's reserved principal forms, or
+		// would forge lines, are no identity.
+		{name: "login that looks like a tag", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x."}, UserProfile: &tailcfg.UserProfile{LoginName: "tag:owner"}}, code: refusal.Unauthenticated},
+		{name: "login that looks like a local operator", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x."}, UserProfile: &tailcfg.UserProfile{LoginName: "local:root"}}, code: refusal.Unauthenticated},
+		{name: "login that looks like a sandbox, any case", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x."}, UserProfile: &tailcfg.UserProfile{LoginName: "SandBox:demo"}}, code: refusal.Unauthenticated},
+		{name: "login that is the server itself", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x."}, UserProfile: &tailcfg.UserProfile{LoginName: "coily"}}, code: refusal.Unauthenticated},
+		{name: "login with a newline", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x."}, UserProfile: &tailcfg.UserProfile{LoginName: "eve@x\nlocal:root"}}, code: refusal.Unauthenticated},
+		{name: "tag that is not a tag", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x.", Tags: []string{"tag:a", "local:root"}}}, code: refusal.Unauthenticated},
+		{name: "empty tag", remote: "100.64.0.13:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x.", Tags: []string{"tag:"}}}, code: refusal.Unauthenticated},
+		{name: "ChromeOS VM range is not the tailnet", remote: "100.115.92.5:1", who: &apitype.WhoIsResponse{
+			Node: &tailcfg.Node{Name: "x."}, UserProfile: login}, code: refusal.Unauthenticated},
 		{name: "funnel ingress", remote: "100.64.0.9:1", who: &apitype.WhoIsResponse{
 			Node: &tailcfg.Node{Name: "ingress.", UnsignedPeerAPIOnly: true}, UserProfile: login}, code: refusal.Unauthenticated},
 		{name: "not a tailnet address", remote: "192.0.2.1:443", who: &apitype.WhoIsResponse{Node: &tailcfg.Node{}, UserProfile: login},
@@ -65,7 +87,7 @@ func TestLookupTailnet(t *testing.T) {
 				return
 			}
 			if err != nil || c.Principal != tt.principal || c.Transport != TransportTailnet ||
-				!slices.Equal(c.Aliases, tt.aliases) || !slices.Equal(c.Roles, tt.roles) || !slices.Equal(c.Commands, tt.commands) {
+				!slices.Equal(c.Aliases, tt.aliases) || len(c.Roles) > 0 || !slices.Equal(c.CapRoles, tt.roles) || !slices.Equal(c.Commands, tt.commands) {
 				t.Fatalf("caller %+v err %v", c, err)
 			}
 		})
