@@ -322,7 +322,7 @@ var namePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,63}$`)
 
 // workspaces validates the named workspace directories.
 func (b *builder) workspaces(p *Policy, ws map[string]string) {
-	p.workspaces = map[string]string{}
+	p.workspaces, p.workspaceReal = map[string]string{}, map[string]string{}
 	for _, name := range slices.Sorted(maps.Keys(ws)) {
 		dir := ws[name]
 		switch {
@@ -332,7 +332,40 @@ func (b *builder) workspaces(p *Policy, ws map[string]string) {
 			b.failAt(b.at("workspaces", name), "workspace %q: directory must be a clean absolute path, got %q", name, dir)
 		}
 		p.workspaces[name] = dir
+		p.workspaceReal[name] = resolvedDir(dir)
 	}
+	b.overlappingWorkspaces(p)
+}
+
+// resolvedDir is dir with its symbolic links resolved now, at load, or dir
+// itself when it cannot be resolved (it does not exist on this host yet).
+func resolvedDir(dir string) string {
+	if real, err := filepath.EvalSymlinks(dir); err == nil {
+		return real
+	}
+	return dir
+}
+
+// overlappingWorkspaces refuses a workspace that is, contains or lies in
+// another: a command in the outer one could replace the inner one with a
+// link to anywhere, and the inner one's next command would mount it.
+func (b *builder) overlappingWorkspaces(p *Policy) {
+	names := slices.Sorted(maps.Keys(p.workspaces))
+	for i, a := range names {
+		for _, c := range names[i+1:] {
+			for _, pair := range [][2]string{{p.workspaces[a], p.workspaces[c]}, {p.workspaceReal[a], p.workspaceReal[c]}} {
+				if isWithin(pair[0], pair[1]) || isWithin(pair[1], pair[0]) {
+					b.failAt(b.at("workspaces", c), "workspaces %q (%s) and %q (%s) overlap: a command in the outer one could redirect the inner one; name disjoint directories", a, p.workspaces[a], c, p.workspaces[c])
+					return
+				}
+			}
+		}
+	}
+}
+
+// isWithin reports whether path is dir or lies beneath it.
+func isWithin(path, dir string) bool {
+	return path == dir || dir == "/" || strings.HasPrefix(path, dir+"/")
 }
 
 func (b *builder) roles(p *Policy, roles map[string]roleFile) {

@@ -90,6 +90,7 @@ type Policy struct {
 	grants         []Grant
 	rules          []*Rule
 	workspaces     map[string]string
+	workspaceReal  map[string]string // workspaces resolved at load
 	concurrency    int
 	limits         sandbox.Limits // every rule's default resource limits
 	// byBinary indexes rules, in file order, by resolved binary and by the
@@ -367,6 +368,12 @@ func (p *Policy) Workspace(name string) (string, bool) {
 	dir, ok := p.workspaces[name]
 	return dir, ok
 }
+
+// WorkspaceAtLoad is the named workspace's directory as it resolved when
+// the policy was loaded (symbolic links followed then), or its configured
+// path when it could not be resolved then. A workspace that resolves
+// differently at run time had a link in its path changed since.
+func (p *Policy) WorkspaceAtLoad(name string) string { return p.workspaceReal[name] }
 
 func matchAny(globs []string, s string) bool {
 	for _, g := range globs {

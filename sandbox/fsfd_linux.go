@@ -16,15 +16,66 @@ import (
 // (or a repository) put in the workspace can redirect what coily binds,
 // masks or protects.
 
-// openRoot opens an absolute directory the owner named (a workspace), for
-// reading its entries. Symbolic links in the path itself are followed: it
-// comes from the policy, not from the sandbox.
+// openRoot opens a writable root by its absolute path without following a
+// symbolic link in any component: the server hands over paths it resolved
+// itself, so a link found now was put there since (by a command in an
+// enclosing directory, say) and is refused (errSymlink), never followed.
+// Mount points may be crossed: a workspace may live on its own file system.
 func openRoot(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return nil, fmt.Errorf("root %q is not a clean absolute path", path)
 	}
-	return os.NewFile(uintptr(fd), path), nil
+	how := unix.OpenHow{
+		Flags:   uint64(unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC),
+		Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	}
+	fd, err := unix.Openat2(unix.AT_FDCWD, path, &how)
+	switch {
+	case err == nil:
+		return os.NewFile(uintptr(fd), path), nil
+	case errors.Is(err, unix.ENOSYS):
+		return walkRoot(path)
+	case errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) && isLink(path):
+		return nil, &os.PathError{Op: "openat2", Path: path, Err: errSymlink}
+	}
+	return nil, &os.PathError{Op: "openat2", Path: path, Err: err}
+}
+
+// isLink reports whether path's last component is a symbolic link.
+func isLink(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// walkRoot is openRoot one component at a time (kernels before 5.6).
+func walkRoot(path string) (*os.File, error) {
+	fd, err := unix.Open("/", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &os.PathError{Op: "open", Path: "/", Err: err}
+	}
+	dir := os.NewFile(uintptr(fd), "/")
+	if path == "/" {
+		defer dir.Close()
+		return openBeneath(dir, ".", unix.O_RDONLY|unix.O_DIRECTORY)
+	}
+	parts := strings.Split(path[1:], "/")
+	for i, part := range parts {
+		f := unix.O_PATH | unix.O_DIRECTORY
+		if i == len(parts)-1 {
+			f = unix.O_RDONLY | unix.O_DIRECTORY
+		}
+		next, err := openAt(dir, part, f)
+		link := err != nil && (errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) && isLinkAt(dir, part))
+		dir.Close()
+		switch {
+		case link:
+			return nil, &os.PathError{Op: "openat", Path: path, Err: errSymlink}
+		case err != nil:
+			return nil, err
+		}
+		dir = next
+	}
+	return dir, nil
 }
 
 // openAt opens name (one component) in dir without following a symbolic

@@ -674,19 +674,44 @@ func TestContainmentHomeIsNoWorkspace(t *testing.T) {
 	requireBwrap(t)
 	home := t.TempDir()
 	t.Setenv("HOME", home)
-	in := testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
-workspaces: {home: %s, above: %s}
+	for _, ws := range []string{home, filepath.Dir(home)} { // the home, and a directory holding it
+		in := testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
+workspaces: {w: %s}
 roles: {operator: {permissions: [exec], commands: ["*"]}}
 commands:
-  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, workspace: home}
-  - {name: ls, binary: /bin/ls, workspace: above}
-`, home, filepath.Dir(home))})
-	for _, argv := range [][]string{{"/bin/sh", "-c", "true"}, {"/bin/ls"}} {
-		r := execArgv(t, in, argv...)
+  - {name: ls, binary: /bin/ls, workspace: w}
+`, ws)})
+		r := execArgv(t, in, "/bin/ls")
 		wantCode(t, r.err, refusal.PolicyDeny)
 		if !strings.Contains(r.err.Error(), "home directory") {
-			t.Errorf("%v: %v", argv, r.err)
+			t.Errorf("%s: %v", ws, r.err)
 		}
+		in.Stop()
+	}
+}
+
+// A workspace replaced by a link since the policy loaded — by a command
+// in an enclosing directory, or anyone else who can write there — is
+// refused, never followed: following it would mount the link's target
+// (here a directory holding a secret) writable in the sandbox.
+func TestContainmentWorkspaceLinkSwapped(t *testing.T) {
+	c := startContainment(t, "")
+	if r := c.sh(t, "true"); r.err != nil {
+		t.Fatalf("before the swap: %v", r.err)
+	}
+	if err := os.Rename(c.ws, c.ws+".orig"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(c.outside, c.ws); err != nil {
+		t.Fatal(err)
+	}
+	r := c.sh(t, "cat key; echo pwned > key")
+	wantCode(t, r.err, refusal.PolicyDeny)
+	if !strings.Contains(r.err.Error(), "symbolic link") || strings.Contains(r.stdout, "SECRET-OUTSIDE") {
+		t.Fatalf("swapped workspace: %q %v", r.stdout, r.err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(c.outside, "key")); string(b) != "SECRET-OUTSIDE\n" {
+		t.Fatalf("the link's target was written: %q", b)
 	}
 }
 

@@ -33,6 +33,15 @@ func (s *Server) workDir(x *execution, home string) (root, dir string, err error
 	if root, err = resolveInside(root, ""); err != nil {
 		return "", "", err
 	}
+	if name := x.rule.Workspace; name != policy.WorkspaceTemp {
+		// A link in the workspace's path that changed since the policy
+		// loaded was put there by someone (a command in an enclosing
+		// directory): never follow it to a new place. The sandbox then
+		// opens root without following any link, closing the race.
+		if atLoad := x.policy.WorkspaceAtLoad(name); root != atLoad {
+			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q now resolves to %s, not %s as when the policy was loaded: a symbolic link in its path changed; reload the policy if that is intended", name, root, atLoad)
+		}
+	}
 	if root != home {
 		if h := homeWithin(root, s.userHomes()); h != "" {
 			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q is or contains the home directory %s: a home's dotfiles are its user's configuration and secrets; name a directory inside it", x.rule.Workspace, h)

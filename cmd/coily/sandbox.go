@@ -97,7 +97,12 @@ func sandboxExec(ctx context.Context, e *env) int {
 	in := profileFor(mode)
 	in.ProxySocket = *proxy
 	if *workspace != "" {
-		if in.Workspace, err = filepath.Abs(*workspace); err != nil {
+		// Resolved here, by the operator's command line: the sandbox opens
+		// the result without following any link in it.
+		if in.Workspace, err = filepath.Abs(*workspace); err == nil {
+			in.Workspace, err = filepath.EvalSymlinks(in.Workspace)
+		}
+		if err != nil {
 			fmt.Fprintf(e.stderr, "coily sandbox exec: %v\n", err)
 			return 2
 		}
