@@ -14,13 +14,18 @@ import (
 )
 
 // Refusal floods (docs/operations.md, "Audit log"): each caller's first
-// floodBudget refusals of a floodWindow are recorded one by one; the rest
-// are counted, and one refusal.summary record per caller and window says
-// how many, by code. A flood from one caller grows the log by kilobytes,
-// not megabytes, and every refusal is still counted.
+// floodBudget refusals of a floodWindow are recorded one by one; past that,
+// its refusals are gathered in batches, and each batch is written as one
+// refusal.summary record (how many, by code) before any of its refusals is
+// answered. So a flood from one caller grows the log by at most one summary
+// per floodBatch — kilobytes, not megabytes, a second — and every refusal
+// is counted in a durable record before its caller hears of it: a crash
+// loses no count. The caller of a flood waits up to floodBatch for each
+// answer, which slows the flood too.
 const (
 	floodWindow = 10 * time.Second
 	floodBudget = 20
+	floodBatch  = 100 * time.Millisecond
 	// EventRefusalSummary is the record of refusals counted, not written.
 	EventRefusalSummary = "refusal.summary"
 )
@@ -30,94 +35,119 @@ type floodGuard struct {
 	callers map[string]*floodCount
 }
 
+// floodCount is one caller's refusals in the current window.
 type floodCount struct {
-	start       time.Time // the window's start
-	recorded    int
-	suppressed  int
-	codes       map[string]int
-	first, last time.Time // of the suppressed ones
-	sample      audit.Record
+	start     time.Time // the window's start
+	recorded  int       // refusals recorded one by one in the window
+	batch     *refusalBatch
+	lastWrite time.Time // of the caller's last summary
 }
 
-// admit says whether a refusal by caller at now is recorded on its own; if
-// not, it is counted for the caller's summary.
-func (g *floodGuard) admit(caller string, r audit.Record, now time.Time) bool {
+// refusalBatch is a caller's refusals waiting for their summary record.
+type refusalBatch struct {
+	count       int
+	codes       map[string]int
+	first, last time.Time
+	sample      audit.Record
+	recorded    int // refusals recorded one by one in the window, for the record
+	notBefore   time.Time
+	done        chan struct{} // closed once the summary is written (or failed)
+	rec         audit.Record
+	err         error
+}
+
+// admit says whether a refusal by caller at now is recorded on its own
+// (nil). If not, it returns the batch the refusal joined, and whether this
+// refusal leads it (writes its summary).
+func (g *floodGuard) admit(caller string, r audit.Record, now time.Time) (b *refusalBatch, lead bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.callers == nil {
 		g.callers = map[string]*floodCount{}
 	}
 	c := g.callers[caller]
-	if c == nil || now.Sub(c.start) >= floodWindow && c.suppressed == 0 {
-		c = &floodCount{start: now, codes: map[string]int{}}
+	if c == nil || now.Sub(c.start) >= floodWindow && c.batch == nil {
+		if len(g.callers) > 4096 {
+			g.pruneLocked(now) // bounded: forget quiet callers
+		}
+		c = &floodCount{start: now, lastWrite: time.Time{}}
+		if old := g.callers[caller]; old != nil {
+			c.lastWrite = old.lastWrite
+		}
 		g.callers[caller] = c
 	}
 	if c.recorded < floodBudget && now.Sub(c.start) < floodWindow {
 		c.recorded++
-		return true
+		return nil, false
 	}
-	if c.suppressed == 0 {
-		c.first, c.sample = now, r
+	if c.batch == nil {
+		c.batch = &refusalBatch{codes: map[string]int{}, first: now, sample: r,
+			notBefore: c.lastWrite.Add(floodBatch), done: make(chan struct{})}
+		lead = true
 	}
-	c.suppressed++
-	c.codes[r.Code]++
-	c.last = now
-	return false
+	b = c.batch
+	b.count++
+	b.codes[r.Code]++
+	b.last, b.recorded = now, c.recorded
+	return b, lead
 }
 
-// due takes the counts whose window has ended (all of them with force).
-func (g *floodGuard) due(now time.Time, force bool) map[string]*floodCount {
+// pruneLocked forgets callers with nothing pending whose window has ended.
+func (g *floodGuard) pruneLocked(now time.Time) {
+	for k, c := range g.callers {
+		if c.batch == nil && now.Sub(c.start) >= floodWindow {
+			delete(g.callers, k)
+		}
+	}
+}
+
+// take closes caller's batch b to newcomers: later refusals start the
+// next batch.
+func (g *floodGuard) take(caller string, b *refusalBatch, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	out := map[string]*floodCount{}
-	for caller, c := range g.callers {
-		if !force && now.Sub(c.start) < floodWindow {
-			continue
-		}
-		if c.suppressed > 0 {
-			out[caller] = c
-		}
-		delete(g.callers, caller)
-	}
-	return out
-}
-
-// flushRefusals writes the summaries that are due.
-func (s *Server) flushRefusals(force bool) {
-	due := s.flood.due(s.cfg.Now(), force)
-	for _, caller := range slices.Sorted(maps.Keys(due)) {
-		c := due[caller]
-		var codes []string
-		for _, code := range slices.Sorted(maps.Keys(c.codes)) {
-			codes = append(codes, code+"="+strconv.Itoa(c.codes[code]))
-		}
-		rec := audit.Record{Event: EventRefusalSummary, Principal: c.sample.Principal, Transport: c.sample.Transport,
-			Peer: c.sample.Peer, Decision: "refuse", Code: c.sample.Code,
-			Reason: fmt.Sprintf("%d more refusals of this caller were counted, not recorded one by one", c.suppressed),
-			Details: map[string]string{"count": strconv.Itoa(c.suppressed), "codes": strings.Join(codes, ","),
-				"first": c.first.UTC().Format(time.RFC3339Nano), "last": c.last.UTC().Format(time.RFC3339Nano),
-				"recorded_in_window": strconv.Itoa(c.recorded), "sample_method": c.sample.Method}}
-		if _, err := s.cfg.Audit.Append(context.Background(), rec); err != nil {
-			s.log.Error("audit write failed: refusal summary", "caller", caller, "count", c.suppressed, "err", err)
-		}
+	if c := g.callers[caller]; c != nil && c.batch == b {
+		c.batch, c.lastWrite = nil, now
 	}
 }
 
-// summariseRefusals flushes due summaries until the server shuts down,
-// then flushes everything.
-func (s *Server) summariseRefusals() {
-	defer s.bg.Done()
-	t := time.NewTicker(floodWindow / 2)
-	defer t.Stop()
-	for {
+// summarise answers a refusal that joined batch b: the leader waits out
+// the batch, writes its summary and wakes the others; the others wait for
+// it (or for their caller to go away: their count is in the batch). The
+// record returned is the summary that counts the refusal.
+func (s *Server) summarise(ctx context.Context, caller string, b *refusalBatch, lead bool) (audit.Record, error) {
+	if !lead {
 		select {
-		case <-t.C:
-			s.flushRefusals(false)
-		case <-s.quit:
-			s.flushRefusals(true)
-			return
+		case <-b.done:
+			return b.rec, b.err
+		case <-ctx.Done():
+			return audit.Record{}, nil
 		}
 	}
+	if wait := time.Until(b.notBefore); wait > 0 {
+		time.Sleep(wait) // the leader's own answer waits too: that is the throttle
+	}
+	s.flood.take(caller, b, s.cfg.Now())
+	b.rec, b.err = s.cfg.Audit.Append(context.WithoutCancel(ctx), summaryRecord(b))
+	if b.err != nil {
+		s.log.Error("audit write failed: refusal summary", "caller", caller, "count", b.count, "err", b.err)
+	}
+	close(b.done)
+	return b.rec, b.err
+}
+
+// summaryRecord is the audit record of a closed batch.
+func summaryRecord(b *refusalBatch) audit.Record {
+	var codes []string
+	for _, code := range slices.Sorted(maps.Keys(b.codes)) {
+		codes = append(codes, code+"="+strconv.Itoa(b.codes[code]))
+	}
+	return audit.Record{Event: EventRefusalSummary, Principal: b.sample.Principal, Transport: b.sample.Transport,
+		Peer: b.sample.Peer, Decision: "refuse", Code: b.sample.Code,
+		Reason: fmt.Sprintf("%d more refusals of this caller were counted, not recorded one by one", b.count),
+		Details: map[string]string{"count": strconv.Itoa(b.count), "codes": strings.Join(codes, ","),
+			"first": b.first.UTC().Format(time.RFC3339Nano), "last": b.last.UTC().Format(time.RFC3339Nano),
+			"recorded_in_window": strconv.Itoa(b.recorded), "sample_method": b.sample.Method}}
 }
 
 // floodKey names the caller of a refusal: its principal, else its peer.

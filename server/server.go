@@ -147,8 +147,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	cfg.Audit.SetCheckpoint(s.checkpoint)
-	s.bg.Add(1)
-	go s.summariseRefusals()
 	if s.stops.Lockout.Active {
 		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
 	}
@@ -217,9 +215,13 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 }
 
 func (s *Server) recordWith(ctx context.Context, r audit.Record, appendFn func(context.Context, audit.Record) (audit.Record, error)) (audit.Record, error) {
-	if r.Decision == "refuse" && !s.flood.admit(floodKey(r), r, s.cfg.Now()) {
-		// Counted for the caller's refusal.summary (flood.go).
-		return audit.Record{Event: r.Event, Decision: r.Decision, Code: r.Code}, nil
+	if r.Decision == "refuse" {
+		key := floodKey(r)
+		if b, lead := s.flood.admit(key, r, s.cfg.Now()); b != nil {
+			// Counted in the caller's refusal.summary, written before
+			// this refusal is answered (flood.go).
+			return s.summarise(ctx, key, b, lead)
+		}
 	}
 	out, err := appendFn(ctx, r)
 	attrs := []any{"event", r.Event, "principal", r.Principal, "transport", r.Transport,
