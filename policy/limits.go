@@ -72,3 +72,27 @@ func (b *builder) ruleWritable(r *Rule, rf ruleFile, rn ruleNode) {
 	}
 	r.Writable = rf.Writable
 }
+
+// concurrency reads the server-wide and per-principal caps on commands
+// running at once.
+func (b *builder) concurrency(p *Policy, f *limitsFile) {
+	if c := f.Concurrency; c != nil {
+		if *c < 1 || *c > MaxConcurrency {
+			b.failAt(b.at("limits", "concurrency"), "limits.concurrency must be between 1 and %d, got %d", MaxConcurrency, *c)
+		}
+		p.concurrency = *c
+	}
+	p.perPrincipal = DefaultPerPrincipal(p.concurrency)
+	if c := f.PerPrincipal; c != nil {
+		if *c < 1 || *c > p.concurrency {
+			b.failAt(b.at("limits", "per_principal"), "limits.per_principal must be between 1 and limits.concurrency (%d), got %d", p.concurrency, *c)
+		}
+		p.perPrincipal = *c
+	}
+}
+
+// DefaultPerPrincipal is limits.per_principal when the policy leaves it
+// out: every slot but one, so that one principal can never take them all
+// while a lone principal loses as little as possible (with one slot, that
+// slot).
+func DefaultPerPrincipal(concurrency int) int { return max(1, concurrency-1) }

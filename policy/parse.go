@@ -59,6 +59,8 @@ type fileV1 struct {
 type limitsFile struct {
 	// Concurrency caps commands running at once, server-wide.
 	Concurrency *int `yaml:"concurrency"`
+	// PerPrincipal caps each principal's commands running at once.
+	PerPrincipal *int `yaml:"per_principal"`
 	// The rest are every rule's default resource limits.
 	limitsFileFields `yaml:",inline"`
 }
@@ -303,12 +305,7 @@ func (b *builder) build(f *fileV1) *Policy {
 		roles:          map[string]*Role{},
 		concurrency:    DefaultConcurrency,
 	}
-	if c := f.Limits.Concurrency; c != nil {
-		if *c < 1 || *c > 1024 {
-			b.failAt(b.at("limits", "concurrency"), "limits.concurrency must be between 1 and 1024, got %d", *c)
-		}
-		p.concurrency = *c
-	}
+	b.concurrency(p, &f.Limits)
 	p.limits = b.resourceLimits(sandbox.DefaultLimits, &f.Limits.limitsFileFields, "limits")
 	b.workspaces(p, f.Workspaces)
 	b.rules(p, f.Commands)

@@ -64,7 +64,13 @@ func checkRules(t testing.TB, p *policy.Policy) {
 	if c := p.Concurrency(); c < 1 || c > 1024 {
 		t.Errorf("Concurrency() = %d", c)
 	}
+	if pp := p.PerPrincipal(); pp < 1 || pp > p.Concurrency() {
+		t.Errorf("PerPrincipal() = %d with Concurrency() %d", pp, p.Concurrency())
+	}
 	for _, r := range p.Rules() {
+		if r.PerPrincipal < 0 || r.PerPrincipal > p.PerPrincipal() || r.Concurrency > 0 && r.PerPrincipal > r.Concurrency {
+			t.Errorf("rule %q: per_principal %d (concurrency %d, limits.per_principal %d)", r.Name, r.PerPrincipal, r.Concurrency, p.PerPrincipal())
+		}
 		if seen[r.Name] {
 			t.Errorf("rule %q appears twice", r.Name)
 		}
@@ -87,7 +93,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		switch r.Effect {
 		case policy.Deny:
 			if r.Env != nil || r.Workspace != "" || r.Sandbox != "" || r.Timeout != 0 || r.MaxOutput != 0 ||
-				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.Args.Flags != nil || r.Args.AnyFlags {
+				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.PerPrincipal != 0 || r.Args.Flags != nil || r.Args.AnyFlags {
 				t.Errorf("deny rule %q has allow settings: %+v", r.Name, *r)
 			}
 			continue

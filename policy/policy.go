@@ -92,6 +92,7 @@ type Policy struct {
 	workspaces     map[string]string
 	workspaceReal  map[string]string // workspaces resolved at load
 	concurrency    int
+	perPrincipal   int
 	limits         sandbox.Limits // every rule's default resource limits
 	// byBinary indexes rules, in file order, by resolved binary and by the
 	// binary as written.
@@ -157,6 +158,9 @@ type Rule struct {
 	// Concurrency caps this rule's commands running at once; 0 means only
 	// the server-wide cap applies.
 	Concurrency int
+	// PerPrincipal caps one principal's commands of this rule running at
+	// once; 0 means only limits.per_principal applies.
+	PerPrincipal int
 	// Writable names protected entries of the workspace the command may
 	// write (sandbox.WritableNames): ".git", ".git/config", ".vscode"…
 	Writable []string
@@ -362,6 +366,10 @@ func (p *Policy) index() {
 
 // Concurrency is the server-wide cap on commands running at once.
 func (p *Policy) Concurrency() int { return p.concurrency }
+
+// PerPrincipal is the cap on one principal's commands running at once,
+// and on its requests waiting for an approval or a slot.
+func (p *Policy) PerPrincipal() int { return p.perPrincipal }
 
 // Workspace returns the directory of a named workspace.
 func (p *Policy) Workspace(name string) (string, bool) {

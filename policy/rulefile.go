@@ -37,6 +37,7 @@ type ruleFile struct {
 	ConfirmTimeout string            `yaml:"confirm_timeout"`
 	Rate           *rateFile         `yaml:"rate"`
 	Concurrency    int               `yaml:"concurrency"`
+	PerPrincipal   int               `yaml:"per_principal"`
 	Writable       []string          `yaml:"writable"`
 	Limits         *limitsFileFields `yaml:"limits"`
 }
@@ -106,6 +107,8 @@ var (
 const (
 	DefaultConfirmTimeout = 5 * time.Minute
 	DefaultConcurrency    = 1
+	// MaxConcurrency bounds every concurrency cap.
+	MaxConcurrency = 1024
 	// WorkspaceTemp names the fresh temporary workspace each Exec gets.
 	WorkspaceTemp = "temp"
 )
@@ -141,7 +144,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 		b.ruleArgs(r, rf, rn)
 		if r.Effect == Allow {
 			b.ruleExecution(p, r, rf, rn)
-			b.ruleLimits(r, rf, rn)
+			b.ruleLimits(p, r, rf, rn)
 		}
 		if rf.SHA256 != "" && !sha256Pattern.MatchString(rf.SHA256) {
 			b.failAt(rn.at("sha256"), "rule %q: sha256 must be 64 lowercase hex digits", r.Name)
@@ -154,7 +157,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 
 // allowOnly are the keys that only make sense on allow rules.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
-	"confirm", "confirm_timeout", "rate", "concurrency", "writable", "limits"}
+	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {
@@ -252,7 +255,7 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 }
 
 // ruleLimits reads confirmation, rate and concurrency.
-func (b *builder) ruleLimits(r *Rule, rf ruleFile, rn ruleNode) {
+func (b *builder) ruleLimits(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 	r.Confirm = rf.Confirm
 	r.ConfirmTimeout = DefaultConfirmTimeout
 	if rf.ConfirmTimeout != "" {
@@ -270,10 +273,28 @@ func (b *builder) ruleLimits(r *Rule, rf ruleFile, rn ruleNode) {
 			b.failAt(rn.at("rate"), "rule %q: rate needs per_minute (and optional burst) between 1 and 1000000", r.Name)
 		}
 	}
-	if rf.Concurrency < 0 || rf.Concurrency > 1024 {
-		b.failAt(rn.at("concurrency"), "rule %q: concurrency must be between 1 and 1024 (or unset)", r.Name)
+	if rf.Concurrency < 0 || rf.Concurrency > MaxConcurrency {
+		b.failAt(rn.at("concurrency"), "rule %q: concurrency must be between 1 and %d (or unset)", r.Name, MaxConcurrency)
 	}
 	r.Concurrency = rf.Concurrency
+	b.rulePerPrincipal(p, r, rf, rn)
+}
+
+// rulePerPrincipal reads a rule's per_principal: a cap on one principal's
+// commands of this rule, tighter than limits.per_principal and the rule's
+// own concurrency.
+func (b *builder) rulePerPrincipal(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
+	if !rn.has("per_principal") {
+		return
+	}
+	limit, what := p.perPrincipal, "limits.per_principal"
+	if r.Concurrency > 0 && r.Concurrency < limit {
+		limit, what = r.Concurrency, "its concurrency"
+	}
+	if rf.PerPrincipal < 1 || rf.PerPrincipal > limit {
+		b.failAt(rn.at("per_principal"), "rule %q: per_principal must be between 1 and %s (%d), got %d", r.Name, what, limit, rf.PerPrincipal)
+	}
+	r.PerPrincipal = rf.PerPrincipal
 }
 
 func (b *builder) duration(n *yaml.Node, rule, key, s string) time.Duration {

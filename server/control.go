@@ -64,8 +64,10 @@ func (s *Server) stoppedLocked() error {
 	return nil
 }
 
-// release forgets an execution's job and frees its concurrency slot. It
-// is idempotent: the pipeline calls it on refusal and when answered.
+// release forgets an execution's job, frees its concurrency slot (handing
+// it to an approved request waiting for one) and stops counting it as
+// waiting. It is idempotent: the pipeline calls it on refusal and when
+// answered.
 func (s *Server) release(x *execution) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,32 +79,10 @@ func (s *Server) release(x *execution) {
 		x.exe.Close()
 		x.exe = nil
 	}
-	if x.slot {
-		s.running--
-		if s.perRule[x.rule.Name]--; s.perRule[x.rule.Name] == 0 {
-			delete(s.perRule, x.rule.Name)
-		}
-		x.slot = false
+	s.slots.unwait(x)
+	if s.slots.free(x) {
+		s.slots.handOff()
 	}
-}
-
-// acquireSlot takes a concurrency slot for the execution's rule: refused
-// with concurrency-busy when the server-wide cap or the rule's cap is
-// reached. Slots are counted in memory: the commands they count do not
-// survive a restart either.
-func (s *Server) acquireSlot(x *execution, globalCap int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.running >= globalCap {
-		return refusal.New(refusal.ConcurrencyBusy, "%d of %d command slots in use; retry when one finishes", s.running, globalCap)
-	}
-	if c := x.rule.Concurrency; c > 0 && s.perRule[x.rule.Name] >= c {
-		return refusal.New(refusal.ConcurrencyBusy, "rule %q already runs %d command(s), its cap", x.rule.Name, c)
-	}
-	s.running++
-	s.perRule[x.rule.Name]++
-	x.slot = true
-	return nil
 }
 
 // Lockout implements the nuclear stop: it takes effect in memory first (new
@@ -137,6 +117,7 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 		st = s.stops.Lockout // keep the first lockout's record
 	}
 	s.stops.Lockout = st
+	s.slots.refuseQueued(lockoutRefusal(st))
 	jobs := make([]*job, 0, len(s.jobs))
 	for _, j := range s.jobs {
 		jobs = append(jobs, j)

@@ -40,6 +40,7 @@ type execution struct {
 	scrub     *scrub.Set        // their values' forms, redacted from output
 	job       *job
 	slot      bool // holds a concurrency slot
+	waiting   bool // counted among its principal's requests waiting for an approval or a slot
 	// confirm asks for an approval even when the rule does not (a relayed
 	// descriptor's requires_confirm).
 	confirm bool
@@ -110,9 +111,13 @@ type sender interface {
 }
 
 // pipeline runs an admitted execution to its end: approval, credentials,
-// sandbox, the run and its audit (steps 7–11).
+// sandbox, the run and its audit (steps 7–11). A request that needed an
+// approval takes its concurrency slot after it (waitSlot).
 func (s *Server) pipeline(ctx context.Context, x *execution, stream sender) error {
 	if err := s.confirm(ctx, x, stream); err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
+	if err := s.waitSlot(ctx, x); err != nil {
 		return s.refuseExec(ctx, x, err)
 	}
 	if err := s.prepare(ctx, x); err != nil {
@@ -145,8 +150,14 @@ func (s *Server) admitExec(ctx context.Context, x *execution) error {
 	}
 	x.rule = d.Rule
 	// 6. Concurrency, then rate: a request refused for want of a slot
-	// spends no token.
-	if err := s.acquireSlot(x, pol.Concurrency()); err != nil {
+	// spends no token. One that needs an approval holds no slot while a
+	// human decides: it counts as waiting, and takes its slot once
+	// approved (waitSlot).
+	if x.needsApproval() {
+		if err := s.admitWaiter(x); err != nil {
+			return err
+		}
+	} else if err := s.acquireSlot(x); err != nil {
 		return err
 	}
 	return s.takeToken(x)
@@ -170,9 +181,13 @@ func (s *Server) takeToken(x *execution) error {
 	return nil
 }
 
+// needsApproval says whether the execution waits for a human's approval:
+// its rule asks for one, or its relayed descriptor does.
+func (x *execution) needsApproval() bool { return x.rule.Confirm || x.confirm }
+
 // confirm waits for a human's approval when the rule asks for one (step 7).
 func (s *Server) confirm(ctx context.Context, x *execution, stream sender) error {
-	if !x.rule.Confirm && !x.confirm {
+	if !x.needsApproval() {
 		return nil
 	}
 	ap := s.approvals.create(x, x.rule.ConfirmTimeout)

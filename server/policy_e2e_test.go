@@ -46,7 +46,7 @@ commands:
 
 func TestConcurrencyCaps(t *testing.T) {
 	pol := `version: 1
-limits: {concurrency: 2}
+limits: {concurrency: 2, per_principal: 2}
 roles: {operator: {permissions: [exec], commands: ["*"]}}
 commands:
   - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: native, concurrency: 1}

@@ -84,11 +84,10 @@ type Server struct {
 	approvals *approvals
 	whois     whoisCache
 
-	mu      sync.Mutex
-	stops   store.Stops
-	jobs    map[string]*job
-	running int            // concurrency slots in use
-	perRule map[string]int // slots in use per rule
+	mu    sync.Mutex
+	stops store.Stops
+	jobs  map[string]*job
+	slots slots // concurrency slots (slots.go)
 	// closing refuses new admissions once shutdown has begun.
 	closing bool
 
@@ -140,7 +139,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
-		quit: make(chan struct{}), perRule: map[string]int{}, approvals: newApprovals(cfg.Now),
+		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now),
 		flights: map[string]*flight{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
 	s.policy.Store(cfg.Policy)
 	if err := s.crossCheckLockout(); err != nil {
@@ -192,6 +191,7 @@ func (s *Server) Shutdown() {
 		close(s.quit)
 	}
 	s.closing = true
+	s.slots.refuseQueued(refusal.New(refusal.Internal, "server is shutting down"))
 	for _, j := range s.jobs {
 		j.signal(sigKill, "internal")
 	}
