@@ -30,7 +30,7 @@ const devBanner = `
 
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
-// interrupted.
+// interrupted. It holds DIR's lock from before it changes anything there.
 func runDev(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
@@ -38,11 +38,16 @@ func runDev(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	dir, err := filepath.Abs(*e.global.stateDir)
+	dir, err := devStateDir(e.global)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
-		return 2
+		return 1
 	}
+	lock, code := takeStateDir(e, "coily dev", dir)
+	if lock == nil {
+		return code
+	}
+	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
 	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
 		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
