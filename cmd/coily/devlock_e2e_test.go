@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -11,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"coily.dev/coily/client"
 )
 
 // snapshotDir describes every entry under dir (type, mode, size, mtime and,
@@ -113,4 +116,103 @@ func TestCLIServeSecondOnSameStateDir(t *testing.T) {
 	if r := p.run(t, "status"); r.code != 0 {
 		t.Fatalf("the first server stopped answering: %+v\n%s", r, p.log)
 	}
+}
+
+// TestCLIDevRestartKeepsDemoKey runs `coily dev` with its default state
+// directory (root too: never /var/lib/coily), stops it and starts it
+// again: the demo key file is kept and a sandbox holding it still gets its
+// requests through. A key file that no longer matches is replaced.
+func TestCLIDevRestartKeepsDemoKey(t *testing.T) {
+	runtime := shortDir(t)
+	t.Setenv("XDG_RUNTIME_DIR", runtime)
+	t.Setenv("COILY_STATE_DIR", "")
+	os.Unsetenv("COILY_STATE_DIR")
+	prodBefore, prodErr := os.Lstat(productionStateDir)
+	dir := filepath.Join(runtime, "coily-dev")
+	keyPath := filepath.Join(dir, "demo.key")
+
+	first := startDev(t, dir)
+	if prodAfter, err := os.Lstat(productionStateDir); (err == nil) != (prodErr == nil) ||
+		(err == nil && !prodAfter.ModTime().Equal(prodBefore.ModTime())) {
+		t.Fatalf("coily dev touched %s", productionStateDir)
+	}
+	key, _ := os.ReadFile(keyPath)
+	keyInfo, _ := os.Stat(keyPath)
+	if code := first.stop(t); code != 0 {
+		t.Fatalf("coily dev exited %d:\n%s", code, first.log)
+	}
+
+	second := startDev(t, dir)
+	waitLog(t, second.log, "kept the demo sandbox's key")
+	if again, _ := os.ReadFile(keyPath); !bytes.Equal(again, key) {
+		t.Fatal("the restart replaced the demo key file")
+	}
+	if info, _ := os.Stat(keyPath); !info.ModTime().Equal(keyInfo.ModTime()) {
+		t.Fatal("the restart rewrote the demo key file")
+	}
+	devSandboxExec(t, dir)
+	if code := second.stop(t); code != 0 {
+		t.Fatalf("coily dev exited %d:\n%s", code, second.log)
+	}
+	if n := strings.Count(readAudit(t, dir), `"event":"key.rotate"`); n != 0 {
+		t.Fatalf("the audit log shows %d key rotations, want none", n)
+	}
+
+	// A key file the server no longer holds (here: a foreign key of the
+	// right form) is replaced at the next start, and the new one works.
+	stale := client.KeyFile{Sandbox: devSandbox, Key: bytes.Repeat([]byte{7}, 32), Generation: 1}
+	if err := os.Remove(keyPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := client.WriteKeyFile(keyPath, stale); err != nil {
+		t.Fatal(err)
+	}
+	third := startDev(t, dir)
+	waitLog(t, third.log, "issuing the demo sandbox's key")
+	waitFileChange(t, keyPath, stale)
+	devSandboxExec(t, dir)
+	if n := strings.Count(readAudit(t, dir), `"event":"key.rotate"`); n != 1 {
+		t.Fatalf("the audit log shows %d key rotations, want 1", n)
+	}
+}
+
+// waitLog waits until the process log holds want.
+func waitLog(t *testing.T, log *syncBuffer, want string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !strings.Contains(log.String(), want) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the log never said %q:\n%s", want, log)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitFileChange waits until the key file holds a key other than old.
+func waitFileChange(t *testing.T, path string, old client.KeyFile) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if k, err := client.ReadKeyFile(path); err == nil && !bytes.Equal(k.Key, old.Key) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s was not replaced", path)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func readAudit(t *testing.T, dir string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	var all []byte
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	return string(all)
 }

@@ -41,8 +41,9 @@ type serveOptions struct {
 	controlURL string
 	node       *tsnet.Server
 	keystore   keystoreConfig
-	// ready is called once both listeners serve, with the tailnet address.
-	ready func(tailnetAddr string)
+	// ready is called once both listeners serve, with the tailnet address
+	// and the open store.
+	ready func(tailnetAddr string, db *store.DB)
 }
 
 func runServe(ctx context.Context, e *env) int {
@@ -184,7 +185,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	stopReload := reloadOnChange(ctx, log, srv, o.policyPath)
 	defer stopReload()
 	if o.ready != nil {
-		o.ready(tailAddr)
+		o.ready(tailAddr, db)
 	}
 	select {
 	case <-ctx.Done():
