@@ -18,6 +18,7 @@ import (
 	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/store"
 )
 
 const devBanner = `
@@ -30,7 +31,7 @@ const devBanner = `
 
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
-// interrupted.
+// interrupted. It holds DIR's lock from before it changes anything there.
 func runDev(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
@@ -38,11 +39,16 @@ func runDev(ctx context.Context, e *env) int {
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	dir, err := filepath.Abs(*e.global.stateDir)
+	dir, err := devStateDir(e.global)
 	if err != nil {
 		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
-		return 2
+		return 1
 	}
+	lock, code := takeStateDir(e, "coily dev", dir)
+	if lock == nil {
+		return code
+	}
+	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
 	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
 		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
@@ -55,9 +61,13 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
-	for _, f := range []string{"env", client.DevInfoFile} { // stale files of an earlier run
-		os.Remove(filepath.Join(dir, f))
+	removeReadyFiles := func() {
+		for _, f := range []string{"env", client.DevInfoFile} {
+			os.Remove(filepath.Join(dir, f))
+		}
 	}
+	removeReadyFiles() // stale files of an earlier run
+	defer removeReadyFiles()
 	if policyPath == "" {
 		policyPath = filepath.Join(dir, "policy.yaml")
 		if err := os.WriteFile(policyPath, examples.DevPolicy, 0o600); err != nil {
@@ -90,7 +100,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
 		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
-		ready: func(tailAddr string) {
+		ready: func(tailAddr string, db *store.DB) {
 			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
 			if err := writeDevFiles(dir, info); err != nil {
 				log.Error("could not write the dev files", "err", err)
@@ -99,7 +109,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 			bridged.Add(1)
 			go func() {
 				defer bridged.Done()
-				if err := runDevBridge(ctx, log, dir, socket); err != nil && ctx.Err() == nil {
+				if err := runDevBridge(ctx, log, dir, socket, db); err != nil && ctx.Err() == nil {
 					log.Error("the demo bridge stopped", "err", err)
 				}
 			}()

@@ -10,37 +10,72 @@ import (
 	"time"
 )
 
+// devProc is a running `coily dev`.
+type devProc struct {
+	cmd    *exec.Cmd
+	log    *syncBuffer
+	dir    string
+	exited chan struct{}
+}
+
+// startDev runs `coily dev` with args and waits until it has written
+// DIR/env (it serves) and DIR/demo.key.
+func startDev(t *testing.T, dir string, args ...string) *devProc {
+	t.Helper()
+	p := &devProc{log: new(syncBuffer), dir: dir, exited: make(chan struct{})}
+	p.cmd = exec.Command(coilyBin, append([]string{"dev"}, args...)...)
+	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); close(p.exited) }()
+	t.Cleanup(func() { p.stop(t) })
+	for _, f := range []string{"env", "demo.key"} {
+		path := filepath.Join(dir, f)
+		deadline := time.Now().Add(60 * time.Second)
+		for {
+			if _, err := os.Stat(path); err == nil {
+				break
+			}
+			select {
+			case <-p.exited:
+				t.Fatalf("coily dev exited before writing %s:\n%s", path, p.log)
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("coily dev did not write %s:\n%s", path, p.log)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return p
+}
+
+// stop SIGTERMs coily dev and waits for it, returning its exit code.
+func (p *devProc) stop(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.ExitCode()
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(15 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+		t.Errorf("coily dev did not stop on SIGTERM:\n%s", p.log)
+	}
+	return p.cmd.ProcessState.ExitCode()
+}
+
 // TestCLIDev runs `coily dev` and uses it as a new user would.
 func TestCLIDev(t *testing.T) {
 	dir := shortDir(t)
-	var log syncBuffer
-	cmd := exec.Command(coilyBin, "dev", "--state-dir", dir)
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(15 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
+	p := startDev(t, dir, "--state-dir", dir)
+	log := p.log
 	envFile := filepath.Join(dir, "env")
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		if _, err := os.Stat(envFile); err == nil {
-			break
-		}
-		if time.Now().After(deadline) || cmd.ProcessState != nil {
-			t.Fatalf("coily dev did not write %s:\n%s", envFile, log.String())
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 	env, _ := os.ReadFile(envFile)
 	if !strings.Contains(string(env), "export COILY_DEV='"+dir+"'") {
 		t.Fatalf("env file: %s", env)
@@ -94,6 +129,7 @@ func TestCLIDev(t *testing.T) {
 func devSandboxExec(t *testing.T, dir string) {
 	key := filepath.Join(dir, "demo.key")
 	waitFile(t, key, "coily dev to write "+key, 30*time.Second)
+	waitDir(t, filepath.Join(dir, "mount", ".coily", "requests")) // the bridge serves
 	t.Setenv("SANDBOX_RUNTIME", "1")
 	t.Setenv("COILY_MOUNT", filepath.Join(dir, "mount"))
 	t.Setenv("COILY_KEY_FILE", key)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,16 +14,17 @@ import (
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
 )
 
 // devSandbox is the sandbox coily dev serves a folder for.
 const devSandbox = "demo"
 
-// runDevBridge gives the demo sandbox a fresh key (DIR/demo.key), then
-// relays its requests from DIR/mount over the dev tailnet as tag:bridge
-// until ctx ends.
-func runDevBridge(ctx context.Context, log *slog.Logger, dir, socket string) error {
-	if err := devKey(ctx, dir, socket); err != nil {
+// runDevBridge gives the demo sandbox its key (DIR/demo.key, kept when it
+// still matches the server's), then relays its requests from DIR/mount over
+// the dev tailnet as tag:bridge until ctx ends.
+func runDevBridge(ctx context.Context, log *slog.Logger, dir, socket string, db *store.DB) error {
+	if err := devKey(ctx, log, dir, socket, db); err != nil {
 		return fmt.Errorf("demo key: %w", err)
 	}
 	mount := filepath.Join(dir, "mount")
@@ -37,9 +40,19 @@ func runDevBridge(ctx context.Context, log *slog.Logger, dir, socket string) err
 		Relayer: c.Relayer(), Logger: log.With("component", "bridge")})
 }
 
-// devKey issues the demo sandbox's key, or rotates it when the state dir
-// already had one, as the local operator, and writes it to DIR/demo.key.
-func devKey(ctx context.Context, dir, socket string) error {
+// devKey makes sure DIR/demo.key holds the demo sandbox's current key. A
+// key file left by an earlier run that still matches the server's key is
+// kept as it is, so a sandbox holding it keeps working across restarts;
+// otherwise the key is issued, or rotated when the server has one, as the
+// local operator, and written there.
+func devKey(ctx context.Context, log *slog.Logger, dir, socket string, db *store.DB) error {
+	path := filepath.Join(dir, devSandbox+".key")
+	kept, why := demoKeyCurrent(path, db)
+	if kept {
+		log.Info("kept the demo sandbox's key", "file", path)
+		return nil
+	}
+	log.Info("issuing the demo sandbox's key", "file", path, "why", why)
 	c, err := client.DialLocal(socket)
 	if err != nil {
 		return err
@@ -62,6 +75,29 @@ func devKey(ctx context.Context, dir, socket string) error {
 	if key == nil {
 		return errors.New("the server returned no key")
 	}
-	return client.WriteKeyFile(filepath.Join(dir, devSandbox+".key"),
+	return client.WriteKeyFile(path,
 		client.KeyFile{Sandbox: key.GetSandbox(), Key: key.GetSecret(), Generation: int(key.GetGeneration())})
+}
+
+// demoKeyCurrent says whether the key file at path holds the demo sandbox's
+// current key in the store (same generation and secret), and if not, why.
+func demoKeyCurrent(path string, db *store.DB) (bool, string) {
+	file, err := client.ReadKeyFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, "no key file"
+	}
+	if err != nil {
+		return false, err.Error() // never shows the key
+	}
+	stored, err := db.Key(devSandbox)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, "the server has no key for the sandbox"
+	case err != nil:
+		return false, err.Error()
+	case file.Sandbox != devSandbox || file.Generation != stored.Generation ||
+		subtle.ConstantTimeCompare(file.Key, stored.Secret) != 1:
+		return false, "the key file does not hold the server's current key"
+	}
+	return true, ""
 }

@@ -50,6 +50,9 @@ type globalFlags struct {
 	// socketGiven is set when --socket was given on the command line: a
 	// transport named there wins over one from the environment.
 	socketGiven bool
+	// stateDirGiven is set when --state-dir or COILY_STATE_DIR set the
+	// state directory: `coily dev` picks its own default otherwise.
+	stateDirGiven bool
 
 	stateDir   *string
 	socket     *string
@@ -70,6 +73,7 @@ func registerGlobalFlags(fs *flag.FlagSet) *globalFlags {
 		dev:        stringFlag(fs, "dev", "COILY_DEV", "", "reach the `coily dev` running with this state dir, over its tailnet"),
 		devAs:      stringFlag(fs, "dev-as", "COILY_DEV_AS", "owner", "with --dev: the tag to present (owner, agent, stranger)"),
 	}
+	_, g.stateDirGiven = os.LookupEnv("COILY_STATE_DIR")
 	return g
 }
 
@@ -93,10 +97,14 @@ func (g *globalFlags) socketPath() string {
 	return filepath.Join(*g.stateDir, "coily.sock")
 }
 
+// productionStateDir is `coily serve`'s state directory as root, the one
+// the shipped unit uses.
+const productionStateDir = "/var/lib/coily"
+
 // defaultStateDir is /var/lib/coily for root, else the XDG state home.
 func defaultStateDir() string {
 	if os.Geteuid() == 0 {
-		return "/var/lib/coily"
+		return productionStateDir
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "coily")
@@ -125,8 +133,11 @@ func parseFlags(fs *flag.FlagSet, e *env) (int, bool) {
 // noteGiven records which global flags the command line set.
 func (g *globalFlags) noteGiven(fs *flag.FlagSet) {
 	fs.Visit(func(f *flag.Flag) {
-		if f.Name == "socket" {
+		switch f.Name {
+		case "socket":
 			g.socketGiven = true
+		case "state-dir":
+			g.stateDirGiven = true
 		}
 	})
 }

@@ -41,8 +41,9 @@ type serveOptions struct {
 	controlURL string
 	node       *tsnet.Server
 	keystore   keystoreConfig
-	// ready is called once both listeners serve, with the tailnet address.
-	ready func(tailnetAddr string)
+	// ready is called once both listeners serve, with the tailnet address
+	// and the open store.
+	ready func(tailnetAddr string, db *store.DB)
 }
 
 func runServe(ctx context.Context, e *env) int {
@@ -85,11 +86,30 @@ func runServe(ctx context.Context, e *env) int {
 		}
 		o.authKey = strings.TrimSpace(string(key))
 	}
+	lock, code := takeStateDir(e, "coily serve", o.stateDir)
+	if lock == nil {
+		return code
+	}
+	defer lock.Close()
 	if err := serve(ctx, log, o); err != nil {
 		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
 		return 1
 	}
 	return 0
+}
+
+// takeStateDir locks the state directory for the process's life; on
+// failure it says why on stderr and returns nil and the exit code.
+func takeStateDir(e *env, cmd, dir string) (*stateLock, int) {
+	lock, err := lockStateDir(dir)
+	if err == nil {
+		return lock, 0
+	}
+	fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+	if errors.Is(err, errStateDirBusy) {
+		return nil, exitStateDirBusy
+	}
+	return nil, 1
 }
 
 // rootRefusal explains why coily serve does not run as root.
@@ -104,7 +124,8 @@ func newLogger(e *env, format string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(e.stderr, nil))
 }
 
-// serve runs the trust point until ctx ends.
+// serve runs the trust point until ctx ends. The caller holds the state
+// directory's lock (lockStateDir).
 func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	pol, err := policy.Load(o.policyPath)
 	if err != nil {
@@ -164,7 +185,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	stopReload := reloadOnChange(ctx, log, srv, o.policyPath)
 	defer stopReload()
 	if o.ready != nil {
-		o.ready(tailAddr)
+		o.ready(tailAddr, db)
 	}
 	select {
 	case <-ctx.Done():

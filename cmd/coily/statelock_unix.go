@@ -1,0 +1,66 @@
+//go:build unix
+
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"syscall"
+)
+
+// lockStateDir creates dir if missing (0700) and takes an exclusive flock
+// on dir/coily.lock without waiting. When another process holds it, the
+// error wraps errStateDirBusy and names the directory and, when the holder
+// has written it, its PID; nothing in the directory has been changed then.
+func lockStateDir(dir string) (*stateLock, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state dir: %w", err)
+	}
+	path := filepath.Join(dir, stateLockFile)
+	// O_NOFOLLOW: a symbolic link planted as the lock file is refused, not
+	// followed; O_NONBLOCK: a FIFO planted there cannot hang the open.
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("state dir lock %s: %w", path, err)
+	}
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("state dir lock %s: not a regular file (%v)", path, err)
+	}
+	if err := flock(f); err != nil {
+		holder := readHolder(f)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("%w: %s is held by another coily (%s; lock %s): stop it first, or use another --state-dir",
+				errStateDirBusy, dir, holder, path)
+		}
+		return nil, fmt.Errorf("state dir lock %s: %w", path, err)
+	}
+	// Ours now: record who holds it, for the next one's error message.
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	}
+	return &stateLock{f: f}, nil
+}
+
+// flock takes the lock without waiting, retrying only on EINTR.
+func flock(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+		if !errors.Is(err, syscall.EINTR) {
+			return err
+		}
+	}
+}
+
+// ownerOf is the uid owning the file fi describes.
+func ownerOf(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
