@@ -373,4 +373,35 @@ func TestRelayCallRefusalNamesItsAuditRecord(t *testing.T) {
 	if rec.Event != "relay" || rec.Decision != "refuse" || rec.Code != string(refusal.PermissionDenied) {
 		t.Fatalf("audit_id names %+v", rec)
 	}
+	// Refused before the handler ran (row 3): locked out.
+	if _, err := e.api.Lockout(context.Background(), &coilyv1.LockoutRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "demo", Id: descriptor.NewID(), Request: []byte("{}")})
+	r = refusal.FromStatus(err)
+	wantCode(t, r, refusal.LockoutActive)
+	rec = waitAudit(t, e.in, func(a audit.Record) bool { return r.AuditID != "" && a.ID == r.AuditID })
+	if rec.Event != "call" || rec.Decision != "refuse" || rec.Code != string(refusal.LockoutActive) {
+		t.Fatalf("audit_id names %+v", rec)
+	}
+}
+
+// Only the current generation verifies: after a rotation the previous
+// key gets hmac-fail (audited), the new one runs.
+func TestRelayKeyGenerations(t *testing.T) {
+	e := newProtocolEnv(t)
+	old := e.key
+	k, err := e.api.RotateKeys(context.Background(), &coilyv1.RotateKeysRequest{Sandbox: "demo"})
+	if err != nil || k.GetKey().GetGeneration() != 2 || bytes.Equal(k.GetKey().GetSecret(), old) {
+		t.Fatalf("rotate: %v %v", k, err)
+	}
+	id := descriptor.NewID()
+	r := e.relay(t, id, e.sign(t, &descriptor.Request{ID: id, Argv: []string{"/bin/echo", "old"}}))
+	wantRefused(t, r, refusal.HMACFail)
+	wantAudited(t, e.in, id, r)
+	e.key = k.GetKey().GetSecret()
+	// The id was not used up by the refusal.
+	if r := e.relay(t, id, e.sign(t, &descriptor.Request{ID: id, Argv: []string{"/bin/echo", "new"}})); r.StdoutText != "new\n" {
+		t.Fatalf("generation 2: %+v", r)
+	}
 }
