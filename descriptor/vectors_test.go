@@ -236,7 +236,7 @@ func teardownAnswers(t *testing.T) []teardownAnswer {
 			Why:     "a teardown reached the server before its request: the request, relayed later, gets this answer and never runs; not audited on its own (the teardown's relay.teardown record is)"},
 		{Name: "cancelled while running",
 			Members: []string{"audit_id", "code", "duration_ms", "id", "message", "outcome", "rule", "version"},
-			Why:     `code "internal", message "cancelled by a teardown", duration_ms 0; audit_id names the exec.result record of the refusal, rule the rule that had allowed the command`},
+			Why:     `code "internal", message "cancelled by a teardown", duration_ms 0; audit_id names the audit record of the refusal (exec.result once the command started), rule the rule that had allowed it; rule is absent when the command had not started (waiting for approval)`},
 	}
 }
 
