@@ -78,6 +78,9 @@ type Mount struct {
 type Refusal struct {
 	Code    string // a refusal code, e.g. "permission-denied"
 	Message string // safe to show to the sandbox
+	// AuditID is the server's audit record of the refusal, if any; the
+	// refused response carries it.
+	AuditID string
 }
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }

@@ -545,15 +545,15 @@ func TestTransientErrorsRetried(t *testing.T) {
 func TestRefusalWritten(t *testing.T) {
 	mount := newMount(t)
 	rel := &fakeRelayer{relay: func(id string, n int) ([]byte, error) {
-		return nil, &Refusal{Code: "permission-denied", Message: "local:bob may not relay for sandbox \"demo\""}
+		return nil, &Refusal{Code: "permission-denied", Message: "local:bob may not relay for sandbox \"demo\"", AuditID: "A000000000042"}
 	}}
 	start(t, rel, Config{}, mount)
 	id := descriptor.NewID()
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	r := response(t, mount, id)
 	wantRefused(t, r, "permission-denied")
-	if r.Message != "local:bob may not relay for sandbox \"demo\"" {
-		t.Errorf("message %q", r.Message)
+	if r.Message != "local:bob may not relay for sandbox \"demo\"" || r.AuditID != "A000000000042" {
+		t.Errorf("message %q, audit_id %q", r.Message, r.AuditID)
 	}
 	waitFor(t, "the request to be deleted", func() bool { return !exists(path(mount, descriptor.RequestsDir, descriptor.FileName(id))) })
 	if n := len(rel.relayed()); n != 1 {

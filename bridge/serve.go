@@ -268,7 +268,7 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 		return settled
 	case errors.As(err, &bad):
 		log.Warn("refused a request file", "reason", "the file "+bad.reason)
-		resp, merr := refusedResponse(id, descriptor.CodeBadRequest, "the request file "+bad.reason)
+		resp, merr := refusedResponse(id, descriptor.CodeBadRequest, "the request file "+bad.reason, "")
 		if merr != nil {
 			log.Error("cannot encode a refusal", "err", merr)
 		}
@@ -282,7 +282,7 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 	switch {
 	case errors.As(err, &ref):
 		log.Warn("relay refused", "code", ref.Code, "message", ref.Message)
-		if resp, err = refusedResponse(id, ref.Code, ref.Message); err != nil {
+		if resp, err = refusedResponse(id, ref.Code, ref.Message, ref.AuditID); err != nil {
 			log.Error("cannot encode a refusal", "err", err)
 		}
 	case err != nil && ctx.Err() != nil:
@@ -352,7 +352,7 @@ func (m *mount) handleTeardown(ctx context.Context, d *dir, id, name string) out
 
 // refusedResponse is the response file of a refusal. A code or message
 // the protocol cannot carry is replaced.
-func refusedResponse(id, code, msg string) ([]byte, error) {
+func refusedResponse(id, code, msg, auditID string) ([]byte, error) {
 	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "?")
 	if len(msg) > 4096 {
 		msg = msg[:4096]
@@ -360,11 +360,12 @@ func refusedResponse(id, code, msg string) ([]byte, error) {
 			msg = msg[:len(msg)-1]
 		}
 	}
-	r := &descriptor.Response{ID: id, Outcome: descriptor.OutcomeRefused, Code: code, Message: msg}
+	r := &descriptor.Response{ID: id, Outcome: descriptor.OutcomeRefused, Code: code, Message: msg, AuditID: auditID}
 	out, err := descriptor.MarshalResponse(r)
 	if err == nil {
 		return out, nil
 	}
+	r.AuditID = ""
 	r.Code, r.Message = "internal", fmt.Sprintf("the bridge could not relay the refusal (code %q)", shownName(code))
 	if out, err2 := descriptor.MarshalResponse(r); err2 == nil {
 		return out, err

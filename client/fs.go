@@ -337,7 +337,7 @@ func (w *waiter) check() (*descriptor.Response, error) {
 // deliver turns a response into Exec's results.
 func deliver(resp *descriptor.Response, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
 	if resp.Outcome == descriptor.OutcomeRefused {
-		return nil, &refusal.Error{Code: refusal.Code(resp.Code), Msg: resp.Message}
+		return nil, &refusal.Error{Code: refusal.Code(resp.Code), Msg: resp.Message, AuditID: resp.AuditID}
 	}
 	out, err := resp.Stdout()
 	if err != nil {

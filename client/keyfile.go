@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"syscall"
 
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/policy"
@@ -161,15 +162,19 @@ func syncDir(dir string) {
 	}
 }
 
-// ReadKeyFile reads a key file strictly: exactly the three members, each
-// once, a sandbox name matching policy.SandboxNamePattern, a key of 64
+// ReadKeyFile reads a key file strictly: a regular file, not a symbolic
+// link (the last component is opened with O_NOFOLLOW, and O_NONBLOCK so a
+// FIFO never blocks), with exactly the three members, each once, a sandbox name matching policy.SandboxNamePattern, a key of 64
 // lower-case hex digits (32 bytes), a generation of at least 1, nothing
 // after the object but white space. A file that group or others may
 // access in any way (mode & 077) is refused, as ssh refuses such a private
 // key; the error says to chmod 600 it. Errors never show the key.
 func ReadKeyFile(path string) (KeyFile, error) {
 	var k KeyFile
-	f, err := os.Open(path)
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	if errors.Is(err, syscall.ELOOP) || errors.Is(err, syscall.EMLINK) { // EMLINK: FreeBSD
+		return k, fmt.Errorf("client: key file %s is a symbolic link; give the file itself", path)
+	}
 	if err != nil {
 		return k, fmt.Errorf("client: key file: %w", err)
 	}

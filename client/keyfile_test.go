@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -162,6 +163,27 @@ func TestReadKeyFileRefuses(t *testing.T) {
 
 func TestReadKeyFileNotRegular(t *testing.T) {
 	dir := t.TempDir()
+	good := filepath.Join(dir, "good.key")
+	if err := WriteKeyFile(good, KeyFile{Sandbox: "demo", Key: testKey, Generation: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// A symbolic link to a valid key file is refused, as the writer
+	// refuses to write through one.
+	link := filepath.Join(dir, "link.key")
+	if err := os.Symlink(good, link); err != nil {
+		t.Fatal(err)
+	}
+	if k, err := ReadKeyFile(link); err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("symlink: %v, %v", k, err)
+	}
+	// A FIFO is refused without blocking (the test would hang).
+	fifo := filepath.Join(dir, "fifo.key")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadKeyFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Fatalf("fifo: %v", err)
+	}
 	if _, err := ReadKeyFile(dir); err == nil || !strings.Contains(err.Error(), "not a regular file") {
 		t.Fatalf("directory: %v", err)
 	}

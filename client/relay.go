@@ -64,5 +64,5 @@ func relayError(ctx context.Context, err error) error {
 		return err
 	}
 	r := refusal.FromStatus(err)
-	return &bridge.Refusal{Code: string(r.Code), Message: r.Msg}
+	return &bridge.Refusal{Code: string(r.Code), Message: r.Msg, AuditID: r.AuditID}
 }

@@ -93,6 +93,10 @@ type Error struct {
 	RetryAfter time.Duration
 	// Detail is for the server's log only.
 	Detail error
+	// AuditID names the audit record of the refusal ("A" and 12 digits),
+	// when it was recorded on its own line. It travels as the "audit_id"
+	// metadata of the ErrorInfo detail.
+	AuditID string
 }
 
 func (e *Error) Error() string {
@@ -115,6 +119,17 @@ func Wrap(code Code, err error, format string, args ...any) *Error {
 	return &Error{Code: code, Msg: fmt.Sprintf(format, args...), Detail: err}
 }
 
+// WithAudit returns err as a refusal (see As) that names its audit record
+// id; err itself is not changed. An empty id returns err unchanged.
+func WithAudit(err error, id string) error {
+	if id == "" || err == nil {
+		return err
+	}
+	r := *As(err)
+	r.AuditID = id
+	return &r
+}
+
 // As returns err as a refusal. Anything that is not one becomes an internal
 // refusal whose message reveals nothing and whose detail is err; context
 // cancellation stays recognisable to the caller's transport.
@@ -135,7 +150,11 @@ func As(err error) *Error {
 func Status(err error) *status.Status {
 	r := As(err)
 	st := status.New(r.Code.GRPCCode(), r.Msg)
-	details := []protoadapt.MessageV1{&errdetails.ErrorInfo{Reason: string(r.Code), Domain: Domain}}
+	info := &errdetails.ErrorInfo{Reason: string(r.Code), Domain: Domain}
+	if r.AuditID != "" {
+		info.Metadata = map[string]string{"audit_id": r.AuditID}
+	}
+	details := []protoadapt.MessageV1{info}
 	if r.RetryAfter > 0 {
 		details = append(details, &errdetails.RetryInfo{RetryDelay: durationpb.New(r.RetryAfter)})
 	}
@@ -160,7 +179,7 @@ func FromStatus(err error) *Error {
 		switch d := d.(type) {
 		case *errdetails.ErrorInfo:
 			if d.GetDomain() == Domain {
-				r.Code, found = Code(d.GetReason()), true
+				r.Code, r.AuditID, found = Code(d.GetReason()), d.GetMetadata()["audit_id"], true
 			}
 		case *errdetails.RetryInfo:
 			r.RetryAfter = d.GetRetryDelay().AsDuration()

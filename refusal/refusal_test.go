@@ -132,6 +132,27 @@ func TestRetryAfterRoundTrip(t *testing.T) {
 	}
 }
 
+func TestAuditIDRoundTrip(t *testing.T) {
+	orig := Wrap(PolicyDeny, errors.New("detail"), "no rule")
+	err := WithAudit(orig, "A000000000007")
+	if orig.AuditID != "" {
+		t.Fatal("WithAudit changed its argument")
+	}
+	if !errors.Is(err, orig.Detail) {
+		t.Fatal("WithAudit lost the detail")
+	}
+	r := FromStatus(Status(err).Err())
+	if r.Code != PolicyDeny || r.Msg != "no rule" || r.AuditID != "A000000000007" {
+		t.Fatalf("FromStatus = %+v", r)
+	}
+	if WithAudit(orig, "") != error(orig) || WithAudit(nil, "A1") != nil {
+		t.Fatal("WithAudit without an id or an error changed it")
+	}
+	if r := FromStatus(Status(orig).Err()); r.AuditID != "" {
+		t.Fatalf("audit_id from nowhere: %+v", r)
+	}
+}
+
 func TestDetailNeverLeaks(t *testing.T) {
 	for _, err := range []error{
 		Wrap(Internal, errors.New("SECRET-detail"), "safe"),

@@ -102,14 +102,14 @@ func (s *Server) admitCall(ctx context.Context, method string) (context.Context,
 // refuseCall audits a call refused before its handler ran.
 func (s *Server) refuseCall(ctx context.Context, c Caller, method string, err error) error {
 	r := refusal.As(err)
-	_, auditErr := s.record(ctx, audit.Record{
+	out, auditErr := s.record(ctx, audit.Record{
 		Event: "call", Method: method, Principal: c.Principal, Transport: c.Transport, Peer: c.Peer,
 		Decision: "refuse", Code: string(r.Code), Reason: r.Msg,
 	})
 	if auditErr != nil {
 		return refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
 	}
-	return err
+	return refusal.WithAudit(err, out.ID)
 }
 
 func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {

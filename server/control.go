@@ -307,10 +307,11 @@ func (s *Server) refuseControl(ctx context.Context, c Caller, event string, err 
 	r := refusal.As(err)
 	rec := controlRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	if _, aerr := s.record(ctx, rec); aerr != nil {
+	out, aerr := s.record(ctx, rec)
+	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
 	}
-	return err
+	return refusal.WithAudit(err, out.ID)
 }
 
 func stopProto(st store.Stop) *coilyv1.StopState {

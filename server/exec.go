@@ -232,10 +232,11 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	if _, aerr := s.record(context.WithoutCancel(ctx), rec); aerr != nil {
+	out, aerr := s.record(context.WithoutCancel(ctx), rec)
+	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
 	}
-	return err
+	return refusal.WithAudit(err, out.ID)
 }
 
 // runExec audits the decision, runs the command, streams its output and
@@ -343,7 +344,7 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	case auditErr != nil:
 		return nil, refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
 	case runErr != nil:
-		return nil, runErr
+		return nil, refusal.WithAudit(runErr, out.ID)
 	}
 	return &coilyv1.ExecExit{
 		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),

@@ -82,13 +82,11 @@ func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event str
 func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (string, []byte) {
 	x := &execution{caller: Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
 		Peer: "bridge " + bridge.Principal + " " + bridge.Peer}, req: &coilyv1.ExecRequest{}, policy: pol,
-		method: coilyv1.CoilyService_Relay_FullMethodName}
+		method: coilyv1.CoilyService_Relay_FullMethodName, id: fileID} // audited under the id the answer goes to
 	d, canon, err := s.parseRequest(raw)
 	if err != nil {
-		x.id = fileID
 		return fileID, s.relayRefusal(ctx, x, fileID, err)
 	}
-	x.id = d.ID
 	if d.ID != fileID {
 		return fileID, s.relayRefusal(ctx, x, fileID, refusal.New(refusal.BadRequest, "file named %q carries id %q", fileID, d.ID))
 	}
@@ -227,7 +225,7 @@ func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *des
 	case err = <-ended:
 	}
 	if errors.Is(context.Cause(runCtx), errTeardown) && err != nil {
-		err = refusal.New(refusal.Internal, "cancelled by a teardown")
+		err = refusal.WithAudit(refusal.New(refusal.Internal, "cancelled by a teardown"), refusal.As(err).AuditID)
 	}
 	return col.response(d.ID, err)
 }
@@ -392,7 +390,10 @@ func (c *collector) response(id string, err error) []byte {
 		if err == nil {
 			rr = refusal.New(refusal.Internal, "the command ended without an exit status")
 		}
-		r.Outcome, r.Code, r.Message = descriptor.OutcomeRefused, string(rr.Code), rr.Msg
+		// A refusal names its own audit record (absent when it was only
+		// counted in a refusal.summary), not the decision that let the
+		// command start.
+		r.Outcome, r.Code, r.Message, r.AuditID = descriptor.OutcomeRefused, string(rr.Code), rr.Msg, rr.AuditID
 	default:
 		e := c.exit
 		r.ExitCode, r.Signal, r.AuditID = int(e.GetExitCode()), int(e.GetSignal()), e.GetAuditId()

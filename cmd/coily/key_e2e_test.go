@@ -314,6 +314,43 @@ func TestCLIKeySandboxExec(t *testing.T) {
 	if r := runIn(t, t.TempDir(), sandboxEnv, "exec", "--", "/bin/echo", "x"); r.code != 125 || !strings.Contains(r.stderr, "COILY_MOUNT") {
 		t.Fatalf("without a mount: %+v", r)
 	}
+	// Standard input goes through the folder only with --stdin, binary
+	// safe; more than 1 MiB is refused before anything is written.
+	withStdin := func(stdin []byte, args ...string) cliRun {
+		cmd := exec.Command(coilyBin, args...)
+		cmd.Dir, cmd.Env, cmd.Stdin = work, append(os.Environ(), sandboxEnv...), bytes.NewReader(stdin)
+		var out, errb bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &errb
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return cliRun{code: cmd.ProcessState.ExitCode(), stdout: out.String(), stderr: errb.String()}
+	}
+	in := "text\x00\xff\n"
+	if r := withStdin([]byte(in), "exec", "--stdin", "--", "/bin/sh", "-c", "cat"); r.code != 0 || r.stdout != in {
+		t.Fatalf("--stdin: %+v", r)
+	}
+	if r := withStdin([]byte(in), "exec", "--", "/bin/sh", "-c", "cat"); r.code != 0 || r.stdout != "" {
+		t.Fatalf("without --stdin the command read %+v", r)
+	}
+	relayed := len(b.relayed)
+	if r := withStdin(make([]byte, 1<<20+1), "exec", "--stdin", "--", "/bin/sh", "-c", "cat"); r.code != 125 || !strings.HasPrefix(r.stderr, "coily: stdin: more than 1048576 bytes") {
+		t.Fatalf("stdin over 1 MiB: %+v", r)
+	}
+	if len(b.relayed) != relayed {
+		t.Fatal("a request with too much stdin was written")
+	}
+	// A key file that is a symbolic link is refused.
+	link := filepath.Join(home, "link.key")
+	if err := os.Symlink(keyFile, link); err != nil {
+		t.Fatal(err)
+	}
+	linkEnv := append(append([]string(nil), sandboxEnv...), "COILY_KEY_FILE="+link)
+	if r := runIn(t, work, linkEnv, "exec", "--", "/bin/echo", "x"); r.code != 125 || !strings.Contains(r.stderr, "symbolic link") {
+		t.Fatalf("key file through a symlink: %+v", r)
+	}
 }
 
 // Interrupting a sandbox-mode exec writes a teardown that stops the
