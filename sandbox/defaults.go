@@ -19,6 +19,10 @@ type ProfileInput struct {
 	UnixSockets          []string
 	// StateDir and Socket are the server's own; always denied.
 	StateDir, Socket string
+	// OwnFiles are further files of the server's own (its policy, its
+	// credentials file, Vault token files): always denied, so that no
+	// command rewrites the policy it runs under or reads a secret at rest.
+	OwnFiles []string
 	// UserHomes are homes whose secrets are denied wherever they would be
 	// visible (the server's user's home, /root).
 	UserHomes []string
@@ -68,7 +72,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		}
 	}
 	p.DenyPaths = append(p.DenyPaths, SystemDenyPaths...)
-	for _, own := range []string{in.StateDir, in.Socket} {
+	for _, own := range append([]string{in.StateDir, in.Socket}, in.OwnFiles...) {
 		if own != "" {
 			p.DenyPaths = append(p.DenyPaths, filepath.Clean(own))
 		}

@@ -68,6 +68,10 @@ type Config struct {
 	ScratchDir string
 	// StateDir and Socket are the server's own; every sandbox hides them.
 	StateDir, Socket string
+	// OwnFiles are the server's other files (the policy, the credentials
+	// file, Vault token and secret-id files, the auth key file): every
+	// sandbox hides them too.
+	OwnFiles []string
 	Version          string
 	Now              func() time.Time
 }

@@ -174,3 +174,40 @@ func procsNaming(s string) []int {
 	}
 	return out
 }
+
+// The server's own files outside its state directory — the policy it runs
+// under, the credentials file — are hidden from every command, even when
+// the owner put them inside a workspace: a command that could rewrite the
+// policy would reload its own rules, one that could read the credentials
+// file would hold every secret.
+func TestCLIServerFilesHidden(t *testing.T) {
+	requireBwrap(t)
+	ws := t.TempDir()
+	polPath, credPath := filepath.Join(ws, "policy.yaml"), filepath.Join(ws, "creds")
+	pol := fmt.Sprintf(`version: 1
+workspaces: {ws: %s}
+roles: {operator: {permissions: [exec], commands: ["*"]}}
+commands:
+  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, workspace: ws}
+`, ws)
+	if err := os.WriteFile(polPath, []byte(pol), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(credPath, []byte("demo=CREDENTIAL-AT-REST\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, shortDir(t), polPath, "--credentials-file", credPath)
+	r := p.run(t, "exec", "--", "/bin/sh", "-c", "cat policy.yaml creds; echo '# rewritten' >> policy.yaml; echo x > creds; echo done")
+	if strings.Contains(r.stdout, "workspaces") || strings.Contains(r.stdout, "CREDENTIAL-AT-REST") {
+		t.Fatalf("a command read the server's files: %q", r.stdout)
+	}
+	if !strings.Contains(r.stdout, "done") {
+		t.Fatalf("exec: %+v", r)
+	}
+	if b, _ := os.ReadFile(polPath); string(b) != pol {
+		t.Fatalf("the policy was rewritten: %q", b)
+	}
+	if b, _ := os.ReadFile(credPath); string(b) != "demo=CREDENTIAL-AT-REST\n" {
+		t.Fatalf("the credentials file was rewritten: %q", b)
+	}
+}

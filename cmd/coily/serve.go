@@ -30,10 +30,11 @@ const stopTimeout = 10 * time.Second
 
 // serveOptions describe one trust point.
 type serveOptions struct {
-	policyPath string
-	stateDir   string
-	socket     string
-	group      string
+	policyPath  string
+	authKeyFile string
+	stateDir    string
+	socket      string
+	group       string
 	// Tailnet: join with tsnet (or use node, already up) and serve there too.
 	tailnet    bool
 	hostname   string
@@ -78,6 +79,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
 		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks}
+	o.authKeyFile = *authKeyFile
 	if *authKeyFile != "" {
 		key, err := os.ReadFile(*authKeyFile)
 		if err != nil {
@@ -158,7 +160,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
-		StateDir: o.stateDir, Socket: o.socket}
+		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles()}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()
@@ -293,4 +295,32 @@ func prepareStateDir(dir, group string) error {
 		return errors.Join(errors.New("state dir mode"), err)
 	}
 	return nil
+}
+
+// ownFiles are the files outside the state directory that the server
+// reads and no command may see or change: the policy (a command that
+// rewrote it would reload its own rules), the credentials file, Vault's
+// token and secret-id files, the tailnet auth key file. Each is hidden
+// by its path as given and, when different, as resolved.
+func (o serveOptions) ownFiles() []string {
+	var out []string
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		if abs, err := filepath.Abs(p); err == nil {
+			out = append(out, abs)
+			if real, err := filepath.EvalSymlinks(abs); err == nil && real != abs {
+				out = append(out, real)
+			}
+		}
+	}
+	add(o.policyPath)
+	add(o.authKeyFile)
+	add(o.keystore.file)
+	if v := o.keystore.vault; v != nil {
+		add(v.TokenFile)
+		add(v.SecretIDFile)
+	}
+	return out
 }
