@@ -98,14 +98,14 @@ func sandboxExec(ctx context.Context, e *env) int {
 	in.ProxySocket = *proxy
 	if *workspace != "" {
 		if in.Workspace, err = filepath.Abs(*workspace); err != nil {
-			fmt.Fprintf(e.stderr, "coily sandbox exec: %v\n", err)
+			printLine(e.stderr, "coily sandbox exec: %v", err)
 			return 2
 		}
 		in.Dir = in.Workspace
 	}
 	code, err := runConfined(ctx, defaultBackend(), in, fs.Args(), e.stdin, e.stdout, e.stderr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily: refused (sandbox-unavailable): %v\n", err)
+		printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 		return 125
 	}
 	return code

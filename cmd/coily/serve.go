@@ -60,7 +60,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	ks, err := ksFlags.config()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
+		printLine(e.stderr, "coily serve: %v", err)
 		return 2
 	}
 	log := newLogger(e, *logFormat)
@@ -80,13 +80,13 @@ func runServe(ctx context.Context, e *env) int {
 	if *authKeyFile != "" {
 		key, err := os.ReadFile(*authKeyFile)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "coily serve: auth key: %v\n", err)
+			printLine(e.stderr, "coily serve: auth key: %v", err)
 			return 1
 		}
 		o.authKey = strings.TrimSpace(string(key))
 	}
 	if err := serve(ctx, log, o); err != nil {
-		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
+		printLine(e.stderr, "coily serve: %v", err)
 		return 1
 	}
 	return 0
