@@ -93,7 +93,7 @@ func approvalsDecide(ctx context.Context, e *env, v coilyv1.Verdict) int {
 
 func printApproval(w io.Writer, a *coilyv1.Approval) {
 	state := strings.ToLower(strings.TrimPrefix(a.GetState().String(), "APPROVAL_STATE_"))
-	line := fmt.Sprintf("%s  %-9s %s wants rule %q: %s", a.GetId(), state, a.GetRequester(), a.GetRule(), strings.Join(a.GetArgv(), " "))
+	line := fmt.Sprintf("%s  %-9s %s wants rule %q: %s", a.GetId(), state, a.GetRequester(), a.GetRule(), termArgv(a.GetArgv()))
 	if a.GetState() == coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
 		line += fmt.Sprintf("  (expires %s)", a.GetExpiresAt().AsTime().Local().Format(time.TimeOnly))
 	} else if a.GetDecidedBy() != "" {
@@ -102,5 +102,5 @@ func printApproval(w io.Writer, a *coilyv1.Approval) {
 	if n := a.GetRequestNote(); n != "" {
 		line += fmt.Sprintf("  note: %s", n)
 	}
-	fmt.Fprintln(w, line)
+	printLine(w, "%s", line)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,7 @@ func withDir(e *env, name string, want int, run func(e *env, dir string) int) in
 		return code
 	}
 	if fs.NArg() != want {
-		fmt.Fprintf(e.stderr, "usage: coily %s%s\n", name, strings.Repeat(" ID", want))
+		printLine(e.stderr, "usage: coily %s%s", name, strings.Repeat(" ID", want))
 		return 2
 	}
 	e.args = fs.Args()
@@ -49,7 +50,7 @@ func auditTail(e *env) int {
 	}
 	recs, err := audit.Tail(filepath.Join(*e.global.stateDir, "audit"), *n)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily audit tail: %v\n", err)
+		printLine(e.stderr, "coily audit tail: %v", err)
 		return 1
 	}
 	for _, r := range recs {
@@ -57,7 +58,7 @@ func auditTail(e *env) int {
 			printJSON(e.stdout, r)
 			continue
 		}
-		fmt.Fprintln(e.stdout, summary(r))
+		printLine(e.stdout, "%s", summary(r))
 	}
 	return 0
 }
@@ -76,7 +77,7 @@ func auditShow(e *env, dir string) int {
 		recs, err = audit.FindRequest(dir, id)
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily audit show: %v\n", err)
+		printLine(e.stderr, "coily audit show: %v", err)
 		return 1
 	}
 	for _, r := range recs {
@@ -88,10 +89,10 @@ func auditShow(e *env, dir string) int {
 func auditVerify(e *env, dir string) int {
 	rep, err := audit.Verify(dir)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily audit verify: FAILED: %v\n", err)
+		printLine(e.stderr, "coily audit verify: FAILED: %v", err)
 		return 1
 	}
-	fmt.Fprintf(e.stdout, "audit log OK: %d records in %d file(s); head %s\n", rep.Lines, rep.Files, rep.Last)
+	printLine(e.stdout, "audit log OK: %d records in %d file(s); head %s", rep.Lines, rep.Files, rep.Last)
 	return 0
 }
 
@@ -105,17 +106,23 @@ func auditRepair(e *env, dir string) int {
 		fmt.Fprintln(e.stdout, "nothing to repair: the last line is whole")
 		return 0
 	case err != nil:
-		fmt.Fprintf(e.stderr, "coily audit repair: %v\n", err)
+		printLine(e.stderr, "coily audit repair: %v", err)
 		return 1
 	}
-	fmt.Fprintf(e.stdout, "cut %d bytes (a torn line) from %s; recorded as %s (%s)\n", rep.CutBytes, rep.File, rep.Record.ID, rep.Record.Event)
+	printLine(e.stdout, "cut %d bytes (a torn line) from %s; recorded as %s (%s)", rep.CutBytes, rep.File, rep.Record.ID, rep.Record.Event)
 	return 0
 }
 
+// printJSON writes r as one JSON line, safe for a terminal (termJSON).
 func printJSON(w io.Writer, r audit.Record) {
-	enc := json.NewEncoder(w)
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	_ = enc.Encode(r)
+	if err := enc.Encode(r); err != nil {
+		printLine(w, "coily: record %s: %v", r.ID, err)
+		return
+	}
+	_, _ = w.Write(termJSON(b.Bytes()))
 }
 
 // summary is one human line per record.
@@ -130,7 +137,7 @@ func summary(r audit.Record) string {
 	}
 	parts = append(parts, who)
 	if len(r.Argv) > 0 {
-		parts = append(parts, strings.Join(r.Argv, " "))
+		parts = append(parts, termArgv(r.Argv))
 	}
 	if r.ExitCode != nil {
 		parts = append(parts, fmt.Sprintf("exit=%d", *r.ExitCode))

@@ -32,7 +32,7 @@ func runBridge(ctx context.Context, e *env) int {
 	for _, spec := range mounts.specs {
 		m, err := parseMount(spec)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "coily bridge: --mount %q: %v\n", spec, err)
+			printLine(e.stderr, "coily bridge: --mount %q: %v", spec, err)
 			return 2
 		}
 		ms = append(ms, m)
@@ -45,7 +45,7 @@ func runBridge(ctx context.Context, e *env) int {
 	defer c.Close()
 	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: c.Relayer(), Logger: log, Rescan: *rescan, MaxInFlight: *inFlight})
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily bridge: %v\n", err)
+		printLine(e.stderr, "coily bridge: %v", err)
 		return 1
 	}
 	log.Info("bridge stopped")

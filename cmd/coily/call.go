@@ -47,7 +47,7 @@ func refused(w io.Writer, err error) int {
 	if !errors.As(err, &r) {
 		r = refusal.FromStatus(err)
 	}
-	fmt.Fprintf(w, "coily: refused (%s): %s\n", r.Code, r.Msg)
+	printLine(w, "coily: refused (%s): %s", r.Code, r.Msg)
 	return client.RefusedExit
 }
 
@@ -76,7 +76,8 @@ func dispatch(ctx context.Context, e *env, group, usage string, subs map[string]
 	}
 	sub, ok := subs[e.args[0]]
 	if !ok {
-		fmt.Fprintf(e.stderr, "coily %s: unknown subcommand %q\n%s\n", group, e.args[0], usage)
+		printLine(e.stderr, "coily %s: unknown subcommand %q", group, e.args[0])
+		fmt.Fprintln(e.stderr, usage)
 		return 2
 	}
 	return sub(ctx, &env{args: e.args[1:], global: e.global, stdin: e.stdin, stdout: e.stdout, stderr: e.stderr})

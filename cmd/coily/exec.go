@@ -40,7 +40,7 @@ func runExec(ctx context.Context, e *env) int {
 	if *sendStdin {
 		data, err := io.ReadAll(io.LimitReader(e.stdin, maxStdin+1))
 		if err != nil || len(data) > maxStdin {
-			fmt.Fprintf(e.stderr, "coily: stdin: more than %d bytes or unreadable\n", maxStdin)
+			printLine(e.stderr, "coily: stdin: more than %d bytes or unreadable", maxStdin)
 			return client.RefusedExit
 		}
 		req.Stdin = data
@@ -82,7 +82,7 @@ func execTransport(ctx context.Context, e *env, fs *flag.FlagSet) (execer, func(
 		return nil, nil, err
 	}
 	c.OnApproval = func(a *coilyv1.Approval) {
-		fmt.Fprintf(e.stderr, "coily: rule %q needs approval %s (expires %s); an approver runs: coily approvals approve %s\n",
+		printLine(e.stderr, "coily: rule %q needs approval %s (expires %s); an approver runs: coily approvals approve %s",
 			a.GetRule(), a.GetId(), a.GetExpiresAt().AsTime().Local().Format(time.Kitchen), a.GetId())
 	}
 	return c, func() { c.Close() }, nil

@@ -85,7 +85,7 @@ func keyRotate(ctx context.Context, e *env) int {
 			fmt.Fprintln(e.stdout, "no sandbox has a key: nothing rotated")
 			return nil
 		}
-		fmt.Fprintf(e.stdout, "rotated the keys of %d sandbox(es): %s\n", len(names), strings.Join(names, ", "))
+		printLine(e.stdout, "rotated the keys of %d sandbox(es): %s", len(names), strings.Join(names, ", "))
 		fmt.Fprintln(e.stdout, "their new keys were not returned; rotate each again to obtain its key: coily key rotate --sandbox NAME --out FILE")
 		return nil
 	})
@@ -96,14 +96,14 @@ func keyRotate(ctx context.Context, e *env) int {
 // (only a rotation replaces it).
 func keyTarget(e *env, sandbox, out string) (string, int, bool) {
 	if !policy.SandboxNamePattern.MatchString(sandbox) {
-		fmt.Fprintf(e.stderr, "coily: sandbox name %q must match %s\n", sandbox, policy.SandboxNamePattern)
+		printLine(e.stderr, "coily: sandbox name %q must match %s", sandbox, policy.SandboxNamePattern)
 		return "", 2, false
 	}
 	if out == "" {
 		out = sandbox + ".key" // the name's grammar keeps it in this directory
 	}
 	if err := client.CheckKeyFileTarget(out); err != nil {
-		fmt.Fprintf(e.stderr, "coily: %v\n", err)
+		printLine(e.stderr, "coily: %v", err)
 		return "", 1, false
 	}
 	return out, 0, true
@@ -118,6 +118,6 @@ func saveKey(e *env, k *coilyv1.SandboxKey, sandbox, path string) error {
 	if err := client.WriteKeyFile(path, kf); err != nil {
 		return fmt.Errorf("%w; the key was issued but not saved: run `coily key rotate --sandbox %s --out FILE` to get a new one", err, sandbox)
 	}
-	fmt.Fprintf(e.stdout, "key for sandbox %s (generation %d) written to %s\n", sandbox, kf.Generation, path)
+	printLine(e.stdout, "key for sandbox %s (generation %d) written to %s", sandbox, kf.Generation, path)
 	return nil
 }

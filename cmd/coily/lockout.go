@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -20,7 +19,7 @@ func runLockout(ctx context.Context, e *env) int {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "locked out by %s; %d running command(s) signalled. `coily unlock` on the host lifts it.\n",
+		printLine(e.stdout, "locked out by %s; %d running command(s) signalled. `coily unlock` on the host lifts it.",
 			resp.GetLockout().GetBy(), resp.GetKilled())
 		return nil
 	})

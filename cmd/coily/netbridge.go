@@ -30,7 +30,7 @@ func runNetBridge(ctx context.Context, e *env) int {
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily: bridge: %v\n", err)
+		printLine(e.stderr, "coily: bridge: %v", err)
 		return 125
 	}
 	var wg sync.WaitGroup
@@ -53,7 +53,7 @@ func runNetBridge(ctx context.Context, e *env) int {
 		}
 		return ee.ExitCode()
 	case err != nil:
-		fmt.Fprintf(e.stderr, "coily: bridge: %v\n", err)
+		printLine(e.stderr, "coily: bridge: %v", err)
 		return 127
 	}
 	return 0

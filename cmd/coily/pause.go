@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -20,7 +19,7 @@ func runPause(ctx context.Context, e *env) int {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "paused by %s; %d command(s) still running will finish. `coily resume` lifts it.\n",
+		printLine(e.stdout, "paused by %s; %d command(s) still running will finish. `coily resume` lifts it.",
 			resp.GetPause().GetBy(), resp.GetRunning())
 		return nil
 	})

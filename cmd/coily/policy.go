@@ -28,7 +28,7 @@ func policyCheck(e *env) int {
 	}
 	p, err := policy.Load(e.args[0])
 	if err != nil {
-		fmt.Fprintf(e.stderr, "%v\n", err)
+		printLine(e.stderr, "%v", err)
 		return 1
 	}
 	rules := p.Rules()
@@ -36,10 +36,10 @@ func policyCheck(e *env) int {
 	for _, r := range rules {
 		if r.Absent != nil {
 			absent++
-			fmt.Fprintf(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v\n", p.Path, r.Line, r.Name, r.Absent)
+			printLine(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v", p.Path, r.Line, r.Name, r.Absent)
 		}
 	}
-	fmt.Fprintf(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s\n", p.Path, len(rules), absent, p.SHA256)
+	printLine(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s", p.Path, len(rules), absent, p.SHA256)
 	return 0
 }
 
@@ -59,12 +59,12 @@ func policyExplain(e *env) int {
 	}
 	p, err := policy.Load(*path)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "%v\n", err)
+		printLine(e.stderr, "%v", err)
 		return 1
 	}
 	subject, err := explainSubject(*as)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily policy explain: %v\n", err)
+		printLine(e.stderr, "coily policy explain: %v", err)
 		return 2
 	}
 	var names []string
@@ -99,24 +99,24 @@ func explainSubject(as string) (policy.Subject, error) {
 }
 
 func printDecision(e *env, p *policy.Policy, s policy.Subject, d policy.Decision) {
-	fmt.Fprintf(e.stdout, "decision:  %s\n", strings.ToUpper(d.Result.String()))
-	fmt.Fprintf(e.stdout, "principal: %s (roles: %s)\n", s.Principal, orNone(p.Roles(s)))
+	printLine(e.stdout, "decision:  %s", strings.ToUpper(d.Result.String()))
+	printLine(e.stdout, "principal: %s (roles: %s)", s.Principal, orNone(p.Roles(s)))
 	if r := d.Rule; r != nil {
-		fmt.Fprintf(e.stdout, "rule:      %s (%s:%d, %s)\n", r.Name, p.Path, r.Line, r.Effect)
+		printLine(e.stdout, "rule:      %s (%s:%d, %s)", r.Name, p.Path, r.Line, r.Effect)
 	} else {
-		fmt.Fprintf(e.stdout, "rule:      none\n")
+		printLine(e.stdout, "rule:      none")
 	}
-	fmt.Fprintf(e.stdout, "reason:    %s\n", d.Reason)
+	printLine(e.stdout, "reason:    %s", d.Reason)
 	if len(d.WouldDeny) > 0 {
-		fmt.Fprintf(e.stdout, "report:    would be denied by %s (report mode)\n", strings.Join(d.WouldDeny, ", "))
+		printLine(e.stdout, "report:    would be denied by %s (report mode)", strings.Join(d.WouldDeny, ", "))
 	}
 	if r := d.Rule; r != nil && d.Result == policy.Allow {
-		fmt.Fprintf(e.stdout, "runs:      %s, sandbox %s, workspace %s, timeout %s\n", r.Resolved, r.Sandbox, r.Workspace, r.Timeout)
+		printLine(e.stdout, "runs:      %s, sandbox %s, workspace %s, timeout %s", r.Resolved, r.Sandbox, r.Workspace, r.Timeout)
 		if r.Confirm {
-			fmt.Fprintf(e.stdout, "confirm:   needs an approver's decision within %s\n", r.ConfirmTimeout)
+			printLine(e.stdout, "confirm:   needs an approver's decision within %s", r.ConfirmTimeout)
 		}
 		if r.Rate != nil {
-			fmt.Fprintf(e.stdout, "rate:      %d a minute per principal, burst %d\n", r.Rate.PerMinute, r.Rate.Burst)
+			printLine(e.stdout, "rate:      %d a minute per principal, burst %d", r.Rate.PerMinute, r.Rate.Burst)
 		}
 	}
 }

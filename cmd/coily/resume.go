@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -20,7 +19,7 @@ func runResume(ctx context.Context, e *env) int {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "resumed by %s\n", resp.GetPause().GetBy())
+		printLine(e.stdout, "resumed by %s", resp.GetPause().GetBy())
 		return nil
 	})
 }

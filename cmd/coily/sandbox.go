@@ -103,14 +103,14 @@ func sandboxExec(ctx context.Context, e *env) int {
 			in.Workspace, err = filepath.EvalSymlinks(in.Workspace)
 		}
 		if err != nil {
-			fmt.Fprintf(e.stderr, "coily sandbox exec: %v\n", err)
+			printLine(e.stderr, "coily sandbox exec: %v", err)
 			return 2
 		}
 		in.Dir = in.Workspace
 	}
 	code, err := runConfined(ctx, defaultBackend(), in, fs.Args(), e.stdin, e.stdout, e.stderr)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily: refused (sandbox-unavailable): %v\n", err)
+		printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 		return 125
 	}
 	return code

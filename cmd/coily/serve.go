@@ -62,7 +62,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	ks, err := ksFlags.config()
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
+		printLine(e.stderr, "coily serve: %v", err)
 		return 2
 	}
 	log := newLogger(e, *logFormat)
@@ -83,7 +83,7 @@ func runServe(ctx context.Context, e *env) int {
 	if *authKeyFile != "" {
 		key, err := os.ReadFile(*authKeyFile)
 		if err != nil {
-			fmt.Fprintf(e.stderr, "coily serve: auth key: %v\n", err)
+			printLine(e.stderr, "coily serve: auth key: %v", err)
 			return 1
 		}
 		o.authKey = strings.TrimSpace(string(key))
@@ -94,7 +94,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	defer lock.Close()
 	if err := serve(ctx, log, o); err != nil {
-		fmt.Fprintf(e.stderr, "coily serve: %v\n", err)
+		printLine(e.stderr, "coily serve: %v", err)
 		return 1
 	}
 	return 0

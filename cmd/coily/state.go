@@ -36,7 +36,7 @@ func stateCheck(e *env, dir string) int {
 		if !good {
 			mark, ok = "FAIL ", false
 		}
-		fmt.Fprintf(e.stdout, mark+format+"\n", args...)
+		printLine(e.stdout, mark+format, args...)
 	}
 	logged, lerr := audit.LastLockout(filepath.Join(dir, "audit"))
 	if errors.Is(lerr, os.ErrNotExist) {
@@ -79,20 +79,20 @@ func stateRebuild(e *env, dir string) int {
 	if _, err := os.Stat(path); err == nil {
 		aside = fmt.Sprintf("%s.damaged-%s", path, time.Now().UTC().Format("20060102T150405Z"))
 		if err := os.Rename(path, aside); err != nil {
-			fmt.Fprintf(e.stderr, "coily state rebuild: %v\n", err)
+			printLine(e.stderr, "coily state rebuild: %v", err)
 			return 1
 		}
 	}
 	db, err := store.Open(path)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily state rebuild: %v (is the server running? stop it first)\n", err)
+		printLine(e.stderr, "coily state rebuild: %v (is the server running? stop it first)", err)
 		return 1
 	}
 	defer db.Close()
 	who := localPrincipal()
 	reason := "state rebuilt by `coily state rebuild`: sandbox keys, rate buckets and relay records are gone; rotate keys (coily key rotate), then unlock"
 	if err := db.SetLockout(store.Stop{Active: true, By: who, Reason: reason, Since: time.Now()}); err != nil {
-		fmt.Fprintf(e.stderr, "coily state rebuild: %v\n", err)
+		printLine(e.stderr, "coily state rebuild: %v", err)
 		return 1
 	}
 	log, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
@@ -102,13 +102,13 @@ func stateRebuild(e *env, dir string) int {
 		log.Close()
 	}
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily state rebuild: the new state is locked out, but the audit log could not record it: %v\n", err)
+		printLine(e.stderr, "coily state rebuild: the new state is locked out, but the audit log could not record it: %v", err)
 		return 1
 	}
 	if aside != "" {
-		fmt.Fprintf(e.stdout, "kept the old state file as %s\n", aside)
+		printLine(e.stdout, "kept the old state file as %s", aside)
 	}
-	fmt.Fprintf(e.stdout, "new state file %s, locked out; start the server, rotate sandbox keys, then unlock\n", path)
+	printLine(e.stdout, "new state file %s, locked out; start the server, rotate sandbox keys, then unlock", path)
 	return 0
 }
 

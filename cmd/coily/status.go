@@ -31,7 +31,7 @@ func runStatus(ctx context.Context, e *env) int {
 		}
 		out, err := protojson.MarshalOptions{Multiline: true, EmitUnpopulated: true}.Marshal(st)
 		if err == nil {
-			fmt.Fprintln(e.stdout, string(out))
+			fmt.Fprintln(e.stdout, string(termJSON(out)))
 		}
 		return err
 	})
@@ -39,14 +39,14 @@ func runStatus(ctx context.Context, e *env) int {
 
 func printStatus(w io.Writer, st *coilyv1.StatusResponse) {
 	c := st.GetCaller()
-	fmt.Fprintf(w, "server:      coily %s, up since %s\n", st.GetVersion(), st.GetStartedAt().AsTime().Local().Format(time.RFC3339))
-	fmt.Fprintf(w, "you:         %s via %s (%s)\n", c.GetPrincipal(), c.GetTransport(), c.GetPeer())
-	fmt.Fprintf(w, "roles:       %s\n", orNone(c.GetRoles()))
-	fmt.Fprintf(w, "permissions: %s\n", orNone(c.GetPermissions()))
-	fmt.Fprintf(w, "lockout:     %s\n", stopLine(st.GetLockout()))
-	fmt.Fprintf(w, "pause:       %s\n", stopLine(st.GetPause()))
-	fmt.Fprintf(w, "running:     %d\n", st.GetRunning())
-	fmt.Fprintf(w, "policy:      %s (sha256 %.12s)\n", st.GetPolicyPath(), st.GetPolicySha256())
+	printLine(w, "server:      coily %s, up since %s", st.GetVersion(), st.GetStartedAt().AsTime().Local().Format(time.RFC3339))
+	printLine(w, "you:         %s via %s (%s)", c.GetPrincipal(), c.GetTransport(), c.GetPeer())
+	printLine(w, "roles:       %s", orNone(c.GetRoles()))
+	printLine(w, "permissions: %s", orNone(c.GetPermissions()))
+	printLine(w, "lockout:     %s", stopLine(st.GetLockout()))
+	printLine(w, "pause:       %s", stopLine(st.GetPause()))
+	printLine(w, "running:     %d", st.GetRunning())
+	printLine(w, "policy:      %s (sha256 %.12s)", st.GetPolicyPath(), st.GetPolicySha256())
 	boxes := st.GetSandboxes()
 	line := orNone(boxes)
 	for _, b := range boxes {
@@ -54,7 +54,7 @@ func printStatus(w io.Writer, st *coilyv1.StatusResponse) {
 			line += "  (WARNING: native runs commands unsandboxed)"
 		}
 	}
-	fmt.Fprintf(w, "sandboxes:   %s\n", line)
+	printLine(w, "sandboxes:   %s", line)
 }
 
 func stopLine(s *coilyv1.StopState) string {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -20,7 +19,7 @@ func runUnlock(ctx context.Context, e *env) int {
 		if err != nil {
 			return err
 		}
-		fmt.Fprintf(e.stdout, "unlocked by %s\n", resp.GetLockout().GetBy())
+		printLine(e.stdout, "unlocked by %s", resp.GetLockout().GetBy())
 		return nil
 	})
 }
