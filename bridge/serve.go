@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/refusal"
 )
 
 // maxNamedLogs is how many stray names one scan logs one by one; the rest
@@ -366,7 +367,7 @@ func refusedResponse(id, code, msg, auditID string) ([]byte, error) {
 		return out, nil
 	}
 	r.AuditID = ""
-	r.Code, r.Message = "internal", fmt.Sprintf("the bridge could not relay the refusal (code %q)", shownName(code))
+	r.Code, r.Message = string(refusal.Internal), fmt.Sprintf("the bridge could not relay the refusal (code %q)", shownName(code))
 	if out, err2 := descriptor.MarshalResponse(r); err2 == nil {
 		return out, err
 	}

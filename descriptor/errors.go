@@ -6,15 +6,17 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"coily.dev/coily/refusal"
 )
 
-// Refusal codes carried by *Error. Their values are coily's refusal codes
-// (package refusal) so a bridge can pass them on unchanged.
+// Refusal codes carried by *Error: coily's refusal codes, declared once in
+// package refusal, so a bridge passes them on unchanged.
 const (
 	// CodeBadRequest: the file is malformed or breaks a limit.
-	CodeBadRequest = "bad-request"
+	CodeBadRequest = string(refusal.BadRequest)
 	// CodeHMACFail: the signature is missing, malformed or does not match.
-	CodeHMACFail = "hmac-fail"
+	CodeHMACFail = string(refusal.HMACFail)
 )
 
 // ErrKeySize is returned (it is not an *Error: it is the caller's fault, not

@@ -197,7 +197,7 @@ func (s *Server) Shutdown() {
 	s.closing = true
 	s.slots.refuseQueued(refusal.New(refusal.Internal, "server is shutting down"))
 	for _, j := range s.jobs {
-		j.signal(sigKill, "internal")
+		j.signal(sigKill, refusal.Internal)
 	}
 	s.mu.Unlock()
 	s.bg.Wait()

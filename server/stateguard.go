@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
 )
 
@@ -58,7 +59,7 @@ func (s *Server) crossCheckLockout() error {
 		rec.Details["from_record"] = logged.ID
 	}
 	if err := s.cfg.Store.SetLockout(st); err != nil {
-		rec.Code, rec.Details["error"] = "internal", err.Error()
+		rec.Code, rec.Details["error"] = string(refusal.Internal), err.Error()
 	}
 	if _, err := s.record(context.Background(), rec); err != nil {
 		return fmt.Errorf("server: audit the restored lockout: %w", err)
