@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"syscall"
 	"time"
@@ -291,15 +292,29 @@ func (s *Server) recordControl(ctx context.Context, rec audit.Record, decision s
 	rec.Decision = decision
 	if opErr != nil {
 		rec.Code = string(refusal.Internal)
-		rec.Details = map[string]string{"error": opErr.Error()}
+		rec.Details = maps.Clone(rec.Details) // the call's own details stay
+		if rec.Details == nil {
+			rec.Details = map[string]string{}
+		}
+		rec.Details["error"] = opErr.Error()
 	}
-	if _, err := s.record(context.WithoutCancel(ctx), rec); err != nil {
+	out, err := s.record(context.WithoutCancel(ctx), rec)
+	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}
 	if opErr != nil {
-		return refusal.Wrap(refusal.Internal, opErr, "%s could not be persisted", rec.Event)
+		return refusal.WithAudit(refusal.Wrap(refusal.Internal, opErr, "%s could not be persisted", rec.Event), out.ID)
 	}
 	return nil
+}
+
+// outcome is the decision to record for an action that failed with err:
+// an action that did not happen is a refusal, not an "allow".
+func outcome(err error) string {
+	if err != nil {
+		return "refuse"
+	}
+	return "allow"
 }
 
 // refuseControl audits a refused control call and returns the refusal.

@@ -36,7 +36,7 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 	}
 	rec := controlRecord(c, coilyv1.CoilyService_IssueKey_FullMethodName, "key.issue", "")
 	rec.Details = map[string]string{"sandboxes": name}
-	if err := s.recordControl(ctx, rec, "allow", err); err != nil {
+	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err
 	}
 	return &coilyv1.IssueKeyResponse{Key: keyProto(key)}, nil
@@ -79,7 +79,7 @@ func (s *Server) replaceKeys(ctx context.Context, c Caller, event string, names 
 	keys, err := s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
 	rec := controlRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Details = map[string]string{"sandboxes": joinNames(names)}
-	if err := s.recordControl(ctx, rec, "allow", err); err != nil {
+	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err
 	}
 	return keys, nil

@@ -72,8 +72,8 @@ type Config struct {
 	// file, Vault token and secret-id files, the auth key file): every
 	// sandbox hides them too.
 	OwnFiles []string
-	Version          string
-	Now              func() time.Time
+	Version  string
+	Now      func() time.Time
 }
 
 // Server is the coily service.
