@@ -100,6 +100,11 @@ func auditVerify(e *env, dir string) int {
 // records that it did; the server refuses to start on a torn log until
 // then. Run it with the server stopped.
 func auditRepair(e *env, dir string) int {
+	lock, code := takeStateDir(e, "coily audit repair", filepath.Dir(dir)) // never beside a running server
+	if lock == nil {
+		return code
+	}
+	defer lock.Close()
 	rep, err := audit.Repair(audit.Config{Dir: dir}, localPrincipal())
 	switch {
 	case errors.Is(err, audit.ErrNotTorn):

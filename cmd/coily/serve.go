@@ -107,7 +107,7 @@ func takeStateDir(e *env, cmd, dir string) (*stateLock, int) {
 	if err == nil {
 		return lock, 0
 	}
-	fmt.Fprintf(e.stderr, "%s: %v\n", cmd, err)
+	printLine(e.stderr, "%s: %v", cmd, err)
 	if errors.Is(err, errStateDirBusy) {
 		return nil, exitStateDirBusy
 	}

@@ -74,6 +74,13 @@ func stateCheck(e *env, dir string) int {
 // is locked out: what cannot be rebuilt (sandbox keys, rate buckets, relay
 // records) is gone, so nothing runs until a human has looked and unlocked.
 func stateRebuild(e *env, dir string) int {
+	// Never beside a running server: it would keep the old file open and
+	// carry on as if nothing had happened.
+	lock, code := takeStateDir(e, "coily state rebuild", dir)
+	if lock == nil {
+		return code
+	}
+	defer lock.Close()
 	path := filepath.Join(dir, "coily.db")
 	aside := ""
 	if _, err := os.Stat(path); err == nil {

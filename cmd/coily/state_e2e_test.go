@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -99,4 +100,48 @@ func TestCLITornAuditLog(t *testing.T) {
 	if r := p.run(t, "exec", "--", "/bin/echo", "hi"); r.code != 0 {
 		t.Fatalf("exec after repair: %+v", r)
 	}
+}
+
+// `state rebuild` and `audit repair` never run beside a live server: they
+// take the state directory's lock, exit 3 naming the holder, and change
+// nothing (a rebuild would otherwise move coily.db aside under the server,
+// which would carry on with the old file while the next start saw a new one).
+func TestCLIRepairsRefuseBesideARunningServer(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	before := dirSnapshot(t, dir)
+	for _, args := range [][]string{{"state", "rebuild"}, {"audit", "repair"}} {
+		r := runCoily(t, nil, append(args, "--state-dir", dir)...)
+		if r.code != exitStateDirBusy || !strings.Contains(r.stderr, "held by another coily") {
+			t.Fatalf("%v beside a running server: %+v", args, r)
+		}
+	}
+	if after := dirSnapshot(t, dir); after != before {
+		t.Fatalf("the state directory changed:\n%s\nwas\n%s", after, before)
+	}
+	if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+		t.Fatalf("the server after: %+v", r)
+	}
+}
+
+// dirSnapshot lists the names and sizes of the state directory's files,
+// but the audit log's (the server appends to it).
+func dirSnapshot(t *testing.T, dir string) string {
+	t.Helper()
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(path, "/audit/") {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %d\n", strings.TrimPrefix(path, dir), fi.Size())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }
