@@ -41,7 +41,7 @@ func runDev(ctx context.Context, e *env) int {
 	}
 	dir, err := devStateDir(e.global)
 	if err != nil {
-		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
+		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	lock, code := takeStateDir(e, "coily dev", dir)
@@ -51,7 +51,7 @@ func runDev(ctx context.Context, e *env) int {
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
 	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
-		fmt.Fprintf(e.stderr, "coily dev: %v\n", err)
+		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
