@@ -46,6 +46,8 @@ type execution struct {
 	confirm bool
 	// method is the RPC the execution arrived by (Exec or Relay).
 	method string
+	// out receives the execution's events (approval, output, exit).
+	out sender
 }
 
 // auditRecord starts an audit record describing the execution.
@@ -95,13 +97,31 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 	return s.execute(ctx, &execution{id: newID(), caller: caller, req: req, policy: s.policyFrom(ctx)}, stream)
 }
 
-// execute admits an execution and runs it to its end.
+// execute is the Exec pipeline of DESIGN §4, for every transport: each
+// step is a call that passes or refuses with a stable code; a refusal is
+// audited (refuseExec), and the run ends with its result audited
+// (runExec). Steps 1–2, identity and method authorization, ran in the
+// interceptor; step 4, the relay checks, in Relay before it calls this.
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer s.release(x)
-	if err := s.admitExec(ctx, x); err != nil {
-		return s.refuseExec(ctx, x, err)
+	x.out = out
+	for _, step := range []func(context.Context, *execution) error{
+		s.validate,         // the request's own limits
+		s.admitState,       // 3. lockout and pause
+		s.decideRule,       // 5. policy
+		s.admitSlot,        // 6. concurrency (or a place among those awaiting approval)
+		s.takeToken,        // 6. rate
+		s.confirm,          // 7. a human's approval, when the rule asks
+		s.waitSlot,         //    an approved request's slot
+		s.openBinary,       //    the rule's binary, opened and its pin checked
+		s.fetchCredentials, // 8. credentials, fail closed
+		s.lookupSandbox,    // 9. the rule's sandbox backend
+	} {
+		if err := step(ctx, x); err != nil {
+			return s.refuseExec(ctx, x, err)
+		}
 	}
-	return s.pipeline(ctx, x, out)
+	return s.runExec(ctx, x) // 9–11. workspace, sandbox, run, stream, audit
 }
 
 // sender receives an Exec's events: the gRPC stream, or the collector of
@@ -110,61 +130,52 @@ type sender interface {
 	Send(*coilyv1.ExecResponse) error
 }
 
-// pipeline runs an admitted execution to its end: approval, credentials,
-// sandbox, the run and its audit (steps 7–11). A request that needed an
-// approval takes its concurrency slot after it (waitSlot).
-func (s *Server) pipeline(ctx context.Context, x *execution, stream sender) error {
-	if err := s.confirm(ctx, x, stream); err != nil {
-		return s.refuseExec(ctx, x, err)
-	}
-	if err := s.waitSlot(ctx, x); err != nil {
-		return s.refuseExec(ctx, x, err)
-	}
-	if err := s.prepare(ctx, x); err != nil {
-		return s.refuseExec(ctx, x, err)
-	}
-	return s.runExec(ctx, x, stream)
-}
-
-// admitExec runs the checks that decide whether the command may start:
-// validation, state, policy, concurrency and rate (steps 3–6).
-func (s *Server) admitExec(ctx context.Context, x *execution) error {
+// validate checks the request's own limits (sizes, names, characters).
+func (s *Server) validate(_ context.Context, x *execution) error {
 	if err := validateExec(x.req); err != nil {
 		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return err
 	}
-	// 3. State: lockout and pause, checked and registered atomically so a
-	// lockout cannot miss a command admitted concurrently.
+	return nil
+}
+
+// admitState refuses under a lockout or pause, and otherwise registers
+// the execution's job, atomically: a lockout cannot miss a command
+// admitted concurrently (step 3).
+func (s *Server) admitState(_ context.Context, x *execution) error {
 	j, err := s.admitJob(x.id)
 	if err != nil {
 		return err
 	}
 	x.job = j
-	// 4. Relay checks: descriptor path only (filesystem bridge).
-	// 5. Policy: the one the call was admitted under.
-	pol := x.policy
-	d := pol.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
+	return nil
+}
+
+// decideRule finds the rule that allows the request, under the policy the
+// call was admitted under (step 5).
+func (s *Server) decideRule(_ context.Context, x *execution) error {
+	d := x.policy.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
 	x.wouldDeny = d.WouldDeny
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule = d.Rule
-	// 6. Concurrency, then rate: a request refused for want of a slot
-	// spends no token. One that needs an approval holds no slot while a
-	// human decides: it counts as waiting, and takes its slot once
-	// approved (waitSlot).
+	return nil
+}
+
+// admitSlot takes a concurrency slot before the rate token, so a request
+// refused for want of a slot spends no token (step 6). One that needs an
+// approval holds no slot while a human decides: it counts as waiting, and
+// takes its slot once approved (waitSlot).
+func (s *Server) admitSlot(_ context.Context, x *execution) error {
 	if x.needsApproval() {
-		if err := s.admitWaiter(x); err != nil {
-			return err
-		}
-	} else if err := s.acquireSlot(x); err != nil {
-		return err
+		return s.admitWaiter(x)
 	}
-	return s.takeToken(x)
+	return s.acquireSlot(x)
 }
 
 // takeToken spends one token of the rule's rate limit for this principal.
-func (s *Server) takeToken(x *execution) error {
+func (s *Server) takeToken(_ context.Context, x *execution) error {
 	r := x.rule.Rate
 	if r == nil {
 		return nil
@@ -186,7 +197,7 @@ func (s *Server) takeToken(x *execution) error {
 func (x *execution) needsApproval() bool { return x.rule.Confirm || x.confirm }
 
 // confirm waits for a human's approval when the rule asks for one (step 7).
-func (s *Server) confirm(ctx context.Context, x *execution, stream sender) error {
+func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if !x.needsApproval() {
 		return nil
 	}
@@ -195,7 +206,7 @@ func (s *Server) confirm(ctx context.Context, x *execution, stream sender) error
 		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}
-	if err := stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.snapshot(s.approvals)}}); err != nil {
+	if err := x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.snapshot(s.approvals)}}); err != nil {
 		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "caller went away")
 	}
@@ -204,19 +215,20 @@ func (s *Server) confirm(ctx context.Context, x *execution, stream sender) error
 	return err
 }
 
-// prepare readies what the command runs in: the binary's pinned digest,
-// the credentials and the sandbox (steps 8–9).
-func (s *Server) prepare(ctx context.Context, x *execution) error {
+// openBinary opens the rule's binary and checks its pinned digest: the
+// command runs from this open file.
+func (s *Server) openBinary(_ context.Context, x *execution) error {
 	exe, err := x.rule.OpenBinary()
 	if err != nil {
 		return refusal.Wrap(refusal.PolicyDeny, err, "binary for rule %q failed its check", x.rule.Name)
 	}
 	x.exe = exe
-	// 8. Credentials, fail closed.
-	if err := s.fetchCredentials(ctx, x); err != nil {
-		return err
-	}
-	// 9. Sandbox.
+	return nil
+}
+
+// lookupSandbox finds the rule's sandbox backend; none means no run
+// (step 9: never unsandboxed unless the rule names native).
+func (s *Server) lookupSandbox(_ context.Context, x *execution) error {
 	box, err := s.cfg.Sandboxes.Lookup(x.rule.Sandbox)
 	if err != nil {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q is not available on this server", x.rule.Sandbox)
@@ -241,7 +253,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 
 // runExec audits the decision, runs the command, streams its output and
 // audits the result (steps 9–11).
-func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error {
+func (s *Server) runExec(ctx context.Context, x *execution) error {
 	home, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
 	if err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
@@ -286,7 +298,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 	}
 	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
 		Started: s.cfg.Now()}
-	err = stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Started{Started: &coilyv1.ExecStarted{
+	err = x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Started{Started: &coilyv1.ExecStarted{
 		RequestId: x.id, Rule: x.rule.Name, Sandbox: x.box.Name(), AuditId: dec.ID}}})
 	if err != nil {
 		_, err = s.finishExec(ctx, x, &req, runResult{}, refusal.Wrap(refusal.Internal, err, "caller went away"))
@@ -297,7 +309,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 	runCtx, cancel := context.WithTimeoutCause(ctx, s.timeout(x), errTimeout)
 	defer cancel()
 	out := newOutput(x.scrub, func(c chunk) error {
-		return stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
+		return x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
 	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
@@ -316,7 +328,7 @@ func (s *Server) runExec(ctx context.Context, x *execution, stream sender) error
 	// the caller's next request could find it still taken.
 	s.release(x)
 	if err == nil {
-		err = stream.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: exit}})
+		err = x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: exit}})
 	}
 	s.saveRequest(req)
 	return err
