@@ -180,7 +180,7 @@ func procsNaming(s string) []int {
 // the owner put them inside a workspace: a command that could rewrite the
 // policy would reload its own rules, one that could read the credentials
 // file would hold every secret.
-func TestCLIServerFilesHidden(t *testing.T) {
+func TestCLISandboxHidesServerFiles(t *testing.T) {
 	requireBwrap(t)
 	ws := t.TempDir()
 	polPath, credPath := filepath.Join(ws, "policy.yaml"), filepath.Join(ws, "creds")
