@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"syscall"
+	"time"
 )
 
 // lockStateDir creates dir if missing (0700) and takes an exclusive flock
@@ -46,11 +47,23 @@ func lockStateDir(dir string) (*stateLock, error) {
 	return &stateLock{f: f}, nil
 }
 
-// flock takes the lock without waiting, retrying only on EINTR.
+// lockWait bounds how long a held lock is retried. A server killed with
+// SIGKILL releases it when its last descriptor closes, and a child it had
+// forked but not yet exec'd (or killed) still shares that descriptor for a
+// moment: a restart right after a crash waits that moment out instead of
+// failing; a live holder is still reported within a second.
+const lockWait = time.Second
+
+// flock takes the lock, retrying a held one for lockWait and EINTR always.
 func flock(f *os.File) error {
+	deadline := time.Now().Add(lockWait)
 	for {
 		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-		if !errors.Is(err, syscall.EINTR) {
+		switch {
+		case errors.Is(err, syscall.EINTR):
+		case errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline):
+			time.Sleep(20 * time.Millisecond)
+		default:
 			return err
 		}
 	}
