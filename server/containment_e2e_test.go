@@ -738,3 +738,87 @@ func TestContainmentGitLocalRemote(t *testing.T) {
 		}
 	}
 }
+
+// Git hook managers' configuration runs code on the host's next commit:
+// pre-commit's and lefthook's files at a work tree root are read-only
+// when they exist, and quarantined when a command creates them.
+func TestContainmentHookManagersProtected(t *testing.T) {
+	c := startContainment(t, "")
+	for _, f := range []string{".pre-commit-config.yaml", "lefthook.yml"} {
+		if err := os.WriteFile(filepath.Join(c.ws, f), []byte("# the owner's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(c.ws, ".lefthook"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, attempt := range []string{
+		"echo 'repos: [{repo: local, hooks: [{id: x, entry: evil}]}]' >> .pre-commit-config.yaml",
+		"echo 'pre-commit: {commands: {x: {run: evil}}}' >> lefthook.yml",
+		"mkdir -p .lefthook/pre-commit && echo evil > .lefthook/pre-commit/x.sh",
+		"rm .pre-commit-config.yaml",
+	} {
+		if r := c.sh(t, attempt); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", attempt, r)
+		}
+	}
+	fresh := []string{".pre-commit-hooks.yaml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
+		".config/lefthook.toml", ".lefthook-local", "sub/.pre-commit-config.yaml"}
+	r := c.sh(t, `git init -q sub && mkdir -p .config .lefthook-local/pre-commit &&
+for f in .pre-commit-hooks.yaml lefthook.yaml .lefthook.yml .lefthook.yaml lefthook-local.yml .config/lefthook.toml .lefthook-local/pre-commit/x.sh sub/.pre-commit-config.yaml plain.yml; do echo evil > $f; done`)
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	for _, gone := range fresh {
+		if _, err := os.Lstat(filepath.Join(c.ws, gone)); err == nil {
+			t.Errorf("%s was left in place (audit %v)", gone, lastResult(t, c.in).Details)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "plain.yml")); err != nil {
+		t.Errorf("an ordinary file was quarantined: %v", err)
+	}
+}
+
+// Git configuration naming a hooks directory or an included file by an
+// absolute path, or by a relative one leaving the work tree and coming
+// back in by the workspace's name, or through a link outside the
+// workspace leading into it: each is protected like a relative one. A
+// path outside the workspace is ignored (the command cannot write there).
+func TestContainmentAbsoluteHooksPathProtected(t *testing.T) {
+	c := startContainment(t, "")
+	for _, d := range []string{"abs/hooks", "back/hooks", "aliased/hooks"} {
+		if err := os.MkdirAll(filepath.Join(c.ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.ws, "abs.gitconfig"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alias := filepath.Join(filepath.Dir(c.ws), "alias")
+	if err := os.Symlink(c.ws, alias); err != nil {
+		t.Fatal(err)
+	}
+	git(t, c.ws, "config", "core.hooksPath", filepath.Join(c.ws, "abs/hooks"))
+	git(t, c.ws, "config", "--add", "core.hooksPath", "../ws/back/hooks")
+	git(t, c.ws, "config", "--add", "core.hooksPath", filepath.Join(alias, "aliased/hooks"))
+	git(t, c.ws, "config", "--add", "core.hooksPath", c.outside)
+	git(t, c.ws, "config", "include.path", filepath.Join(c.ws, "abs.gitconfig"))
+	git(t, c.ws, "config", "includeIf.gitdir:/.path", filepath.Join(c.ws, "later.gitconfig"))
+	for _, attempt := range []string{
+		"echo evil > abs/hooks/pre-commit",
+		"echo evil > back/hooks/pre-commit",
+		"echo evil > aliased/hooks/pre-commit",
+		"echo '[core] fsmonitor = evil' >> abs.gitconfig",
+	} {
+		if r := c.sh(t, attempt); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", attempt, r)
+		}
+	}
+	// Named but absent: quarantined once a command creates it.
+	if r := c.sh(t, "echo '[core] fsmonitor = evil' > later.gitconfig"); r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	if _, err := os.Lstat(filepath.Join(c.ws, "later.gitconfig")); err == nil {
+		t.Errorf("later.gitconfig was left in place (audit %v)", lastResult(t, c.in).Details)
+	}
+}
