@@ -266,6 +266,23 @@ func lastResult(t *testing.T, in *testserver.Instance) audit.Record {
 	return audit.Record{}
 }
 
+// resultFor returns the exec.result record of the command whose first
+// argument is marker, if there is one (a command refused at admission has
+// none).
+func resultFor(t *testing.T, in *testserver.Instance, marker string) (audit.Record, bool) {
+	t.Helper()
+	recs, err := audit.Tail(filepath.Join(in.StateDir, "audit"), 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Event == "exec.result" && len(recs[i].Argv) > 1 && recs[i].Argv[1] == marker {
+			return recs[i], true
+		}
+	}
+	return audit.Record{}, false
+}
+
 // Nothing the sandbox writes carries a setuid or setgid bit on the host,
 // whatever the call (creating with the mode, chmod, install, cp -p).
 func TestContainmentNoSetuid(t *testing.T) {
@@ -293,6 +310,58 @@ func TestContainmentNoSetuid(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A command's private directory (its home and /tmp, in the state
+// directory's scratch space) that a crash left behind is removed when the
+// server next starts: what a command wrote there does not linger for the
+// next one, nor fill the disk. The server's other files stay.
+func TestContainmentScratchLeftoversRemoved(t *testing.T) {
+	dir, err := os.MkdirTemp("", "coily-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	leftover := filepath.Join(dir, "coily-exec-1234567890")
+	if err := os.MkdirAll(filepath.Join(leftover, "tmp/deep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(leftover, "tmp/deep/planted"), filepath.Join(dir, "keep-me")} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := testserver.Start(t, testserver.Options{StateDir: dir})
+	if _, err := os.Lstat(leftover); !os.IsNotExist(err) {
+		t.Errorf("a crashed command's scratch directory survived the start: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep-me")); err != nil {
+		t.Errorf("a file of the state directory was removed: %v", err)
+	}
+	if r := execArgv(t, in, "/bin/true"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	// Removed once the command has been answered.
+	poll(t, 5*time.Second, "the finished command's scratch directory removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join(dir, "coily-exec-*"))
+		return len(left) == 0
+	})
+}
+
+// The command runs with no_new_privs: no setuid binary it can reach (or
+// plant) gains privileges by being run, whatever the binds' flags.
+func TestContainmentNoNewPrivs(t *testing.T) {
+	c := startContainment(t, "")
+	if host, _ := os.ReadFile("/proc/self/status"); strings.Contains(string(host), "NoNewPrivs:\t1") {
+		t.Log("the test process already has no_new_privs: the check below cannot tell the sandbox set it")
+	}
+	r := c.sh(t, "grep NoNewPrivs /proc/self/status")
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if got := strings.Join(strings.Fields(r.stdout), " "); got != "NoNewPrivs: 1" {
+		t.Fatalf("in the sandbox: %q, want NoNewPrivs: 1", r.stdout)
 	}
 }
 
@@ -494,7 +563,7 @@ func cgroupPids() bool {
 // Lockout racing the start of a command, 50 times, at delays from before
 // admission to after the command runs: the command never survives, the
 // refusal says whether it was killed or stopped before it started, and
-// the lockout's "killed" count agrees.
+// the lockout's "killed" count and the exec's audit record agree.
 func TestContainmentLockoutRacesStart(t *testing.T) {
 	c := startContainment(t, "")
 	ctx := context.Background()
@@ -522,6 +591,14 @@ func TestContainmentLockoutRacesStart(t *testing.T) {
 		}
 		if killedMsg != (resp.GetKilled() == 1) || resp.GetKilled() > 1 {
 			t.Errorf("round %d: refusal %q but the lockout counted %d killed", round, r.err, resp.GetKilled())
+		}
+		// The audit record agrees: "killed" only when a process was.
+		if rec, ok := resultFor(t, c.in, marker); ok {
+			if strings.Contains(rec.Reason, "killed") != (resp.GetKilled() == 1) || rec.Code != string(refusal.LockoutActive) {
+				t.Errorf("round %d: audit says %s %q but the lockout counted %d killed", round, rec.Code, rec.Reason, resp.GetKilled())
+			}
+		} else if killedMsg {
+			t.Errorf("round %d: a command was killed but no exec.result record says so", round)
 		}
 		if pids := procsWith("/bin/sleep\x00" + marker); len(pids) > 0 {
 			t.Fatalf("round %d: %v survived the lockout", round, pids)
