@@ -28,8 +28,8 @@ func (r *Rule) CheckBinary() error {
 // digest, have that digest — computed from this open file, which is then
 // what runs (a sandbox binds and executes it), so a file swapped in at the
 // path after the check is never the one executed. A pinned binary that
-// its group or others may write is refused: it could change in place
-// between the check and the run. Digests are cached by file identity
+// the server's user, its group or others may write is refused: it could
+// change in place between the check and the run. Digests are cached by file identity
 // (device, inode, size, change time), so an unchanged binary is hashed
 // once.
 func (r *Rule) OpenBinary() (*os.File, error) {
@@ -52,9 +52,9 @@ func (r *Rule) OpenBinary() (*os.File, error) {
 	if r.SHA256 == "" {
 		return f, nil
 	}
-	if fi.Mode().Perm()&0o022 != 0 {
+	if err := pinnedWritable(resolved, fi, serverUID()); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("binary %s is pinned but writable by its group or others (mode %v): its content could change after the check", resolved, fi.Mode().Perm())
+		return nil, err
 	}
 	id := identityOf(fi)
 	if sum, ok := digests.get(resolved, id); ok && sum == r.SHA256 {
@@ -71,6 +71,25 @@ func (r *Rule) OpenBinary() (*os.File, error) {
 	}
 	digests.put(resolved, id, r.SHA256)
 	return f, nil
+}
+
+// serverUID is the user whose write access makes a pinned binary unsafe:
+// the server's effective uid (tests judge as another user).
+var serverUID = os.Geteuid
+
+// pinnedWritable refuses a pinned binary that may change in place after
+// its check: one its group or others may write, or one the server's user
+// owns — read-only or not, as its owner may make it writable again. Root
+// is the exception: a root server trusts root-owned files, as it must.
+func pinnedWritable(path string, fi os.FileInfo, uid int) error {
+	if fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("binary %s is pinned but writable by its group or others (mode %v): its content could change after the check", path, fi.Mode().Perm())
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if ok && uid != 0 && int(st.Uid) == uid {
+		return fmt.Errorf("pinned binary %s is writable by the server's user (uid %d owns it, and may make it writable even when it is read-only): make it root-owned", path, uid)
+	}
+	return nil
 }
 
 type fileIdentity struct {

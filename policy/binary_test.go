@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"coily.dev/coily/policy"
@@ -192,6 +193,7 @@ func TestAbsentBinary(t *testing.T) {
 }
 
 func TestSHA256Pin(t *testing.T) {
+	policy.JudgeAsUID(t, policy.NobodysUID) // the copy is the test's own, not root's
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "true")
 	copyFile(t, "/bin/true", bin)
@@ -241,6 +243,7 @@ func TestSHA256Pin(t *testing.T) {
 }
 
 func TestCheckBinaryReplaced(t *testing.T) {
+	policy.JudgeAsUID(t, policy.NobodysUID) // the copy is the test's own, not root's
 	for _, how := range []string{"overwrite", "rename"} {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
@@ -448,6 +451,7 @@ func TestDefaults(t *testing.T) {
 // group or others may write is refused: it could change in place after
 // the check.
 func TestOpenBinaryPinned(t *testing.T) {
+	policy.JudgeAsUID(t, policy.NobodysUID) // the copy is the test's own, not root's
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "true")
 	copyFile(t, "/bin/true", bin)
@@ -472,5 +476,64 @@ func TestOpenBinaryPinned(t *testing.T) {
 	}
 	if _, err := r.OpenBinary(); err == nil || !strings.Contains(err.Error(), "writable by its group or others") {
 		t.Fatalf("group-writable pinned binary: %v", err)
+	}
+}
+
+// A pinned binary the server's user owns is refused, read-only or not (its
+// owner may make it writable and rewrite it between the check and the
+// run); a root-owned, read-only one is run. A root server trusts root's
+// files.
+func TestOpenBinaryPinnedOwnedByServer(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "true")
+	copyFile(t, "/bin/true", bin)
+	p := onePolicy(t, `
+  - name: pinned
+    binary: `+bin+`
+    sha256: `+digestOf(t, bin)+`
+`)
+	r := rule(t, p, "pinned")
+	fi, err := os.Stat(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owner := int(fi.Sys().(*syscall.Stat_t).Uid)
+	if owner != 0 {
+		// The server's own user, as the test runs: the real euid.
+		wantOwnedRefused(t, r, bin, owner)
+	}
+	policy.JudgeAsUID(t, 4242)
+	if err := os.Chown(bin, 4242, -1); err != nil {
+		t.Skipf("a file owned by another user needs root: %v", err)
+	}
+	wantOwnedRefused(t, r, bin, 4242)
+	if err := os.Chmod(bin, 0o555); err != nil {
+		t.Fatal(err)
+	}
+	wantOwnedRefused(t, r, bin, 4242)
+	// Root-owned and read-only: run, for a server of any user.
+	if err := os.Chown(bin, 0, -1); err != nil {
+		t.Fatal(err)
+	}
+	for _, uid := range []int{4242, 0} {
+		policy.JudgeAsUID(t, uid)
+		f, err := r.OpenBinary()
+		if err != nil {
+			t.Fatalf("root-owned, read-only pinned binary, server uid %d: %v", uid, err)
+		}
+		f.Close()
+	}
+}
+
+func wantOwnedRefused(t *testing.T, r *policy.Rule, bin string, uid int) {
+	t.Helper()
+	f, err := r.OpenBinary()
+	if err == nil {
+		f.Close()
+		t.Fatalf("a pinned binary owned by the server's user (uid %d) was opened for a run", uid)
+	}
+	if want := "pinned binary " + bin + " is writable by the server's user"; !strings.Contains(err.Error(), want) ||
+		!strings.Contains(err.Error(), "make it root-owned") {
+		t.Fatalf("refusal %q does not say %q and the fix", err, want)
 	}
 }

@@ -229,7 +229,7 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 		}
 		r := &writableRoot{path: path, dir: dir}
 		c.roots = append(c.roots, r)
-		found, err := scanRoot(dir, p.Writable, true)
+		found, err := scanRoot(dir, path, p.Writable, true)
 		if err != nil {
 			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
 		}

@@ -188,7 +188,7 @@ func (c *Confinement) Finish(id string) Report {
 // the rule may not write. Directories the command made unreadable are
 // made readable again and scanned; what cannot be scanned is an error.
 func (r *writableRoot) quarantine(writable []string, id string) (done, restored []string, errs error) {
-	s := &scanner{root: r.dir, writable: writable, post: true}
+	s := &scanner{root: r.dir, rootPath: r.path, writable: writable, post: true}
 	if err := s.run(); err != nil {
 		return nil, nil, fmt.Errorf("scan %s after the command: %w", r.path, err)
 	}

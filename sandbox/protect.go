@@ -22,7 +22,7 @@ const GitName = ".git"
 // managers and git look for configuration that runs code or redirects
 // credentials. A name that does not exist yet and is created by a command
 // is quarantined after it (see QuarantineSuffix).
-var ProtectedNames = []string{
+var ProtectedNames = slices.Concat([]string{
 	// git, beyond the control directory itself.
 	".gitconfig", ".gitmodules", ".config/git",
 	// Shells and direnv.
@@ -36,6 +36,27 @@ var ProtectedNames = []string{
 	".pypirc", ".pip", ".config/pip", ".bundle/config", ".gemrc",
 	// Keys and tool credentials.
 	".ssh", ".docker", ".gnupg",
+	// Git hook managers: the hooks they install run what these name.
+	// pre-commit (and prek, which also reads .yml) reads its config at the
+	// top of the work tree, and a hook repository's manifest there.
+	".pre-commit-config.yaml", ".pre-commit-config.yml", ".pre-commit-hooks.yaml",
+	// lefthook runs scripts from .lefthook/ and .lefthook-local/.
+	".lefthook", ".lefthook-local",
+}, lefthookConfigs())
+
+// lefthookConfigs are the file names lefthook reads its configuration
+// from (https://lefthook.dev/configuration): lefthook or lefthook-local,
+// with or without a leading dot, or in .config/ without it, in any of its
+// formats.
+func lefthookConfigs() []string {
+	var out []string
+	for _, base := range []string{"lefthook", "lefthook-local"} {
+		for _, ext := range []string{"yml", "yaml", "toml", "json", "jsonc"} {
+			name := base + "." + ext
+			out = append(out, name, "."+name, ".config/"+name)
+		}
+	}
+	return out
 }
 
 // AnyDepthNames are protected wherever they are in a writable root but

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -31,6 +32,7 @@ var ErrProtectedLink = errors.New("protected name is a symbolic link")
 // that neither depth nor width exhausts descriptors.
 type scanner struct {
 	root     *os.File
+	rootPath string // the root's host path: absolute paths in git config are resolved against it
 	writable []string
 	open     bool // open each protected entry (O_PATH) for binding
 	post     bool // after the command: record links and linked files, fix what hides, never give up
@@ -50,9 +52,9 @@ type scanner struct {
 // in it, and, in git directories the rule may write, their code entries
 // (submodules' and worktrees' included). It never follows a symbolic
 // link. With open, each entry is returned opened (O_PATH), the caller
-// closing them.
-func scanRoot(root *os.File, writable []string, open bool) ([]protected, error) {
-	s := &scanner{root: root, writable: writable, open: open}
+// closing them. rootPath is the root's host path.
+func scanRoot(root *os.File, rootPath string, writable []string, open bool) ([]protected, error) {
+	s := &scanner{root: root, rootPath: rootPath, writable: writable, open: open}
 	if err := s.run(); err != nil {
 		s.close()
 		return nil, err
@@ -247,7 +249,7 @@ func (s *scanner) gitDir(parent *os.File, e dirent, rel string) error {
 		return nil
 	}
 	defer dir.Close()
-	s.extra = append(s.extra, configNamedPaths(dir, rel)...)
+	s.extra = append(s.extra, configNamedPaths(dir, rel, s.rootPath)...)
 	if !rw {
 		return nil
 	}
@@ -454,8 +456,9 @@ func displayRel(rel string) string {
 // the workspace) for the paths it names that git will run or load: the
 // hooks directory (core.hooksPath; relative to the work tree) and included
 // files (include.path, includeIf.*.path; relative to the git directory).
-// It returns those inside the workspace, relative to it.
-func configNamedPaths(gitDir *os.File, gitDirRel string) []string {
+// It returns those inside the workspace, relative to it; an absolute path
+// counts when it resolves inside rootPath, the workspace's host path.
+func configNamedPaths(gitDir *os.File, gitDirRel, rootPath string) []string {
 	f, err := openAt(gitDir, "config", unix.O_RDONLY)
 	if err != nil {
 		return nil
@@ -476,16 +479,54 @@ func configNamedPaths(gitDir *os.File, gitDirRel string) []string {
 		if strings.HasPrefix(v, "~") || strings.HasPrefix(v, "%(prefix)") {
 			continue // the owner's home, outside any workspace
 		}
-		if path.IsAbs(v) {
-			continue // resolved against the workspace by the caller (server) only when inside it
+		abs := v
+		if !path.IsAbs(v) {
+			abs = path.Join(rootPath, base, v)
 		}
-		rel := path.Clean(path.Join(base, v))
-		if rel == "." || rel == ".." || strings.HasPrefix(rel, "../") {
-			continue
+		// Absolute, or relative and maybe out of the workspace and back in
+		// by its name: resolved against the workspace's host path.
+		if rel, ok := absInRoot(abs, rootPath); ok {
+			out = append(out, rel)
 		}
-		out = append(out, rel)
 	}
 	return out
+}
+
+// absInRoot returns abs relative to root when it lies inside root, as
+// written or through symbolic links outside root (a home reached through
+// a link, say): those the command cannot change. Links inside root are
+// not followed; protectNamed refuses a link at the named path itself.
+// A path outside root is not reported: the command cannot write there.
+func absInRoot(abs, root string) (string, bool) {
+	if root == "" {
+		return "", false
+	}
+	abs = path.Clean(abs)
+	rel, ok := relUnder(abs, root)
+	parts := strings.Split(strings.TrimPrefix(abs, "/"), "/")
+	for i := 1; !ok && i <= len(parts); i++ {
+		real, err := filepath.EvalSymlinks("/" + path.Join(parts[:i]...))
+		if err != nil {
+			return "", false // absent outside the workspace: nothing there is the command's
+		}
+		if rel, ok = relUnder(real, root); ok {
+			rel = path.Join(append([]string{rel}, parts[i:]...)...)
+		}
+	}
+	if !ok || rel == "." {
+		return "", false // the workspace itself is not a path git names
+	}
+	return rel, true
+}
+
+// relUnder returns p relative to root ("." for root itself) when p is
+// root or below it.
+func relUnder(p, root string) (string, bool) {
+	if p == root {
+		return ".", true
+	}
+	rest, ok := strings.CutPrefix(p, strings.TrimSuffix(root, "/")+"/")
+	return rest, ok && rest != ""
 }
 
 type gitConfigPath struct {

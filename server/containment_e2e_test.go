@@ -266,6 +266,23 @@ func lastResult(t *testing.T, in *testserver.Instance) audit.Record {
 	return audit.Record{}
 }
 
+// resultFor returns the exec.result record of the command whose first
+// argument is marker, if there is one (a command refused at admission has
+// none).
+func resultFor(t *testing.T, in *testserver.Instance, marker string) (audit.Record, bool) {
+	t.Helper()
+	recs, err := audit.Tail(filepath.Join(in.StateDir, "audit"), 50)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := len(recs) - 1; i >= 0; i-- {
+		if recs[i].Event == "exec.result" && len(recs[i].Argv) > 1 && recs[i].Argv[1] == marker {
+			return recs[i], true
+		}
+	}
+	return audit.Record{}, false
+}
+
 // Nothing the sandbox writes carries a setuid or setgid bit on the host,
 // whatever the call (creating with the mode, chmod, install, cp -p).
 func TestContainmentNoSetuid(t *testing.T) {
@@ -293,6 +310,58 @@ func TestContainmentNoSetuid(t *testing.T) {
 	})
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A command's private directory (its home and /tmp, in the state
+// directory's scratch space) that a crash left behind is removed when the
+// server next starts: what a command wrote there does not linger for the
+// next one, nor fill the disk. The server's other files stay.
+func TestContainmentScratchLeftoversRemoved(t *testing.T) {
+	dir, err := os.MkdirTemp("", "coily-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	leftover := filepath.Join(dir, "coily-exec-1234567890")
+	if err := os.MkdirAll(filepath.Join(leftover, "tmp/deep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{filepath.Join(leftover, "tmp/deep/planted"), filepath.Join(dir, "keep-me")} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	in := testserver.Start(t, testserver.Options{StateDir: dir})
+	if _, err := os.Lstat(leftover); !os.IsNotExist(err) {
+		t.Errorf("a crashed command's scratch directory survived the start: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "keep-me")); err != nil {
+		t.Errorf("a file of the state directory was removed: %v", err)
+	}
+	if r := execArgv(t, in, "/bin/true"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	// Removed once the command has been answered.
+	poll(t, 5*time.Second, "the finished command's scratch directory removed", func() bool {
+		left, _ := filepath.Glob(filepath.Join(dir, "coily-exec-*"))
+		return len(left) == 0
+	})
+}
+
+// The command runs with no_new_privs: no setuid binary it can reach (or
+// plant) gains privileges by being run, whatever the binds' flags.
+func TestContainmentNoNewPrivs(t *testing.T) {
+	c := startContainment(t, "")
+	if host, _ := os.ReadFile("/proc/self/status"); strings.Contains(string(host), "NoNewPrivs:\t1") {
+		t.Log("the test process already has no_new_privs: the check below cannot tell the sandbox set it")
+	}
+	r := c.sh(t, "grep NoNewPrivs /proc/self/status")
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("%+v", r)
+	}
+	if got := strings.Join(strings.Fields(r.stdout), " "); got != "NoNewPrivs: 1" {
+		t.Fatalf("in the sandbox: %q, want NoNewPrivs: 1", r.stdout)
 	}
 }
 
@@ -494,7 +563,7 @@ func cgroupPids() bool {
 // Lockout racing the start of a command, 50 times, at delays from before
 // admission to after the command runs: the command never survives, the
 // refusal says whether it was killed or stopped before it started, and
-// the lockout's "killed" count agrees.
+// the lockout's "killed" count and the exec's audit record agree.
 func TestContainmentLockoutRacesStart(t *testing.T) {
 	c := startContainment(t, "")
 	ctx := context.Background()
@@ -522,6 +591,14 @@ func TestContainmentLockoutRacesStart(t *testing.T) {
 		}
 		if killedMsg != (resp.GetKilled() == 1) || resp.GetKilled() > 1 {
 			t.Errorf("round %d: refusal %q but the lockout counted %d killed", round, r.err, resp.GetKilled())
+		}
+		// The audit record agrees: "killed" only when a process was.
+		if rec, ok := resultFor(t, c.in, marker); ok {
+			if strings.Contains(rec.Reason, "killed") != (resp.GetKilled() == 1) || rec.Code != string(refusal.LockoutActive) {
+				t.Errorf("round %d: audit says %s %q but the lockout counted %d killed", round, rec.Code, rec.Reason, resp.GetKilled())
+			}
+		} else if killedMsg {
+			t.Errorf("round %d: a command was killed but no exec.result record says so", round)
 		}
 		if pids := procsWith("/bin/sleep\x00" + marker); len(pids) > 0 {
 			t.Fatalf("round %d: %v survived the lockout", round, pids)
@@ -736,5 +813,89 @@ func TestContainmentGitLocalRemote(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(c.ws, marker)); err == nil {
 			t.Errorf("%s: the remote ran code", marker)
 		}
+	}
+}
+
+// Git hook managers' configuration runs code on the host's next commit:
+// pre-commit's and lefthook's files at a work tree root are read-only
+// when they exist, and quarantined when a command creates them.
+func TestContainmentHookManagersProtected(t *testing.T) {
+	c := startContainment(t, "")
+	for _, f := range []string{".pre-commit-config.yaml", "lefthook.yml"} {
+		if err := os.WriteFile(filepath.Join(c.ws, f), []byte("# the owner's\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(c.ws, ".lefthook"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, attempt := range []string{
+		"echo 'repos: [{repo: local, hooks: [{id: x, entry: evil}]}]' >> .pre-commit-config.yaml",
+		"echo 'pre-commit: {commands: {x: {run: evil}}}' >> lefthook.yml",
+		"mkdir -p .lefthook/pre-commit && echo evil > .lefthook/pre-commit/x.sh",
+		"rm .pre-commit-config.yaml",
+	} {
+		if r := c.sh(t, attempt); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", attempt, r)
+		}
+	}
+	fresh := []string{".pre-commit-hooks.yaml", "lefthook.yaml", ".lefthook.yml", ".lefthook.yaml", "lefthook-local.yml",
+		".config/lefthook.toml", ".lefthook-local", "sub/.pre-commit-config.yaml"}
+	r := c.sh(t, `git init -q sub && mkdir -p .config .lefthook-local/pre-commit &&
+for f in .pre-commit-hooks.yaml lefthook.yaml .lefthook.yml .lefthook.yaml lefthook-local.yml .config/lefthook.toml .lefthook-local/pre-commit/x.sh sub/.pre-commit-config.yaml plain.yml; do echo evil > $f; done`)
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	for _, gone := range fresh {
+		if _, err := os.Lstat(filepath.Join(c.ws, gone)); err == nil {
+			t.Errorf("%s was left in place (audit %v)", gone, lastResult(t, c.in).Details)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "plain.yml")); err != nil {
+		t.Errorf("an ordinary file was quarantined: %v", err)
+	}
+}
+
+// Git configuration naming a hooks directory or an included file by an
+// absolute path, or by a relative one leaving the work tree and coming
+// back in by the workspace's name, or through a link outside the
+// workspace leading into it: each is protected like a relative one. A
+// path outside the workspace is ignored (the command cannot write there).
+func TestContainmentAbsoluteHooksPathProtected(t *testing.T) {
+	c := startContainment(t, "")
+	for _, d := range []string{"abs/hooks", "back/hooks", "aliased/hooks"} {
+		if err := os.MkdirAll(filepath.Join(c.ws, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(c.ws, "abs.gitconfig"), []byte("[core]\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	alias := filepath.Join(filepath.Dir(c.ws), "alias")
+	if err := os.Symlink(c.ws, alias); err != nil {
+		t.Fatal(err)
+	}
+	git(t, c.ws, "config", "core.hooksPath", filepath.Join(c.ws, "abs/hooks"))
+	git(t, c.ws, "config", "--add", "core.hooksPath", "../ws/back/hooks")
+	git(t, c.ws, "config", "--add", "core.hooksPath", filepath.Join(alias, "aliased/hooks"))
+	git(t, c.ws, "config", "--add", "core.hooksPath", c.outside)
+	git(t, c.ws, "config", "include.path", filepath.Join(c.ws, "abs.gitconfig"))
+	git(t, c.ws, "config", "includeIf.gitdir:/.path", filepath.Join(c.ws, "later.gitconfig"))
+	for _, attempt := range []string{
+		"echo evil > abs/hooks/pre-commit",
+		"echo evil > back/hooks/pre-commit",
+		"echo evil > aliased/hooks/pre-commit",
+		"echo '[core] fsmonitor = evil' >> abs.gitconfig",
+	} {
+		if r := c.sh(t, attempt); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", attempt, r)
+		}
+	}
+	// Named but absent: quarantined once a command creates it.
+	if r := c.sh(t, "echo '[core] fsmonitor = evil' > later.gitconfig"); r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	if _, err := os.Lstat(filepath.Join(c.ws, "later.gitconfig")); err == nil {
+		t.Errorf("later.gitconfig was left in place (audit %v)", lastResult(t, c.in).Details)
 	}
 }

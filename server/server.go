@@ -219,7 +219,10 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 }
 
 func (s *Server) recordWith(ctx context.Context, r audit.Record, appendFn func(context.Context, audit.Record) (audit.Record, error)) (audit.Record, error) {
-	if r.Decision == "refuse" {
+	// The result of a command that ran is always recorded on its own (its
+	// decision was, and slots bound how many run): how it ended, what was
+	// quarantined, what bounded it must not fold into a count.
+	if r.Decision == "refuse" && r.Event != "exec.result" {
 		key := floodKey(r)
 		if b, lead := s.flood.admit(key, r, s.cfg.Now()); b != nil {
 			// Counted in the caller's refusal.summary, written before

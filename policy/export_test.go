@@ -1,0 +1,15 @@
+package policy
+
+import "testing"
+
+// JudgeAsUID makes OpenBinary judge who may write a pinned binary as if
+// the server ran as uid, until the test ends. Tests that pin a copy they
+// own (so not root-owned) judge as a user that owns nothing.
+func JudgeAsUID(t testing.TB, uid int) {
+	old := serverUID
+	serverUID = func() int { return uid }
+	t.Cleanup(func() { serverUID = old })
+}
+
+// NobodysUID owns no file a test makes.
+const NobodysUID = 1<<31 - 2
