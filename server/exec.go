@@ -289,6 +289,11 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err))
 	}
 	defer conf.Close()
+	// Cancelled while it was readied (a relayed request's teardown): it
+	// never starts.
+	if err := context.Cause(ctx); err != nil {
+		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "cancelled before it started"))
+	}
 
 	rec := x.auditRecord("exec.decision")
 	rec.Decision = "allow"

@@ -43,8 +43,18 @@ type flight struct {
 	hash    string
 	done    chan struct{}
 	resp    []byte
-	cancel  context.CancelCauseFunc
+	// ctx is the request's run context from the moment it is in flight
+	// (row 10 of docs/protocol.md §7.3), detached from the bridge's call.
+	// A teardown cancels it with errTeardown at whatever step the request
+	// is: one torn down before its command starts never starts. Its run
+	// cancels it once over (runRelayed); a flight that never runs needs
+	// no cancel, its context having no parent to detach from.
+	ctx    context.Context
+	cancel context.CancelCauseFunc
 }
+
+// tornDown says whether a teardown cancelled the flight's run context.
+func (f *flight) tornDown() bool { return errors.Is(context.Cause(f.ctx), errTeardown) }
 
 // Relay implements the descriptor path: DESIGN §4 step 4, then the Exec
 // pipeline, exactly once per request id.
@@ -95,7 +105,7 @@ func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, s
 	}
 	sum := sha256.Sum256(canon)
 	hash := hex.EncodeToString(sum[:])
-	f, first := s.joinFlight(d.ID, sandbox, hash)
+	f, first := s.joinFlight(ctx, d.ID, sandbox, hash)
 	if !first {
 		return d.ID, s.waitFlight(ctx, x, f, hash)
 	}
@@ -162,6 +172,13 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 	if err := s.stopped(); err != nil {
 		return s.relayRefusal(ctx, x, d.ID, err)
 	}
+	if f.tornDown() { // a teardown came while it was checked: as if it came first
+		rec, err := s.tombstone(d.ID, f.sandbox)
+		if err != nil {
+			return s.relayRefusal(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
+		}
+		return s.recorded(ctx, x, rec, f.hash)
+	}
 	s.pruneRelayState(now)
 	rec = store.Relay{ID: d.ID, Sandbox: f.sandbox, BodyHash: f.hash, State: store.RelayAccepted, Boot: s.boot, Accepted: now}
 	existing, found, err := s.cfg.Store.AcceptRelay(rec, d.Nonce, d.CreatedAt.Add(RelayMaxAge+RelayMaxSkew))
@@ -205,10 +222,9 @@ func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, ha
 // again and waits for it); a teardown, lockout or shutdown stops it.
 func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *descriptor.Request) []byte {
 	x.confirm = d.RequiresConfirm
-	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
-	s.mu.Lock()
-	f.cancel = cancel
-	s.mu.Unlock()
+	if f.tornDown() { // since it was accepted: it never starts
+		return s.relayRefusal(ctx, x, d.ID, refusal.New(refusal.Internal, "cancelled by a teardown"))
+	}
 	// The answer is ready at the exit event; the pipeline's bookkeeping
 	// after it (the store's request index) finishes in the background.
 	col := &collector{exited: make(chan struct{})}
@@ -216,15 +232,15 @@ func (s *Server) runRelayed(ctx context.Context, x *execution, f *flight, d *des
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		defer cancel(nil)
-		ended <- s.execute(runCtx, x, col)
+		defer f.cancel(nil)
+		ended <- s.execute(f.ctx, x, col)
 	}()
 	var err error
 	select {
 	case <-col.exited:
 	case err = <-ended:
 	}
-	if errors.Is(context.Cause(runCtx), errTeardown) && err != nil {
+	if f.tornDown() && err != nil {
 		err = refusal.WithAudit(refusal.New(refusal.Internal, "cancelled by a teardown"), refusal.As(err).AuditID)
 	}
 	return col.response(d.ID, err)
@@ -259,24 +275,54 @@ func (s *Server) relayRefusal(ctx context.Context, x *execution, id string, err 
 }
 
 // joinFlight registers the answering of id, or returns the flight already
-// answering it (first is false).
-func (s *Server) joinFlight(id, sandbox, hash string) (f *flight, first bool) {
+// answering it (first is false). A flight that starts while a teardown of
+// id is being recorded starts torn down.
+func (s *Server) joinFlight(ctx context.Context, id, sandbox, hash string) (f *flight, first bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if f := s.flights[id]; f != nil {
 		return f, false
 	}
 	f = &flight{sandbox: sandbox, hash: hash, done: make(chan struct{})}
+	f.ctx, f.cancel = context.WithCancelCause(context.WithoutCancel(ctx))
+	if s.torn[tornKey(id, sandbox)] > 0 {
+		f.cancel(errTeardown)
+	}
 	s.flights[id] = f
 	return f, true
 }
 
+// landFlight hands the answer to the relays waiting for it. A flight torn
+// down is remembered as a teardown that came first: when the request did
+// not use its id up (refused before row 15, e.g. while the server was
+// paused), relayed again later it never runs.
 func (s *Server) landFlight(id string, f *flight, resp []byte) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	f.resp = resp
 	delete(s.flights, id)
 	close(f.done)
+	torn := f.tornDown()
+	if torn {
+		s.torn[tornKey(id, f.sandbox)]++
+	}
+	s.mu.Unlock()
+	if torn {
+		s.recordTeardown(id, f.sandbox)
+	}
+}
+
+func tornKey(id, sandbox string) string { return sandbox + "\x00" + id }
+
+// recordTeardown records the answer of a request torn down before it
+// started (tombstone), then stops marking it torn. The caller marked it
+// (s.torn, under s.mu) as it found no flight for it or landed its torn
+// flight: a relay of the id that starts before the record is written
+// starts torn down.
+func (s *Server) recordTeardown(id, sandbox string) {
+	_, _ = s.tombstone(id, sandbox) // logged
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	decr(s.torn, tornKey(id, sandbox))
 }
 
 // waitFlight answers a repeated relay with the running one's answer.
@@ -292,7 +338,8 @@ func (s *Server) waitFlight(ctx context.Context, x *execution, f *flight, hash s
 	}
 }
 
-// RelayTeardown cancels a relayed request still running.
+// RelayTeardown cancels a relayed request in flight, whatever step it is
+// at (docs/protocol.md §5), or records a teardown that came first.
 func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error) {
 	bridge, err := callerFrom(ctx)
 	if err != nil {
@@ -319,13 +366,16 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 	}
 	s.mu.Lock()
 	f := s.flights[t.ID]
-	cancelled := f != nil && f.sandbox == sandbox && f.cancel != nil
-	if cancelled {
+	cancelled := f != nil && f.sandbox == sandbox && f.ctx.Err() == nil
+	switch {
+	case cancelled:
 		f.cancel(errTeardown)
+	case f == nil:
+		s.torn[tornKey(t.ID, sandbox)]++
 	}
 	s.mu.Unlock()
 	if f == nil {
-		s.tombstone(ctx, t.ID, sandbox)
+		s.recordTeardown(t.ID, sandbox)
 	}
 	rec := controlRecord(bridge, coilyv1.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
 	rec.RequestID = t.ID
@@ -410,14 +460,20 @@ func (c *collector) response(id string, err error) []byte {
 	return out
 }
 
-// tombstone records the answer of a request torn down before the server
-// saw it, so that it never runs when it is relayed later. A request the
-// server has a record of keeps it.
-func (s *Server) tombstone(ctx context.Context, id, sandbox string) {
+// tombstone records the answer of a request torn down before it was
+// accepted, so that it never runs when it is relayed later, and returns
+// the id's record: that answer, or the record the id already had, which
+// it keeps.
+func (s *Server) tombstone(id, sandbox string) (store.Relay, error) {
 	resp := (&collector{}).response(id, refusal.New(refusal.Internal, "cancelled by a teardown before it started"))
 	rec := store.Relay{ID: id, Sandbox: sandbox, State: store.RelayDone, Boot: s.boot, Accepted: s.cfg.Now(), Response: resp}
-	if _, _, err := s.cfg.Store.AcceptRelay(rec, "teardown:"+id, s.cfg.Now().Add(RelayMaxAge+RelayMaxSkew)); err != nil &&
-		!errors.Is(err, store.ErrNonceSeen) {
+	existing, found, err := s.cfg.Store.AcceptRelay(rec, "teardown:"+id, s.cfg.Now().Add(RelayMaxAge+RelayMaxSkew))
+	switch {
+	case found:
+		return existing, nil
+	case err != nil && !errors.Is(err, store.ErrNonceSeen):
 		s.log.Error("record teardown", "request_id", id, "err", err)
+		return rec, err
 	}
+	return rec, nil
 }

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/audit"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -306,5 +308,140 @@ func TestRelayTeardownBeforeRequest(t *testing.T) {
 	}
 	if _, err := os.Stat(counter); err == nil {
 		t.Fatal("a torn-down request ran")
+	}
+}
+
+// confirmRequest signs a request of sandbox:demo that waits for a human's
+// approval (requires_confirm).
+func (e *relayEnv) confirmRequest(t *testing.T, argv ...string) (id string, file []byte) {
+	t.Helper()
+	id = descriptor.NewID()
+	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(), Nonce: hex.EncodeToString([]byte(id))[:32],
+		Sandbox: "demo", Argv: argv, RequiresConfirm: true}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id, file
+}
+
+// tearDown relays a teardown of id and reports whether it cancelled a
+// request in flight.
+func (e *relayEnv) tearDown(t *testing.T, id string) bool {
+	t.Helper()
+	td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(),
+		Nonce: strings.ReplaceAll(descriptor.NewID(), "-", ""), Sandbox: "demo"}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := e.api.RelayTeardown(context.Background(), &coilyv1.RelayTeardownRequest{Sandbox: "demo", Id: id, Teardown: td})
+	if err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	return r.GetCancelled()
+}
+
+// relayRawAsync relays a file in the background; its answer's bytes come
+// on the channel.
+func (e *relayEnv) relayRawAsync(t *testing.T, id string, file []byte) <-chan []byte {
+	t.Helper()
+	out := make(chan []byte, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		resp, err := e.api.Relay(ctx, &coilyv1.RelayRequest{Sandbox: "demo", Id: id, Request: file})
+		if err != nil {
+			t.Errorf("relay: %v", err)
+		}
+		out <- resp.GetResponse()
+	}()
+	return out
+}
+
+// wantTornDown checks the answer of a request torn down before its
+// command started (docs/protocol.md §5): refused internal "cancelled by a
+// teardown", no rule, naming its audited refusal, which names the
+// approval it cancelled; the teardown is audited as having cancelled it.
+// It returns the answer's bytes.
+func wantTornDown(t *testing.T, e *relayEnv, id string, ch <-chan []byte, ap *coilyv1.Approval) []byte {
+	t.Helper()
+	var got []byte
+	select {
+	case got = <-ch:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the teardown did not end the request")
+	}
+	r, err := descriptor.ParseResponse(got)
+	if err != nil {
+		t.Fatalf("%v: %s", err, got)
+	}
+	if r.Code != string(refusal.Internal) || r.Message != "cancelled by a teardown" || r.Rule != "" || r.DurationMS != 0 {
+		t.Fatalf("answer %s", got)
+	}
+	wantAudited(t, e.in, id, r)
+	rec := waitAudit(t, e.in, func(a audit.Record) bool { return a.ID == r.AuditID })
+	if rec.Event != "exec.decision" || rec.Details["approval_id"] != ap.GetId() {
+		t.Fatalf("the refusal's record %+v, want an exec.decision naming approval %s", rec, ap.GetId())
+	}
+	waitAudit(t, e.in, func(a audit.Record) bool {
+		return a.Event == "relay.teardown" && a.RequestID == id && a.Details["cancelled"] == "true"
+	})
+	return got
+}
+
+// A teardown of a request waiting for a human's approval wins: the
+// approval is cancelled, the command never runs, a later approve finds
+// nothing to approve, and the answer is recorded.
+func TestRelayTeardownWhileAwaitingApproval(t *testing.T) {
+	e := newFairEnv(t, "{concurrency: 2}", 0)
+	marker := filepath.Join(t.TempDir(), "ran")
+	id, file := e.confirmRequest(t, "/bin/sh", "-c", "touch "+marker)
+	answer := e.relayRawAsync(t, id, file)
+	ap := pendingApproval(t, e)
+	if !e.tearDown(t, id) {
+		t.Fatal("the teardown of a request waiting for approval says it cancelled nothing")
+	}
+	got := wantTornDown(t, e, id, answer, ap)
+	rec := waitAudit(t, e.in, func(a audit.Record) bool { return a.RequestID == id && a.Event == "exec.decision" })
+	if rec.Details["approval_state"] != coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED.String() {
+		t.Fatalf("approval state in the refusal: %+v", rec.Details)
+	}
+	if l, err := e.api.ListApprovals(context.Background(), &coilyv1.ListApprovalsRequest{}); err != nil || len(l.GetApprovals()) != 0 {
+		t.Fatalf("approvals still pending: %v %v", l, err)
+	}
+	_, err := e.api.Decide(context.Background(), &coilyv1.DecideRequest{Id: ap.GetId(), Verdict: coilyv1.Verdict_VERDICT_APPROVE})
+	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
+	if again := e.relayRaw(t, id, file); !bytes.Equal(again, got) {
+		t.Fatalf("relayed again:\n%s\nwant\n%s", again, got)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the torn-down request ran")
+	}
+}
+
+// A teardown of an approved request queued for a concurrency slot wins:
+// it leaves the queue, never runs, and the slot freed later goes to
+// whoever asks next.
+func TestRelayTeardownWhileQueuedForASlot(t *testing.T) {
+	e := newFairEnv(t, "{concurrency: 1}", 0)
+	dir := t.TempDir()
+	marker, release := filepath.Join(dir, "ran"), filepath.Join(dir, "release")
+	long := startRunning(t, e.in, "/bin/sh", "-c", "echo go; while [ ! -e "+release+" ]; do sleep 0.01; done")
+	id, file := e.confirmRequest(t, "/bin/sh", "-c", "touch "+marker)
+	answer := e.relayRawAsync(t, id, file)
+	ap := pendingApproval(t, e)
+	approve(t, e, ap.GetId())
+	if !e.tearDown(t, id) {
+		t.Fatal("the teardown of a queued request says it cancelled nothing")
+	}
+	wantTornDown(t, e, id, answer, ap)
+	touch(t, release)
+	if r := <-long; r.err != nil {
+		t.Fatal(r.err)
+	}
+	if r := execArgv(t, e.in, "/bin/echo", "next"); r.err != nil || r.stdout != "next\n" {
+		t.Fatalf("the freed slot did not go to the next request: %+v", r)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the torn-down request ran")
 	}
 }

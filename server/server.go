@@ -97,6 +97,9 @@ type Server struct {
 
 	// flights are the relayed requests being answered, by id.
 	flights map[string]*flight
+	// torn counts the teardowns being recorded for ids with no flight, by
+	// sandbox and id (tornKey): a flight of one starts torn down.
+	torn map[string]int
 	// workspaces serialises commands per named workspace.
 	workspaces workspaceLocks
 	// flood counts refusals past each caller's budget (flood.go).
@@ -144,7 +147,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
 		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now),
-		flights: map[string]*flight{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
+		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
 	s.policy.Store(cfg.Policy)
 	if err := s.crossCheckLockout(); err != nil {
 		return nil, err
