@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"slices"
+	"sync"
 
 	"golang.org/x/net/bpf"
 )
@@ -112,6 +113,31 @@ func HostSeccompArch() (SeccompArch, error) {
 // --seccomp reads: an array of struct sock_filter in the byte order of the
 // (little-endian) target.
 func SeccompFilter(arch SeccompArch, o SeccompOptions) ([]byte, error) {
+	// The program depends only on its inputs: assembled once, then reused
+	// (every sandboxed command needs one).
+	key := seccompKey{arch, o}
+	if b, ok := seccompCache.Load(key); ok {
+		return b.([]byte), nil
+	}
+	b, err := assembleFilter(arch, o)
+	if err != nil {
+		return nil, err
+	}
+	seccompCache.Store(key, b)
+	return b, nil
+}
+
+type seccompKey struct {
+	arch SeccompArch
+	o    SeccompOptions
+}
+
+// seccompCache holds assembled filters by seccompKey. Callers only read
+// what it returns (it goes into a pipe).
+var seccompCache sync.Map
+
+// assembleFilter is SeccompFilter without the cache.
+func assembleFilter(arch SeccompArch, o SeccompOptions) ([]byte, error) {
 	prog, err := SeccompProgram(arch, o)
 	if err != nil {
 		return nil, err

@@ -147,11 +147,27 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 		}
 	}
 	bare = append(bare, "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "/bin/true")
+	// The same profile the server builds for the rule (deny set, state
+	// directory, limits), through the same backend, without the server.
+	rule := in.Server.Policy().Rules()[0]
+	limits := rule.Limits
+	if limits.CPU == 0 {
+		limits.CPU = rule.Timeout
+	}
+	userHomes := []string{"/root"}
+	if h, err := os.UserHomeDir(); err == nil && h != "/root" {
+		userHomes = append(userHomes, h)
+	}
+	box := sandbox.Bwrap{} // with the commands' cgroups when the server has them, as it does
+	if g, err := sandbox.FindCgroups("bench"); err == nil {
+		box.Cgroups = g
+	}
 	profile := func() {
 		cmd := exec.Command("/bin/true")
-		conf, err := (sandbox.Bwrap{}).Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
+		conf, err := box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 			Workspace: home, Home: home, Dir: home, Network: sandbox.NetworkDeny,
-			Env: []string{"PATH=/usr/bin:/bin", "HOME=" + home}}))
+			Env:      sandbox.Environ(home, nil),
+			StateDir: in.StateDir, Socket: in.Socket, UserHomes: userHomes, Limits: limits}))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -197,4 +213,5 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 	benchstat.Report(b, "coily", coily)
 	b.ReportMetric(float64(benchstat.Percentile(coily, 50))/float64(benchstat.Percentile(bwrap, 50)), "coily/bwrap-p50")
 	b.ReportMetric(float64(benchstat.Percentile(prof, 50))/float64(benchstat.Percentile(bwrap, 50)), "profile/bwrap-p50")
+	b.ReportMetric(float64(benchstat.Percentile(coily, 50))/float64(benchstat.Percentile(prof, 50)), "coily/profile-p50")
 }
