@@ -11,6 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 rounds=${1:-50}
 report=${2:-$(mktemp)}
+rm -f "$report" # a report left by an earlier run must not stand for this one
 set +e
 COILY_CHAOS_ROUNDS=$rounds COILY_CHAOS_REPORT=$(realpath "$report") \
   go test -count=1 -timeout 60m -run '^TestChaos$' -v ./cmd/coily/ >"$report.log" 2>&1
