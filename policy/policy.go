@@ -145,6 +145,9 @@ type Rule struct {
 	// Network is what the sandboxed command may reach: NetworkDeny (the
 	// default), NetworkLoopback, NetworkProxied or NetworkOpen.
 	Network string
+	// Egress is what a proxied command may reach (nil: no egress block,
+	// which leaves an enforced proxy nothing to allow).
+	Egress *Egress
 	// Timeout is the default and maximum run time.
 	Timeout time.Duration
 	// MaxOutput caps each of stdout and stderr, in bytes.

@@ -40,6 +40,7 @@ type ruleFile struct {
 	PerPrincipal   int               `yaml:"per_principal"`
 	Writable       []string          `yaml:"writable"`
 	Limits         *limitsFileFields `yaml:"limits"`
+	Egress         *egressFile       `yaml:"egress"`
 }
 
 type rateFile struct {
@@ -144,6 +145,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 		b.ruleArgs(r, rf, rn)
 		if r.Effect == Allow {
 			b.ruleExecution(p, r, rf, rn)
+			b.ruleEgress(r, rf, rn)
 			b.ruleLimits(p, r, rf, rn)
 		}
 		if rf.SHA256 != "" && !sha256Pattern.MatchString(rf.SHA256) {
@@ -157,7 +159,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 
 // allowOnly are the keys that only make sense on allow rules.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
-	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits"}
+	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {

@@ -1,0 +1,183 @@
+package policy_test
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"coily.dev/coily/policy"
+)
+
+func TestParseHostPort(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		want policy.HostPort
+		err  string
+	}{
+		{"example.com", policy.HostPort{Host: "example.com"}, ""},
+		{"Example.COM:8443", policy.HostPort{Host: "example.com", Port: 8443}, ""},
+		{"*.example.com", policy.HostPort{Host: "example.com", Suffix: true}, ""},
+		{"*.a-b.example.com:1", policy.HostPort{Host: "a-b.example.com", Port: 1, Suffix: true}, ""},
+		{"localhost:65535", policy.HostPort{Host: "localhost", Port: 65535}, ""},
+		{"xn--bcher-kva.example", policy.HostPort{Host: "xn--bcher-kva.example"}, ""},
+		{"", policy.HostPort{}, "empty host"},
+		{":443", policy.HostPort{}, "empty host"},
+		{"example.com:", policy.HostPort{}, "port"},
+		{"example.com:0", policy.HostPort{}, "port"},
+		{"example.com:65536", policy.HostPort{}, "port"},
+		{"example.com:-1", policy.HostPort{}, "port"},
+		{"example.com:+443", policy.HostPort{}, "port"},
+		{"example.com:0443", policy.HostPort{}, "port"},
+		{"example.com: 443", policy.HostPort{}, "port"},
+		{"example.com:https", policy.HostPort{}, "port"},
+		{"*", policy.HostPort{}, "wildcard"},
+		{"*:443", policy.HostPort{}, "wildcard"},
+		{"*.", policy.HostPort{}, "wildcard"},
+		{"**.example.com", policy.HostPort{}, "wildcard"},
+		{"*.*.example.com", policy.HostPort{}, "wildcard"},
+		{"a.*.example.com", policy.HostPort{}, "wildcard"},
+		{"*example.com", policy.HostPort{}, "wildcard"},
+		{"*.com", policy.HostPort{}, "two labels"},
+		{"10.0.0.1", policy.HostPort{}, "allow_cidrs"},
+		{"127.1", policy.HostPort{}, "allow_cidrs"},
+		{"2130706433", policy.HostPort{}, "allow_cidrs"},
+		{"0x7f000001", policy.HostPort{}, "allow_cidrs"},
+		{"::1", policy.HostPort{}, "allow_cidrs"},
+		{"[::1]:443", policy.HostPort{}, "allow_cidrs"},
+		{"fe80::1%eth0", policy.HostPort{}, "allow_cidrs"},
+		{"example.com.", policy.HostPort{}, "dot"},
+		{"example..com", policy.HostPort{}, "label"},
+		{".example.com", policy.HostPort{}, "label"},
+		{"-a.example.com", policy.HostPort{}, "label"},
+		{"a-.example.com", policy.HostPort{}, "label"},
+		{"a_b.example.com", policy.HostPort{}, "label"},
+		{"exa mple.com", policy.HostPort{}, "label"},
+		{"bücher.example", policy.HostPort{}, "label"},
+		{"user@example.com", policy.HostPort{}, "label"},
+		{"example.com/path", policy.HostPort{}, "label"},
+		{strings.Repeat("a", 64) + ".com", policy.HostPort{}, "label"},
+		{strings.Repeat("a.", 127) + "com", policy.HostPort{}, "253"},
+	} {
+		got, err := policy.ParseHostPort(c.in)
+		if c.err == "" {
+			if err != nil || got != c.want {
+				t.Errorf("ParseHostPort(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
+			}
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), c.err) {
+			t.Errorf("ParseHostPort(%q) = %+v, %v; want an error with %q", c.in, got, err, c.err)
+		}
+	}
+}
+
+func TestHostPortMatch(t *testing.T) {
+	exact := policy.HostPort{Host: "example.com"}
+	suffix := policy.HostPort{Host: "example.com", Suffix: true, Port: 8443}
+	for _, c := range []struct {
+		hp   policy.HostPort
+		host string
+		port int
+		want bool
+	}{
+		{exact, "example.com", 443, true},
+		{exact, "EXAMPLE.com.", 80, true},
+		{exact, "example.com", 22, false},
+		{exact, "www.example.com", 443, false},
+		{exact, "badexample.com", 443, false},
+		{exact, "example.com.evil", 443, false},
+		{suffix, "a.example.com", 8443, true},
+		{suffix, "a.b.example.com", 8443, true},
+		{suffix, "example.com", 8443, false},
+		{suffix, ".example.com", 8443, false},
+		{suffix, "badexample.com", 8443, false},
+		{suffix, "a.example.com", 443, false},
+		{policy.HostPort{Host: "github.com", Port: 22}, "github.com", 22, true},
+		{policy.HostPort{Host: "github.com", Port: 22}, "github.com", 443, false},
+	} {
+		if got := c.hp.Match(c.host, c.port); got != c.want {
+			t.Errorf("%s.Match(%q, %d) = %v, want %v", c.hp, c.host, c.port, got, c.want)
+		}
+	}
+}
+
+func TestEgressPresetsTable(t *testing.T) {
+	for _, name := range []string{"brew", "npm", "pnpm", "yarn", "bun", "pip", "uv", "pipx", "poetry",
+		"cargo", "gem", "bundle", "github", "aws"} {
+		hosts := policy.EgressPresetHosts(name)
+		if len(hosts) == 0 {
+			t.Errorf("preset %q has no hosts", name)
+		}
+		for _, h := range hosts {
+			s := h.Host
+			if h.Suffix {
+				s = "*." + s
+			}
+			if back, err := policy.ParseHostPort(h.String()); err != nil || back != h {
+				t.Errorf("preset %q: entry %s does not parse back: %+v, %v", name, h, back, err)
+			}
+			if h.Port != 443 && !(name == "github" && h == (policy.HostPort{Host: "github.com", Port: 22})) {
+				t.Errorf("preset %q: entry %s is not on port 443", name, s)
+			}
+		}
+	}
+	if got := len(policy.EgressPresets()); got != 14 {
+		t.Errorf("EgressPresets() has %d names, want 14: %v", got, policy.EgressPresets())
+	}
+	if policy.EgressPresetHosts("leftpad") != nil {
+		t.Error("an unknown preset has hosts")
+	}
+}
+
+func TestLoadEgress(t *testing.T) {
+	p := load(t, "egress.yaml")
+	rule := func(name string) *policy.Rule {
+		i := slices.IndexFunc(p.Rules(), func(r *policy.Rule) bool { return r.Name == name })
+		if i < 0 {
+			t.Fatalf("no rule %q", name)
+		}
+		return p.Rules()[i]
+	}
+	npm := rule("npm-install").Egress
+	wantNpm := []policy.HostPort{
+		{Host: "registry.npmjs.org", Port: 443},
+		{Host: "mirror.example.com", Port: 8443},
+	}
+	if npm.Mode != policy.EgressEnforce || !reflect.DeepEqual(npm.Effective(), wantNpm) {
+		t.Errorf("npm-install: mode %q, effective %v; want enforce, %v", npm.Mode, npm.Effective(), wantNpm)
+	}
+	if npm.Allows("registry.yarnpkg.com", 443) || !npm.Allows("mirror.example.com", 8443) {
+		t.Error("the yarn mirror did not replace registry.yarnpkg.com")
+	}
+	gh := rule("gh").Egress
+	wantAllow := []policy.HostPort{{Host: "ghe.example.com"}, {Host: "corp.example.com", Port: 8443, Suffix: true}, {Host: "github.com", Port: 22}}
+	if !reflect.DeepEqual(gh.Allow, wantAllow) {
+		t.Errorf("gh: allow %v, want %v", gh.Allow, wantAllow)
+	}
+	if want := []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1::/64")}; !reflect.DeepEqual(gh.CIDRs, want) {
+		t.Errorf("gh: cidrs %v, want %v", gh.CIDRs, want)
+	}
+	eff := gh.Effective()
+	if n := len(eff); n != len(wantAllow)+len(policy.EgressPresetHosts("github"))-1 {
+		t.Errorf("gh: effective %v has a duplicate or misses an entry", eff)
+	}
+	for _, c := range []struct {
+		host string
+		port int
+		want bool
+	}{{"api.github.com", 443, true}, {"raw.githubusercontent.com", 443, true}, {"githubusercontent.com", 443, false},
+		{"github.com", 22, true}, {"ghe.example.com", 80, true}, {"x.corp.example.com", 8443, true},
+		{"x.corp.example.com", 443, false}, {"registry.npmjs.org", 443, false}, {"10.20.0.1", 443, false}} {
+		if got := gh.Allows(c.host, c.port); got != c.want {
+			t.Errorf("gh: Allows(%q, %d) = %v, want %v", c.host, c.port, got, c.want)
+		}
+	}
+	if aws := rule("aws").Egress; aws.Mode != policy.EgressObserve || len(aws.Effective()) != 0 {
+		t.Errorf("aws: %+v", aws)
+	}
+	if e := rule("curl-proxied").Egress; e != nil || e.Effective() != nil || e.Allows("example.com", 443) {
+		t.Errorf("curl-proxied: egress %+v, want none", e)
+	}
+}

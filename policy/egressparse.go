@@ -1,0 +1,211 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// egressFile is a rule's `egress:` block as written.
+type egressFile struct {
+	Mode       string            `yaml:"mode"`
+	Allow      []string          `yaml:"allow"`
+	Presets    []string          `yaml:"presets"`
+	AllowCIDRs []string          `yaml:"allow_cidrs"`
+	Registries map[string]string `yaml:"registries"`
+}
+
+// ruleEgress reads an allow rule's egress block; it needs network proxied.
+func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
+	if rf.Egress == nil {
+		return
+	}
+	i := ruleIndex(b, rn)
+	at := func(path ...any) []any { return append([]any{"commands", i, "egress"}, path...) }
+	if r.Network != NetworkProxied {
+		b.failAt(rn.at("egress"), "rule %q: egress needs network: proxied, got network %q", r.Name, r.Network)
+	}
+	ef := rf.Egress
+	e := &Egress{Mode: ef.Mode, Presets: ef.Presets, Registries: ef.Registries}
+	switch e.Mode {
+	case "":
+		e.Mode = EgressEnforce
+	case EgressEnforce, EgressObserve:
+	default:
+		b.failAt(b.at(at("mode")...), "rule %q: egress mode must be enforce or observe, got %q", r.Name, ef.Mode)
+	}
+	for j, s := range ef.Allow {
+		hp, err := ParseHostPort(s)
+		if err != nil {
+			b.failAt(b.at(at("allow", j)...), "rule %q: egress allow: %v", r.Name, err)
+		}
+		e.Allow = append(e.Allow, hp)
+	}
+	for j, s := range ef.AllowCIDRs {
+		p, err := parseCIDR(s)
+		if err != nil {
+			b.failAt(b.at(at("allow_cidrs", j)...), "rule %q: egress allow_cidrs: %v", r.Name, err)
+		}
+		e.CIDRs = append(e.CIDRs, p)
+	}
+	for j, name := range ef.Presets {
+		if _, ok := egressPresets[name]; !ok {
+			b.failAt(b.at(at("presets", j)...), "rule %q: unknown egress preset %q (known: %s)", r.Name, name, strings.Join(EgressPresets(), ", "))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(ef.Registries)) {
+		b.egressRegistry(r.Name, e, name, at("registries"))
+	}
+	r.Egress = e
+}
+
+// egressRegistry checks one `registries:` entry: a preset of this rule
+// with package hosts, and an https URL naming a host.
+func (b *builder) egressRegistry(rule string, e *Egress, name string, at []any) {
+	p, known := egressPresets[name]
+	switch {
+	case !known:
+		b.failAt(keyOf(b.at(at...), name), "rule %q: egress registries: unknown preset %q", rule, name)
+	case !slices.Contains(e.Presets, name):
+		b.failAt(keyOf(b.at(at...), name), "rule %q: egress registries: preset %q is not in this rule's presets", rule, name)
+	case len(p.Registry) == 0:
+		b.failAt(keyOf(b.at(at...), name), "rule %q: egress registries: preset %q has no package registry to replace", rule, name)
+	}
+	if _, err := registryHost(e.Registries[name]); err != nil {
+		b.failAt(b.at(append(at, name)...), "rule %q: egress registries: %s: %v", rule, name, err)
+	}
+}
+
+// registryHost is the host (and port, 443 by default) of a mirror URL:
+// https only, no credentials, a DNS name.
+func registryHost(raw string) (HostPort, error) {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return HostPort{}, errors.New("registry is not a URL")
+	case u.Scheme != "https":
+		return HostPort{}, fmt.Errorf("URL %q must be https", raw)
+	case u.User != nil:
+		return HostPort{}, fmt.Errorf("URL %q must not carry credentials (use credentials:)", redactUser(u))
+	case u.Host == "":
+		return HostPort{}, fmt.Errorf("URL %q names no host", raw)
+	}
+	host, port := u.Host, "443"
+	if u.Port() != "" || strings.HasSuffix(u.Host, ":") {
+		host, port = u.Hostname(), u.Port()
+	}
+	hp, err := ParseHostPort(host + ":" + port)
+	if err != nil {
+		return HostPort{}, fmt.Errorf("URL %q: %w", raw, err)
+	}
+	if hp.Suffix {
+		return HostPort{}, fmt.Errorf("URL %q: a mirror names one host, not a wildcard", raw)
+	}
+	return hp, nil
+}
+
+func redactUser(u *url.URL) string {
+	c := *u
+	c.User = url.User("REDACTED")
+	return c.String()
+}
+
+// ParseHostPort parses an allowlist entry, HOST[:PORT]: a DNS name (lower
+// cased) or `*.` and a name of at least two labels, matching its
+// sub-domains only; PORT from 1 to 65535. IP literals are refused: they
+// belong in allow_cidrs.
+func ParseHostPort(s string) (HostPort, error) {
+	if strings.Count(s, ":") > 1 || strings.HasPrefix(s, "[") {
+		return HostPort{}, fmt.Errorf("%q: IP literals go in allow_cidrs", s)
+	}
+	var hp HostPort
+	host, port, hasPort := strings.Cut(s, ":")
+	if hasPort {
+		p, err := parsePort(port)
+		if err != nil {
+			return HostPort{}, fmt.Errorf("%q: %w", s, err)
+		}
+		hp.Port = p
+	}
+	host = strings.ToLower(host)
+	if rest, ok := cutWildcard(host); ok {
+		hp.Suffix, host = true, rest
+		if !strings.Contains(host, ".") {
+			return HostPort{}, fmt.Errorf("%q: a wildcard needs a domain of at least two labels (*.example.com)", s)
+		}
+	}
+	if err := checkHostName(host); err != nil {
+		return HostPort{}, fmt.Errorf("%q: %w", s, err)
+	}
+	hp.Host = host
+	return hp, nil
+}
+
+func cutWildcard(host string) (string, bool) { return strings.CutPrefix(host, "*.") }
+
+func parsePort(s string) (int, error) {
+	p, err := strconv.Atoi(s)
+	if err != nil || p < 1 || p > 65535 || s[0] < '1' || s[0] > '9' {
+		return 0, fmt.Errorf("port %q must be a number from 1 to 65535", s)
+	}
+	return p, nil
+}
+
+// checkHostName accepts a DNS name: labels of 1 to 63 letters, digits and
+// inner hyphens, 253 characters at most, no trailing dot, and a last label
+// that is not all digits (so no IPv4 literal in any of its spellings).
+func checkHostName(host string) error {
+	switch {
+	case host == "":
+		return errors.New("empty host")
+	case strings.Contains(host, "*"):
+		return errors.New("a wildcard may only be a leading *. (*.example.com)")
+	case strings.HasSuffix(host, "."):
+		return errors.New("host must not end with a dot")
+	case len(host) > 253:
+		return errors.New("host longer than 253 characters")
+	}
+	if _, err := netip.ParseAddr(host); err == nil {
+		return errors.New("IP literals go in allow_cidrs")
+	}
+	labels := strings.Split(host, ".")
+	for _, l := range labels {
+		if !validLabel(l) {
+			return fmt.Errorf("bad DNS label %q (letters, digits and inner hyphens, 1 to 63)", l)
+		}
+	}
+	if last := labels[len(labels)-1]; strings.Trim(last, "0123456789") == "" || strings.HasPrefix(last, "0x") {
+		return errors.New("looks like an IP address; IP literals go in allow_cidrs")
+	}
+	return nil
+}
+
+func validLabel(l string) bool {
+	if len(l) == 0 || len(l) > 63 || l[0] == '-' || l[len(l)-1] == '-' {
+		return false
+	}
+	for _, c := range l {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseCIDR parses an allow_cidrs entry; host bits must be zero, so that
+// the range written is the range allowed.
+func parseCIDR(s string) (netip.Prefix, error) {
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (10.0.0.0/8, fd00::/8)", s)
+	}
+	if p.Masked() != p {
+		return netip.Prefix{}, fmt.Errorf("%q has host bits set; write %s", s, p.Masked())
+	}
+	return p, nil
+}
