@@ -10,56 +10,60 @@ import (
 	"coily.dev/coily/policy"
 )
 
+// hostPortCases are allowlist entries, good and hostile; err is part of
+// the error a hostile one must give.
+var hostPortCases = []struct {
+	in   string
+	want policy.HostPort
+	err  string
+}{
+	{"example.com", policy.HostPort{Host: "example.com"}, ""},
+	{"Example.COM:8443", policy.HostPort{Host: "example.com", Port: 8443}, ""},
+	{"*.example.com", policy.HostPort{Host: "example.com", Suffix: true}, ""},
+	{"*.a-b.example.com:1", policy.HostPort{Host: "a-b.example.com", Port: 1, Suffix: true}, ""},
+	{"localhost:65535", policy.HostPort{Host: "localhost", Port: 65535}, ""},
+	{"xn--bcher-kva.example", policy.HostPort{Host: "xn--bcher-kva.example"}, ""},
+	{"", policy.HostPort{}, "empty host"},
+	{":443", policy.HostPort{}, "empty host"},
+	{"example.com:", policy.HostPort{}, "port"},
+	{"example.com:0", policy.HostPort{}, "port"},
+	{"example.com:65536", policy.HostPort{}, "port"},
+	{"example.com:-1", policy.HostPort{}, "port"},
+	{"example.com:+443", policy.HostPort{}, "port"},
+	{"example.com:0443", policy.HostPort{}, "port"},
+	{"example.com: 443", policy.HostPort{}, "port"},
+	{"example.com:https", policy.HostPort{}, "port"},
+	{"*", policy.HostPort{}, "wildcard"},
+	{"*:443", policy.HostPort{}, "wildcard"},
+	{"*.", policy.HostPort{}, "wildcard"},
+	{"**.example.com", policy.HostPort{}, "wildcard"},
+	{"*.*.example.com", policy.HostPort{}, "wildcard"},
+	{"a.*.example.com", policy.HostPort{}, "wildcard"},
+	{"*example.com", policy.HostPort{}, "wildcard"},
+	{"*.com", policy.HostPort{}, "two labels"},
+	{"10.0.0.1", policy.HostPort{}, "allow_cidrs"},
+	{"127.1", policy.HostPort{}, "allow_cidrs"},
+	{"2130706433", policy.HostPort{}, "allow_cidrs"},
+	{"0x7f000001", policy.HostPort{}, "allow_cidrs"},
+	{"::1", policy.HostPort{}, "allow_cidrs"},
+	{"[::1]:443", policy.HostPort{}, "allow_cidrs"},
+	{"fe80::1%eth0", policy.HostPort{}, "allow_cidrs"},
+	{"example.com.", policy.HostPort{}, "dot"},
+	{"example..com", policy.HostPort{}, "label"},
+	{".example.com", policy.HostPort{}, "label"},
+	{"-a.example.com", policy.HostPort{}, "label"},
+	{"a-.example.com", policy.HostPort{}, "label"},
+	{"a_b.example.com", policy.HostPort{}, "label"},
+	{"exa mple.com", policy.HostPort{}, "label"},
+	{"bücher.example", policy.HostPort{}, "label"},
+	{"user@example.com", policy.HostPort{}, "label"},
+	{"example.com/path", policy.HostPort{}, "label"},
+	{strings.Repeat("a", 64) + ".com", policy.HostPort{}, "label"},
+	{strings.Repeat("a.", 127) + "com", policy.HostPort{}, "253"},
+}
+
 func TestParseHostPort(t *testing.T) {
-	for _, c := range []struct {
-		in   string
-		want policy.HostPort
-		err  string
-	}{
-		{"example.com", policy.HostPort{Host: "example.com"}, ""},
-		{"Example.COM:8443", policy.HostPort{Host: "example.com", Port: 8443}, ""},
-		{"*.example.com", policy.HostPort{Host: "example.com", Suffix: true}, ""},
-		{"*.a-b.example.com:1", policy.HostPort{Host: "a-b.example.com", Port: 1, Suffix: true}, ""},
-		{"localhost:65535", policy.HostPort{Host: "localhost", Port: 65535}, ""},
-		{"xn--bcher-kva.example", policy.HostPort{Host: "xn--bcher-kva.example"}, ""},
-		{"", policy.HostPort{}, "empty host"},
-		{":443", policy.HostPort{}, "empty host"},
-		{"example.com:", policy.HostPort{}, "port"},
-		{"example.com:0", policy.HostPort{}, "port"},
-		{"example.com:65536", policy.HostPort{}, "port"},
-		{"example.com:-1", policy.HostPort{}, "port"},
-		{"example.com:+443", policy.HostPort{}, "port"},
-		{"example.com:0443", policy.HostPort{}, "port"},
-		{"example.com: 443", policy.HostPort{}, "port"},
-		{"example.com:https", policy.HostPort{}, "port"},
-		{"*", policy.HostPort{}, "wildcard"},
-		{"*:443", policy.HostPort{}, "wildcard"},
-		{"*.", policy.HostPort{}, "wildcard"},
-		{"**.example.com", policy.HostPort{}, "wildcard"},
-		{"*.*.example.com", policy.HostPort{}, "wildcard"},
-		{"a.*.example.com", policy.HostPort{}, "wildcard"},
-		{"*example.com", policy.HostPort{}, "wildcard"},
-		{"*.com", policy.HostPort{}, "two labels"},
-		{"10.0.0.1", policy.HostPort{}, "allow_cidrs"},
-		{"127.1", policy.HostPort{}, "allow_cidrs"},
-		{"2130706433", policy.HostPort{}, "allow_cidrs"},
-		{"0x7f000001", policy.HostPort{}, "allow_cidrs"},
-		{"::1", policy.HostPort{}, "allow_cidrs"},
-		{"[::1]:443", policy.HostPort{}, "allow_cidrs"},
-		{"fe80::1%eth0", policy.HostPort{}, "allow_cidrs"},
-		{"example.com.", policy.HostPort{}, "dot"},
-		{"example..com", policy.HostPort{}, "label"},
-		{".example.com", policy.HostPort{}, "label"},
-		{"-a.example.com", policy.HostPort{}, "label"},
-		{"a-.example.com", policy.HostPort{}, "label"},
-		{"a_b.example.com", policy.HostPort{}, "label"},
-		{"exa mple.com", policy.HostPort{}, "label"},
-		{"bücher.example", policy.HostPort{}, "label"},
-		{"user@example.com", policy.HostPort{}, "label"},
-		{"example.com/path", policy.HostPort{}, "label"},
-		{strings.Repeat("a", 64) + ".com", policy.HostPort{}, "label"},
-		{strings.Repeat("a.", 127) + "com", policy.HostPort{}, "253"},
-	} {
+	for _, c := range hostPortCases {
 		got, err := policy.ParseHostPort(c.in)
 		if c.err == "" {
 			if err != nil || got != c.want {
@@ -180,4 +184,31 @@ func TestLoadEgress(t *testing.T) {
 	if e := rule("curl-proxied").Egress; e != nil || e.Effective() != nil || e.Allows("example.com", 443) {
 		t.Errorf("curl-proxied: egress %+v, want none", e)
 	}
+}
+
+func FuzzParseHostPort(f *testing.F) {
+	for _, c := range hostPortCases {
+		f.Add(c.in, 443)
+	}
+	f.Fuzz(func(t *testing.T, s string, port int) {
+		hp, err := policy.ParseHostPort(s)
+		if err != nil {
+			return
+		}
+		if hp.Host != strings.ToLower(hp.Host) || strings.ContainsAny(hp.Host, "*:[]/@ ") || strings.HasSuffix(hp.Host, ".") {
+			t.Fatalf("ParseHostPort(%q) = %+v", s, hp)
+		}
+		if _, err := netip.ParseAddr(hp.Host); err == nil {
+			t.Fatalf("ParseHostPort(%q) accepted an IP literal", s)
+		}
+		if back, err := policy.ParseHostPort(hp.String()); err != nil || back != hp {
+			t.Fatalf("%+v does not parse back from %q: %+v, %v", hp, hp.String(), back, err)
+		}
+		if hp.Match(hp.Host, port) == hp.Suffix && (hp.Port == port || hp.Port == 0 && (port == 443 || port == 80)) {
+			t.Fatalf("%s.Match(%q, %d) = %v", hp, hp.Host, port, !hp.Suffix)
+		}
+		if hp.Match("x."+hp.Host, port) != hp.Suffix && (hp.Port == port || hp.Port == 0 && (port == 443 || port == 80)) {
+			t.Fatalf("%s.Match(x.%s, %d) = %v", hp, hp.Host, port, !hp.Suffix)
+		}
+	})
 }
