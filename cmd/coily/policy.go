@@ -38,9 +38,41 @@ func policyCheck(e *env) int {
 			absent++
 			printLine(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v", p.Path, r.Line, r.Name, r.Absent)
 		}
+		for _, l := range egressLines(r) {
+			printLine(e.stdout, "%s:%d: %s", p.Path, r.Line, l)
+		}
 	}
 	printLine(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s", p.Path, len(rules), absent, p.SHA256)
 	return 0
+}
+
+// egressLines explains a proxied rule's egress: one line per entry of its
+// effective allowlist and allowed CIDR, or a warning when an enforced
+// proxy would have nothing to allow.
+func egressLines(r *policy.Rule) []string {
+	if r.Network != policy.NetworkProxied {
+		return nil
+	}
+	mode := policy.EgressEnforce
+	if r.Egress != nil {
+		mode = r.Egress.Mode
+	}
+	var lines []string
+	for _, hp := range r.Egress.Effective() {
+		lines = append(lines, fmt.Sprintf("rule %q egress %s: allow %s", r.Name, mode, hp))
+	}
+	if r.Egress != nil {
+		for _, c := range r.Egress.CIDRs {
+			lines = append(lines, fmt.Sprintf("rule %q egress %s: allow_cidr %s", r.Name, mode, c))
+		}
+	}
+	switch {
+	case mode == policy.EgressObserve:
+		lines = append(lines, fmt.Sprintf("rule %q egress observe: any host is allowed and recorded", r.Name))
+	case len(lines) == 0:
+		lines = append(lines, fmt.Sprintf("warning: rule %q needs the network but has no allowlist: every connection will be refused (add egress.allow or egress.presets)", r.Name))
+	}
+	return lines
 }
 
 // policyExplain evaluates a request against a policy file locally and

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestPolicyCheckEgress(t *testing.T) {
+	for _, c := range []struct {
+		name, rule string
+		want       []string // lines of stdout, after the file name and line
+		notWant    []string
+	}{
+		{
+			name:    "preset and mirror",
+			rule:    "network: proxied\n    egress:\n      presets: [npm]\n      registries: {npm: \"https://mirror.example.com/npm/\"}",
+			want:    []string{`rule "r" egress enforce: allow mirror.example.com:443`},
+			notWant: []string{"registry.npmjs.org", "warning"},
+		},
+		{
+			name: "github preset with own entries",
+			rule: "network: proxied\n    egress:\n      allow: [\"*.Corp.example.com\"]\n      presets: [github]\n      allow_cidrs: [10.0.0.0/8]",
+			want: []string{`rule "r" egress enforce: allow *.corp.example.com`, `rule "r" egress enforce: allow github.com:22`,
+				`rule "r" egress enforce: allow *.githubusercontent.com:443`, `rule "r" egress enforce: allow_cidr 10.0.0.0/8`},
+			notWant: []string{"warning"},
+		},
+		{
+			name: "proxied without egress",
+			rule: "network: proxied",
+			want: []string{`warning: rule "r" needs the network but has no allowlist`},
+		},
+		{
+			name: "proxied with an empty enforced egress",
+			rule: "network: proxied\n    egress:\n      mode: enforce",
+			want: []string{`warning: rule "r" needs the network but has no allowlist`},
+		},
+		{
+			name:    "observe without allowlist",
+			rule:    "network: proxied\n    egress:\n      mode: observe",
+			want:    []string{`rule "r" egress observe: any host is allowed and recorded`},
+			notWant: []string{"warning"},
+		},
+		{
+			name:    "no network",
+			rule:    "network: deny",
+			notWant: []string{"egress", "warning"},
+		},
+		{
+			name:    "open network",
+			rule:    "network: open",
+			notWant: []string{"egress", "warning"},
+		},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "p.yaml")
+			doc := "version: 1\ncommands:\n  - name: r\n    binary: /bin/true\n    " + c.rule + "\n"
+			if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out, errb bytes.Buffer
+			if code := policyCheck(&env{args: []string{path}, stdout: &out, stderr: &errb}); code != 0 {
+				t.Fatalf("policy check = %d, stderr %q", code, errb.String())
+			}
+			var lines []string
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
+				lines = append(lines, strings.TrimPrefix(l, path+":3: "))
+			}
+			for _, w := range c.want {
+				if !slices.Contains(lines, w) && !slices.ContainsFunc(lines, func(l string) bool { return strings.HasPrefix(l, w) }) {
+					t.Errorf("no line %q in\n%s", w, out.String())
+				}
+			}
+			for _, n := range c.notWant {
+				if strings.Contains(out.String(), n) {
+					t.Errorf("output mentions %q:\n%s", n, out.String())
+				}
+			}
+			if !strings.Contains(lines[len(lines)-1], ": OK: 1 rules") {
+				t.Errorf("last line %q is not the OK line", lines[len(lines)-1])
+			}
+		})
+	}
+}
