@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"net/netip"
+	"os"
 	"reflect"
 	"slices"
 	"strings"
@@ -211,4 +212,40 @@ func FuzzParseHostPort(f *testing.F) {
 			t.Fatalf("%s.Match(x.%s, %d) = %v", hp, hp.Host, port, !hp.Suffix)
 		}
 	})
+}
+
+// TestExampleEgressRules loads examples/policy.yaml with its commented
+// egress rules uncommented: the example the docs point at must load.
+func TestExampleEgressRules(t *testing.T) {
+	data, err := os.ReadFile("../examples/policy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(data), "# --- through the egress proxy")
+	if !ok {
+		t.Fatal("examples/policy.yaml has no egress example block")
+	}
+	var lines []string
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "  # - ") || strings.HasPrefix(l, "  #   ") {
+			if strings.Contains(block, l) {
+				l = "  " + strings.TrimPrefix(l, "  # ")
+			}
+		}
+		lines = append(lines, l)
+	}
+	p, err := policy.Parse("examples/policy.yaml", []byte(strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatalf("the uncommented egress examples do not load: %v", err)
+	}
+	for name, want := range map[string]string{"gh-issue-list": "api.github.com:443", "npm-install": "registry.npmjs.org:443"} {
+		i := slices.IndexFunc(p.Rules(), func(r *policy.Rule) bool { return r.Name == name })
+		if i < 0 {
+			t.Fatalf("no rule %q once uncommented", name)
+		}
+		r := p.Rules()[i]
+		if r.Network != policy.NetworkProxied || !slices.ContainsFunc(r.Egress.Effective(), func(h policy.HostPort) bool { return h.String() == want }) {
+			t.Errorf("rule %q: network %q, effective %v; want proxied with %s", name, r.Network, r.Egress.Effective(), want)
+		}
+	}
 }
