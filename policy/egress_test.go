@@ -249,3 +249,35 @@ func TestExampleEgressRules(t *testing.T) {
 		}
 	}
 }
+
+// checkEgress asserts what a loaded rule's egress block guarantees: only
+// with network proxied, a known mode, entries that parse back as written,
+// masked CIDRs, known presets.
+func checkEgress(t testing.TB, r *policy.Rule) {
+	t.Helper()
+	e := r.Egress
+	if e == nil {
+		return
+	}
+	if r.Network != policy.NetworkProxied {
+		t.Errorf("rule %q: egress with network %q", r.Name, r.Network)
+	}
+	if e.Mode != policy.EgressEnforce && e.Mode != policy.EgressObserve {
+		t.Errorf("rule %q: egress mode %q", r.Name, e.Mode)
+	}
+	for _, hp := range e.Effective() {
+		if back, err := policy.ParseHostPort(hp.String()); err != nil || back != hp {
+			t.Errorf("rule %q: effective entry %+v does not parse back: %+v, %v", r.Name, hp, back, err)
+		}
+	}
+	for _, c := range e.CIDRs {
+		if !c.IsValid() || c.Masked() != c {
+			t.Errorf("rule %q: cidr %v is not masked", r.Name, c)
+		}
+	}
+	for _, name := range e.Presets {
+		if policy.EgressPresetHosts(name) == nil {
+			t.Errorf("rule %q: unknown preset %q", r.Name, name)
+		}
+	}
+}

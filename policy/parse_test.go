@@ -93,7 +93,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		switch r.Effect {
 		case policy.Deny:
 			if r.Env != nil || r.Workspace != "" || r.Sandbox != "" || r.Timeout != 0 || r.MaxOutput != 0 ||
-				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.PerPrincipal != 0 || r.Args.Flags != nil || r.Args.AnyFlags {
+				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.PerPrincipal != 0 || r.Args.Flags != nil || r.Args.AnyFlags || r.Egress != nil {
 				t.Errorf("deny rule %q has allow settings: %+v", r.Name, *r)
 			}
 			continue
@@ -125,6 +125,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		if r.Concurrency < 0 || r.Concurrency > 1024 {
 			t.Errorf("rule %q: concurrency %d", r.Name, r.Concurrency)
 		}
+		checkEgress(t, r)
 	}
 }
 
