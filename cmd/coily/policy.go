@@ -59,7 +59,11 @@ func egressLines(r *policy.Rule) []string {
 	}
 	var lines []string
 	for _, hp := range r.Egress.Effective() {
-		lines = append(lines, fmt.Sprintf("rule %q egress %s: allow %s", r.Name, mode, hp))
+		ports := ""
+		if hp.Port == 0 {
+			ports = " (ports 443 and 80)"
+		}
+		lines = append(lines, fmt.Sprintf("rule %q egress %s: allow %s%s", r.Name, mode, hp, ports))
 	}
 	if r.Egress != nil {
 		for _, c := range r.Egress.CIDRs {
