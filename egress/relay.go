@@ -38,22 +38,26 @@ func (m *meter) watch(c *conn) func() {
 	m.touch()
 	var mu sync.Mutex
 	var t *time.Timer
-	var check func()
-	check = func() {
+	stopped := false
+	check := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if stopped {
+			return
+		}
 		since := time.Since(time.Unix(0, m.last.Load()))
 		if since >= idle {
 			c.close()
 			return
 		}
-		mu.Lock()
-		t.Reset(idle - since)
-		mu.Unlock()
+		t.Reset(idle - since) // not re-armed once stopped
 	}
 	mu.Lock()
 	t = time.AfterFunc(idle, check)
 	mu.Unlock()
 	return func() {
 		mu.Lock()
+		stopped = true
 		t.Stop()
 		mu.Unlock()
 	}
