@@ -1,0 +1,23 @@
+// Package egress owns the server side of a sandbox's network in proxied
+// mode: an HTTP proxy (CONNECT tunnels and absolute-URI plain HTTP) served
+// on the unix socket that the sandbox's netbridge forwards to, the
+// allowlist it enforces, the classification of destination addresses, and
+// the per-(host, port, decision) rows that record where a command went.
+//
+// Invariants:
+//   - A destination is reached only if its host:port matches the
+//     Allowlist (or the mode is observe, which records the would-be
+//     denial) and the address dialed is public or inside an explicit
+//     AllowCIDRs prefix. The address classes are enforced in every mode.
+//   - A host name is resolved exactly once per request, and the proxy
+//     dials exactly an address that passed classification; it never hands
+//     a name to the dialer.
+//   - TLS is never intercepted: a CONNECT tunnel carries bytes unchanged.
+//   - Every request, allowed or refused, lands in a Row; every denial is
+//     answered with a status and a sentence an agent can act on.
+//   - Close stops every listener and tunnel and returns only when every
+//     goroutine the Proxy started has ended.
+//
+// The package is a library: wiring it to rules and to the audit record is
+// the server's job (issue 14).
+package egress

@@ -1,0 +1,214 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeResolver answers from a table and counts lookups per name.
+type fakeResolver struct {
+	mu      sync.Mutex
+	answers map[string][]netip.Addr
+	calls   map[string]int
+}
+
+func newResolver(kv ...string) *fakeResolver {
+	r := &fakeResolver{answers: map[string][]netip.Addr{}, calls: map[string]int{}}
+	for i := 0; i+1 < len(kv); i += 2 {
+		r.answers[kv[i]] = append(r.answers[kv[i]], netip.MustParseAddr(kv[i+1]))
+	}
+	return r
+}
+
+func (r *fakeResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls[host]++
+	if a, ok := r.answers[host]; ok {
+		return a, nil
+	}
+	return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+}
+
+func (r *fakeResolver) count(host string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls[host]
+}
+
+// recordingDialer dials for real and records every address it was given.
+type recordingDialer struct {
+	mu    sync.Mutex
+	addrs []string
+	d     net.Dialer
+}
+
+func (d *recordingDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	d.mu.Lock()
+	d.addrs = append(d.addrs, addr)
+	d.mu.Unlock()
+	return d.d.DialContext(ctx, network, addr)
+}
+
+func (d *recordingDialer) dialed() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]string(nil), d.addrs...)
+}
+
+// testProxy is a Proxy served on a unix socket (as in production) and on
+// a loopback TCP listener (for curl).
+type testProxy struct {
+	*Proxy
+	socket string
+	tcp    string
+	dialer *recordingDialer
+}
+
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
+func startProxy(t *testing.T, cfg Config, allow []string, cidrs []netip.Prefix) *testProxy {
+	t.Helper()
+	al, err := NewAllowlist(allow, cidrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Allowlist = al
+	if cfg.Rule == "" {
+		cfg.Rule = "gh"
+	}
+	d := &recordingDialer{}
+	cfg.Dialer = d
+	p, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(t.TempDir(), "egress.sock")
+	ul, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tl, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, l := range []net.Listener{ul, tl} {
+		wg.Add(1)
+		go func() { defer wg.Done(); p.Serve(l) }()
+	}
+	t.Cleanup(func() { p.Close(); wg.Wait() })
+	return &testProxy{Proxy: p, socket: sock, tcp: tl.Addr().String(), dialer: d}
+}
+
+// client is a net/http client whose proxy is tp, reached over the unix
+// socket like the sandbox's bridge does.
+func (tp *testProxy) client(t *testing.T, base *http.Transport) *http.Client {
+	tr := base
+	if tr == nil {
+		tr = &http.Transport{}
+	}
+	tr = tr.Clone()
+	tr.Proxy = http.ProxyURL(mustURL(t, "http://egress.invalid"))
+	tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", tp.socket)
+	}
+	tr.DisableKeepAlives = true
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
+}
+
+// raw sends one request head over the unix socket and returns the
+// response (with its body read) and the connection.
+func (tp *testProxy) raw(t *testing.T, head string) (*http.Response, string, net.Conn) {
+	t.Helper()
+	c, err := net.Dial("unix", tp.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.WriteString(c, head); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(c)
+	resp, err := http.ReadResponse(br, &http.Request{Method: "CONNECT"})
+	if err != nil {
+		t.Fatalf("%q: %v", head, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		return resp, "", &bufConn{Conn: c, r: br}
+	}
+	body, _ := io.ReadAll(resp.Body)
+	return resp, string(body), c
+}
+
+type bufConn struct {
+	net.Conn
+	r *bufio.Reader
+}
+
+func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+func connect(hostport string) string {
+	return fmt.Sprintf("CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n", hostport, hostport)
+}
+
+// echoServer echoes every connection on loopback until the test ends.
+func echoServer(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	t.Cleanup(func() { l.Close(); wg.Wait() })
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() { defer wg.Done(); defer c.Close(); io.Copy(c, c) }()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func findRow(rows []Row, host string, d Decision) (Row, bool) {
+	for _, r := range rows {
+		if r.Host == host && r.Decision == d {
+			return r, true
+		}
+	}
+	return Row{}, false
+}
