@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"coily.dev/coily/egress"
 	"net/netip"
 	"os"
 	"reflect"
@@ -201,6 +202,10 @@ func FuzzParseHostPort(f *testing.F) {
 		}
 		if _, err := netip.ParseAddr(hp.Host); err == nil {
 			t.Fatalf("ParseHostPort(%q) accepted an IP literal", s)
+		}
+		// One grammar: what the policy accepts, the proxy reads the same.
+		if e, err := egress.ParseEntry(s); err != nil || e != (egress.Entry{Host: hp.Host, Suffix: hp.Suffix, Port: hp.Port}) {
+			t.Fatalf("ParseHostPort(%q) = %+v, but the proxy reads %+v, %v", s, hp, e, err)
 		}
 		if back, err := policy.ParseHostPort(hp.String()); err != nil || back != hp {
 			t.Fatalf("%+v does not parse back from %q: %+v, %v", hp, hp.String(), back, err)

@@ -1,6 +1,8 @@
 package policy
 
 import (
+	"coily.dev/coily/egress"
+
 	"errors"
 	"fmt"
 	"maps"
@@ -143,6 +145,12 @@ func ParseHostPort(s string) (HostPort, error) {
 		return HostPort{}, fmt.Errorf("%q: %w", s, err)
 	}
 	hp.Host = host
+	// The proxy matches requests with egress's own reading of the entry:
+	// the policy's stricter grammar must read every entry it accepts the
+	// same way, or the owner would allow one host and the proxy another.
+	if e, err := egress.ParseEntry(hp.String()); err != nil || e != (egress.Entry{Host: hp.Host, Suffix: hp.Suffix, Port: hp.Port}) {
+		return HostPort{}, fmt.Errorf("%q: the egress proxy reads this entry differently (%+v, %v)", s, e, err)
+	}
 	return hp, nil
 }
 
