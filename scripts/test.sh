@@ -143,11 +143,15 @@ fi
 step "fuzz targets (smoke, ${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do
   for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
-    go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" >/dev/null
+    if ! out=$(go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" 2>&1); then
+      echo "FAIL $pkg $target"; echo "$out" | tail -40; exit 1
+    fi
     echo "ok  $pkg $target"
   done
 done
 
 step "benchmarks (smoke, one iteration)"
-go test -run='^$' -bench=. -benchtime=1x ./... >/dev/null
+if ! out=$(go test -run='^$' -bench=. -benchtime=1x ./... 2>&1); then
+  echo "$out" | grep -v '^\(ok\|PASS\|goos\|goarch\|pkg\|cpu\)' | tail -60; exit 1
+fi
 echo "benchmarks ran"
