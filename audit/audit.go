@@ -96,8 +96,31 @@ type Record struct {
 	DurationMS float64           `json:"duration_ms,omitempty"`
 	Killed     int               `json:"killed,omitempty"` // processes killed by a lockout
 	Details    map[string]string `json:"details,omitempty"`
-	Hash       string            `json:"hash"` // set by Log: self-hash; must stay the last field
+	// Egress are the hosts a command's egress proxy was asked for,
+	// aggregated per (host, port, decision); at most MaxEgressRows.
+	Egress []EgressRow `json:"egress,omitempty"`
+	Hash   string      `json:"hash"` // set by Log: self-hash; must stay the last field
 }
+
+// EgressRow is one (host, port, decision) of a command's egress: how many
+// connections, how many bytes each way, for how long.
+type EgressRow struct {
+	Host       string    `json:"host"`
+	Port       int       `json:"port"`
+	Decision   string    `json:"decision"` // allow | deny | observe-deny
+	Reason     string    `json:"reason,omitempty"`
+	Conns      int       `json:"connections"`
+	Failures   int       `json:"failures,omitempty"`
+	BytesUp    int64     `json:"bytes_up"`
+	BytesDown  int64     `json:"bytes_down"`
+	DurationMS float64   `json:"duration_ms"`
+	First      time.Time `json:"first"`
+	Last       time.Time `json:"last"`
+}
+
+// MaxEgressRows bounds the rows one record carries; the rest are counted
+// in Details["egress_cut"].
+const MaxEgressRows = 64
 
 // Config configures Open.
 type Config struct {

@@ -42,6 +42,14 @@ func capRecord(r *Record) {
 		setDetail(r, "argv_cut", strconv.Itoa(len(r.Argv))+" args, "+strconv.Itoa(total)+" bytes, sha256 "+hex.EncodeToString(full.Sum(nil)))
 		r.Argv = kept
 	}
+	if n := len(r.Egress); n > MaxEgressRows {
+		r.Egress = r.Egress[:MaxEgressRows]
+		setDetail(r, "egress_cut", strconv.Itoa(n)+" rows, "+strconv.Itoa(MaxEgressRows)+" kept")
+	}
+	for i := range r.Egress {
+		r.Egress[i].Host = cutText(r.Egress[i].Host, 256)
+		r.Egress[i].Reason = cutText(r.Egress[i].Reason, maxTextBytes)
+	}
 	r.Reason = capText(r, "reason", r.Reason)
 	r.Principal = capText(r, "principal", r.Principal)
 	r.Peer = capText(r, "peer", r.Peer)

@@ -48,6 +48,8 @@ type execution struct {
 	method string
 	// out receives the execution's events (approval, output, exit).
 	out sender
+	// egress is what its egress proxy saw (proxied network only).
+	egress []audit.EgressRow
 }
 
 // auditRecord starts an audit record describing the execution.
@@ -273,6 +275,14 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		}
 		defer unlock()
 	}
+	// The exec's own egress proxy, when its rule's network is proxied.
+	var eg *egressRun
+	if x.rule.Network == policy.NetworkProxied {
+		if eg, err = s.startEgress(x); err != nil {
+			return s.refuseExec(ctx, x, err)
+		}
+		defer eg.stop()
+	}
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
 	limits := x.rule.Limits
@@ -281,7 +291,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	}
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
-		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
+		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
 		Limits: limits,
 	}))
@@ -319,6 +329,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	})
 	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	runErr = out.finish(runErr)
+	x.egress = eg.stop() // every tunnel ends with the command
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	if qerr := res.report.QuarantineErr; qerr != nil {
 		// The workspace may hold something planted that coily could not
@@ -346,6 +357,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
+	rec.Egress = x.egress
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	if runErr != nil {
