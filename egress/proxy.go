@@ -245,7 +245,7 @@ func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req 
 	start := p.cfg.Now()
 	v := p.decide(ctx, t, kind)
 	key := rowKey{host: t.Host, port: t.Port, decision: v.decision}
-	p.rows.start(key, v.reason, start)
+	key = p.rows.start(key, v.reason, v.message, start)
 	p.cfg.Logger.Info("egress", "rule", p.cfg.Rule, "target", t.String(), "decision", v.decision, "reason", v.reason)
 	if v.status != 0 {
 		writeStatus(c.client, v.status, v.message)

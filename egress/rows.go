@@ -25,6 +25,7 @@ type Row struct {
 	Port      int           `json:"port"`
 	Decision  Decision      `json:"decision"`
 	Reason    string        `json:"reason,omitempty"`
+	Message   string        `json:"message,omitempty"` // the latest denial's sentence
 	Conns     int           `json:"connections"`
 	Failures  int           `json:"failures,omitempty"`
 	BytesUp   int64         `json:"bytes_up"`
@@ -46,14 +47,27 @@ type rows struct {
 	m  map[rowKey]*Row
 }
 
-// start counts a connection for the key at time now.
-func (r *rows) start(k rowKey, reason string, now time.Time) {
+// MaxRows bounds the distinct (host, port, decision) rows of one proxy;
+// connections past it are counted in one row per decision whose host is
+// OtherHosts and port 0.
+const MaxRows = 256
+
+// OtherHosts is the host of the rows that count connections past MaxRows.
+const OtherHosts = "(other hosts)"
+
+// start counts a connection for the key at time now and returns the key
+// it was counted under (k, or its decision's overflow row).
+func (r *rows) start(k rowKey, reason, message string, now time.Time) rowKey {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
 		r.m = map[rowKey]*Row{}
 	}
 	row := r.m[k]
+	if row == nil && len(r.m) >= MaxRows {
+		k = rowKey{host: OtherHosts, decision: k.decision}
+		row = r.m[k]
+	}
 	if row == nil {
 		row = &Row{Host: k.host, Port: k.port, Decision: k.decision, First: now}
 		r.m[k] = row
@@ -63,6 +77,10 @@ func (r *rows) start(k rowKey, reason string, now time.Time) {
 	if reason != "" {
 		row.Reason = reason
 	}
+	if message != "" {
+		row.Message = message
+	}
+	return k
 }
 
 // finish adds a finished connection's traffic.

@@ -31,6 +31,10 @@ type Egress struct {
 	// Registries maps a preset to the https URL of a mirror: its host
 	// replaces the preset's package hosts.
 	Registries map[string]string
+	// Hosts pins names to addresses (`hosts:`): the proxy uses these
+	// instead of asking DNS, like curl --resolve. The addresses are still
+	// guarded: a private or loopback one needs an allow_cidrs entry.
+	Hosts map[string][]netip.Addr
 }
 
 // HostPort is one allowlist entry. Host is lower case without a trailing

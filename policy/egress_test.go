@@ -165,6 +165,10 @@ func TestLoadEgress(t *testing.T) {
 	if want := []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1::/64")}; !reflect.DeepEqual(gh.CIDRs, want) {
 		t.Errorf("gh: cidrs %v, want %v", gh.CIDRs, want)
 	}
+	wantHosts := map[string][]netip.Addr{"ghe.example.com": {netip.MustParseAddr("10.20.0.7"), netip.MustParseAddr("10.20.0.8"), netip.MustParseAddr("fd00:1::7")}}
+	if !reflect.DeepEqual(gh.Hosts, wantHosts) {
+		t.Errorf("gh: hosts %v, want %v (names lower-cased, mapped IPv4 unmapped)", gh.Hosts, wantHosts)
+	}
 	eff := gh.Effective()
 	if n := len(eff); n != len(wantAllow)+len(policy.EgressPresetHosts("github"))-1 {
 		t.Errorf("gh: effective %v has a duplicate or misses an entry", eff)

@@ -15,11 +15,12 @@ import (
 
 // egressFile is a rule's `egress:` block as written.
 type egressFile struct {
-	Mode       string            `yaml:"mode"`
-	Allow      []string          `yaml:"allow"`
-	Presets    []string          `yaml:"presets"`
-	AllowCIDRs []string          `yaml:"allow_cidrs"`
-	Registries map[string]string `yaml:"registries"`
+	Mode       string              `yaml:"mode"`
+	Allow      []string            `yaml:"allow"`
+	Presets    []string            `yaml:"presets"`
+	AllowCIDRs []string            `yaml:"allow_cidrs"`
+	Registries map[string]string   `yaml:"registries"`
+	Hosts      map[string][]string `yaml:"hosts"`
 }
 
 // ruleEgress reads an allow rule's egress block; it needs network proxied.
@@ -63,6 +64,9 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 	for _, name := range slices.Sorted(maps.Keys(ef.Registries)) {
 		b.egressRegistry(r.Name, e, name, at("registries"))
 	}
+	for _, name := range slices.Sorted(maps.Keys(ef.Hosts)) {
+		b.egressHost(r.Name, e, name, ef.Hosts[name], at("hosts"))
+	}
 	r.Egress = e
 }
 
@@ -81,6 +85,40 @@ func (b *builder) egressRegistry(rule string, e *Egress, name string, at []any) 
 	if _, err := registryHost(e.Registries[name]); err != nil {
 		b.failAt(b.at(append(at, name)...), "rule %q: egress registries: %s: %v", rule, name, err)
 	}
+}
+
+// maxPinnedAddrs bounds the addresses one `hosts:` name may list.
+const maxPinnedAddrs = 16
+
+// egressHost checks one `hosts:` entry: an exact DNS name and 1 to
+// maxPinnedAddrs IP addresses without zones, which the proxy uses for the
+// name instead of asking DNS.
+func (b *builder) egressHost(rule string, e *Egress, name string, addrs []string, at []any) {
+	hp, err := ParseHostPort(name)
+	switch {
+	case err != nil:
+		b.failAt(keyOf(b.at(at...), name), "rule %q: egress hosts: %v", rule, err)
+		return
+	case hp.Suffix || hp.Port != 0:
+		b.failAt(keyOf(b.at(at...), name), "rule %q: egress hosts: %q must be one host name, without wildcard or port", rule, name)
+		return
+	case len(addrs) == 0 || len(addrs) > maxPinnedAddrs:
+		b.failAt(b.at(append(at, name)...), "rule %q: egress hosts: %s needs 1 to %d addresses", rule, name, maxPinnedAddrs)
+		return
+	}
+	var out []netip.Addr
+	for j, a := range addrs {
+		ip, err := netip.ParseAddr(a)
+		if err != nil || ip.Zone() != "" {
+			b.failAt(b.at(append(at, name, j)...), "rule %q: egress hosts: %s: %q is not an IP address (no zone)", rule, name, a)
+			continue
+		}
+		out = append(out, ip.Unmap())
+	}
+	if e.Hosts == nil {
+		e.Hosts = map[string][]netip.Addr{}
+	}
+	e.Hosts[hp.Host] = out
 }
 
 // registryHost is the host (and port, 443 by default) of a mirror URL:

@@ -4,6 +4,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
@@ -18,6 +20,9 @@ type egressRun struct {
 	proxy  *egress.Proxy
 	dir    string
 	Socket string // in dir
+
+	once sync.Once
+	rows []egress.Row
 }
 
 // startEgress starts the proxy of a rule whose network is proxied, with
@@ -40,7 +45,11 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if eg.Mode == policy.EgressObserve {
 		mode = egress.Observe
 	}
-	p, err := egress.New(egress.Config{Rule: x.rule.Name, Allowlist: allow, Mode: mode, Now: s.cfg.Now, Logger: s.log})
+	var resolver egress.Resolver = net.DefaultResolver
+	if len(eg.Hosts) > 0 {
+		resolver = egress.Pinned{Hosts: eg.Hosts, Next: net.DefaultResolver}
+	}
+	p, err := egress.New(egress.Config{Rule: x.rule.Name, Allowlist: allow, Mode: mode, Resolver: resolver, Now: s.cfg.Now, Logger: s.log})
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy of rule %q", x.rule.Name)
 	}
@@ -48,7 +57,7 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "could not create the egress proxy's directory")
 	}
-	run := &egressRun{proxy: p, dir: dir, Socket: filepath.Join(dir, "egress.sock")}
+	run := &egressRun{proxy: p, dir: dir, Socket: filepath.Join(dir, "proxy.sock")}
 	l, err := net.Listen("unix", run.Socket)
 	if err != nil {
 		os.RemoveAll(dir)
@@ -67,18 +76,42 @@ func (r *egressRun) socket() string {
 }
 
 // stop ends the proxy and every tunnel, removes its socket, and returns
-// what it saw, for the exec's audit record.
-func (r *egressRun) stop() []audit.EgressRow {
+// what it saw, for the exec's answer and audit record.
+func (r *egressRun) stop() []egress.Row {
 	if r == nil {
 		return nil
 	}
-	_ = r.proxy.Close()
-	os.RemoveAll(r.dir)
+	r.once.Do(func() {
+		_ = r.proxy.Close()
+		os.RemoveAll(r.dir)
+		r.rows = r.proxy.Rows()
+	})
+	return r.rows
+}
+
+// auditEgress is the audit record's form of the rows.
+func auditEgress(rows []egress.Row) []audit.EgressRow {
 	var out []audit.EgressRow
-	for _, row := range r.proxy.Rows() {
+	for _, row := range rows {
 		out = append(out, audit.EgressRow{Host: row.Host, Port: row.Port, Decision: string(row.Decision), Reason: row.Reason,
 			Conns: row.Conns, Failures: row.Failures, BytesUp: row.BytesUp, BytesDown: row.BytesDown,
 			DurationMS: float64(row.Duration.Microseconds()) / 1000, First: row.First, Last: row.Last})
+	}
+	return out
+}
+
+// maxDeniedSentences bounds the refusals an exec's answer repeats.
+const maxDeniedSentences = 16
+
+// deniedSentences are the proxy's refusals, one per denied row, for the
+// exec's answer: what the command's tool may have hidden behind "could
+// not connect".
+func deniedSentences(rows []egress.Row) []string {
+	var out []string
+	for _, row := range rows {
+		if row.Decision == egress.Deny && row.Message != "" && len(out) < maxDeniedSentences {
+			out = append(out, strings.TrimPrefix(row.Message, "coily: "))
+		}
 	}
 	return out
 }

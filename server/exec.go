@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -49,7 +50,7 @@ type execution struct {
 	// out receives the execution's events (approval, output, exit).
 	out sender
 	// egress is what its egress proxy saw (proxied network only).
-	egress []audit.EgressRow
+	egress []egress.Row
 }
 
 // auditRecord starts an audit record describing the execution.
@@ -357,7 +358,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
-	rec.Egress = x.egress
+	rec.Egress = auditEgress(x.egress)
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	if runErr != nil {
@@ -378,7 +379,8 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	return &coilyv1.ExecExit{
 		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),
 		StdoutTruncated: res.truncated[coilyv1.Stream_STREAM_STDOUT],
-		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID}, nil
+		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID,
+		EgressDenied: deniedSentences(x.egress)}, nil
 }
 
 // saveRequest stores the request record, after the caller has its answer.

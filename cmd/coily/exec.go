@@ -54,6 +54,11 @@ func runExec(ctx context.Context, e *env) int {
 	if err != nil {
 		return refused(e.stderr, err)
 	}
+	// A tool often reports a refused host as "could not connect": say
+	// what the egress proxy refused, after the command's own output.
+	for _, s := range exit.GetEgressDenied() {
+		printLine(e.stderr, "coily: egress refused: %s", s)
+	}
 	return client.ExitCode(exit)
 }
 

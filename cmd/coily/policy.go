@@ -5,7 +5,9 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"maps"
 	"os/user"
+	"slices"
 	"strings"
 
 	"coily.dev/coily/policy"
@@ -68,6 +70,9 @@ func egressLines(r *policy.Rule) []string {
 	if r.Egress != nil {
 		for _, c := range r.Egress.CIDRs {
 			lines = append(lines, fmt.Sprintf("rule %q egress %s: allow_cidr %s", r.Name, mode, c))
+		}
+		for _, name := range slices.Sorted(maps.Keys(r.Egress.Hosts)) {
+			lines = append(lines, fmt.Sprintf("rule %q egress %s: host %s resolves to %v, not through DNS", r.Name, mode, name, r.Egress.Hosts[name]))
 		}
 	}
 	switch {

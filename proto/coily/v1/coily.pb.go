@@ -559,7 +559,12 @@ type ExecExit struct {
 	StdoutTruncated bool `protobuf:"varint,4,opt,name=stdout_truncated,json=stdoutTruncated,proto3" json:"stdout_truncated,omitempty"`
 	StderrTruncated bool `protobuf:"varint,5,opt,name=stderr_truncated,json=stderrTruncated,proto3" json:"stderr_truncated,omitempty"`
 	// Audit id of the result record.
-	AuditId       string `protobuf:"bytes,6,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	AuditId string `protobuf:"bytes,6,opt,name=audit_id,json=auditId,proto3" json:"audit_id,omitempty"`
+	// One sentence for each (host, port) the command's egress proxy
+	// refused, naming the rule and the host: "host example.com:443 is not
+	// in the egress allowlist of rule \"gh\"; ask the owner to add it".
+	// At most 16; the audit record's egress rows have them all.
+	EgressDenied  []string `protobuf:"bytes,7,rep,name=egress_denied,json=egressDenied,proto3" json:"egress_denied,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -634,6 +639,13 @@ func (x *ExecExit) GetAuditId() string {
 		return x.AuditId
 	}
 	return ""
+}
+
+func (x *ExecExit) GetEgressDenied() []string {
+	if x != nil {
+		return x.EgressDenied
+	}
+	return nil
 }
 
 // LockoutRequest asks for the nuclear stop.
@@ -2249,14 +2261,15 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"ExecOutput\x12(\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x10.coily.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xe7\x01\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\x8c\x02\n" +
 	"\bExecExit\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x125\n" +
 	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12)\n" +
 	"\x10stdout_truncated\x18\x04 \x01(\bR\x0fstdoutTruncated\x12)\n" +
 	"\x10stderr_truncated\x18\x05 \x01(\bR\x0fstderrTruncated\x12\x19\n" +
-	"\baudit_id\x18\x06 \x01(\tR\aauditId\"(\n" +
+	"\baudit_id\x18\x06 \x01(\tR\aauditId\x12#\n" +
+	"\regress_denied\x18\a \x03(\tR\fegressDenied\"(\n" +
 	"\x0eLockoutRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"X\n" +
 	"\x0fLockoutResponse\x12-\n" +

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"coily.dev/coily/audit"
+)
+
+// egressPolicy writes a policy whose curl rule reaches the network only
+// through its egress proxy, allowed to upstream.test:port, a name the
+// policy pins to loopback (which allow_cidrs must also allow).
+func egressPolicy(t *testing.T, dir string, port int, mode string) string {
+	t.Helper()
+	p := filepath.Join(dir, "policy.yaml")
+	body := fmt.Sprintf(`version: 1
+roles:
+  operator:
+    permissions: [exec, lockout, unlock, pause, resume, status, approve]
+    commands: [curl, curl-deny]
+commands:
+  - name: curl
+    binary: /usr/bin/curl
+    args: ["**"]
+    flags: any
+    network: proxied
+    egress:
+      mode: %s
+      allow: ["upstream.test:%d"]
+      allow_cidrs: [127.0.0.0/8]
+      hosts: {upstream.test: [127.0.0.1]}
+  - name: curl-deny
+    binary: /usr/bin/curl
+    args: ["--deny-marker", "**"]
+    flags: any
+`, mode, port)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// egressRecords returns the exec.result records of the audit log.
+func egressRecords(t *testing.T, dir string) []audit.Record {
+	t.Helper()
+	var out []audit.Record
+	for _, line := range strings.Split(readAudit(t, dir), "\n") {
+		if line == "" {
+			continue
+		}
+		var r audit.Record
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("audit line %q: %v", line, err)
+		}
+		if r.Event == "exec.result" {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// A proxied rule's command reaches an allowed host through its own
+// proxy, a host outside the allowlist is refused with a sentence naming
+// the rule, nothing bypasses the proxy, and the audit record carries
+// the egress rows.
+func TestCLIExecEgressProxied(t *testing.T) {
+	requireBwrap(t)
+	_, err := exec.LookPath("curl")
+	requireComponent(t, err == nil, "curl")
+	var hits atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "hello from upstream")
+	}))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	dir := shortDir(t)
+	p := startServe(t, dir, egressPolicy(t, dir, port, "enforce"))
+
+	url := "http://upstream.test:" + strconv.Itoa(port) + "/"
+	r := p.run(t, "exec", "--", "/usr/bin/curl", "-sS", url)
+	if r.code != 0 || r.stdout != "hello from upstream" {
+		t.Fatalf("allowed host through the proxy: %+v\n%s", r, p.log)
+	}
+	r = p.run(t, "exec", "--", "/usr/bin/curl", "-sS", "-o", "/dev/stderr", "-w", "%{http_code}", "http://upstream.test:1/")
+	denied := `host upstream.test:1 is not in the egress allowlist of rule "curl"; ask the owner to add it`
+	if r.stdout != "403" || !strings.Contains(r.stderr, denied) || !strings.Contains(r.stderr, "\ncoily: egress refused: "+denied+"\n") {
+		t.Fatalf("port outside the allowlist: the tool and coily's answer say why: %+v", r)
+	}
+	// curl told to skip the proxy gets no connection at all.
+	before := hits.Load()
+	r = p.run(t, "exec", "--", "/usr/bin/curl", "-sS", "--noproxy", "*", "http://127.0.0.1:"+strconv.Itoa(port)+"/")
+	if r.code == 0 || hits.Load() != before {
+		t.Fatalf("a command ignoring the proxy reached the host: %+v", r)
+	}
+
+	recs := egressRecords(t, dir)
+	if len(recs) != 3 {
+		t.Fatalf("want 3 exec.result records, got %d", len(recs))
+	}
+	first := recs[0].Egress
+	if len(first) != 1 || first[0].Host != "upstream.test" || first[0].Port != port || first[0].Decision != "allow" ||
+		first[0].Conns != 1 || first[0].BytesDown == 0 || first[0].BytesUp == 0 {
+		t.Fatalf("rows of the allowed exec: %+v", first)
+	}
+	if d := recs[1].Egress; len(d) != 1 || d[0].Decision != "deny" || d[0].Reason != "not-allowlisted" || d[0].Port != 1 {
+		t.Fatalf("rows of the denied exec: %+v", d)
+	}
+	if d := recs[2].Egress; len(d) != 0 {
+		t.Fatalf("a bypassing command left rows: %+v", d)
+	}
+}
+
+// Observe mode lets a host outside the allowlist through and records it.
+func TestCLIExecEgressObserve(t *testing.T) {
+	requireBwrap(t)
+	_, err := exec.LookPath("curl")
+	requireComponent(t, err == nil, "curl")
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") }))
+	defer srv.Close()
+	port := srv.Listener.Addr().(*net.TCPAddr).Port
+	dir := shortDir(t)
+	p := startServe(t, dir, egressPolicy(t, dir, 1, "observe"))
+	r := p.run(t, "exec", "--", "/usr/bin/curl", "-sS", "http://upstream.test:"+strconv.Itoa(port)+"/")
+	if r.code != 0 || r.stdout != "ok" {
+		t.Fatalf("observe: %+v\n%s", r, p.log)
+	}
+	recs := egressRecords(t, dir)
+	if len(recs) != 1 || len(recs[0].Egress) != 1 || recs[0].Egress[0].Decision != "observe-deny" {
+		t.Fatalf("observe rows: %+v", recs)
+	}
+}
