@@ -140,3 +140,64 @@ func TestCLIExecEgressObserve(t *testing.T) {
 		t.Fatalf("observe rows: %+v", recs)
 	}
 }
+
+// Every guarded address class is refused through the whole server, by
+// IP literal and by a name that resolves to it, although the names are
+// in the allowlist: only allow_cidrs opens a guarded range.
+func TestCLIExecEgressSSRF(t *testing.T) {
+	requireBwrap(t)
+	_, err := exec.LookPath("curl")
+	requireComponent(t, err == nil, "curl")
+	classes := []struct{ addr, class string }{
+		{"127.0.0.1", "loopback"}, {"::1", "loopback"},
+		{"10.1.2.3", "private"}, {"172.16.0.1", "private"}, {"192.168.1.1", "private"}, {"fd00::1", "private"},
+		{"169.254.1.1", "link-local"}, {"fe80::1", "link-local"},
+		{"100.64.0.1", "CGNAT/tailnet"}, {"100.100.100.100", "CGNAT/tailnet"}, {"fd7a:115c:a1e0::1", "CGNAT/tailnet"},
+		{"169.254.169.254", "cloud metadata"}, {"fd00:ec2::254", "cloud metadata"},
+		{"224.0.0.1", "multicast"}, {"ff02::1", "multicast"},
+		{"0.0.0.0", "unspecified"}, {"::", "unspecified"},
+		{"::ffff:127.0.0.1", "loopback"}, {"64:ff9b::a00:1", "private"}, {"2002:a9fe:a9fe::", "cloud metadata"},
+	}
+	var allow, hosts []string
+	for i, c := range classes {
+		name := fmt.Sprintf("c%d.test", i)
+		allow = append(allow, `"`+name+`"`)
+		hosts = append(hosts, fmt.Sprintf(`%s: ["%s"]`, name, c.addr))
+	}
+	dir := shortDir(t)
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(`version: 1
+roles: {operator: {permissions: [exec], commands: [curl]}}
+commands:
+  - name: curl
+    binary: /usr/bin/curl
+    args: ["**"]
+    flags: any
+    network: proxied
+    egress:
+      allow: [`+strings.Join(allow, ", ")+`]
+      hosts: {`+strings.Join(hosts, ", ")+`}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, dir, pol)
+	for i, c := range classes {
+		lit := c.addr
+		if strings.Contains(lit, ":") {
+			lit = "[" + lit + "]"
+		}
+		for _, target := range []string{fmt.Sprintf("c%d.test", i), lit} {
+			r := p.run(t, "exec", "--", "/usr/bin/curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", "http://"+target+"/")
+			if target == "127.0.0.1" {
+				// NO_PROXY sends it to the sandbox's own loopback: nothing.
+				if r.code == 0 || r.stdout != "000" {
+					t.Errorf("127.0.0.1 inside the sandbox: %+v", r)
+				}
+				continue
+			}
+			if r.stdout != "403" || !strings.Contains(r.stderr, "coily: egress refused: ") || !strings.Contains(r.stderr, c.class) {
+				t.Errorf("%s (%s): %+v", target, c.class, r)
+			}
+		}
+	}
+}
