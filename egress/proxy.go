@@ -36,6 +36,7 @@ type Config struct {
 	IdleTimeout time.Duration // no bytes either way, or no request head; default 60 s
 	MaxDuration time.Duration // per connection; default 30 min
 	MaxBytes    int64         // up+down over the proxy's life; 0: no cap
+	Shared      *Budget       // a server-wide connection cap shared with other proxies; nil: none
 	Now         func() time.Time
 	Logger      *slog.Logger
 }
@@ -125,12 +126,28 @@ func (p *Proxy) Serve(l net.Listener) error {
 func (p *Proxy) admit(nc net.Conn) {
 	c := &conn{client: nc}
 	p.mu.Lock()
-	if p.closed || len(p.conns) >= p.cfg.MaxConns {
+	msg := ""
+	switch {
+	case p.closed:
+	case len(p.conns) >= p.cfg.MaxConns:
+		msg = fmt.Sprintf("coily: %d egress connections of rule %q are open, the most allowed; close one and retry", p.cfg.MaxConns, p.cfg.Rule)
+	case !p.cfg.Shared.acquire():
+		msg = fmt.Sprintf("coily: the server's %d egress connections are all in use; retry later (rule %q)", p.cfg.Shared.Cap(), p.cfg.Rule)
+	}
+	if p.closed {
 		p.mu.Unlock()
-		msg := fmt.Sprintf("coily: %d egress connections of rule %q are open, the most allowed; close one and retry", p.cfg.MaxConns, p.cfg.Rule)
-		nc.SetWriteDeadline(time.Now().Add(time.Second))
-		writeStatus(nc, http.StatusServiceUnavailable, msg)
 		nc.Close()
+		return
+	}
+	if msg != "" {
+		p.wg.Add(1) // not closed: Close has not begun to wait
+		p.mu.Unlock()
+		go func() { // never stall the accept loop on a slow client
+			defer p.wg.Done()
+			nc.SetWriteDeadline(time.Now().Add(time.Second))
+			writeStatus(nc, http.StatusServiceUnavailable, msg)
+			nc.Close()
+		}()
 		return
 	}
 	p.conns[c] = struct{}{}
@@ -138,6 +155,7 @@ func (p *Proxy) admit(nc net.Conn) {
 	p.mu.Unlock()
 	go func() {
 		defer p.wg.Done()
+		defer p.cfg.Shared.release()
 		defer func() {
 			c.close()
 			p.mu.Lock()

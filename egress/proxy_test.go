@@ -252,6 +252,31 @@ func TestProxyConnectionCap(t *testing.T) {
 	echoRoundTrip(t, c, "two")
 }
 
+// Proxies sharing a Budget cannot together hold more connections than it
+// allows; a slot freed by one serves another.
+func TestProxySharedBudget(t *testing.T) {
+	echo := strconv.Itoa(echoServer(t))
+	budget := NewBudget(2)
+	cfg := Config{Resolver: newResolver("ok.test", "127.0.0.1"), Shared: budget}
+	a := startProxy(t, cfg, []string{"ok.test:" + echo}, loopback)
+	b := startProxy(t, cfg, []string{"ok.test:" + echo}, loopback)
+	_, _, c1 := a.raw(t, connect("ok.test:"+echo))
+	echoRoundTrip(t, c1, "one")
+	_, _, c2 := b.raw(t, connect("ok.test:"+echo))
+	echoRoundTrip(t, c2, "two")
+	resp, body, _ := b.raw(t, connect("ok.test:"+echo))
+	if resp.StatusCode != 503 || !strings.Contains(body, "the server's 2 egress connections are all in use") {
+		t.Fatalf("third connection across two proxies: %d %q", resp.StatusCode, body)
+	}
+	c1.Close()
+	waitFor(t, "a budget slot", func() bool { return len(budget.sem) == 1 })
+	resp, _, c3 := b.raw(t, connect("ok.test:"+echo))
+	if resp.StatusCode != 200 {
+		t.Fatalf("after one closed: %d", resp.StatusCode)
+	}
+	echoRoundTrip(t, c3, "three")
+}
+
 func TestProxyIdleTimeout(t *testing.T) {
 	echo := strconv.Itoa(echoServer(t))
 	tp := startProxy(t, Config{Resolver: newResolver("ok.test", "127.0.0.1"), IdleTimeout: 300 * time.Millisecond},

@@ -18,7 +18,7 @@
 package server
 
 import (
-	"coily.dev/coily/keystore"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,6 +33,8 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/egress"
+	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -72,8 +74,11 @@ type Config struct {
 	// file, Vault token and secret-id files, the auth key file): every
 	// sandbox hides them too.
 	OwnFiles []string
-	Version  string
-	Now      func() time.Time
+	// EgressConns caps the egress connections open at once across every
+	// exec's proxy (each exec has its own cap too); 0 means 256.
+	EgressConns int
+	Version     string
+	Now         func() time.Time
 }
 
 // Server is the coily service.
@@ -87,6 +92,8 @@ type Server struct {
 
 	approvals *approvals
 	whois     whoisCache
+	// egress is the server-wide egress connection budget.
+	egress *egress.Budget
 
 	mu    sync.Mutex
 	stops store.Stops
@@ -146,7 +153,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
-		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now),
+		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
 		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
 	s.policy.Store(cfg.Policy)
 	if err := s.crossCheckLockout(); err != nil {
