@@ -9,8 +9,10 @@ import (
 	"time"
 )
 
-// run runs name with args in dir with os.Environ() plus env, and returns
-// its combined output; it fails t if the command fails.
+// run runs name with args in dir with a minimal environment (PATH, a
+// fresh HOME, TMPDIR) plus env, and returns its combined output; it fails
+// t if the command fails. The machine's own variables (PIP_FIND_LINKS,
+// REQUESTS_CA_BUNDLE, …) would otherwise leak into the clients.
 func run(t *testing.T, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	out, err := tryRun(t, dir, env, name, args...)
@@ -27,7 +29,7 @@ func tryRun(t *testing.T, dir string, env []string, name string, args ...string)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, name, args...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir(), "TMPDIR=" + os.TempDir(), "LANG=C.UTF-8"}, env...)
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }

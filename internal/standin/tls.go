@@ -24,7 +24,7 @@ import (
 
 // CA is a throwaway certificate authority for one test. Clients trust it
 // through CertFile: SSL_CERT_FILE (gh, Go, curl), GIT_SSL_CAINFO (git),
-// NODE_EXTRA_CA_CERTS (node, npm), PIP_CERT (pip); Env returns all four.
+// NODE_EXTRA_CA_CERTS (node, npm), PIP_CERT (pip); Env returns them all.
 type CA struct {
 	CertFile string // the CA certificate, PEM, in t.TempDir()
 	CertPEM  []byte
@@ -81,15 +81,16 @@ func newCA(dir string) (*CA, error) {
 	return ca, nil
 }
 
-// Env returns the environment variables that make git, gh, npm and pip
-// trust the CA (and only it: SSL_CERT_FILE replaces the system roots).
+// Env returns the environment variables that make git, gh, npm, pip and
+// curl trust the CA (and only it: SSL_CERT_FILE replaces the system
+// roots). REQUESTS_CA_BUNDLE is set too because, when set, it overrides
+// pip's --cert and PIP_CERT.
 func (ca *CA) Env() []string {
-	return []string{
-		"SSL_CERT_FILE=" + ca.CertFile,
-		"GIT_SSL_CAINFO=" + ca.CertFile,
-		"NODE_EXTRA_CA_CERTS=" + ca.CertFile,
-		"PIP_CERT=" + ca.CertFile,
+	var env []string
+	for _, k := range []string{"SSL_CERT_FILE", "GIT_SSL_CAINFO", "NODE_EXTRA_CA_CERTS", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"} {
+		env = append(env, k+"="+ca.CertFile)
 	}
+	return env
 }
 
 // Client returns an HTTP client that trusts only the CA.
