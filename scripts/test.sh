@@ -23,12 +23,18 @@ command -v gnome-keyring-daemon >/dev/null || need_apt+=(gnome-keyring) # a real
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)          # checks deploy/coily.service
 command -v runuser >/dev/null || need_apt+=(util-linux)               # the tests again as a user
 command -v useradd >/dev/null || need_apt+=(passwd)
+# Real clients and the stand-ins they talk to (internal/standin).
+command -v gh >/dev/null || need_apt+=(gh)                            # GitHubEnterprise
+command -v node >/dev/null || need_apt+=(nodejs)                      # verdaccio, npm
+command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegistry
+/usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3 python3-pip) # PipIndex
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
 fi
 scripts/tools.sh
 scripts/vaultdev.sh # a real Vault server (the Vault core in-process) for the keystore tests
+scripts/npm-tools.sh # verdaccio, the npm registry internal/standin starts
 
 step "gofmt"
 unformatted=$(git ls-files '*.go' | grep -v '\.pb\.go$' | xargs gofmt -l)
