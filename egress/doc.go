@@ -13,6 +13,9 @@
 //     dials exactly an address that passed classification; it never hands
 //     a name to the dialer.
 //   - TLS is never intercepted: a CONNECT tunnel carries bytes unchanged.
+//     But a tunnel whose ClientHello names another server than the CONNECT
+//     host, or whose ClientHello cannot be parsed, is closed before one of
+//     its bytes goes upstream (see sniff).
 //   - Every request, allowed or refused, lands in a Row; every denial is
 //     answered with a status and a sentence an agent can act on.
 //   - Close stops every listener and tunnel and returns only when every

@@ -262,27 +262,33 @@ func (k requestKind) defaultPort() int {
 func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req *http.Request, t Target, kind requestKind) {
 	start := p.cfg.Now()
 	v := p.decide(ctx, t, kind)
-	key := rowKey{host: t.Host, port: t.Port, decision: v.decision}
-	key = p.rows.start(key, v.reason, v.message, start)
-	p.cfg.Logger.Info("egress", "rule", p.cfg.Rule, "target", t.String(), "decision", v.decision, "reason", v.reason)
 	if v.status != 0 {
+		key := p.open(t, v.decision, v.reason, v.message, start)
 		writeStatus(c.client, v.status, v.message)
 		p.rows.finish(key, 0, 0, 0, v.decision != Deny, p.cfg.Now())
 		return
 	}
 	if !c.setUpstream(v.upstream) {
+		key := p.open(t, v.decision, v.reason, "", start)
 		p.rows.finish(key, 0, 0, 0, true, p.cfg.Now())
 		return
 	}
-	m := &meter{p: p}
-	var up, down int64
 	if kind == kindConnect {
-		up, down = p.tunnel(c, br, m)
-	} else {
-		up, down = p.forward(c, br, req, m)
+		p.tunnel(c, br, t, v, start) // it records the row once it has seen the first bytes
+		return
 	}
+	key := p.open(t, v.decision, v.reason, "", start)
+	up, down := p.forward(c, br, req, &meter{p: p})
 	end := p.cfg.Now()
 	p.rows.finish(key, up, down, end.Sub(start), false, end)
+}
+
+// open counts a connection in the row of (t, d) and logs the decision.
+func (p *Proxy) open(t Target, d Decision, reason, message string, start time.Time, attrs ...any) rowKey {
+	key := p.rows.start(rowKey{host: t.Host, port: t.Port, decision: d}, reason, message, start)
+	args := append([]any{"rule", p.cfg.Rule, "target", t.String(), "decision", d, "reason", reason}, attrs...)
+	p.cfg.Logger.Info("egress", args...)
+	return key
 }
 
 // verdict is decide's answer: a status and message to refuse with, or

@@ -95,28 +95,60 @@ func (c countWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// tunnel answers 200 and relays bytes both ways unchanged until the
-// upstream ends, the client and upstream both end, or a bound trips.
-func (p *Proxy) tunnel(c *conn, br *bufio.Reader, m *meter) (up, down int64) {
+// tunnel answers 200 and relays the upstream's bytes to the client at
+// once (some protocols speak first), and the client's to the upstream
+// once sniff has passed its first bytes; all unchanged, until the
+// upstream ends, the client and upstream both end, or a bound trips. A
+// tunnel sniff refuses is closed before one byte went upstream. tunnel
+// records the row.
+func (p *Proxy) tunnel(c *conn, br *bufio.Reader, t Target, v verdict, start time.Time) {
 	if _, err := io.WriteString(c.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
-		return 0, 0
+		key := p.open(t, v.decision, v.reason, "", start)
+		end := p.cfg.Now()
+		p.rows.finish(key, 0, 0, end.Sub(start), false, end)
+		return
 	}
+	m := &meter{p: p}
 	stop := m.watch(c)
 	defer stop()
-	upDone := make(chan struct{})
+	var up, down int64
+	downDone := make(chan struct{})
 	go func() {
-		defer close(upDone)
-		_, err := io.Copy(c.upstream, countReader{r: br, m: m, n: &up})
-		if cw, ok := c.upstream.(interface{ CloseWrite() error }); ok && err == nil {
-			cw.CloseWrite()
-			return
-		}
+		defer close(downDone)
+		io.Copy(c.client, countReader{r: c.upstream, m: m, n: &down})
 		c.close()
 	}()
-	io.Copy(c.client, countReader{r: c.upstream, m: m, n: &down})
+	var key rowKey
+	if s := p.sniff(c, br, t, m); s.refuse != "" {
+		key = p.open(t, Deny, s.refuse, s.message(t, p.cfg.Rule), start, s.logAttrs()...)
+		refuseTLS(c.client)
+		c.close()
+	} else {
+		key = p.open(t, v.decision, v.reason, "", start)
+		p.relayUp(c, br, m, s, &up)
+	}
+	<-downDone
+	end := p.cfg.Now()
+	p.rows.finish(key, up, down, end.Sub(start), false, end)
+}
+
+// relayUp sends the sniffed bytes and then the rest of the client's
+// upstream; at the client's end of stream it half-closes the upstream.
+func (p *Proxy) relayUp(c *conn, br *bufio.Reader, m *meter, s sniffed, up *int64) {
+	err := s.readErr
+	if len(s.data) > 0 {
+		if _, werr := (countWriter{w: c.upstream, m: m, n: up}).Write(s.data); werr != nil {
+			err = werr
+		}
+	}
+	if err == nil {
+		_, err = io.Copy(c.upstream, countReader{r: br, m: m, n: up})
+	}
+	if cw, ok := c.upstream.(interface{ CloseWrite() error }); ok && (err == nil || err == io.EOF) {
+		cw.CloseWrite()
+		return
+	}
 	c.close()
-	<-upDone
-	return up, down
 }
 
 // hopByHop are the headers that belong to one connection (RFC 9110 §7.6.1).

@@ -34,6 +34,9 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	if p.Network == NetworkProxied && p.ProxySocket == "" {
+		return nil, fmt.Errorf("proxied network needs the egress proxy's unix socket (bubblewrap bridges it into the namespace)")
+	}
 	version, err := BwrapVersion(bwrap)
 	if err != nil {
 		return nil, err

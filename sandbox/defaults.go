@@ -15,8 +15,10 @@ type ProfileInput struct {
 	Workspace, Home, Dir string
 	Env                  []string
 	Network              Network
-	ProxySocket          string
-	UnixSockets          []string
+	// ProxySocket and ProxyAddr locate the egress proxy in proxied mode
+	// (see Profile): its unix socket, its loopback TCP address.
+	ProxySocket, ProxyAddr string
+	UnixSockets            []string
 	// StateDir and Socket are the server's own; always denied.
 	StateDir, Socket string
 	// OwnFiles are further files of the server's own (its policy, its
@@ -60,7 +62,8 @@ var SystemDenyPaths = []string{
 func DefaultProfile(in ProfileInput) Profile {
 	p := Profile{
 		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
-		UnixSockets: in.UnixSockets, Files: resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
+		ProxyAddr: in.ProxyAddr, UnixSockets: in.UnixSockets,
+		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
 	}
 	if in.Workspace != "" {

@@ -83,3 +83,18 @@ func TestBwrapRunsTheOpenedFile(t *testing.T) {
 		t.Fatalf("by path: %q %v", out, err)
 	}
 }
+
+// bubblewrap reaches the proxy through the unix socket it bridges into
+// the namespace: a loopback address alone (sandbox-exec's way) is refused
+// before anything is set up.
+func TestBwrapProxiedNeedsTheSocket(t *testing.T) {
+	cmd := exec.Command("/bin/true")
+	b := Bwrap{Path: "/bin/true", Bridge: "/bin/true"} // never run: refused first
+	_, err := b.Wrap(context.Background(), cmd, Profile{Dir: "/", Home: "/tmp", Network: NetworkProxied, ProxyAddr: "127.0.0.1:3128"})
+	if err == nil || !strings.Contains(err.Error(), "unix socket") {
+		t.Fatalf("proxied with only ProxyAddr: %v", err)
+	}
+	if cmd.Path != "/bin/true" || len(cmd.Args) != 1 {
+		t.Fatalf("the command was rewritten: %q", cmd.Args)
+	}
+}

@@ -17,7 +17,9 @@ const (
 	NetworkLoopback Network = "loopback"
 	// NetworkProxied: a private network namespace whose only way out is
 	// the egress proxy's unix socket, bound in at ProxySocketPath and
-	// exposed to the command as an HTTP(S) proxy on its own loopback.
+	// exposed to the command as an HTTP(S) proxy on its own loopback. On
+	// macOS, which has no network namespace, the only way out is the
+	// proxy's TCP port on the host's loopback (Profile.ProxyAddr).
 	NetworkProxied Network = "proxied"
 	// NetworkOpen: the host's network (explicit opt-in).
 	NetworkOpen Network = "open"
@@ -68,8 +70,14 @@ type Profile struct {
 	Files   map[string]string // sandbox path → host file
 	Network Network
 	// ProxySocket is the host path of the egress proxy's unix socket
-	// (proxied mode only).
+	// (proxied mode, backends with a network namespace: bubblewrap).
 	ProxySocket string
+	// ProxyAddr is the host:port of the egress proxy on loopback, for
+	// backends without a network namespace (sandbox-exec): exactly
+	// "127.0.0.1:PORT" or "[::1]:PORT" (see ParseProxyAddr). The command
+	// may connect to that port and nowhere else, and its HTTP_PROXY and
+	// kin point there.
+	ProxyAddr string
 	// UnixSockets are host unix sockets the command may connect to; each
 	// is bound in at its own path. Without any, creating unix sockets is
 	// refused by the seccomp filter.
@@ -89,8 +97,13 @@ func (p *Profile) Validate() error {
 	if _, err := ParseNetwork(string(p.Network)); err != nil {
 		return err
 	}
-	if p.Network == NetworkProxied && p.ProxySocket == "" {
-		return fmt.Errorf("proxied network needs a proxy socket")
+	if p.Network == NetworkProxied && p.ProxySocket == "" && p.ProxyAddr == "" {
+		return fmt.Errorf("proxied network needs a proxy socket or a proxy address")
+	}
+	if p.ProxyAddr != "" {
+		if _, err := ParseProxyAddr(p.ProxyAddr); err != nil {
+			return err
+		}
 	}
 	if (p.Exec == nil) != (p.ExecPath == "") {
 		return fmt.Errorf("exec file and exec path go together")

@@ -1,9 +1,12 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
+	"net/netip"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -17,7 +20,9 @@ import (
 // at all (the caller points TMPDIR into Home). There is no network
 // namespace either: loopback mode reaches the host's own loopback (every
 // local service listening there), and proxied mode reaches only the
-// proxy's unix socket, at its host path.
+// egress proxy's TCP port on the loopback (Profile.ProxyAddr), which the
+// command's HTTP_PROXY and kin name; the proxy's unix socket
+// (Profile.ProxySocket) is not used.
 type SandboxExec struct{}
 
 // Name implements Sandbox.
@@ -98,8 +103,15 @@ func SandboxExecProfile(p Profile) (string, error) {
 	if network == "" {
 		network = NetworkDeny
 	}
-	if network == NetworkProxied && !(filepath.IsAbs(p.ProxySocket) && filepath.Clean(p.ProxySocket) == p.ProxySocket) {
-		return "", fmt.Errorf("proxy socket path %q must be absolute and clean", p.ProxySocket)
+	var proxy netip.AddrPort
+	if network == NetworkProxied {
+		if p.ProxyAddr == "" {
+			return "", errors.New("sandbox-exec has no network namespace to bridge a unix socket into: proxied network needs the proxy's loopback address (ProxyAddr)")
+		}
+		var err error
+		if proxy, err = ParseProxyAddr(p.ProxyAddr); err != nil {
+			return "", err
+		}
 	}
 
 	var b strings.Builder
@@ -168,9 +180,6 @@ func SandboxExecProfile(p Profile) (string, error) {
 
 	denied := sbplPaths(p.DenyPaths)
 	sockets := sbplPaths(p.UnixSockets)
-	if network == NetworkProxied {
-		sockets = sbplPaths(append(sockets, p.ProxySocket))
-	}
 	line(";; Network: %s.", network)
 	switch network {
 	case NetworkDeny:
@@ -178,8 +187,10 @@ func SandboxExecProfile(p Profile) (string, error) {
 		line("(allow network-bind network-inbound (local ip \"localhost:*\"))")
 		line("(allow network-outbound (remote ip \"localhost:*\"))")
 	case NetworkProxied:
-		line(";; Only the egress proxy's socket (below). trustd verifies TLS certificates")
-		line(";; for clients using Security.framework (Go, Swift).")
+		line(";; Only the egress proxy: TCP to its port on the loopback; nothing else out,")
+		line(";; nothing in, no name resolution (the proxy resolves). trustd verifies TLS")
+		line(";; certificates for clients using Security.framework (Go, Swift).")
+		line("(allow network-outbound (remote tcp %s))", sbplQuote("localhost:"+strconv.Itoa(int(proxy.Port()))))
 		line("(allow mach-lookup (global-name \"com.apple.trustd.agent\"))")
 	case NetworkOpen:
 		line("(allow network*)")
@@ -244,6 +255,20 @@ func SandboxExecProfile(p Profile) (string, error) {
 		}
 	}
 	return b.String(), nil
+}
+
+// sandboxExecEnv is the environment of a command under p: p.Env, and in
+// proxied mode the variables that point its HTTP clients at ProxyAddr
+// (replacing any of its own).
+func sandboxExecEnv(p Profile) ([]string, error) {
+	if p.Network != NetworkProxied {
+		return p.Env, nil
+	}
+	ap, err := ParseProxyAddr(p.ProxyAddr)
+	if err != nil {
+		return nil, err
+	}
+	return withProxyEnv(p.Env, ap), nil
 }
 
 // sbplProtectedClasses renders, for each writable root, the filters of

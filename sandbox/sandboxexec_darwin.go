@@ -10,7 +10,8 @@ import (
 // Wrap implements Sandbox: cmd becomes sandbox-exec running the original
 // command under SandboxExecProfile(p). sandbox-exec execs the word after
 // "--" as both the program and its argv[0], so the original argv[0] gives
-// way to the original path.
+// way to the original path. In proxied mode the command's environment
+// gains HTTP_PROXY and kin, pointing at p.ProxyAddr.
 func (SandboxExec) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
 	if fi, err := os.Stat(SandboxExecPath); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is missing (it ships with macOS; is this a stripped-down system?)", ErrUnavailable, SandboxExecPath)
@@ -19,11 +20,15 @@ func (SandboxExec) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confineme
 	if err != nil {
 		return nil, err
 	}
+	env, err := sandboxExecEnv(p)
+	if err != nil {
+		return nil, err
+	}
 	args := []string{SandboxExecPath, "-p", profile, "--", cmd.Path}
 	if len(cmd.Args) > 1 {
 		args = append(args, cmd.Args[1:]...)
 	}
 	cmd.Path, cmd.Args = SandboxExecPath, args
-	cmd.Env, cmd.Dir = p.Env, p.Dir
+	cmd.Env, cmd.Dir = env, p.Dir
 	return nil, nil
 }

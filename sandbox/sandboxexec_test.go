@@ -49,12 +49,23 @@ func sandboxExecCases() map[string]Profile {
 			Network:    NetworkLoopback,
 		},
 		"proxied": {
+			Dir:        ws,
+			Home:       home,
+			WritePaths: []string{ws},
+			DenyPaths:  []string{"/Users/dev/.ssh", state},
+			Network:    NetworkProxied,
+			ProxyAddr:  "127.0.0.1:54321",
+			// Not granted: sandbox-exec reaches the proxy over TCP only.
+			ProxySocket: state + "/run/proxy.sock",
+		},
+		"proxied-ipv6-unix-sockets": {
 			Dir:         ws,
 			Home:        home,
 			WritePaths:  []string{ws},
 			DenyPaths:   []string{"/Users/dev/.ssh", state},
 			Network:     NetworkProxied,
-			ProxySocket: state + "/run/proxy.sock",
+			ProxyAddr:   "[::1]:3128",
+			UnixSockets: []string{"/var/run/docker.sock"},
 		},
 		"open-unix-sockets": {
 			Dir:         ws,
@@ -179,6 +190,9 @@ func TestSandboxExecRejects(t *testing.T) {
 		"proxied no socket": func(p *Profile) {
 			p.Network = NetworkProxied
 		},
+		"proxied socket only": func(p *Profile) {
+			p.Network, p.ProxySocket = NetworkProxied, "/Users/dev/proxy.sock"
+		},
 		"relative proxy":  func(p *Profile) { p.Network, p.ProxySocket = NetworkProxied, "proxy.sock" },
 		"unknown network": func(p *Profile) { p.Network = "wifi" },
 	} {
@@ -265,10 +279,16 @@ func TestSandboxExecNetworkModes(t *testing.T) {
 		t.Errorf("loopback: %q, want %q", got, want)
 	}
 	if got, want := networkAllows("proxied"), []string{
-		`(allow system-socket (socket-domain AF_UNIX))`,
-		`(allow network-outbound (remote unix-socket (path-literal "/Users/dev/Library/Application Support/coily/run/proxy.sock")))`,
+		`(allow network-outbound (remote tcp "localhost:54321"))`,
 	}; !slices.Equal(got, want) {
 		t.Errorf("proxied: %q, want %q", got, want)
+	}
+	if got, want := networkAllows("proxied-ipv6-unix-sockets"), []string{
+		`(allow network-outbound (remote tcp "localhost:3128"))`,
+		`(allow system-socket (socket-domain AF_UNIX))`,
+		`(allow network-outbound (remote unix-socket (path-literal "/private/var/run/docker.sock") (path-literal "/var/run/docker.sock")))`,
+	}; !slices.Equal(got, want) {
+		t.Errorf("proxied with unix sockets: %q, want %q", got, want)
 	}
 	if got, want := networkAllows("open-unix-sockets"), []string{
 		`(allow network*)`,
