@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 
@@ -19,7 +20,8 @@ import (
 type egressRun struct {
 	proxy  *egress.Proxy
 	dir    string
-	Socket string // in dir
+	Socket string // in dir (Linux: bound into the sandbox)
+	Addr   string // 127.0.0.1:PORT (macOS: the one port its profile opens)
 
 	once sync.Once
 	rows []egress.Row
@@ -57,11 +59,22 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "could not create the egress proxy's directory")
 	}
-	run := &egressRun{proxy: p, dir: dir, Socket: filepath.Join(dir, "proxy.sock")}
-	l, err := net.Listen("unix", run.Socket)
+	run := &egressRun{proxy: p, dir: dir}
+	var l net.Listener
+	if runtime.GOOS == "darwin" {
+		// sandbox-exec has no network namespace: the profile opens the
+		// proxy's loopback port and nothing else.
+		l, err = net.Listen("tcp", "127.0.0.1:0")
+		if err == nil {
+			run.Addr = l.Addr().String()
+		}
+	} else {
+		run.Socket = filepath.Join(dir, "proxy.sock")
+		l, err = net.Listen("unix", run.Socket)
+	}
 	if err != nil {
 		os.RemoveAll(dir)
-		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy socket")
+		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy listener")
 	}
 	go func() { _ = p.Serve(l) }() // ends when the proxy closes
 	return run, nil
@@ -73,6 +86,14 @@ func (r *egressRun) socket() string {
 		return ""
 	}
 	return r.Socket
+}
+
+// addr is the proxy's loopback address, "" without a TCP listener.
+func (r *egressRun) addr() string {
+	if r == nil {
+		return ""
+	}
+	return r.Addr
 }
 
 // stop ends the proxy and every tunnel, removes its socket, and returns
