@@ -2,8 +2,11 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+
+	"coily.dev/coily/egress"
 )
 
 // EgressSpec is an egress block as text from somewhere other than a policy
@@ -77,4 +80,27 @@ func checkEgressPreset(name string) error {
 		return fmt.Errorf("unknown egress preset %q (known: %s)", name, strings.Join(EgressPresets(), ", "))
 	}
 	return nil
+}
+
+// ProxyAllowlist is what the egress proxy enforces for e: an allowlist of
+// its effective entries (presets expanded) and its CIDRs, and its mode. A
+// nil Egress (network proxied without an egress block) allows nothing.
+func (e *Egress) ProxyAllowlist() (*egress.Allowlist, egress.Mode, error) {
+	var entries []string
+	for _, hp := range e.Effective() {
+		entries = append(entries, hp.String())
+	}
+	var cidrs []netip.Prefix
+	mode := egress.Enforce
+	if e != nil {
+		cidrs = e.CIDRs
+		if e.Mode == EgressObserve {
+			mode = egress.Observe
+		}
+	}
+	allow, err := egress.NewAllowlist(entries, cidrs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("egress allowlist: %w", err)
+	}
+	return allow, mode, nil
 }

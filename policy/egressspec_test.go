@@ -3,12 +3,14 @@ package policy_test
 import (
 	"encoding/json"
 	"errors"
+	"net/netip"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
 
+	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
 )
 
@@ -124,4 +126,36 @@ func FuzzParseEgress(f *testing.F) {
 			t.Fatalf("ParseEgress(%+v): %v is not an EgressSpecError", spec, err)
 		}
 	})
+}
+
+// The proxy enforces what the block says: its own entries, its presets'
+// hosts, its CIDRs and its mode; no block allows nothing.
+func TestEgressProxyAllowlist(t *testing.T) {
+	e, err := policy.ParseEgress(policy.EgressSpec{Mode: "observe", Allow: []string{"*.corp.example:8443"},
+		Presets: []string{"github"}, CIDRs: []string{"127.0.0.1/32"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	allow, mode, err := e.ProxyAllowlist()
+	if err != nil || mode != egress.Observe {
+		t.Fatalf("ProxyAllowlist: mode %v, %v", mode, err)
+	}
+	for _, c := range []struct {
+		host string
+		port int
+		want bool
+	}{{"x.corp.example", 8443, true}, {"corp.example", 8443, false}, {"x.corp.example", 443, false},
+		{"api.github.com", 443, true}, {"github.com", 22, true}, {"registry.npmjs.org", 443, false}} {
+		if got := allow.AllowsHost(c.host, c.port, 443); got != c.want {
+			t.Errorf("AllowsHost(%q, %d) = %v, want %v", c.host, c.port, got, c.want)
+		}
+	}
+	if !allow.AllowsAddr(netip.MustParseAddr("127.0.0.1")) || allow.AllowsAddr(netip.MustParseAddr("127.0.0.2")) {
+		t.Error("the CIDR 127.0.0.1/32 is not what the proxy allows")
+	}
+	var none *policy.Egress
+	allow, mode, err = none.ProxyAllowlist()
+	if err != nil || mode != egress.Enforce || len(allow.Entries) != 0 || len(allow.AllowCIDRs) != 0 {
+		t.Fatalf("no egress block: %+v, %v, %v; want an empty enforced allowlist", allow, mode, err)
+	}
 }
