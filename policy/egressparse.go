@@ -35,12 +35,10 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 	}
 	ef := rf.Egress
 	e := &Egress{Mode: ef.Mode, Presets: ef.Presets, Registries: ef.Registries}
-	switch e.Mode {
-	case "":
-		e.Mode = EgressEnforce
-	case EgressEnforce, EgressObserve:
-	default:
-		b.failAt(b.at(at("mode")...), "rule %q: egress mode must be enforce or observe, got %q", r.Name, ef.Mode)
+	if mode, err := parseEgressMode(ef.Mode); err != nil {
+		b.failAt(b.at(at("mode")...), "rule %q: %v", r.Name, err)
+	} else {
+		e.Mode = mode
 	}
 	for j, s := range ef.Allow {
 		hp, err := ParseHostPort(s)
@@ -57,8 +55,8 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 		e.CIDRs = append(e.CIDRs, p)
 	}
 	for j, name := range ef.Presets {
-		if _, ok := egressPresets[name]; !ok {
-			b.failAt(b.at(at("presets", j)...), "rule %q: unknown egress preset %q (known: %s)", r.Name, name, strings.Join(EgressPresets(), ", "))
+		if err := checkEgressPreset(name); err != nil {
+			b.failAt(b.at(at("presets", j)...), "rule %q: %v", r.Name, err)
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(ef.Registries)) {

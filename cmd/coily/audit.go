@@ -8,7 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 
 	"coily.dev/coily/audit"
@@ -17,9 +20,9 @@ import (
 // The audit subcommands read the log files directly: they run on the host,
 // as the server's user or root (the files are 0600).
 func runAudit(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "audit", "usage: coily audit tail [-n N] [--json] | show ID | verify | repair", map[string]subcommand{
+	return dispatch(ctx, e, "audit", "usage: coily audit tail [-n N] [--json] | show [--json] ID | verify | repair", map[string]subcommand{
 		"tail":   func(_ context.Context, e *env) int { return auditTail(e) },
-		"show":   func(_ context.Context, e *env) int { return withDir(e, "audit show", 1, auditShow) },
+		"show":   func(_ context.Context, e *env) int { return auditShow(e) },
 		"verify": func(_ context.Context, e *env) int { return withDir(e, "audit verify", 0, auditVerify) },
 		"repair": func(_ context.Context, e *env) int { return withDir(e, "audit repair", 0, auditRepair) },
 	})
@@ -59,16 +62,25 @@ func auditTail(e *env) int {
 			continue
 		}
 		printLine(e.stdout, "%s", summary(r))
+		printEgress(e.stdout, "  ", r)
 	}
 	return 0
 }
 
-func auditShow(e *env, dir string) int {
-	if len(e.args) != 1 {
-		fmt.Fprintln(e.stderr, "usage: coily audit show ID (an audit id, or a request id)")
+// auditShow prints the records of one audit id or request id: each as its
+// summary line, its other fields one a line, and its egress rows; with
+// --json, each record as stored, one a line.
+func auditShow(e *env) int {
+	fs := flag.NewFlagSet("audit show", flag.ContinueOnError)
+	asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
+	if code, ok := parseFlags(fs, e); !ok {
+		return code
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintln(e.stderr, "usage: coily audit show [--json] ID (an audit id, or a request id)")
 		return 2
 	}
-	id := e.args[0]
+	dir, id := filepath.Join(*e.global.stateDir, "audit"), fs.Arg(0)
 	recs := []audit.Record{}
 	r, err := audit.Find(dir, id)
 	if err == nil {
@@ -81,7 +93,15 @@ func auditShow(e *env, dir string) int {
 		return 1
 	}
 	for _, r := range recs {
-		printJSON(e.stdout, r)
+		if *asJSON {
+			printJSON(e.stdout, r)
+			continue
+		}
+		printLine(e.stdout, "%s", summary(r))
+		for _, l := range detailLines(r) {
+			printLine(e.stdout, "  %s", l)
+		}
+		printEgress(e.stdout, "  ", r)
 	}
 	return 0
 }
@@ -151,4 +171,46 @@ func summary(r audit.Record) string {
 		parts = append(parts, fmt.Sprintf("(%s)", r.Reason))
 	}
 	return strings.Join(parts, "  ")
+}
+
+// detailLines are the fields of r that its summary line leaves out, one a
+// line: "rule      gh".
+func detailLines(r audit.Record) []string {
+	var out []string
+	add := func(name, value string) {
+		if value != "" {
+			out = append(out, fmt.Sprintf("%-10s%s", name, value))
+		}
+	}
+	add("request", r.RequestID)
+	add("method", r.Method)
+	add("transport", r.Transport)
+	if r.Principal != "" {
+		add("peer", r.Peer) // the summary shows the peer only without a principal
+	}
+	add("rule", r.Rule)
+	add("sandbox", r.Sandbox)
+	if r.DurationMS != 0 {
+		add("duration", humanMillis(r.DurationMS))
+	}
+	if r.Signal != 0 {
+		add("signal", strconv.Itoa(r.Signal))
+	}
+	if r.Killed != 0 {
+		add("killed", strconv.Itoa(r.Killed))
+	}
+	for _, k := range slices.Sorted(maps.Keys(r.Details)) {
+		add("detail", shellWord(k)+"="+shellWord(r.Details[k]))
+	}
+	return out
+}
+
+// printEgress prints r's egress rows, one a line after indent.
+func printEgress(w io.Writer, indent string, r audit.Record) {
+	for _, row := range r.Egress {
+		printLine(w, "%s%s", indent, egressLine(row))
+	}
+	if cut := r.Details["egress_cut"]; cut != "" {
+		printLine(w, "%segress rows cut: %s", indent, cut)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -17,7 +16,7 @@ const bridgeUsage = "usage: coily bridge --mount DIR[=SANDBOX] [--mount DIR[=SAN
 
 func runBridge(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
-	mounts := mountsFlag(fs, "mount", "COILY_BRIDGE_MOUNTS",
+	mounts := listFlag(fs, "mount", "COILY_BRIDGE_MOUNTS",
 		"shared folder to serve, DIR[=SANDBOX] (SANDBOX defaults to DIR's lower-cased base name); repeatable, comma-separated in the environment")
 	rescan := durationFlag(fs, "rescan", "COILY_BRIDGE_RESCAN", bridge.DefaultRescan, "list each folder in full this often, whatever file-system events say")
 	inFlight := intFlag(fs, "max-in-flight", "COILY_BRIDGE_MAX_IN_FLIGHT", bridge.DefaultMaxInFlight, "requests relayed at once per folder")
@@ -78,42 +77,3 @@ func parseMount(spec string) (bridge.Mount, error) {
 	}
 	return bridge.Mount{Dir: abs, Sandbox: sandbox}, nil
 }
-
-// repeatedFlag is a flag given any number of times. Its environment twin
-// holds a comma-separated list, replaced (not extended) by the command
-// line.
-type repeatedFlag struct {
-	specs   []string
-	fromEnv bool
-}
-
-func mountsFlag(fs *flag.FlagSet, name, envName, usage string) *repeatedFlag {
-	f := &repeatedFlag{}
-	if v, ok := os.LookupEnv(envName); ok {
-		for _, s := range strings.Split(v, ",") {
-			if s = strings.TrimSpace(s); s != "" {
-				f.specs = append(f.specs, s)
-			}
-		}
-		f.fromEnv = true
-	}
-	fs.Var(f, name, fmt.Sprintf("%s (env %s)", usage, envName))
-	return f
-}
-
-func (f *repeatedFlag) String() string {
-	if f == nil {
-		return ""
-	}
-	return strings.Join(f.specs, ",")
-}
-
-func (f *repeatedFlag) Set(v string) error {
-	if f.fromEnv {
-		f.specs, f.fromEnv = nil, false
-	}
-	f.specs = append(f.specs, v)
-	return nil
-}
-
-var _ flag.Value = (*repeatedFlag)(nil)

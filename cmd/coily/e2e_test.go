@@ -264,7 +264,7 @@ func TestCLIAuditVerifyNamesTamperedLine(t *testing.T) {
 	if r := runCoily(t, nil, append(global, "audit", "tail", "-n", "2")...); r.code != 0 || strings.Count(r.stdout, "\n") != 2 {
 		t.Fatalf("tail: %+v", r)
 	}
-	if r := runCoily(t, nil, append(global, "audit", "show", "A000000000004")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
+	if r := runCoily(t, nil, append(global, "audit", "show", "--json", "A000000000004")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
 		t.Fatalf("show: %+v", r)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -141,3 +142,42 @@ func (g *globalFlags) noteGiven(fs *flag.FlagSet) {
 		}
 	})
 }
+
+// repeatedFlag is a flag given any number of times. Its environment twin
+// holds a comma-separated list, replaced (not extended) by the command
+// line.
+type repeatedFlag struct {
+	specs   []string
+	fromEnv bool
+}
+
+func listFlag(fs *flag.FlagSet, name, envName, usage string) *repeatedFlag {
+	f := &repeatedFlag{}
+	if v, ok := os.LookupEnv(envName); ok {
+		for _, s := range strings.Split(v, ",") {
+			if s = strings.TrimSpace(s); s != "" {
+				f.specs = append(f.specs, s)
+			}
+		}
+		f.fromEnv = true
+	}
+	fs.Var(f, name, fmt.Sprintf("%s (env %s)", usage, envName))
+	return f
+}
+
+func (f *repeatedFlag) String() string {
+	if f == nil {
+		return ""
+	}
+	return strings.Join(f.specs, ",")
+}
+
+func (f *repeatedFlag) Set(v string) error {
+	if f.fromEnv {
+		f.specs, f.fromEnv = nil, false
+	}
+	f.specs = append(f.specs, v)
+	return nil
+}
+
+var _ flag.Value = (*repeatedFlag)(nil)

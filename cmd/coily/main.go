@@ -42,7 +42,7 @@ var commands = map[string]command{
 	"pause":     {"soft stop: refuse new commands, let running ones finish", runPause},
 	"resume":    {"lift a pause", runResume},
 	"status":    {"show the server's state and who you are to it", runStatus},
-	"sandbox":   {"sandbox check | sandbox exec [--workspace DIR] [--network MODE] -- ARGV...", runSandbox},
+	"sandbox":   {"sandbox check | sandbox exec [--workspace DIR] [--network MODE] [--egress-allow HOST...] -- ARGV...", runSandbox},
 	"audit":     {"read the audit log: audit tail|show ID|verify|repair", runAudit},
 	"state":     {"the state file, with the server stopped: state check|rebuild", runState},
 	"policy":    {"check a policy file, or explain a decision: policy check FILE | explain -- ARGV...", runPolicy},

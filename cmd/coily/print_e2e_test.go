@@ -51,7 +51,7 @@ func requireTerminalSafe(t *testing.T, what, out string, want int) {
 
 // TestCLIAuditPrintsHostileRecordsEscaped writes records carrying escape
 // sequences with the real audit writer and reads them back with `coily
-// audit tail` (human and --json) and `coily audit show`.
+// audit tail` and `coily audit show` (human and --json).
 func TestCLIAuditPrintsHostileRecordsEscaped(t *testing.T) {
 	dir := t.TempDir()
 	log, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
@@ -81,8 +81,15 @@ func TestCLIAuditPrintsHostileRecordsEscaped(t *testing.T) {
 		}
 	}
 
-	for _, args := range [][]string{{"tail", "--json"}, {"show", rec.ID}, {"show", "R-hostile"}} {
-		r := runCoily(t, nil, "audit", args[0], "--state-dir", dir, args[1])
+	r = runCoily(t, nil, "audit", "show", "--state-dir", dir, rec.ID)
+	if r.code != 0 || !strings.Contains(r.stdout, "/bin/echo "+forgeLineArg+" "+bidiC1Arg+" 'two words'") ||
+		!strings.Contains(r.stdout, "("+oscReasonText+")") {
+		t.Fatalf("audit show: %+v", r)
+	}
+	requireTerminalSafe(t, "audit show", r.stdout, -1)
+
+	for _, args := range [][]string{{"tail", "--json"}, {"show", "--json", rec.ID}, {"show", "--json", "R-hostile"}} {
+		r := runCoily(t, nil, append([]string{"audit", args[0], "--state-dir", dir}, args[1:]...)...)
 		if r.code != 0 {
 			t.Fatalf("audit %v: %+v", args, r)
 		}

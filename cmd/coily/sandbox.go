@@ -12,11 +12,12 @@ import (
 	"runtime"
 	"syscall"
 
+	"coily.dev/coily/audit"
 	"coily.dev/coily/sandbox"
 )
 
 func runSandbox(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "sandbox", "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--proxy-socket PATH] -- ARGV...",
+	return dispatch(ctx, e, "sandbox", "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--egress-* ... | --proxy-socket PATH] -- ARGV...",
 		map[string]subcommand{"check": sandboxCheck, "exec": sandboxExec})
 }
 
@@ -78,21 +79,47 @@ func profileFor(mode sandbox.Network) sandbox.ProfileInput {
 	return sandbox.ProfileInput{Network: mode}
 }
 
+const sandboxExecUsage = "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...\n" +
+	"       coily sandbox exec --network proxied [--egress-mode enforce|observe] [--egress-allow HOST[:PORT]]...\n" +
+	"                          [--egress-preset NAME]... [--egress-allow-cidr CIDR]... -- ARGV...\n" +
+	"       coily sandbox exec --network proxied --proxy-socket PATH -- ARGV..."
+
 // sandboxExec runs one command locally under the same profile builder the
-// server uses; it prints nothing of its own and exits with the command's
-// code (125 when the sandbox cannot be set up).
+// server uses, and exits with the command's code (125 when the sandbox
+// cannot be set up). It prints nothing of its own, except with --network
+// proxied and no --proxy-socket: then it runs its own egress proxy with
+// the --egress-* allowlist and prints the proxy's rows to stderr after
+// the command ends.
 func sandboxExec(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("sandbox exec", flag.ContinueOnError)
 	workspace := stringFlag(fs, "workspace", "COILY_WORKSPACE", "", "writable workspace (default: a fresh temporary directory)")
 	network := stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback, proxied or open")
-	proxy := stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: the egress proxy's unix socket")
+	proxy := stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: an egress proxy's unix socket (default: coily runs its own, with the --egress-* allowlist)")
+	egFlags := addEgressFlags(fs)
+	fs.Usage = func() { fmt.Fprintln(e.stderr, sandboxExecUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
-	mode, err := sandbox.ParseNetwork(*network)
-	if err != nil || fs.NArg() == 0 || (mode == sandbox.NetworkProxied) != (*proxy != "") {
-		fmt.Fprintln(e.stderr, "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open | --network proxied --proxy-socket PATH] -- ARGV...")
+	usage := func(why string, args ...any) int {
+		if why != "" {
+			printLine(e.stderr, "coily sandbox exec: "+why, args...)
+		}
+		fmt.Fprintln(e.stderr, sandboxExecUsage)
 		return 2
+	}
+	mode, err := sandbox.ParseNetwork(*network)
+	egGiven := givenOn(fs)
+	switch {
+	case err != nil:
+		return usage("--network: %v", err)
+	case fs.NArg() == 0:
+		return usage("")
+	case *proxy != "" && mode != sandbox.NetworkProxied:
+		return usage("--proxy-socket needs --network proxied")
+	case egGiven != "" && mode != sandbox.NetworkProxied:
+		return usage("%s needs --network proxied", egGiven)
+	case egGiven != "" && *proxy != "":
+		return usage("%s sets the allowlist of coily's own proxy; with --proxy-socket, that proxy's own applies", egGiven)
 	}
 	in := profileFor(mode)
 	in.ProxySocket = *proxy
@@ -103,17 +130,44 @@ func sandboxExec(ctx context.Context, e *env) int {
 			in.Workspace, err = filepath.EvalSymlinks(in.Workspace)
 		}
 		if err != nil {
-			printLine(e.stderr, "coily sandbox exec: %v", err)
+			printLine(e.stderr, "coily sandbox exec: --workspace: %v", err)
 			return 2
 		}
 		in.Dir = in.Workspace
 	}
+	var own *ownProxy
+	if mode == sandbox.NetworkProxied && *proxy == "" {
+		eg, err := egFlags.parse()
+		if err != nil {
+			return usage("%v", err)
+		}
+		if own, err = startOwnProxy(eg); err != nil {
+			printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
+			return 125
+		}
+		in.ProxySocket = own.socket
+	}
 	code, err := runConfined(ctx, defaultBackend(), in, fs.Args(), e.stdin, e.stdout, e.stderr)
+	if own != nil {
+		printRows(e.stderr, own.stop(), err == nil)
+	}
 	if err != nil {
 		printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 		return 125
 	}
 	return code
+}
+
+// printRows prints sandbox exec's egress rows, as `audit show` does, each
+// line marked as coily's; ran says the command ran, so no row means it
+// reached nothing.
+func printRows(w io.Writer, rows []audit.EgressRow, ran bool) {
+	for _, r := range rows {
+		printLine(w, "coily: %s", egressLine(r))
+	}
+	if len(rows) == 0 && ran {
+		printLine(w, "coily: egress: no connections")
+	}
 }
 
 // runConfined runs argv under the default profile built from in, with a

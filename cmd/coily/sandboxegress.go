@@ -1,0 +1,104 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/egress"
+	"coily.dev/coily/policy"
+)
+
+// egressFlags are `sandbox exec`'s --egress-* flags: an egress block typed
+// by hand, to try an allowlist before it goes into a policy. They are read
+// by policy.ParseEgress, as a rule's `egress:` block is.
+type egressFlags struct {
+	mode                  *string
+	allow, presets, cidrs *repeatedFlag
+}
+
+// egressFlagNames maps an egress block's keys to the flags that set them.
+var egressFlagNames = map[string]string{
+	"mode": "--egress-mode", "allow": "--egress-allow", "presets": "--egress-preset", "allow_cidrs": "--egress-allow-cidr",
+}
+
+func addEgressFlags(fs *flag.FlagSet) *egressFlags {
+	return &egressFlags{
+		mode:    stringFlag(fs, "egress-mode", "COILY_EGRESS_MODE", "", "with --network proxied: enforce (the default) or observe"),
+		allow:   listFlag(fs, "egress-allow", "COILY_EGRESS_ALLOW", "with --network proxied: HOST[:PORT] or *.DOMAIN[:PORT] the command may reach; repeatable"),
+		presets: listFlag(fs, "egress-preset", "COILY_EGRESS_PRESET", "with --network proxied: a preset's hosts (npm, pip, github, aws, ...); repeatable"),
+		cidrs:   listFlag(fs, "egress-allow-cidr", "COILY_EGRESS_ALLOW_CIDR", "with --network proxied: a CIDR the command may reach by address (private, loopback, ...); repeatable"),
+	}
+}
+
+// givenOn names the first --egress-* flag the command line set, "" for
+// none (values from the environment apply only where the flags do).
+func givenOn(fs *flag.FlagSet) string {
+	name := ""
+	fs.Visit(func(f *flag.Flag) {
+		if name == "" && strings.HasPrefix(f.Name, "egress-") {
+			name = "--" + f.Name
+		}
+	})
+	return name
+}
+
+// parse reads the flags as an egress block; an error names the flag.
+func (f *egressFlags) parse() (*policy.Egress, error) {
+	eg, err := policy.ParseEgress(policy.EgressSpec{Mode: *f.mode, Allow: f.allow.specs, Presets: f.presets.specs, CIDRs: f.cidrs.specs})
+	var se *policy.EgressSpecError
+	if errors.As(err, &se) {
+		return nil, fmt.Errorf("%s: %w", egressFlagNames[se.Field], se.Err)
+	}
+	return eg, err
+}
+
+// ownProxy is the egress proxy `sandbox exec` starts for --network proxied
+// without --proxy-socket: the proxy the server starts for each exec, on a
+// unix socket in a fresh 0700 directory.
+type ownProxy struct {
+	proxy  *egress.Proxy
+	dir    string
+	socket string
+	served chan struct{}
+}
+
+func startOwnProxy(eg *policy.Egress) (*ownProxy, error) {
+	allow, mode, err := eg.ProxyAllowlist()
+	if err != nil {
+		return nil, err
+	}
+	p, err := egress.New(egress.Config{Rule: "sandbox exec", Allowlist: allow, Mode: mode})
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "coily-egress-") // 0700
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy directory: %w", err)
+	}
+	o := &ownProxy{proxy: p, dir: dir, socket: filepath.Join(dir, "egress.sock"), served: make(chan struct{})}
+	l, err := net.Listen("unix", o.socket)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("egress proxy socket: %w", err)
+	}
+	go func() {
+		defer close(o.served)
+		_ = p.Serve(l) // until stop closes the proxy
+	}()
+	return o, nil
+}
+
+// stop ends the proxy and every tunnel, removes its socket, and returns
+// what it saw.
+func (o *ownProxy) stop() []audit.EgressRow {
+	_ = o.proxy.Close()
+	<-o.served
+	os.RemoveAll(o.dir)
+	return auditRows(o.proxy.Rows())
+}

@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"coily.dev/coily/policy"
+)
+
+// The proxy sandbox exec starts serves its socket from a private
+// directory, answers by the flags' allowlist, and stop returns its rows
+// and removes the directory.
+func TestOwnProxy(t *testing.T) {
+	t.Setenv("TMPDIR", shortDir(t))
+	s := startEgressServers(t)
+	pp := port(t, s.plain)
+	eg, err := policy.ParseEgress(policy.EgressSpec{Allow: []string{"localhost:" + pp}, CIDRs: []string{"127.0.0.0/8"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := startOwnProxy(eg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Dir(o.socket)); err != nil || fi.Mode().Perm() != 0o700 || filepath.Dir(o.socket) != o.dir {
+		t.Fatalf("socket directory: %v, %v", fi.Mode(), err)
+	}
+	get := func(host string) int {
+		c, err := net.Dial("unix", o.socket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		fmt.Fprintf(c, "GET http://%s:%s/ HTTP/1.1\r\nHost: %s:%s\r\n\r\n", host, pp, host, pp)
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := get("localhost"); got != 200 {
+		t.Errorf("allowed host: status %d", got)
+	}
+	if got := get("other.example"); got != 403 {
+		t.Errorf("host outside the allowlist: status %d", got)
+	}
+	rows := o.stop()
+	if len(rows) != 2 || rows[0].Host != "localhost" || rows[0].Decision != "allow" || rows[0].BytesDown == 0 ||
+		rows[1].Host != "other.example" || rows[1].Decision != "deny" || rows[1].Reason != "not-allowlisted" {
+		t.Fatalf("rows %+v", rows)
+	}
+	if _, err := os.Stat(o.dir); !os.IsNotExist(err) {
+		t.Fatalf("the socket directory outlives stop: %v", err)
+	}
+}

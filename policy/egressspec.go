@@ -1,0 +1,106 @@
+package policy
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+
+	"coily.dev/coily/egress"
+)
+
+// EgressSpec is an egress block as text from somewhere other than a policy
+// file, such as `coily sandbox exec --egress-*`. ParseEgress reads it with
+// the parsers of a rule's `egress:` block, so an allowlist tried by hand
+// means what the same lines mean in a policy.
+type EgressSpec struct {
+	Mode    string   // enforce (also when empty) or observe
+	Allow   []string // HOST[:PORT] or *.DOMAIN[:PORT], as in `allow`
+	Presets []string // names from EgressPresets, as in `presets`
+	CIDRs   []string // as in `allow_cidrs`: masked prefixes
+}
+
+// EgressSpecError names the EgressSpec field (by its policy key: mode,
+// allow, presets, allow_cidrs) and the value that did not parse.
+type EgressSpecError struct {
+	Field string
+	Value string
+	Err   error
+}
+
+func (e *EgressSpecError) Error() string { return fmt.Sprintf("egress %s: %v", e.Field, e.Err) }
+
+func (e *EgressSpecError) Unwrap() error { return e.Err }
+
+// ParseEgress reads spec as a rule's egress block would be read, and
+// returns the first field in error as an *EgressSpecError. Registries
+// (mirrors) are a policy file's alone.
+func ParseEgress(spec EgressSpec) (*Egress, error) {
+	mode, err := parseEgressMode(spec.Mode)
+	if err != nil {
+		return nil, &EgressSpecError{Field: "mode", Value: spec.Mode, Err: err}
+	}
+	e := &Egress{Mode: mode, Presets: slices.Clone(spec.Presets)}
+	for _, s := range spec.Allow {
+		hp, err := ParseHostPort(s)
+		if err != nil {
+			return nil, &EgressSpecError{Field: "allow", Value: s, Err: err}
+		}
+		e.Allow = append(e.Allow, hp)
+	}
+	for _, s := range spec.CIDRs {
+		p, err := parseCIDR(s)
+		if err != nil {
+			return nil, &EgressSpecError{Field: "allow_cidrs", Value: s, Err: err}
+		}
+		e.CIDRs = append(e.CIDRs, p)
+	}
+	for _, name := range spec.Presets {
+		if err := checkEgressPreset(name); err != nil {
+			return nil, &EgressSpecError{Field: "presets", Value: name, Err: err}
+		}
+	}
+	return e, nil
+}
+
+// parseEgressMode reads `egress.mode`: empty means enforce.
+func parseEgressMode(s string) (string, error) {
+	switch s {
+	case "":
+		return EgressEnforce, nil
+	case EgressEnforce, EgressObserve:
+		return s, nil
+	}
+	return "", fmt.Errorf("egress mode must be enforce or observe, got %q", s)
+}
+
+// checkEgressPreset refuses a preset name the table does not hold.
+func checkEgressPreset(name string) error {
+	if _, ok := egressPresets[name]; !ok {
+		return fmt.Errorf("unknown egress preset %q (known: %s)", name, strings.Join(EgressPresets(), ", "))
+	}
+	return nil
+}
+
+// ProxyAllowlist is what the egress proxy enforces for e: an allowlist of
+// its effective entries (presets expanded) and its CIDRs, and its mode. A
+// nil Egress (network proxied without an egress block) allows nothing.
+func (e *Egress) ProxyAllowlist() (*egress.Allowlist, egress.Mode, error) {
+	var entries []string
+	for _, hp := range e.Effective() {
+		entries = append(entries, hp.String())
+	}
+	var cidrs []netip.Prefix
+	mode := egress.Enforce
+	if e != nil {
+		cidrs = e.CIDRs
+		if e.Mode == EgressObserve {
+			mode = egress.Observe
+		}
+	}
+	allow, err := egress.NewAllowlist(entries, cidrs)
+	if err != nil {
+		return nil, 0, fmt.Errorf("egress allowlist: %w", err)
+	}
+	return allow, mode, nil
+}
