@@ -59,7 +59,9 @@ func (h HostPort) String() string {
 }
 
 // Match reports whether host (any case, an optional trailing dot) and
-// port are allowed by this entry.
+// port are allowed by this entry. An entry without a port matches 443 and
+// 80 here; the proxy is stricter and knows how the host was asked for:
+// 443 by CONNECT, 80 by plain HTTP.
 func (h HostPort) Match(host string, port int) bool {
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	switch {

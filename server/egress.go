@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 
-	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
@@ -35,17 +34,9 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if eg == nil {
 		eg = &policy.Egress{} // proxied with no egress block: nothing is allowed
 	}
-	var entries []string
-	for _, hp := range eg.Effective() {
-		entries = append(entries, hp.String())
-	}
-	allow, err := egress.NewAllowlist(entries, eg.CIDRs)
+	allow, mode, err := eg.ProxyAllowlist()
 	if err != nil {
-		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress allowlist of rule %q", x.rule.Name)
-	}
-	mode := egress.Enforce
-	if eg.Mode == policy.EgressObserve {
-		mode = egress.Observe
+		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress of rule %q", x.rule.Name)
 	}
 	var resolver egress.Resolver = net.DefaultResolver
 	if len(eg.Hosts) > 0 {
@@ -110,16 +101,6 @@ func (r *egressRun) stop() []egress.Row {
 	return r.rows
 }
 
-// auditEgress is the audit record's form of the rows.
-func auditEgress(rows []egress.Row) []audit.EgressRow {
-	var out []audit.EgressRow
-	for _, row := range rows {
-		out = append(out, audit.EgressRow{Host: row.Host, Port: row.Port, Decision: string(row.Decision), Reason: row.Reason,
-			Conns: row.Conns, Failures: row.Failures, BytesUp: row.BytesUp, BytesDown: row.BytesDown,
-			DurationMS: float64(row.Duration.Microseconds()) / 1000, First: row.First, Last: row.Last})
-	}
-	return out
-}
 
 // maxDeniedSentences bounds the refusals an exec's answer repeats.
 const maxDeniedSentences = 16

@@ -358,7 +358,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
-	rec.Egress = auditEgress(x.egress)
+	rec.Egress = audit.EgressRows(x.egress)
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	if runErr != nil {

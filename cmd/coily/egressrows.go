@@ -87,14 +87,3 @@ func humanMillis(ms float64) string {
 	return d.Round(time.Second).String()
 }
 
-// auditRows converts the proxy's rows to the audit record's, as the server
-// records them.
-func auditRows(rows []egress.Row) []audit.EgressRow {
-	out := make([]audit.EgressRow, 0, len(rows))
-	for _, r := range rows {
-		out = append(out, audit.EgressRow{Host: r.Host, Port: r.Port, Decision: string(r.Decision), Reason: r.Reason,
-			Conns: r.Conns, Failures: r.Failures, BytesUp: r.BytesUp, BytesDown: r.BytesDown,
-			DurationMS: float64(r.Duration.Microseconds()) / 1000, First: r.First, Last: r.Last})
-	}
-	return out
-}

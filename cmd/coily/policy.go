@@ -63,7 +63,7 @@ func egressLines(r *policy.Rule) []string {
 	for _, hp := range r.Egress.Effective() {
 		ports := ""
 		if hp.Port == 0 {
-			ports = " (ports 443 and 80)"
+			ports = " (443 by CONNECT, 80 by plain HTTP)"
 		}
 		lines = append(lines, fmt.Sprintf("rule %q egress %s: allow %s%s", r.Name, mode, hp, ports))
 	}

@@ -24,7 +24,7 @@ func TestPolicyCheckEgress(t *testing.T) {
 		{
 			name: "github preset with own entries",
 			rule: "network: proxied\n    egress:\n      allow: [\"*.Corp.example.com\"]\n      presets: [github]\n      allow_cidrs: [10.0.0.0/8]",
-			want: []string{`rule "r" egress enforce: allow *.corp.example.com (ports 443 and 80)`, `rule "r" egress enforce: allow github.com:22`,
+			want: []string{`rule "r" egress enforce: allow *.corp.example.com (443 by CONNECT, 80 by plain HTTP)`, `rule "r" egress enforce: allow github.com:22`,
 				`rule "r" egress enforce: allow *.githubusercontent.com:443`, `rule "r" egress enforce: allow_cidr 10.0.0.0/8`},
 			notWant: []string{"warning"},
 		},

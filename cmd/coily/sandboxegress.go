@@ -100,5 +100,5 @@ func (o *ownProxy) stop() []audit.EgressRow {
 	_ = o.proxy.Close()
 	<-o.served
 	os.RemoveAll(o.dir)
-	return auditRows(o.proxy.Rows())
+	return audit.EgressRows(o.proxy.Rows())
 }
