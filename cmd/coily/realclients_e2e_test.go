@@ -126,3 +126,72 @@ commands:
 		}
 	}
 }
+
+// pip installs from a local simple index over TLS through coily in
+// enforce mode: only the index's host is reached, and the install lands
+// in the workspace.
+func TestCLIRealPipThroughEgress(t *testing.T) {
+	requireBwrap(t)
+	py := standin.Python(t)
+	py, err := filepath.EvalSymlinks(py)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := standin.PipIndex(t, standin.PipOptions{Hosts: []string{"pypi.test"}})
+	dir := shortDir(t)
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// The command trusts the test CA by an argument naming a copy in its
+	// workspace (pip's --cert).
+	ca, err := os.ReadFile(idx.CAFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(ws, "ca.pem"), ca, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	port := idx.Port
+	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
+workspaces: {app: %s}
+roles: {operator: {permissions: [exec], commands: [pip-install]}}
+commands:
+  - name: pip-install
+    binary: %s
+    args: [pip, install, "**"] # -m is read as a flag
+    flags: any
+    workspace: app
+    timeout: 2m
+    network: proxied
+    egress:
+      allow: ["pypi.test:%s"]
+      allow_cidrs: [127.0.0.0/8]
+      hosts: {pypi.test: [127.0.0.1]}
+`, ws, py, port)))
+	r := p.run(t, "exec", "--", py, "-m", "pip", "install", "--isolated", "--index-url", "https://pypi.test:"+port+"/simple/",
+		"--cert", filepath.Join(ws, "ca.pem"), "--only-binary=:all:", "--no-cache-dir", "--disable-pip-version-check",
+		"--retries", "0", "--timeout", "10", "--target", filepath.Join(ws, "site"), "standin-pkg")
+	if r.code != 0 {
+		t.Fatalf("pip install through coily: %+v\n%s", r, p.log)
+	}
+	if _, err := os.Stat(filepath.Join(ws, "site", "standin_pkg", "__init__.py")); err != nil {
+		t.Fatalf("standin-pkg was not installed: %v", err)
+	}
+	recs := egressRecords(t, dir)
+	if len(recs) != 1 {
+		t.Fatalf("%d exec.result records, want 1", len(recs))
+	}
+	if row, ok := findRow(recs[0].Egress, "pypi.test", mustAtoi(t, idx.Port), "allow"); !ok || row.BytesDown == 0 || len(recs[0].Egress) != 1 {
+		t.Errorf("rows: %+v", recs[0].Egress)
+	}
+}
+
+func mustAtoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
