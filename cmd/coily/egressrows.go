@@ -86,4 +86,3 @@ func humanMillis(ms float64) string {
 	}
 	return d.Round(time.Second).String()
 }
-
