@@ -101,7 +101,6 @@ func (r *egressRun) stop() []egress.Row {
 	return r.rows
 }
 
-
 // maxDeniedSentences bounds the refusals an exec's answer repeats.
 const maxDeniedSentences = 16
 
