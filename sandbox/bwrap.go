@@ -38,6 +38,32 @@ const (
 	BridgeCommand = "__netbridge"
 )
 
+// bridgeArgv is the argv that runs the command (execPath, with argv)
+// behind the bridge in proxied mode: the bridge gets the proxy socket and,
+// when the rule pins ssh host keys, the known hosts file.
+func bridgeArgv(p *Profile, execPath string, argv []string) []string {
+	out := []string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath}
+	if p.KnownHosts != "" {
+		out = append(out, "--known-hosts", KnownHostsPath)
+	}
+	out = append(out, "--argv0", argv[0], "--", execPath)
+	return append(out, argv[1:]...)
+}
+
+// proxiedMounts binds, in proxied mode, the bridge and the proxy socket,
+// and the known hosts file read-only when the profile has one.
+func (b Bwrap) proxiedMounts(p *Profile) []mount {
+	if p.Network != NetworkProxied {
+		return nil
+	}
+	out := []mount{{op: "--ro-bind", src: b.Bridge, dst: bridgePath, rank: rankWrite},
+		{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: rankWrite}}
+	if p.KnownHosts != "" {
+		out = append(out, mount{op: "--ro-bind", src: p.KnownHosts, dst: KnownHostsPath, rank: rankWrite})
+	}
+	return out
+}
+
 // Name implements Sandbox.
 func (Bwrap) Name() string { return "bwrap" }
 

@@ -48,6 +48,9 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if p.Network == NetworkProxied && b.Bridge == "" {
 		return nil, fmt.Errorf("%w: proxied network needs the coily bridge executable", ErrUnavailable)
 	}
+	if p.KnownHosts != "" && !regularFile(p.KnownHosts) {
+		return nil, fmt.Errorf("%w: known hosts %s is not a regular file", ErrUnavailable, p.KnownHosts)
+	}
 	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied})
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
@@ -90,7 +93,7 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		execPath = argv[0]
 	}
 	if p.Network == NetworkProxied {
-		argv = append([]string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--argv0", argv[0], "--", execPath}, argv[1:]...)
+		argv = bridgeArgv(&p, execPath, argv)
 		execPath, hasArgv0 = bridgePath, false
 	}
 	uid0 := os.Getuid() == 0
@@ -212,11 +215,7 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 	out = append(out, masks...)
 	out = append(out, kernelMasks()...)
 	add("--bind", rankWrite, p.UnixSockets...)
-	if p.Network == NetworkProxied {
-		out = append(out, mount{op: "--ro-bind", src: b.Bridge, dst: bridgePath, rank: rankWrite},
-			mount{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: rankWrite})
-	}
-	return out, nil
+	return append(out, b.proxiedMounts(p)...), nil
 }
 
 // openRoots opens and scans every host-backed writable root (the private
@@ -349,6 +348,11 @@ func maskNeeded(path string) bool {
 		mode = unix.X_OK
 	}
 	return unix.Faccessat(unix.AT_FDCWD, path, mode, unix.AT_EACCESS) == nil
+}
+
+func regularFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
 }
 
 func exists(path string) bool {

@@ -61,6 +61,65 @@ func TestBwrapArgs(t *testing.T) {
 	}
 }
 
+// In proxied mode the command runs behind the bridge; with pinned ssh
+// host keys the bridge is told where they are and the file is bound
+// read-only there, never writable.
+func TestBwrapProxiedBridge(t *testing.T) {
+	b := Bwrap{Bridge: "/usr/local/bin/coily"}
+	p := Profile{Network: NetworkProxied, ProxySocket: "/s/proxy.sock"}
+	argv := []string{"git", "clone", "--", "ssh://h/r"}
+	want := []string{bridgePath, BridgeCommand, "--proxy-socket", ProxySocketPath, "--argv0", "git", "--", "/usr/bin/git", "clone", "--", "ssh://h/r"}
+	if got := bridgeArgv(&p, "/usr/bin/git", argv); !slices.Equal(got, want) {
+		t.Errorf("without known hosts: %q, want %q", got, want)
+	}
+	if got := b.proxiedMounts(&p); len(got) != 2 || slices.ContainsFunc(got, func(m mount) bool { return m.dst == KnownHostsPath }) {
+		t.Errorf("without known hosts, mounts %+v", got)
+	}
+	p.KnownHosts = "/s/known_hosts"
+	want = append(want[:4:4], append([]string{"--known-hosts", KnownHostsPath}, want[4:]...)...)
+	if got := bridgeArgv(&p, "/usr/bin/git", argv); !slices.Equal(got, want) {
+		t.Errorf("with known hosts: %q, want %q", got, want)
+	}
+	mounts := b.proxiedMounts(&p)
+	if !slices.Contains(mounts, mount{op: "--ro-bind", src: "/s/known_hosts", dst: KnownHostsPath, rank: rankWrite}) {
+		t.Errorf("known hosts not bound read-only at %s: %+v", KnownHostsPath, mounts)
+	}
+	p.Network, p.ProxySocket = NetworkLoopback, ""
+	if got := b.proxiedMounts(&p); got != nil {
+		t.Errorf("loopback network, mounts %+v", got)
+	}
+}
+
+// KnownHosts is a clean absolute path, and only in proxied mode.
+func TestProfileValidateKnownHosts(t *testing.T) {
+	base := func() Profile {
+		return Profile{Dir: "/w", Home: "/h", Network: NetworkProxied, ProxySocket: "/s/proxy.sock", KnownHosts: "/s/known_hosts"}
+	}
+	if p := base(); p.Validate() != nil {
+		t.Fatalf("base profile refused: %v", p.Validate())
+	}
+	for name, mutate := range map[string]func(*Profile){
+		"loopback network": func(p *Profile) { p.Network, p.ProxySocket = NetworkLoopback, "" },
+		"default network":  func(p *Profile) { p.Network, p.ProxySocket = "", "" },
+		"open network":     func(p *Profile) { p.Network, p.ProxySocket = NetworkOpen, "" },
+		"relative":         func(p *Profile) { p.KnownHosts = "known_hosts" },
+		"unclean":          func(p *Profile) { p.KnownHosts = "/s/../known_hosts" },
+		"trailing slash":   func(p *Profile) { p.KnownHosts = "/s/known_hosts/" },
+	} {
+		p := base()
+		mutate(&p)
+		if err := p.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	// sandbox-exec writes every path into its profile: no newline there.
+	p := base()
+	p.KnownHosts, p.ProxyAddr = "/s/k\n(allow default)", "127.0.0.1:8080"
+	if _, err := SandboxExecProfile(p); err == nil || !strings.Contains(err.Error(), "newline") {
+		t.Errorf("a known hosts path with a newline: %v", err)
+	}
+}
+
 func TestParseBwrapVersion(t *testing.T) {
 	for in, want := range map[string][3]int{"bubblewrap 0.8.0\n": {0, 8, 0}, "bubblewrap 0.11.1": {0, 11, 1}, "bubblewrap 1.2": {1, 2, 0}} {
 		if v, err := parseBwrapVersion(in); err != nil || v != want {

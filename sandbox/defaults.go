@@ -18,7 +18,9 @@ type ProfileInput struct {
 	// ProxySocket and ProxyAddr locate the egress proxy in proxied mode
 	// (see Profile): its unix socket, its loopback TCP address.
 	ProxySocket, ProxyAddr string
-	UnixSockets            []string
+	// KnownHosts is a known_hosts file for ssh (Profile.KnownHosts).
+	KnownHosts  string
+	UnixSockets []string
 	// StateDir and Socket are the server's own; always denied.
 	StateDir, Socket string
 	// OwnFiles are further files of the server's own (its policy, its
@@ -62,7 +64,7 @@ var SystemDenyPaths = []string{
 func DefaultProfile(in ProfileInput) Profile {
 	p := Profile{
 		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
-		ProxyAddr: in.ProxyAddr, UnixSockets: in.UnixSockets,
+		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
 	}

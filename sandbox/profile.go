@@ -40,6 +40,11 @@ func ParseNetwork(s string) (Network, error) {
 // sandbox in proxied mode.
 const ProxySocketPath = "/run/coily/proxy.sock"
 
+// KnownHostsPath is where the rule's pinned ssh host keys (an OpenSSH
+// known_hosts file) appear, read-only, inside the sandbox in proxied mode;
+// the bridge points ssh at this file alone.
+const KnownHostsPath = "/run/coily/known_hosts"
+
 // Profile is what a sandboxed command may see and do. Paths are absolute
 // host paths; they appear at the same place inside the sandbox.
 type Profile struct {
@@ -78,6 +83,10 @@ type Profile struct {
 	// may connect to that port and nowhere else, and its HTTP_PROXY and
 	// kin point there.
 	ProxyAddr string
+	// KnownHosts is the host path of a known_hosts file (the rule's
+	// pinned ssh host keys), bound read-only at KnownHostsPath; git over
+	// ssh then trusts these keys and no others (proxied mode only).
+	KnownHosts string
 	// UnixSockets are host unix sockets the command may connect to; each
 	// is bound in at its own path. Without any, creating unix sockets is
 	// refused by the seccomp filter.
@@ -104,6 +113,9 @@ func (p *Profile) Validate() error {
 		if _, err := ParseProxyAddr(p.ProxyAddr); err != nil {
 			return err
 		}
+	}
+	if p.KnownHosts != "" && p.Network != NetworkProxied {
+		return fmt.Errorf("ssh known hosts need the proxied network, got %q", p.Network)
 	}
 	if (p.Exec == nil) != (p.ExecPath == "") {
 		return fmt.Errorf("exec file and exec path go together")
@@ -133,8 +145,8 @@ func (p *Profile) Validate() error {
 // labelledPath is one path of a profile and what it is for.
 type labelledPath struct{ what, path string }
 
-// allPaths lists every path the profile names (the proxy socket only when
-// set), for the checks each backend makes.
+// allPaths lists every path the profile names (the proxy socket and the
+// known hosts file only when set), for the checks each backend makes.
 func (p *Profile) allPaths() []labelledPath {
 	var out []labelledPath
 	add := func(what string, paths ...string) {
@@ -154,6 +166,9 @@ func (p *Profile) allPaths() []labelledPath {
 	}
 	if p.ProxySocket != "" {
 		add("proxy socket", p.ProxySocket)
+	}
+	if p.KnownHosts != "" {
+		add("known hosts", p.KnownHosts)
 	}
 	for dst, src := range p.Files {
 		add("file", dst, src)
