@@ -78,6 +78,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	if fs.Arg(0) == "__netbridge" { // hidden: runs inside a proxied sandbox
 		return runNetBridge(ctx, &env{args: fs.Args()[1:], global: g, stdin: stdin, stdout: stdout, stderr: stderr})
 	}
+	if fs.Arg(0) == EgressConnectCommand { // hidden: ssh's ProxyCommand inside a proxied sandbox
+		return runEgressConnect(ctx, &env{args: fs.Args()[1:], global: g, stdin: stdin, stdout: stdout, stderr: stderr})
+	}
 	cmd, ok := commands[fs.Arg(0)]
 	if !ok {
 		fmt.Fprintf(stderr, "coily: unknown command %q\n", fs.Arg(0))

@@ -5,10 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -21,12 +22,26 @@ func runNetBridge(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("__netbridge", flag.ContinueOnError)
 	socket := fs.String("proxy-socket", "", "the egress proxy's unix socket")
 	argv0 := fs.String("argv0", "", "argv[0] of the command (default: its path)")
+	knownHosts := fs.String("known-hosts", "", "the rule's pinned ssh host keys: git over ssh goes through the proxy and trusts these alone")
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
 	if *socket == "" || fs.NArg() == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily __netbridge --proxy-socket PATH -- ARGV...")
+		fmt.Fprintln(e.stderr, "usage: coily __netbridge --proxy-socket PATH [--known-hosts PATH] -- ARGV...")
 		return 2
+	}
+	var sshEnv []string
+	if *knownHosts != "" {
+		self, err := os.Executable()
+		if err == nil {
+			var cmd string
+			cmd, err = gitSSHCommand(self, *knownHosts)
+			sshEnv = []string{"GIT_SSH_COMMAND=" + cmd}
+		}
+		if err != nil {
+			printLine(e.stderr, "coily: bridge: %v", err)
+			return 125
+		}
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,6 +57,7 @@ func runNetBridge(ctx context.Context, e *env) int {
 	}
 	cmd.Env = append(os.Environ(), "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy,
 		"https_proxy="+proxy, "ALL_PROXY="+proxy, "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
+	cmd.Env = append(cmd.Env, sshEnv...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	err = cmd.Run()
 	l.Close()
@@ -59,7 +75,9 @@ func runNetBridge(ctx context.Context, e *env) int {
 	return 0
 }
 
-// serveBridge splices every loopback connection to the proxy socket.
+// serveBridge splices every loopback connection to the proxy socket. A
+// client's half-close reaches the proxy (which passes it upstream), so a
+// peer may still answer after it; the proxy's end ends the connection.
 func serveBridge(l net.Listener, socket string, wg *sync.WaitGroup) {
 	for {
 		c, err := l.Accept()
@@ -75,10 +93,45 @@ func serveBridge(l net.Listener, socket string, wg *sync.WaitGroup) {
 				return
 			}
 			defer up.Close()
-			done := make(chan struct{}, 2)
-			go func() { _, _ = io.Copy(up, c); done <- struct{}{} }()
-			go func() { _, _ = io.Copy(c, up); done <- struct{}{} }()
-			<-done
+			_ = splice(c, c, up, up)
 		}()
 	}
+}
+
+// gitSSHCommand is GIT_SSH_COMMAND for a sandbox whose rule pins ssh host
+// keys: ssh reads no configuration file (-F /dev/null: ~/.ssh/config,
+// which the command may write, and /etc/ssh/ssh_config are ignored),
+// trusts only the keys in knownHosts (the sandbox's ~/.ssh/known_hosts and
+// the system's are not read, unknown and changed keys are refused), and
+// reaches the host through the egress proxy (`coily __egress-connect`,
+// self being this executable as the sandbox sees it).
+//
+// This protects the command from a man in the middle; it is not what
+// confines it: the command controls its children's environment and may
+// run ssh otherwise, but whatever it runs reaches only what the proxy's
+// allowlist allows.
+func gitSSHCommand(self, knownHosts string) (string, error) {
+	if !safeSSHPath(knownHosts) {
+		return "", fmt.Errorf("known hosts path %q must be absolute, clean, and of letters, digits, '/', '.', '_' and '-'", knownHosts)
+	}
+	// Two shells read this: git's (sh -c "$GIT_SSH_COMMAND ..."), then
+	// ssh's for the ProxyCommand, after ssh expands %-tokens in it.
+	proxy := strings.ReplaceAll(shellQuote(self), "%", "%%") + " " + EgressConnectCommand + " %h %p"
+	return "ssh -F /dev/null -o UserKnownHostsFile=" + knownHosts +
+		" -o GlobalKnownHostsFile=/dev/null -o StrictHostKeyChecking=yes -o " +
+		shellQuote("ProxyCommand="+proxy), nil
+}
+
+// safeSSHPath reports whether path can be written in an ssh option as it
+// is: ssh splits UserKnownHostsFile at spaces and expands ~ and % in it.
+func safeSSHPath(path string) bool {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return false
+	}
+	for _, c := range []byte(path) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("/._-", c) >= 0) {
+			return false
+		}
+	}
+	return true
 }

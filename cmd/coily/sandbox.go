@@ -17,7 +17,7 @@ import (
 )
 
 func runSandbox(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "sandbox", "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--egress-* ... | --proxy-socket PATH] -- ARGV...",
+	return dispatch(ctx, e, "sandbox", "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--egress-* ... | --proxy-socket PATH] [--known-hosts FILE] -- ARGV...",
 		map[string]subcommand{"check": sandboxCheck, "exec": sandboxExec})
 }
 
@@ -82,7 +82,8 @@ func profileFor(mode sandbox.Network) sandbox.ProfileInput {
 const sandboxExecUsage = "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...\n" +
 	"       coily sandbox exec --network proxied [--egress-mode enforce|observe] [--egress-allow HOST[:PORT]]...\n" +
 	"                          [--egress-preset NAME]... [--egress-allow-cidr CIDR]... -- ARGV...\n" +
-	"       coily sandbox exec --network proxied --proxy-socket PATH -- ARGV..."
+	"       coily sandbox exec --network proxied --proxy-socket PATH -- ARGV...\n" +
+	"       (with --network proxied: [--known-hosts FILE], the ssh host keys git over ssh trusts)"
 
 // sandboxExec runs one command locally under the same profile builder the
 // server uses, and exits with the command's code (125 when the sandbox
@@ -96,6 +97,7 @@ func sandboxExec(ctx context.Context, e *env) int {
 	network := stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback, proxied or open")
 	proxy := stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: an egress proxy's unix socket (default: coily runs its own, with the --egress-* allowlist)")
 	egFlags := addEgressFlags(fs)
+	knownHosts := stringFlag(fs, "known-hosts", "COILY_KNOWN_HOSTS", "", "with --network proxied: a known_hosts file, the only ssh host keys git over ssh trusts")
 	fs.Usage = func() { fmt.Fprintln(e.stderr, sandboxExecUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
@@ -123,6 +125,9 @@ func sandboxExec(ctx context.Context, e *env) int {
 	}
 	in := profileFor(mode)
 	in.ProxySocket = *proxy
+	if in.KnownHosts, err = knownHostsFlag(*knownHosts, mode); err != nil {
+		return usage("%v", err)
+	}
 	if *workspace != "" {
 		// Resolved here, by the operator's command line: the sandbox opens
 		// the result without following any link in it.
@@ -168,6 +173,17 @@ func printRows(w io.Writer, rows []audit.EgressRow, ran bool) {
 	if len(rows) == 0 && ran {
 		printLine(w, "coily: egress: no connections")
 	}
+}
+
+// knownHostsFlag resolves --known-hosts, which needs --network proxied.
+func knownHostsFlag(path string, mode sandbox.Network) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	if mode != sandbox.NetworkProxied {
+		return "", errors.New("--known-hosts needs --network proxied")
+	}
+	return filepath.Abs(path)
 }
 
 // runConfined runs argv under the default profile built from in, with a
