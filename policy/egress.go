@@ -35,6 +35,9 @@ type Egress struct {
 	// instead of asking DNS, like curl --resolve. The addresses are still
 	// guarded: a private or loopback one needs an allow_cidrs entry.
 	Hosts map[string][]netip.Addr
+	// SSHKnownHosts are the ssh host keys git over ssh trusts, and the
+	// only ones (`ssh_known_hosts`); KnownHostsFile writes them out.
+	SSHKnownHosts []KnownHost
 }
 
 // HostPort is one allowlist entry. Host is lower case without a trailing

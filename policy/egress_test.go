@@ -289,4 +289,9 @@ func checkEgress(t testing.TB, r *policy.Rule) {
 			t.Errorf("rule %q: unknown preset %q", r.Name, name)
 		}
 	}
+	for _, k := range e.SSHKnownHosts {
+		if back, err := policy.ParseKnownHost(k.String()); err != nil || !reflect.DeepEqual(back, k) {
+			t.Errorf("rule %q: known host %q does not parse back: %+v, %v", r.Name, k, back, err)
+		}
+	}
 }

@@ -21,6 +21,7 @@ type egressFile struct {
 	AllowCIDRs []string            `yaml:"allow_cidrs"`
 	Registries map[string]string   `yaml:"registries"`
 	Hosts      map[string][]string `yaml:"hosts"`
+	KnownHosts []string            `yaml:"ssh_known_hosts"`
 }
 
 // ruleEgress reads an allow rule's egress block; it needs network proxied.
@@ -65,6 +66,7 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 	for _, name := range slices.Sorted(maps.Keys(ef.Hosts)) {
 		b.egressHost(r.Name, e, name, ef.Hosts[name], at("hosts"))
 	}
+	e.SSHKnownHosts = b.knownHosts(r.Name, ef.KnownHosts, at("ssh_known_hosts"))
 	r.Egress = e
 }
 

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"net/netip"
 	"os/user"
 	"slices"
 	"strings"
@@ -81,7 +82,37 @@ func egressLines(r *policy.Rule) []string {
 	case len(lines) == 0:
 		lines = append(lines, fmt.Sprintf("warning: rule %q needs the network but has no allowlist: every connection will be refused (add egress.allow or egress.presets)", r.Name))
 	}
+	return append(lines, knownHostLines(r, mode)...)
+}
+
+// knownHostLines lists a rule's pinned ssh host keys, and warns about a
+// pinned host an enforced allowlist does not reach.
+func knownHostLines(r *policy.Rule, mode string) []string {
+	if r.Egress == nil {
+		return nil
+	}
+	var lines []string
+	for _, k := range r.Egress.SSHKnownHosts {
+		hosts := strings.SplitN(k.String(), " ", 2)[0]
+		lines = append(lines, fmt.Sprintf("rule %q egress %s: ssh_known_hosts %s %s %s", r.Name, mode, hosts, k.KeyType, k.Fingerprint))
+		for _, h := range k.Hosts {
+			if mode == policy.EgressEnforce && !egressReaches(r.Egress, h) {
+				lines = append(lines, fmt.Sprintf("warning: rule %q pins an ssh host key for %s, which its egress allowlist does not reach (add %s:%d to egress.allow, or a CIDR to egress.allow_cidrs for an address)",
+					r.Name, h, h.Host, h.Port))
+			}
+		}
+	}
 	return lines
+}
+
+// egressReaches reports whether an enforced egress block lets ssh reach
+// h: a name through the allowlist, an address through allow_cidrs (as
+// the proxy decides).
+func egressReaches(e *policy.Egress, h policy.SSHHost) bool {
+	if a, err := netip.ParseAddr(h.Host); err == nil {
+		return slices.ContainsFunc(e.CIDRs, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
+	}
+	return e.Allows(h.Host, h.Port)
 }
 
 // policyExplain evaluates a request against a policy file locally and

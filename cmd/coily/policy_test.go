@@ -29,6 +29,21 @@ func TestPolicyCheckEgress(t *testing.T) {
 			notWant: []string{"warning"},
 		},
 		{
+			name: "pinned ssh host keys",
+			rule: "network: proxied\n    egress:\n      allow: [\"github.com:22\"]\n      allow_cidrs: [10.0.0.0/8]\n      ssh_known_hosts:\n" +
+				"        - \"GitHub.com,[10.1.2.3]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs\"\n" +
+				"        - \"[git.example.com]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs\"",
+			want: []string{`rule "r" egress enforce: ssh_known_hosts github.com,[10.1.2.3]:2222 ssh-ed25519 SHA256:hqvtsyY+9zLXCmFN1eJY3Rya8nzGse7iriFkbnGQC78`,
+				`rule "r" egress enforce: ssh_known_hosts [git.example.com]:2222 ssh-ed25519 SHA256:hqvtsyY+9zLXCmFN1eJY3Rya8nzGse7iriFkbnGQC78`,
+				`warning: rule "r" pins an ssh host key for [git.example.com]:2222, which its egress allowlist does not reach (add git.example.com:2222 to egress.allow`},
+			notWant: []string{"for github.com,", "for [10.1.2.3]", "has no allowlist"},
+		},
+		{
+			name: "pinned ssh host keys without an allowlist",
+			rule: "network: proxied\n    egress:\n      ssh_known_hosts: [\"github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs\"]",
+			want: []string{`warning: rule "r" needs the network but has no allowlist`, `warning: rule "r" pins an ssh host key for github.com,`},
+		},
+		{
 			name: "proxied without egress",
 			rule: "network: proxied",
 			want: []string{`warning: rule "r" needs the network but has no allowlist`},
