@@ -17,6 +17,7 @@ command -v ip >/dev/null || need_apt+=(iproute2)        # the loopback-only name
 command -v unshare >/dev/null || need_apt+=(util-linux)
 command -v bwrap >/dev/null || need_apt+=(bubblewrap)   # the sandbox
 command -v git >/dev/null || need_apt+=(git)            # the sandbox battery's git status
+[ -x /usr/sbin/sshd ] || need_apt+=(openssh-server)     # git over ssh through the egress proxy (brings ssh, ssh-keygen)
 command -v curl >/dev/null || need_apt+=(curl ca-certificates) # deploy/vault-approle.sh
 command -v dbus-daemon >/dev/null || need_apt+=(dbus)   # a private session bus for the keychain tests
 command -v gnome-keyring-daemon >/dev/null || need_apt+=(gnome-keyring) # a real Secret Service
@@ -31,6 +32,10 @@ command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegis
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
+  if [[ " ${need_apt[*]} " == *" openssh-server "* ]]; then
+    # Where services run, the package starts the system's sshd: the tests need only their own.
+    { systemctl disable --now ssh.service ssh.socket || service ssh stop; } >/dev/null 2>&1 || true
+  fi
 fi
 scripts/tools.sh
 scripts/vaultdev.sh # a real Vault server (the Vault core in-process) for the keystore tests
