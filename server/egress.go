@@ -21,6 +21,8 @@ type egressRun struct {
 	dir    string
 	Socket string // in dir (Linux: bound into the sandbox)
 	Addr   string // 127.0.0.1:PORT (macOS: the one port its profile opens)
+	// KnownHosts is the file of the rule's ssh_known_hosts, in dir; "" without.
+	KnownHosts string
 
 	once sync.Once
 	rows []egress.Row
@@ -51,6 +53,14 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 		return nil, refusal.Wrap(refusal.Internal, err, "could not create the egress proxy's directory")
 	}
 	run := &egressRun{proxy: p, dir: dir}
+	if pins := eg.KnownHostsFile(); pins != nil {
+		// The policy's ssh host keys, the only ones ssh inside trusts.
+		run.KnownHosts = filepath.Join(dir, "known_hosts")
+		if err := os.WriteFile(run.KnownHosts, pins, 0o600); err != nil {
+			os.RemoveAll(dir)
+			return nil, refusal.Wrap(refusal.Internal, err, "could not write the rule's ssh known hosts")
+		}
+	}
 	var l net.Listener
 	if runtime.GOOS == "darwin" {
 		// sandbox-exec has no network namespace: the profile opens the
@@ -77,6 +87,14 @@ func (r *egressRun) socket() string {
 		return ""
 	}
 	return r.Socket
+}
+
+// knownHosts is the rule's pinned ssh host keys file, "" without.
+func (r *egressRun) knownHosts() string {
+	if r == nil {
+		return ""
+	}
+	return r.KnownHosts
 }
 
 // addr is the proxy's loopback address, "" without a TCP listener.

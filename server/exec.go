@@ -292,7 +292,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	}
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
-		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(), ProxyAddr: eg.addr(),
+		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(), ProxyAddr: eg.addr(), KnownHosts: eg.knownHosts(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
 		Limits: limits,
 	}))

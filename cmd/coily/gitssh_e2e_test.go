@@ -386,3 +386,74 @@ func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	t.Cleanup(func() { p.Close(); wg.Wait() })
 	return p, sock
 }
+
+// The same through `coily serve`: the rule's ssh_known_hosts pins reach
+// ssh in the sandbox, the push lands, and the record has the row.
+func TestCLIExecGitOverSSH(t *testing.T) {
+	requireBwrap(t)
+	requireSSHTools(t)
+	me, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	requireComponent(t, os.Geteuid() == 0 || hasLoginShell(me.Username),
+		"root, or a login shell for "+me.Username+" (sshd runs git-upload-pack through it)")
+	srv := shortDir(t)
+	dir := shortDir(t)
+	ws := filepath.Join(dir, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	clientKey := filepath.Join(ws, "id_ed25519")
+	sshKeygen(t, clientKey)
+	sshKeygen(t, filepath.Join(srv, "host_key"))
+	if err := os.Rename(clientKey+".pub", filepath.Join(srv, "authorized_keys")); err != nil {
+		t.Fatal(err)
+	}
+	bare := seedBareRepo(t, srv)
+	port := startSSHD(t, srv)
+	pub, err := os.ReadFile(filepath.Join(srv, "host_key.pub"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(pub))
+	pin := fmt.Sprintf("[%s]:%d %s %s", gitHost, port, f[0], f[1])
+	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
+workspaces: {repo: %s}
+roles: {operator: {permissions: [exec], commands: [git-ssh]}}
+commands:
+  - name: git-ssh
+    binary: /bin/sh
+    args: ["**"]
+    flags: any
+    workspace: repo
+    network: proxied
+    egress:
+      allow: ["%s:%d"]
+      allow_cidrs: [127.0.0.0/8]
+      hosts: {%s: [127.0.0.1]}
+      ssh_known_hosts: [%q]
+`, ws, gitHost, port, gitHost, pin)))
+	url := fmt.Sprintf("ssh://%s@%s:%d%s", me.Username, gitHost, port, bare)
+	script := `set -e
+GIT_SSH_COMMAND="$GIT_SSH_COMMAND -i $PWD/id_ed25519"; export GIT_SSH_COMMAND
+git clone -q ` + shellQuote(url) + ` clone
+cd clone
+echo pushed > pushed.txt
+git add pushed.txt
+git -c user.name=sandbox -c user.email=sandbox@example.com commit -qm 'pushed through coily'
+git push -q origin main`
+	if r := p.run(t, "exec", "--", "/bin/sh", "-c", script); r.code != 0 {
+		t.Fatalf("clone and push through coily: %+v\n%s", r, p.log)
+	}
+	if got := gitOut(t, "--git-dir", bare, "log", "-1", "--format=%s", "main"); got != "pushed through coily" {
+		t.Fatalf("the push did not land: last commit %q", got)
+	}
+	recs := egressRecords(t, dir)
+	if len(recs) != 1 {
+		t.Fatalf("%d exec.result records", len(recs))
+	}
+	if row, ok := findRow(recs[0].Egress, gitHost, port, "allow"); !ok || row.Conns != 2 {
+		t.Errorf("rows %+v, want one allow row with 2 connections (clone, push)", recs[0].Egress)
+	}
+}
