@@ -81,14 +81,17 @@ func FuzzEgressLine(f *testing.F) {
 		if reason != "" {
 			tail += "  " + termText(reason)
 		}
-		target, ok := strings.CutPrefix(line, head)
-		if target, ok = strings.CutSuffix(target, tail); !ok {
+		target, okHead := strings.CutPrefix(line, head)
+		target, okTail := strings.CutSuffix(target, tail)
+		if !okHead || !okTail {
 			t.Fatalf("%q: not %q, target, %q", line, head, tail)
 		}
 		word, ok := strings.CutSuffix(target, ":"+strconv.Itoa(port))
 		if strings.Contains(host, ":") {
-			word, ok = strings.CutPrefix(word, "[")
-			word, ok = strings.CutSuffix(word, "]")
+			var open, closed bool
+			word, open = strings.CutPrefix(word, "[")
+			word, closed = strings.CutSuffix(word, "]")
+			ok = ok && open && closed
 		}
 		if back := shellSplit(t, word); !ok || len(back) != 1 || back[0] != host {
 			t.Fatalf("%q: host reads back as %q, not %q", line, back, host)
