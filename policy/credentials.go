@@ -7,12 +7,19 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/sandbox"
 )
 
-// reservedEnv are the variables the server sets in every child's
-// environment; a credential may not take their place.
-var reservedEnv = []string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM", "GIT_ALLOW_PROTOCOL",
-	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"}
+// reservedEnv are the variables the server sets in a child's environment
+// (with ca_file: sandbox.CAEnv too); a credential may not take their place.
+var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM", "GIT_ALLOW_PROTOCOL",
+	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"},
+	sandbox.CAEnv...)
+
+// reservedEnvPrefixes are families the server sets: the locale, coily's
+// credential helper's (COILY_GIT_*) and git's configuration
+// (GIT_CONFIG_COUNT, _KEY_n, _VALUE_n name the helper).
+var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "GIT_CONFIG"}
 
 // ruleCredentials reads `credentials:`, a map from the child's environment
 // variable to a credential reference (credref.Parse).
@@ -33,7 +40,7 @@ func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
 		case k.Kind != yaml.ScalarNode || !envNamePattern.MatchString(name):
 			b.failAt(k, "rule %q: bad credential variable name %q", r.Name, name)
 			continue
-		case slices.Contains(reservedEnv, name) || strings.HasPrefix(name, "LC_"):
+		case slices.Contains(reservedEnv, name) || slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
 			b.failAt(k, "rule %q: credential variable %s is set by the server", r.Name, name)
 			continue
 		case slices.Contains(r.Env, name):

@@ -139,6 +139,12 @@ type Rule struct {
 	// Credentials maps an environment variable of the child to the
 	// credential reference the server fetches into it (never echoed).
 	Credentials map[string]credref.Ref
+	// GitCredentials are the https credentials git inside the sandbox gets
+	// from coily's credential helper, one per host (`git_credentials:`).
+	GitCredentials []GitCredential
+	// CAFile is the owner's PEM bundle the command trusts instead of the
+	// system's (`ca_file:`); "" for none.
+	CAFile string
 	// Workspace is WorkspaceTemp or the name of a policy workspace.
 	Workspace string
 	Sandbox   string

@@ -41,6 +41,8 @@ type ruleFile struct {
 	Writable       []string          `yaml:"writable"`
 	Limits         *limitsFileFields `yaml:"limits"`
 	Egress         *egressFile       `yaml:"egress"`
+	GitCredentials yaml.Node         `yaml:"git_credentials"`
+	CAFile         string            `yaml:"ca_file"`
 }
 
 type rateFile struct {
@@ -146,6 +148,8 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 		if r.Effect == Allow {
 			b.ruleExecution(p, r, rf, rn)
 			b.ruleEgress(r, rf, rn)
+			b.ruleGitCredentials(r, rf, rn)
+			b.ruleCAFile(r, rf, rn)
 			b.ruleLimits(p, r, rf, rn)
 		}
 		if rf.SHA256 != "" && !sha256Pattern.MatchString(rf.SHA256) {
@@ -159,7 +163,8 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 
 // allowOnly are the keys that only make sense on allow rules.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
-	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress"}
+	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress",
+	"git_credentials", "ca_file"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {

@@ -34,6 +34,9 @@ type Bwrap struct {
 // In proxied mode, where the bridge and the proxy socket appear.
 const (
 	bridgePath = "/run/coily/bridge"
+	// BridgePath is where the coily executable appears inside a proxied
+	// sandbox (other coily helpers run from there too: gitcred).
+	BridgePath = bridgePath
 	// BridgeCommand is the hidden coily subcommand the bridge runs.
 	BridgeCommand = "__netbridge"
 )

@@ -85,6 +85,9 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		execPath = p.ExecPath
 		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.Exec, dst: p.ExecPath, rank: rankProtect})
 	}
+	if p.CAFile != nil {
+		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.CAFile, dst: CAPath, rank: rankProtect})
+	}
 	hasArgv0 := atLeast(version, bwrapArgv0)
 	if !hasArgv0 && argv[0] != execPath && mirrored(argv[0]) && p.Network != NetworkProxied {
 		// Without --argv0, bwrap's argv[0] is the path it runs: the path

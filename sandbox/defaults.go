@@ -37,6 +37,8 @@ type ProfileInput struct {
 	ExecPath string
 	// Limits bound the command.
 	Limits Limits
+	// CAFile is the rule's CA bundle, opened by the caller (Profile.CAFile).
+	CAFile *os.File
 }
 
 // SecretPaths are denied under every home in ProfileInput.UserHomes.
@@ -67,6 +69,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
+		CAFile: in.CAFile,
 	}
 	if in.Workspace != "" {
 		p.WritePaths = append(p.WritePaths, in.Workspace)

@@ -98,6 +98,9 @@ type Profile struct {
 	ExecPath string
 	// Limits bound the command (zero fields: DefaultLimits).
 	Limits Limits
+	// CAFile, when set, is a CA bundle already opened by the caller, made
+	// visible read-only at CAPath (bwrap only: other backends refuse it).
+	CAFile *os.File
 }
 
 // Validate checks that every path is absolute and clean and that the

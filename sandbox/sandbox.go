@@ -78,6 +78,9 @@ func (Native) Confined() bool { return false }
 
 // Wrap implements Sandbox by applying only the environment and directory.
 func (Native) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
+	if p.CAFile != nil {
+		return nil, fmt.Errorf("%w: native runs cannot be given a CA bundle", ErrUnavailable)
+	}
 	cmd.Env = p.Env
 	cmd.Dir = p.Dir
 	return nil, nil

@@ -314,6 +314,9 @@ func sbplRegexQuote(s string) string {
 // sbplCheckProfile rejects strings that cannot be written into a profile
 // safely.
 func sbplCheckProfile(p Profile) error {
+	if p.CAFile != nil {
+		return fmt.Errorf("%w: sandbox-exec cannot bind a CA bundle yet", ErrUnavailable)
+	}
 	check := func(what string, paths ...string) error {
 		for _, path := range paths {
 			if strings.ContainsAny(path, "\x00\n\r") {

@@ -102,7 +102,7 @@ if [ "$(id -u)" = 0 ]; then
   }
   set +e
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox' &&
-    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress'
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials'
   status=$?
   set -e
   grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true

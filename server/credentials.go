@@ -3,29 +3,40 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
 
+	"coily.dev/coily/gitcred"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/scrub"
 )
 
-// fetchCredentials fetches the rule's credentials (step 8). Any failure
-// refuses the request with credential-unavailable and a message naming
-// the reference; nothing runs.
+// fetchCredentials fetches the rule's credentials and git credentials'
+// passwords (step 8). Any failure refuses the request with
+// credential-unavailable and a message naming the reference; nothing runs.
 func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
-	if len(x.rule.Credentials) == 0 {
+	refs := credentialRefs(x.rule)
+	if len(refs) == 0 {
 		return nil
 	}
-	vals, err := s.cfg.Keystore.Fetch(ctx, x.rule.Credentials)
+	vals, err := s.cfg.Keystore.Fetch(ctx, refs)
 	if err != nil {
 		var ke *keystore.Error
 		if !errors.As(err, &ke) { // keystore errors name the reference, never a value
 			err = errors.New("credential unavailable")
 		}
 		return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
+	}
+	for i, g := range x.rule.GitCredentials {
+		if !gitcred.ValidPassword(vals[gitcred.PasswordVar(i)]) {
+			err := fmt.Errorf("credential %s: not usable as a git password for %s (empty, or a newline or NUL in it)", g.Password, g.Address())
+			return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
+		}
 	}
 	x.secrets = vals
 	secrets := make([]scrub.Secret, 0, len(vals))
@@ -36,10 +47,28 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 	return nil
 }
 
-// childEnv is what the caller passed plus the credentials, which no
+// credentialRefs are the references to fetch, by the child's variable:
+// the rule's credentials, and each git credential's password under
+// gitcred.PasswordVar (policy reserves those names).
+func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
+	if len(r.GitCredentials) == 0 {
+		return r.Credentials
+	}
+	refs := maps.Clone(r.Credentials)
+	if refs == nil {
+		refs = map[string]keystore.Ref{}
+	}
+	for i, g := range r.GitCredentials {
+		refs[gitcred.PasswordVar(i)] = g.Password
+	}
+	return refs
+}
+
+// childEnv is what the caller passed plus the credentials, the git
+// credential helper's configuration and the CA variables, which no
 // caller-passed variable can replace (policy refuses the overlap).
 func (x *execution) childEnv() map[string]string {
-	if len(x.secrets) == 0 {
+	if len(x.secrets) == 0 && x.rule.CAFile == "" {
 		return x.req.GetEnv()
 	}
 	env := maps.Clone(x.req.GetEnv())
@@ -47,7 +76,25 @@ func (x *execution) childEnv() map[string]string {
 		env = map[string]string{}
 	}
 	maps.Copy(env, x.secrets)
+	if len(x.rule.GitCredentials) > 0 {
+		maps.Copy(env, gitcred.Env(sandbox.BridgePath, gitCredentials(x.rule)))
+	}
+	if x.rule.CAFile != "" {
+		for _, k := range sandbox.CAEnv {
+			env[k] = sandbox.CAPath
+		}
+	}
 	return env
+}
+
+// gitCredentials are the rule's git credentials without their passwords
+// (which reach the child as secrets).
+func gitCredentials(r *policy.Rule) []gitcred.Credential {
+	out := make([]gitcred.Credential, 0, len(r.GitCredentials))
+	for _, g := range r.GitCredentials {
+		out = append(out, gitcred.Credential{Host: g.Host, Port: g.Port, Username: g.Username})
+	}
+	return out
 }
 
 // credentialNames lists "NAME=reference" pairs for the audit log.
@@ -55,6 +102,15 @@ func credentialNames(creds map[string]keystore.Ref) string {
 	parts := make([]string, 0, len(creds))
 	for _, name := range slices.Sorted(maps.Keys(creds)) {
 		parts = append(parts, name+"="+creds[name].String())
+	}
+	return strings.Join(parts, ",")
+}
+
+// gitCredentialNames lists "host:port=reference" pairs for the audit log.
+func gitCredentialNames(creds []policy.GitCredential) string {
+	parts := make([]string, 0, len(creds))
+	for _, g := range creds {
+		parts = append(parts, g.Address()+"="+g.Password.String())
 	}
 	return strings.Join(parts, ",")
 }

@@ -82,6 +82,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.rule != nil && len(x.rule.Credentials) > 0 {
 		details["credentials"] = credentialNames(x.rule.Credentials) // names and references, never values
 	}
+	if x.rule != nil && len(x.rule.GitCredentials) > 0 {
+		details["git_credentials"] = gitCredentialNames(x.rule.GitCredentials) // hosts and references, never values
+	}
 	if len(details) > 0 {
 		r.Details = details
 	}
@@ -284,6 +287,11 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		}
 		defer eg.stop()
 	}
+	ca, err := openCAFile(x.rule)
+	if err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
+	defer ca.Close()
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
 	limits := x.rule.Limits
@@ -294,7 +302,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(), ProxyAddr: eg.addr(), KnownHosts: eg.knownHosts(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
-		Limits: limits,
+		Limits: limits, CAFile: ca,
 	}))
 	if err != nil {
 		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err))

@@ -13,6 +13,8 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"coily.dev/coily/gitcred"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -80,6 +82,9 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	}
 	if fs.Arg(0) == EgressConnectCommand { // hidden: ssh's ProxyCommand inside a proxied sandbox
 		return runEgressConnect(ctx, &env{args: fs.Args()[1:], global: g, stdin: stdin, stdout: stdout, stderr: stderr})
+	}
+	if fs.Arg(0) == gitcred.HelperCommand { // hidden: git's credential helper inside a sandbox
+		return runGitCredential(ctx, &env{args: fs.Args()[1:], global: g, stdin: stdin, stdout: stdout, stderr: stderr})
 	}
 	cmd, ok := commands[fs.Arg(0)]
 	if !ok {

@@ -41,7 +41,7 @@ func policyCheck(e *env) int {
 			absent++
 			printLine(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v", p.Path, r.Line, r.Name, r.Absent)
 		}
-		for _, l := range egressLines(r) {
+		for _, l := range append(egressLines(r), gitCredentialLines(r)...) {
 			printLine(e.stdout, "%s:%d: %s", p.Path, r.Line, l)
 		}
 	}
@@ -113,6 +113,20 @@ func egressReaches(e *policy.Egress, h policy.SSHHost) bool {
 		return slices.ContainsFunc(e.CIDRs, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
 	}
 	return e.Allows(h.Host, h.Port)
+}
+
+// gitCredentialLines explains a rule's git_credentials: one line per
+// host, and a warning for each one its enforced egress would refuse.
+func gitCredentialLines(r *policy.Rule) []string {
+	var lines []string
+	for _, g := range r.GitCredentials {
+		lines = append(lines, fmt.Sprintf("rule %q git_credentials: git gets user %s and %s for https://%s, from coily's credential helper only",
+			r.Name, g.Username, g.Password, g.Address()))
+	}
+	for _, addr := range r.GitCredentialsUnreachable() {
+		lines = append(lines, fmt.Sprintf("warning: rule %q has git_credentials for %s, which its egress allowlist does not allow: git cannot reach it (add %s to egress.allow)", r.Name, addr, addr))
+	}
+	return lines
 }
 
 // policyExplain evaluates a request against a policy file locally and

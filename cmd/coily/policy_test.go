@@ -60,6 +60,17 @@ func TestPolicyCheckEgress(t *testing.T) {
 			notWant: []string{"warning"},
 		},
 		{
+			name:    "git credentials in the allowlist",
+			rule:    "network: proxied\n    egress: {allow: [\"git.example.com:8443\"]}\n    git_credentials: [{host: \"git.example.com:8443\", password: \"file:git\"}]",
+			want:    []string{`rule "r" git_credentials: git gets user x-access-token and file:git for https://git.example.com:8443, from coily's credential helper only`},
+			notWant: []string{"warning"},
+		},
+		{
+			name: "git credentials outside the allowlist",
+			rule: "network: proxied\n    egress: {allow: [git.example.com]}\n    git_credentials: [{host: \"git.example.com:8443\", password: \"file:git\"}]",
+			want: []string{`warning: rule "r" has git_credentials for git.example.com:8443, which its egress allowlist does not allow: git cannot reach it (add git.example.com:8443 to egress.allow)`},
+		},
+		{
 			name:    "no network",
 			rule:    "network: deny",
 			notWant: []string{"egress", "warning"},

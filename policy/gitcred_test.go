@@ -1,0 +1,65 @@
+package policy_test
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+
+	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/policy"
+)
+
+func TestLoadGitCredentials(t *testing.T) {
+	p, err := policy.Load("testdata/valid/git.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Rules()[0]
+	want := []policy.GitCredential{
+		{Host: "git.example.com", Port: 443, Username: "x-access-token", Password: credref.Ref{Backend: credref.Vault, Path: "secret/coily/git", Field: "token"}},
+		{Host: "ghe.example.com", Port: 8443, Username: "bot@example.com", Password: credref.Ref{Backend: credref.File, Path: "ghe"}},
+	}
+	if !reflect.DeepEqual(r.GitCredentials, want) {
+		t.Fatalf("GitCredentials = %+v\nwant %+v", r.GitCredentials, want)
+	}
+	if r.CAFile != "/etc/coily/ca.pem" {
+		t.Fatalf("CAFile = %q", r.CAFile)
+	}
+	if u := r.GitCredentialsUnreachable(); len(u) != 0 {
+		t.Fatalf("every host is in the allowlist, yet unreachable: %v", u)
+	}
+}
+
+// A git_credentials host the enforced allowlist leaves out is reported
+// (coily policy check warns): git could not reach it; observe mode
+// reaches every host.
+func TestGitCredentialsUnreachable(t *testing.T) {
+	for _, c := range []struct {
+		egress string
+		want   []string
+	}{
+		{"", []string{"git.example.com:443", "ghe.example.com:8443"}},
+		{"egress: {allow: [git.example.com]}", []string{"ghe.example.com:8443"}},
+		{"egress: {allow: [\"git.example.com:80\", \"ghe.example.com:8443\"]}", []string{"git.example.com:443"}},
+		{"egress: {allow: [\"*.example.com:8443\", \"git.example.com:443\"]}", nil},
+		{"egress: {mode: observe}", nil},
+	} {
+		p, err := policy.Parse("p.yaml", []byte(`version: 1
+commands:
+  - name: git
+    binary: /usr/bin/git
+    args: ["**"]
+    network: proxied
+    `+c.egress+`
+    git_credentials:
+      - {host: git.example.com, password: "file:a"}
+      - {host: "ghe.example.com:8443", password: "file:b"}
+`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Rules()[0].GitCredentialsUnreachable(); !slices.Equal(got, c.want) {
+			t.Errorf("%s: unreachable %v, want %v", c.egress, got, c.want)
+		}
+	}
+}
