@@ -1,5 +1,5 @@
 // Package standin holds test stand-ins for real services: local servers
-// that the real clients (git, gh, npm, pip) talk to unchanged, so that
+// that the real clients (git, gh, npm, pip, aws) talk to unchanged, so that
 // tests can run those clients directly or through coily's egress proxy.
 //
 // Every stand-in listens on 127.0.0.1 only, is stopped (with every

@@ -1,0 +1,233 @@
+package standin
+
+import (
+	"crypto/md5"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// AWSHint says how to install the AWS CLI the S3 stand-in is tested with.
+const AWSHint = "install the Debian package awscli (scripts/test.sh does)"
+
+// AWSPath is where the Debian package installs the AWS CLI (a pyenv or
+// pip `aws` earlier on PATH is another program).
+const AWSPath = "/usr/bin/aws"
+
+// s3Created is the creation and modification time of every bucket and
+// object of the stand-in.
+var s3Created = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
+
+// S3Server is a local HTTPS stand-in for Amazon S3, enough for `aws s3
+// ls` (awscli 2.9): ListBuckets and ListObjectsV2, path-style. It accepts
+// only requests signed (SigV4, header form) with its access key and
+// secret, in any region.
+type S3Server struct {
+	*Server
+	AccessKey string
+
+	secret  string
+	buckets map[string][]string // bucket → sorted keys
+
+	mu       sync.Mutex
+	requests []string
+}
+
+// S3 starts an S3 stand-in for t that accepts accessKey and secret and
+// holds buckets (name → object keys), with a certificate also valid for
+// hosts.
+func S3(t testing.TB, accessKey, secret string, buckets map[string][]string, hosts ...string) *S3Server {
+	t.Helper()
+	s := &S3Server{AccessKey: accessKey, secret: secret, buckets: map[string][]string{}}
+	for b, keys := range buckets {
+		s.buckets[b] = slices.Sorted(slices.Values(keys))
+	}
+	s.Server = TLS(t).Serve(t, s.handler(t), hosts...)
+	return s
+}
+
+// Env returns the environment that lets the AWS CLI reach the stand-in
+// with its credentials, trusting its CA, with no configuration file and
+// no instance metadata lookups. Callers pass --endpoint-url s.URL.
+func (s *S3Server) Env(t testing.TB) []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + s.secret,
+		"AWS_CA_BUNDLE=" + s.CAFile,
+		"AWS_DEFAULT_REGION=us-east-1",
+		"AWS_CONFIG_FILE=/dev/null",
+		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
+		"AWS_EC2_METADATA_DISABLED=true",
+		"AWS_PAGER=",
+		"HOME=" + t.TempDir(),
+	}
+}
+
+// Requests returns one line per request served, in order: "GET /
+// ListBuckets", "GET /bucket ListObjectsV2 prefix=p delimiter=/", and
+// "403 …" for refused ones, "501 …" for ones it does not answer.
+func (s *S3Server) Requests() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.requests...)
+}
+
+func (s *S3Server) record(line string) {
+	s.mu.Lock()
+	s.requests = append(s.requests, line)
+	s.mu.Unlock()
+}
+
+func (s *S3Server) handler(t testing.TB) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		line := r.Method + " " + r.URL.Path
+		body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		if err != nil {
+			s3Error(w, http.StatusBadRequest, "IncompleteBody", "could not read the body")
+			return
+		}
+		sum := sha256.Sum256(body)
+		a, err := verifySigV4(r, s.secret, hex.EncodeToString(sum[:]), time.Now())
+		switch {
+		case err == nil && a.AccessKey != s.AccessKey:
+			// Signed correctly with the secret under another key id.
+			s.record("403 " + line + " InvalidAccessKeyId")
+			s3Error(w, http.StatusForbidden, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
+			return
+		case err != nil:
+			// The reason names no secret: it is one of verifySigV4's fixed sentences.
+			s.record("403 " + line + " SignatureDoesNotMatch: " + err.Error())
+			s3Error(w, http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+			return
+		}
+		bucket := strings.Trim(r.URL.Path, "/")
+		switch {
+		case r.Method == http.MethodGet && bucket == "":
+			s.record(line + " ListBuckets")
+			s.listBuckets(w)
+		case r.Method == http.MethodGet && !strings.Contains(bucket, "/") && r.URL.Query().Get("list-type") == "2":
+			q := r.URL.Query()
+			s.record(fmt.Sprintf("%s ListObjectsV2 prefix=%s delimiter=%s", line, q.Get("prefix"), q.Get("delimiter")))
+			s.listObjects(w, bucket, q)
+		default:
+			s.record("501 " + line + " " + r.URL.RawQuery)
+			t.Logf("standin s3: unanswered %s %s?%s", r.Method, r.URL.Path, r.URL.RawQuery)
+			s3Error(w, http.StatusNotImplemented, "NotImplemented", "The stand-in does not answer this request.")
+		}
+	})
+}
+
+const s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"
+
+type s3Owner struct {
+	ID          string
+	DisplayName string
+}
+
+func (s *S3Server) listBuckets(w http.ResponseWriter) {
+	type bucket struct {
+		Name         string
+		CreationDate string
+	}
+	res := struct {
+		XMLName xml.Name `xml:"ListAllMyBucketsResult"`
+		Xmlns   string   `xml:"xmlns,attr"`
+		Owner   s3Owner
+		Buckets []bucket `xml:"Buckets>Bucket"`
+	}{Xmlns: s3Namespace, Owner: s3Owner{ID: "standin-owner", DisplayName: "standin"}}
+	for _, name := range slices.Sorted(maps.Keys(s.buckets)) {
+		res.Buckets = append(res.Buckets, bucket{Name: name, CreationDate: s3Created.Format(time.RFC3339)})
+	}
+	writeXML(w, http.StatusOK, res)
+}
+
+type s3Object struct {
+	Key          string
+	LastModified string
+	ETag         string
+	Size         int
+	StorageClass string
+}
+
+type s3Prefix struct {
+	Prefix string
+}
+
+// listObjects answers ListObjectsV2 with every key (no pagination):
+// those under prefix, rolled up at the first delimiter after it.
+func (s *S3Server) listObjects(w http.ResponseWriter, bucket string, q url.Values) {
+	keys, ok := s.buckets[bucket]
+	if !ok {
+		s3Error(w, http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist")
+		return
+	}
+	prefix, delim := q.Get("prefix"), q.Get("delimiter")
+	enc := func(k string) string { return k }
+	encType := ""
+	if q.Get("encoding-type") == "url" {
+		enc, encType = url.QueryEscape, "url"
+	}
+	res := struct {
+		XMLName        xml.Name `xml:"ListBucketResult"`
+		Xmlns          string   `xml:"xmlns,attr"`
+		Name           string
+		Prefix         string
+		Delimiter      string `xml:",omitempty"`
+		EncodingType   string `xml:",omitempty"`
+		MaxKeys        int
+		KeyCount       int
+		IsTruncated    bool
+		Contents       []s3Object
+		CommonPrefixes []s3Prefix
+	}{Xmlns: s3Namespace, Name: bucket, Prefix: enc(prefix), Delimiter: enc(delim), EncodingType: encType, MaxKeys: 1000}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		rest, ok := strings.CutPrefix(k, prefix)
+		if !ok {
+			continue
+		}
+		if i := strings.Index(rest, delim); delim != "" && i >= 0 {
+			p := prefix + rest[:i+len(delim)]
+			if !seen[p] {
+				seen[p] = true
+				res.CommonPrefixes = append(res.CommonPrefixes, s3Prefix{enc(p)})
+			}
+			continue
+		}
+		etag := md5.Sum([]byte(k))
+		res.Contents = append(res.Contents, s3Object{Key: enc(k), LastModified: s3Created.Format("2006-01-02T15:04:05.000Z"),
+			ETag: `"` + hex.EncodeToString(etag[:]) + `"`, Size: len(k), StorageClass: "STANDARD"})
+	}
+	res.KeyCount = len(res.Contents) + len(res.CommonPrefixes)
+	writeXML(w, http.StatusOK, res)
+}
+
+func s3Error(w http.ResponseWriter, status int, code, msg string) {
+	writeXML(w, status, struct {
+		XMLName xml.Name `xml:"Error"`
+		Code    string
+		Message string
+	}{Code: code, Message: msg})
+}
+
+func writeXML(w http.ResponseWriter, status int, v any) {
+	out, err := xml.Marshal(v)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/xml")
+	w.WriteHeader(status)
+	_, _ = io.WriteString(w, xml.Header)
+	_, _ = w.Write(out)
+}
