@@ -29,6 +29,7 @@ command -v gh >/dev/null || need_apt+=(gh)                            # GitHubEn
 command -v node >/dev/null || need_apt+=(nodejs)                      # verdaccio, npm
 command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegistry
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3 python3-pip) # PipIndex
+[ -x /usr/bin/aws ] || need_apt+=(awscli)                            # S3 (a pyenv or pip aws on PATH is not the one rules name)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
