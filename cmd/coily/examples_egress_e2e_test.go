@@ -20,6 +20,7 @@ type examplePatch struct {
 	caFile     string            // its CA ("" for plain HTTP)
 	workspace  string            // a named workspace ("" keeps temp)
 	flags      map[string]string // flag patterns naming the stand-in instead of github.com
+	addFlags   map[string]string // flags the rule lacks, allowed only with a value naming the stand-in (aws --endpoint-url)
 	gitCred    bool              // git_credentials for the stand-in instead of github.com
 }
 
@@ -61,6 +62,13 @@ func patchExamples(t *testing.T, dir string, patches map[string]examplePatch) st
 				}
 				flags[k] = v
 			}
+		}
+		for k, v := range p.addFlags {
+			flags := rule["flags"].(map[string]any)
+			if _, ok := flags[k]; ok {
+				t.Fatalf("rule %s already has flag %s", rule["name"], k)
+			}
+			flags[k] = v
 		}
 		if p.gitCred {
 			cred := asList(rule["git_credentials"])[0].(map[string]any)
