@@ -1,8 +1,10 @@
 package audit
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -43,6 +45,11 @@ func capRecord(r *Record) {
 		r.Argv = kept
 	}
 	if n := len(r.Egress); n > MaxEgressRows {
+		// Where the command went is kept before what it was refused:
+		// refusals cost it nothing and must not push the rest out.
+		slices.SortStableFunc(r.Egress, func(a, b EgressRow) int {
+			return cmp.Compare(btoi(a.Decision == "deny"), btoi(b.Decision == "deny"))
+		})
 		r.Egress = r.Egress[:MaxEgressRows]
 		setDetail(r, "egress_cut", strconv.Itoa(n)+" rows, "+strconv.Itoa(MaxEgressRows)+" kept")
 	}
@@ -113,4 +120,11 @@ func cutText(s string, n int) string {
 	}
 	// A rune cut in half at the end is dropped.
 	return strings.ToValidUTF8(s[:n], "")
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -3,6 +3,7 @@ package audit
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -236,3 +237,23 @@ func TestLastLockout(t *testing.T) {
 }
 
 var _ = time.Second
+
+// A record keeps at most MaxEgressRows egress rows, where the command
+// went before what it was refused, and says how many were cut.
+func TestRecordCapsEgress(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, newClock(oct))
+	var rows []EgressRow
+	for i := range MaxEgressRows + 40 {
+		rows = append(rows, EgressRow{Host: fmt.Sprintf("%04d.junk", i), Port: 443, Decision: "deny", Reason: "not-allowlisted", Conns: 1})
+	}
+	rows = append(rows, EgressRow{Host: "zz-exfil.example", Port: 443, Decision: "allow", Conns: 1, BytesUp: 1 << 20})
+	r, err := l.Append(context.Background(), Record{Event: "exec.result", Egress: rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Egress) != MaxEgressRows || r.Egress[0].Host != "zz-exfil.example" || !strings.Contains(r.Details["egress_cut"], "105 rows") {
+		t.Fatalf("kept %d rows, first %+v, details %v", len(r.Egress), r.Egress[0], r.Details)
+	}
+	mustVerify(t, dir)
+}

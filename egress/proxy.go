@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -283,11 +284,14 @@ func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req 
 	p.rows.finish(key, up, down, end.Sub(start), false, end)
 }
 
-// open counts a connection in the row of (t, d) and logs the decision.
+// open counts a connection in the row of (t, d) and logs the decision
+// when it starts a row.
 func (p *Proxy) open(t Target, d Decision, reason, message string, start time.Time, attrs ...any) rowKey {
-	key := p.rows.start(rowKey{host: t.Host, port: t.Port, decision: d}, reason, message, start)
-	args := append([]any{"rule", p.cfg.Rule, "target", t.String(), "decision", d, "reason", reason}, attrs...)
-	p.cfg.Logger.Info("egress", args...)
+	key, fresh := p.rows.start(rowKey{host: t.Host, port: t.Port, decision: d}, reason, message, start)
+	if fresh { // once per row: a flood of connections is not a flood of log lines
+		args := append([]any{"rule", p.cfg.Rule, "target", t.String(), "decision", d, "reason", reason}, attrs...)
+		p.cfg.Logger.Info("egress", args...)
+	}
 	return key
 }
 
@@ -374,8 +378,9 @@ func writeStatus(w net.Conn, status int, msg string) {
 
 // headLimit caps the bytes read while n >= 0; n < 0 lifts the cap.
 type headLimit struct {
-	r interface{ Read([]byte) (int, error) }
-	n int64
+	r    interface{ Read([]byte) (int, error) }
+	n    int64
+	what string // "request" or "response"
 }
 
 func (h *headLimit) Read(b []byte) (int, error) {
@@ -383,7 +388,7 @@ func (h *headLimit) Read(b []byte) (int, error) {
 		return h.r.Read(b)
 	}
 	if h.n == 0 {
-		return 0, errors.New("request head longer than 64 KiB")
+		return 0, fmt.Errorf("%s head longer than 64 KiB", cmp.Or(h.what, "request"))
 	}
 	if int64(len(b)) > h.n {
 		b = b[:h.n]

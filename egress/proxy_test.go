@@ -352,3 +352,36 @@ func mustAtoi(s string) int {
 	}
 	return n
 }
+
+// An upstream the command controls cannot make the proxy buffer an
+// endless response head: past 64 KiB the request fails with 502.
+func TestProxyResponseHeadBounded(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() { l.Close(); <-done })
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		io.WriteString(c, "HTTP/1.1 200 OK\r\nX-Long: ")
+		chunk := strings.Repeat("a", 64<<10)
+		for range 64 { // 4 MiB of one header line, if anyone reads it
+			if _, err := io.WriteString(c, chunk); err != nil {
+				return
+			}
+		}
+	}()
+	port := strconv.Itoa(l.Addr().(*net.TCPAddr).Port)
+	tp := startProxy(t, Config{Resolver: newResolver("up.test", "127.0.0.1")}, []string{"up.test:" + port}, loopback)
+	resp, body, c := tp.raw(t, "GET http://up.test:"+port+"/ HTTP/1.1\r\nHost: up.test\r\n\r\n")
+	c.Close()
+	if resp.StatusCode != 502 || !strings.Contains(body, "response head longer than 64 KiB") {
+		t.Fatalf("%d %q", resp.StatusCode, body)
+	}
+}

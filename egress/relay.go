@@ -183,7 +183,11 @@ func (p *Proxy) forward(c *conn, br *bufio.Reader, req *http.Request, m *meter) 
 		writeStatus(c.client, http.StatusBadGateway, fmt.Sprintf("coily: sending the request to %s failed: %v", req.URL.Host, err))
 		return up, down
 	}
-	resp, err := http.ReadResponse(bufio.NewReader(countReader{r: c.upstream, m: m, n: &down}), req)
+	// The upstream is the command's choice as much as the request: its
+	// response head is bounded like the request's, then the cap lifts.
+	rl := &headLimit{r: countReader{r: c.upstream, m: m, n: &down}, n: maxHeaderBytes, what: "response"}
+	resp, err := http.ReadResponse(bufio.NewReader(rl), req)
+	rl.n = -1
 	if err != nil {
 		writeStatus(c.client, http.StatusBadGateway, fmt.Sprintf("coily: reading the response of %s failed: %v", req.URL.Host, err))
 		return up, down

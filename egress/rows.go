@@ -45,32 +45,45 @@ type rowKey struct {
 type rows struct {
 	mu sync.Mutex
 	m  map[rowKey]*Row
+	n  map[Decision]int // rows per decision, overflow rows included
 }
 
-// MaxRows bounds the distinct (host, port, decision) rows of one proxy;
-// connections past it are counted in one row per decision whose host is
-// OtherHosts and port 0.
-const MaxRows = 256
+// MaxRows bounds the distinct (host, port) rows of one proxy for each of
+// allow and observe-deny, MaxDenyRows those of deny (so that refusals,
+// which cost a command nothing, cannot crowd out where it did go);
+// connections past them are counted in one row per decision whose host
+// is OtherHosts and port 0.
+const (
+	MaxRows     = 256
+	MaxDenyRows = 64
+)
 
 // OtherHosts is the host of the rows that count connections past MaxRows.
 const OtherHosts = "(other hosts)"
 
 // start counts a connection for the key at time now and returns the key
-// it was counted under (k, or its decision's overflow row).
-func (r *rows) start(k rowKey, reason, message string, now time.Time) rowKey {
+// it was counted under (k, or its decision's overflow row) and whether
+// that row is new.
+func (r *rows) start(k rowKey, reason, message string, now time.Time) (rowKey, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m = map[rowKey]*Row{}
+		r.m, r.n = map[rowKey]*Row{}, map[Decision]int{}
+	}
+	limit := MaxRows
+	if k.decision == Deny {
+		limit = MaxDenyRows
 	}
 	row := r.m[k]
-	if row == nil && len(r.m) >= MaxRows {
+	if row == nil && r.n[k.decision] >= limit {
 		k = rowKey{host: OtherHosts, decision: k.decision}
 		row = r.m[k]
 	}
-	if row == nil {
+	fresh := row == nil
+	if fresh {
 		row = &Row{Host: k.host, Port: k.port, Decision: k.decision, First: now}
 		r.m[k] = row
+		r.n[k.decision]++
 	}
 	row.Conns++
 	row.Last = now
@@ -80,7 +93,7 @@ func (r *rows) start(k rowKey, reason, message string, now time.Time) rowKey {
 	if message != "" {
 		row.Message = message
 	}
-	return k
+	return k, fresh
 }
 
 // finish adds a finished connection's traffic.

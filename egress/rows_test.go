@@ -11,23 +11,34 @@ import (
 func TestRowsBounded(t *testing.T) {
 	var r rows
 	now := time.Unix(0, 0)
-	for i := range MaxRows + 100 {
-		k := r.start(rowKey{host: "h" + strconv.Itoa(i) + ".example", port: 443, decision: Deny}, "not-allowlisted", "msg", now)
+	for i := range MaxDenyRows + 100 {
+		k, _ := r.start(rowKey{host: "h" + strconv.Itoa(i) + ".example", port: 443, decision: Deny}, "not-allowlisted", "msg", now)
 		r.finish(k, 1, 2, time.Millisecond, false, now)
 	}
-	k := r.start(rowKey{host: "late.example", port: 443, decision: Allow}, "", "", now)
+	// Refusals past their bound never crowd out where the command went.
+	for i := range MaxRows {
+		k, fresh := r.start(rowKey{host: "a" + strconv.Itoa(i) + ".example", port: 443, decision: Allow}, "", "", now)
+		if !fresh || k.host == OtherHosts {
+			t.Fatalf("allow row %d counted under %+v (fresh %v)", i, k, fresh)
+		}
+		r.finish(k, 10, 20, 0, false, now)
+	}
+	k, fresh := r.start(rowKey{host: "late.example", port: 443, decision: Allow}, "", "", now)
+	if !fresh || k.host != OtherHosts {
+		t.Fatalf("allow row past MaxRows: %+v, fresh %v", k, fresh)
+	}
 	r.finish(k, 10, 20, 0, false, now)
 	list := r.list()
-	if len(list) != MaxRows+2 {
-		t.Fatalf("%d rows, want %d", len(list), MaxRows+2)
+	if want := MaxDenyRows + 1 + MaxRows + 1; len(list) != want {
+		t.Fatalf("%d rows, want %d", len(list), want)
 	}
 	var conns, up int64
 	for _, row := range list {
 		conns += int64(row.Conns)
 		up += row.BytesUp
 	}
-	if conns != MaxRows+101 || up != MaxRows+100+10 {
-		t.Fatalf("counted %d connections and %d bytes up, want %d and %d", conns, up, MaxRows+101, MaxRows+110)
+	if wantConns, wantUp := int64(MaxDenyRows+100+MaxRows+1), int64(MaxDenyRows+100+10*(MaxRows+1)); conns != wantConns || up != wantUp {
+		t.Fatalf("counted %d connections and %d bytes up, want %d and %d", conns, up, wantConns, wantUp)
 	}
 	for _, row := range list {
 		if row.Host == OtherHosts && row.Decision == Deny && (row.Conns != 100 || row.Port != 0 || row.Message != "msg") {
@@ -35,7 +46,7 @@ func TestRowsBounded(t *testing.T) {
 		}
 	}
 	// A key already in the table keeps its own row.
-	if got := r.start(rowKey{host: "h0.example", port: 443, decision: Deny}, "", "", now); got.host != "h0.example" {
-		t.Fatalf("existing key counted under %+v", got)
+	if got, fresh := r.start(rowKey{host: "h0.example", port: 443, decision: Deny}, "", "", now); got.host != "h0.example" || fresh {
+		t.Fatalf("existing key counted under %+v (fresh %v)", got, fresh)
 	}
 }
