@@ -28,6 +28,11 @@ var (
 	errHelloShort = errors.New("egress: ClientHello incomplete")
 	// errHelloBad is wrapped by every error about a malformed hello.
 	errHelloBad = errors.New("egress: malformed TLS ClientHello")
+	// errHelloECH: the hello offers Encrypted Client Hello. Its outer
+	// server_name is a public name the proxy would check while the server
+	// answers the encrypted inner one, so the CONNECT host could not be
+	// enforced. A decoy ("GREASE") ECH cannot be told from a real one.
+	errHelloECH = errors.New("egress: the TLS ClientHello offers Encrypted Client Hello (ECH)")
 )
 
 // parseClientHello reads the TLS handshake records at the start of b and,
@@ -118,6 +123,9 @@ func parseHelloBody(c cursor) (string, error) {
 	return serverNameOf(exts)
 }
 
+// extensionECH is encrypted_client_hello (RFC 9849).
+const extensionECH = 0xfe0d
+
 // serverNameOf finds the server_name extension in an extension block; two
 // of them are refused, as they are by crypto/tls.
 func serverNameOf(exts cursor) (string, error) {
@@ -127,6 +135,9 @@ func serverNameOf(exts cursor) (string, error) {
 		data, ok2 := exts.vec16()
 		if !ok1 || !ok2 {
 			return "", fmt.Errorf("%w: extension truncated", errHelloBad)
+		}
+		if typ == extensionECH {
+			return "", errHelloECH
 		}
 		if typ != extensionServerName {
 			continue

@@ -2,6 +2,8 @@ package egress
 
 import (
 	"bytes"
+	"crypto/ecdh"
+	"crypto/rand"
 	"crypto/tls"
 	"errors"
 	"io"
@@ -68,6 +70,7 @@ const (
 	wantOK helloWant = iota
 	wantShort
 	wantBad
+	wantECH
 )
 
 type helloCase struct {
@@ -96,6 +99,9 @@ func helloCases() []helloCase {
 		{name: "other name type skipped", in: records(hello(sniExt(hostEntry(1, "x"), hostEntry(0, "a.test"))), 1<<14), sni: "a.test"},
 		{name: "only other name types", in: records(hello(sniExt(hostEntry(7, "a.test"))), 1<<14)},
 		{name: "two host names", in: records(hello(sniExt(hostEntry(0, "a.test"), hostEntry(0, "b.test"))), 1<<14), want: wantBad, cause: "two host names"},
+		{name: "ech after sni", in: records(hello(sniExt(hostEntry(0, "example.com")), ext(extensionECH, []byte{0, 1, 2})), 1<<14), want: wantECH},
+		{name: "ech before sni", in: records(hello(ext(extensionECH, []byte{0}), sniExt(hostEntry(0, "example.com"))), 1<<14), want: wantECH},
+		{name: "ech alone, empty", in: records(hello(ext(extensionECH, nil)), 1<<14), want: wantECH},
 		{name: "two sni extensions", in: records(hello(sniExt(hostEntry(0, "a.test")), sniExt(hostEntry(0, "a.test"))), 1<<14), want: wantBad, cause: "two server_name"},
 		{name: "empty host name", in: withSNI(""), want: wantBad, cause: "entry"},
 		{name: "empty name list", in: records(hello(ext(0, vec16())), 1<<14), want: wantBad, cause: "list"},
@@ -150,6 +156,10 @@ func TestParseClientHello(t *testing.T) {
 			case wantBad:
 				if !errors.Is(err, errHelloBad) || !strings.Contains(err.Error(), tc.cause) {
 					t.Fatalf("got %q, %v; want errHelloBad with %q", name, err, tc.cause)
+				}
+			case wantECH:
+				if !errors.Is(err, errHelloECH) || name != "" {
+					t.Fatalf("got %q, %v; want errHelloECH", name, err)
 				}
 			}
 		})
@@ -256,11 +266,19 @@ func FuzzParseClientHello(f *testing.F) {
 	for _, rc := range realCases() {
 		f.Add(realHello(f, rc.cfg))
 	}
+	f.Add(realHello(f, &tls.Config{ServerName: "secret.example", MinVersion: tls.VersionTLS13,
+		EncryptedClientHelloConfigList: echConfigList(f, "example.com")}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		name, err := parseClientHello(b)
-		short, bad := errors.Is(err, errHelloShort), errors.Is(err, errHelloBad)
+		short, bad, ech := errors.Is(err, errHelloShort), errors.Is(err, errHelloBad), errors.Is(err, errHelloECH)
+		classes := 0
+		for _, in := range []bool{short, bad, ech} {
+			if in {
+				classes++
+			}
+		}
 		switch {
-		case err != nil && short == bad:
+		case err != nil && classes != 1:
 			t.Fatalf("error in no class or both: %v", err)
 		case err != nil && name != "":
 			t.Fatalf("name %q with error %v", name, err)
@@ -285,4 +303,39 @@ func FuzzParseClientHello(f *testing.F) {
 			t.Fatalf("parser read %q, crypto/tls read %q", name, goName)
 		}
 	})
+}
+
+// echConfigList is an ECHConfigList (RFC 9849 §4) with one X25519,
+// HKDF-SHA256, AES-128-GCM configuration whose public name is publicName.
+func echConfigList(t testing.TB, publicName string) []byte {
+	t.Helper()
+	key, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	contents := cat(
+		[]byte{7}, u16(0x0020), vec16(key.PublicKey().Bytes()), // config id, KEM, public key
+		vec16(u16(0x0001), u16(0x0001)),                      // one suite: HKDF-SHA256, AES-128-GCM
+		[]byte{0, byte(len(publicName))}, []byte(publicName), // maximum_name_length, public_name
+		vec16(), // no extensions
+	)
+	return vec16(cat(u16(extensionECH), vec16(contents)))
+}
+
+// A real crypto/tls client offering ECH: its outer server_name is the
+// public name (what a check of the outer hello would pass) while the
+// server it means is the encrypted inner name. The parser refuses it
+// whatever the outer name says.
+func TestParseClientHelloRealECH(t *testing.T) {
+	b := realHello(t, &tls.Config{
+		ServerName:                     "secret.example",
+		MinVersion:                     tls.VersionTLS13,
+		EncryptedClientHelloConfigList: echConfigList(t, "example.com"),
+	})
+	if name, ok := goServerName(b); !ok || name != "example.com" {
+		t.Fatalf("crypto/tls reads the outer name %q (%v); want the public name example.com", name, ok)
+	}
+	if name, err := parseClientHello(b); !errors.Is(err, errHelloECH) {
+		t.Fatalf("parseClientHello = %q, %v; want errHelloECH", name, err)
+	}
 }

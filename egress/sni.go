@@ -12,6 +12,7 @@ import (
 const (
 	reasonSNIMismatch = "sni-mismatch"
 	reasonBadHello    = "bad-client-hello"
+	reasonECH         = "encrypted-client-hello"
 )
 
 // maxLoggedName bounds the server name quoted in a log line.
@@ -34,6 +35,9 @@ func (s sniffed) message(t Target, rule string) string {
 			name = name[:maxLoggedName] + "..."
 		}
 		return fmt.Sprintf("coily: the TLS server name %q sent through the tunnel to %s is not that host; refused (rule %q)", name, t, rule)
+	}
+	if s.refuse == reasonECH {
+		return fmt.Sprintf("coily: the TLS ClientHello sent to %s offers Encrypted Client Hello, which hides the server name from the egress allowlist; refused (rule %q): turn ECH off in the client", t, rule)
 	}
 	return fmt.Sprintf("coily: the TLS ClientHello sent to %s could not be read; refused (rule %q)", t, rule)
 }
@@ -77,6 +81,8 @@ func (p *Proxy) sniff(c *conn, r io.Reader, t Target, m *meter) sniffed {
 			return sniffed{refuse: reasonSNIMismatch, sni: name}
 		case perr == nil:
 			return sniffed{data: buf[:n]}
+		case errors.Is(perr, errHelloECH):
+			return sniffed{refuse: reasonECH, problem: perr.Error()}
 		case !errors.Is(perr, errHelloShort):
 			return sniffed{refuse: reasonBadHello, problem: perr.Error()}
 		case err != nil:

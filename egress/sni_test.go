@@ -167,6 +167,44 @@ func TestProxyTLSServerName(t *testing.T) {
 	}
 }
 
+// A client offering Encrypted Client Hello, its public name the CONNECT
+// host, is refused in both modes before the upstream gets a byte: the
+// server would answer the encrypted inner name, which the proxy cannot
+// check. Its row and the refusal sentence name ECH.
+func TestProxyRefusesECH(t *testing.T) {
+	srv, cl := countingTLSServer(t)
+	port := portOf(t, srv.URL)
+	res := newResolver("example.com", "127.0.0.1")
+	for _, mode := range []Mode{Enforce, Observe} {
+		t.Run(mode.String(), func(t *testing.T) {
+			tp := startProxy(t, Config{Resolver: res, Mode: mode}, []string{"example.com:" + port}, loopback)
+			cfg := &tls.Config{ServerName: "secret.example", MinVersion: tls.VersionTLS13,
+				EncryptedClientHelloConfigList: echConfigList(t, "example.com")}
+			before := cl.settled(t)
+			body, err := tlsGet(t, tp, "example.com:"+port, cfg)
+			if err == nil || !strings.Contains(err.Error(), "access denied") {
+				t.Fatalf("ECH hello: %q, %v; want the access_denied alert", body, err)
+			}
+			if after := cl.settled(t); after != before {
+				t.Fatalf("the upstream received %d bytes", after-before)
+			}
+			p := mustAtoi(port)
+			waitFor(t, "the refused row", func() bool {
+				r, _ := rowFor(tp.Rows(), "example.com", p, Deny)
+				return r.Conns == 1
+			})
+			r, _ := rowFor(tp.Rows(), "example.com", p, Deny)
+			if r.Reason != reasonECH || r.BytesUp != 0 {
+				t.Fatalf("deny row = %+v; want reason %s and nothing sent up", r, reasonECH)
+			}
+			msg := sniffed{refuse: reasonECH}.message(Target{Host: "example.com", Port: p}, "r")
+			if !strings.Contains(msg, "Encrypted Client Hello") || !strings.Contains(msg, "turn ECH off") {
+				t.Fatalf("message %q does not say what to do", msg)
+			}
+		})
+	}
+}
+
 // Raw first bytes: what passes is forwarded unchanged, a refused tunnel
 // gets an alert and its upstream not one byte, and the upstream's own
 // first words reach the client before the client has said anything.
