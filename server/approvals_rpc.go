@@ -65,11 +65,12 @@ func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coily
 		r := refusal.As(err)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	}
-	if _, aerr := s.record(ctx, rec); aerr != nil {
+	out, aerr := s.record(ctx, rec)
+	if aerr != nil {
 		return nil, refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
 	}
 	if err != nil {
-		return nil, err
+		return nil, refusal.WithAudit(err, out.ID)
 	}
 	return &coilyv1.DecideResponse{Approval: a}, nil
 }
