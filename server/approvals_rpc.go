@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"coily.dev/coily/audit"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -52,9 +51,8 @@ func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coily
 	if err != nil {
 		return nil, err
 	}
-	rec := audit.Record{Event: "approval.decide", Method: coilyv1.CoilyService_Decide_FullMethodName,
-		Principal: c.Principal, Transport: c.Transport, Peer: c.Peer, Reason: req.GetNote(),
-		Details: map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}}
+	rec := callerRecord(c, coilyv1.CoilyService_Decide_FullMethodName, "approval.decide", req.GetNote())
+	rec.Details = map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}
 	a, err := s.decide(c, req)
 	if a != nil {
 		rec.RequestID, rec.Argv, rec.Rule = a.GetRequestId(), a.GetArgv(), a.GetRule()

@@ -86,8 +86,9 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 
 // reloadRecord is the audit record of a reload of the file at path.
 func (s *Server) reloadRecord(path string) audit.Record {
-	return audit.Record{Event: EventPolicyReload, Principal: serverCaller.Principal, Transport: serverCaller.Transport,
-		Details: map[string]string{"path": path, "old_sha256": s.Policy().SHA256}}
+	rec := callerRecord(serverCaller, "", EventPolicyReload, "")
+	rec.Details = map[string]string{"path": path, "old_sha256": s.Policy().SHA256}
+	return rec
 }
 
 // refuseReload audits a reload that cannot apply: the file could not be
