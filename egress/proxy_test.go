@@ -304,6 +304,31 @@ func TestProxyIdleTimeout(t *testing.T) {
 	}
 }
 
+// A tunnel that stays busy is still cut at MaxDuration: a command cannot
+// hold a connection (and its slot of the budget) for ever by trickling.
+func TestProxyMaxDuration(t *testing.T) {
+	echo := strconv.Itoa(echoServer(t))
+	tp := startProxy(t, Config{Resolver: newResolver("ok.test", "127.0.0.1"), IdleTimeout: 5 * time.Second,
+		MaxDuration: 500 * time.Millisecond}, []string{"ok.test:" + echo}, loopback)
+	_, _, c := tp.raw(t, connect("ok.test:"+echo))
+	start := time.Now()
+	deadline := start.Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			break
+		}
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // trickle: never idle long enough for the idle timeout
+	}
+	d := time.Since(start)
+	if d < 450*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("a busy tunnel ended after %v; want it cut at MaxDuration (500ms)", d)
+	}
+}
+
 func TestProxyByteCap(t *testing.T) {
 	echo := strconv.Itoa(echoServer(t))
 	tp := startProxy(t, Config{Resolver: newResolver("ok.test", "127.0.0.1"), MaxBytes: 64 << 10},
