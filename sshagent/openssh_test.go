@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -138,5 +139,50 @@ func TestOpenSSHThroughAgent(t *testing.T) {
 		ssh.FingerprintSHA256(e.hostKeys[1]), e.host(1))
 	if r.Signed != 1 || len(r.Refused) != 2 || r.Refused[0] != want || !strings.Contains(r.Refused[1], "a session bind was refused on its connection") {
 		t.Fatalf("report %+v\nwant the bind refused: %s", r, want)
+	}
+}
+
+// OpenSSH's own tools against the agent: ssh-add lists the key and may
+// neither add, remove nor lock; ssh-keygen -Y sign (what git's ssh commit
+// signing runs) gets no signature: that is not a user authentication.
+func TestOpenSSHToolsRefused(t *testing.T) {
+	e := newSSHEnv(t)
+	a, sock := e.agent(t)
+	run := func(name string, args ...string) (string, error) {
+		cmd := exec.Command(name, args...)
+		cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + shortTemp(t), "SSH_AUTH_SOCK=" + sock}
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := run("ssh-add", "-l"); err != nil || !strings.Contains(out, ssh.FingerprintSHA256(e.signer.PublicKey())+" file:deploy") {
+		t.Fatalf("ssh-add -l: %v: %s", err, out)
+	}
+	other := filepath.Join(shortTemp(t), "other")
+	standin.SSHKeygen(t, other)
+	msg := filepath.Join(shortTemp(t), "msg")
+	if err := os.WriteFile(msg, []byte("commit\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"ssh-add", other}, {"ssh-add", "-D"}, {"ssh-add", "-d", e.privateFile + ".pub"},
+		{"ssh-add", "-t", "60", other}} {
+		if out, err := run(args[0], args[1:]...); err == nil {
+			t.Errorf("%q succeeded: %s", args, out)
+		}
+	}
+	if out, err := run("ssh-keygen", "-Y", "sign", "-n", "git", "-f", e.privateFile+".pub", msg); err == nil {
+		t.Errorf("ssh-keygen -Y sign through the agent succeeded: %s", out)
+	}
+	if out, err := run("ssh-add", "-l"); err != nil || strings.Count(out, "\n") != 1 {
+		t.Fatalf("after the refusals, ssh-add -l: %v: %s", err, out)
+	}
+	r := a.Report()
+	if r.Signed != 0 {
+		t.Fatalf("report %+v: signed", r)
+	}
+	for _, want := range []string{"refused to add a key", "refused to remove all keys", "refused to remove a key", "refused to add a constrained key",
+		"refused to sign with key file:deploy: no session is bound"} {
+		if !slices.ContainsFunc(r.Refused, func(s string) bool { return strings.Contains(s, want) }) {
+			t.Errorf("no refusal %q in %q", want, r.Refused)
+		}
 	}
 }
