@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/pem"
+	"os"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
@@ -88,3 +89,15 @@ func mustEd25519(t testing.TB) (ed25519.PublicKey, ed25519.PrivateKey) {
 }
 
 func pemEncode(b *pem.Block) []byte { return pem.EncodeToMemory(b) }
+
+// shortTemp is a directory with a short path (a unix socket path is at
+// most 108 bytes), removed when the test ends.
+func shortTemp(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "coily-agent-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

@@ -1,3 +1,5 @@
+//go:build linux
+
 package sshagent_test
 
 import (
@@ -103,16 +105,6 @@ func (e *sshEnv) ssh(t *testing.T, sock string, i int) (string, bool) {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSH_AUTH_SOCK=" + sock}
 	out, _ := cmd.CombinedOutput()
 	return string(out), strings.Contains(string(out), "Authenticated to 127.0.0.1")
-}
-
-func shortTemp(t *testing.T) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "coily-agent-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // The real OpenSSH client authenticates through the agent to the host
