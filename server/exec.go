@@ -14,6 +14,7 @@ import (
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
+	"golang.org/x/crypto/ssh"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -23,6 +24,7 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/sshagent"
 	"coily.dev/coily/store"
 )
 
@@ -51,6 +53,11 @@ type execution struct {
 	out sender
 	// egress is what its egress proxy saw (proxied network only).
 	egress []egress.Row
+	// sshSigners hold the private keys of the rule's ssh_keys, in order:
+	// for the exec's ssh agent only.
+	sshSigners []ssh.Signer
+	// sshAgent is what the exec's ssh agent did (ssh_keys only).
+	sshAgent sshagent.Report
 }
 
 // auditRecord starts an audit record describing the execution.
@@ -84,6 +91,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 	}
 	if x.rule != nil && len(x.rule.GitCredentials) > 0 {
 		details["git_credentials"] = gitCredentialNames(x.rule.GitCredentials) // hosts and references, never values
+	}
+	if x.rule != nil && len(x.rule.SSHKeys) > 0 {
+		details["ssh_keys"] = sshKeyNames(x.rule.SSHKeys) // references and hosts, never keys
 	}
 	if len(details) > 0 {
 		r.Details = details
@@ -287,6 +297,13 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		}
 		defer eg.stop()
 	}
+	// The exec's ssh agent, when its rule has ssh_keys: it ends with the
+	// exec, as the proxy does.
+	ag, err := s.startSSHAgent(x, eg)
+	if err != nil {
+		return s.refuseExec(ctx, x, err)
+	}
+	defer ag.stop()
 	ca, err := openCAFile(x.rule)
 	if err != nil {
 		return s.refuseExec(ctx, x, err)
@@ -300,7 +317,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	}
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
-		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(), ProxyAddr: eg.addr(), KnownHosts: eg.knownHosts(),
+		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(), ProxyAddr: eg.addr(), KnownHosts: eg.knownHosts(), SSHAgent: ag.socket(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
 		Limits: limits, CAFile: ca,
 	}))
@@ -339,6 +356,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	runErr = out.finish(runErr)
 	x.egress = eg.stop() // every tunnel ends with the command
+	x.sshAgent = ag.stop()
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	if qerr := res.report.QuarantineErr; qerr != nil {
 		// The workspace may hold something planted that coily could not
@@ -367,6 +385,12 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
+	if len(x.rule.SSHKeys) > 0 {
+		if rec.Details == nil {
+			rec.Details = map[string]string{}
+		}
+		sshAgentDetails(x.sshAgent, rec.Details)
+	}
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	if runErr != nil {
@@ -388,7 +412,7 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),
 		StdoutTruncated: res.truncated[coilyv1.Stream_STREAM_STDOUT],
 		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID,
-		EgressDenied: deniedSentences(x.egress)}, nil
+		EgressDenied: deniedSentences(x.egress), SshAgentRefused: agentSentences(x.rule.Name, x.sshAgent)}, nil
 }
 
 // saveRequest stores the request record, after the caller has its answer.
