@@ -183,4 +183,3 @@ func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	t.Cleanup(func() { p.Close(); wg.Wait() })
 	return p, sock
 }
-
