@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"os"
 	"reflect"
 	"strings"
 	"testing"
@@ -139,5 +140,35 @@ func checkSSHKeys(t testing.TB, r *policy.Rule) {
 		if len(r.SSHKeyPins(k)) == 0 {
 			t.Errorf("rule %q: ssh key %s has no pinned host key", r.Name, k.Key)
 		}
+	}
+}
+
+// The rule of docs/credentials.md's git over ssh recipe loads as written
+// (TestCLIExecGitOverSSH runs the same setup end to end).
+func TestCredentialsRecipeGitOverSSH(t *testing.T) {
+	doc, err := os.ReadFile("../docs/credentials.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "### git over ssh\n")
+	if !ok {
+		t.Fatal("docs/credentials.md has no git over ssh recipe")
+	}
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		t.Fatal("the recipe has no yaml block")
+	}
+	var lines []string
+	for _, l := range strings.Split(block, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "   "))
+	}
+	p, err := policy.Parse("recipe.yaml", []byte("version: 1\n"+strings.Join(lines, "\n")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := p.Rules()[0]
+	if len(r.SSHKeys) != 1 || r.SSHKeys[0].Key.String() != "vault:secret/coily/deploy#private_key" || r.SSHKeys[0].HostList() != "github.com" {
+		t.Fatalf("recipe rule %+v", r.SSHKeys)
 	}
 }
