@@ -355,8 +355,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	})
 	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	runErr = out.finish(runErr)
-	x.egress = eg.stop() // every tunnel ends with the command
-	x.sshAgent = ag.stop()
+	x.sshAgent = ag.stop() // the agent and its connections end with the command
+	x.egress = eg.stop()   // every tunnel too, and their directory goes
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	if qerr := res.report.QuarantineErr; qerr != nil {
 		// The workspace may hold something planted that coily could not

@@ -122,7 +122,13 @@ func (a *Agent) accept(l net.Listener) {
 	for {
 		c, err := l.Accept()
 		if err != nil {
-			return // closed (or broken: the exec's ssh then finds no agent)
+			a.mu.Lock()
+			if !a.closed {
+				// Broken: the exec's ssh finds no agent from now on.
+				a.cfg.Logger.Error("ssh agent stopped accepting", "rule", a.cfg.Rule, "err", err)
+			}
+			a.mu.Unlock()
+			return
 		}
 		a.mu.Lock()
 		switch {
