@@ -11,15 +11,17 @@ import (
 )
 
 // reservedEnv are the variables the server sets in a child's environment
-// (with ca_file: sandbox.CAEnv too); a credential may not take their place.
-var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM", "GIT_ALLOW_PROTOCOL",
+// (with ca_file: sandbox.CAEnv too; with ssh_keys: SSH_AUTH_SOCK); a
+// credential may not take their place.
+var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM", "GIT_ALLOW_PROTOCOL", "SSH_AUTH_SOCK",
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"},
 	sandbox.CAEnv...)
 
-// reservedEnvPrefixes are families the server sets: the locale, coily's
-// credential helper's (COILY_GIT_*) and git's configuration
-// (GIT_CONFIG_COUNT, _KEY_n, _VALUE_n name the helper).
-var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "GIT_CONFIG"}
+// reservedEnvPrefixes are families the server sets or uses: the locale,
+// coily's credential helper's (COILY_GIT_*), git's configuration
+// (GIT_CONFIG_COUNT, _KEY_n, _VALUE_n name the helper) and the names the
+// server fetches ssh_keys under (COILY_SSH_*, never in the environment).
+var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "GIT_CONFIG"}
 
 // ruleCredentials reads `credentials:`, a map from the child's environment
 // variable to a credential reference (credref.Parse).

@@ -142,6 +142,9 @@ type Rule struct {
 	// GitCredentials are the https credentials git inside the sandbox gets
 	// from coily's credential helper, one per host (`git_credentials:`).
 	GitCredentials []GitCredential
+	// SSHKeys are the private keys ssh inside the sandbox may use through
+	// coily's ssh agent, each for its hosts only (`ssh_keys:`).
+	SSHKeys []SSHKey
 	// CAFile is the owner's PEM bundle the command trusts instead of the
 	// system's (`ca_file:`); "" for none.
 	CAFile string

@@ -42,6 +42,7 @@ type ruleFile struct {
 	Limits         *limitsFileFields `yaml:"limits"`
 	Egress         *egressFile       `yaml:"egress"`
 	GitCredentials yaml.Node         `yaml:"git_credentials"`
+	SSHKeys        yaml.Node         `yaml:"ssh_keys"`
 	CAFile         string            `yaml:"ca_file"`
 }
 
@@ -149,6 +150,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 			b.ruleExecution(p, r, rf, rn)
 			b.ruleEgress(r, rf, rn)
 			b.ruleGitCredentials(r, rf, rn)
+			b.ruleSSHKeys(r, rf, rn)
 			b.ruleCAFile(r, rf, rn)
 			b.ruleLimits(p, r, rf, rn)
 		}
@@ -164,7 +166,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 // allowOnly are the keys that only make sense on allow rules.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
 	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress",
-	"git_credentials", "ca_file"}
+	"git_credentials", "ssh_keys", "ca_file"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {

@@ -54,7 +54,8 @@ func bridgeArgv(p *Profile, execPath string, argv []string) []string {
 }
 
 // proxiedMounts binds, in proxied mode, the bridge and the proxy socket,
-// and the known hosts file read-only when the profile has one.
+// the known hosts file read-only and the ssh agent's socket when the
+// profile has them.
 func (b Bwrap) proxiedMounts(p *Profile) []mount {
 	if p.Network != NetworkProxied {
 		return nil
@@ -63,6 +64,9 @@ func (b Bwrap) proxiedMounts(p *Profile) []mount {
 		{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: rankWrite}}
 	if p.KnownHosts != "" {
 		out = append(out, mount{op: "--ro-bind", src: p.KnownHosts, dst: KnownHostsPath, rank: rankWrite})
+	}
+	if p.SSHAgent != "" {
+		out = append(out, mount{op: "--bind", src: p.SSHAgent, dst: SSHAgentPath, rank: rankWrite})
 	}
 	return out
 }

@@ -51,6 +51,9 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if p.KnownHosts != "" && !regularFile(p.KnownHosts) {
 		return nil, fmt.Errorf("%w: known hosts %s is not a regular file", ErrUnavailable, p.KnownHosts)
 	}
+	if p.SSHAgent != "" && !unixSocket(p.SSHAgent) {
+		return nil, fmt.Errorf("%w: ssh agent %s is not a unix socket", ErrUnavailable, p.SSHAgent)
+	}
 	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied})
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
@@ -356,6 +359,13 @@ func maskNeeded(path string) bool {
 func regularFile(path string) bool {
 	fi, err := os.Stat(path)
 	return err == nil && fi.Mode().IsRegular()
+}
+
+// unixSocket reports whether path is a unix socket itself (not a link to
+// one).
+func unixSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	return err == nil && fi.Mode().Type() == os.ModeSocket
 }
 
 func exists(path string) bool {

@@ -120,6 +120,39 @@ func TestProfileValidateKnownHosts(t *testing.T) {
 	}
 }
 
+// The ssh agent's socket is bound at SSHAgentPath in proxied mode only,
+// as a clean absolute path; native and sandbox-exec refuse it.
+func TestProfileSSHAgent(t *testing.T) {
+	b := Bwrap{Bridge: "/usr/local/bin/coily"}
+	p := Profile{Dir: "/w", Home: "/h", Network: NetworkProxied, ProxySocket: "/s/proxy.sock", SSHAgent: "/s/agent.sock"}
+	if err := p.Validate(); err != nil {
+		t.Fatalf("base profile refused: %v", err)
+	}
+	if !slices.Contains(b.proxiedMounts(&p), mount{op: "--bind", src: "/s/agent.sock", dst: SSHAgentPath, rank: rankWrite}) {
+		t.Errorf("agent socket not bound at %s: %+v", SSHAgentPath, b.proxiedMounts(&p))
+	}
+	for name, mutate := range map[string]func(*Profile){
+		"loopback network": func(p *Profile) { p.Network, p.ProxySocket = NetworkLoopback, "" },
+		"open network":     func(p *Profile) { p.Network, p.ProxySocket = NetworkOpen, "" },
+		"relative":         func(p *Profile) { p.SSHAgent = "agent.sock" },
+		"unclean":          func(p *Profile) { p.SSHAgent = "/s/../agent.sock" },
+	} {
+		q := p
+		mutate(&q)
+		if err := q.Validate(); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := (Native{}).Wrap(context.Background(), exec.Command("/bin/true"), p); err == nil {
+		t.Error("native accepted an ssh agent")
+	}
+	q := p
+	q.ProxySocket, q.ProxyAddr = "", "127.0.0.1:8080"
+	if _, err := SandboxExecProfile(q); err == nil || !strings.Contains(err.Error(), "ssh agent") {
+		t.Errorf("sandbox-exec: %v", err)
+	}
+}
+
 func TestParseBwrapVersion(t *testing.T) {
 	for in, want := range map[string][3]int{"bubblewrap 0.8.0\n": {0, 8, 0}, "bubblewrap 0.11.1": {0, 11, 1}, "bubblewrap 1.2": {1, 2, 0}} {
 		if v, err := parseBwrapVersion(in); err != nil || v != want {

@@ -19,7 +19,9 @@ type ProfileInput struct {
 	// (see Profile): its unix socket, its loopback TCP address.
 	ProxySocket, ProxyAddr string
 	// KnownHosts is a known_hosts file for ssh (Profile.KnownHosts).
-	KnownHosts  string
+	KnownHosts string
+	// SSHAgent is the exec's ssh agent socket (Profile.SSHAgent).
+	SSHAgent    string
 	UnixSockets []string
 	// StateDir and Socket are the server's own; always denied.
 	StateDir, Socket string
@@ -66,7 +68,7 @@ var SystemDenyPaths = []string{
 func DefaultProfile(in ProfileInput) Profile {
 	p := Profile{
 		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
-		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, UnixSockets: in.UnixSockets,
+		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, SSHAgent: in.SSHAgent, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
 		CAFile: in.CAFile,

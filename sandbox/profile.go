@@ -45,6 +45,11 @@ const ProxySocketPath = "/run/coily/proxy.sock"
 // the bridge points ssh at this file alone.
 const KnownHostsPath = "/run/coily/known_hosts"
 
+// SSHAgentPath is where the exec's ssh agent socket (Profile.SSHAgent)
+// appears inside the sandbox in proxied mode; the server points
+// SSH_AUTH_SOCK at it.
+const SSHAgentPath = "/run/coily/agent.sock"
+
 // Profile is what a sandboxed command may see and do. Paths are absolute
 // host paths; they appear at the same place inside the sandbox.
 type Profile struct {
@@ -87,6 +92,9 @@ type Profile struct {
 	// pinned ssh host keys), bound read-only at KnownHostsPath; git over
 	// ssh then trusts these keys and no others (proxied mode only).
 	KnownHosts string
+	// SSHAgent is the host path of the exec's ssh agent socket (package
+	// sshagent), bound at SSHAgentPath (proxied mode, bwrap only).
+	SSHAgent string
 	// UnixSockets are host unix sockets the command may connect to; each
 	// is bound in at its own path. Without any, creating unix sockets is
 	// refused by the seccomp filter.
@@ -119,6 +127,9 @@ func (p *Profile) Validate() error {
 	}
 	if p.KnownHosts != "" && p.Network != NetworkProxied {
 		return fmt.Errorf("ssh known hosts need the proxied network, got %q", p.Network)
+	}
+	if p.SSHAgent != "" && p.Network != NetworkProxied {
+		return fmt.Errorf("an ssh agent needs the proxied network, got %q", p.Network)
 	}
 	if (p.Exec == nil) != (p.ExecPath == "") {
 		return fmt.Errorf("exec file and exec path go together")
@@ -172,6 +183,9 @@ func (p *Profile) allPaths() []labelledPath {
 	}
 	if p.KnownHosts != "" {
 		add("known hosts", p.KnownHosts)
+	}
+	if p.SSHAgent != "" {
+		add("ssh agent", p.SSHAgent)
 	}
 	for dst, src := range p.Files {
 		add("file", dst, src)

@@ -81,6 +81,9 @@ func (Native) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, e
 	if p.CAFile != nil {
 		return nil, fmt.Errorf("%w: native runs cannot be given a CA bundle", ErrUnavailable)
 	}
+	if p.SSHAgent != "" {
+		return nil, fmt.Errorf("%w: native runs cannot be given an ssh agent", ErrUnavailable)
+	}
 	cmd.Env = p.Env
 	cmd.Dir = p.Dir
 	return nil, nil

@@ -317,6 +317,9 @@ func sbplCheckProfile(p Profile) error {
 	if p.CAFile != nil {
 		return fmt.Errorf("%w: sandbox-exec cannot bind a CA bundle yet", ErrUnavailable)
 	}
+	if p.SSHAgent != "" {
+		return fmt.Errorf("%w: sandbox-exec cannot bind an ssh agent yet", ErrUnavailable)
+	}
 	check := func(what string, paths ...string) error {
 		for _, path := range paths {
 			if strings.ContainsAny(path, "\x00\n\r") {

@@ -83,7 +83,11 @@ step "the sandbox and containment tests again as an unprivileged user"
 # it does for root (above). The tests run from a copy of the tree and
 # prebuilt binaries that the user can read.
 if [ "$(id -u)" = 0 ]; then
-  id coilytest >/dev/null 2>&1 || useradd --system --create-home --home-dir /var/lib/coilytest --shell /usr/sbin/nologin coilytest
+  id coilytest >/dev/null 2>&1 || useradd --system --create-home --home-dir /var/lib/coilytest --shell /bin/sh coilytest
+  # sshd runs every command (git-upload-pack) through the user's login
+  # shell, and an unprivileged sshd logs in only as its own user: the git
+  # over ssh tests need coilytest to have one. It has no password.
+  [ "$(getent passwd coilytest | cut -d: -f7)" = /bin/sh ] || usermod --shell /bin/sh coilytest
   u=$(mktemp -d)
   mkdir -p "$u/src" "$u/bin" "$u/tmp"
   git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$u/src"
@@ -93,17 +97,21 @@ if [ "$(id -u)" = 0 ]; then
   go test -c -o "$u/bin/sandbox.test" ./sandbox
   go test -c -o "$u/bin/server.test" ./server
   go test -c -o "$u/bin/coily.test" ./cmd/coily
+  go test -c -o "$u/bin/sshagent.test" ./sshagent
+  cp bin/vaultdev "$u/bin/vaultdev"
   chmod -R a+rX "$u"
   chown coilytest "$u/tmp"
   ulog=$(mktemp)
   asuser() { # DIR TESTBIN PATTERN
     (cd "$u/src/$1" && runuser -u coilytest -- env -i PATH="$PATH" HOME=/var/lib/coilytest TMPDIR="$u/tmp" CI="${CI:-}" \
       COILY_TEST_COILY="$u/bin/coily" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
+      COILY_VAULTDEV="$u/bin/vaultdev" \
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox' &&
-    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials'
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH' &&
+    asuser sshagent sshagent.test 'OpenSSH'
   status=$?
   set -e
   grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true

@@ -38,20 +38,24 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 			return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
 		}
 	}
-	x.secrets = vals
 	secrets := make([]scrub.Secret, 0, len(vals))
 	for _, name := range slices.Sorted(maps.Keys(vals)) {
 		secrets = append(secrets, scrub.Secret{Name: name, Value: vals[name]})
 	}
-	x.scrub = scrub.NewSet(secrets)
+	x.scrub = scrub.NewSet(secrets) // ssh keys too: they never reach the child, but never leave either
+	if x.sshSigners, err = takeSSHKeys(x.rule, vals); err != nil {
+		return err
+	}
+	x.secrets = vals
 	return nil
 }
 
 // credentialRefs are the references to fetch, by the child's variable:
-// the rule's credentials, and each git credential's password under
-// gitcred.PasswordVar (policy reserves those names).
+// the rule's credentials, each git credential's password under
+// gitcred.PasswordVar and each ssh key under sshKeyVar (policy reserves
+// those names; ssh keys are taken out before the environment is built).
 func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
-	if len(r.GitCredentials) == 0 {
+	if len(r.GitCredentials) == 0 && len(r.SSHKeys) == 0 {
 		return r.Credentials
 	}
 	refs := maps.Clone(r.Credentials)
@@ -61,14 +65,18 @@ func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
 	for i, g := range r.GitCredentials {
 		refs[gitcred.PasswordVar(i)] = g.Password
 	}
+	for i, k := range r.SSHKeys {
+		refs[sshKeyVar(i)] = k.Key
+	}
 	return refs
 }
 
 // childEnv is what the caller passed plus the credentials, the git
-// credential helper's configuration and the CA variables, which no
-// caller-passed variable can replace (policy refuses the overlap).
+// credential helper's configuration, the CA variables and SSH_AUTH_SOCK,
+// which no caller-passed variable can replace (policy refuses the
+// overlap).
 func (x *execution) childEnv() map[string]string {
-	if len(x.secrets) == 0 && x.rule.CAFile == "" {
+	if len(x.secrets) == 0 && x.rule.CAFile == "" && len(x.rule.SSHKeys) == 0 {
 		return x.req.GetEnv()
 	}
 	env := maps.Clone(x.req.GetEnv())
@@ -83,6 +91,9 @@ func (x *execution) childEnv() map[string]string {
 		for _, k := range sandbox.CAEnv {
 			env[k] = sandbox.CAPath
 		}
+	}
+	if len(x.rule.SSHKeys) > 0 {
+		env["SSH_AUTH_SOCK"] = sandbox.SSHAgentPath
 	}
 	return env
 }

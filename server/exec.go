@@ -14,6 +14,7 @@ import (
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
+	"golang.org/x/crypto/ssh"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -23,6 +24,7 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/sshagent"
 	"coily.dev/coily/store"
 )
 
@@ -51,13 +53,19 @@ type execution struct {
 	out sender
 	// egress is what its egress proxy saw (proxied network only).
 	egress []egress.Row
+	// sshSigners hold the private keys of the rule's ssh_keys, in order:
+	// for the exec's ssh agent only.
+	sshSigners []ssh.Signer
+	// sshAgent is what the exec's ssh agent did (ssh_keys only).
+	sshAgent sshagent.Report
 
 	// What step 9 readies for the run, in the order it is readied: the
 	// private home (scratch, removed after), the workspace root and the
-	// working directory in it, the egress proxy, the rule's CA bundle, and
+	// working directory in it, the egress proxy, the ssh agent, the rule's CA bundle, and
 	// the command wrapped in its sandbox.
 	home, root, dir string
 	eg              *egressRun
+	ag              *sshAgentRun
 	ca              *os.File
 	cmd             *exec.Cmd
 	conf            *sandbox.Confinement
@@ -109,6 +117,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.rule != nil && len(x.rule.GitCredentials) > 0 {
 		details["git_credentials"] = gitCredentialNames(x.rule.GitCredentials) // hosts and references, never values
 	}
+	if x.rule != nil && len(x.rule.SSHKeys) > 0 {
+		details["ssh_keys"] = sshKeyNames(x.rule.SSHKeys) // references and hosts, never keys
+	}
 	if len(details) > 0 {
 		r.Details = details
 	}
@@ -150,6 +161,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 		s.makeHome,         // 9. a private home in the scratch directory
 		s.lockWorkspace,    // 9. the workspace, one command at a time
 		s.startProxy,       // 9. the exec's egress proxy (proxied rules)
+		s.startAgent,       // 9. the exec's ssh agent (rules with ssh_keys)
 		s.openCA,           // 9. the rule's CA bundle
 		s.wrapSandbox,      // 9. the command inside its sandbox
 		s.stillWanted,      //    not cancelled while it was readied
@@ -337,6 +349,19 @@ func (s *Server) startProxy(_ context.Context, x *execution) error {
 	return nil
 }
 
+// startAgent starts the exec's ssh agent when its rule has ssh_keys: it
+// ends with the command (runExec), as the proxy does, or when the
+// execution is over.
+func (s *Server) startAgent(_ context.Context, x *execution) error {
+	ag, err := s.startSSHAgent(x, x.eg)
+	if err != nil {
+		return err
+	}
+	x.ag = ag
+	x.onDone(func() { ag.stop() })
+	return nil
+}
+
 // openCA opens the rule's CA bundle, if it names one.
 func (s *Server) openCA(_ context.Context, x *execution) error {
 	ca, err := openCAFile(x.rule)
@@ -361,7 +386,7 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
-		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(),
+		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
 		Limits: limits, CAFile: x.ca,
 	}))
@@ -409,7 +434,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	})
 	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	runErr = out.finish(runErr)
-	x.egress = x.eg.stop() // every tunnel ends with the command
+	x.sshAgent = x.ag.stop() // the agent and its connections end with the command
+	x.egress = x.eg.stop()   // every tunnel too, and their directory goes
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	s.lockoutIfUnchecked(ctx, x, res.report.QuarantineErr)
 	// The command is over: free its slot before the caller hears so, or
@@ -444,6 +470,12 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	rec := x.auditRecord("exec.result")
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
+	if len(x.rule.SSHKeys) > 0 {
+		if rec.Details == nil {
+			rec.Details = map[string]string{}
+		}
+		sshAgentDetails(x.sshAgent, rec.Details)
+	}
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	if runErr != nil {
@@ -465,7 +497,7 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),
 		StdoutTruncated: res.truncated[coilyv1.Stream_STREAM_STDOUT],
 		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID,
-		EgressDenied: deniedSentences(x.egress)}, nil
+		EgressDenied: deniedSentences(x.egress), SshAgentRefused: agentSentences(x.rule.Name, x.sshAgent)}, nil
 }
 
 // saveRequest stores the request record, after the caller has its answer.

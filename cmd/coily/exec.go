@@ -59,6 +59,10 @@ func runExec(ctx context.Context, e *env) int {
 	for _, s := range exit.GetEgressDenied() {
 		printLine(e.stderr, "coily: egress refused: %s", s)
 	}
+	// ssh says only "agent refused operation": say why.
+	for _, s := range exit.GetSshAgentRefused() {
+		printLine(e.stderr, "coily: %s", s)
+	}
 	return client.ExitCode(exit)
 }
 

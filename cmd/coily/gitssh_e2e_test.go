@@ -3,23 +3,19 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"os/exec"
-	"os/user"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
-	"time"
 
 	"coily.dev/coily/egress"
+	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/policy"
 )
 
@@ -37,29 +33,24 @@ const gitHost = "git.test"
 // with the proxy's message.
 func TestGitOverSSHThroughEgress(t *testing.T) {
 	requireBwrap(t)
-	requireSSHTools(t)
-	me, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
 	// sshd runs git through the login user's shell, and only root's sshd
 	// may log in as another user: the test logs in as itself.
-	requireComponent(t, os.Geteuid() == 0 || hasLoginShell(me.Username),
-		"root, or a login shell for "+me.Username+" (sshd runs git-upload-pack through it)")
+	me := standin.NeedSSH(t)
 	srv := shortDir(t)
 	ws := shortDir(t)
-	// The client key lives in the workspace for this test; keys held by
-	// coily and offered through an ssh agent are a later issue.
+	// This test is of the transport (the tunnel and the pins), so the
+	// client key is the workspace's own here; a key held by coily, which
+	// never enters the sandbox, is TestCLIExecGitOverSSH's.
 	clientKey := filepath.Join(ws, "id_ed25519")
-	sshKeygen(t, clientKey)
-	sshKeygen(t, filepath.Join(srv, "host_key"))
-	sshKeygen(t, filepath.Join(srv, "other_key"))
+	standin.SSHKeygen(t, clientKey)
+	standin.SSHKeygen(t, filepath.Join(srv, "host_key"))
+	standin.SSHKeygen(t, filepath.Join(srv, "other_key"))
 	if err := os.Rename(clientKey+".pub", filepath.Join(srv, "authorized_keys")); err != nil {
 		t.Fatal(err)
 	}
 	bare := seedBareRepo(t, srv)
-	port := startSSHD(t, srv)
-	url := fmt.Sprintf("ssh://%s@%s:%d%s", me.Username, gitHost, port, bare)
+	port := standin.SSHD(t, srv)
+	url := fmt.Sprintf("ssh://%s@%s:%d%s", me, gitHost, port, bare)
 	script := `set -e
 GIT_SSH_COMMAND="$GIT_SSH_COMMAND -i $PWD/id_ed25519"; export GIT_SSH_COMMAND
 git clone -q ` + shellQuote(url) + ` clone
@@ -107,41 +98,6 @@ git push -q origin main`
 	}
 	if after := gitOut(t, "--git-dir", bare, "rev-parse", "main"); after != before {
 		t.Errorf("a refused run changed the repository: %s → %s", before, after)
-	}
-}
-
-func requireSSHTools(t *testing.T) {
-	t.Helper()
-	ok := true
-	for _, tool := range []string{"/usr/sbin/sshd", "ssh", "ssh-keygen", "git"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			ok = false
-		}
-	}
-	requireComponent(t, ok, "openssh-server (sshd), openssh-client (ssh, ssh-keygen) and git")
-}
-
-// hasLoginShell reports whether name's login shell (from /etc/passwd)
-// runs commands.
-func hasLoginShell(name string) bool {
-	data, err := os.ReadFile("/etc/passwd")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		f := strings.Split(line, ":")
-		if len(f) == 7 && f[0] == name {
-			base := filepath.Base(f[6])
-			return f[6] != "" && base != "nologin" && base != "false"
-		}
-	}
-	return false
-}
-
-func sshKeygen(t *testing.T, path string) {
-	t.Helper()
-	if out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", path).CombinedOutput(); err != nil {
-		t.Fatalf("ssh-keygen: %v: %s", err, out)
 	}
 }
 
@@ -193,165 +149,6 @@ func knownHostsFile(t *testing.T, dir, pub string, port int) string {
 	return path
 }
 
-// startSSHD runs sshd on 127.0.0.1 with dir's host key and authorized
-// keys, in the foreground, until the test ends; it returns the port.
-func startSSHD(t *testing.T, dir string) int {
-	t.Helper()
-	if os.Geteuid() == 0 {
-		// root's sshd checks its privilege separation directory.
-		if _, err := os.Stat("/run/sshd"); os.IsNotExist(err) {
-			if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { os.Remove("/run/sshd") })
-		}
-	}
-	for attempt := 0; ; attempt++ {
-		port := freePort(t)
-		if sshdUp(t, dir, port) {
-			return port
-		}
-		if attempt == 2 {
-			t.Fatal("sshd did not start")
-		}
-	}
-}
-
-// sshdUp starts sshd on port and waits for its banner; false when it
-// exited first (the port was taken meanwhile).
-func sshdUp(t *testing.T, dir string, port int) bool {
-	t.Helper()
-	conf := filepath.Join(dir, "sshd_config")
-	config := fmt.Sprintf(`ListenAddress 127.0.0.1
-Port %d
-HostKey %s
-PidFile %s
-AuthorizedKeysFile %s
-StrictModes no
-AuthenticationMethods publickey
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-PermitRootLogin prohibit-password
-LogLevel DEBUG1
-`, port, filepath.Join(dir, "host_key"), filepath.Join(dir, "sshd.pid"), filepath.Join(dir, "authorized_keys"))
-	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	log := new(syncBuffer)
-	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", conf)
-	cmd.Stdout, cmd.Stderr = log, log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(exited) }()
-	stop := func() {
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-			<-exited
-		}
-		waitSessions(t, log.String())
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if sshBanner(port) {
-			t.Cleanup(stop)
-			return true
-		}
-		select {
-		case <-exited:
-			t.Logf("sshd on port %d exited: %s", port, log)
-			return false
-		default:
-		}
-		if time.Now().After(deadline) {
-			stop()
-			t.Fatalf("sshd did not answer on port %d: %s", port, log)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// sshBanner reports whether an ssh server answers on 127.0.0.1:port.
-func sshBanner(port int) bool {
-	c, err := net.DialTimeout("tcp", "127.0.0.1:"+strconv.Itoa(port), time.Second)
-	if err != nil {
-		return false
-	}
-	defer c.Close()
-	_ = c.SetDeadline(time.Now().Add(5 * time.Second))
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return err == nil && strings.HasPrefix(line, "SSH-2.0-")
-}
-
-// waitSessions waits until no process is left alive in the sessions of
-// the connections sshd logged ("Forked child N": each one calls setsid,
-// and its privilege-separated children stay in its session, even when
-// orphaned); any left at the deadline is killed, and the test fails.
-func waitSessions(t *testing.T, log string) {
-	t.Helper()
-	sids := map[string]bool{}
-	for _, line := range strings.Split(log, "\n") {
-		if _, pid, ok := strings.Cut(line, "Forked child "); ok {
-			sids[strings.TrimSuffix(strings.TrimSpace(pid), ".")] = true
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		left := sessionProcs(sids)
-		if len(left) == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			for _, pid := range left {
-				_ = syscall.Kill(pid, syscall.SIGKILL)
-			}
-			t.Errorf("sshd's connection processes %v outlived their clients", left)
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// sessionProcs lists the live (not zombie) processes whose session is
-// one of sids.
-func sessionProcs(sids map[string]bool) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session …: comm may hold spaces.
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 3 && f[0] != "Z" && sids[f[3]] {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // gitResolver resolves gitHost to 127.0.0.1 and nothing else.
 type gitResolver struct{}
 
@@ -385,75 +182,4 @@ func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	go func() { defer wg.Done(); _ = p.Serve(l) }()
 	t.Cleanup(func() { p.Close(); wg.Wait() })
 	return p, sock
-}
-
-// The same through `coily serve`: the rule's ssh_known_hosts pins reach
-// ssh in the sandbox, the push lands, and the record has the row.
-func TestCLIExecGitOverSSH(t *testing.T) {
-	requireBwrap(t)
-	requireSSHTools(t)
-	me, err := user.Current()
-	if err != nil {
-		t.Fatal(err)
-	}
-	requireComponent(t, os.Geteuid() == 0 || hasLoginShell(me.Username),
-		"root, or a login shell for "+me.Username+" (sshd runs git-upload-pack through it)")
-	srv := shortDir(t)
-	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
-	if err := os.Mkdir(ws, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	clientKey := filepath.Join(ws, "id_ed25519")
-	sshKeygen(t, clientKey)
-	sshKeygen(t, filepath.Join(srv, "host_key"))
-	if err := os.Rename(clientKey+".pub", filepath.Join(srv, "authorized_keys")); err != nil {
-		t.Fatal(err)
-	}
-	bare := seedBareRepo(t, srv)
-	port := startSSHD(t, srv)
-	pub, err := os.ReadFile(filepath.Join(srv, "host_key.pub"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := strings.Fields(string(pub))
-	pin := fmt.Sprintf("[%s]:%d %s %s", gitHost, port, f[0], f[1])
-	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
-workspaces: {repo: %s}
-roles: {operator: {permissions: [exec], commands: [git-ssh]}}
-commands:
-  - name: git-ssh
-    binary: /bin/sh
-    args: ["**"]
-    flags: any
-    workspace: repo
-    network: proxied
-    egress:
-      allow: ["%s:%d"]
-      allow_cidrs: [127.0.0.0/8]
-      hosts: {%s: [127.0.0.1]}
-      ssh_known_hosts: [%q]
-`, ws, gitHost, port, gitHost, pin)))
-	url := fmt.Sprintf("ssh://%s@%s:%d%s", me.Username, gitHost, port, bare)
-	script := `set -e
-GIT_SSH_COMMAND="$GIT_SSH_COMMAND -i $PWD/id_ed25519"; export GIT_SSH_COMMAND
-git clone -q ` + shellQuote(url) + ` clone
-cd clone
-echo pushed > pushed.txt
-git add pushed.txt
-git -c user.name=sandbox -c user.email=sandbox@example.com commit -qm 'pushed through coily'
-git push -q origin main`
-	if r := p.run(t, "exec", "--", "/bin/sh", "-c", script); r.code != 0 {
-		t.Fatalf("clone and push through coily: %+v\n%s", r, p.log)
-	}
-	if got := gitOut(t, "--git-dir", bare, "log", "-1", "--format=%s", "main"); got != "pushed through coily" {
-		t.Fatalf("the push did not land: last commit %q", got)
-	}
-	recs := egressRecords(t, dir)
-	if len(recs) != 1 {
-		t.Fatalf("%d exec.result records", len(recs))
-	}
-	if row, ok := findRow(recs[0].Egress, gitHost, port, "allow"); !ok || row.Conns != 2 {
-		t.Errorf("rows %+v, want one allow row with 2 connections (clone, push)", recs[0].Egress)
-	}
 }

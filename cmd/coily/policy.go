@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"maps"
-	"net/netip"
 	"os/user"
 	"slices"
 	"strings"
@@ -41,7 +40,7 @@ func policyCheck(e *env) int {
 			absent++
 			printLine(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v", p.Path, r.Line, r.Name, r.Absent)
 		}
-		for _, l := range append(egressLines(r), gitCredentialLines(r)...) {
+		for _, l := range slices.Concat(egressLines(r), gitCredentialLines(r), sshKeyLines(r)) {
 			printLine(e.stdout, "%s:%d: %s", p.Path, r.Line, l)
 		}
 	}
@@ -96,23 +95,13 @@ func knownHostLines(r *policy.Rule, mode string) []string {
 		hosts := strings.SplitN(k.String(), " ", 2)[0]
 		lines = append(lines, fmt.Sprintf("rule %q egress %s: ssh_known_hosts %s %s %s", r.Name, mode, hosts, k.KeyType, k.Fingerprint))
 		for _, h := range k.Hosts {
-			if mode == policy.EgressEnforce && !egressReaches(r.Egress, h) {
-				lines = append(lines, fmt.Sprintf("warning: rule %q pins an ssh host key for %s, which its egress allowlist does not reach (add %s:%d to egress.allow, or a CIDR to egress.allow_cidrs for an address)",
-					r.Name, h, h.Host, h.Port))
+			if !r.Egress.ReachesSSH(h) {
+				lines = append(lines, fmt.Sprintf("warning: rule %q pins an ssh host key for %s, which its egress allowlist does not reach (%s)",
+					r.Name, h, policy.ReachHint(h)))
 			}
 		}
 	}
 	return lines
-}
-
-// egressReaches reports whether an enforced egress block lets ssh reach
-// h: a name through the allowlist, an address through allow_cidrs (as
-// the proxy decides).
-func egressReaches(e *policy.Egress, h policy.SSHHost) bool {
-	if a, err := netip.ParseAddr(h.Host); err == nil {
-		return slices.ContainsFunc(e.CIDRs, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
-	}
-	return e.Allows(h.Host, h.Port)
 }
 
 // gitCredentialLines explains a rule's git_credentials: one line per
@@ -125,6 +114,21 @@ func gitCredentialLines(r *policy.Rule) []string {
 	}
 	for _, addr := range r.GitCredentialsUnreachable() {
 		lines = append(lines, fmt.Sprintf("warning: rule %q has git_credentials for %s, which its egress allowlist does not allow: git cannot reach it (add %s to egress.allow)", r.Name, addr, addr))
+	}
+	return lines
+}
+
+// sshKeyLines explains a rule's ssh_keys: one line per key, with the
+// hosts it signs for and the fingerprints of their pinned host keys.
+func sshKeyLines(r *policy.Rule) []string {
+	var lines []string
+	for _, k := range r.SSHKeys {
+		var fps []string
+		for _, p := range r.SSHKeyPins(k) {
+			fps = append(fps, p.Fingerprint)
+		}
+		lines = append(lines, fmt.Sprintf("rule %q ssh_keys: ssh gets %s through coily's agent, which signs only for %s (host keys %s); the key never enters the sandbox",
+			r.Name, k.Key, k.HostList(), strings.Join(fps, ", ")))
 	}
 	return lines
 }

@@ -71,6 +71,14 @@ func TestPolicyCheckEgress(t *testing.T) {
 			want: []string{`warning: rule "r" has git_credentials for git.example.com:8443, which its egress allowlist does not allow: git cannot reach it (add git.example.com:8443 to egress.allow)`},
 		},
 		{
+			name: "ssh keys",
+			rule: "network: proxied\n    egress:\n      allow: [\"github.com:22\"]\n      ssh_known_hosts:\n" +
+				"        - \"github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs\"\n" +
+				"    ssh_keys: [{key: \"vault:secret/coily/deploy#private_key\", hosts: [github.com]}]",
+			want:    []string{`rule "r" ssh_keys: ssh gets vault:secret/coily/deploy#private_key through coily's agent, which signs only for github.com (host keys SHA256:hqvtsyY+9zLXCmFN1eJY3Rya8nzGse7iriFkbnGQC78); the key never enters the sandbox`},
+			notWant: []string{"warning"},
+		},
+		{
 			name:    "no network",
 			rule:    "network: deny",
 			notWant: []string{"egress", "warning"},

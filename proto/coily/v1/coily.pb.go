@@ -564,9 +564,16 @@ type ExecExit struct {
 	// refused, naming the rule and the host: "host example.com:443 is not
 	// in the egress allowlist of rule \"gh\"; ask the owner to add it".
 	// At most 16; the audit record's egress rows have them all.
-	EgressDenied  []string `protobuf:"bytes,7,rep,name=egress_denied,json=egressDenied,proto3" json:"egress_denied,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	EgressDenied []string `protobuf:"bytes,7,rep,name=egress_denied,json=egressDenied,proto3" json:"egress_denied,omitempty"`
+	// One sentence for each kind of request the exec's ssh agent (a rule's
+	// ssh_keys) refused, naming the rule, and the key and host key where
+	// there is one: "ssh agent of rule \"git\" refused to sign with key
+	// vault:secret/coily/deploy#private_key for the session with host key
+	// SHA256:… (pinned for other.example.com): the rule gives this key for
+	// git.example.com only". At most 16; the audit record has them too.
+	SshAgentRefused []string `protobuf:"bytes,8,rep,name=ssh_agent_refused,json=sshAgentRefused,proto3" json:"ssh_agent_refused,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ExecExit) Reset() {
@@ -644,6 +651,13 @@ func (x *ExecExit) GetAuditId() string {
 func (x *ExecExit) GetEgressDenied() []string {
 	if x != nil {
 		return x.EgressDenied
+	}
+	return nil
+}
+
+func (x *ExecExit) GetSshAgentRefused() []string {
+	if x != nil {
+		return x.SshAgentRefused
 	}
 	return nil
 }
@@ -2261,7 +2275,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"ExecOutput\x12(\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x10.coily.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\x8c\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xb8\x02\n" +
 	"\bExecExit\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x125\n" +
@@ -2269,7 +2283,8 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x10stdout_truncated\x18\x04 \x01(\bR\x0fstdoutTruncated\x12)\n" +
 	"\x10stderr_truncated\x18\x05 \x01(\bR\x0fstderrTruncated\x12\x19\n" +
 	"\baudit_id\x18\x06 \x01(\tR\aauditId\x12#\n" +
-	"\regress_denied\x18\a \x03(\tR\fegressDenied\"(\n" +
+	"\regress_denied\x18\a \x03(\tR\fegressDenied\x12*\n" +
+	"\x11ssh_agent_refused\x18\b \x03(\tR\x0fsshAgentRefused\"(\n" +
 	"\x0eLockoutRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"X\n" +
 	"\x0fLockoutResponse\x12-\n" +

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/pem"
+	"strings"
+	"testing"
+
+	"golang.org/x/crypto/ssh"
+
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
+)
+
+// sshKeyPEM makes an OpenSSH private key file.
+func sshKeyPEM(t *testing.T) (string, ssh.PublicKey) {
+	t.Helper()
+	pub, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	block, err := ssh.MarshalPrivateKey(priv, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp, err := ssh.NewPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(block)), sp
+}
+
+const sshRuleBody = `    credentials: {GH_TOKEN: "file:gh"}
+    egress:
+      allow: ["git.example.com:22", "other.example.com:22"]
+      ssh_known_hosts:
+        - git.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs
+        - other.example.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs
+    ssh_keys:
+      - {key: "file:deploy", hosts: [git.example.com]}
+`
+
+// An ssh key is fetched with the rule's credentials, parsed, and kept out
+// of the child's environment, which gets SSH_AUTH_SOCK instead; the key is
+// redacted from output all the same, and the audit record names it.
+func TestFetchSSHKeys(t *testing.T) {
+	key, pub := sshKeyPEM(t)
+	r := gitRule(t, sshRuleBody)
+	// The credentials file holds one line per value: the key in base64.
+	s := credServer(t, "deploy="+base64.StdEncoding.EncodeToString([]byte(key))+"\ngh=gh-secret-3\n")
+	x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
+	if err := s.fetchCredentials(context.Background(), x); err != nil {
+		t.Fatal(err)
+	}
+	if len(x.sshSigners) != 1 || string(x.sshSigners[0].PublicKey().Marshal()) != string(pub.Marshal()) {
+		t.Fatalf("signers %v", x.sshSigners)
+	}
+	env := x.childEnv()
+	if len(env) != 2 || env["GH_TOKEN"] != "gh-secret-3" || env["SSH_AUTH_SOCK"] != sandbox.SSHAgentPath {
+		t.Fatalf("child env %v: want GH_TOKEN and SSH_AUTH_SOCK only", env)
+	}
+	if out := x.scrub.Redact([]byte(base64.StdEncoding.EncodeToString([]byte(key)))); strings.Contains(string(out), key[40:60]) {
+		t.Errorf("the key is not redacted from output")
+	}
+	if d := x.auditRecord("exec.result").Details["ssh_keys"]; d != "file:deploy=git.example.com" {
+		t.Errorf("audit details ssh_keys = %q", d)
+	}
+	keys, err := agentKeys(r, x.sshSigners)
+	if err != nil || len(keys) != 1 || len(keys[0].HostKeys) != 1 || keys[0].Hosts != "git.example.com" {
+		t.Fatalf("agent keys %+v, %v", keys, err)
+	}
+	if got := pinnedFor(r)["SHA256:hqvtsyY+9zLXCmFN1eJY3Rya8nzGse7iriFkbnGQC78"]; got != "git.example.com,other.example.com" {
+		t.Errorf("pinnedFor = %q", got)
+	}
+}
+
+// A value that is no usable key refuses the exec with
+// credential-unavailable, naming the reference and never the value.
+func TestFetchSSHKeyUnusable(t *testing.T) {
+	key, _ := sshKeyPEM(t)
+	r := gitRule(t, sshRuleBody)
+	for name, value := range map[string]string{
+		"public key":   "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs",
+		"a token":      "ghp_0123456789abcdefghij",
+		"cut key":      base64.StdEncoding.EncodeToString([]byte(key[:len(key)/2])),
+		"missing line": "",
+	} {
+		lines := "gh=x\n"
+		if value != "" {
+			lines += "deploy=" + value + "\n"
+		}
+		x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
+		err := credServer(t, lines).fetchCredentials(context.Background(), x)
+		if refusal.As(err).Code != refusal.CredentialUnavailable || !strings.Contains(err.Error(), "file:deploy") {
+			t.Errorf("%s: %v", name, err)
+		}
+		if value != "" && strings.Contains(err.Error(), value) {
+			t.Errorf("%s: the error quotes the value", name)
+		}
+	}
+}

@@ -1,0 +1,236 @@
+package sshagent
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"sync"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// Bounds of one agent.
+const (
+	// MaxRefusals bounds the refusal sentences a Report carries.
+	MaxRefusals = 16
+	// maxConns bounds the connections served at once.
+	maxConns = 32
+	// maxBinds bounds the sessions bound on one connection (OpenSSH's
+	// agent keeps 16).
+	maxBinds = 16
+)
+
+// Key is one private key the agent holds and where it may be used.
+type Key struct {
+	// Name labels the key: its credential reference. ssh sees it as the
+	// key's comment.
+	Name string
+	// Signer holds the private key.
+	Signer ssh.Signer
+	// HostKeys are the host keys of the sessions the key may sign for:
+	// those the rule pins for the key's hosts.
+	HostKeys []ssh.PublicKey
+	// Hosts names those hosts, for messages ("[git.example.com]:2222").
+	Hosts string
+}
+
+// Config configures an Agent.
+type Config struct {
+	// Rule names the rule, for messages.
+	Rule string
+	Keys []Key
+	// PinnedFor names, by fingerprint (SHA256:…), the hosts each of the
+	// rule's pinned host keys is pinned for, for messages.
+	PinnedFor map[string]string
+	// Logger gets one line per signature and per refusal.
+	Logger *slog.Logger
+}
+
+// Report is what an agent did: how many signatures it made, and why it
+// refused what it refused (each sentence once, the first MaxRefusals;
+// More counts the refusals after those).
+type Report struct {
+	Signed  int
+	Refused []string
+	More    int
+}
+
+// Agent serves a fixed set of keys over a listener until Close.
+type Agent struct {
+	cfg        Config
+	blobs      [][]byte // each key's public key blob, in order
+	identities []byte   // the IDENTITIES_ANSWER message
+	hostKeys   map[string]bool
+
+	mu      sync.Mutex
+	ln      net.Listener
+	conns   map[net.Conn]struct{}
+	closed  bool
+	report  Report
+	wg      sync.WaitGroup
+	refused map[string]bool
+}
+
+// New checks cfg: at least one key, each with a signer and at least one
+// host key; no key twice.
+func New(cfg Config) (*Agent, error) {
+	if len(cfg.Keys) == 0 {
+		return nil, errors.New("ssh agent: no key")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	a := &Agent{cfg: cfg, hostKeys: map[string]bool{}, conns: map[net.Conn]struct{}{}, refused: map[string]bool{}}
+	answer := binary.BigEndian.AppendUint32([]byte{msgIdentitiesAnswer}, uint32(len(cfg.Keys)))
+	for _, k := range cfg.Keys {
+		if k.Signer == nil || len(k.HostKeys) == 0 {
+			return nil, fmt.Errorf("ssh agent: key %s has no signer or no host key", k.Name)
+		}
+		blob := k.Signer.PublicKey().Marshal()
+		if slices.ContainsFunc(a.blobs, func(b []byte) bool { return string(b) == string(blob) }) {
+			return nil, fmt.Errorf("ssh agent: key %s is given twice", k.Name)
+		}
+		a.blobs = append(a.blobs, blob)
+		answer = appendString(appendString(answer, blob), []byte(k.Name))
+		for _, h := range k.HostKeys {
+			a.hostKeys[string(h.Marshal())] = true
+		}
+	}
+	a.identities = answer
+	return a, nil
+}
+
+// Start serves l in the background until Close.
+func (a *Agent) Start(l net.Listener) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.closed {
+		l.Close()
+		return
+	}
+	a.ln = l
+	a.wg.Add(1)
+	go a.accept(l)
+}
+
+// accept serves each connection, at most maxConns at once.
+func (a *Agent) accept(l net.Listener) {
+	defer a.wg.Done()
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			a.mu.Lock()
+			if !a.closed {
+				// Broken: the exec's ssh finds no agent from now on.
+				a.cfg.Logger.Error("ssh agent stopped accepting", "rule", a.cfg.Rule, "err", err)
+			}
+			a.mu.Unlock()
+			return
+		}
+		a.mu.Lock()
+		switch {
+		case a.closed:
+			c.Close()
+		case len(a.conns) >= maxConns:
+			c.Close()
+			a.refuseLocked(fmt.Sprintf("refused a connection: %d are open already", maxConns))
+		default:
+			a.conns[c] = struct{}{}
+			a.wg.Add(1)
+			go a.serve(c)
+		}
+		a.mu.Unlock()
+	}
+}
+
+// serve answers one connection's requests in order.
+func (a *Agent) serve(c net.Conn) {
+	defer a.wg.Done()
+	defer func() {
+		a.mu.Lock()
+		delete(a.conns, c)
+		a.mu.Unlock()
+		c.Close()
+	}()
+	s := &session{a: a}
+	for {
+		msg, err := readMessage(c)
+		if err != nil {
+			if errors.Is(err, errTooLarge) {
+				a.refuse(fmt.Sprintf("closed a connection that sent a message of more than %d bytes", maxMessage))
+			}
+			return
+		}
+		if _, err := c.Write(frame(s.handle(msg))); err != nil {
+			return
+		}
+	}
+}
+
+// Close stops the agent: the listener and every connection are closed,
+// and Close returns once nothing of the agent runs.
+func (a *Agent) Close() {
+	a.mu.Lock()
+	a.closed = true
+	if a.ln != nil {
+		a.ln.Close()
+	}
+	for c := range a.conns {
+		c.Close()
+	}
+	a.mu.Unlock()
+	a.wg.Wait()
+}
+
+// Report returns what the agent did so far.
+func (a *Agent) Report() Report {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	r := a.report
+	r.Refused = slices.Clone(r.Refused)
+	return r
+}
+
+// refuse records a refusal sentence (each once) and logs it.
+func (a *Agent) refuse(sentence string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.refuseLocked(sentence)
+}
+
+func (a *Agent) refuseLocked(sentence string) {
+	switch {
+	case a.refused[sentence]:
+	case len(a.report.Refused) < MaxRefusals:
+		a.refused[sentence] = true
+		a.report.Refused = append(a.report.Refused, sentence)
+		a.cfg.Logger.Warn("ssh agent refused", "rule", a.cfg.Rule, "reason", sentence)
+	default:
+		// A command that asks for many different refusals fills no log:
+		// the rest are counted.
+		if a.report.More == 0 {
+			a.cfg.Logger.Warn("ssh agent refused more; the rest are counted, not logged", "rule", a.cfg.Rule)
+		}
+		a.report.More++
+	}
+}
+
+// signed counts a signature and logs it.
+func (a *Agent) signed(k Key, hostKey ssh.PublicKey) {
+	a.mu.Lock()
+	a.report.Signed++
+	a.mu.Unlock()
+	a.cfg.Logger.Info("ssh agent signed", "rule", a.cfg.Rule, "key", k.Name, "host_key", ssh.FingerprintSHA256(hostKey))
+}
+
+// pinned names the hosts a host key is pinned for: " (pinned for …)", or
+// " (not pinned by the rule)".
+func (a *Agent) pinned(key ssh.PublicKey) string {
+	if hosts, ok := a.cfg.PinnedFor[ssh.FingerprintSHA256(key)]; ok {
+		return " (pinned for " + hosts + ")"
+	}
+	return " (not pinned by the rule)"
+}
