@@ -222,3 +222,26 @@ func (p *Policy) commandsFor(s Subject) map[string]bool {
 	}
 	return out
 }
+
+// Usable returns the allow rules the subject may run, in file order, and
+// the deny rules (report mode off) that speak for the same commands: what
+// the subject may ask for, and what the owner refuses whatever it asks.
+func (p *Policy) Usable(s Subject) (allow, deny []*Rule) {
+	if !p.Allows(s, PermExec) {
+		return nil, nil
+	}
+	allowed := p.commandsFor(s)
+	names := map[string]bool{}
+	for _, r := range p.rules {
+		if r.Effect == Allow && (allowed["*"] || allowed[r.Name]) {
+			allow = append(allow, r)
+			names[r.Command()] = true
+		}
+	}
+	for _, r := range p.rules {
+		if r.Effect == Deny && !r.Report && names[r.Command()] {
+			deny = append(deny, r)
+		}
+	}
+	return allow, deny
+}
