@@ -52,23 +52,34 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 		return Decision{Reason: "empty argv"}
 	}
 	// Deny rules match liberally: by resolved path, and by the path as
-	// written (so they still speak for binaries absent on this host).
-	if !filepath.IsAbs(req.Argv[0]) {
+	// written (so they still speak for binaries absent on this host); a
+	// bare command name by every rule of that name.
+	bare := !filepath.IsAbs(req.Argv[0])
+	if bare && !IsCommandName(req.Argv[0]) {
 		// Resolving a relative path would depend on the working directory.
-		return Decision{Reason: fmt.Sprintf("binary %s is not an absolute path", req.Argv[0])}
+		return Decision{Reason: fmt.Sprintf("%s is neither an absolute path nor a command name", req.Argv[0])}
 	}
-	bin, err := filepath.EvalSymlinks(req.Argv[0])
-	if err != nil {
-		bin = ""
+	var bin string
+	var candidates []*Rule
+	if bare {
+		candidates = p.byName[req.Argv[0]]
+		if len(candidates) == 0 {
+			return Decision{Reason: fmt.Sprintf("no rule names a command called %s", req.Argv[0])}
+		}
+		bin = anyBinary
+	} else {
+		if b, err := filepath.EvalSymlinks(req.Argv[0]); err == nil {
+			bin = b
+		}
+		candidates = p.rulesFor(bin, req.Argv[0])
 	}
 	// Known tools' arguments are vetted and normalised first (tools.go);
 	// the owner's deny rules still speak first for what the vetting
 	// refuses too.
-	args, refused := toolVet(bin, req.Argv[0], req.Argv[1:])
+	args, refused := toolVet(strings.TrimPrefix(bin, anyBinary), req.Argv[0], req.Argv[1:])
 	if refused != "" {
 		args = req.Argv[1:]
 	}
-	candidates := p.rulesFor(bin, req.Argv[0])
 	var d Decision
 	for _, r := range candidates {
 		if r.Effect != Deny || !r.Args.MatchDeny(args) {
@@ -88,7 +99,7 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 		d.Reason = refused
 		return d
 	}
-	if bin == "" {
+	if bin == "" || bare && !slices.ContainsFunc(candidates, func(r *Rule) bool { return r.Resolved != "" }) {
 		d.Reason = fmt.Sprintf("binary %s is not on this host", req.Argv[0])
 		return d
 	}
@@ -111,6 +122,10 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 	return d
 }
 
+// anyBinary stands for the binary of a request by bare command name: each
+// rule of that name runs its own (resolved) binary.
+const anyBinary = "\x00any"
+
 // maxReasons bounds how many rules a denial explains.
 const maxReasons = 5
 
@@ -124,7 +139,7 @@ func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subje
 			// Enough said: count the rest without building their reasons.
 			explain = false
 		}
-		if r.Effect != Allow || r.Resolved != bin {
+		if r.Effect != Allow || r.Resolved == "" || bin != anyBinary && r.Resolved != bin {
 			continue
 		}
 		if !allowed["*"] && !allowed[r.Name] {
@@ -206,4 +221,27 @@ func (p *Policy) commandsFor(s Subject) map[string]bool {
 		}
 	}
 	return out
+}
+
+// Usable returns the allow rules the subject may run, in file order, and
+// the deny rules (report mode off) that speak for the same commands: what
+// the subject may ask for, and what the owner refuses whatever it asks.
+func (p *Policy) Usable(s Subject) (allow, deny []*Rule) {
+	if !p.Allows(s, PermExec) {
+		return nil, nil
+	}
+	allowed := p.commandsFor(s)
+	names := map[string]bool{}
+	for _, r := range p.rules {
+		if r.Effect == Allow && (allowed["*"] || allowed[r.Name]) {
+			allow = append(allow, r)
+			names[r.Command()] = true
+		}
+	}
+	for _, r := range p.rules {
+		if r.Effect == Deny && !r.Report && names[r.Command()] {
+			deny = append(deny, r)
+		}
+	}
+	return allow, deny
 }

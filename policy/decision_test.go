@@ -285,35 +285,38 @@ var execCases = []struct {
 		`no rule allows it: rule "sh": carol@example.com may not use it`, ""},
 	{"stranger", stranger, []string{"/bin/echo", "hi"}, policy.Deny, `no rule allows it: rule "echo": mallory@example.com may not use it`, ""},
 	{"no rule", admin, []string{"/usr/bin/id"}, policy.Deny, "no rule allows /usr/bin/id", ""},
-	{"relative", admin, []string{"echo"}, policy.Deny, "binary echo is not an absolute path", ""},
-	{"relative with dir", admin, []string{"bin/echo"}, policy.Deny, "binary bin/echo is not an absolute path", ""},
-	{"dot", admin, []string{"."}, policy.Deny, "binary . is not an absolute path", ""},
+	{"bare name", admin, []string{"echo", "hi"}, policy.Allow, `allowed by rule "echo"`, "echo"},
+	{"bare name, stranger", stranger, []string{"echo", "hi"}, policy.Deny, `no rule allows it: rule "echo": mallory@example.com may not use it`, ""},
+	{"bare name no rule has", admin, []string{"id"}, policy.Deny, "no rule names a command called id", ""},
+	{"bare name with a dot", admin, []string{"echo.sh"}, policy.Deny, "no rule names a command called echo.sh", ""},
+	{"relative with dir", admin, []string{"bin/echo"}, policy.Deny, "bin/echo is neither an absolute path nor a command name", ""},
+	{"dot", admin, []string{"."}, policy.Deny, ". is neither an absolute path nor a command name", ""},
 	// Hostile argvs.
 	{"nil argv", admin, nil, policy.Deny, "empty argv", ""},
 	{"empty argv", admin, []string{}, policy.Deny, "empty argv", ""},
-	{"empty argv0", admin, []string{""}, policy.Deny, "binary  is not an absolute path", ""},
-	{"empty argv0 with args", admin, []string{"", "/bin/echo"}, policy.Deny, "binary  is not an absolute path", ""},
+	{"empty argv0", admin, []string{""}, policy.Deny, " is neither an absolute path nor a command name", ""},
+	{"empty argv0 with args", admin, []string{"", "/bin/echo"}, policy.Deny, " is neither an absolute path nor a command name", ""},
 	{"huge argv0", admin, []string{"/" + strings.Repeat("a", 100<<10)}, policy.Deny, "binary /aaaa", ""},
 	{"huge argv0 after the binary", admin, []string{"/bin/echo" + strings.Repeat("/", 100<<10)}, policy.Deny, "binary /bin/echo//", ""},
 	{"huge argument", admin, []string{"/bin/true", strings.Repeat("x", 100<<10)}, policy.Deny,
 		`no rule allows it: rule "true": 1 positional argument, rule expects 0`, ""},
 	{"huge argument allowed", admin, []string{"/bin/echo", strings.Repeat("x", 100<<10)}, policy.Allow, `allowed by rule "echo"`, "echo"},
-	{"division slash", admin, []string{"\u2215bin\u2215echo"}, policy.Deny, "binary \u2215bin\u2215echo is not an absolute path", ""},
+	{"division slash", admin, []string{"\u2215bin\u2215echo"}, policy.Deny, "\u2215bin\u2215echo is neither an absolute path nor a command name", ""},
 	{"cyrillic e", admin, []string{"/bin/\u0435cho"}, policy.Deny, "binary /bin/\u0435cho is not on this host", ""},
-	{"fullwidth solidus", admin, []string{"\uff0fbin\uff0fecho"}, policy.Deny, "binary \uff0fbin\uff0fecho is not an absolute path", ""},
+	{"fullwidth solidus", admin, []string{"\uff0fbin\uff0fecho"}, policy.Deny, "\uff0fbin\uff0fecho is neither an absolute path nor a command name", ""},
 	{"zero-width space", admin, []string{"/bin/\u200becho"}, policy.Deny, "binary /bin/\u200becho is not on this host", ""},
 	{"trailing slash", admin, []string{"/bin/echo/"}, policy.Deny, "binary /bin/echo/ is not on this host", ""},
 	{"trailing dot", admin, []string{"/bin/echo/."}, policy.Deny, "binary /bin/echo/. is not on this host", ""},
 	{"NUL inside", admin, []string{"/bin/echo\x00"}, policy.Deny, "binary /bin/echo\x00 is not on this host", ""},
 	{"NUL then path", admin, []string{"/bin/echo\x00/bin/sh"}, policy.Deny, "binary /bin/echo\x00/bin/sh is not on this host", ""},
-	{"NUL first", admin, []string{"\x00/bin/echo"}, policy.Deny, "binary \x00/bin/echo is not an absolute path", ""},
-	{"leading space", admin, []string{" /bin/echo"}, policy.Deny, "binary  /bin/echo is not an absolute path", ""},
+	{"NUL first", admin, []string{"\x00/bin/echo"}, policy.Deny, "\x00/bin/echo is neither an absolute path nor a command name", ""},
+	{"leading space", admin, []string{" /bin/echo"}, policy.Deny, " /bin/echo is neither an absolute path nor a command name", ""},
 	{"trailing space", admin, []string{"/bin/echo "}, policy.Deny, "binary /bin/echo  is not on this host", ""},
 	{"trailing newline", admin, []string{"/bin/echo\n"}, policy.Deny, "binary /bin/echo\n is not on this host", ""},
 	{"upper case", admin, []string{"/BIN/ECHO"}, policy.Deny, "binary /BIN/ECHO is not on this host", ""},
 	{"invalid UTF-8", admin, []string{"/bin/\xffecho"}, policy.Deny, "binary /bin/\xffecho is not on this host", ""},
 	{"glob in argv0", admin, []string{"/bin/*"}, policy.Deny, "binary /bin/* is not on this host", ""},
-	{"star as argv0", admin, []string{"*"}, policy.Deny, "binary * is not an absolute path", ""},
+	{"star as argv0", admin, []string{"*"}, policy.Deny, "* is neither an absolute path nor a command name", ""},
 	{"directory", admin, []string{"/bin"}, policy.Deny, "no rule allows /bin", ""},
 	{"binary only in a later arg", tagAgent, []string{"/usr/bin/env", "/bin/echo"}, policy.Deny, "no rule allows /usr/bin/env", ""},
 }
@@ -333,7 +336,11 @@ func TestDecideExec(t *testing.T) {
 				if d.Rule == nil {
 					t.Fatal("allowed without a rule")
 				}
-				if d.Rule.Name != tc.rule || d.Rule.Resolved != resolve(t, tc.argv[0]) {
+				bin := tc.argv[0]
+				if policy.IsCommandName(bin) {
+					bin = "/bin/" + bin // the rules of decide.yaml
+				}
+				if d.Rule.Name != tc.rule || d.Rule.Resolved != resolve(t, bin) {
 					t.Errorf("Rule = %q (%s), want %q (%s)", d.Rule.Name, d.Rule.Resolved, tc.rule, tc.argv[0])
 				}
 				if !slices.Contains(p.Rules(), d.Rule) {
@@ -398,10 +405,16 @@ func TestDecideExecRelativeIgnoresWorkingDirectory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Chdir(dir)
-	for _, argv0 := range []string{"echo", "./echo", "../" + filepath.Base(dir) + "/echo"} {
+	for _, argv0 := range []string{"./echo", "../" + filepath.Base(dir) + "/echo"} {
 		if d := p.DecideExec(admin, policy.Request{Argv: []string{argv0}}); d.Result != policy.Deny {
 			t.Errorf("DecideExec(%q) = %v (%s), want deny", argv0, d.Result, d.Reason)
 		}
+	}
+	// A bare name is the policy's to resolve: the rule's binary, never
+	// the working directory's (nor PATH's).
+	d := p.DecideExec(admin, policy.Request{Argv: []string{"echo"}})
+	if want, _ := filepath.EvalSymlinks("/bin/echo"); d.Result != policy.Allow || d.Rule.Resolved != want {
+		t.Errorf("DecideExec(echo) = %v (%s), want the rule's %s", d.Result, d.Reason, want)
 	}
 }
 
@@ -533,11 +546,18 @@ func checkDecision(t *testing.T, p *policy.Policy, s policy.Subject, req policy.
 	if r.Effect != policy.Allow {
 		t.Fatalf("%s: allowed %q by deny rule %q", s.Principal, req.Argv, r.Name)
 	}
-	if !filepath.IsAbs(req.Argv[0]) {
+	switch {
+	case policy.IsCommandName(req.Argv[0]):
+		// A bare name runs the rule's own binary, a rule of that name.
+		if r.Command() != req.Argv[0] || r.Resolved == "" {
+			t.Fatalf("%s: allowed bare %q by rule %q for %s", s.Principal, req.Argv[0], r.Name, r.Binary)
+		}
+	case !filepath.IsAbs(req.Argv[0]):
 		t.Fatalf("%s: allowed relative %q", s.Principal, req.Argv[0])
-	}
-	if bin, err := filepath.EvalSymlinks(req.Argv[0]); err != nil || bin != r.Resolved {
-		t.Fatalf("%s: allowed %q by rule %q for %s (%s)", s.Principal, req.Argv, r.Name, r.Resolved, bin)
+	default:
+		if bin, err := filepath.EvalSymlinks(req.Argv[0]); err != nil || bin != r.Resolved {
+			t.Fatalf("%s: allowed %q by rule %q for %s (%s)", s.Principal, req.Argv, r.Name, r.Resolved, bin)
+		}
 	}
 	if !p.Allows(s, policy.PermExec) {
 		t.Fatalf("%s: allowed %q without the exec permission", s.Principal, req.Argv)
@@ -552,7 +572,7 @@ func checkDecision(t *testing.T, p *policy.Policy, s policy.Subject, req policy.
 	}
 	var would []string
 	for _, dr := range p.Rules() {
-		if dr.Effect == policy.Deny && dr.Resolved == r.Resolved && dr.Args.MatchDeny(req.Argv[1:]) {
+		if dr.Effect == policy.Deny && (dr.Resolved == r.Resolved || dr.Command() == req.Argv[0]) && dr.Args.MatchDeny(req.Argv[1:]) {
 			if !dr.Report {
 				t.Fatalf("%s: allowed %q that deny rule %q matches", s.Principal, req.Argv, dr.Name)
 			}

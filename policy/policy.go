@@ -94,6 +94,8 @@ type Policy struct {
 	concurrency    int
 	perPrincipal   int
 	limits         sandbox.Limits // every rule's default resource limits
+	// byName indexes rules, in file order, by command name (Rule.Command).
+	byName map[string][]*Rule
 	// byBinary indexes rules, in file order, by resolved binary and by the
 	// binary as written.
 	byBinary map[string][]*Rule
@@ -121,11 +123,13 @@ type Grant struct {
 type Rule struct {
 	Name   string
 	Effect Result
-	// Binary is the path as written; Resolved is it with symbolic links
+	// Binary is the path as written (the first of Candidates present on
+	// this host, else the first); Resolved is it with symbolic links
 	// resolved when the policy loaded ("" when Absent says why not).
-	Binary   string
-	Resolved string
-	Absent   error
+	Binary     string
+	Candidates []string
+	Resolved   string
+	Absent     error
 	// SHA256 pins the binary's content (hex), checked at load and before
 	// every run.
 	SHA256 string
@@ -367,11 +371,17 @@ func (p *Policy) Rules() []*Rule { return slices.Clone(p.rules) }
 
 // index builds byBinary.
 func (p *Policy) index() {
-	p.byBinary = map[string][]*Rule{}
+	p.byBinary, p.byName = map[string][]*Rule{}, map[string][]*Rule{}
 	for _, r := range p.rules {
-		p.byBinary[r.Binary] = append(p.byBinary[r.Binary], r)
-		if r.Resolved != "" && r.Resolved != r.Binary {
-			p.byBinary[r.Resolved] = append(p.byBinary[r.Resolved], r)
+		p.byName[r.Command()] = append(p.byName[r.Command()], r)
+		paths := append(slices.Clone(r.Candidates), r.Resolved)
+		if len(r.Candidates) == 0 {
+			paths = []string{r.Binary, r.Resolved}
+		}
+		for i, b := range paths {
+			if b != "" && !slices.Contains(paths[:i], b) {
+				p.byBinary[b] = append(p.byBinary[b], r)
+			}
 		}
 	}
 }

@@ -19,7 +19,7 @@ import (
 type ruleFile struct {
 	Name           string            `yaml:"name"`
 	Effect         string            `yaml:"effect"`
-	Binary         string            `yaml:"binary"`
+	Binary         binaryFile        `yaml:"binary"`
 	SHA256         string            `yaml:"sha256"`
 	Args           *[]string         `yaml:"args"`
 	Flags          flagsFile         `yaml:"flags"`
@@ -139,11 +139,12 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 			b.failAt(rn.at("name"), "command rule name %q must match %s", rf.Name, namePattern)
 		case seen[rf.Name]:
 			b.failAt(rn.at("name"), "duplicate command rule %q", rf.Name)
-		case !filepath.IsAbs(rf.Binary) || filepath.Clean(rf.Binary) != rf.Binary:
-			b.failAt(rn.at("binary"), "rule %q: binary must be a clean absolute path, got %q", rf.Name, rf.Binary)
+		}
+		if err := rf.Binary.check(); err != nil {
+			b.failAt(rn.at("binary"), "rule %q: %v", rf.Name, err)
 		}
 		seen[rf.Name] = true
-		r := &Rule{Name: rf.Name, Binary: rf.Binary, Line: rn.n.Line, Reason: rf.Reason, Report: rf.Report}
+		r := &Rule{Name: rf.Name, Candidates: rf.Binary, Line: rn.n.Line, Reason: rf.Reason, Report: rf.Report}
 		b.ruleEffect(r, rf, rn)
 		b.ruleArgs(r, rf, rn)
 		if r.Effect == Allow {
@@ -158,7 +159,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 			b.failAt(rn.at("sha256"), "rule %q: sha256 must be 64 lowercase hex digits", r.Name)
 		}
 		r.SHA256 = rf.SHA256
-		r.Resolved, r.Absent = resolveBinary(r.Binary, r.SHA256)
+		r.Binary, r.Resolved, r.Absent = resolveCandidates(r.Candidates, r.SHA256)
 		p.rules = append(p.rules, r)
 	}
 }

@@ -92,11 +92,12 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.CAFile, dst: CAPath, rank: rankProtect})
 	}
 	hasArgv0 := atLeast(version, bwrapArgv0)
-	if !hasArgv0 && argv[0] != execPath && mirrored(argv[0]) && p.Network != NetworkProxied {
+	if by := runBy(argv[0], p.ExecName); !hasArgv0 && by != execPath && mirrored(by) && p.Network != NetworkProxied {
 		// Without --argv0, bwrap's argv[0] is the path it runs: the path
-		// the caller gave, which resolves inside the sandbox as on the host
-		// (system directories) to the bound program.
-		execPath = argv[0]
+		// the caller gave (or, for a bare name, the rule's), which resolves
+		// inside the sandbox as on the host (system directories) to the
+		// bound program.
+		execPath = by
 	}
 	if p.Network == NetworkProxied {
 		argv = bridgeArgv(&p, execPath, argv)
@@ -156,6 +157,16 @@ func outerNamespaces(root bool) *syscall.SysProcAttr {
 		Setpgid:     true,
 		Pdeathsig:   syscall.SIGKILL,
 	}
+}
+
+// runBy is the path a command asked for as argv0 is run by when argv[0]
+// cannot be passed on: argv0 itself when it is a path, else the program's
+// name in the policy.
+func runBy(argv0, execName string) string {
+	if strings.HasPrefix(argv0, "/") || execName == "" {
+		return argv0
+	}
+	return execName
 }
 
 // mirrored reports whether path lies in the system directories, which the

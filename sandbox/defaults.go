@@ -37,6 +37,9 @@ type ProfileInput struct {
 	// Exec and ExecPath: the program, opened by the caller (Profile.Exec).
 	Exec     *os.File
 	ExecPath string
+	// ExecName is the program's path as the policy names it
+	// (Profile.ExecName).
+	ExecName string
 	// Limits bound the command.
 	Limits Limits
 	// CAFile is the rule's CA bundle, opened by the caller (Profile.CAFile).
@@ -70,7 +73,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
 		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, SSHAgent: in.SSHAgent, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
-		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
+		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, ExecName: in.ExecName, Limits: in.Limits,
 		CAFile: in.CAFile,
 	}
 	if in.Workspace != "" {

@@ -104,6 +104,12 @@ type Profile struct {
 	// ExecPath (its real path on the host), whatever the path now holds.
 	Exec     *os.File
 	ExecPath string
+	// ExecName is the program's path as the policy names it (a rule's
+	// binary as written, e.g. /bin/sh for /usr/bin/dash). Without
+	// bubblewrap's --argv0, a command asked for by bare name runs by this
+	// path when it lies in the system directories, so that its argv[0]
+	// still ends in the name it was asked for by.
+	ExecName string
 	// Limits bound the command (zero fields: DefaultLimits).
 	Limits Limits
 	// CAFile, when set, is a CA bundle already opened by the caller, made

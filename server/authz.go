@@ -30,6 +30,8 @@ var methodPermissions = map[string][]policy.Permission{
 	coilyv1.CoilyService_Pause_FullMethodName:  {policy.PermPause, policy.PermExec},
 	coilyv1.CoilyService_Resume_FullMethodName: {policy.PermResume},
 	coilyv1.CoilyService_Status_FullMethodName: {policy.PermStatus, policy.PermExec},
+	// A caller allowed to exec may see what it may run.
+	coilyv1.CoilyService_ListCommands_FullMethodName: {policy.PermExec},
 
 	coilyv1.CoilyService_ListApprovals_FullMethodName:  {policy.PermApprove},
 	coilyv1.CoilyService_WatchApprovals_FullMethodName: {policy.PermApprove},

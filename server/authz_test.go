@@ -119,7 +119,7 @@ type callerClass struct {
 var (
 	everything  = []string{"*"}
 	healthRefl  = []string{"Check", "Watch", "List", "ServerReflectionInfo"}
-	agentMethod = append([]string{"Exec", "Pause", "Status"}, healthRefl...)
+	agentMethod = append([]string{"Exec", "Pause", "Status", "ListCommands"}, healthRefl...)
 	watchMethod = append([]string{"Status"}, healthRefl...)
 	bridgeMeth  = append([]string{"Relay", "RelayTeardown"}, healthRefl...)
 )

@@ -461,6 +461,16 @@ func TestContainmentArgv0(t *testing.T) {
 	if rec := lastResult(t, c.in); len(rec.Argv) == 0 || rec.Argv[0] != "/bin/sh" {
 		t.Fatalf("audit argv %q", rec.Argv)
 	}
+	// A bare name runs the rule's binary in the sandbox; the audit keeps
+	// the name as typed. (Inside, argv[0] is "sh" where bubblewrap has
+	// --argv0, 0.9 and later; before, the rule's binary as written.)
+	r = execArgv(t, c.in, "sh", "-c", `tr '\0' '\n' < /proc/$$/cmdline | head -1`)
+	if got := strings.TrimSpace(r.stdout); r.err != nil || got != "sh" && got != "/bin/sh" {
+		t.Fatalf("bare sh in the sandbox: %+v", r)
+	}
+	if rec := lastResult(t, c.in); len(rec.Argv) == 0 || rec.Argv[0] != "sh" || rec.Rule != "sh" {
+		t.Fatalf("audit of bare sh: argv %q rule %q", rec.Argv, rec.Rule)
+	}
 }
 
 // Socket families: every form of a family the command does not need is

@@ -387,7 +387,7 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
 		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
-		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
+		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
 		Limits: limits, CAFile: x.ca,
 	}))
 	if err != nil {

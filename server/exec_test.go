@@ -198,3 +198,26 @@ func TestExecRefusedWhenAuditFails(t *testing.T) {
 		t.Fatalf("command ran although its decision could not be audited")
 	}
 }
+
+// A bare command name is resolved by the server from the policy: the
+// rule's binary runs, with argv[0] as the caller typed it, and the audit
+// records the argv as typed. A name no rule has, or a relative path, is
+// refused before anything runs.
+func TestExecBareName(t *testing.T) {
+	in := testserver.Start(t, testserver.Options{})
+	r := execArgv(t, in, "sh", "-c", `echo "$0"; command -v sh >/dev/null && echo ran`)
+	if r.err != nil || r.stdout != "sh\nran\n" {
+		t.Fatalf("bare sh: %q %v", r.stdout, r.err)
+	}
+	recs, err := audit.Tail(filepath.Join(in.StateDir, "audit"), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := recs[len(recs)-1]
+	if last.Event != "exec.result" || len(last.Argv) == 0 || last.Argv[0] != "sh" || last.Rule != "sh" {
+		t.Fatalf("audit record %+v: want argv[0] sh as typed, rule sh", last)
+	}
+	wantCode(t, execArgv(t, in, "id").err, refusal.PolicyDeny)
+	wantCode(t, execArgv(t, in, "./sh").err, refusal.BadRequest)
+	wantCode(t, execArgv(t, in, "bin/sh").err, refusal.BadRequest)
+}

@@ -109,8 +109,8 @@ func validateExec(req *coilyv1.ExecRequest) error {
 	if total > maxArgvBytes {
 		return refusal.New(refusal.BadRequest, "argv is %d bytes, more than %d", total, maxArgvBytes)
 	}
-	if !filepath.IsAbs(argv[0]) || filepath.Clean(argv[0]) != argv[0] {
-		return refusal.New(refusal.BadRequest, "argv[0] must be a clean absolute path, got %q", truncate(argv[0], 256))
+	if !policy.IsCommandName(argv[0]) && (!filepath.IsAbs(argv[0]) || filepath.Clean(argv[0]) != argv[0]) {
+		return refusal.New(refusal.BadRequest, "argv[0] must be a clean absolute path or a command name, got %q", truncate(argv[0], 256))
 	}
 	if len(req.GetStdin()) > maxStdinBytes {
 		return refusal.New(refusal.BadRequest, "stdin is %d bytes, more than %d", len(req.GetStdin()), maxStdinBytes)

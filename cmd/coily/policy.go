@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"os"
 	"os/user"
 	"slices"
 	"strings"
@@ -35,17 +36,41 @@ func policyCheck(e *env) int {
 	}
 	rules := p.Rules()
 	absent := 0
+	warnings := p.Warnings()
 	for _, r := range rules {
 		if r.Absent != nil {
 			absent++
-			printLine(e.stdout, "%s:%d: warning: rule %q cannot match on this host: %v", p.Path, r.Line, r.Name, r.Absent)
 		}
-		for _, l := range slices.Concat(egressLines(r), gitCredentialLines(r), sshKeyLines(r)) {
+		for _, w := range warnings {
+			if w.Rule == r.Name {
+				printLine(e.stdout, "%s:%d: warning: %s", p.Path, r.Line, w.Msg)
+			}
+		}
+		for _, l := range slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r)) {
 			printLine(e.stdout, "%s:%d: %s", p.Path, r.Line, l)
 		}
 	}
 	printLine(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s", p.Path, len(rules), absent, p.SHA256)
 	return 0
+}
+
+// binaryLines says, for a rule listing candidate binaries, which one is
+// present on this host, and the command name callers may use bare.
+func binaryLines(r *policy.Rule) []string {
+	if len(r.Candidates) < 2 {
+		return nil
+	}
+	var present []string
+	for _, c := range r.Candidates {
+		if _, err := os.Lstat(c); err == nil {
+			present = append(present, c)
+		}
+	}
+	if r.Resolved == "" {
+		return []string{fmt.Sprintf("rule %q command %s: none of %s is on this host", r.Name, r.Command(), strings.Join(r.Candidates, ", "))}
+	}
+	return []string{fmt.Sprintf("rule %q command %s: runs %s (present here: %s; candidates: %s)", r.Name, r.Command(), r.Binary,
+		strings.Join(present, ", "), strings.Join(r.Candidates, ", "))}
 }
 
 // egressLines explains a proxied rule's egress: one line per entry of its

@@ -198,6 +198,275 @@ func (Verdict) EnumDescriptor() ([]byte, []int) {
 	return file_coily_v1_coily_proto_rawDescGZIP(), []int{2}
 }
 
+type ListCommandsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCommandsRequest) Reset() {
+	*x = ListCommandsRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCommandsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCommandsRequest) ProtoMessage() {}
+
+func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
+func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{0}
+}
+
+type ListCommandsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The caller's allow rules, in policy order.
+	Commands []*CommandRule `protobuf:"bytes,1,rep,name=commands,proto3" json:"commands,omitempty"`
+	// Deny rules for the same commands, in policy order.
+	Denied []*CommandRule `protobuf:"bytes,2,rep,name=denied,proto3" json:"denied,omitempty"`
+	// The policy in force.
+	PolicySha256  string `protobuf:"bytes,3,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListCommandsResponse) Reset() {
+	*x = ListCommandsResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListCommandsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListCommandsResponse) ProtoMessage() {}
+
+func (x *ListCommandsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListCommandsResponse.ProtoReflect.Descriptor instead.
+func (*ListCommandsResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListCommandsResponse) GetCommands() []*CommandRule {
+	if x != nil {
+		return x.Commands
+	}
+	return nil
+}
+
+func (x *ListCommandsResponse) GetDenied() []*CommandRule {
+	if x != nil {
+		return x.Denied
+	}
+	return nil
+}
+
+func (x *ListCommandsResponse) GetPolicySha256() string {
+	if x != nil {
+		return x.PolicySha256
+	}
+	return ""
+}
+
+// CommandRule describes one rule as a caller needs to know it (never a
+// credential reference or a workspace path).
+type CommandRule struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The rule's name.
+	Rule string `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"`
+	// The command name callers may use bare (the binary's base name), and the
+	// binary the server runs for it.
+	Command string `protobuf:"bytes,2,opt,name=command,proto3" json:"command,omitempty"`
+	Binary  string `protobuf:"bytes,3,opt,name=binary,proto3" json:"binary,omitempty"`
+	// Positional argument patterns (a final "**": any number more).
+	Args []string `protobuf:"bytes,4,rep,name=args,proto3" json:"args,omitempty"`
+	// Flags the rule accepts ("any" alone for any flag); empty: none.
+	Flags []string `protobuf:"bytes,5,rep,name=flags,proto3" json:"flags,omitempty"`
+	// Environment variables the caller may pass.
+	Env []string `protobuf:"bytes,6,rep,name=env,proto3" json:"env,omitempty"`
+	// The rule waits for an owner's approval, for at most confirm_timeout.
+	Confirm        bool                 `protobuf:"varint,7,opt,name=confirm,proto3" json:"confirm,omitempty"`
+	ConfirmTimeout *durationpb.Duration `protobuf:"bytes,8,opt,name=confirm_timeout,json=confirmTimeout,proto3" json:"confirm_timeout,omitempty"`
+	// Network mode: deny, loopback, proxied or open; for proxied, the hosts
+	// its egress allowlist names (presets expanded) and its mode.
+	Network     string   `protobuf:"bytes,9,opt,name=network,proto3" json:"network,omitempty"`
+	EgressHosts []string `protobuf:"bytes,10,rep,name=egress_hosts,json=egressHosts,proto3" json:"egress_hosts,omitempty"`
+	EgressMode  string   `protobuf:"bytes,11,opt,name=egress_mode,json=egressMode,proto3" json:"egress_mode,omitempty"`
+	// The longest run, and the rate limit per caller (0: none).
+	Timeout       *durationpb.Duration `protobuf:"bytes,12,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	RatePerMinute int32                `protobuf:"varint,13,opt,name=rate_per_minute,json=ratePerMinute,proto3" json:"rate_per_minute,omitempty"`
+	// A deny rule's reason.
+	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Whether the binary is present on the server's host.
+	Present       bool `protobuf:"varint,15,opt,name=present,proto3" json:"present,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CommandRule) Reset() {
+	*x = CommandRule{}
+	mi := &file_coily_v1_coily_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CommandRule) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CommandRule) ProtoMessage() {}
+
+func (x *CommandRule) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CommandRule.ProtoReflect.Descriptor instead.
+func (*CommandRule) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *CommandRule) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *CommandRule) GetCommand() string {
+	if x != nil {
+		return x.Command
+	}
+	return ""
+}
+
+func (x *CommandRule) GetBinary() string {
+	if x != nil {
+		return x.Binary
+	}
+	return ""
+}
+
+func (x *CommandRule) GetArgs() []string {
+	if x != nil {
+		return x.Args
+	}
+	return nil
+}
+
+func (x *CommandRule) GetFlags() []string {
+	if x != nil {
+		return x.Flags
+	}
+	return nil
+}
+
+func (x *CommandRule) GetEnv() []string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *CommandRule) GetConfirm() bool {
+	if x != nil {
+		return x.Confirm
+	}
+	return false
+}
+
+func (x *CommandRule) GetConfirmTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.ConfirmTimeout
+	}
+	return nil
+}
+
+func (x *CommandRule) GetNetwork() string {
+	if x != nil {
+		return x.Network
+	}
+	return ""
+}
+
+func (x *CommandRule) GetEgressHosts() []string {
+	if x != nil {
+		return x.EgressHosts
+	}
+	return nil
+}
+
+func (x *CommandRule) GetEgressMode() string {
+	if x != nil {
+		return x.EgressMode
+	}
+	return ""
+}
+
+func (x *CommandRule) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *CommandRule) GetRatePerMinute() int32 {
+	if x != nil {
+		return x.RatePerMinute
+	}
+	return 0
+}
+
+func (x *CommandRule) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *CommandRule) GetPresent() bool {
+	if x != nil {
+		return x.Present
+	}
+	return false
+}
+
 // ExecRequest asks for one command to be run.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -227,7 +496,7 @@ type ExecRequest struct {
 
 func (x *ExecRequest) Reset() {
 	*x = ExecRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[0]
+	mi := &file_coily_v1_coily_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -239,7 +508,7 @@ func (x *ExecRequest) String() string {
 func (*ExecRequest) ProtoMessage() {}
 
 func (x *ExecRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[0]
+	mi := &file_coily_v1_coily_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -252,7 +521,7 @@ func (x *ExecRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecRequest.ProtoReflect.Descriptor instead.
 func (*ExecRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{0}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ExecRequest) GetArgv() []string {
@@ -313,7 +582,7 @@ type ExecResponse struct {
 
 func (x *ExecResponse) Reset() {
 	*x = ExecResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[1]
+	mi := &file_coily_v1_coily_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -325,7 +594,7 @@ func (x *ExecResponse) String() string {
 func (*ExecResponse) ProtoMessage() {}
 
 func (x *ExecResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[1]
+	mi := &file_coily_v1_coily_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -338,7 +607,7 @@ func (x *ExecResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecResponse.ProtoReflect.Descriptor instead.
 func (*ExecResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{1}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ExecResponse) GetEvent() isExecResponse_Event {
@@ -434,7 +703,7 @@ type ExecStarted struct {
 
 func (x *ExecStarted) Reset() {
 	*x = ExecStarted{}
-	mi := &file_coily_v1_coily_proto_msgTypes[2]
+	mi := &file_coily_v1_coily_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -446,7 +715,7 @@ func (x *ExecStarted) String() string {
 func (*ExecStarted) ProtoMessage() {}
 
 func (x *ExecStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[2]
+	mi := &file_coily_v1_coily_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -459,7 +728,7 @@ func (x *ExecStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecStarted.ProtoReflect.Descriptor instead.
 func (*ExecStarted) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{2}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ExecStarted) GetRequestId() string {
@@ -501,7 +770,7 @@ type ExecOutput struct {
 
 func (x *ExecOutput) Reset() {
 	*x = ExecOutput{}
-	mi := &file_coily_v1_coily_proto_msgTypes[3]
+	mi := &file_coily_v1_coily_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -513,7 +782,7 @@ func (x *ExecOutput) String() string {
 func (*ExecOutput) ProtoMessage() {}
 
 func (x *ExecOutput) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[3]
+	mi := &file_coily_v1_coily_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -526,7 +795,7 @@ func (x *ExecOutput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecOutput.ProtoReflect.Descriptor instead.
 func (*ExecOutput) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{3}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ExecOutput) GetStream() Stream {
@@ -578,7 +847,7 @@ type ExecExit struct {
 
 func (x *ExecExit) Reset() {
 	*x = ExecExit{}
-	mi := &file_coily_v1_coily_proto_msgTypes[4]
+	mi := &file_coily_v1_coily_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +859,7 @@ func (x *ExecExit) String() string {
 func (*ExecExit) ProtoMessage() {}
 
 func (x *ExecExit) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[4]
+	mi := &file_coily_v1_coily_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +872,7 @@ func (x *ExecExit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecExit.ProtoReflect.Descriptor instead.
 func (*ExecExit) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{4}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ExecExit) GetExitCode() int32 {
@@ -673,7 +942,7 @@ type LockoutRequest struct {
 
 func (x *LockoutRequest) Reset() {
 	*x = LockoutRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[5]
+	mi := &file_coily_v1_coily_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +954,7 @@ func (x *LockoutRequest) String() string {
 func (*LockoutRequest) ProtoMessage() {}
 
 func (x *LockoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[5]
+	mi := &file_coily_v1_coily_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +967,7 @@ func (x *LockoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockoutRequest.ProtoReflect.Descriptor instead.
 func (*LockoutRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{5}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LockoutRequest) GetReason() string {
@@ -720,7 +989,7 @@ type LockoutResponse struct {
 
 func (x *LockoutResponse) Reset() {
 	*x = LockoutResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[6]
+	mi := &file_coily_v1_coily_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +1001,7 @@ func (x *LockoutResponse) String() string {
 func (*LockoutResponse) ProtoMessage() {}
 
 func (x *LockoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[6]
+	mi := &file_coily_v1_coily_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +1014,7 @@ func (x *LockoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LockoutResponse.ProtoReflect.Descriptor instead.
 func (*LockoutResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{6}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LockoutResponse) GetLockout() *StopState {
@@ -772,7 +1041,7 @@ type UnlockRequest struct {
 
 func (x *UnlockRequest) Reset() {
 	*x = UnlockRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[7]
+	mi := &file_coily_v1_coily_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -784,7 +1053,7 @@ func (x *UnlockRequest) String() string {
 func (*UnlockRequest) ProtoMessage() {}
 
 func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[7]
+	mi := &file_coily_v1_coily_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -797,7 +1066,7 @@ func (x *UnlockRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockRequest.ProtoReflect.Descriptor instead.
 func (*UnlockRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{7}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *UnlockRequest) GetReason() string {
@@ -817,7 +1086,7 @@ type UnlockResponse struct {
 
 func (x *UnlockResponse) Reset() {
 	*x = UnlockResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[8]
+	mi := &file_coily_v1_coily_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -829,7 +1098,7 @@ func (x *UnlockResponse) String() string {
 func (*UnlockResponse) ProtoMessage() {}
 
 func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[8]
+	mi := &file_coily_v1_coily_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -842,7 +1111,7 @@ func (x *UnlockResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UnlockResponse.ProtoReflect.Descriptor instead.
 func (*UnlockResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{8}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UnlockResponse) GetLockout() *StopState {
@@ -862,7 +1131,7 @@ type PauseRequest struct {
 
 func (x *PauseRequest) Reset() {
 	*x = PauseRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[9]
+	mi := &file_coily_v1_coily_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +1143,7 @@ func (x *PauseRequest) String() string {
 func (*PauseRequest) ProtoMessage() {}
 
 func (x *PauseRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[9]
+	mi := &file_coily_v1_coily_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +1156,7 @@ func (x *PauseRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseRequest.ProtoReflect.Descriptor instead.
 func (*PauseRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{9}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PauseRequest) GetReason() string {
@@ -909,7 +1178,7 @@ type PauseResponse struct {
 
 func (x *PauseResponse) Reset() {
 	*x = PauseResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[10]
+	mi := &file_coily_v1_coily_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -921,7 +1190,7 @@ func (x *PauseResponse) String() string {
 func (*PauseResponse) ProtoMessage() {}
 
 func (x *PauseResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[10]
+	mi := &file_coily_v1_coily_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -934,7 +1203,7 @@ func (x *PauseResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseResponse.ProtoReflect.Descriptor instead.
 func (*PauseResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{10}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *PauseResponse) GetPause() *StopState {
@@ -961,7 +1230,7 @@ type ResumeRequest struct {
 
 func (x *ResumeRequest) Reset() {
 	*x = ResumeRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[11]
+	mi := &file_coily_v1_coily_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -973,7 +1242,7 @@ func (x *ResumeRequest) String() string {
 func (*ResumeRequest) ProtoMessage() {}
 
 func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[11]
+	mi := &file_coily_v1_coily_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -986,7 +1255,7 @@ func (x *ResumeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeRequest.ProtoReflect.Descriptor instead.
 func (*ResumeRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{11}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ResumeRequest) GetReason() string {
@@ -1006,7 +1275,7 @@ type ResumeResponse struct {
 
 func (x *ResumeResponse) Reset() {
 	*x = ResumeResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[12]
+	mi := &file_coily_v1_coily_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1018,7 +1287,7 @@ func (x *ResumeResponse) String() string {
 func (*ResumeResponse) ProtoMessage() {}
 
 func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[12]
+	mi := &file_coily_v1_coily_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1031,7 +1300,7 @@ func (x *ResumeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeResponse.ProtoReflect.Descriptor instead.
 func (*ResumeResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{12}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ResumeResponse) GetPause() *StopState {
@@ -1050,7 +1319,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[13]
+	mi := &file_coily_v1_coily_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1331,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[13]
+	mi := &file_coily_v1_coily_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1344,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{13}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{16}
 }
 
 // StatusResponse describes the server and the caller.
@@ -1102,7 +1371,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[14]
+	mi := &file_coily_v1_coily_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1114,7 +1383,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[14]
+	mi := &file_coily_v1_coily_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1127,7 +1396,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{14}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *StatusResponse) GetLockout() *StopState {
@@ -1226,7 +1495,7 @@ type Approval struct {
 
 func (x *Approval) Reset() {
 	*x = Approval{}
-	mi := &file_coily_v1_coily_proto_msgTypes[15]
+	mi := &file_coily_v1_coily_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1238,7 +1507,7 @@ func (x *Approval) String() string {
 func (*Approval) ProtoMessage() {}
 
 func (x *Approval) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[15]
+	mi := &file_coily_v1_coily_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1251,7 +1520,7 @@ func (x *Approval) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Approval.ProtoReflect.Descriptor instead.
 func (*Approval) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{15}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Approval) GetId() string {
@@ -1340,7 +1609,7 @@ type ListApprovalsRequest struct {
 
 func (x *ListApprovalsRequest) Reset() {
 	*x = ListApprovalsRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[16]
+	mi := &file_coily_v1_coily_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1352,7 +1621,7 @@ func (x *ListApprovalsRequest) String() string {
 func (*ListApprovalsRequest) ProtoMessage() {}
 
 func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[16]
+	mi := &file_coily_v1_coily_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1365,7 +1634,7 @@ func (x *ListApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*ListApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{16}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{19}
 }
 
 // ListApprovalsResponse lists them, oldest first.
@@ -1378,7 +1647,7 @@ type ListApprovalsResponse struct {
 
 func (x *ListApprovalsResponse) Reset() {
 	*x = ListApprovalsResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[17]
+	mi := &file_coily_v1_coily_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1390,7 +1659,7 @@ func (x *ListApprovalsResponse) String() string {
 func (*ListApprovalsResponse) ProtoMessage() {}
 
 func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[17]
+	mi := &file_coily_v1_coily_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1403,7 +1672,7 @@ func (x *ListApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*ListApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{17}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ListApprovalsResponse) GetApprovals() []*Approval {
@@ -1422,7 +1691,7 @@ type WatchApprovalsRequest struct {
 
 func (x *WatchApprovalsRequest) Reset() {
 	*x = WatchApprovalsRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[18]
+	mi := &file_coily_v1_coily_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1434,7 +1703,7 @@ func (x *WatchApprovalsRequest) String() string {
 func (*WatchApprovalsRequest) ProtoMessage() {}
 
 func (x *WatchApprovalsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[18]
+	mi := &file_coily_v1_coily_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1447,7 +1716,7 @@ func (x *WatchApprovalsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchApprovalsRequest.ProtoReflect.Descriptor instead.
 func (*WatchApprovalsRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{18}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{21}
 }
 
 // WatchApprovalsResponse is one approval's current state.
@@ -1460,7 +1729,7 @@ type WatchApprovalsResponse struct {
 
 func (x *WatchApprovalsResponse) Reset() {
 	*x = WatchApprovalsResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[19]
+	mi := &file_coily_v1_coily_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1472,7 +1741,7 @@ func (x *WatchApprovalsResponse) String() string {
 func (*WatchApprovalsResponse) ProtoMessage() {}
 
 func (x *WatchApprovalsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[19]
+	mi := &file_coily_v1_coily_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1485,7 +1754,7 @@ func (x *WatchApprovalsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchApprovalsResponse.ProtoReflect.Descriptor instead.
 func (*WatchApprovalsResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{19}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchApprovalsResponse) GetApproval() *Approval {
@@ -1508,7 +1777,7 @@ type DecideRequest struct {
 
 func (x *DecideRequest) Reset() {
 	*x = DecideRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[20]
+	mi := &file_coily_v1_coily_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1789,7 @@ func (x *DecideRequest) String() string {
 func (*DecideRequest) ProtoMessage() {}
 
 func (x *DecideRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[20]
+	mi := &file_coily_v1_coily_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1802,7 @@ func (x *DecideRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideRequest.ProtoReflect.Descriptor instead.
 func (*DecideRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{20}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *DecideRequest) GetId() string {
@@ -1567,7 +1836,7 @@ type DecideResponse struct {
 
 func (x *DecideResponse) Reset() {
 	*x = DecideResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[21]
+	mi := &file_coily_v1_coily_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1848,7 @@ func (x *DecideResponse) String() string {
 func (*DecideResponse) ProtoMessage() {}
 
 func (x *DecideResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[21]
+	mi := &file_coily_v1_coily_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1861,7 @@ func (x *DecideResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DecideResponse.ProtoReflect.Descriptor instead.
 func (*DecideResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{21}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DecideResponse) GetApproval() *Approval {
@@ -1616,7 +1885,7 @@ type StopState struct {
 
 func (x *StopState) Reset() {
 	*x = StopState{}
-	mi := &file_coily_v1_coily_proto_msgTypes[22]
+	mi := &file_coily_v1_coily_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1897,7 @@ func (x *StopState) String() string {
 func (*StopState) ProtoMessage() {}
 
 func (x *StopState) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[22]
+	mi := &file_coily_v1_coily_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1910,7 @@ func (x *StopState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StopState.ProtoReflect.Descriptor instead.
 func (*StopState) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{22}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *StopState) GetActive() bool {
@@ -1692,7 +1961,7 @@ type Caller struct {
 
 func (x *Caller) Reset() {
 	*x = Caller{}
-	mi := &file_coily_v1_coily_proto_msgTypes[23]
+	mi := &file_coily_v1_coily_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1704,7 +1973,7 @@ func (x *Caller) String() string {
 func (*Caller) ProtoMessage() {}
 
 func (x *Caller) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[23]
+	mi := &file_coily_v1_coily_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1717,7 +1986,7 @@ func (x *Caller) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Caller.ProtoReflect.Descriptor instead.
 func (*Caller) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{23}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Caller) GetPrincipal() string {
@@ -1771,7 +2040,7 @@ type RelayRequest struct {
 
 func (x *RelayRequest) Reset() {
 	*x = RelayRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[24]
+	mi := &file_coily_v1_coily_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +2052,7 @@ func (x *RelayRequest) String() string {
 func (*RelayRequest) ProtoMessage() {}
 
 func (x *RelayRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[24]
+	mi := &file_coily_v1_coily_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +2065,7 @@ func (x *RelayRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayRequest.ProtoReflect.Descriptor instead.
 func (*RelayRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{24}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RelayRequest) GetSandbox() string {
@@ -1834,7 +2103,7 @@ type RelayResponse struct {
 
 func (x *RelayResponse) Reset() {
 	*x = RelayResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[25]
+	mi := &file_coily_v1_coily_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1846,7 +2115,7 @@ func (x *RelayResponse) String() string {
 func (*RelayResponse) ProtoMessage() {}
 
 func (x *RelayResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[25]
+	mi := &file_coily_v1_coily_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1859,7 +2128,7 @@ func (x *RelayResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayResponse.ProtoReflect.Descriptor instead.
 func (*RelayResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{25}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *RelayResponse) GetResponse() []byte {
@@ -1889,7 +2158,7 @@ type RelayTeardownRequest struct {
 
 func (x *RelayTeardownRequest) Reset() {
 	*x = RelayTeardownRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[26]
+	mi := &file_coily_v1_coily_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1901,7 +2170,7 @@ func (x *RelayTeardownRequest) String() string {
 func (*RelayTeardownRequest) ProtoMessage() {}
 
 func (x *RelayTeardownRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[26]
+	mi := &file_coily_v1_coily_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1914,7 +2183,7 @@ func (x *RelayTeardownRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayTeardownRequest.ProtoReflect.Descriptor instead.
 func (*RelayTeardownRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{26}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RelayTeardownRequest) GetSandbox() string {
@@ -1948,7 +2217,7 @@ type RelayTeardownResponse struct {
 
 func (x *RelayTeardownResponse) Reset() {
 	*x = RelayTeardownResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[27]
+	mi := &file_coily_v1_coily_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2229,7 @@ func (x *RelayTeardownResponse) String() string {
 func (*RelayTeardownResponse) ProtoMessage() {}
 
 func (x *RelayTeardownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[27]
+	mi := &file_coily_v1_coily_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2242,7 @@ func (x *RelayTeardownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RelayTeardownResponse.ProtoReflect.Descriptor instead.
 func (*RelayTeardownResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{27}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RelayTeardownResponse) GetCancelled() bool {
@@ -1994,7 +2263,7 @@ type IssueKeyRequest struct {
 
 func (x *IssueKeyRequest) Reset() {
 	*x = IssueKeyRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[28]
+	mi := &file_coily_v1_coily_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2006,7 +2275,7 @@ func (x *IssueKeyRequest) String() string {
 func (*IssueKeyRequest) ProtoMessage() {}
 
 func (x *IssueKeyRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[28]
+	mi := &file_coily_v1_coily_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2019,7 +2288,7 @@ func (x *IssueKeyRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKeyRequest.ProtoReflect.Descriptor instead.
 func (*IssueKeyRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{28}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *IssueKeyRequest) GetSandbox() string {
@@ -2039,7 +2308,7 @@ type IssueKeyResponse struct {
 
 func (x *IssueKeyResponse) Reset() {
 	*x = IssueKeyResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[29]
+	mi := &file_coily_v1_coily_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2051,7 +2320,7 @@ func (x *IssueKeyResponse) String() string {
 func (*IssueKeyResponse) ProtoMessage() {}
 
 func (x *IssueKeyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[29]
+	mi := &file_coily_v1_coily_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2064,7 +2333,7 @@ func (x *IssueKeyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IssueKeyResponse.ProtoReflect.Descriptor instead.
 func (*IssueKeyResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{29}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *IssueKeyResponse) GetKey() *SandboxKey {
@@ -2086,7 +2355,7 @@ type RotateKeysRequest struct {
 
 func (x *RotateKeysRequest) Reset() {
 	*x = RotateKeysRequest{}
-	mi := &file_coily_v1_coily_proto_msgTypes[30]
+	mi := &file_coily_v1_coily_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2367,7 @@ func (x *RotateKeysRequest) String() string {
 func (*RotateKeysRequest) ProtoMessage() {}
 
 func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[30]
+	mi := &file_coily_v1_coily_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2380,7 @@ func (x *RotateKeysRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeysRequest.ProtoReflect.Descriptor instead.
 func (*RotateKeysRequest) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{30}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RotateKeysRequest) GetSandbox() string {
@@ -2133,7 +2402,7 @@ type RotateKeysResponse struct {
 
 func (x *RotateKeysResponse) Reset() {
 	*x = RotateKeysResponse{}
-	mi := &file_coily_v1_coily_proto_msgTypes[31]
+	mi := &file_coily_v1_coily_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2414,7 @@ func (x *RotateKeysResponse) String() string {
 func (*RotateKeysResponse) ProtoMessage() {}
 
 func (x *RotateKeysResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[31]
+	mi := &file_coily_v1_coily_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2427,7 @@ func (x *RotateKeysResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RotateKeysResponse.ProtoReflect.Descriptor instead.
 func (*RotateKeysResponse) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{31}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RotateKeysResponse) GetSandboxes() []string {
@@ -2189,7 +2458,7 @@ type SandboxKey struct {
 
 func (x *SandboxKey) Reset() {
 	*x = SandboxKey{}
-	mi := &file_coily_v1_coily_proto_msgTypes[32]
+	mi := &file_coily_v1_coily_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2201,7 +2470,7 @@ func (x *SandboxKey) String() string {
 func (*SandboxKey) ProtoMessage() {}
 
 func (x *SandboxKey) ProtoReflect() protoreflect.Message {
-	mi := &file_coily_v1_coily_proto_msgTypes[32]
+	mi := &file_coily_v1_coily_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2214,7 +2483,7 @@ func (x *SandboxKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SandboxKey.ProtoReflect.Descriptor instead.
 func (*SandboxKey) Descriptor() ([]byte, []int) {
-	return file_coily_v1_coily_proto_rawDescGZIP(), []int{32}
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SandboxKey) GetSandbox() string {
@@ -2249,7 +2518,30 @@ var File_coily_v1_coily_proto protoreflect.FileDescriptor
 
 const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
-	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xfc\x01\n" +
+	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x15\n" +
+	"\x13ListCommandsRequest\"\x9d\x01\n" +
+	"\x14ListCommandsResponse\x121\n" +
+	"\bcommands\x18\x01 \x03(\v2\x15.coily.v1.CommandRuleR\bcommands\x12-\n" +
+	"\x06denied\x18\x02 \x03(\v2\x15.coily.v1.CommandRuleR\x06denied\x12#\n" +
+	"\rpolicy_sha256\x18\x03 \x01(\tR\fpolicySha256\"\xda\x03\n" +
+	"\vCommandRule\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
+	"\acommand\x18\x02 \x01(\tR\acommand\x12\x16\n" +
+	"\x06binary\x18\x03 \x01(\tR\x06binary\x12\x12\n" +
+	"\x04args\x18\x04 \x03(\tR\x04args\x12\x14\n" +
+	"\x05flags\x18\x05 \x03(\tR\x05flags\x12\x10\n" +
+	"\x03env\x18\x06 \x03(\tR\x03env\x12\x18\n" +
+	"\aconfirm\x18\a \x01(\bR\aconfirm\x12B\n" +
+	"\x0fconfirm_timeout\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0econfirmTimeout\x12\x18\n" +
+	"\anetwork\x18\t \x01(\tR\anetwork\x12!\n" +
+	"\fegress_hosts\x18\n" +
+	" \x03(\tR\vegressHosts\x12\x1f\n" +
+	"\vegress_mode\x18\v \x01(\tR\n" +
+	"egressMode\x123\n" +
+	"\atimeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12&\n" +
+	"\x0frate_per_minute\x18\r \x01(\x05R\rratePerMinute\x12\x16\n" +
+	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x18\n" +
+	"\apresent\x18\x0f \x01(\bR\apresent\"\xfc\x01\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x123\n" +
@@ -2403,7 +2695,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_APPROVE\x10\x01\x12\x10\n" +
-	"\fVERDICT_DENY\x10\x022\xf6\x06\n" +
+	"\fVERDICT_DENY\x10\x022\xc5\a\n" +
 	"\fCoilyService\x127\n" +
 	"\x04Exec\x12\x15.coily.v1.ExecRequest\x1a\x16.coily.v1.ExecResponse0\x01\x12>\n" +
 	"\aLockout\x12\x18.coily.v1.LockoutRequest\x1a\x19.coily.v1.LockoutResponse\x12;\n" +
@@ -2418,7 +2710,8 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\rRelayTeardown\x12\x1e.coily.v1.RelayTeardownRequest\x1a\x1f.coily.v1.RelayTeardownResponse\x12A\n" +
 	"\bIssueKey\x12\x19.coily.v1.IssueKeyRequest\x1a\x1a.coily.v1.IssueKeyResponse\x12G\n" +
 	"\n" +
-	"RotateKeys\x12\x1b.coily.v1.RotateKeysRequest\x1a\x1c.coily.v1.RotateKeysResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
+	"RotateKeys\x12\x1b.coily.v1.RotateKeysRequest\x1a\x1c.coily.v1.RotateKeysResponse\x12M\n" +
+	"\fListCommands\x12\x1d.coily.v1.ListCommandsRequest\x1a\x1e.coily.v1.ListCommandsResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
 
 var (
 	file_coily_v1_coily_proto_rawDescOnce sync.Once
@@ -2433,107 +2726,116 @@ func file_coily_v1_coily_proto_rawDescGZIP() []byte {
 }
 
 var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_coily_v1_coily_proto_goTypes = []any{
 	(Stream)(0),                    // 0: coily.v1.Stream
 	(ApprovalState)(0),             // 1: coily.v1.ApprovalState
 	(Verdict)(0),                   // 2: coily.v1.Verdict
-	(*ExecRequest)(nil),            // 3: coily.v1.ExecRequest
-	(*ExecResponse)(nil),           // 4: coily.v1.ExecResponse
-	(*ExecStarted)(nil),            // 5: coily.v1.ExecStarted
-	(*ExecOutput)(nil),             // 6: coily.v1.ExecOutput
-	(*ExecExit)(nil),               // 7: coily.v1.ExecExit
-	(*LockoutRequest)(nil),         // 8: coily.v1.LockoutRequest
-	(*LockoutResponse)(nil),        // 9: coily.v1.LockoutResponse
-	(*UnlockRequest)(nil),          // 10: coily.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 11: coily.v1.UnlockResponse
-	(*PauseRequest)(nil),           // 12: coily.v1.PauseRequest
-	(*PauseResponse)(nil),          // 13: coily.v1.PauseResponse
-	(*ResumeRequest)(nil),          // 14: coily.v1.ResumeRequest
-	(*ResumeResponse)(nil),         // 15: coily.v1.ResumeResponse
-	(*StatusRequest)(nil),          // 16: coily.v1.StatusRequest
-	(*StatusResponse)(nil),         // 17: coily.v1.StatusResponse
-	(*Approval)(nil),               // 18: coily.v1.Approval
-	(*ListApprovalsRequest)(nil),   // 19: coily.v1.ListApprovalsRequest
-	(*ListApprovalsResponse)(nil),  // 20: coily.v1.ListApprovalsResponse
-	(*WatchApprovalsRequest)(nil),  // 21: coily.v1.WatchApprovalsRequest
-	(*WatchApprovalsResponse)(nil), // 22: coily.v1.WatchApprovalsResponse
-	(*DecideRequest)(nil),          // 23: coily.v1.DecideRequest
-	(*DecideResponse)(nil),         // 24: coily.v1.DecideResponse
-	(*StopState)(nil),              // 25: coily.v1.StopState
-	(*Caller)(nil),                 // 26: coily.v1.Caller
-	(*RelayRequest)(nil),           // 27: coily.v1.RelayRequest
-	(*RelayResponse)(nil),          // 28: coily.v1.RelayResponse
-	(*RelayTeardownRequest)(nil),   // 29: coily.v1.RelayTeardownRequest
-	(*RelayTeardownResponse)(nil),  // 30: coily.v1.RelayTeardownResponse
-	(*IssueKeyRequest)(nil),        // 31: coily.v1.IssueKeyRequest
-	(*IssueKeyResponse)(nil),       // 32: coily.v1.IssueKeyResponse
-	(*RotateKeysRequest)(nil),      // 33: coily.v1.RotateKeysRequest
-	(*RotateKeysResponse)(nil),     // 34: coily.v1.RotateKeysResponse
-	(*SandboxKey)(nil),             // 35: coily.v1.SandboxKey
-	nil,                            // 36: coily.v1.ExecRequest.EnvEntry
-	(*durationpb.Duration)(nil),    // 37: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 38: google.protobuf.Timestamp
+	(*ListCommandsRequest)(nil),    // 3: coily.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),   // 4: coily.v1.ListCommandsResponse
+	(*CommandRule)(nil),            // 5: coily.v1.CommandRule
+	(*ExecRequest)(nil),            // 6: coily.v1.ExecRequest
+	(*ExecResponse)(nil),           // 7: coily.v1.ExecResponse
+	(*ExecStarted)(nil),            // 8: coily.v1.ExecStarted
+	(*ExecOutput)(nil),             // 9: coily.v1.ExecOutput
+	(*ExecExit)(nil),               // 10: coily.v1.ExecExit
+	(*LockoutRequest)(nil),         // 11: coily.v1.LockoutRequest
+	(*LockoutResponse)(nil),        // 12: coily.v1.LockoutResponse
+	(*UnlockRequest)(nil),          // 13: coily.v1.UnlockRequest
+	(*UnlockResponse)(nil),         // 14: coily.v1.UnlockResponse
+	(*PauseRequest)(nil),           // 15: coily.v1.PauseRequest
+	(*PauseResponse)(nil),          // 16: coily.v1.PauseResponse
+	(*ResumeRequest)(nil),          // 17: coily.v1.ResumeRequest
+	(*ResumeResponse)(nil),         // 18: coily.v1.ResumeResponse
+	(*StatusRequest)(nil),          // 19: coily.v1.StatusRequest
+	(*StatusResponse)(nil),         // 20: coily.v1.StatusResponse
+	(*Approval)(nil),               // 21: coily.v1.Approval
+	(*ListApprovalsRequest)(nil),   // 22: coily.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),  // 23: coily.v1.ListApprovalsResponse
+	(*WatchApprovalsRequest)(nil),  // 24: coily.v1.WatchApprovalsRequest
+	(*WatchApprovalsResponse)(nil), // 25: coily.v1.WatchApprovalsResponse
+	(*DecideRequest)(nil),          // 26: coily.v1.DecideRequest
+	(*DecideResponse)(nil),         // 27: coily.v1.DecideResponse
+	(*StopState)(nil),              // 28: coily.v1.StopState
+	(*Caller)(nil),                 // 29: coily.v1.Caller
+	(*RelayRequest)(nil),           // 30: coily.v1.RelayRequest
+	(*RelayResponse)(nil),          // 31: coily.v1.RelayResponse
+	(*RelayTeardownRequest)(nil),   // 32: coily.v1.RelayTeardownRequest
+	(*RelayTeardownResponse)(nil),  // 33: coily.v1.RelayTeardownResponse
+	(*IssueKeyRequest)(nil),        // 34: coily.v1.IssueKeyRequest
+	(*IssueKeyResponse)(nil),       // 35: coily.v1.IssueKeyResponse
+	(*RotateKeysRequest)(nil),      // 36: coily.v1.RotateKeysRequest
+	(*RotateKeysResponse)(nil),     // 37: coily.v1.RotateKeysResponse
+	(*SandboxKey)(nil),             // 38: coily.v1.SandboxKey
+	nil,                            // 39: coily.v1.ExecRequest.EnvEntry
+	(*durationpb.Duration)(nil),    // 40: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 41: google.protobuf.Timestamp
 }
 var file_coily_v1_coily_proto_depIdxs = []int32{
-	37, // 0: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
-	36, // 1: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
-	5,  // 2: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
-	6,  // 3: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
-	7,  // 4: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
-	18, // 5: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
-	0,  // 6: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
-	37, // 7: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
-	25, // 8: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
-	25, // 9: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
-	25, // 10: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
-	25, // 11: coily.v1.ResumeResponse.pause:type_name -> coily.v1.StopState
-	25, // 12: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
-	25, // 13: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
-	26, // 14: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
-	38, // 15: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	38, // 16: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	38, // 17: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 18: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
-	18, // 19: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
-	18, // 20: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
-	2,  // 21: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
-	18, // 22: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
-	38, // 23: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
-	35, // 24: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
-	35, // 25: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
-	38, // 26: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
-	3,  // 27: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
-	8,  // 28: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
-	10, // 29: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
-	12, // 30: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
-	14, // 31: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
-	16, // 32: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
-	19, // 33: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
-	21, // 34: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
-	23, // 35: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
-	27, // 36: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
-	29, // 37: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
-	31, // 38: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
-	33, // 39: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
-	4,  // 40: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	9,  // 41: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	11, // 42: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	13, // 43: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	15, // 44: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	17, // 45: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	20, // 46: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
-	22, // 47: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
-	24, // 48: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
-	28, // 49: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
-	30, // 50: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
-	32, // 51: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
-	34, // 52: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	5,  // 0: coily.v1.ListCommandsResponse.commands:type_name -> coily.v1.CommandRule
+	5,  // 1: coily.v1.ListCommandsResponse.denied:type_name -> coily.v1.CommandRule
+	40, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
+	40, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
+	40, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
+	39, // 5: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
+	8,  // 6: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
+	9,  // 7: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
+	10, // 8: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
+	21, // 9: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
+	0,  // 10: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
+	40, // 11: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
+	28, // 12: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
+	28, // 13: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
+	28, // 14: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
+	28, // 15: coily.v1.ResumeResponse.pause:type_name -> coily.v1.StopState
+	28, // 16: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
+	28, // 17: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
+	29, // 18: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
+	41, // 19: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	41, // 20: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	41, // 21: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 22: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
+	21, // 23: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
+	21, // 24: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
+	2,  // 25: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
+	21, // 26: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
+	41, // 27: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	38, // 28: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
+	38, // 29: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
+	41, // 30: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
+	6,  // 31: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
+	11, // 32: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
+	13, // 33: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
+	15, // 34: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
+	17, // 35: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
+	19, // 36: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
+	22, // 37: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
+	24, // 38: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
+	26, // 39: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
+	30, // 40: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
+	32, // 41: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
+	34, // 42: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
+	36, // 43: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
+	3,  // 44: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
+	7,  // 45: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
+	12, // 46: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
+	14, // 47: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
+	16, // 48: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
+	18, // 49: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
+	20, // 50: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
+	23, // 51: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
+	25, // 52: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
+	27, // 53: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
+	31, // 54: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
+	33, // 55: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
+	35, // 56: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
+	37, // 57: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
+	4,  // 58: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
+	45, // [45:59] is the sub-list for method output_type
+	31, // [31:45] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_coily_v1_coily_proto_init() }
@@ -2541,7 +2843,7 @@ func file_coily_v1_coily_proto_init() {
 	if File_coily_v1_coily_proto != nil {
 		return
 	}
-	file_coily_v1_coily_proto_msgTypes[1].OneofWrappers = []any{
+	file_coily_v1_coily_proto_msgTypes[4].OneofWrappers = []any{
 		(*ExecResponse_Started)(nil),
 		(*ExecResponse_Output)(nil),
 		(*ExecResponse_Exit)(nil),
@@ -2553,7 +2855,7 @@ func file_coily_v1_coily_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coily_v1_coily_proto_rawDesc), len(file_coily_v1_coily_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   34,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -43,6 +43,7 @@ const (
 	CoilyService_RelayTeardown_FullMethodName  = "/coily.v1.CoilyService/RelayTeardown"
 	CoilyService_IssueKey_FullMethodName       = "/coily.v1.CoilyService/IssueKey"
 	CoilyService_RotateKeys_FullMethodName     = "/coily.v1.CoilyService/RotateKeys"
+	CoilyService_ListCommands_FullMethodName   = "/coily.v1.CoilyService/ListCommands"
 )
 
 // CoilyServiceClient is the client API for CoilyService service.
@@ -91,6 +92,10 @@ type CoilyServiceClient interface {
 	IssueKey(ctx context.Context, in *IssueKeyRequest, opts ...grpc.CallOption) (*IssueKeyResponse, error)
 	// RotateKeys replaces one sandbox's signing key, or every sandbox's.
 	RotateKeys(ctx context.Context, in *RotateKeysRequest, opts ...grpc.CallOption) (*RotateKeysResponse, error)
+	// ListCommands lists the command rules the caller may run under the
+	// policy in force, with what the owner's deny rules refuse for them: what
+	// `coily agents-md` tells an agent.
+	ListCommands(ctx context.Context, in *ListCommandsRequest, opts ...grpc.CallOption) (*ListCommandsResponse, error)
 }
 
 type coilyServiceClient struct {
@@ -249,6 +254,16 @@ func (c *coilyServiceClient) RotateKeys(ctx context.Context, in *RotateKeysReque
 	return out, nil
 }
 
+func (c *coilyServiceClient) ListCommands(ctx context.Context, in *ListCommandsRequest, opts ...grpc.CallOption) (*ListCommandsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListCommandsResponse)
+	err := c.cc.Invoke(ctx, CoilyService_ListCommands_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoilyServiceServer is the server API for CoilyService service.
 // All implementations must embed UnimplementedCoilyServiceServer
 // for forward compatibility.
@@ -295,6 +310,10 @@ type CoilyServiceServer interface {
 	IssueKey(context.Context, *IssueKeyRequest) (*IssueKeyResponse, error)
 	// RotateKeys replaces one sandbox's signing key, or every sandbox's.
 	RotateKeys(context.Context, *RotateKeysRequest) (*RotateKeysResponse, error)
+	// ListCommands lists the command rules the caller may run under the
+	// policy in force, with what the owner's deny rules refuse for them: what
+	// `coily agents-md` tells an agent.
+	ListCommands(context.Context, *ListCommandsRequest) (*ListCommandsResponse, error)
 	mustEmbedUnimplementedCoilyServiceServer()
 }
 
@@ -343,6 +362,9 @@ func (UnimplementedCoilyServiceServer) IssueKey(context.Context, *IssueKeyReques
 }
 func (UnimplementedCoilyServiceServer) RotateKeys(context.Context, *RotateKeysRequest) (*RotateKeysResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method RotateKeys not implemented")
+}
+func (UnimplementedCoilyServiceServer) ListCommands(context.Context, *ListCommandsRequest) (*ListCommandsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListCommands not implemented")
 }
 func (UnimplementedCoilyServiceServer) mustEmbedUnimplementedCoilyServiceServer() {}
 func (UnimplementedCoilyServiceServer) testEmbeddedByValue()                      {}
@@ -585,6 +607,24 @@ func _CoilyService_RotateKeys_Handler(srv interface{}, ctx context.Context, dec 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoilyService_ListCommands_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListCommandsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).ListCommands(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_ListCommands_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).ListCommands(ctx, req.(*ListCommandsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoilyService_ServiceDesc is the grpc.ServiceDesc for CoilyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -635,6 +675,10 @@ var CoilyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "RotateKeys",
 			Handler:    _CoilyService_RotateKeys_Handler,
+		},
+		{
+			MethodName: "ListCommands",
+			Handler:    _CoilyService_ListCommands_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
