@@ -325,7 +325,7 @@ func TestVaultPreflightRefused(t *testing.T) {
 	// policy layout): the fallback, first segment as a KV v2 mount.
 	e := newVaultEnv(t)
 	e.write("coily/github", map[string]any{"token": canaryToken})
-	v := &Vault{cfg: VaultConfig{Auth: VaultAuthToken}, log: slog.New(slog.DiscardHandler), base: e.root, mounts: map[string]int{}, loginMu: make(chan struct{}, 1)}
+	v := &Vault{cfg: VaultConfig{Auth: VaultAuthToken}, log: slog.New(slog.DiscardHandler), base: e.root, mounts: map[string]mountInfo{}, loginMu: make(chan struct{}, 1)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/sys/internal/ui/mounts/") {
 			w.WriteHeader(http.StatusForbidden)
