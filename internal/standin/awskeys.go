@@ -129,3 +129,14 @@ func randomString(n int) string {
 	}
 	return base64.RawURLEncoding.EncodeToString(b)[:n]
 }
+
+// Holds reports whether accessKey is one of k's keys with exactly secret
+// and token (empty for a long-term key): whether the three were issued
+// together.
+func (k *AWSKeys) Holds(accessKey, secret, token string) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	key, ok := k.keys[accessKey]
+	return ok && subtle.ConstantTimeCompare([]byte(key.secret), []byte(secret)) == 1 &&
+		subtle.ConstantTimeCompare([]byte(key.token), []byte(token)) == 1
+}
