@@ -140,3 +140,18 @@ func (k *AWSKeys) Holds(accessKey, secret, token string) bool {
 	return ok && subtle.ConstantTimeCompare([]byte(key.secret), []byte(secret)) == 1 &&
 		subtle.ConstantTimeCompare([]byte(key.token), []byte(token)) == 1
 }
+
+// Secrets returns the secret and session token of every key issued, and
+// of every long-term key: what a canary check looks for.
+func (k *AWSKeys) Secrets() []string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	var out []string
+	for _, key := range k.keys {
+		out = append(out, key.secret)
+		if key.token != "" {
+			out = append(out, key.token)
+		}
+	}
+	return out
+}
