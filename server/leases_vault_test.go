@@ -374,4 +374,3 @@ func (p *tcpProxy) close() {
 	}
 	p.conns = nil
 }
-
