@@ -3,6 +3,8 @@ package audit
 import (
 	"path/filepath"
 	"time"
+
+	"coily.dev/coily/refusal"
 )
 
 // Events of the stop controls, as the server records them.
@@ -60,7 +62,7 @@ func LastLockout(dir string) (LockoutState, error) {
 				}
 			case r.Event == EventUnlock && r.Decision == "allow":
 				st = LockoutState{Known: true, Active: false, By: r.Principal, Reason: r.Reason, Since: r.Time, ID: r.ID}
-			case r.Event == EventUnlock && r.Decision == "refuse" && r.Code == "internal" && !st.Active && st.Known:
+			case r.Event == EventUnlock && r.Decision == "refuse" && r.Code == string(refusal.Internal) && !st.Active && st.Known:
 				// The unlock was recorded, then could not be persisted.
 				st = LockoutState{Known: true, Active: true, By: r.Principal, Reason: "unlock could not be persisted", Since: r.Time, ID: r.ID}
 			}

@@ -1,6 +1,10 @@
 package egress
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"tailscale.com/net/tsaddr"
+)
 
 // Class is what kind of destination an address is. Only Public may be
 // dialed unless an AllowCIDRs prefix contains the address.
@@ -69,7 +73,7 @@ var (
 		{Loopback, mustPrefixes("127.0.0.0/8")},
 		{Private, mustPrefixes("10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16")},
 		{LinkLocal, mustPrefixes("169.254.0.0/16")},
-		{Tailnet, mustPrefixes("100.64.0.0/10")},
+		{Tailnet, []netip.Prefix{tsaddr.CGNATRange()}}, // 100.64.0.0/10
 		{Multicast, mustPrefixes("224.0.0.0/4")},
 		{Reserved, mustPrefixes("0.0.0.0/8", "240.0.0.0/4", "192.0.0.0/24", "192.0.2.0/24",
 			"198.51.100.0/24", "203.0.113.0/24", "198.18.0.0/15", "192.88.99.0/24")},
@@ -80,7 +84,7 @@ var (
 	}{
 		{Unspecified, mustPrefixes("::/128")},
 		{Loopback, mustPrefixes("::1/128")},
-		{Tailnet, mustPrefixes("fd7a:115c:a1e0::/48")},
+		{Tailnet, []netip.Prefix{tsaddr.TailscaleULARange()}}, // fd7a:115c:a1e0::/48
 		{Private, mustPrefixes("fc00::/7")},
 		{LinkLocal, mustPrefixes("fe80::/10")},
 		{Multicast, mustPrefixes("ff00::/8")},

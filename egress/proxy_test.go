@@ -81,6 +81,42 @@ func TestProxyHTTPAndHTTPSWithNetHTTP(t *testing.T) {
 	}
 }
 
+// Go's net/http through the proxy, refused: plain HTTP gets the 403 with
+// the X-Coily-Egress header and a body naming the rule and host; HTTPS
+// gets its CONNECT refused (net/http reports the status), and nothing
+// reaches either server.
+func TestProxyRefusalsWithNetHTTP(t *testing.T) {
+	plain, tlsSrv := helloServers(t)
+	hp, sp := portOf(t, plain.URL), portOf(t, tlsSrv.URL)
+	res := newResolver("example.com", "127.0.0.1", "other.example", "127.0.0.1")
+	tp := startProxy(t, Config{Resolver: res}, []string{"example.com:" + hp, "example.com:" + sp}, loopback)
+
+	resp, err := tp.client(t, nil).Get("http://other.example:" + hp + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || resp.Header.Get("X-Coily-Egress") != "refused" ||
+		!strings.Contains(string(body), `host other.example:`+hp+` is not in the egress allowlist of rule "gh"; ask the owner to add it`) {
+		t.Fatalf("plain HTTP refusal: %d %v %q", resp.StatusCode, resp.Header, body)
+	}
+	_, err = tp.client(t, tlsSrv.Client().Transport.(*http.Transport)).Get("https://other.example:" + sp + "/y")
+	if err == nil || !strings.Contains(err.Error(), "Forbidden") {
+		t.Fatalf("HTTPS to a host outside the allowlist: %v; want the CONNECT refused (Forbidden)", err)
+	}
+	if n := res.count("other.example"); n != 0 {
+		t.Errorf("other.example resolved %d times; a refused name is never looked up", n)
+	}
+	for _, port := range []string{hp, sp} {
+		p, _ := strconv.Atoi(port)
+		waitFor(t, "the deny row of other.example:"+port, func() bool {
+			r, ok := rowFor(tp.Rows(), "other.example", p, Deny)
+			return ok && r.Conns == 1 && r.Reason == "not-allowlisted"
+		})
+	}
+}
+
 func checkGet(t *testing.T, c *http.Client, req *http.Request, want string) {
 	t.Helper()
 	resp, err := c.Do(req)
@@ -301,6 +337,31 @@ func TestProxyIdleTimeout(t *testing.T) {
 	b, _ := io.ReadAll(silent)
 	if !strings.Contains(string(b), "400 Bad Request") {
 		t.Fatalf("silent client got %q", b)
+	}
+}
+
+// A tunnel that stays busy is still cut at MaxDuration: a command cannot
+// hold a connection (and its slot of the budget) for ever by trickling.
+func TestProxyMaxDuration(t *testing.T) {
+	echo := strconv.Itoa(echoServer(t))
+	tp := startProxy(t, Config{Resolver: newResolver("ok.test", "127.0.0.1"), IdleTimeout: 5 * time.Second,
+		MaxDuration: 500 * time.Millisecond}, []string{"ok.test:" + echo}, loopback)
+	_, _, c := tp.raw(t, connect("ok.test:"+echo))
+	start := time.Now()
+	deadline := start.Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("x")); err != nil {
+			break
+		}
+		if _, err := c.Read(make([]byte, 1)); err != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond) // trickle: never idle long enough for the idle timeout
+	}
+	d := time.Since(start)
+	if d < 450*time.Millisecond || d > 5*time.Second {
+		t.Fatalf("a busy tunnel ended after %v; want it cut at MaxDuration (500ms)", d)
 	}
 }
 

@@ -38,6 +38,11 @@ type Egress struct {
 	// SSHKnownHosts are the ssh host keys git over ssh trusts, and the
 	// only ones (`ssh_known_hosts`); KnownHostsFile writes them out.
 	SSHKnownHosts []KnownHost
+	// MaxConns caps the exec's connections open at once (0: the proxy's
+	// default, 64); MaxBytes caps the bytes up and down over the exec
+	// (0: no cap).
+	MaxConns int
+	MaxBytes int64
 }
 
 // HostPort is one allowlist entry. Host is lower case without a trailing

@@ -154,6 +154,9 @@ func TestLoadEgress(t *testing.T) {
 	if npm.Mode != policy.EgressEnforce || !reflect.DeepEqual(npm.Effective(), wantNpm) {
 		t.Errorf("npm-install: mode %q, effective %v; want enforce, %v", npm.Mode, npm.Effective(), wantNpm)
 	}
+	if npm.MaxConns != 8 || npm.MaxBytes != 512<<20 {
+		t.Errorf("npm-install: max_connections %d, max_bytes %d; want 8 and 512 MiB", npm.MaxConns, npm.MaxBytes)
+	}
 	if npm.Allows("registry.yarnpkg.com", 443) || !npm.Allows("mirror.example.com", 8443) {
 		t.Error("the yarn mirror did not replace registry.yarnpkg.com")
 	}

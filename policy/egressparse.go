@@ -22,7 +22,13 @@ type egressFile struct {
 	Registries map[string]string   `yaml:"registries"`
 	Hosts      map[string][]string `yaml:"hosts"`
 	KnownHosts []string            `yaml:"ssh_known_hosts"`
+	MaxConns   int                 `yaml:"max_connections"`
+	MaxBytes   string              `yaml:"max_bytes"`
 }
+
+// MaxEgressConns bounds a rule's max_connections (the server-wide budget
+// bounds all execs together).
+const MaxEgressConns = 1024
 
 // ruleEgress reads an allow rule's egress block; it needs network proxied.
 func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
@@ -67,6 +73,17 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 		b.egressHost(r.Name, e, name, ef.Hosts[name], at("hosts"))
 	}
 	e.SSHKnownHosts = b.knownHosts(r.Name, ef.KnownHosts, at("ssh_known_hosts"))
+	if ef.MaxConns < 0 || ef.MaxConns > MaxEgressConns {
+		b.failAt(b.at(at("max_connections")...), "rule %q: egress max_connections %d must be between 1 and %d", r.Name, ef.MaxConns, MaxEgressConns)
+	}
+	e.MaxConns = ef.MaxConns
+	if ef.MaxBytes != "" {
+		n, err := ParseSize(ef.MaxBytes)
+		if err != nil || n <= 0 {
+			b.failAt(b.at(at("max_bytes")...), "rule %q: egress max_bytes %q: a size such as 512MiB", r.Name, ef.MaxBytes)
+		}
+		e.MaxBytes = n
+	}
 	r.Egress = e
 }
 

@@ -178,7 +178,8 @@ func gitRefusedOption(refused []string, arg string) string {
 
 // normalisePush makes push's implicit forms explicit for the rules: a
 // refspec "+src:dst" forces (--force), one with an empty source ":dst"
-// deletes (--delete).
+// deletes (--delete), --mirror does both (it force-updates and deletes
+// every remote ref to match) and --prune deletes.
 func normalisePush(rest []string) []string {
 	var out []string
 	var force, del bool
@@ -189,6 +190,12 @@ func normalisePush(rest []string) []string {
 			break
 		}
 		if strings.HasPrefix(a, "-") && a != "-" {
+			switch a {
+			case "--mirror":
+				force, del = true, true
+			case "--prune":
+				del = true
+			}
 			out = append(out, a)
 			continue
 		}

@@ -37,7 +37,8 @@ var toolCases = []struct {
 	{"git", []string{"push", "origin", "+HEAD:refs/heads/main"}, []string{"push", "origin", "HEAD:refs/heads/main", "--force"}, ""},
 	{"git", []string{"push", "origin", ":main"}, []string{"push", "origin", ":main", "--delete"}, ""},
 	{"git", []string{"push", "-u", "origin", "main"}, []string{"push", "-u", "origin", "main"}, ""},
-	{"git", []string{"push", "--mirror", "origin"}, []string{"push", "--mirror", "origin"}, ""},
+	{"git", []string{"push", "--mirror", "origin"}, []string{"push", "--mirror", "origin", "--force", "--delete"}, ""},
+	{"git", []string{"push", "--prune", "origin", "refs/heads/*:refs/heads/*"}, []string{"push", "--prune", "origin", "refs/heads/*:refs/heads/*", "--delete"}, ""},
 	// Remotes and options that run code.
 	{"git", []string{"push", "ext::sh -c evil", "main"}, nil, "remote helpers"},
 	{"git", []string{"push", "fd::3", "main"}, nil, "remote helpers"},

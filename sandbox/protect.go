@@ -23,8 +23,9 @@ const GitName = ".git"
 // credentials. A name that does not exist yet and is created by a command
 // is quarantined after it (see QuarantineSuffix).
 var ProtectedNames = slices.Concat([]string{
-	// git, beyond the control directory itself.
-	".gitconfig", ".gitmodules", ".config/git",
+	// git, beyond the control directory itself; Mercurial's control
+	// directory (.hg/hgrc runs hooks).
+	".gitconfig", ".gitmodules", ".config/git", ".hg",
 	// Shells and direnv.
 	".bashrc", ".bash_profile", ".bash_login", ".bash_logout", ".profile",
 	".zshrc", ".zprofile", ".zshenv", ".zlogin", ".zlogout", ".envrc",
@@ -42,6 +43,8 @@ var ProtectedNames = slices.Concat([]string{
 	".pre-commit-config.yaml", ".pre-commit-config.yml", ".pre-commit-hooks.yaml",
 	// lefthook runs scripts from .lefthook/ and .lefthook-local/.
 	".lefthook", ".lefthook-local",
+	// mise's configuration directory (hooks, env._.source run code).
+	".config/mise",
 }, lefthookConfigs())
 
 // lefthookConfigs are the file names lefthook reads its configuration
@@ -63,7 +66,8 @@ func lefthookConfigs() []string {
 // inside dependency trees (node_modules): tools read them from every
 // directory up from where they run (direnv, cargo, yarn, mise) or from
 // each package of a monorepo (npm, pnpm, bun).
-var AnyDepthNames = []string{".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "bunfig.toml", ".mise.toml", ".cargo"}
+var AnyDepthNames = []string{".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "bunfig.toml", ".cargo",
+	"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml"}
 
 // GitDirCodeNames are the entries of a git directory through which git
 // runs code or reads configuration: hooks, config (core.hooksPath,

@@ -47,8 +47,9 @@ func ProxyEnv(ap netip.AddrPort) []string {
 	return append(out, "NO_PROXY="+NoProxy, "no_proxy="+NoProxy)
 }
 
-// withProxyEnv is env without any proxy variable of its own, then ProxyEnv(ap).
-func withProxyEnv(env []string, ap netip.AddrPort) []string {
+// WithProxyEnv is env without any proxy variable of its own, then
+// ProxyEnv(ap): a command can only be pointed at its own egress proxy.
+func WithProxyEnv(env []string, ap netip.AddrPort) []string {
 	out := slices.DeleteFunc(slices.Clone(env), func(kv string) bool {
 		k, _, _ := strings.Cut(kv, "=")
 		return slices.Contains(proxyVars, k) || k == "NO_PROXY" || k == "no_proxy"

@@ -268,7 +268,7 @@ func sandboxExecEnv(p Profile) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return withProxyEnv(p.Env, ap), nil
+	return WithProxyEnv(p.Env, ap), nil
 }
 
 // sbplProtectedClasses renders, for each writable root, the filters of

@@ -5,7 +5,6 @@ import (
 
 	"google.golang.org/grpc"
 
-	"coily.dev/coily/audit"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -52,9 +51,8 @@ func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coily
 	if err != nil {
 		return nil, err
 	}
-	rec := audit.Record{Event: "approval.decide", Method: coilyv1.CoilyService_Decide_FullMethodName,
-		Principal: c.Principal, Transport: c.Transport, Peer: c.Peer, Reason: req.GetNote(),
-		Details: map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}}
+	rec := callerRecord(c, coilyv1.CoilyService_Decide_FullMethodName, "approval.decide", req.GetNote())
+	rec.Details = map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}
 	a, err := s.decide(c, req)
 	if a != nil {
 		rec.RequestID, rec.Argv, rec.Rule = a.GetRequestId(), a.GetArgv(), a.GetRule()
@@ -65,11 +63,12 @@ func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coily
 		r := refusal.As(err)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	}
-	if _, aerr := s.record(ctx, rec); aerr != nil {
+	out, aerr := s.record(ctx, rec)
+	if aerr != nil {
 		return nil, refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
 	}
 	if err != nil {
-		return nil, err
+		return nil, refusal.WithAudit(err, out.ID)
 	}
 	return &coilyv1.DecideResponse{Approval: a}, nil
 }

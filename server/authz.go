@@ -10,7 +10,6 @@ import (
 	reflectionv1 "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
-	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -102,10 +101,9 @@ func (s *Server) admitCall(ctx context.Context, method string) (context.Context,
 // refuseCall audits a call refused before its handler ran.
 func (s *Server) refuseCall(ctx context.Context, c Caller, method string, err error) error {
 	r := refusal.As(err)
-	out, auditErr := s.record(ctx, audit.Record{
-		Event: "call", Method: method, Principal: c.Principal, Transport: c.Transport, Peer: c.Peer,
-		Decision: "refuse", Code: string(r.Code), Reason: r.Msg,
-	})
+	rec := callerRecord(c, method, "call", r.Msg)
+	rec.Decision, rec.Code = "refuse", string(r.Code)
+	out, auditErr := s.record(ctx, rec)
 	if auditErr != nil {
 		return refusal.Wrap(refusal.Internal, auditErr, "audit log unavailable")
 	}

@@ -856,6 +856,41 @@ for f in .pre-commit-hooks.yaml lefthook.yaml .lefthook.yml .lefthook.yaml lefth
 	}
 }
 
+// Mercurial's control directory and mise's configuration (both run code
+// on the host: hgrc hooks, mise [hooks] and env._.source): read-only when
+// present, quarantined when created, at any depth for mise.toml.
+func TestContainmentHgAndMiseProtected(t *testing.T) {
+	c := startContainment(t, "")
+	if err := os.MkdirAll(filepath.Join(c.ws, ".hg"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(c.ws, "mise.toml"), []byte("# the owner's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, attempt := range []string{
+		"printf '[hooks]\\nupdate = evil\\n' > .hg/hgrc",
+		"echo '[hooks] enter = \"evil\"' >> mise.toml",
+		"rm mise.toml",
+	} {
+		if r := c.sh(t, attempt); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", attempt, r)
+		}
+	}
+	fresh := []string{"sub/dir/mise.toml", ".mise.local.toml", ".config/mise"}
+	r := c.sh(t, `mkdir -p sub/dir .config/mise && echo evil > sub/dir/mise.toml && echo evil > .mise.local.toml && echo evil > .config/mise/config.toml && echo ok > plain.toml`)
+	if r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("run: %+v", r)
+	}
+	for _, gone := range fresh {
+		if _, err := os.Lstat(filepath.Join(c.ws, gone)); err == nil {
+			t.Errorf("%s was left in place (audit %v)", gone, lastResult(t, c.in).Details)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "plain.toml")); err != nil {
+		t.Errorf("an ordinary file was quarantined: %v", err)
+	}
+}
+
 // Git configuration naming a hooks directory or an included file by an
 // absolute path, or by a relative one leaving the work tree and coming
 // back in by the workspace's name, or through a link outside the

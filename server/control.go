@@ -135,7 +135,7 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 	}
 	s.escalate(jobs)
 	rejected := s.approvals.rejectAll()
-	rec := controlRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", reason)
+	rec := callerRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
 	// Cached credentials are dropped (and the Vault token revoked when so
@@ -192,7 +192,7 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
-	rec := controlRecord(c, coilyv1.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
+	rec := callerRecord(c, coilyv1.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
@@ -220,7 +220,7 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	s.stops.Pause = st
 	running := len(s.jobs)
 	s.mu.Unlock()
-	rec := controlRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
+	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetPause(st)); err != nil {
 		return nil, err
 	}
@@ -240,7 +240,7 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
-	rec := controlRecord(c, coilyv1.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
+	rec := callerRecord(c, coilyv1.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
@@ -279,8 +279,10 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 var controlMethods = map[string]string{"lockout": "Lockout", "unlock": "Unlock", "pause": "Pause", "resume": "Resume",
 	"relay": "Relay", "relay.teardown": "RelayTeardown", "key.issue": "IssueKey", "key.rotate": "RotateKeys"}
 
-// controlRecord starts the audit record of a control call.
-func controlRecord(c Caller, method, event, reason string) audit.Record {
+// callerRecord starts the audit record of a call by c: the one way every
+// record but an execution's (execution.auditRecord) and a flood's summary
+// is built.
+func callerRecord(c Caller, method, event, reason string) audit.Record {
 	return audit.Record{Event: event, Method: method, Principal: c.Principal, Transport: c.Transport,
 		Peer: c.Peer, Reason: reason}
 }
@@ -320,7 +322,7 @@ func outcome(err error) string {
 // refuseControl audits a refused control call and returns the refusal.
 func (s *Server) refuseControl(ctx context.Context, c Caller, event string, err error) error {
 	r := refusal.As(err)
-	rec := controlRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
+	rec := callerRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	out, aerr := s.record(ctx, rec)
 	if aerr != nil {

@@ -44,7 +44,8 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if len(eg.Hosts) > 0 {
 		resolver = egress.Pinned{Hosts: eg.Hosts, Next: net.DefaultResolver}
 	}
-	p, err := egress.New(egress.Config{Rule: x.rule.Name, Allowlist: allow, Mode: mode, Resolver: resolver, Shared: s.egress, Now: s.cfg.Now, Logger: s.log})
+	p, err := egress.New(egress.Config{Rule: x.rule.Name, Allowlist: allow, Mode: mode, Resolver: resolver, Shared: s.egress,
+		MaxConns: eg.MaxConns, MaxBytes: eg.MaxBytes, Now: s.cfg.Now, Logger: s.log})
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy of rule %q", x.rule.Name)
 	}

@@ -52,6 +52,30 @@ type execution struct {
 	out sender
 	// egress is what its egress proxy saw (proxied network only).
 	egress []egress.Row
+
+	// What step 9 readies for the run, in the order it is readied: the
+	// private home (scratch, removed after), the workspace root and the
+	// working directory in it, the egress proxy, the rule's CA bundle, and
+	// the command wrapped in its sandbox.
+	home, root, dir string
+	eg              *egressRun
+	ca              *os.File
+	cmd             *exec.Cmd
+	conf            *sandbox.Confinement
+	// undo holds what the readying steps must undo once the execution is
+	// over, in the order they were readied (undone in reverse).
+	undo []func()
+}
+
+// onDone registers f to run when the execution is over (see finish).
+func (x *execution) onDone(f func()) { x.undo = append(x.undo, f) }
+
+// finish undoes what the readying steps set up, last first.
+func (x *execution) finish() {
+	for i := len(x.undo) - 1; i >= 0; i-- {
+		x.undo[i]()
+	}
+	x.undo = nil
 }
 
 // auditRecord starts an audit record describing the execution.
@@ -113,6 +137,7 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer s.release(x)
 	defer s.endLeases(ctx, x, nil) // a path that audited no end (the leases are revoked all the same)
+	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
 		s.validate,         // the request's own limits
@@ -125,12 +150,18 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 		s.openBinary,       //    the rule's binary, opened and its pin checked
 		s.fetchCredentials, // 8. credentials, fail closed
 		s.lookupSandbox,    // 9. the rule's sandbox backend
+		s.makeHome,         // 9. a private home in the scratch directory
+		s.lockWorkspace,    // 9. the workspace, one command at a time
+		s.startProxy,       // 9. the exec's egress proxy (proxied rules)
+		s.openCA,           // 9. the rule's CA bundle
+		s.wrapSandbox,      // 9. the command inside its sandbox
+		s.stillWanted,      //    not cancelled while it was readied
 	} {
 		if err := step(ctx, x); err != nil {
 			return s.refuseExec(ctx, x, err)
 		}
 	}
-	return s.runExec(ctx, x) // 9–11. workspace, sandbox, run, stream, audit
+	return s.runExec(ctx, x) // 10–11. run, stream, audit
 }
 
 // sender receives an Exec's events: the gRPC stream, or the collector of
@@ -261,41 +292,70 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	return refusal.WithAudit(err, out.ID)
 }
 
-// runExec audits the decision, runs the command, streams its output and
-// audits the result (steps 9–11).
-func (s *Server) runExec(ctx context.Context, x *execution) error {
+// makeHome creates the execution's private home in the scratch directory,
+// removed once it is over (a crash leaves it to the next start's sweep).
+func (s *Server) makeHome(_ context.Context, x *execution) error {
 	home, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
 	if err != nil {
-		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "could not create a working directory"))
+		return refusal.Wrap(refusal.Internal, err, "could not create a working directory")
 	}
-	defer os.RemoveAll(home)
-	root, dir, err := s.workDir(x, home)
+	x.home = home
+	x.onDone(func() { os.RemoveAll(home) })
+	return nil
+}
+
+// lockWorkspace resolves the workspace and working directory and, for a
+// named workspace, takes it for this command alone: nothing else a
+// sandbox runs can change it between the scan of its protected entries
+// and their mounts, and what a command leaves behind is its own.
+func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
+	root, dir, err := s.workDir(x, x.home)
 	if err != nil {
-		return s.refuseExec(ctx, x, err)
+		return err
 	}
-	// One command at a time in a named workspace: nothing else a sandbox
-	// runs can change it between the scan of its protected entries and
-	// their mounts, and what a command leaves behind is its own.
-	if root != home {
-		unlock, err := s.workspaces.lock(ctx, root)
-		if err != nil {
-			return s.refuseExec(ctx, x, refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace))
-		}
-		defer unlock()
+	x.root, x.dir = root, dir
+	if root == x.home {
+		return nil
 	}
-	// The exec's own egress proxy, when its rule's network is proxied.
-	var eg *egressRun
-	if x.rule.Network == policy.NetworkProxied {
-		if eg, err = s.startEgress(x); err != nil {
-			return s.refuseExec(ctx, x, err)
-		}
-		defer eg.stop()
+	unlock, err := s.workspaces.lock(ctx, root)
+	if err != nil {
+		return refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace)
 	}
+	x.onDone(unlock)
+	return nil
+}
+
+// startProxy starts the exec's own egress proxy when its rule's network
+// is proxied; it stops with the command (runExec) or when the execution
+// is over.
+func (s *Server) startProxy(_ context.Context, x *execution) error {
+	if x.rule.Network != policy.NetworkProxied {
+		return nil
+	}
+	eg, err := s.startEgress(x)
+	if err != nil {
+		return err
+	}
+	x.eg = eg
+	x.onDone(func() { eg.stop() })
+	return nil
+}
+
+// openCA opens the rule's CA bundle, if it names one.
+func (s *Server) openCA(_ context.Context, x *execution) error {
 	ca, err := openCAFile(x.rule)
 	if err != nil {
-		return s.refuseExec(ctx, x, err)
+		return err
 	}
-	defer ca.Close()
+	x.ca = ca
+	x.onDone(func() { ca.Close() })
+	return nil
+}
+
+// wrapSandbox builds the command (argv[0] as the caller gave it, the
+// rule's binary) and wraps it in the rule's sandbox with the default
+// profile.
+func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 	cmd := exec.Command(x.rule.Resolved, x.req.GetArgv()[1:]...)
 	cmd.Args[0] = x.req.GetArgv()[0]
 	limits := x.rule.Limits
@@ -303,21 +363,32 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		limits.CPU = s.timeout(x)
 	}
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
-		Workspace: root, Home: home, Dir: dir, Env: sandbox.Environ(home, x.childEnv()),
-		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles, ProxySocket: eg.socket(), ProxyAddr: eg.addr(), KnownHosts: eg.knownHosts(),
+		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
+		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
+		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved,
-		Limits: limits, CAFile: ca,
+		Limits: limits, CAFile: x.ca,
 	}))
 	if err != nil {
-		return s.refuseExec(ctx, x, refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err))
+		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err)
 	}
-	defer conf.Close()
-	// Cancelled while it was readied (a relayed request's teardown): it
-	// never starts.
-	if err := context.Cause(ctx); err != nil {
-		return s.refuseExec(ctx, x, refusal.Wrap(refusal.Internal, err, "cancelled before it started"))
-	}
+	x.cmd, x.conf = cmd, conf
+	x.onDone(func() { conf.Close() })
+	return nil
+}
 
+// stillWanted refuses a request cancelled while it was readied (a relayed
+// request's teardown): it never starts.
+func (s *Server) stillWanted(ctx context.Context, _ *execution) error {
+	if err := context.Cause(ctx); err != nil {
+		return refusal.Wrap(refusal.Internal, err, "cancelled before it started")
+	}
+	return nil
+}
+
+// runExec audits the decision, runs the command, streams its output and
+// audits the result (steps 10–11).
+func (s *Server) runExec(ctx context.Context, x *execution) error {
 	rec := x.auditRecord("exec.decision")
 	rec.Decision = "allow"
 	dec, err := s.recordPending(ctx, rec)
@@ -341,20 +412,12 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
 	stopLeases := s.keepLeases(x, time.Now().Add(s.timeout(x)))
-	res, runErr := runCommand(runCtx, x.job, cmd, conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
+	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	stopLeases()
 	runErr = out.finish(runErr)
-	x.egress = eg.stop() // every tunnel ends with the command
+	x.egress = x.eg.stop() // every tunnel ends with the command
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
-	if qerr := res.report.QuarantineErr; qerr != nil {
-		// The workspace may hold something planted that coily could not
-		// check or move aside: nothing runs until a human has looked.
-		reason := fmt.Sprintf("workspace %q could not be checked after request %s: %v", x.rule.Workspace, x.id, qerr)
-		s.log.Error("locking out: "+reason, "request_id", x.id)
-		if _, _, lerr := s.lockout(context.WithoutCancel(ctx), serverCaller, reason); lerr != nil {
-			s.log.Error("lockout after a failed workspace check", "err", lerr)
-		}
-	}
+	s.lockoutIfUnchecked(ctx, x, res.report.QuarantineErr)
 	// The command is over: free its slot before the caller hears so, or
 	// the caller's next request could find it still taken.
 	s.release(x)
@@ -363,6 +426,20 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	}
 	s.saveRequest(req)
 	return err
+}
+
+// lockoutIfUnchecked locks out when the workspace could not be checked
+// after the command (qerr): it may hold something planted that coily could
+// not check or move aside, so nothing runs until a human has looked.
+func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr error) {
+	if qerr == nil {
+		return
+	}
+	reason := fmt.Sprintf("workspace %q could not be checked after request %s: %v", x.rule.Workspace, x.id, qerr)
+	s.log.Error("locking out: "+reason, "request_id", x.id)
+	if _, _, lerr := s.lockout(context.WithoutCancel(ctx), serverCaller, reason); lerr != nil {
+		s.log.Error("lockout after a failed workspace check", "err", lerr)
+	}
 }
 
 // finishExec records the outcome in the audit log (fsynced, which also

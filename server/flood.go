@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,10 @@ const (
 	floodWindow = 10 * time.Second
 	floodBudget = 20
 	floodBatch  = 100 * time.Millisecond
+	// maxFloodCallers bounds the callers counted at once; floodOverflow is
+	// the caller the others are counted as past it.
+	maxFloodCallers = 8192
+	floodOverflow   = "(too many callers)"
 	// EventRefusalSummary is the record of refusals counted, not written.
 	EventRefusalSummary = "refusal.summary"
 )
@@ -67,8 +72,16 @@ func (g *floodGuard) admit(caller string, r audit.Record, now time.Time) (b *ref
 	}
 	c := g.callers[caller]
 	if c == nil || now.Sub(c.start) >= floodWindow && c.batch == nil {
-		if len(g.callers) > 4096 {
-			g.pruneLocked(now) // bounded: forget quiet callers
+		if len(g.callers) > maxFloodCallers/2 {
+			g.pruneLocked(now) // forget quiet callers
+		}
+		if c == nil && len(g.callers) >= maxFloodCallers {
+			// Bounded: past this many callers at once, the newcomers share
+			// one budget (and their refusals one batch).
+			caller = floodOverflow
+			if c = g.callers[caller]; c != nil {
+				return g.countLocked(c, r, now)
+			}
 		}
 		c = &floodCount{start: now, lastWrite: time.Time{}}
 		if old := g.callers[caller]; old != nil {
@@ -76,6 +89,11 @@ func (g *floodGuard) admit(caller string, r audit.Record, now time.Time) (b *ref
 		}
 		g.callers[caller] = c
 	}
+	return g.countLocked(c, r, now)
+}
+
+// countLocked counts a refusal of caller c (see admit).
+func (g *floodGuard) countLocked(c *floodCount, r audit.Record, now time.Time) (b *refusalBatch, lead bool) {
 	if c.recorded < floodBudget && now.Sub(c.start) < floodWindow {
 		c.recorded++
 		return nil, false
@@ -106,8 +124,11 @@ func (g *floodGuard) pruneLocked(now time.Time) {
 func (g *floodGuard) take(caller string, b *refusalBatch, now time.Time) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if c := g.callers[caller]; c != nil && c.batch == b {
-		c.batch, c.lastWrite = nil, now
+	for _, k := range []string{caller, floodOverflow} {
+		if c := g.callers[k]; c != nil && c.batch == b {
+			c.batch, c.lastWrite = nil, now
+			return
+		}
 	}
 }
 
@@ -150,10 +171,30 @@ func summaryRecord(b *refusalBatch) audit.Record {
 			"recorded_in_window": strconv.Itoa(b.recorded), "sample_method": b.sample.Method}}
 }
 
-// floodKey names the caller of a refusal: its principal, else its peer.
+// floodKey names the caller of a refusal: its principal, else what stays
+// the same across its connections and processes — the address of a
+// tailnet peer without its port, the uid of a local one without its pid —
+// so that a caller who cannot be identified gets no fresh budget by
+// reconnecting or by starting another process.
 func floodKey(r audit.Record) string {
 	if r.Principal != "" {
 		return r.Principal
 	}
-	return r.Transport + " " + r.Peer
+	return r.Transport + " " + stablePeer(r.Peer)
+}
+
+// stablePeer drops from a peer what changes per connection or process:
+// "uid=N pid=P" → "uid=N"; "[node ]addr:port" → "addr".
+func stablePeer(peer string) string {
+	if uid, _, ok := strings.Cut(peer, " pid="); ok && strings.HasPrefix(uid, "uid=") {
+		return uid
+	}
+	last := peer
+	if i := strings.LastIndexByte(peer, ' '); i >= 0 {
+		last = peer[i+1:]
+	}
+	if ap, err := netip.ParseAddrPort(last); err == nil {
+		return ap.Addr().Unmap().String()
+	}
+	return peer
 }

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,4 +136,24 @@ func TestUnknownEnumRefused(t *testing.T) {
 	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
 	_, err = in.Client.API.Decide(context.Background(), &coilyv1.DecideRequest{Id: "x"})
 	wantCode(t, refusal.FromStatus(err), refusal.BadRequest)
+}
+
+// A refused decision is audited, and the refusal names its record, as
+// every audited refusal does (docs/protocol.md, audit_id).
+func TestRefusedDecisionNamesItsAuditRecord(t *testing.T) {
+	in := testserver.Start(t, testserver.Options{})
+	_, err := in.Client.API.Decide(context.Background(), &coilyv1.DecideRequest{Id: "no-such-approval", Verdict: coilyv1.Verdict_VERDICT_APPROVE})
+	r := refusal.FromStatus(err)
+	wantCode(t, r, refusal.BadRequest)
+	id := refusal.As(r).AuditID
+	if id == "" {
+		t.Fatalf("refused Decide carries no audit_id: %v", err)
+	}
+	rec, err := audit.Find(filepath.Join(in.StateDir, "audit"), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rec.Event != "approval.decide" || rec.Decision != "refuse" || rec.Code != string(refusal.BadRequest) {
+		t.Fatalf("record %s = %+v", id, rec)
+	}
 }

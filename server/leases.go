@@ -155,10 +155,9 @@ func (s *Server) endLeases(ctx context.Context, x *execution, rec *audit.Record)
 // next start.
 func (s *Server) revokeLeftovers(ctx context.Context, leftovers []store.Lease) {
 	for _, l := range leftovers {
-		rec := audit.Record{Event: EventLeaseRevoke, Principal: serverCaller.Principal, Transport: serverCaller.Transport,
-			RequestID: l.RequestID, Rule: l.Rule, Leases: []string{l.ID},
-			Reason: fmt.Sprintf("lease acquired %s by an earlier run of the server, which did not revoke it",
-				l.Acquired.UTC().Format(time.RFC3339))}
+		rec := callerRecord(serverCaller, "", EventLeaseRevoke, fmt.Sprintf(
+			"lease acquired %s by an earlier run of the server, which did not revoke it", l.Acquired.UTC().Format(time.RFC3339)))
+		rec.RequestID, rec.Rule, rec.Leases = l.RequestID, l.Rule, []string{l.ID}
 		err := s.cfg.Keystore.RevokeLease(ctx, keystore.Lease{Backend: l.Backend, ID: l.ID})
 		if err == nil {
 			err = s.cfg.Store.DeleteLease(l.ID)

@@ -2,7 +2,9 @@ package server_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/server"
 )
 
 func TestRateLimitSurvivesRestart(t *testing.T) {
@@ -172,10 +175,14 @@ func TestPolicyLiveReload(t *testing.T) {
 		return r.err != nil && refusal.As(r.err).Code == refusal.PolicyDeny
 	})
 	// A broken edit is refused, audited, and the last good policy stays.
-	writeAtomically(t, in.PolicyPath, "version: 1\ncommands:\n  - {name: x, binary: relative}\n")
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == "policy.reload" && r.Decision == "refuse" })
+	broken := "version: 1\ncommands:\n  - {name: x, binary: relative}\n"
+	writeAtomically(t, in.PolicyPath, broken)
+	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == server.EventPolicyReload && r.Decision == "refuse" })
 	if !strings.Contains(rec.Reason, "policy.yaml:3:") {
 		t.Fatalf("reload refusal does not name the line: %q", rec.Reason)
+	}
+	if sum := fmt.Sprintf("%x", sha256.Sum256([]byte(broken))); rec.Details["refused_sha256"] != sum || rec.Code != string(refusal.BadRequest) {
+		t.Fatalf("reload refusal = code %q, details %v; want %s and refused_sha256 %s", rec.Code, rec.Details, refusal.BadRequest, sum)
 	}
 	wantCode(t, execArgv(t, in, "/bin/echo", "still").err, refusal.PolicyDeny)
 	if r := execArgv(t, in, "/bin/true"); r.err != nil {
@@ -184,6 +191,17 @@ func TestPolicyLiveReload(t *testing.T) {
 	st, err := in.Client.API.Status(context.Background(), &coilyv1.StatusRequest{})
 	if err != nil || st.GetPolicySha256() == "" {
 		t.Fatal(err)
+	}
+	// A file that cannot be read is refused and audited too; the last good
+	// policy stays.
+	if err := os.Remove(in.PolicyPath); err != nil {
+		t.Fatal(err)
+	}
+	waitAudit(t, in, func(r audit.Record) bool {
+		return r.Event == server.EventPolicyReload && r.Decision == "refuse" && strings.Contains(r.Reason, "no such file")
+	})
+	if r := execArgv(t, in, "/bin/true"); r.err != nil {
+		t.Fatalf("last good policy not in force after the file went: %v", r.err)
 	}
 }
 

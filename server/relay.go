@@ -377,7 +377,7 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 	if f == nil {
 		s.recordTeardown(t.ID, sandbox)
 	}
-	rec := controlRecord(bridge, coilyv1.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
+	rec := callerRecord(bridge, coilyv1.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
 	rec.RequestID = t.ID
 	rec.Details = map[string]string{"sandbox": sandbox, "cancelled": fmt.Sprint(cancelled)}
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {

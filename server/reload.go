@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -12,18 +13,24 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/refusal"
 )
 
 // A changed policy file is read once it has been quiet: no event for
 // reloadSettle (editors write in several steps), and unmodified for
 // reloadQuiet by its mtime (a writer pausing mid-file, in place); it must
-// not change while being read (size, mtime). A writer pausing longer than
-// reloadQuiet mid-file can still have a prefix read; if that prefix is a
-// valid policy it would apply: write policies by rename (editors do).
+// not change while being read (size, mtime, and the SHA-256 of two reads).
+// A writer pausing longer than reloadQuiet mid-file can still have a
+// prefix read; if that prefix is a valid policy it would apply: write
+// policies by rename (editors do; docs/policy.md says so).
 const (
 	reloadSettle = 250 * time.Millisecond
 	reloadQuiet  = time.Second
 )
+
+// EventPolicyReload is the audit event of a policy reload, applied or
+// refused.
+const EventPolicyReload = "policy.reload"
 
 // errPolicyChanging reports a policy file still being written.
 var errPolicyChanging = errors.New("policy file is being written")
@@ -36,7 +43,7 @@ var errPolicyChanging = errors.New("policy file is being written")
 func (s *Server) ReloadPolicy(ctx context.Context, path string) error {
 	data, err := readStable(path, 0, time.Now())
 	if err != nil {
-		return err
+		return s.refuseReload(ctx, path, nil, err)
 	}
 	return s.applyPolicy(ctx, path, data)
 }
@@ -65,25 +72,51 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || int64(len(data)) != after.Size() {
 		return nil, fmt.Errorf("%w (changed while read)", errPolicyChanging)
 	}
+	// Size and mtime miss a rewrite of the same length within the clock's
+	// granularity: a second read must hash the same.
+	again, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	if sha256.Sum256(again) != sha256.Sum256(data) {
+		return nil, fmt.Errorf("%w (changed while read)", errPolicyChanging)
+	}
 	return data, nil
+}
+
+// reloadRecord is the audit record of a reload of the file at path.
+func (s *Server) reloadRecord(path string) audit.Record {
+	rec := callerRecord(serverCaller, "", EventPolicyReload, "")
+	rec.Details = map[string]string{"path": path, "old_sha256": s.Policy().SHA256}
+	return rec
+}
+
+// refuseReload audits a reload that cannot apply: the file could not be
+// read (data nil) or is not a valid policy (its SHA-256 recorded). The last
+// good policy stays in force; cause is returned.
+func (s *Server) refuseReload(ctx context.Context, path string, data []byte, cause error) error {
+	rec := s.reloadRecord(path)
+	rec.Decision, rec.Code, rec.Reason = "refuse", string(refusal.BadRequest), cause.Error()
+	if data != nil {
+		rec.Details["refused_sha256"] = fmt.Sprintf("%x", sha256.Sum256(data))
+	}
+	if _, aerr := s.record(ctx, rec); aerr != nil {
+		return fmt.Errorf("policy reload refused (%w), and the refusal could not be audited: %w", cause, aerr)
+	}
+	return cause
 }
 
 // applyPolicy parses a policy file's content and puts it in force, or
 // audits the refusal.
 func (s *Server) applyPolicy(ctx context.Context, path string, data []byte) error {
-	old := s.Policy()
-	rec := audit.Record{Event: "policy.reload", Principal: "server", Details: map[string]string{"path": path, "old_sha256": old.SHA256}}
 	p, err := policy.ParseFile(path, data)
 	if err != nil {
-		rec.Decision, rec.Code, rec.Reason = "refuse", "policy-invalid", err.Error()
-		if _, aerr := s.record(ctx, rec); aerr != nil {
-			return fmt.Errorf("policy reload refused (%w), and the refusal could not be audited: %w", err, aerr)
-		}
-		return err
+		return s.refuseReload(ctx, path, data, err)
 	}
-	if p.SHA256 == old.SHA256 {
+	if p.SHA256 == s.Policy().SHA256 {
 		return nil
 	}
+	rec := s.reloadRecord(path)
 	rec.Decision, rec.Details["new_sha256"] = "allow", p.SHA256
 	// Audited before it takes effect: a policy change that cannot be
 	// recorded does not happen.
@@ -136,6 +169,8 @@ func (s *Server) WatchPolicy(ctx context.Context, path string) error {
 			}
 			if err == nil {
 				err = s.applyPolicy(ctx, path, data)
+			} else {
+				err = s.refuseReload(ctx, path, nil, err)
 			}
 			if err != nil {
 				s.log.Error("policy reload refused; the last good policy stays in force", "err", err)

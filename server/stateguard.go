@@ -53,8 +53,8 @@ func (s *Server) crossCheckLockout() error {
 	}
 	s.log.Error("starting locked out: the state file had lost the lockout", "reason", st.Reason)
 	s.stops.Lockout = st
-	rec := audit.Record{Event: EventStateRestore, Principal: serverCaller.Principal, Transport: serverCaller.Transport,
-		Decision: "allow", Reason: st.Reason, Details: map[string]string{"state_file": s.cfg.Store.Path()}}
+	rec := callerRecord(serverCaller, "", EventStateRestore, st.Reason)
+	rec.Decision, rec.Details = "allow", map[string]string{"state_file": s.cfg.Store.Path()}
 	if logged.ID != "" {
 		rec.Details["from_record"] = logged.ID
 	}

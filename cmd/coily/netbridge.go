@@ -6,12 +6,15 @@ import (
 	"flag"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
+
+	"coily.dev/coily/sandbox"
 )
 
 // runNetBridge runs inside a sandbox in proxied network mode (hidden
@@ -50,14 +53,11 @@ func runNetBridge(ctx context.Context, e *env) int {
 	}
 	var wg sync.WaitGroup
 	go serveBridge(l, *socket, &wg)
-	proxy := "http://" + l.Addr().String()
 	cmd := exec.CommandContext(ctx, fs.Arg(0), fs.Args()[1:]...)
 	if *argv0 != "" {
 		cmd.Args[0] = *argv0
 	}
-	cmd.Env = append(os.Environ(), "HTTP_PROXY="+proxy, "HTTPS_PROXY="+proxy, "http_proxy="+proxy,
-		"https_proxy="+proxy, "ALL_PROXY="+proxy, "NO_PROXY=localhost,127.0.0.1", "no_proxy=localhost,127.0.0.1")
-	cmd.Env = append(cmd.Env, sshEnv...)
+	cmd.Env = bridgeEnv(os.Environ(), l.Addr().(*net.TCPAddr).AddrPort(), sshEnv)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = e.stdin, e.stdout, e.stderr
 	err = cmd.Run()
 	l.Close()
@@ -73,6 +73,13 @@ func runNetBridge(ctx context.Context, e *env) int {
 		return 127
 	}
 	return 0
+}
+
+// bridgeEnv is the command's environment inside the bridge: base without
+// any proxy variable of its own, every proxy variable in both spellings
+// pointing at the bridge's listener at ap, and ssh's settings.
+func bridgeEnv(base []string, ap netip.AddrPort, sshEnv []string) []string {
+	return append(sandbox.WithProxyEnv(base, ap), sshEnv...)
 }
 
 // serveBridge splices every loopback connection to the proxy socket. A

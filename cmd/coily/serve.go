@@ -42,6 +42,8 @@ type serveOptions struct {
 	controlURL string
 	node       *tsnet.Server
 	keystore   keystoreConfig
+	// egressConns caps egress connections open at once across every exec.
+	egressConns int
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -56,6 +58,7 @@ func runServe(ctx context.Context, e *env) int {
 	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
 	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
 	allowRoot := boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
+	egressConns := intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
 	ksFlags := registerKeystoreFlags(fs)
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
@@ -78,7 +81,11 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
-		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks}
+		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks, egressConns: *egressConns}
+	if *egressConns < 1 || *egressConns > 65536 {
+		printLine(e.stderr, "coily serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
+		return 2
+	}
 	o.authKeyFile = *authKeyFile
 	if *authKeyFile != "" {
 		key, err := os.ReadFile(*authKeyFile)
@@ -160,7 +167,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
-		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles()}
+		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()
