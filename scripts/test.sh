@@ -93,17 +93,19 @@ if [ "$(id -u)" = 0 ]; then
   go test -c -o "$u/bin/sandbox.test" ./sandbox
   go test -c -o "$u/bin/server.test" ./server
   go test -c -o "$u/bin/coily.test" ./cmd/coily
+  cp bin/vaultdev "$u/bin/vaultdev" # the leases of dynamic secrets, from an unprivileged server
   chmod -R a+rX "$u"
   chown coilytest "$u/tmp"
   ulog=$(mktemp)
   asuser() { # DIR TESTBIN PATTERN
     (cd "$u/src/$1" && runuser -u coilytest -- env -i PATH="$PATH" HOME=/var/lib/coilytest TMPDIR="$u/tmp" CI="${CI:-}" \
       COILY_TEST_COILY="$u/bin/coily" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
+      COILY_VAULTDEV="$u/bin/vaultdev" \
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox' &&
-    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials'
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover' &&
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|RecipeAws|ServeVaultWrapped'
   status=$?
   set -e
   grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true
