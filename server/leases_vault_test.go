@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/internal/vaulttest"
@@ -55,7 +56,7 @@ type leaseVault struct {
 	keys *standin.AWSKeys
 }
 
-func startLeaseVault(t *testing.T) *leaseVault {
+func startLeaseVault(t testing.TB) *leaseVault {
 	t.Helper()
 	keys := standin.NewAWSKeys()
 	keys.Add("AKIDLEASEROOT", "lease-root-secret")
@@ -377,4 +378,53 @@ func (p *tcpProxy) close() {
 		c.Close()
 	}
 	p.conns = nil
+}
+
+// BenchmarkExecLease measures an Exec of /bin/true whose three AWS
+// credentials come from one read of aws/sts/<role> (an AssumeRole at the
+// STS stand-in, the lease recorded in the store, revoked after), against
+// the same Exec with one KV credential read each time (no cache), in the
+// same run, interleaved.
+// Run: go test -run '^$' -bench ExecLease -benchtime 200x ./server/
+func BenchmarkExecLease(b *testing.B) {
+	lv := startLeaseVault(b)
+	if _, err := lv.root.KVv2("secret").Put(context.Background(), "coily/github", map[string]any{"token": "ghp_" + strings.Repeat("z3", 18)}); err != nil {
+		b.Fatal(err)
+	}
+	const pol = awsLeasePolicy + `  - {name: kv-true, binary: /bin/true, args: [kv], sandbox: native, credentials: {GH_TOKEN: "vault:secret/coily/github#token"}}
+`
+	b.Setenv("VAULT_ADDR", lv.srv.Addr)
+	b.Setenv("VAULT_TOKEN", lv.srv.RootToken)
+	vb, err := keystore.NewVault(context.Background(), keystore.VaultConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ks := keystore.New(keystore.Config{Backends: map[string]keystore.Backend{keystore.BackendVault: vb}, CacheTTL: -1})
+	b.Cleanup(func() { ks.Close() })
+	in := testserver.Start(b, testserver.Options{Policy: pol, Keystore: ks})
+	ctx := context.Background()
+	lease := &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", "true"}}
+	kv := &coilyv1.ExecRequest{Argv: []string{"/bin/true", "kv"}}
+	run := func(req *coilyv1.ExecRequest) time.Duration {
+		t0 := time.Now()
+		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	run(lease)
+	run(kv)
+	var leased, static []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		leased = append(leased, run(lease))
+		static = append(static, run(kv))
+	}
+	b.StopTimer()
+	benchstat.Report(b, "lease", leased)
+	benchstat.Report(b, "kv", static)
+	b.ReportMetric(benchstat.Ratio(leased, static, 50), "lease/kv-p50")
+	if n := len(lv.keys.Issued()); n != b.N+1 {
+		b.Fatalf("%d keys issued for %d execs", n, b.N+1)
+	}
 }
