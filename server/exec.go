@@ -40,6 +40,7 @@ type execution struct {
 	box       sandbox.Sandbox
 	exe       *os.File          // the rule's binary, opened and checked (prepare)
 	secrets   map[string]string // fetched credentials, by variable name
+	leases    execLeases        // the leases they came with (leases.go)
 	scrub     *scrub.Set        // their values' forms, redacted from output
 	job       *job
 	slot      bool // holds a concurrency slot
@@ -123,6 +124,7 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if len(details) > 0 {
 		r.Details = details
 	}
+	r.Leases = x.leases.ids // lease ids, never values
 	return r
 }
 
@@ -145,6 +147,7 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 // interceptor; step 4, the relay checks, in Relay before it calls this.
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer s.release(x)
+	defer s.endLeases(ctx, x, nil) // a path that audited no end (the leases are revoked all the same)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -293,6 +296,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
+	s.endLeases(ctx, x, &rec)
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
@@ -432,7 +436,9 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		return x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
+	stopLeases := s.keepLeases(x, time.Now().Add(s.timeout(x)))
 	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
+	stopLeases()
 	runErr = out.finish(runErr)
 	x.sshAgent = x.ag.stop() // the agent and its connections end with the command
 	x.egress = x.eg.stop()   // every tunnel too, and their directory goes
@@ -468,6 +474,7 @@ func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr erro
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
+	s.endLeases(ctx, x, &rec) // the command is over: its credentials end with it
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
 	if len(x.rule.SSHKeys) > 0 {

@@ -164,7 +164,28 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
 	}
 	logAbsentBinaries(s, cfg.Policy)
+	s.startLeftoverRevocation()
 	return s, nil
+}
+
+// startLeftoverRevocation revokes, in the background, the leases an
+// earlier run of the server recorded and did not revoke (leases.go). They
+// are read now, before this run records any of its own.
+func (s *Server) startLeftoverRevocation() {
+	leftovers, err := s.cfg.Store.Leases()
+	if err != nil {
+		s.log.Error("reading the leases an earlier run left; they end at their TTL", "err", err)
+		return
+	}
+	if len(leftovers) == 0 {
+		return
+	}
+	s.log.Warn("revoking leases an earlier run of the server did not revoke", "count", len(leftovers))
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.revokeLeftovers(context.Background(), leftovers)
+	}()
 }
 
 // Policy returns the policy in force.

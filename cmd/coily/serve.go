@@ -328,6 +328,7 @@ func (o serveOptions) ownFiles() []string {
 	if v := o.keystore.vault; v != nil {
 		add(v.TokenFile)
 		add(v.SecretIDFile)
+		add(v.WrappedSecretIDFile)
 	}
 	return out
 }
