@@ -40,11 +40,15 @@ const (
 	PermRelay Permission = "relay"
 	// PermKeys issues and rotates sandboxes' descriptor signing keys.
 	PermKeys Permission = "keys"
+	// PermMetrics reads the metrics, health and readiness endpoints on
+	// the tailnet (the local metrics listener is for a local Prometheus
+	// and asks no identity).
+	PermMetrics Permission = "metrics"
 )
 
 // AllPermissions lists every known permission, in a stable order.
 var AllPermissions = []Permission{
-	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead, PermRelay, PermKeys,
+	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead, PermRelay, PermKeys, PermMetrics,
 }
 
 // OperatorRole is the role every local operator holds. Whatever the policy
