@@ -24,15 +24,15 @@ func (l *Log) Check() error {
 	l.mu.Lock()
 	if l.closed {
 		l.mu.Unlock()
-		return fmt.Errorf("audit: check: %w", ErrClosed)
+		return ErrClosed
 	}
 	err := l.recover()
 	l.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("audit: check: %w: %w", ErrBroken, err)
+		return fmt.Errorf("%w: %w", ErrBroken, err)
 	}
 	if err := probe(l.dir); err != nil {
-		return fmt.Errorf("audit: check: %w: %w", ErrBroken, err)
+		return fmt.Errorf("%w: %w", ErrBroken, err)
 	}
 	return nil
 }

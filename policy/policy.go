@@ -363,6 +363,30 @@ func (p *Policy) Sandboxes() []string {
 	return out
 }
 
+// CredentialBackends lists the keystore backends the allow rules'
+// credentials and git credentials name, sorted.
+func (p *Policy) CredentialBackends() []string {
+	var out []string
+	add := func(b string) {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	for _, r := range p.rules {
+		if r.Effect != Allow {
+			continue
+		}
+		for _, ref := range r.Credentials {
+			add(ref.Backend)
+		}
+		for _, g := range r.GitCredentials {
+			add(g.Password.Backend)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // Rules returns the command rules in file order.
 func (p *Policy) Rules() []*Rule { return slices.Clone(p.rules) }
 
