@@ -14,7 +14,9 @@
 //   - a lockout is in force in memory before its persistence is attempted, and
 //     no command admitted after it can start;
 //   - refusals become gRPC status errors in exactly one place (the
-//     interceptors, through package refusal).
+//     interceptors, through package refusal);
+//   - metric labels are bounded: rule names of the policy, refusal codes
+//     and fixed sets, never argv, principals, peers or hosts (metrics.go).
 package server
 
 import (
@@ -79,7 +81,7 @@ type Config struct {
 	// exec's proxy (each exec has its own cap too); 0 means 256.
 	EgressConns int
 	// Metrics is the registry the server's metrics are registered on and
-	// served from (ServeMetrics); nil means a registry of its own. One
+	// served from (OpsHandler); nil means a registry of its own. One
 	// registry serves one server.
 	Metrics *prometheus.Registry
 	Version string
