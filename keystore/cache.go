@@ -248,3 +248,41 @@ func (k *Keystore) Close() error {
 	}
 	return errors.Join(errs...)
 }
+
+// A Checker is a backend that can tell whether it would answer now
+// without fetching a secret (the server's readiness).
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// Check reports whether each named backend is configured and, when it
+// can tell (Checker), would answer now. Each check is bounded by the
+// fetch timeout; the errors, joined, name the backend and never a value.
+func (k *Keystore) Check(ctx context.Context, backends []string) error {
+	var errs []error
+	for _, name := range backends {
+		b := k.backend(name)
+		if b == nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, ErrNoBackend))
+			continue
+		}
+		c, ok := b.(Checker)
+		if !ok {
+			continue
+		}
+		cctx, cancel := context.WithTimeout(ctx, k.cfg.Timeout)
+		err := c.Check(cctx)
+		cancel()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (k *Keystore) backend(name string) Backend {
+	if k == nil {
+		return nil
+	}
+	return k.cfg.Backends[name]
+}

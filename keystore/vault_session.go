@@ -266,3 +266,18 @@ func (v *Vault) watch(s *vaultSession, w *api.LifetimeWatcher) {
 		}
 	}
 }
+
+// Check reports whether Vault answers and takes the token now: it looks
+// the token up (auth/token/lookup-self, which every token may do),
+// logging in first when approle has no session. A token that fails the
+// lookup is not dropped here: the next fetch finds out for itself.
+func (v *Vault) Check(ctx context.Context) error {
+	s, err := v.session(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.Auth().Token().LookupSelfWithContext(ctx); err != nil {
+		return v.classify(ctx, "token lookup (auth/token/lookup-self)", err, s.token)
+	}
+	return nil
+}

@@ -293,6 +293,7 @@ func (s *Server) lookupSandbox(_ context.Context, x *execution) error {
 // refusal cannot be audited).
 func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error {
 	s.release(x)
+	s.metrics.execRefused(x)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
@@ -418,6 +419,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	rec.Decision = "allow"
 	dec, err := s.recordPending(ctx, rec)
 	if err != nil {
+		s.metrics.execRefused(x)
+		s.metrics.refused(string(refusal.Internal))
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable; command not run")
 	}
 	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
@@ -485,11 +488,14 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	}
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
+	s.metrics.execEnded(x, res)
 	if runErr != nil {
+		s.metrics.execRefused(x)
 		r := refusal.As(runErr)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 		req.State, req.Code = store.RequestFailed, string(r.Code)
 	} else {
+		s.metrics.execRan(x, res)
 		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
 		req.ExitCode, req.Signal = res.exitCode, res.signal
 	}
