@@ -49,6 +49,8 @@ const (
 	WebKill WebAction = "kill"
 	// WebAudit streams the audit log: the audit-read permission.
 	WebAudit WebAction = "audit"
+	// WebWatchApprovals streams the approvals' changes, as WatchApprovals.
+	WebWatchApprovals WebAction = "watch-approvals"
 )
 
 // The audit's method names of the console's own actions ("web:" is no
@@ -57,6 +59,9 @@ const (
 	webMethodPage  = "web:page"
 	webMethodKill  = "web:kill"
 	webMethodAudit = "web:audit"
+	// webMethodGuard names the refusals of the console's request guard
+	// (WebRefuse): a request from another origin, or for another host.
+	webMethodGuard = "web:guard"
 )
 
 // webActions names the authorization table entry of each action.
@@ -70,6 +75,8 @@ var webActions = map[WebAction]string{
 	WebResume:    coilyv1.CoilyService_Resume_FullMethodName,
 	WebKill:      webMethodKill,
 	WebAudit:     webMethodAudit,
+
+	WebWatchApprovals: coilyv1.CoilyService_WatchApprovals_FullMethodName,
 }
 
 // webOnlyPermissions is the authorization table of the console's actions
@@ -297,4 +304,42 @@ func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
 		return nil, err
 	}
 	return &st, nil
+}
+
+// ApprovalWatch is the approvals' changes for one subscriber.
+type ApprovalWatch struct {
+	// Changes first carries the pending approvals, then every change. It
+	// is closed when the subscriber falls too far behind (reconnect).
+	Changes <-chan *coilyv1.Approval
+	// Done is closed when the server shuts down.
+	Done <-chan struct{}
+	// Close ends the subscription.
+	Close func()
+}
+
+// WebWatchApprovals subscribes to the approvals, as WatchApprovals does.
+func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
+	var w ApprovalWatch
+	err := s.webCall(r, WebWatchApprovals, func(context.Context) error {
+		ch, cancel := s.approvals.watch()
+		w = ApprovalWatch{Changes: ch, Done: s.quit, Close: cancel}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// WebRefuse audits a console request its guard refused before any action
+// (another origin, another host: a forged request from the caller's own
+// browser is worth a record), identifying the caller if it can, and
+// returns the refusal (permission-denied with msg).
+func (s *Server) WebRefuse(r *http.Request, msg string) error {
+	c, err := s.identifyTailnet(r.Context(), r.RemoteAddr)
+	c.Transport = TransportWeb
+	if err == nil {
+		err = refusal.New(refusal.PermissionDenied, "%s", msg)
+	}
+	return s.refuseCall(r.Context(), c, webMethodGuard, err)
 }

@@ -76,15 +76,16 @@ func webReq(method, path, remote string) *http.Request {
 func TestWebAuthorizationMatrix(t *testing.T) {
 	in := startWeb(t)
 	allowed := map[server.WebAction][]string{
-		server.WebPage:      {"owner", "watch", "agent"},
-		server.WebStatus:    {"owner", "watch", "agent"},
-		server.WebApprovals: {"owner"},
-		server.WebDecide:    {"owner"},
-		server.WebLockout:   {"owner"},
-		server.WebPause:     {"owner", "agent"},
-		server.WebResume:    {"owner"},
-		server.WebKill:      {"owner"},
-		server.WebAudit:     {"owner"},
+		server.WebPage:           {"owner", "watch", "agent"},
+		server.WebStatus:         {"owner", "watch", "agent"},
+		server.WebApprovals:      {"owner"},
+		server.WebDecide:         {"owner"},
+		server.WebLockout:        {"owner"},
+		server.WebPause:          {"owner", "agent"},
+		server.WebResume:         {"owner"},
+		server.WebKill:           {"owner"},
+		server.WebAudit:          {"owner"},
+		server.WebWatchApprovals: {"owner"},
 	}
 	classes := []struct{ name, addr string }{
 		{"owner", ownerAddr}, {"watch", watchAddr}, {"agent", agentAddr},

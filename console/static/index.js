@@ -1,0 +1,116 @@
+// The status page: stop state, controls, approvals waiting, execs in flight.
+"use strict";
+
+(() => {
+  const { $, el, api, loadStatus, can, showError, onClick } = coily;
+  let approvalStream = null;
+
+  function stopLine(name, st) {
+    if (!st.active) return name + ": off";
+    let s = name.toUpperCase() + " since " + coily.when(st.since) + " by " + st.by;
+    if (st.reason) s += " (" + st.reason + ")";
+    return s;
+  }
+
+  function renderStatus(s) {
+    $("lockout-state").textContent = stopLine("lockout", s.lockout);
+    $("lockout-state").className = "state" + (s.lockout.active ? " alarm" : "");
+    $("pause-state").textContent = stopLine("pause", s.pause);
+    $("pause-state").className = "state" + (s.pause.active ? " warn" : "");
+    $("lockout").hidden = !can("lockout") || s.lockout.active;
+    $("pause").hidden = !(can("pause") || can("exec")) || s.pause.active || s.lockout.active;
+    $("resume").hidden = !can("resume") || !s.pause.active;
+    $("execs-section").hidden = !s.execs_shown;
+    const list = $("execs");
+    list.replaceChildren();
+    for (const x of s.execs) list.append(execCard(x));
+    $("execs-none").hidden = s.execs.length > 0;
+  }
+
+  function execCard(x) {
+    const state = x.running ? "running" : (x.approval_id ? "waiting for approval" : "waiting");
+    const li = el("li", { class: "card exec", "data-request-id": x.request_id },
+      el("pre", { class: "argv", text: x.argv_text }),
+      el("p", { class: "meta" }, el("span", { text: x.principal }), " · ", el("span", { text: x.rule || "(no rule yet)" }),
+        " · ", el("span", { class: "exec-state", text: state }), " · ", el("span", { "data-since": x.admitted, text: coily.ago(x.admitted) })));
+    if (can("lockout")) {
+      const kill = el("button", { type: "button", class: "danger kill", text: "Kill" });
+      onClick(kill, async () => {
+        await api("POST", "/api/execs/" + encodeURIComponent(x.request_id) + "/kill");
+        await refresh();
+      });
+      li.append(kill);
+    }
+    return li;
+  }
+
+  function approvalCard(a) {
+    const li = el("li", { class: "card approval", "data-approval-id": a.id },
+      el("pre", { class: "argv", text: a.argv_text }),
+      el("p", { class: "meta" }, el("span", { text: a.requester }), " · ", el("span", { text: a.rule }),
+        " · waiting ", el("span", { "data-since": a.created_at, text: coily.ago(a.created_at) })));
+    if (a.request_note) li.append(el("p", { class: "note", text: a.request_note }));
+    const details = el("a", { href: "/approvals/" + encodeURIComponent(a.id), class: "details", text: "Details" });
+    const approve = el("button", { type: "button", class: "approve", text: "Approve" });
+    const deny = el("button", { type: "button", class: "danger", text: "Deny" });
+    onClick(approve, () => decide(a.id, "approve"));
+    onClick(deny, () => decide(a.id, "deny"));
+    li.append(el("div", { class: "row" }, approve, deny, details));
+    return li;
+  }
+
+  async function decide(id, verdict) {
+    await api("POST", "/api/approvals/" + encodeURIComponent(id) + "/" + verdict);
+    await refreshApprovals();
+  }
+
+  async function refreshApprovals() {
+    if (!can("approve")) { $("approvals-section").hidden = true; return; }
+    $("approvals-section").hidden = false;
+    let data;
+    try {
+      data = await api("GET", "/api/approvals");
+    } catch (e) {
+      if (e.code === "lockout-active") { data = { approvals: [] }; } else { throw e; }
+    }
+    const list = $("approvals");
+    list.replaceChildren();
+    for (const a of data.approvals) list.append(approvalCard(a));
+    $("approvals-none").hidden = data.approvals.length > 0;
+  }
+
+  function watchApprovals() {
+    if (approvalStream || !can("approve")) return;
+    approvalStream = new EventSource("/api/approvals/stream");
+    approvalStream.addEventListener("approval", () => { refreshApprovals().catch((e) => showError(e.message)); });
+    approvalStream.addEventListener("refused", () => { approvalStream.close(); approvalStream = null; });
+  }
+
+  async function refresh() {
+    const s = await loadStatus();
+    renderStatus(s);
+    await refreshApprovals();
+    watchApprovals();
+  }
+
+  onClick($("lockout"), async () => {
+    const r = await api("POST", "/api/lockout");
+    await refresh();
+    showError("");
+    $("lockout-state").textContent += " — " + r.killed + " killed";
+  });
+  onClick($("pause"), async () => { await api("POST", "/api/pause"); await refresh(); });
+  onClick($("resume"), async () => { await api("POST", "/api/resume"); await refresh(); });
+
+  async function poll() {
+    if (!document.hidden) {
+      try { await refresh(); showErrorIfStale(null); } catch (e) { showErrorIfStale(e); }
+    }
+    setTimeout(poll, 2000);
+  }
+  let lastPollError = null;
+  function showErrorIfStale(e) {
+    if (e) { showError(e.message); lastPollError = e; } else if (lastPollError) { showError(""); lastPollError = null; }
+  }
+  poll();
+})();
