@@ -448,4 +448,3 @@ func writePolicy(f *fixture, p string) error {
 	}
 	return f.in.Server.ReloadPolicy(context.Background(), f.in.PolicyPath)
 }
-

@@ -24,12 +24,12 @@ type job struct {
 	cancel context.CancelCauseFunc
 
 	mu       sync.Mutex
-	rule     string // the rule that allowed it, once decided
-	approval string // the approval it waits for, if any
-	pgid int                  // process group, 0 until started
-	conf *sandbox.Confinement // the command's sandbox, once started
-	stop refusal.Code         // why coily stopped it, "" if it did not
-	done bool
+	rule     string               // the rule that allowed it, once decided
+	approval string               // the approval it waits for, if any
+	pgid     int                  // process group, 0 until started
+	conf     *sandbox.Confinement // the command's sandbox, once started
+	stop     refusal.Code         // why coily stopped it, "" if it did not
+	done     bool
 }
 
 // started records the command's process group and sandbox. It reports
