@@ -103,6 +103,11 @@ func (c *Console) Serve(l net.Listener) error {
 	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
 		MaxHeaderBytes: 64 << 10, BaseContext: func(net.Listener) context.Context { return c.ctx },
 		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)}
+	return c.serve(srv, l)
+}
+
+// serve runs srv on l, tracked so that Close stops it.
+func (c *Console) serve(srv *http.Server, l net.Listener) error {
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()

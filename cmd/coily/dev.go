@@ -36,6 +36,7 @@ func runDev(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
 	verbose := boolFlag(fs, "verbose", "COILY_VERBOSE", "log the tailnet's own chatter")
+	consoleListen := stringFlag(fs, "console-listen", "COILY_DEV_CONSOLE_LISTEN", "127.0.0.1:0", "loopback address of the web console's dev gateway (acts as the dev owner: dev only)")
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
 	}
@@ -50,14 +51,14 @@ func runDev(ctx context.Context, e *env) int {
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
+	if err := dev(ctx, e, dir, *policyPath, *consoleListen, *verbose); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) error {
+func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, verbose bool) error {
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
@@ -93,16 +94,28 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	if err != nil {
 		return err
 	}
+	dc, err := listenDevConsole(ctx, net.ControlURL, dir, consoleListen, tsLog)
+	if err != nil {
+		return err
+	}
+	defer dc.close()
 	socket := filepath.Join(dir, "coily.sock")
 	var bridged sync.WaitGroup
 	defer bridged.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
-		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
+		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL}, web: true, webDev: true,
+		webHTTP: true, // the dev tailnet names certificate domains but cannot issue certificates
+		webReady: func(consoleURL string) {
+			if err := dc.start(ctx, log, consoleURL); err != nil {
+				log.Error("the dev console gateway could not start", "err", err)
+				dc.ln.Close() // refuse connections rather than hold them
+			}
+		},
 		ready: func(tailAddr string, db *store.DB) {
 			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
-			if err := writeDevFiles(dir, info); err != nil {
+			if err := writeDevFiles(dir, info, dc.url()); err != nil {
 				log.Error("could not write the dev files", "err", err)
 				return
 			}
@@ -113,7 +126,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 					log.Error("the demo bridge stopped", "err", err)
 				}
 			}()
-			printDevHelp(e.stdout, dir, policyPath)
+			printDevHelp(e.stdout, dir, policyPath, dc.url())
 		}})
 }
 
@@ -131,7 +144,7 @@ func seedDevCredentials(dir string) (string, error) {
 
 // writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose
 // existence tells scripts the server is ready.
-func writeDevFiles(dir string, info client.DevInfo) error {
+func writeDevFiles(dir string, info client.DevInfo, consoleURL string) error {
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
@@ -139,7 +152,8 @@ func writeDevFiles(dir string, info client.DevInfo) error {
 	if err := writeFileAtomic(filepath.Join(dir, client.DevInfoFile), data); err != nil {
 		return err
 	}
-	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n", shellQuote(dir))
+	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n"+
+		"# The web console, acting as the dev owner (dev only):\nexport COILY_DEV_CONSOLE=%s\n", shellQuote(dir), shellQuote(consoleURL))
 	return writeFileAtomic(filepath.Join(dir, "env"), []byte(env))
 }
 
@@ -153,8 +167,9 @@ func writeFileAtomic(path string, data []byte) error {
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
-func printDevHelp(w io.Writer, dir, policyPath string) {
+func printDevHelp(w io.Writer, dir, policyPath, consoleURL string) {
 	fmt.Fprintf(w, `coily dev is serving (state in %[1]s, policy %[2]s).
+Web console (DEV ONLY: it acts as the dev owner for anyone on this machine): %[3]s
 
 In another shell:
   . %[1]s/env                                   # COILY_DEV=%[1]s
@@ -166,6 +181,7 @@ In another shell:
   COILY_DEV_AS=agent coily unlock                # refused: agents may not unlock
   COILY_DEV_AS=stranger coily exec -- /bin/echo  # refused: no grant
   coily --socket %[1]s/coily.sock status          # the local operator socket
+  COILY_DEV_AS=agent coily exec -- /bin/echo confirm hi  # waits: approve it in the console
 Stop with Ctrl-C.
-`, dir, policyPath)
+`, dir, policyPath, consoleURL)
 }

@@ -49,6 +49,12 @@ type serveOptions struct {
 	// none).
 	metricsListen      string
 	metricsTailnetPort int
+	// web serves the web console on the tailnet node; webHTTP over HTTP
+	// even where the tailnet offers certificates; webDev marks its pages
+	// as coily dev's.
+	web, webHTTP, webDev bool
+	// webReady is called with the console's tailnet URL once it serves.
+	webReady func(url string)
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -66,6 +72,8 @@ func runServe(ctx context.Context, e *env) int {
 	metricsPort := intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
 	allowRoot := boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
 	egressConns := intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
+	web := boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")
+	webHTTP := boolFlag(fs, "web-http", "COILY_WEB_HTTP", "serve the web console over HTTP on :80 even where the tailnet offers certificates (a certificate publishes the node's name in Certificate Transparency logs)")
 	ksFlags := registerKeystoreFlags(fs)
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
@@ -89,7 +97,7 @@ func runServe(ctx context.Context, e *env) int {
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
 		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks, egressConns: *egressConns,
-		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort}
+		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, web: *web, webHTTP: *webHTTP}
 	if *egressConns < 1 || *egressConns > 65536 {
 		printLine(e.stderr, "coily serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 		return 2
@@ -204,6 +212,14 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer ops.close()
+	web, err := startWeb(ctx, log, srv, o, node)
+	if err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return fmt.Errorf("web console: %w", err)
+	}
+	defer web.close()
 	gs := srv.GRPCServer()
 	served := make(chan error, len(listeners))
 	for _, l := range listeners {
@@ -213,6 +229,9 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		"state_dir", o.stateDir, "sandboxes", pol.Sandboxes())
 	stopReload := reloadOnChange(ctx, log, srv, o.policyPath)
 	defer stopReload()
+	if o.webReady != nil && web != nil {
+		o.webReady(web.url())
+	}
 	if o.ready != nil {
 		o.ready(tailAddr, db)
 	}
