@@ -31,6 +31,7 @@ command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegis
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3 python3-pip) # PipIndex
 [ -x /usr/bin/aws ] || need_apt+=(awscli)                            # S3 (a pyenv or pip aws on PATH is not the one rules name)
 [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)                  # scrapes coily serve --metrics-listen (TestCLIMetricsPrometheus)
+[ -x /usr/bin/chromium ] || need_apt+=(chromium)                      # the web console in a real browser (TestBrowserConsole)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
@@ -150,14 +151,16 @@ if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/nu
   bindir=$(mktemp -d)
   go test -c -o "$bindir/server.test" ./server/
   go test -c -o "$bindir/coily.test" ./cmd/coily/
+  go test -c -o "$bindir/console.test" ./console/
   unshare --net sh -eu -c '
     ip link set lo up
     if ip -o addr show | grep -v " lo " | grep -q inet; then echo "namespace has non-loopback addresses" >&2; exit 1; fi
     (cd server && "$1/server.test" -test.run "Tailnet" -test.count=1)
     (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet" -test.count=1)
+    (cd console && "$1/console.test" -test.run "TestBrowser" -test.count=1)
   ' sh "$bindir"
   rm -rf "$bindir"
-  echo "ok  tailnet tests and coily dev with loopback only"
+  echo "ok  tailnet tests, coily dev and the console in chromium with loopback only"
 elif [ "${CI:-}" = "true" ]; then
   echo "the loopback-only tailnet tests need root, unshare and ip under CI=true" >&2
   exit 1

@@ -82,7 +82,8 @@
   function watchApprovals() {
     if (approvalStream || !can("approve")) return;
     approvalStream = new EventSource("/api/approvals/stream");
-    approvalStream.addEventListener("approval", () => { refreshApprovals().catch((e) => showError(e.message)); });
+    // A change of the approvals changes what is in flight too.
+    approvalStream.addEventListener("approval", () => { refresh().catch((e) => showError(e.message)); });
     approvalStream.addEventListener("refused", () => { approvalStream.close(); approvalStream = null; });
   }
 
@@ -106,7 +107,7 @@
     if (!document.hidden) {
       try { await refresh(); showErrorIfStale(null); } catch (e) { showErrorIfStale(e); }
     }
-    setTimeout(poll, 2000);
+    setTimeout(poll, 1000);
   }
   let lastPollError = null;
   function showErrorIfStale(e) {
