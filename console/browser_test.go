@@ -450,7 +450,7 @@ fetch("http://coily/api/lockout", {method: "POST", mode: "no-cors", body: "x"}).
 			Transport: "tailnet", Rule: "gh", Decision: "allow", ExitCode: &exit, Argv: []string{"/usr/bin/gh", "issue", "list"},
 			Egress: []audit.EgressRow{
 				{Host: "api.github.com", Port: 443, Decision: "allow", Conns: 2, BytesUp: 2048, BytesDown: 3 << 20},
-				{Host: "evil‮moc.example<b>", Port: 443, Decision: "deny", Reason: "not in rule gh's allowlist", Conns: 1},
+				{Host: "evil\u202emoc.example<b>", Port: 443, Decision: "deny", Reason: "not in rule gh's allowlist", Conns: 1},
 			}})
 		if err != nil {
 			t.Fatal(err)
