@@ -16,6 +16,7 @@ import (
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	c.pages(mux)
+	mux.HandleFunc("GET /api/whoami", c.apiWhoAmI)
 	mux.HandleFunc("GET /api/status", c.apiStatus)
 	mux.HandleFunc("GET /api/approvals", c.apiApprovals)
 	mux.HandleFunc("GET /api/approvals/stream", c.apiApprovalStream)
@@ -28,7 +29,7 @@ func (c *Console) routes() http.Handler {
 	mux.HandleFunc("GET /api/audit/stream", c.apiAuditStream)
 	// Everything else under /api/ answers JSON too: another method on a
 	// known path, or no such path.
-	for _, p := range []string{"/api/status", "/api/approvals", "/api/approvals/stream", "/api/approvals/{id}/approve",
+	for _, p := range []string{"/api/whoami", "/api/status", "/api/approvals", "/api/approvals/stream", "/api/approvals/{id}/approve",
 		"/api/approvals/{id}/deny", "/api/lockout", "/api/pause", "/api/resume", "/api/execs/{request_id}/kill",
 		"/api/audit/stream"} {
 		mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
@@ -39,6 +40,20 @@ func (c *Console) routes() http.Handler {
 		writeError(w, http.StatusNotFound, refusal.New(refusal.BadRequest, "no such API path"))
 	})
 	return mux
+}
+
+func (c *Console) apiWhoAmI(w http.ResponseWriter, r *http.Request) {
+	who, err := c.cfg.Server.WebWhoAmI(r)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	perms := make([]string, len(who.Permissions))
+	for i, p := range who.Permissions {
+		perms[i] = string(p)
+	}
+	writeJSON(w, map[string]any{"ok": true, "dev": c.cfg.Dev, "now": stamp(c.cfg.Now()),
+		"caller": callerView{Principal: vt(who.Principal), Peer: vt(who.Peer), Roles: texts(who.Roles), Permissions: texts(perms)}})
 }
 
 func (c *Console) apiStatus(w http.ResponseWriter, r *http.Request) {

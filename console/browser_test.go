@@ -380,6 +380,17 @@ func TestBrowserConsole(t *testing.T) {
 		if n := eval[int](t, watcher, `document.querySelectorAll("button.approve, .approval button, .kill").length`); n != 0 {
 			t.Errorf("%d approve or kill buttons shown", n)
 		}
+		// The page asked for nothing the watcher may not have: no refusal
+		// of it is in the audit log.
+		recs, err := audit.Tail(tc.in.StateDir+"/audit", 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs {
+			if r.Principal == "tag:watch" && r.Decision == "refuse" {
+				t.Errorf("the watcher's page was refused: %+v", r)
+			}
+		}
 		status := eval[int](t, watcher, `fetch("/api/approvals/`+id+`/approve", {method: "POST"}).then(r => r.status)`)
 		if status != http.StatusForbidden {
 			t.Errorf("approve from the watcher's page: HTTP %d, want 403", status)

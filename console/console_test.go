@@ -150,6 +150,8 @@ func TestAPIPermissions(t *testing.T) {
 		code                 string
 	}{
 		{watcher, "GET", "/api/status", 200, ""},
+		{watcher, "GET", "/api/whoami", 200, ""},
+		{stranger, "GET", "/api/whoami", 403, "permission-denied"},
 		{watcher, "GET", "/api/approvals", 403, "permission-denied"},
 		{watcher, "POST", "/api/approvals/x/approve", 403, "permission-denied"},
 		{watcher, "POST", "/api/lockout", 403, "permission-denied"},

@@ -166,6 +166,31 @@ func (s *Server) WebAdmit(r *http.Request, a WebAction) error {
 	return s.webCall(r, a, func(context.Context) error { return nil })
 }
 
+// WebCaller is who a console request comes from and what it may do.
+type WebCaller struct {
+	Principal   string
+	Peer        string
+	Roles       []string
+	Permissions []policy.Permission
+}
+
+// WebWhoAmI identifies the caller (any caller holding a permission, as
+// for a page): the pages show only what its permissions allow, and ask
+// for nothing else, so a caller is not refused, and audited, in a loop.
+func (s *Server) WebWhoAmI(r *http.Request) (WebCaller, error) {
+	var out WebCaller
+	err := s.webCall(r, WebPage, func(ctx context.Context) error {
+		c, err := callerFrom(ctx)
+		if err != nil {
+			return err
+		}
+		pol := s.policyFrom(ctx)
+		out = WebCaller{Principal: c.Principal, Peer: c.Peer, Roles: pol.Roles(c.Subject()), Permissions: pol.Permissions(c.Subject())}
+		return nil
+	})
+	return out, err
+}
+
 // WebStatusView is what the console's status page shows.
 type WebStatusView struct {
 	// Status is the Status RPC's answer for this caller.

@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { $, el, api, loadStatus, can, setText, showError, onClick } = coily;
+  const { $, el, api, whoami, can, setText, showError, onClick } = coily;
   const parts = location.pathname.split("/");
   let id = "";
   try { id = decodeURIComponent(parts[2] || ""); } catch (e) { id = ""; }
@@ -44,7 +44,7 @@
   }
 
   async function load() {
-    await loadStatus();
+    await whoami();
     if (!can("approve")) {
       gone("You may not see or decide approvals.");
       return;

@@ -2,7 +2,7 @@
 "use strict";
 
 (() => {
-  const { $, el, loadStatus, showError } = coily;
+  const { $, el, whoami, can, showError } = coily;
   const maxRows = 500;
   let es = null;
 
@@ -94,5 +94,11 @@
   for (const f of ["principal", "rule", "decision", "event"]) {
     if (params.has(f)) $("f-" + f).value = params.get(f);
   }
-  loadStatus().then(connect).catch((e) => showError(e.message));
+  whoami().then(() => {
+    if (!can("audit-read")) {
+      $("stream-state").textContent = "You may not read the audit log (the audit-read permission).";
+      return;
+    }
+    connect();
+  }).catch((e) => showError(e.message));
 })();

@@ -6,6 +6,7 @@
 
 const coily = (() => {
   let status = null;
+  let who = null;
   let clockSkew = 0; // server time minus local time, in ms
 
   function $(id) { return document.getElementById(id); }
@@ -64,17 +65,26 @@ const coily = (() => {
     return data;
   }
 
+  // whoami learns who the page's caller is and what it may do: the page
+  // asks for nothing its caller may not have (each refusal is audited).
+  async function whoami() {
+    const w = await api("GET", "/api/whoami");
+    who = w.caller;
+    clockSkew = Date.parse(w.now) - Date.now();
+    $("dev-banner").hidden = !w.dev;
+    $("who").textContent = who.principal;
+    $("who").setAttribute("title", (who.permissions || []).join(", "));
+    return who;
+  }
+
   async function loadStatus() {
     const s = await api("GET", "/api/status");
     status = s;
     clockSkew = Date.parse(s.now) - Date.now();
-    $("dev-banner").hidden = !s.dev;
-    $("who").textContent = s.caller.principal;
-    $("who").setAttribute("title", (s.caller.permissions || []).join(", "));
     return s;
   }
 
-  function can(perm) { return !!status && (status.caller.permissions || []).includes(perm); }
+  function can(perm) { return !!who && (who.permissions || []).includes(perm); }
 
   function now() { return Date.now() + clockSkew; }
 
@@ -119,6 +129,6 @@ const coily = (() => {
     });
   }
 
-  return { $, el, setText, showError, api, loadStatus, can, ago, when, tick, onClick,
+  return { $, el, setText, showError, api, whoami, loadStatus, can, ago, when, tick, onClick,
     get status() { return status; } };
 })();

@@ -2,8 +2,9 @@
 "use strict";
 
 (() => {
-  const { $, el, api, loadStatus, can, showError, onClick } = coily;
+  const { $, el, api, whoami, loadStatus, can, showError, onClick } = coily;
   let approvalStream = null;
+  let lockedOut = false;
 
   function stopLine(name, st) {
     if (!st.active) return name + ": off";
@@ -13,13 +14,14 @@
   }
 
   function renderStatus(s) {
+    lockedOut = s.lockout.active;
     $("lockout-state").textContent = stopLine("lockout", s.lockout);
     $("lockout-state").className = "state" + (s.lockout.active ? " alarm" : "");
     $("pause-state").textContent = stopLine("pause", s.pause);
     $("pause-state").className = "state" + (s.pause.active ? " warn" : "");
     $("lockout").hidden = !can("lockout") || s.lockout.active;
     $("pause").hidden = !(can("pause") || can("exec")) || s.pause.active || s.lockout.active;
-    $("resume").hidden = !can("resume") || !s.pause.active;
+    $("resume").hidden = !can("resume") || !s.pause.active || s.lockout.active;
     $("execs-section").hidden = !s.execs_shown;
     const list = $("execs");
     list.replaceChildren();
@@ -37,7 +39,7 @@
       const kill = el("button", { type: "button", class: "danger kill", text: "Kill" });
       onClick(kill, async () => {
         await api("POST", "/api/execs/" + encodeURIComponent(x.request_id) + "/kill");
-        await refresh();
+        await refreshStatus();
       });
       li.append(kill);
     }
@@ -64,54 +66,73 @@
     await refreshApprovals();
   }
 
+  function renderApprovals(list) {
+    const ul = $("approvals");
+    ul.replaceChildren();
+    for (const a of list) ul.append(approvalCard(a));
+    $("approvals-none").hidden = list.length > 0;
+  }
+
   async function refreshApprovals() {
-    if (!can("approve")) { $("approvals-section").hidden = true; return; }
-    $("approvals-section").hidden = false;
-    let data;
-    try {
-      data = await api("GET", "/api/approvals");
-    } catch (e) {
-      if (e.code === "lockout-active") { data = { approvals: [] }; } else { throw e; }
+    if (lockedOut) {
+      renderApprovals([]);
+      $("approvals-none").textContent = "Locked out: every approval is rejected.";
+      return;
     }
-    const list = $("approvals");
-    list.replaceChildren();
-    for (const a of data.approvals) list.append(approvalCard(a));
-    $("approvals-none").hidden = data.approvals.length > 0;
+    $("approvals-none").textContent = "Nothing waits.";
+    const data = await api("GET", "/api/approvals");
+    renderApprovals(data.approvals);
   }
 
+  // watchApprovals keeps the approvals live: the stream tells of every
+  // change, and the list is fetched again. A stream that ends is opened
+  // again a moment later (not under a lockout, which rejects them all).
   function watchApprovals() {
-    if (approvalStream || !can("approve")) return;
+    if (!can("approve") || lockedOut) return;
+    if (approvalStream && approvalStream.readyState !== EventSource.CLOSED) return;
     approvalStream = new EventSource("/api/approvals/stream");
-    // A change of the approvals changes what is in flight too.
-    approvalStream.addEventListener("approval", () => { refresh().catch((e) => showError(e.message)); });
-    approvalStream.addEventListener("refused", () => { approvalStream.close(); approvalStream = null; });
+    approvalStream.addEventListener("approval", () => {
+      refreshApprovals().catch((e) => showError(e.message));
+      refreshStatus().catch(() => {});
+    });
+    approvalStream.addEventListener("refused", () => approvalStream.close());
+    refreshApprovals().catch((e) => showError(e.message));
   }
 
-  async function refresh() {
-    const s = await loadStatus();
-    renderStatus(s);
-    await refreshApprovals();
-    watchApprovals();
+  async function refreshStatus() {
+    if (!(can("status") || can("exec"))) return;
+    renderStatus(await loadStatus());
   }
 
   onClick($("lockout"), async () => {
     const r = await api("POST", "/api/lockout");
-    await refresh();
-    showError("");
+    await refreshStatus();
+    await refreshApprovals();
     $("lockout-state").textContent += " — " + r.killed + " killed";
   });
-  onClick($("pause"), async () => { await api("POST", "/api/pause"); await refresh(); });
-  onClick($("resume"), async () => { await api("POST", "/api/resume"); await refresh(); });
+  onClick($("pause"), async () => { await api("POST", "/api/pause"); await refreshStatus(); });
+  onClick($("resume"), async () => { await api("POST", "/api/resume"); await refreshStatus(); });
 
+  let lastPollError = null;
   async function poll() {
     if (!document.hidden) {
-      try { await refresh(); showErrorIfStale(null); } catch (e) { showErrorIfStale(e); }
+      try {
+        await refreshStatus();
+        watchApprovals();
+        if (lastPollError) { showError(""); lastPollError = null; }
+      } catch (e) {
+        showError(e.message);
+        lastPollError = e;
+      }
     }
     setTimeout(poll, 1000);
   }
-  let lastPollError = null;
-  function showErrorIfStale(e) {
-    if (e) { showError(e.message); lastPollError = e; } else if (lastPollError) { showError(""); lastPollError = null; }
-  }
-  poll();
+
+  whoami().then(() => {
+    $("approvals-section").hidden = !can("approve");
+    if (!(can("status") || can("exec"))) {
+      $("lockout-state").textContent = "You may not see the server's state (the status permission).";
+    }
+    poll();
+  }).catch((e) => showError(e.message));
 })();
