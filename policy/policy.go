@@ -13,11 +13,11 @@ package policy
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"coily.dev/coily/descriptor"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/sandbox"
 )
@@ -345,8 +345,9 @@ func (p *Policy) MayRelay(s Subject, sandbox string) bool {
 // SandboxPrincipal is the principal a relayed request runs as.
 func SandboxPrincipal(sandbox string) string { return "sandbox:" + sandbox }
 
-// SandboxNamePattern is the grammar of sandbox (signing key) names.
-var SandboxNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// SandboxNamePattern is the grammar of sandbox (signing key) names, as
+// the filesystem protocol defines it.
+var SandboxNamePattern = descriptor.SandboxNamePattern
 
 // Allows reports whether the subject holds the permission.
 func (p *Policy) Allows(s Subject, perm Permission) bool {

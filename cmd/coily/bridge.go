@@ -42,7 +42,7 @@ func runBridge(ctx context.Context, e *env) int {
 		return refused(e.stderr, err)
 	}
 	defer c.Close()
-	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: c.Relayer(), Logger: log, Rescan: *rescan, MaxInFlight: *inFlight})
+	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: bridge.NewGRPCRelayer(c.API), Logger: log, Rescan: *rescan, MaxInFlight: *inFlight})
 	if err != nil {
 		printLine(e.stderr, "coily bridge: %v", err)
 		return 1

@@ -37,7 +37,7 @@ func runDevBridge(ctx context.Context, log *slog.Logger, dir, socket string, db 
 	}
 	defer c.Close()
 	return bridge.Run(ctx, bridge.Config{Mounts: []bridge.Mount{{Dir: mount, Sandbox: devSandbox}},
-		Relayer: c.Relayer(), Logger: log.With("component", "bridge")})
+		Relayer: bridge.NewGRPCRelayer(c.API), Logger: log.With("component", "bridge")})
 }
 
 // devKey makes sure DIR/demo.key holds the demo sandbox's current key. A

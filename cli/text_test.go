@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -50,9 +50,9 @@ var hostileText = []struct{ name, in, want string }{
 func TestTermText(t *testing.T) {
 	for _, tc := range hostileText {
 		t.Run(tc.name, func(t *testing.T) {
-			got := termText(tc.in)
+			got := Text(tc.in)
 			if got != tc.want {
-				t.Fatalf("termText(%q) = %q, want %q", tc.in, got, tc.want)
+				t.Fatalf("Text(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 			checkTerminalSafe(t, got)
 		})
@@ -61,10 +61,10 @@ func TestTermText(t *testing.T) {
 
 func TestPrintLineEscapesTheWholeLine(t *testing.T) {
 	var b bytes.Buffer
-	printLine(&b, "coily: refused (%s): %s", "policy-deny\x1b[31m", "binary x\ncoily: approved\r is not an absolute path")
+	PrintLine(&b, "coily: refused (%s): %s", "policy-deny\x1b[31m", "binary x\ncoily: approved\r is not an absolute path")
 	want := `coily: refused (policy-deny\x1b[31m): binary x\ncoily: approved\r is not an absolute path` + "\n"
 	if b.String() != want {
-		t.Fatalf("printLine wrote %q, want %q", b.String(), want)
+		t.Fatalf("PrintLine wrote %q, want %q", b.String(), want)
 	}
 }
 
@@ -97,9 +97,9 @@ var hostileArgv = []struct {
 func TestTermArgv(t *testing.T) {
 	for _, tc := range hostileArgv {
 		t.Run(tc.name, func(t *testing.T) {
-			got := termArgv(tc.in)
+			got := Argv(tc.in)
 			if got != tc.want {
-				t.Fatalf("termArgv(%q) = %s, want %s", tc.in, got, tc.want)
+				t.Fatalf("Argv(%q) = %s, want %s", tc.in, got, tc.want)
 			}
 			checkTerminalSafe(t, got)
 			if back := shellSplit(t, got); !sameArgv(back, tc.in) {
@@ -118,7 +118,7 @@ func TestTermArgvReadsBackInBash(t *testing.T) {
 		if len(tc.in) == 0 {
 			continue
 		}
-		cmd := exec.Command(bash, "-c", `printf '%s\0' `+termArgv(tc.in))
+		cmd := exec.Command(bash, "-c", `printf '%s\0' `+Argv(tc.in))
 		cmd.Env = append(os.Environ(), "LC_ALL=C.UTF-8")
 		out, err := cmd.Output()
 		if err != nil {
@@ -126,7 +126,7 @@ func TestTermArgvReadsBackInBash(t *testing.T) {
 		}
 		got := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
 		if !reflect.DeepEqual(got, tc.in) {
-			t.Errorf("%s: bash read %s as %q, want %q", tc.name, termArgv(tc.in), got, tc.in)
+			t.Errorf("%s: bash read %s as %q, want %q", tc.name, Argv(tc.in), got, tc.in)
 		}
 	}
 }
@@ -142,9 +142,9 @@ func TestTermJSON(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			enc, _ := json.Marshal(map[string]string{"s": tc.in})
-			got := termJSON(enc)
+			got := JSON(enc)
 			if want := `{"s":"` + tc.want + `"}`; string(got) != want {
-				t.Fatalf("termJSON(%s) = %s, want %s", enc, got, want)
+				t.Fatalf("JSON(%s) = %s, want %s", enc, got, want)
 			}
 			checkTerminalSafe(t, string(got))
 			var back map[string]string
@@ -154,7 +154,7 @@ func TestTermJSON(t *testing.T) {
 		})
 	}
 	multi := []byte("{\n  \"a\": \"\u202e\"\n}")
-	if got := string(termJSON(multi)); got != "{\n  \"a\": \"\\u202e\"\n}" {
+	if got := string(JSON(multi)); got != "{\n  \"a\": \"\\u202e\"\n}" {
 		t.Fatalf("multiline JSON: %q", got)
 	}
 }
@@ -164,12 +164,12 @@ func FuzzTermText(f *testing.F) {
 		f.Add(tc.in)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		got := termText(s)
+		got := Text(s)
 		checkTerminalSafe(t, got)
-		if again := termText(s); again != got {
+		if again := Text(s); again != got {
 			t.Fatalf("not deterministic: %q then %q", got, again)
 		}
-		if twice := termText(got); twice != got {
+		if twice := Text(got); twice != got {
 			t.Fatalf("escaped text %q escapes again to %q", got, twice)
 		}
 		if clean(s) && got != s {
@@ -191,9 +191,9 @@ func FuzzTermArgv(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, a, b string) {
 		argv := []string{a, b, a + " " + b}
-		got := termArgv(argv)
+		got := Argv(argv)
 		checkTerminalSafe(t, got)
-		if again := termArgv(argv); again != got {
+		if again := Argv(argv); again != got {
 			t.Fatalf("not deterministic: %s then %s", got, again)
 		}
 		if back := shellSplit(t, got); !sameArgv(back, argv) {
@@ -211,7 +211,7 @@ func FuzzTermJSON(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := termJSON(enc)
+		got := JSON(enc)
 		checkTerminalSafe(t, string(got))
 		var want, back []string
 		if err := json.Unmarshal(enc, &want); err != nil {
@@ -243,7 +243,7 @@ func sameArgv(a, b []string) bool {
 	return len(a) == len(b) && (len(a) == 0 || reflect.DeepEqual(a, b))
 }
 
-// shellSplit reads termArgv's output back as a POSIX shell with $'...'
+// shellSplit reads Argv's output back as a POSIX shell with $'...'
 // would: words separated by single spaces; bare characters, '...' and
 // $'...' parts, and \' between parts.
 func shellSplit(t *testing.T, s string) []string {

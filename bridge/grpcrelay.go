@@ -1,4 +1,4 @@
-package client
+package bridge
 
 import (
 	"context"
@@ -8,21 +8,20 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"coily.dev/coily/bridge"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
 
-// Relayer returns a bridge.Relayer that relays through this connection's
+// NewGRPCRelayer returns a Relayer that relays through a connection's
 // Relay and RelayTeardown RPCs.
 //
 // A failure to reach the server (gRPC Unavailable, DeadlineExceeded or
 // Canceled, the context ending, or an error that is not a gRPC status) is
 // transient: the bridge keeps the file and retries. Any other status is the
-// server's definitive word and becomes a *bridge.Refusal with its refusal
+// server's definitive word and becomes a *Refusal with its refusal
 // code (refusal.FromStatus).
-func (c *Client) Relayer() bridge.Relayer { return relayer{api: c.API} }
+func NewGRPCRelayer(api coilyv1.CoilyServiceClient) Relayer { return relayer{api: api} }
 
 type relayer struct{ api coilyv1.CoilyServiceClient }
 
@@ -36,7 +35,7 @@ func (r relayer) Relay(ctx context.Context, sandbox, id string, request []byte) 
 		return nil, relayError(ctx, err)
 	}
 	if len(resp.GetResponse()) == 0 {
-		return nil, &bridge.Refusal{Code: string(refusal.Internal), Message: "the server sent an empty response"}
+		return nil, &Refusal{Code: string(refusal.Internal), Message: "the server sent an empty response"}
 	}
 	return resp.GetResponse(), nil
 }
@@ -50,7 +49,7 @@ func (r relayer) Teardown(ctx context.Context, sandbox, id string, teardown []by
 }
 
 // relayError sorts a failed relay into transient (returned as is) and
-// definitive (a *bridge.Refusal).
+// definitive (a *Refusal).
 func relayError(ctx context.Context, err error) error {
 	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
@@ -64,5 +63,5 @@ func relayError(ctx context.Context, err error) error {
 		return err
 	}
 	r := refusal.FromStatus(err)
-	return &bridge.Refusal{Code: string(r.Code), Message: r.Msg, AuditID: r.AuditID}
+	return &Refusal{Code: string(r.Code), Message: r.Msg, AuditID: r.AuditID}
 }

@@ -1,12 +1,12 @@
-package main
+package cli
 
 // Text the CLI prints comes from servers, audit files, policies, peers and
 // requests: none of it may reach a terminal raw. A crafted argument, reason
 // or hostname could otherwise forge a line ("\ncoily: approved"), move the
 // cursor (ESC [ 2 A), overwrite a line (CR), set the clipboard (OSC 52),
 // hide a link (OSC 8) or reorder what the approver reads (a bidi
-// override). Every human-readable line goes through printLine; argv goes
-// through termArgv first; JSON output goes through termJSON.
+// override). Every human-readable line goes through PrintLine; argv goes
+// through Argv first; JSON output goes through JSON.
 //
 // What is escaped: every rune that is not graphic (unicode.IsGraphic): the
 // C0 controls, DEL, the C1 controls, and the format characters (bidi
@@ -24,19 +24,19 @@ import (
 	"unicode/utf8"
 )
 
-// printLine writes one line: the formatted text with everything that is
+// PrintLine writes one line: the formatted text with everything that is
 // not graphic escaped, then a newline. Escaping the whole line (not just
 // the arguments known to be untrusted) keeps a value that was forgotten
 // from reaching the terminal raw.
-func printLine(w io.Writer, format string, args ...any) {
-	fmt.Fprintln(w, termText(fmt.Sprintf(format, args...)))
+func PrintLine(w io.Writer, format string, args ...any) {
+	fmt.Fprintln(w, Text(fmt.Sprintf(format, args...)))
 }
 
-// termText returns s with every rune that is not graphic, and every byte
+// Text returns s with every rune that is not graphic, and every byte
 // that is not valid UTF-8, written as a visible escape: \n, \t, \x1b, \x7f,
 // \u009b, \u202e, \U000e0041, \xff. Backslashes stay as they are (free text
-// is for reading, argv goes through termArgv to stay unambiguous).
-func termText(s string) string {
+// is for reading, argv goes through Argv to stay unambiguous).
+func Text(s string) string {
 	if clean(s) {
 		return s
 	}
@@ -45,13 +45,13 @@ func termText(s string) string {
 	return b.String()
 }
 
-// termArgv renders argv as a shell would read it back, one word per
+// Argv renders argv as a shell would read it back, one word per
 // element: a word of ordinary characters as it is, a word with spaces or
-// shell metacharacters in single quotes, a word with anything termText
+// shell metacharacters in single quotes, a word with anything Text
 // escapes in bash's $'...' quoting (with \\ and \' inside). The result is
 // unambiguous: "a b" is 'a b', never two words; a real ESC is $'\x1b', the
 // four characters \x1b are '\x1b'.
-func termArgv(argv []string) string {
+func Argv(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {
 		words[i] = shellWord(a)
@@ -159,14 +159,14 @@ func controlEscape(r rune) string {
 	return fmt.Sprintf(`\x%02x`, r)
 }
 
-// termJSON makes encoded JSON safe for a terminal without changing what it
+// JSON makes encoded JSON safe for a terminal without changing what it
 // decodes to: encoding/json and protojson escape the C0 controls but pass
 // DEL, the C1 controls and the bidi and other format characters through
 // raw. Outside strings JSON is ASCII (and the encoders' only whitespace
 // there is newlines and spaces), so every such rune is inside a string,
 // where \uXXXX (a surrogate pair above U+FFFF) means the same rune. Invalid
 // UTF-8, which neither encoder produces, becomes \ufffd.
-func termJSON(j []byte) []byte {
+func JSON(j []byte) []byte {
 	var b strings.Builder
 	for i := 0; i < len(j); {
 		r, size := utf8.DecodeRune(j[i:])
