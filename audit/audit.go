@@ -96,6 +96,9 @@ type Record struct {
 	DurationMS float64           `json:"duration_ms,omitempty"`
 	Killed     int               `json:"killed,omitempty"` // processes killed by a lockout
 	Details    map[string]string `json:"details,omitempty"`
+	// Leases are the ids of the dynamic-secret leases a command's
+	// credentials came with (never a value); at most MaxLeases.
+	Leases []string `json:"leases,omitempty"`
 	// Egress are the hosts a command's egress proxy was asked for,
 	// aggregated per (host, port, decision); at most MaxEgressRows.
 	Egress []EgressRow `json:"egress,omitempty"`
@@ -117,6 +120,10 @@ type EgressRow struct {
 	First      time.Time `json:"first"`
 	Last       time.Time `json:"last"`
 }
+
+// MaxLeases bounds the lease ids one record carries; the rest are
+// counted in Details["leases_cut"].
+const MaxLeases = 32
 
 // MaxEgressRows bounds the rows one record carries; the rest are counted
 // in Details["egress_cut"].

@@ -53,6 +53,14 @@ func capRecord(r *Record) {
 		r.Egress = r.Egress[:MaxEgressRows]
 		setDetail(r, "egress_cut", strconv.Itoa(n)+" rows, "+strconv.Itoa(MaxEgressRows)+" kept")
 	}
+	r.Leases = slices.Clone(r.Leases)
+	if n := len(r.Leases); n > MaxLeases {
+		r.Leases = r.Leases[:MaxLeases]
+		setDetail(r, "leases_cut", strconv.Itoa(n)+" leases, "+strconv.Itoa(MaxLeases)+" kept")
+	}
+	for i := range r.Leases {
+		r.Leases[i] = cutText(r.Leases[i], 256)
+	}
 	for i := range r.Egress {
 		r.Egress[i].Host = cutText(r.Egress[i].Host, 256)
 		r.Egress[i].Reason = cutText(r.Egress[i].Reason, maxTextBytes)

@@ -257,3 +257,23 @@ func TestRecordCapsEgress(t *testing.T) {
 	}
 	mustVerify(t, dir)
 }
+
+// Lease ids are kept in order up to MaxLeases, each cut to 256 bytes, and
+// the record still verifies.
+func TestRecordCapsLeases(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, newClock(oct))
+	leases := []string{"aws/sts/coily/" + strings.Repeat("x", 400)}
+	for i := range MaxLeases + 3 {
+		leases = append(leases, fmt.Sprintf("aws/sts/coily/%04d", i))
+	}
+	r, err := l.Append(context.Background(), Record{Event: "exec.result", Leases: leases})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Leases) != MaxLeases || len(r.Leases[0]) > 256 || r.Leases[1] != "aws/sts/coily/0000" ||
+		!strings.Contains(r.Details["leases_cut"], "36 leases") || len(leases[0]) != 414 {
+		t.Fatalf("kept %d leases, first %d bytes, details %v", len(r.Leases), len(r.Leases[0]), r.Details)
+	}
+	mustVerify(t, dir)
+}

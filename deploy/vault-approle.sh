@@ -6,13 +6,21 @@
 #   - creates (or updates) role "coily": tokens with policy coily, TTL 1h,
 #     renewable up to 24h,
 #   - prints the role id on standard output,
-#   - writes a new secret id to a file (mode 0600), never printing it.
+#   - writes a new secret id to a file (mode 0600), never printing it; with
+#     --wrap-ttl, a response-wrapping token that wraps it instead.
 #
 # Usage: deploy/vault-approle.sh [--secret-id-file FILE] [--secret-id-ttl TTL]
-#                                [--policy FILE]
+#                                [--wrap-ttl TTL] [--policy FILE]
 #   --secret-id-file FILE  where to write the secret id (default ./coily-secret-id)
-#   --secret-id-ttl TTL    how long the secret id may be used to log in, as
-#                          Vault takes durations ("720h"); default 0: no expiry
+#   --secret-id-ttl TTL    how long a secret id may be used to log in, as Vault
+#                          takes durations; default 720h (30 days); 0: no expiry
+#   --wrap-ttl TTL         write a response-wrapping token (X-Vault-Wrap-TTL)
+#                          valid for TTL ("10m") instead of the secret id: only
+#                          its first unwrapping yields the secret id, so a token
+#                          someone else unwrapped fails coily's start loudly.
+#                          Give the file to coily serve with
+#                          --vault-wrapped-secret-id-file; it unwraps it once,
+#                          keeps the secret id in memory and removes the file.
 #   --policy FILE          the policy (default: vault-policy.hcl beside this script)
 #
 # It honours VAULT_ADDR and VAULT_TOKEN (required; the token needs to manage
@@ -27,7 +35,8 @@
 set -euo pipefail
 
 secret_id_file=./coily-secret-id
-secret_id_ttl=0
+secret_id_ttl=720h
+wrap_ttl=
 policy_file="$(dirname "$0")/vault-policy.hcl"
 mount=approle
 role=coily
@@ -39,6 +48,8 @@ while [ $# -gt 0 ]; do
     --secret-id-file=*) secret_id_file=${1#*=}; shift ;;
     --secret-id-ttl) secret_id_ttl=${2:?--secret-id-ttl needs a duration}; shift 2 ;;
     --secret-id-ttl=*) secret_id_ttl=${1#*=}; shift ;;
+    --wrap-ttl) wrap_ttl=${2:?--wrap-ttl needs a duration}; shift 2 ;;
+    --wrap-ttl=*) wrap_ttl=${1#*=}; shift ;;
     --policy) policy_file=${2:?--policy needs a file}; shift 2 ;;
     --policy=*) policy_file=${1#*=}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -52,6 +63,10 @@ command -v curl >/dev/null || { echo "vault-approle.sh: curl is required" >&2; e
 [ -r "$policy_file" ] || { echo "vault-approle.sh: cannot read the policy $policy_file" >&2; exit 1; }
 case "$secret_id_ttl" in
   *[!0-9smhd]*|'') echo "vault-approle.sh: bad --secret-id-ttl $secret_id_ttl (want e.g. 720h, 30d or 0)" >&2; exit 2 ;;
+esac
+case "$wrap_ttl" in
+  '') ;;
+  *[!0-9smh]*|0|[smh]*) echo "vault-approle.sh: bad --wrap-ttl $wrap_ttl (want e.g. 10m)" >&2; exit 2 ;;
 esac
 
 umask 077
@@ -73,11 +88,15 @@ if [ -n "${VAULT_CLIENT_KEY:-}" ]; then curl_opts+=(--key "$VAULT_CLIENT_KEY"); 
 case "${VAULT_SKIP_VERIFY:-}" in 1|true|TRUE|True) curl_opts+=(-k) ;; esac
 addr=${VAULT_ADDR%/}
 
-# api METHOD PATH [JSON]: calls the Vault API; the response body is left
-# in $tmp/out. Fails, printing Vault's errors, unless the status is 2xx.
+# api METHOD PATH [JSON [HEADER]]: calls the Vault API; the response body
+# is left in $tmp/out. Fails, printing Vault's errors, unless the status is
+# 2xx.
 api() {
-  local method=$1 path=$2 body=${3:-} code
+  local method=$1 path=$2 body=${3:-} header=${4:-} code
   local opts=("${curl_opts[@]}" -X "$method" -o "$tmp/out" -w '%{http_code}')
+  if [ -n "$header" ]; then
+    opts+=(-H "$header")
+  fi
   if [ -n "$body" ]; then
     opts+=(-H 'Content-Type: application/json' --data-binary @-)
   fi
@@ -131,17 +150,25 @@ api GET "auth/$mount/role/$role/role-id"
 role_id=$(field role_id <"$tmp/out")
 [ -n "$role_id" ] || { echo "vault-approle.sh: no role_id in Vault's answer" >&2; exit 1; }
 
-# 5. A new secret id, to the file only.
-api POST "auth/$mount/role/$role/secret-id" '{}'
-secret_id=$(field secret_id <"$tmp/out")
+# 5. A new secret id (or the token that wraps it), to the file only.
+if [ -n "$wrap_ttl" ]; then
+  api POST "auth/$mount/role/$role/secret-id" '{}' "X-Vault-Wrap-TTL: $wrap_ttl"
+  # The answer's only "token" is wrap_info's.
+  secret_id=$(field token <"$tmp/out")
+  what="a response-wrapped secret id (a wrapping token, valid $wrap_ttl; start coily with --vault-wrapped-secret-id-file)"
+else
+  api POST "auth/$mount/role/$role/secret-id" '{}'
+  secret_id=$(field secret_id <"$tmp/out")
+  what="a new secret id"
+fi
 rm -f "$tmp/out"
-[ -n "$secret_id" ] || { echo "vault-approle.sh: no secret_id in Vault's answer" >&2; exit 1; }
+[ -n "$secret_id" ] || { echo "vault-approle.sh: no secret id in Vault's answer" >&2; exit 1; }
 dir=$(dirname "$secret_id_file")
 new=$(mktemp "$dir/.coily-secret-id.XXXXXX")
 printf '%s\n' "$secret_id" >"$new"
 chmod 600 "$new"
 mv -f "$new" "$secret_id_file"
 unset secret_id
-echo "wrote a new secret id to $secret_id_file (mode 0600)" >&2
+echo "wrote $what to $secret_id_file (mode 0600)" >&2
 
 printf '%s\n' "$role_id"

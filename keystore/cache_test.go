@@ -108,7 +108,7 @@ func fetchOne(t *testing.T, ks *Keystore, ref Ref) (string, error) {
 		}
 		return "", err
 	}
-	return got["X"], nil
+	return got.Values["X"], nil
 }
 
 func wantFetch(t *testing.T, ks *Keystore, ref Ref, want string) {
@@ -212,23 +212,23 @@ func TestCacheFetchAll(t *testing.T) {
 	const secretA = "CANARY-cache-a-1234"
 	b := newCacheBackend(map[Ref]string{cacheRefA: secretA, cacheRefB: "vb"})
 	ks := New(Config{Backends: map[string]Backend{BackendFile: b, BackendVault: b}})
-	got, err := ks.Fetch(context.Background(), map[string]Ref{"A": cacheRefA, "B": cacheRefB, "A2": cacheRefA})
-	if err != nil || len(got) != 3 || got["A"] != secretA || got["A2"] != secretA || got["B"] != "vb" {
-		t.Fatalf("Fetch = %q, %v", got, err)
+	set, err := ks.Fetch(context.Background(), map[string]Ref{"A": cacheRefA, "B": cacheRefB, "A2": cacheRefA})
+	if err != nil || len(set.Values) != 3 || set.Values["A"] != secretA || set.Values["A2"] != secretA || set.Values["B"] != "vb" || set.Leases != nil {
+		t.Fatalf("Fetch = %d values, %v", len(set.Values), err)
 	}
 
 	// One reference failing fails them all, naming it.
 	missing := Ref{Backend: BackendVault, Path: "secret/c", Field: "token"}
 	for range 10 { // map order varies: the failure comes first or last
-		got, err = ks.Fetch(context.Background(), map[string]Ref{"A": cacheRefA, "C": missing, "B": cacheRefB})
+		got, err := ks.Fetch(context.Background(), map[string]Ref{"A": cacheRefA, "C": missing, "B": cacheRefB})
 		var ke *Error
 		if got != nil || !errors.As(err, &ke) || ke.Ref != missing || !errors.Is(err, ErrNotFound) {
-			t.Fatalf("Fetch = %q, %v; want an *Error naming %s", got, err, missing)
+			t.Fatalf("Fetch returned values: %v, %v; want an *Error naming %s", got != nil, err, missing)
 		}
 		kcNoLeak(t, err, secretA)
 	}
-	if got, err := ks.Fetch(context.Background(), nil); err != nil || len(got) != 0 {
-		t.Fatalf("Fetch(nil) = %q, %v", got, err)
+	if got, err := ks.Fetch(context.Background(), nil); err != nil || len(got.Values) != 0 {
+		t.Fatalf("Fetch(nil): %v", err)
 	}
 }
 

@@ -46,6 +46,17 @@ func (f *File) Fetch(ctx context.Context, ref Ref) (string, error) {
 	return v, nil
 }
 
+// Check reports whether the file is there, safe (owner, mode, no link)
+// and parses; its values are read and dropped.
+func (f *File) Check(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("%w: %w", ErrUnreachable, err)
+	}
+	values, err := f.read()
+	clear(values)
+	return err
+}
+
 // read opens, checks and parses the file.
 func (f *File) read() (map[string]string, error) {
 	if f.Path == "" {

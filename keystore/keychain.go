@@ -37,6 +37,7 @@ type Keychain struct {
 
 	mu       sync.Mutex
 	inflight map[Ref]*keychainCall
+	checking *keychainCall // the readiness check in flight (Check)
 }
 
 // keychainCall is one lookup in flight; done is closed once value and
@@ -122,4 +123,41 @@ func keychainError(err error) error {
 		return fmt.Errorf("%w: no OS keychain on this platform", ErrUnreachable)
 	}
 	return platformKeychainError(err)
+}
+
+// Check reports whether the keychain would answer now without asking
+// anyone (on Linux: a session bus, a Secret Service on it, its login
+// collection unlocked; on macOS nothing can be asked without a prompt, so
+// it passes). Like Fetch it returns when ctx ends, and at most one check
+// is in flight.
+func (k *Keychain) Check(ctx context.Context) error {
+	k.mu.Lock()
+	c := k.checking
+	if c == nil {
+		c = &keychainCall{done: make(chan struct{})}
+		k.checking = c
+		go k.runCheck(c)
+	}
+	k.mu.Unlock()
+	select {
+	case <-c.done:
+		return c.err
+	case <-ctx.Done():
+		return fmt.Errorf("%w: %s (%w)", errKeychainTimeout, keychainTimeoutHint, ctx.Err())
+	}
+}
+
+func (k *Keychain) runCheck(c *keychainCall) {
+	defer func() {
+		if recover() != nil {
+			c.err = fmt.Errorf("%w: the keychain library failed (panic)", ErrUnreachable)
+		}
+		k.mu.Lock()
+		k.checking = nil
+		k.mu.Unlock()
+		close(c.done)
+	}()
+	if err := keychainReady(); err != nil {
+		c.err = keychainError(err)
+	}
 }

@@ -45,6 +45,10 @@ func keychainGet(service, account string) (string, error) {
 	return keyring.Get(service, account)
 }
 
+// keychainReady is Keychain.Check's question: is the Secret Service
+// there, its collection unlocked?
+func keychainReady() error { return secretServiceReady() }
+
 // secretServiceReady reports ErrUnreachable when there is no session bus
 // or no Secret Service on it, ErrLocked when the collection go-keyring
 // reads (the "login" collection, else the default alias, as its

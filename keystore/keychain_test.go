@@ -379,10 +379,11 @@ func TestKeystoreKeychainAndFile(t *testing.T) {
 	}
 	fetch := func(want map[string]string) {
 		t.Helper()
-		got, err := ks.Fetch(context.Background(), refs)
+		set, err := ks.Fetch(context.Background(), refs)
 		if err != nil {
 			t.Fatal(err)
 		}
+		got := set.Values
 		if len(got) != len(want) {
 			t.Fatalf("Fetch = %d values, want %d", len(got), len(want))
 		}

@@ -8,9 +8,14 @@
 //	file:github                       the line "github=..." of the credentials file
 //
 // A Keystore holds the configured backends and a short cache of fetched
-// values; Lockout drops the cache. Values are returned only to the caller
-// that injects them into a sandboxed child: no error, log line or String
-// method of this package ever contains one.
+// values; Lockout drops the cache. References to one secret of a backend
+// that reads several fields at once (GroupBackend: Vault) are fetched with
+// one read. A read that carries a lease (a dynamic secret, such as
+// vault:aws/sts/<role>#access_key) is never cached: its lease goes to the
+// caller, which revokes it when done (RevokeLease). Values are returned
+// only to the caller that injects them into a sandboxed child: no error,
+// log line or String method of this package ever contains one; lease ids
+// are not secrets.
 package keystore
 
 import (

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"time"
@@ -29,14 +28,22 @@ type VaultConfig struct {
 	// Auth is "token" (the default: VAULT_TOKEN, as the vault CLI reads
 	// it, or TokenFile) or "approle".
 	Auth string
-	// TokenFile, when set, holds the token instead of VAULT_TOKEN (read
-	// once, at NewVault).
+	// TokenFile, when set, holds the token instead of VAULT_TOKEN. It is
+	// read at NewVault and again when it changes (checked at most once a
+	// second, and at once when Vault refuses a request), as when Vault
+	// Agent's file sink writes a new token.
 	TokenFile string
 	// RoleID is the AppRole role id (approle).
 	RoleID string
 	// SecretIDFile holds the AppRole secret id (approle); it is re-read at
 	// each login.
 	SecretIDFile string
+	// WrappedSecretIDFile, instead of SecretIDFile, holds a
+	// response-wrapping token that wraps the secret id (approle): it is
+	// checked (sys/wrapping/lookup: created by an AppRole secret-id
+	// request on Mount), unwrapped once at NewVault, and removed; the
+	// secret id is kept in memory only.
+	WrappedSecretIDFile string
 	// Mount is the AppRole auth mount ("approle" when empty).
 	Mount string
 	// Namespace is the Vault Enterprise namespace; VAULT_NAMESPACE works
@@ -50,15 +57,22 @@ type VaultConfig struct {
 	Logger *slog.Logger
 }
 
-// Vault is the vault backend: it reads fields of KV (v1 or v2) secrets.
+// Vault is the vault backend: it reads fields of KV (v1 or v2) secrets,
+// and of dynamic secrets (any other secrets engine, read verbatim).
 //
-// References name the secret as `vault kv get` takes it, mount included
-// ("secret/coily/github"), and the field. The mount and its KV version are
-// found as the vault CLI finds them, with the preflight request
-// GET sys/internal/ui/mounts/<path>, cached per mount. When the preflight
-// is refused (403), the first path segment is taken as the mount and KV v2
-// is assumed (not cached); when it answers 404 (a Vault without the
-// endpoint), KV v1, as the CLI does.
+// References name the secret as `vault kv get` (or `vault read`) takes
+// it, mount included ("secret/coily/github", "aws/sts/coily-s3"), and the
+// field. The mount and what it is are found as the vault CLI finds them,
+// with the preflight request GET sys/internal/ui/mounts/<path>, cached
+// per mount. When the preflight is refused (403), the first path segment
+// is taken as the mount and KV v2 is assumed (not cached); when it
+// answers 404 (a Vault without the endpoint), KV v1, as the CLI does. A
+// mount of any type but kv is read verbatim (GET <path>).
+//
+// Every field a caller needs from one path comes from one read
+// (FetchGroup). A read that carries a lease (a dynamic secret) returns
+// it; RenewLease and RevokeLease act on it (sys/leases/renew,
+// sys/leases/revoke).
 //
 // Tokens: a renewable token with a TTL is renewed by the API's
 // LifetimeWatcher; the token's expiry is tracked (TTL at login or lookup,
@@ -68,7 +82,8 @@ type VaultConfig struct {
 // "invalid token", or a 403 on a read followed by a refused lookup-self,
 // which any token that passed NewVault could do) or Lockout revokes it,
 // every later Fetch fails with ErrRenewal ("...; restart with a fresh
-// token") until the server restarts. With approle, the next Fetch logs in
+// token") until the server restarts, or, with a token file, until the
+// file holds another token. With approle, the next Fetch logs in
 // again instead (a read refused because the token went invalid is retried
 // once after that login); a refused login fails the Fetch with ErrRenewal,
 // an unreachable Vault with ErrUnreachable.
@@ -82,11 +97,14 @@ type Vault struct {
 
 	loginMu chan struct{} // held (full) during a login or a revocation
 
+	tf       *tokenFile // token auth with a token file
+	secretID string     // approle with a wrapped secret id: the unwrapped secret id
+
 	mu     sync.Mutex
 	sess   *vaultSession // nil: log in (approle) or look up (token) first
 	failed error         // token auth: the token is gone for good (wraps ErrRenewal)
 	closed bool
-	mounts map[string]int // mount path ("secret/") → KV version
+	mounts map[string]mountInfo // mount path ("secret/") → what it is
 
 	bg sync.WaitGroup // watcher goroutines
 }
@@ -131,28 +149,35 @@ func NewVault(ctx context.Context, cfg VaultConfig) (*Vault, error) {
 	if cfg.Namespace != "" {
 		base.SetNamespace(cfg.Namespace)
 	}
-	v := &Vault{cfg: cfg, log: log, base: base, mounts: map[string]int{}, loginMu: make(chan struct{}, 1)}
+	v := &Vault{cfg: cfg, log: log, base: base, mounts: map[string]mountInfo{}, loginMu: make(chan struct{}, 1)}
 	switch cfg.Auth {
 	case VaultAuthToken:
 		v.staticToken = base.Token()
 		if cfg.TokenFile != "" {
-			b, err := os.ReadFile(cfg.TokenFile)
+			tok, fi, err := readTokenFile(cfg.TokenFile)
 			if err != nil {
-				return nil, fmt.Errorf("reading the token file: %w", err)
+				return nil, err
 			}
-			v.staticToken = strings.TrimSpace(string(b))
+			v.staticToken, v.tf = tok, &tokenFile{path: cfg.TokenFile, fi: fi, checked: time.Now()}
 		}
 		if v.staticToken == "" {
 			return nil, errors.New("no token: set VAULT_TOKEN or a token file")
 		}
 	case VaultAuthAppRole:
-		if cfg.RoleID == "" || cfg.SecretIDFile == "" {
-			return nil, errors.New("approle auth needs a role id and a secret id file")
+		if cfg.RoleID == "" || (cfg.SecretIDFile == "") == (cfg.WrappedSecretIDFile == "") {
+			return nil, errors.New("approle auth needs a role id and either a secret id file or a wrapped secret id file")
 		}
 	default:
 		return nil, fmt.Errorf("unknown auth method %q (want token or approle)", cfg.Auth)
 	}
 	base.ClearToken()
+	if cfg.WrappedSecretIDFile != "" {
+		id, err := v.unwrapSecretID(ctx)
+		if err != nil {
+			return nil, err
+		}
+		v.secretID = id
+	}
 
 	s, err := v.authenticate(ctx)
 	if err != nil {
@@ -162,43 +187,6 @@ func NewVault(ctx context.Context, cfg VaultConfig) (*Vault, error) {
 	v.installLocked(s)
 	v.mu.Unlock()
 	return v, nil
-}
-
-// Fetch returns the field ref names. Errors are *Error wrapping one of
-// ErrNotFound, ErrDenied, ErrUnreachable or ErrRenewal.
-func (v *Vault) Fetch(ctx context.Context, ref Ref) (string, error) {
-	val, err := v.fetch(ctx, ref)
-	if err != nil {
-		return "", &Error{Ref: ref, Err: err}
-	}
-	return val, nil
-}
-
-func (v *Vault) fetch(ctx context.Context, ref Ref) (string, error) {
-	for attempt := 0; ; attempt++ {
-		s, err := v.session(ctx)
-		if err != nil {
-			return "", err
-		}
-		val, err := v.read(ctx, s, ref)
-		var ve *vaultError
-		if err == nil || !errors.As(err, &ve) || ve.kind != ErrDenied || ctx.Err() != nil {
-			return val, err
-		}
-		// Denied: a policy, or a token that expired or was revoked
-		// behind the watcher's back?
-		if !v.tokenInvalid(ctx, s, ve.resp) {
-			return "", err
-		}
-		gone := v.invalidate(s, "vault token is no longer valid (expired or revoked)")
-		if gone != nil || attempt > 0 {
-			if gone != nil {
-				return "", gone
-			}
-			return "", err
-		}
-		// approle: log in again and retry once.
-	}
 }
 
 // Lockout revokes the token when RevokeOnLockout is set. Afterwards,
@@ -225,8 +213,9 @@ func (v *Vault) Lockout(ctx context.Context) error {
 	}
 	alreadyGone := v.failed != nil
 	if v.cfg.Auth == VaultAuthToken && !alreadyGone {
-		v.failed = fmt.Errorf("%w: vault token was revoked at lockout; restart with a fresh token", ErrRenewal)
+		v.failed = fmt.Errorf("%w: vault token was revoked at lockout; %s", ErrRenewal, v.freshTokenHint())
 	}
+	static := v.staticToken
 	v.mu.Unlock()
 
 	client, token := (*api.Client)(nil), ""
@@ -234,11 +223,11 @@ func (v *Vault) Lockout(ctx context.Context) error {
 	case s != nil:
 		client, token = s.client, s.token
 	case v.cfg.Auth == VaultAuthToken && !alreadyGone:
-		c, err := v.clientWith(v.staticToken)
+		c, err := v.clientWith(static)
 		if err != nil {
 			return fmt.Errorf("vault: revoking the token at lockout: %w", err)
 		}
-		client, token = c, v.staticToken
+		client, token = c, static
 	default:
 		return nil // no token held
 	}

@@ -11,7 +11,9 @@ import (
 
 // TestApproleScript runs deploy/vault-approle.sh against a Vault dev
 // server, then logs in with the role id it prints and the secret id file
-// it writes, and reads a secret under secret/coily/ (and only there).
+// it writes, and reads a secret under secret/coily/ (and only there). The
+// role's secret ids expire (720h unless told). With --wrap-ttl the file
+// holds a wrapping token instead, which coily unwraps once.
 func TestApproleScript(t *testing.T) {
 	if _, err := exec.LookPath("curl"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -29,9 +31,9 @@ func TestApproleScript(t *testing.T) {
 	dir := t.TempDir()
 	secretIDFile := filepath.Join(dir, "secret-id")
 
-	run := func() string {
+	run := func(args ...string) string {
 		t.Helper()
-		cmd := exec.Command(script, "--secret-id-file", secretIDFile, "--secret-id-ttl", "720h")
+		cmd := exec.Command(script, append([]string{"--secret-id-file", secretIDFile}, args...)...)
 		cmd.Dir = dir
 		cmd.Env = append(os.Environ(), "VAULT_ADDR="+e.srv.Addr, "VAULT_TOKEN="+e.srv.RootToken, "VAULT_NAMESPACE=")
 		var stdout, stderr bytes.Buffer
@@ -53,7 +55,7 @@ func TestApproleScript(t *testing.T) {
 		t.Logf("vault-approle.sh: %s", strings.TrimSpace(stderr.String()))
 		return strings.TrimSpace(stdout.String())
 	}
-	roleID := run()
+	roleID := run() // the default secret_id_ttl
 	if fi, err := os.Stat(secretIDFile); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("secret id file: %v, mode %v; want 0600", err, fi.Mode())
 	}
@@ -66,11 +68,44 @@ func TestApproleScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ttl := sec.Data["token_ttl"]; ttl == nil || ttl.(interface{ String() string }).String() != "3600" {
-		t.Errorf("token_ttl = %v, want 3600", sec.Data["token_ttl"])
+	for k, want := range map[string]string{"token_ttl": "3600", "token_max_ttl": "86400", "secret_id_ttl": "2592000"} {
+		if v := sec.Data[k]; v == nil || v.(interface{ String() string }).String() != want {
+			t.Errorf("%s = %v, want %s", k, v, want)
+		}
 	}
 
 	v := e.vault(VaultConfig{Auth: VaultAuthAppRole, RoleID: roleID, SecretIDFile: secretIDFile})
 	e.want(v, "vault:secret/coily/github#token", canaryToken)
 	e.expect(v, "vault:secret/other/secret#token", ErrDenied)
+
+	// Wrapped: the file holds a wrapping token for the secret-id request,
+	// which coily checks, unwraps once, and removes.
+	run("--wrap-ttl", "5m", "--secret-id-ttl", "1h")
+	sec, err = e.root.Logical().Read("auth/approle/role/coily")
+	if err != nil || sec.Data["secret_id_ttl"].(interface{ String() string }).String() != "3600" {
+		t.Fatalf("secret_id_ttl after --secret-id-ttl 1h: %v %v", sec, err)
+	}
+	b, err := os.ReadFile(secretIDFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrapping := strings.TrimSpace(string(b))
+	look, err := e.root.Logical().Write("sys/wrapping/lookup", map[string]any{"token": wrapping})
+	if err != nil || look.Data["creation_path"] != "auth/approle/role/coily/secret-id" {
+		t.Fatalf("the file does not hold a wrapping token of the secret-id request: %v %v", look, err)
+	}
+	w := e.vault(VaultConfig{Auth: VaultAuthAppRole, RoleID: roleID, WrappedSecretIDFile: secretIDFile})
+	e.want(w, "vault:secret/coily/github#token", canaryToken)
+	if _, err := os.Stat(secretIDFile); !os.IsNotExist(err) {
+		t.Fatalf("the wrapped secret id file is still there: %v", err)
+	}
+
+	// Bad durations are refused before Vault is asked.
+	for _, args := range [][]string{{"--wrap-ttl", "0"}, {"--wrap-ttl", "5x"}, {"--secret-id-ttl", "forever"}} {
+		cmd := exec.Command(script, append([]string{"--secret-id-file", secretIDFile}, args...)...)
+		cmd.Env = append(os.Environ(), "VAULT_ADDR="+e.srv.Addr, "VAULT_TOKEN="+e.srv.RootToken, "VAULT_NAMESPACE=")
+		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "bad --") {
+			t.Errorf("vault-approle.sh %v: %v %s", args, err, out)
+		}
+	}
 }

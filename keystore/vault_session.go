@@ -14,6 +14,7 @@ import (
 // session returns the token to use, logging in or looking the token up
 // first when there is none.
 func (v *Vault) session(ctx context.Context) (*vaultSession, error) {
+	v.refreshToken(false)
 	v.mu.Lock()
 	s, err := v.usableLocked()
 	v.mu.Unlock()
@@ -95,8 +96,8 @@ func (v *Vault) dropLocked(s *vaultSession, why string) {
 	v.sess = nil
 	s.stopLocked()
 	if v.cfg.Auth == VaultAuthToken {
-		v.failed = fmt.Errorf("%w: %s; restart with a fresh token", ErrRenewal, why)
-		v.log.Warn("vault token unusable; every vault fetch fails until restart", "reason", why)
+		v.failed = fmt.Errorf("%w: %s; %s", ErrRenewal, why, v.freshTokenHint())
+		v.log.Warn("vault token unusable; every vault fetch fails until "+v.freshTokenHint(), "reason", why)
 		return
 	}
 	v.log.Info("vault token unusable; logging in again at the next fetch", "reason", why)
@@ -117,13 +118,16 @@ func (v *Vault) authenticate(ctx context.Context) (*vaultSession, error) {
 	if v.cfg.Auth == VaultAuthAppRole {
 		return v.login(ctx)
 	}
-	client, err := v.clientWith(v.staticToken)
+	v.mu.Lock()
+	token := v.staticToken
+	v.mu.Unlock()
+	client, err := v.clientWith(token)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
 	}
 	sec, err := client.Auth().Token().LookupSelfWithContext(ctx)
 	if err != nil {
-		ce := v.classify(ctx, "token lookup (auth/token/lookup-self)", err, v.staticToken)
+		ce := v.classify(ctx, "token lookup (auth/token/lookup-self)", err, token)
 		if errors.Is(ce, ErrUnreachable) {
 			return nil, ce
 		}
@@ -136,8 +140,8 @@ func (v *Vault) authenticate(ctx context.Context) (*vaultSession, error) {
 	renewable, _ := sec.TokenIsRenewable()
 	s := &vaultSession{
 		client: client,
-		token:  v.staticToken,
-		auth:   &api.SecretAuth{ClientToken: v.staticToken, Renewable: renewable, LeaseDuration: int(ttl / time.Second)},
+		token:  token,
+		auth:   &api.SecretAuth{ClientToken: token, Renewable: renewable, LeaseDuration: int(ttl / time.Second)},
 	}
 	if ttl > 0 {
 		s.expires = time.Now().Add(ttl)
@@ -149,12 +153,15 @@ func (v *Vault) authenticate(ctx context.Context) (*vaultSession, error) {
 
 // login logs in with AppRole.
 func (v *Vault) login(ctx context.Context) (*vaultSession, error) {
-	b, err := os.ReadFile(v.cfg.SecretIDFile)
-	if err != nil {
-		return nil, fmt.Errorf("%w: vault approle login: reading the secret id file: %v", ErrRenewal, err)
+	secretID := v.secretID
+	if secretID == "" {
+		b, err := os.ReadFile(v.cfg.SecretIDFile)
+		if err != nil {
+			return nil, fmt.Errorf("%w: vault approle login: reading the secret id file: %v", ErrRenewal, err)
+		}
+		secretID = strings.TrimSpace(string(b))
+		clear(b)
 	}
-	secretID := strings.TrimSpace(string(b))
-	clear(b)
 	lc, err := v.clientWith("")
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnreachable, err)
@@ -258,4 +265,19 @@ func (v *Vault) watch(s *vaultSession, w *api.LifetimeWatcher) {
 			return
 		}
 	}
+}
+
+// Check reports whether Vault answers and takes the token now: it looks
+// the token up (auth/token/lookup-self, which every token may do),
+// logging in first when approle has no session. A token that fails the
+// lookup is not dropped here: the next fetch finds out for itself.
+func (v *Vault) Check(ctx context.Context) error {
+	s, err := v.session(ctx)
+	if err != nil {
+		return err
+	}
+	if _, err := s.client.Auth().Token().LookupSelfWithContext(ctx); err != nil {
+		return v.classify(ctx, "token lookup (auth/token/lookup-self)", err, s.token)
+	}
+	return nil
 }

@@ -47,9 +47,15 @@ type vaultEnv struct {
 
 func newVaultEnv(t *testing.T) *vaultEnv {
 	t.Helper()
-	start := time.Now()
-	srv := vaulttest.Start(t)
-	t.Logf("vault dev server ready in %s at %s", time.Since(start).Round(time.Millisecond), srv.Addr)
+	return newVaultEnvWith(t, vaulttest.Start)
+}
+
+// newVaultEnvWith is newVaultEnv over the server start returns.
+func newVaultEnvWith(t *testing.T, start func(testing.TB) *vaulttest.Server) *vaultEnv {
+	t.Helper()
+	began := time.Now()
+	srv := start(t)
+	t.Logf("vault dev server ready in %s at %s", time.Since(began).Round(time.Millisecond), srv.Addr)
 	e := &vaultEnv{t: t, srv: srv, root: srv.Client(t, srv.RootToken), logs: &syncBuffer{}}
 	e.secrets = append(e.secrets, canaryToken, canaryOther, canaryV1, srv.RootToken)
 	// Only what a test sets: nothing of the caller's Vault environment.
@@ -325,7 +331,7 @@ func TestVaultPreflightRefused(t *testing.T) {
 	// policy layout): the fallback, first segment as a KV v2 mount.
 	e := newVaultEnv(t)
 	e.write("coily/github", map[string]any{"token": canaryToken})
-	v := &Vault{cfg: VaultConfig{Auth: VaultAuthToken}, log: slog.New(slog.DiscardHandler), base: e.root, mounts: map[string]int{}, loginMu: make(chan struct{}, 1)}
+	v := &Vault{cfg: VaultConfig{Auth: VaultAuthToken}, log: slog.New(slog.DiscardHandler), base: e.root, mounts: map[string]mountInfo{}, loginMu: make(chan struct{}, 1)}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasPrefix(r.URL.Path, "/v1/sys/internal/ui/mounts/") {
 			w.WriteHeader(http.StatusForbidden)

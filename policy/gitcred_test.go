@@ -63,3 +63,29 @@ commands:
 		}
 	}
 }
+
+// CredentialBackends names each backend the allow rules' credentials and
+// git credentials use, once; a deny rule's binary names none.
+func TestCredentialBackends(t *testing.T) {
+	p, err := policy.Parse("p.yaml", []byte(`version: 1
+commands:
+  - name: git
+    binary: /usr/bin/git
+    args: ["**"]
+    network: proxied
+    git_credentials:
+      - {host: git.example.com, password: "file:a"}
+  - name: sh
+    binary: /bin/sh
+    args: ["**"]
+    credentials: {A: "vault:secret/a#b", B: "file:c"}
+  - name: ls
+    binary: /bin/ls
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := p.CredentialBackends(), []string{"file", "vault"}; !slices.Equal(got, want) {
+		t.Fatalf("CredentialBackends() = %v, want %v", got, want)
+	}
+}

@@ -40,11 +40,15 @@ const (
 	PermRelay Permission = "relay"
 	// PermKeys issues and rotates sandboxes' descriptor signing keys.
 	PermKeys Permission = "keys"
+	// PermMetrics reads the metrics, health and readiness endpoints on
+	// the tailnet (the local metrics listener is for a local Prometheus
+	// and asks no identity).
+	PermMetrics Permission = "metrics"
 )
 
 // AllPermissions lists every known permission, in a stable order.
 var AllPermissions = []Permission{
-	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead, PermRelay, PermKeys,
+	PermExec, PermLockout, PermUnlock, PermPause, PermResume, PermStatus, PermApprove, PermAuditRead, PermRelay, PermKeys, PermMetrics,
 }
 
 // OperatorRole is the role every local operator holds. Whatever the policy
@@ -361,6 +365,30 @@ func (p *Policy) Sandboxes() []string {
 		// Deny rules run nothing, so they use no sandbox.
 		if r.Effect == Allow && !slices.Contains(out, r.Sandbox) {
 			out = append(out, r.Sandbox)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CredentialBackends lists the keystore backends the allow rules'
+// credentials and git credentials name, sorted.
+func (p *Policy) CredentialBackends() []string {
+	var out []string
+	add := func(b string) {
+		if !slices.Contains(out, b) {
+			out = append(out, b)
+		}
+	}
+	for _, r := range p.rules {
+		if r.Effect != Allow {
+			continue
+		}
+		for _, ref := range r.Credentials {
+			add(ref.Backend)
+		}
+		for _, g := range r.GitCredentials {
+			add(g.Password.Backend)
 		}
 	}
 	slices.Sort(out)

@@ -34,6 +34,13 @@ type Sandbox interface {
 	Wrap(ctx context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error)
 }
 
+// A Checker is a backend that can tell, without running a command,
+// whether it could confine one here now (the server's readiness). Its
+// errors wrap ErrUnavailable and say how to fix it.
+type Checker interface {
+	Check() error
+}
+
 // Registry resolves backend names to sandboxes.
 type Registry map[string]Sandbox
 

@@ -7,6 +7,14 @@ import (
 	"os/exec"
 )
 
+// Check implements Checker: sandbox-exec is where macOS ships it.
+func (SandboxExec) Check() error {
+	if fi, err := os.Stat(SandboxExecPath); err != nil || !fi.Mode().IsRegular() {
+		return fmt.Errorf("%w: %s is missing (it ships with macOS; is this a stripped-down system?)", ErrUnavailable, SandboxExecPath)
+	}
+	return nil
+}
+
 // Wrap implements Sandbox: cmd becomes sandbox-exec running the original
 // command under SandboxExecProfile(p). sandbox-exec execs the word after
 // "--" as both the program and its argv[0], so the original argv[0] gives

@@ -12,3 +12,8 @@ import (
 func (SandboxExec) Wrap(context.Context, *exec.Cmd, Profile) (*Confinement, error) {
 	return nil, fmt.Errorf("%w: sandbox-exec exists only on macOS", ErrUnavailable)
 }
+
+// Check implements Checker: sandbox-exec exists only on macOS.
+func (SandboxExec) Check() error {
+	return fmt.Errorf("%w: sandbox-exec exists only on macOS", ErrUnavailable)
+}

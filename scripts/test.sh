@@ -30,12 +30,17 @@ command -v node >/dev/null || need_apt+=(nodejs)                      # verdacci
 command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegistry
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3 python3-pip) # PipIndex
 [ -x /usr/bin/aws ] || need_apt+=(awscli)                            # S3 (a pyenv or pip aws on PATH is not the one rules name)
+[ -x /usr/bin/prometheus ] || need_apt+=(prometheus)                  # scrapes coily serve --metrics-listen (TestCLIMetricsPrometheus)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
   if [[ " ${need_apt[*]} " == *" openssh-server "* ]]; then
     # Where services run, the package starts the system's sshd: the tests need only their own.
     { systemctl disable --now ssh.service ssh.socket || service ssh stop; } >/dev/null 2>&1 || true
+  fi
+  if [[ " ${need_apt[*]} " == *" prometheus "* ]]; then
+    # Likewise the system's Prometheus (port 9090): the test starts its own on a free port.
+    { systemctl disable --now prometheus.service || service prometheus stop; } >/dev/null 2>&1 || true
   fi
 fi
 scripts/tools.sh
@@ -109,8 +114,8 @@ if [ "$(id -u)" = 0 ]; then
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox' &&
-    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH' &&
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz' &&
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|RecipeAws|ServeVaultWrapped|CLIMetricsPrometheus' &&
     asuser sshagent sshagent.test 'OpenSSH'
   status=$?
   set -e

@@ -19,6 +19,9 @@ import (
 // either. Every decision is in the audit log.
 type approvals struct {
 	now func() time.Time
+	// observe hears how long each approval waited and how it ended (the
+	// metrics); nil hears nothing.
+	observe func(coilyv1.ApprovalState, time.Duration)
 
 	mu       sync.Mutex
 	pending  map[string]*approval
@@ -97,6 +100,9 @@ func (as *approvals) settle(ap *approval, st coilyv1.ApprovalState, by, note str
 		return false
 	}
 	ap.a.State, ap.a.DecidedBy, ap.a.Note = st, by, note
+	if as.observe != nil {
+		as.observe(st, as.now().Sub(ap.a.GetCreatedAt().AsTime()))
+	}
 	delete(as.pending, ap.a.GetId())
 	close(ap.decided)
 	as.notify(ap.a)

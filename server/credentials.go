@@ -17,14 +17,17 @@ import (
 )
 
 // fetchCredentials fetches the rule's credentials and git credentials'
-// passwords (step 8). Any failure refuses the request with
-// credential-unavailable and a message naming the reference; nothing runs.
+// passwords (step 8), every field of one secret with one read. Any failure
+// refuses the request with credential-unavailable and a message naming the
+// reference; nothing runs. The leases of dynamic secrets are recorded
+// before anything can use them, and revoked when the execution ends
+// (endLeases).
 func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 	refs := credentialRefs(x.rule)
 	if len(refs) == 0 {
 		return nil
 	}
-	vals, err := s.cfg.Keystore.Fetch(ctx, refs)
+	set, err := s.cfg.Keystore.Fetch(ctx, refs)
 	if err != nil {
 		var ke *keystore.Error
 		if !errors.As(err, &ke) { // keystore errors name the reference, never a value
@@ -32,6 +35,10 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 		}
 		return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
 	}
+	if err := s.holdLeases(x, set.Leases); err != nil {
+		return err
+	}
+	vals := set.Values
 	for i, g := range x.rule.GitCredentials {
 		if !gitcred.ValidPassword(vals[gitcred.PasswordVar(i)]) {
 			err := fmt.Errorf("credential %s: not usable as a git password for %s (empty, or a newline or NUL in it)", g.Password, g.Address())

@@ -40,6 +40,7 @@ type execution struct {
 	box       sandbox.Sandbox
 	exe       *os.File          // the rule's binary, opened and checked (prepare)
 	secrets   map[string]string // fetched credentials, by variable name
+	leases    execLeases        // the leases they came with (leases.go)
 	scrub     *scrub.Set        // their values' forms, redacted from output
 	job       *job
 	slot      bool // holds a concurrency slot
@@ -123,6 +124,7 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if len(details) > 0 {
 		r.Details = details
 	}
+	r.Leases = x.leases.ids // lease ids, never values
 	return r
 }
 
@@ -145,6 +147,7 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 // interceptor; step 4, the relay checks, in Relay before it calls this.
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer s.release(x)
+	defer s.endLeases(ctx, x, nil) // a path that audited no end (the leases are revoked all the same)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -290,9 +293,11 @@ func (s *Server) lookupSandbox(_ context.Context, x *execution) error {
 // refusal cannot be audited).
 func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error {
 	s.release(x)
+	s.metrics.execRefused(x)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
+	s.endLeases(ctx, x, &rec)
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
@@ -414,6 +419,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	rec.Decision = "allow"
 	dec, err := s.recordPending(ctx, rec)
 	if err != nil {
+		s.metrics.execRefused(x)
+		s.metrics.refused(string(refusal.Internal))
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable; command not run")
 	}
 	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
@@ -432,7 +439,9 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		return x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
+	stopLeases := s.keepLeases(x, time.Now().Add(s.timeout(x)))
 	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
+	stopLeases()
 	runErr = out.finish(runErr)
 	x.sshAgent = x.ag.stop() // the agent and its connections end with the command
 	x.egress = x.eg.stop()   // every tunnel too, and their directory goes
@@ -468,6 +477,7 @@ func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr erro
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
+	s.endLeases(ctx, x, &rec) // the command is over: its credentials end with it
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
 	if len(x.rule.SSHKeys) > 0 {
@@ -478,11 +488,14 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	}
 	addReport(&rec, res.report)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
+	s.metrics.execEnded(x, res)
 	if runErr != nil {
+		s.metrics.execRefused(x)
 		r := refusal.As(runErr)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 		req.State, req.Code = store.RequestFailed, string(r.Code)
 	} else {
+		s.metrics.execRan(x, res)
 		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
 		req.ExitCode, req.Signal = res.exitCode, res.signal
 	}

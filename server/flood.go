@@ -149,7 +149,7 @@ func (s *Server) summarise(ctx context.Context, caller string, b *refusalBatch, 
 		time.Sleep(wait) // the leader's own answer waits too: that is the throttle
 	}
 	s.flood.take(caller, b, s.cfg.Now())
-	b.rec, b.err = s.cfg.Audit.Append(context.WithoutCancel(ctx), summaryRecord(b))
+	b.rec, b.err = s.appendAudit(context.WithoutCancel(ctx), summaryRecord(b), true)
 	if b.err != nil {
 		s.log.Error("audit write failed: refusal summary", "caller", caller, "count", b.count, "err", b.err)
 	}

@@ -126,7 +126,7 @@ func TestRelayRefusalsAndTheRequestID(t *testing.T) {
 			return e.sign(t, &descriptor.Request{ID: id, CreatedAt: time.Now().Add(-6 * time.Minute).UTC(), Argv: []string{"/bin/echo"}})
 		}},
 		{name: "Exec validation", code: refusal.BadRequest, refuse: func(t *testing.T, e *relayEnv, id string) []byte {
-			return e.sign(t, &descriptor.Request{ID: id, Argv: []string{"echo", "relative"}})
+			return e.sign(t, &descriptor.Request{ID: id, Argv: []string{"./echo", "relative"}})
 		}},
 		{name: "paused", code: refusal.PauseActive, refuse: func(t *testing.T, e *relayEnv, id string) []byte {
 			if _, err := e.api.Pause(context.Background(), &coilyv1.PauseRequest{Reason: "test"}); err != nil {

@@ -14,7 +14,9 @@
 //   - a lockout is in force in memory before its persistence is attempted, and
 //     no command admitted after it can start;
 //   - refusals become gRPC status errors in exactly one place (the
-//     interceptors, through package refusal).
+//     interceptors, through package refusal);
+//   - metric labels are bounded: rule names of the policy, refusal codes
+//     and fixed sets, never argv, principals, peers or hosts (metrics.go).
 package server
 
 import (
@@ -27,6 +29,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -77,8 +80,12 @@ type Config struct {
 	// EgressConns caps the egress connections open at once across every
 	// exec's proxy (each exec has its own cap too); 0 means 256.
 	EgressConns int
-	Version     string
-	Now         func() time.Time
+	// Metrics is the registry the server's metrics are registered on and
+	// served from (OpsHandler); nil means a registry of its own. One
+	// registry serves one server.
+	Metrics *prometheus.Registry
+	Version string
+	Now     func() time.Time
 }
 
 // Server is the coily service.
@@ -91,6 +98,8 @@ type Server struct {
 	started time.Time
 
 	approvals *approvals
+	metrics   *metrics
+	ready     readiness // the last readiness answer (ready.go)
 	whois     whoisCache
 	// egress is the server-wide egress connection budget.
 	egress *egress.Budget
@@ -148,6 +157,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = prometheus.NewRegistry()
+	}
 	stops, err := cfg.Store.Stops()
 	if err != nil {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
@@ -156,6 +168,11 @@ func New(cfg Config) (*Server, error) {
 		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
 		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
 	s.policy.Store(cfg.Policy)
+	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
+		return nil, fmt.Errorf("server: metrics: %w", err)
+	}
+	s.metrics.rules(cfg.Policy)
+	s.approvals.observe = s.metrics.approvalEnded
 	if err := s.crossCheckLockout(); err != nil {
 		return nil, err
 	}
@@ -164,7 +181,28 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
 	}
 	logAbsentBinaries(s, cfg.Policy)
+	s.startLeftoverRevocation()
 	return s, nil
+}
+
+// startLeftoverRevocation revokes, in the background, the leases an
+// earlier run of the server recorded and did not revoke (leases.go). They
+// are read now, before this run records any of its own.
+func (s *Server) startLeftoverRevocation() {
+	leftovers, err := s.cfg.Store.Leases()
+	if err != nil {
+		s.log.Error("reading the leases an earlier run left; they end at their TTL", "err", err)
+		return
+	}
+	if len(leftovers) == 0 {
+		return
+	}
+	s.log.Warn("revoking leases an earlier run of the server did not revoke", "count", len(leftovers))
+	s.bg.Add(1)
+	go func() {
+		defer s.bg.Done()
+		s.revokeLeftovers(context.Background(), leftovers)
+	}()
 }
 
 // Policy returns the policy in force.
@@ -216,7 +254,7 @@ func (s *Server) Shutdown() {
 // record writes one audit record, fsynced, and the matching log line. It is
 // the one place decisions are recorded.
 func (s *Server) record(ctx context.Context, r audit.Record) (audit.Record, error) {
-	return s.recordWith(ctx, r, s.cfg.Audit.Append)
+	return s.recordWith(ctx, r, true)
 }
 
 // recordPending records like record without waiting for the fsync: the
@@ -225,10 +263,13 @@ func (s *Server) record(ctx context.Context, r audit.Record) (audit.Record, erro
 // uses it; the command's result is recorded with an fsync before the
 // caller gets its answer.
 func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Record, error) {
-	return s.recordWith(ctx, r, s.cfg.Audit.AppendPending)
+	return s.recordWith(ctx, r, false)
 }
 
-func (s *Server) recordWith(ctx context.Context, r audit.Record, appendFn func(context.Context, audit.Record) (audit.Record, error)) (audit.Record, error) {
+func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
+	if r.Decision == "refuse" {
+		s.metrics.refused(r.Code)
+	}
 	// The result of a command that ran is always recorded on its own (its
 	// decision was, and slots bound how many run): how it ended, what was
 	// quarantined, what bounded it must not fold into a count.
@@ -240,7 +281,7 @@ func (s *Server) recordWith(ctx context.Context, r audit.Record, appendFn func(c
 			return s.summarise(ctx, key, b, lead)
 		}
 	}
-	out, err := appendFn(ctx, r)
+	out, err := s.appendAudit(ctx, r, durable)
 	attrs := []any{"event", r.Event, "principal", r.Principal, "transport", r.Transport,
 		"peer", r.Peer, "decision", r.Decision}
 	for _, kv := range [][2]string{{"code", r.Code}, {"rule", r.Rule}, {"request_id", r.RequestID}, {"reason", r.Reason}} {

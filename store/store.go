@@ -1,5 +1,6 @@
 // Package store owns coily's persistent state in one bbolt file: the stop
-// controls (lockout, pause) and a record of every Exec request.
+// controls (lockout, pause), a record of every Exec request, and the
+// dynamic-secret leases in use (until they are revoked).
 //
 // Invariants:
 //   - every write is a committed, fsynced bbolt transaction before it returns;
@@ -85,7 +86,7 @@ func Open(path string) (*DB, error) {
 		return nil, err
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketState, bucketRequests, bucketRates, bucketKeys, bucketRelays, bucketNonces} {
+		for _, b := range [][]byte{bucketState, bucketRequests, bucketRates, bucketKeys, bucketRelays, bucketNonces, bucketLeases} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}

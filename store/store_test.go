@@ -290,3 +290,51 @@ func requestEqual(a, b Request) bool {
 		a.State == b.State && a.Started.Equal(b.Started) && a.Finished.Equal(b.Finished) &&
 		a.ExitCode == b.ExitCode && a.Signal == b.Signal && a.Code == b.Code
 }
+
+// Leases survive a reopen until deleted; deleting one not recorded is
+// fine; a record that does not decode, or names another lease, is
+// ErrCorrupt rather than skipped.
+func TestLeases(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "coily.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC().Truncate(time.Second)
+	a := Lease{ID: "aws/sts/coily/AAA", Backend: "vault", RequestID: "r1", Rule: "aws", Acquired: now, Expires: now.Add(time.Hour)}
+	b := Lease{ID: "aws/sts/coily/BBB", Backend: "vault", RequestID: "r2", Acquired: now}
+	for _, l := range []Lease{b, a} {
+		if err := db.PutLease(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.PutLease(Lease{}); err == nil {
+		t.Error("a lease without an id was recorded")
+	}
+	db.Close()
+	if db, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.Leases()
+	if err != nil || len(got) != 2 || got[0] != a || got[1] != b {
+		t.Fatalf("Leases = %+v, %v; want %+v, %+v", got, err, a, b)
+	}
+	if err := db.DeleteLease(a.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.DeleteLease("never/recorded"); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := db.Leases(); err != nil || len(got) != 1 || got[0] != b {
+		t.Fatalf("after delete: %+v, %v", got, err)
+	}
+	for name, raw := range map[string]string{"garbage": "{", "null": "null", "other id": `{"id":"x"}`} {
+		if err := db.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLeases).Put([]byte("bad"), []byte(raw)) }); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Leases(); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "bad") {
+			t.Errorf("%s record: %v, want ErrCorrupt naming it", name, err)
+		}
+	}
+}

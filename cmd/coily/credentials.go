@@ -18,6 +18,7 @@ type keystoreFlags struct {
 	vaultTokenFile  *string
 	vaultRoleID     *string
 	vaultSecretFile *string
+	vaultWrapped    *string
 	vaultMount      *string
 	vaultNamespace  *string
 	vaultRevoke     *bool
@@ -28,9 +29,10 @@ func registerKeystoreFlags(fs *flag.FlagSet) *keystoreFlags {
 		file:            stringFlag(fs, "credentials-file", "COILY_CREDENTIALS_FILE", "", "file of name=value credentials (mode 0600) for file: references"),
 		cache:           durationFlag(fs, "credential-cache", "COILY_CREDENTIAL_CACHE", keystore.DefaultCacheTTL, "how long a fetched credential is reused (0: fetch for every Exec)"),
 		vaultAuth:       stringFlag(fs, "vault-auth", "COILY_VAULT_AUTH", "", "enable vault: references: token (VAULT_TOKEN or --vault-token-file) or approle; VAULT_ADDR and the other VAULT_* variables work as in the vault CLI"),
-		vaultTokenFile:  stringFlag(fs, "vault-token-file", "COILY_VAULT_TOKEN_FILE", "", "with --vault-auth token: read the token from this file instead of VAULT_TOKEN"),
+		vaultTokenFile:  stringFlag(fs, "vault-token-file", "COILY_VAULT_TOKEN_FILE", "", "with --vault-auth token: read the token from this file instead of VAULT_TOKEN (read again when it changes, e.g. a Vault Agent sink)"),
 		vaultRoleID:     stringFlag(fs, "vault-role-id", "COILY_VAULT_ROLE_ID", "", "with --vault-auth approle: the role id"),
 		vaultSecretFile: stringFlag(fs, "vault-secret-id-file", "COILY_VAULT_SECRET_ID_FILE", "", "with --vault-auth approle: file holding the secret id"),
+		vaultWrapped:    stringFlag(fs, "vault-wrapped-secret-id-file", "COILY_VAULT_WRAPPED_SECRET_ID_FILE", "", "with --vault-auth approle, instead of --vault-secret-id-file: file holding a response-wrapping token of the secret id (deploy/vault-approle.sh --wrap-ttl); unwrapped once at start, then removed"),
 		vaultMount:      stringFlag(fs, "vault-approle-mount", "COILY_VAULT_APPROLE_MOUNT", "approle", "with --vault-auth approle: where AppRole is mounted"),
 		vaultNamespace:  stringFlag(fs, "vault-namespace", "COILY_VAULT_NAMESPACE", "", "Vault Enterprise namespace (default: $VAULT_NAMESPACE)"),
 		vaultRevoke:     boolFlag(fs, "vault-revoke-on-lockout", "COILY_VAULT_REVOKE_ON_LOCKOUT", "revoke the server's own Vault token on Lockout"),
@@ -50,7 +52,7 @@ func (f *keystoreFlags) config() (keystoreConfig, error) {
 	case "":
 	case "token", "approle":
 		c.vault = &keystore.VaultConfig{Auth: *f.vaultAuth, TokenFile: *f.vaultTokenFile, RoleID: *f.vaultRoleID,
-			SecretIDFile: *f.vaultSecretFile, Mount: *f.vaultMount, Namespace: *f.vaultNamespace, RevokeOnLockout: *f.vaultRevoke}
+			SecretIDFile: *f.vaultSecretFile, WrappedSecretIDFile: *f.vaultWrapped, Mount: *f.vaultMount, Namespace: *f.vaultNamespace, RevokeOnLockout: *f.vaultRevoke}
 	default:
 		return c, fmt.Errorf("--vault-auth must be token or approle, got %q", *f.vaultAuth)
 	}

@@ -42,37 +42,11 @@ func patchExamples(t *testing.T, dir string, patches map[string]examplePatch) st
 		if !ok {
 			continue
 		}
-		eg := rule["egress"].(map[string]any)
-		eg["allow"] = append(asList(eg["allow"]), p.host+":"+p.port)
-		eg["allow_cidrs"] = []any{"127.0.0.0/8"}
-		eg["hosts"] = map[string]any{p.host: []any{"127.0.0.1"}}
-		if p.caFile != "" {
-			rule["ca_file"] = p.caFile
-		}
+		patchRule(t, rule, p)
 		if p.workspace != "" {
 			name := rule["name"].(string)
 			workspaces[name] = p.workspace
 			rule["workspace"] = name
-		}
-		if p.flags != nil {
-			flags := rule["flags"].(map[string]any)
-			for k, v := range p.flags {
-				if _, ok := flags[k]; !ok {
-					t.Fatalf("rule %s has no flag %s to point at the stand-in", rule["name"], k)
-				}
-				flags[k] = v
-			}
-		}
-		for k, v := range p.addFlags {
-			flags := rule["flags"].(map[string]any)
-			if _, ok := flags[k]; ok {
-				t.Fatalf("rule %s already has flag %s", rule["name"], k)
-			}
-			flags[k] = v
-		}
-		if p.gitCred {
-			cred := asList(rule["git_credentials"])[0].(map[string]any)
-			cred["host"] = p.host + ":" + p.port
 		}
 	}
 	doc["workspaces"] = workspaces
@@ -81,6 +55,39 @@ func patchExamples(t *testing.T, dir string, patches map[string]examplePatch) st
 		t.Fatal(err)
 	}
 	return writePolicy(t, dir, string(out))
+}
+
+// patchRule points rule (a command rule as YAML decodes it) at a
+// stand-in as p says, all but the workspace.
+func patchRule(t *testing.T, rule map[string]any, p examplePatch) {
+	t.Helper()
+	eg := rule["egress"].(map[string]any)
+	eg["allow"] = append(asList(eg["allow"]), p.host+":"+p.port)
+	eg["allow_cidrs"] = []any{"127.0.0.0/8"}
+	eg["hosts"] = map[string]any{p.host: []any{"127.0.0.1"}}
+	if p.caFile != "" {
+		rule["ca_file"] = p.caFile
+	}
+	if p.flags != nil {
+		flags := rule["flags"].(map[string]any)
+		for k, v := range p.flags {
+			if _, ok := flags[k]; !ok {
+				t.Fatalf("rule %s has no flag %s to point at the stand-in", rule["name"], k)
+			}
+			flags[k] = v
+		}
+	}
+	for k, v := range p.addFlags {
+		flags := rule["flags"].(map[string]any)
+		if _, ok := flags[k]; ok {
+			t.Fatalf("rule %s already has flag %s", rule["name"], k)
+		}
+		flags[k] = v
+	}
+	if p.gitCred {
+		cred := asList(rule["git_credentials"])[0].(map[string]any)
+		cred["host"] = p.host + ":" + p.port
+	}
 }
 
 func asList(v any) []any {

@@ -44,6 +44,11 @@ type serveOptions struct {
 	keystore   keystoreConfig
 	// egressConns caps egress connections open at once across every exec.
 	egressConns int
+	// metricsListen is the local address of the operations endpoints
+	// ("": none); metricsTailnetPort their port on the tailnet node (0:
+	// none).
+	metricsListen      string
+	metricsTailnetPort int
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -57,6 +62,8 @@ func runServe(ctx context.Context, e *env) int {
 	tailnet := boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node")
 	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
 	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
+	metricsListen := stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
+	metricsPort := intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
 	allowRoot := boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
 	egressConns := intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
 	ksFlags := registerKeystoreFlags(fs)
@@ -81,7 +88,8 @@ func runServe(ctx context.Context, e *env) int {
 		return 2
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
-		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks, egressConns: *egressConns}
+		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks, egressConns: *egressConns,
+		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort}
 	if *egressConns < 1 || *egressConns > 65536 {
 		printLine(e.stderr, "coily serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 		return 2
@@ -166,8 +174,12 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	reg, err := metricsRegistry()
+	if err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
-		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns}
+		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()
@@ -184,6 +196,14 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	if err != nil {
 		return err
 	}
+	ops, err := startOps(log, srv, o, node)
+	if err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return err
+	}
+	defer ops.close()
 	gs := srv.GRPCServer()
 	served := make(chan error, len(listeners))
 	for _, l := range listeners {
@@ -328,6 +348,7 @@ func (o serveOptions) ownFiles() []string {
 	if v := o.keystore.vault; v != nil {
 		add(v.TokenFile)
 		add(v.SecretIDFile)
+		add(v.WrappedSecretIDFile)
 	}
 	return out
 }

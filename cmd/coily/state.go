@@ -97,7 +97,7 @@ func stateRebuild(e *env, dir string) int {
 	}
 	defer db.Close()
 	who := localPrincipal()
-	reason := "state rebuilt by `coily state rebuild`: sandbox keys, rate buckets and relay records are gone; rotate keys (coily key rotate), then unlock"
+	reason := "state rebuilt by `coily state rebuild`: sandbox keys, rate buckets, relay records and unrevoked leases (they end at their TTL; the audit log names them) are gone; rotate keys (coily key rotate), then unlock"
 	if err := db.SetLockout(store.Stop{Active: true, By: who, Reason: reason, Since: time.Now()}); err != nil {
 		printLine(e.stderr, "coily state rebuild: %v", err)
 		return 1

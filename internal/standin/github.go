@@ -42,7 +42,15 @@ func GitHubEnterprise(t testing.TB, token string, hosts ...string) *GitHub {
 	t.Helper()
 	ca := TLS(t)
 	g := &GitHub{Token: token, Login: "standin-user"}
-	g.Server = ca.Serve(t, g.handler(t), hosts...)
+	// The handler quotes the server's own URL: it waits until g.Server is
+	// set (a request can arrive as soon as the listener serves).
+	ready := make(chan struct{})
+	h := g.handler(t)
+	g.Server = ca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-ready
+		h.ServeHTTP(w, r)
+	}), hosts...)
+	close(ready)
 	return g
 }
 

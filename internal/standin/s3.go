@@ -30,17 +30,20 @@ var s3Created = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // S3Server is a local HTTPS stand-in for Amazon S3, enough for `aws s3
 // ls` (awscli 2.9): ListBuckets and ListObjectsV2, path-style. It accepts
-// only requests signed (SigV4, header form) with its access key and
-// secret, in any region.
+// only requests signed (SigV4, header form, with X-Amz-Content-Sha256)
+// with a key of its AWSKeys, in any region: a long-term key, or a
+// temporary one STS issued, with its session token.
 type S3Server struct {
 	*Server
-	AccessKey string
+	AccessKey string   // the long-term key S3 was started with ("" for S3WithKeys)
+	Keys      *AWSKeys // the keys it accepts
 
 	secret  string
 	buckets map[string][]string // bucket → sorted keys
 
 	mu       sync.Mutex
 	requests []string
+	used     []string // the access key of each request served
 }
 
 // S3 starts an S3 stand-in for t that accepts accessKey and secret and
@@ -48,7 +51,19 @@ type S3Server struct {
 // hosts.
 func S3(t testing.TB, accessKey, secret string, buckets map[string][]string, hosts ...string) *S3Server {
 	t.Helper()
-	s := &S3Server{AccessKey: accessKey, secret: secret, buckets: map[string][]string{}}
+	keys := NewAWSKeys()
+	keys.Add(accessKey, secret)
+	s := S3WithKeys(t, keys, buckets, hosts...)
+	s.AccessKey, s.secret = accessKey, secret
+	return s
+}
+
+// S3WithKeys starts an S3 stand-in for t that accepts the keys of keys
+// (shared with an STS stand-in, which adds the temporary keys it issues)
+// and holds buckets, with a certificate also valid for hosts.
+func S3WithKeys(t testing.TB, keys *AWSKeys, buckets map[string][]string, hosts ...string) *S3Server {
+	t.Helper()
+	s := &S3Server{Keys: keys, buckets: map[string][]string{}}
 	for b, keys := range buckets {
 		s.buckets[b] = slices.Sorted(slices.Values(keys))
 	}
@@ -57,20 +72,23 @@ func S3(t testing.TB, accessKey, secret string, buckets map[string][]string, hos
 }
 
 // Env returns the environment that lets the AWS CLI reach the stand-in
-// with its credentials, trusting its CA, with no configuration file and
-// no instance metadata lookups. Callers pass --endpoint-url s.URL.
+// with its credentials (those S3 was started with; none for S3WithKeys),
+// trusting its CA, with no configuration file and no instance metadata
+// lookups. Callers pass --endpoint-url s.URL.
 func (s *S3Server) Env(t testing.TB) []string {
-	return []string{
-		"AWS_ACCESS_KEY_ID=" + s.AccessKey,
-		"AWS_SECRET_ACCESS_KEY=" + s.secret,
-		"AWS_CA_BUNDLE=" + s.CAFile,
+	var creds []string
+	if s.AccessKey != "" {
+		creds = []string{"AWS_ACCESS_KEY_ID=" + s.AccessKey, "AWS_SECRET_ACCESS_KEY=" + s.secret}
+	}
+	return append(creds,
+		"AWS_CA_BUNDLE="+s.CAFile,
 		"AWS_DEFAULT_REGION=us-east-1",
 		"AWS_CONFIG_FILE=/dev/null",
 		"AWS_SHARED_CREDENTIALS_FILE=/dev/null",
 		"AWS_EC2_METADATA_DISABLED=true",
 		"AWS_PAGER=",
-		"HOME=" + t.TempDir(),
-	}
+		"HOME="+t.TempDir(),
+	)
 }
 
 // Requests returns one line per request served, in order: "GET /
@@ -80,6 +98,14 @@ func (s *S3Server) Requests() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.requests...)
+}
+
+// AccessKeys returns the access key of each request served (not of
+// those refused), in order.
+func (s *S3Server) AccessKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.used...)
 }
 
 func (s *S3Server) record(line string) {
@@ -96,20 +122,22 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 			s3Error(w, http.StatusBadRequest, "IncompleteBody", "could not read the body")
 			return
 		}
-		sum := sha256.Sum256(body)
-		a, err := verifySigV4(r, s.secret, hex.EncodeToString(sum[:]), time.Now())
-		switch {
-		case err == nil && a.AccessKey != s.AccessKey:
-			// Signed correctly with the secret under another key id.
-			s.record("403 " + line + " InvalidAccessKeyId")
-			s3Error(w, http.StatusForbidden, "InvalidAccessKeyId", "The AWS Access Key Id you provided does not exist in our records.")
-			return
-		case err != nil:
-			// The reason names no secret: it is one of verifySigV4's fixed sentences.
-			s.record("403 " + line + " SignatureDoesNotMatch: " + err.Error())
-			s3Error(w, http.StatusForbidden, "SignatureDoesNotMatch", "The request signature we calculated does not match the signature you provided.")
+		if r.Header.Get("X-Amz-Content-Sha256") == "" {
+			s.record("400 " + line + " MissingContentSha256")
+			s3Error(w, http.StatusBadRequest, "InvalidRequest", "Missing required header for this request: x-amz-content-sha256")
 			return
 		}
+		sum := sha256.Sum256(body)
+		a, code, err := s.Keys.authenticate(r, hex.EncodeToString(sum[:]), time.Now())
+		if err != nil {
+			// The reason names no secret: it is one of authenticate's fixed sentences.
+			s.record("403 " + line + " " + code + ": " + err.Error())
+			s3Error(w, http.StatusForbidden, code, s3Messages[code])
+			return
+		}
+		s.mu.Lock()
+		s.used = append(s.used, a.AccessKey)
+		s.mu.Unlock()
 		bucket := strings.Trim(r.URL.Path, "/")
 		switch {
 		case r.Method == http.MethodGet && bucket == "":
@@ -125,6 +153,14 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 			s3Error(w, http.StatusNotImplemented, "NotImplemented", "The stand-in does not answer this request.")
 		}
 	})
+}
+
+// s3Messages are S3's messages for the refusals the stand-in answers.
+var s3Messages = map[string]string{
+	"InvalidAccessKeyId":    "The AWS Access Key Id you provided does not exist in our records.",
+	"SignatureDoesNotMatch": "The request signature we calculated does not match the signature you provided.",
+	"InvalidToken":          "The provided token is malformed or otherwise invalid.",
+	"ExpiredToken":          "The provided token has expired.",
 }
 
 const s3Namespace = "http://s3.amazonaws.com/doc/2006-03-01/"

@@ -116,7 +116,8 @@ func (a *sigV4Auth) parseSignedHeaders(v string) error {
 // verifySigV4 checks r's SigV4 signature (header form) against secret
 // and returns the parsed header. bodyHash is the hex SHA-256 of the body
 // read so far, which X-Amz-Content-Sha256 must equal unless it is
-// UNSIGNED-PAYLOAD.
+// UNSIGNED-PAYLOAD; without that header (services but S3), the body's
+// hash is what was signed.
 func verifySigV4(r *http.Request, secret, bodyHash string, now time.Time) (sigV4Auth, error) {
 	a, err := parseSigV4Auth(r.Header.Get("Authorization"))
 	if err != nil {
@@ -133,8 +134,13 @@ func verifySigV4(r *http.Request, secret, bodyHash string, now time.Time) (sigV4
 	if d := now.Sub(at); d > sigV4Skew || d < -sigV4Skew {
 		return a, errors.New("request time too skewed")
 	}
+	// S3 sends the payload's hash (or UNSIGNED-PAYLOAD) in a header; the
+	// other services (STS) sign the body's hash without one.
 	payload := r.Header.Get("X-Amz-Content-Sha256")
-	if payload != "UNSIGNED-PAYLOAD" && payload != bodyHash {
+	switch {
+	case payload == "":
+		payload = bodyHash
+	case payload != "UNSIGNED-PAYLOAD" && payload != bodyHash:
 		return a, errors.New("x-amz-content-sha256 does not match the body")
 	}
 	canon := canonicalRequest(r, a.Signed, payload)

@@ -244,3 +244,36 @@ func FuzzVerifySigV4(f *testing.F) {
 		}
 	})
 }
+
+// AWS's example of a request to a service other than S3 (IAM ListUsers,
+// from "Create a canonical request for Signature Version 4"): no
+// X-Amz-Content-Sha256 header, the body's hash signed.
+func TestVerifySigV4WithoutPayloadHeader(t *testing.T) {
+	const (
+		secret = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY"
+		auth   = "AWS4-HMAC-SHA256 Credential=AKIDEXAMPLE/20150830/us-east-1/iam/aws4_request, " +
+			"SignedHeaders=content-type;host;x-amz-date, Signature=5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7"
+	)
+	at := time.Date(2015, 8, 30, 12, 40, 0, 0, time.UTC)
+	req := func() *http.Request {
+		r, err := http.NewRequest(http.MethodGet, "https://iam.amazonaws.com/?Action=ListUsers&Version=2010-05-08", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r.Header.Set("Authorization", auth)
+		r.Header.Set("X-Amz-Date", "20150830T123600Z")
+		r.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
+		return r
+	}
+	if a, err := verifySigV4(req(), secret, emptySHA256, at); err != nil || a.Service != "iam" {
+		t.Fatalf("the example: %v", err)
+	}
+	if _, err := verifySigV4(req(), secret, strings.Repeat("0", 64), at); err == nil {
+		t.Fatal("another body verified")
+	}
+	r := req()
+	r.Header.Set("X-Amz-Content-Sha256", strings.Repeat("0", 64))
+	if _, err := verifySigV4(r, secret, emptySHA256, at); err == nil {
+		t.Fatal("a payload header that does not match the body verified")
+	}
+}

@@ -230,6 +230,9 @@ func (in *Instance) TailnetClient(t testing.TB, hostname string, tags ...string)
 	return c
 }
 
+// Store is the server's state file, open while it runs.
+func (in *Instance) Store() *store.DB { return in.db }
+
 // Restart stops the server and starts a new one on the same state dir.
 func (in *Instance) Restart(opts Options) *Instance {
 	in.t.Helper()

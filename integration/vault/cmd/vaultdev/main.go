@@ -1,7 +1,12 @@
 // Command vaultdev is a Vault dev server for tests: the real Vault core,
 // in memory, initialized and unsealed, serving its real HTTP API on a
-// loopback port, like `vault server -dev`: KV version 2 at secret/, and the
-// AppRole auth method available to enable.
+// loopback port, like `vault server -dev`: KV version 2 at secret/, the
+// AppRole auth method and the AWS secrets engine ("aws", whose
+// aws/config/root takes sts_endpoint and iam_endpoint, so tests point it at
+// a local stand-in) available to enable, and "leased-kv", Vault's own
+// leased passthrough backend (a KV whose reads carry renewable leases of
+// the secret's "ttl" field), which Vault's own tests use for lease
+// renewal.
 //
 // Once serving it prints one JSON line to standard output,
 //
@@ -36,6 +41,7 @@ import (
 	kv "github.com/hashicorp/vault-plugin-secrets-kv"
 	"github.com/hashicorp/vault/api"
 	"github.com/hashicorp/vault/builtin/credential/approle"
+	"github.com/hashicorp/vault/builtin/logical/aws"
 	vaulthttp "github.com/hashicorp/vault/http"
 	"github.com/hashicorp/vault/internalshared/configutil"
 	"github.com/hashicorp/vault/sdk/logical"
@@ -87,7 +93,11 @@ func run(tb *tb, addr, rootID string, verbose bool) int {
 
 	start := time.Now()
 	core, _, root := vault.TestCoreUnsealedWithConfig(tb, &vault.CoreConfig{
-		LogicalBackends:    map[string]logical.Factory{"kv": kv.Factory},
+		LogicalBackends: map[string]logical.Factory{
+			"kv":        kv.Factory,
+			"aws":       aws.Factory,
+			"leased-kv": vault.LeasedPassthroughBackendFactory,
+		},
 		CredentialBackends: map[string]logical.Factory{"approle": approle.Factory},
 		Logger:             coreLogger,
 	})

@@ -89,6 +89,25 @@ func TestVaultdev(t *testing.T) {
 			if err := c.Sys().EnableAuthWithOptions("approle", &api.EnableAuthOptions{Type: "approle"}); err != nil {
 				t.Fatalf("enable approle: %v", err)
 			}
+			// The AWS secrets engine takes its STS and IAM endpoints
+			// (a stand-in's, in coily's tests).
+			if err := c.Sys().Mount("aws", &api.MountInput{Type: "aws"}); err != nil {
+				t.Fatalf("mount aws: %v", err)
+			}
+			if _, err := c.Logical().Write("aws/config/root", map[string]any{"access_key": "AKIDX", "secret_key": "s",
+				"region": "us-east-1", "sts_endpoint": "https://127.0.0.1:1", "iam_endpoint": "https://127.0.0.1:1"}); err != nil {
+				t.Fatalf("aws/config/root: %v", err)
+			}
+			// leased-kv: reads carry renewable leases of the secret's ttl.
+			if err := c.Sys().Mount("leased", &api.MountInput{Type: "leased-kv"}); err != nil {
+				t.Fatalf("mount leased-kv: %v", err)
+			}
+			if _, err := c.Logical().Write("leased/x", map[string]any{"k": "v", "ttl": "1m"}); err != nil {
+				t.Fatal(err)
+			}
+			if sec, err := c.Logical().Read("leased/x"); err != nil || sec.LeaseID == "" || !sec.Renewable || sec.LeaseDuration != 60 {
+				t.Fatalf("leased-kv read: %+v, %v", sec, err)
+			}
 			if stderr.Len() > 0 {
 				t.Errorf("not quiet: %s", stderr.String())
 			}

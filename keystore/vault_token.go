@@ -1,0 +1,187 @@
+package keystore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// tokenFileCheck is how often, at most, the token file is looked at.
+const tokenFileCheck = time.Second
+
+// maxTokenFile bounds a token file (or a wrapped secret id file).
+const maxTokenFile = 64 << 10
+
+// tokenFile follows the file a token-auth server reads its token from:
+// Vault Agent's file sink replaces it (by rename) with each new token.
+type tokenFile struct {
+	path string
+
+	mu      sync.Mutex
+	checked time.Time   // last look
+	fi      os.FileInfo // the file the token in use was read from
+	warned  bool        // an unreadable file was logged
+}
+
+// changed reports whether fi is another file, or the same file written
+// since, than the one the token in use came from: device and inode,
+// modification time and size.
+func (tf *tokenFile) changed(fi os.FileInfo) bool {
+	return !os.SameFile(tf.fi, fi) || !tf.fi.ModTime().Equal(fi.ModTime()) || tf.fi.Size() != fi.Size()
+}
+
+// readTokenFile reads a token (or wrapping token) file: one token, with
+// surrounding white space. It does not follow a FIFO's promise of data.
+func readTokenFile(path string) (string, os.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
+	}
+	if !fi.Mode().IsRegular() {
+		return "", nil, fmt.Errorf("the token file %s is not a regular file", path)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
+	if err != nil {
+		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
+	}
+	defer clear(b)
+	if len(b) > maxTokenFile {
+		return "", nil, fmt.Errorf("the token file %s is larger than %d bytes", path, maxTokenFile)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", nil, fmt.Errorf("the token file %s does not hold one token", path)
+	}
+	return tok, fi, nil
+}
+
+// refreshToken reads the token file again when it has changed since the
+// token in use was read from it, at most once a second unless force. When
+// it holds another token, the session in use is dropped (the next call
+// looks the new token up) and any failure of the old token forgotten; it
+// then reports true. A file that cannot be read leaves the token in use.
+func (v *Vault) refreshToken(force bool) bool {
+	tf := v.tf
+	if tf == nil {
+		return false
+	}
+	tf.mu.Lock()
+	defer tf.mu.Unlock()
+	now := time.Now()
+	if !force && now.Sub(tf.checked) < tokenFileCheck {
+		return false
+	}
+	tf.checked = now
+	fi, err := os.Stat(tf.path)
+	if err == nil && !tf.changed(fi) {
+		return false
+	}
+	tok, fi, err := readTokenFile(tf.path)
+	if err != nil {
+		if !tf.warned {
+			tf.warned = true
+			v.log.Warn("vault token file unreadable; keeping the token in use", "err", err)
+		}
+		return false
+	}
+	tf.fi, tf.warned = fi, false
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if tok == v.staticToken {
+		return false
+	}
+	v.staticToken = tok
+	if s := v.sess; s != nil {
+		v.sess = nil
+		s.stopLocked()
+	}
+	v.failed = nil
+	v.log.Info("vault token file holds a new token; using it", "file", tf.path)
+	return true
+}
+
+// freshTokenHint says how token auth gets going again once its token is
+// gone.
+func (v *Vault) freshTokenHint() string {
+	if v.tf != nil {
+		return "write a fresh token to " + v.tf.path
+	}
+	return "restart with a fresh token"
+}
+
+// unwrapSecretID reads the response-wrapping token in the wrapped secret
+// id file, checks with sys/wrapping/lookup that Vault created it for an
+// AppRole secret id on this mount (a token wrapping anything else is
+// refused, and left wrapped), unwraps it (sys/wrapping/unwrap) and
+// removes the file. The secret id is returned, to be kept in memory only.
+// A wrapping token Vault no longer knows was unwrapped before, or has
+// expired: if coily did not unwrap it, someone else has the secret id.
+func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
+	path := v.cfg.WrappedSecretIDFile
+	wt, _, err := readTokenFile(path)
+	if err != nil {
+		return "", fmt.Errorf("wrapped secret id: %w", err)
+	}
+	lc, err := v.clientWith("")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	sec, err := lc.Logical().WriteWithContext(ctx, "sys/wrapping/lookup", map[string]any{"token": wt})
+	if err != nil {
+		ce := v.classify(ctx, "wrapping token lookup (sys/wrapping/lookup)", scrub(err, wt), wt)
+		if errors.Is(ce, ErrUnreachable) {
+			return "", ce
+		}
+		return "", fmt.Errorf("%w: the wrapping token in %s is not valid (expired, or already unwrapped: if coily did not unwrap it, "+
+			"someone else holds the secret id; destroy it and issue a new one): %v", ErrDenied, path, ce)
+	}
+	created := ""
+	if sec != nil {
+		created, _ = sec.Data["creation_path"].(string)
+	}
+	if !secretIDPath(created, v.cfg.Mount) {
+		return "", fmt.Errorf("%w: the token in %s does not wrap an AppRole secret id of auth/%s/ (it was created by %q); not unwrapped",
+			ErrDenied, path, v.cfg.Mount, oneLine(created, 120))
+	}
+	uc, err := v.clientWith("")
+	if err != nil {
+		return "", fmt.Errorf("%w: %v", ErrUnreachable, err)
+	}
+	sec, err = uc.Logical().UnwrapWithContext(ctx, wt)
+	if err != nil {
+		return "", fmt.Errorf("unwrapping the secret id: %w", v.classify(ctx, "unwrap (sys/wrapping/unwrap)", scrub(err, wt), wt))
+	}
+	id := ""
+	if sec != nil {
+		id, _ = sec.Data["secret_id"].(string)
+	}
+	if id == "" {
+		return "", fmt.Errorf("%w: the unwrapped response holds no secret_id", ErrDenied)
+	}
+	if err := os.Remove(path); err != nil {
+		v.log.Warn("wrapped secret id unwrapped, but its file could not be removed (the wrapping token in it is spent)", "err", cause(err))
+	}
+	v.log.Info("vault approle secret id unwrapped; its file removed", "file", path, "created_by", created)
+	return id, nil
+}
+
+// secretIDPath reports whether p is auth/<mount>/role/<name>/secret-id.
+func secretIDPath(p, mount string) bool {
+	rest, ok := strings.CutPrefix(p, "auth/"+mount+"/role/")
+	if !ok {
+		return false
+	}
+	name, ok := strings.CutSuffix(rest, "/secret-id")
+	return ok && name != "" && !strings.Contains(name, "/")
+}

@@ -1,0 +1,105 @@
+package server
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"coily.dev/coily/policy"
+	"coily.dev/coily/refusal"
+)
+
+// The operations endpoints (docs/operations.md, "Metrics and health").
+const (
+	PathMetrics = "/metrics"
+	PathHealthz = "/healthz"
+	PathReadyz  = "/readyz"
+)
+
+// DefaultMetricsPort is the tailnet node's port for the operations
+// endpoints (Prometheus exporters' customary 9464).
+const DefaultMetricsPort = 9464
+
+// OpsHandler serves /metrics (the Prometheus text format, from
+// Config.Metrics), /healthz (200 while the process serves HTTP at all)
+// and /readyz (200 when Ready finds nothing wrong, else 503 with one line
+// per problem), GET and HEAD only.
+//
+// With identify set (the tailnet listener), each request's caller is
+// identified as a gRPC call on the tailnet is (WhoIs on its address) and
+// must hold the metrics permission; a refusal is audited and counted like
+// any other, and answered 401 or 403 with its code. Without it, no
+// identity is asked: it is for a listener the operator bound to a local
+// address for a local Prometheus.
+func (s *Server) OpsHandler(identify bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET "+PathMetrics, promhttp.HandlerFor(s.cfg.Metrics, promhttp.HandlerOpts{
+		ErrorHandling: promhttp.ContinueOnError, MaxRequestsInFlight: 4, Timeout: 10 * time.Second}))
+	mux.HandleFunc("GET "+PathHealthz, func(w http.ResponseWriter, _ *http.Request) {
+		plain(w, http.StatusOK, "ok\n")
+	})
+	mux.HandleFunc("GET "+PathReadyz, s.serveReadyz)
+	if !identify {
+		return mux
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.admitOps(r); err != nil {
+			re := refusal.As(err)
+			status := http.StatusForbidden
+			if re.Code == refusal.Unauthenticated {
+				status = http.StatusUnauthorized
+			}
+			plain(w, status, fmt.Sprintf("%s: %s\n", re.Code, re.Msg))
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
+}
+
+// admitOps identifies a tailnet request's caller and checks the metrics
+// permission; a refusal is audited (as a call to "http:" and the path).
+func (s *Server) admitOps(r *http.Request) error {
+	pol := s.Policy()
+	c, err := s.identifyTailnet(r.Context(), r.RemoteAddr)
+	if err == nil && !pol.Allows(c.Subject(), policy.PermMetrics) {
+		err = refusal.New(refusal.PermissionDenied, "%s may not read the metrics (the metrics permission)", c.Principal)
+	}
+	if err != nil {
+		return s.refuseCall(r.Context(), c, "http:"+opsPath(r.URL.Path), err)
+	}
+	return nil
+}
+
+// opsPath names a request's path in the audit: one of the endpoints, or
+// "other" (a path is the caller's text: it is not copied into the record).
+func opsPath(p string) string {
+	switch p {
+	case PathMetrics, PathHealthz, PathReadyz:
+		return p
+	}
+	return "other"
+}
+
+func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
+	problems := s.Ready(r.Context())
+	if len(problems) > 0 {
+		plain(w, http.StatusServiceUnavailable, "not ready\n"+strings.Join(problems, "\n")+"\n")
+		return
+	}
+	msg := "ready\n"
+	if s.stopGauge(true) == 1 {
+		msg = "ready (locked out: commands are refused until an operator unlocks; a state, not unreadiness)\n"
+	}
+	plain(w, http.StatusOK, msg)
+}
+
+func plain(w http.ResponseWriter, status int, body string) {
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write([]byte(body))
+}
