@@ -39,6 +39,8 @@ type App struct {
 	// coily dev tailnet), tried in order before the built-in ones; each
 	// returns nil, nil when its flags do not ask for it.
 	Dialers []Dialer
+	// GlobalFlags register global flags the binary adds (its transports').
+	GlobalFlags []func(root *cobra.Command)
 	// TransportFlags are the global flags the binary adds that name a
 	// transport (--tsnet, --dev): given on the command line, they keep
 	// exec off the filesystem transport.
@@ -99,8 +101,13 @@ credentials injected into the command alone, and audited. Commands an agent type
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
 	root.CompletionOptions.HiddenDefaultCmd = false
 	a.globalFlags(root)
-	root.AddGroup(&cobra.Group{ID: groupClient, Title: "Commands for agents and owners:"},
-		&cobra.Group{ID: groupServer, Title: "Commands on the trust point's host:"})
+	for _, f := range a.GlobalFlags {
+		f(root)
+	}
+	root.AddGroup(&cobra.Group{ID: groupClient, Title: "Commands for agents and owners:"})
+	if len(add) > 0 {
+		root.AddGroup(&cobra.Group{ID: groupServer, Title: "Commands on the trust point's host:"})
+	}
 	for _, c := range a.clientCommands() {
 		c.GroupID = groupClient
 		root.AddCommand(c)
@@ -140,7 +147,13 @@ func (a *App) Run(ctx context.Context, root *cobra.Command, args []string) int {
 	case errors.As(err, &x):
 		return int(x)
 	case errors.As(err, &u) || isCobraUsage(err):
-		PrintLine(a.Stderr, "%s: %v", a.Name, err)
+		lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+		PrintLine(a.Stderr, "%s: %s", a.Name, lines[0])
+		for _, line := range lines[1:] {
+			if line = strings.TrimSpace(line); line != "" {
+				PrintLine(a.Stderr, "  %s", line)
+			}
+		}
 		if cmd, _, ferr := root.Find(args); ferr == nil && cmd != nil {
 			PrintLine(a.Stderr, "Run '%s --help' for usage.", cmd.CommandPath())
 		}

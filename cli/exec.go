@@ -57,7 +57,8 @@ through the shared folder unless --socket or --server says otherwise.`,
 	fs := cmd.Flags()
 	fs.DurationVar(&f.timeout, "timeout", 0, "the command's time limit (0: the rule's)")
 	Twin(fs, "timeout", "COILY_TIMEOUT")
-	fs.StringVar(&f.stdin, "stdin", stdinAuto, "send standard input (up to 1 MiB) to the command: true, false, or auto (when it is not a terminal)")
+	fs.StringVar(&f.stdin, "stdin", stdinAuto, "send standard input (up to 1 MiB) to the command: true (--stdin alone), false, or auto (when it is not a terminal)")
+	fs.Lookup("stdin").NoOptDefVal = stdinAlways
 	Twin(fs, "stdin", "COILY_STDIN")
 	fs.StringVar(&f.note, "note", "", "a note recorded in the audit log (and shown to an approver)")
 	Twin(fs, "note", "COILY_NOTE")
@@ -106,6 +107,11 @@ func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 	}
 	defer done()
 	exit, err := x.Exec(ctx, req, a.Stdout, a.Stderr)
+	if code := interruptedCode(ctx); err != nil && code != 0 {
+		// Ctrl-C (or a SIGTERM) ended the request, and the server killed
+		// the command: exit as a local tool killed by that signal would.
+		return code
+	}
 	if err != nil {
 		return Refusal(a.Stderr, err, f.json)
 	}

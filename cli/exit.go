@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
 	"coily.dev/coily/client"
 	"coily.dev/coily/refusal"
 )
@@ -50,17 +53,17 @@ func exit(code int) error {
 // 125, `coily: command timed out: …` and 124, `coily: server unreachable: …`
 // and 69. With asJSON, stderr gets one JSON object instead.
 func Refusal(w io.Writer, err error, asJSON bool) int {
-	if client.Unreachable(err) {
-		if asJSON {
-			writeJSON(w, map[string]any{"code": "unreachable", "message": err.Error()})
-		} else {
-			PrintLine(w, "coily: server unreachable: %v", err)
-		}
-		return ExitUnreachable
-	}
 	var r *refusal.Error
 	if !errors.As(err, &r) {
 		r = refusal.FromStatus(err)
+	}
+	if client.Unreachable(err) {
+		if asJSON {
+			writeJSON(w, map[string]any{"code": "unreachable", "message": r.Msg})
+		} else {
+			PrintLine(w, "coily: server unreachable: %s", r.Msg)
+		}
+		return ExitUnreachable
 	}
 	code := ExitRefused
 	if r.Code == refusal.CommandTimeout {
@@ -84,6 +87,16 @@ func Refusal(w io.Writer, err error, asJSON bool) int {
 // writeJSON writes v as one line of JSON, terminal-safe.
 func writeJSON(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(w, string(JSON(b)))
+	return err
+}
+
+// writeJSONProto writes m as one line of JSON, terminal-safe.
+func writeJSONProto(w io.Writer, m proto.Message) error {
+	b, err := protojson.Marshal(m)
 	if err != nil {
 		return err
 	}

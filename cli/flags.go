@@ -33,6 +33,19 @@ func Twin(fs *pflag.FlagSet, name, env string) *pflag.Flag {
 	return f
 }
 
+// docDefaultAnnotation is a flag's default as the reference prints it,
+// when the value depends on who runs the program.
+const docDefaultAnnotation = "coily_doc_default"
+
+// DocDefault sets how the command reference (docs/cli.md) states the
+// flag's default, for a default that depends on the user.
+func DocDefault(f *pflag.Flag, text string) {
+	if f.Annotations == nil {
+		f.Annotations = map[string][]string{}
+	}
+	f.Annotations[docDefaultAnnotation] = []string{text}
+}
+
 // EnvOf is the flag's environment twin, "" when it has none.
 func EnvOf(f *pflag.Flag) string {
 	if v := f.Annotations[envAnnotation]; len(v) == 1 {
@@ -71,7 +84,7 @@ func (a *App) prepare(cmd *cobra.Command) error {
 func (a *App) globalFlags(root *cobra.Command) {
 	fs := root.PersistentFlags()
 	fs.StringVar(&a.g.StateDir, "state-dir", DefaultStateDir(), "state directory of the server on this host (store, audit log, socket)")
-	Twin(fs, "state-dir", "COILY_STATE_DIR")
+	DocDefault(Twin(fs, "state-dir", "COILY_STATE_DIR"), "/var/lib/coily as root, else $XDG_STATE_HOME/coily or ~/.local/state/coily")
 	fs.StringVar(&a.g.Socket, "socket", "", "the server's local operator socket (default <state-dir>/coily.sock)")
 	Twin(fs, "socket", "COILY_SOCKET")
 	fs.StringVar(&a.g.Server, "server", "", "reach the server over the tailnet at HOST[:PORT] (through this machine's tailscale)")

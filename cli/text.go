@@ -54,12 +54,12 @@ func Text(s string) string {
 func Argv(argv []string) string {
 	words := make([]string, len(argv))
 	for i, a := range argv {
-		words[i] = shellWord(a)
+		words[i] = ShellWord(a)
 	}
 	return strings.Join(words, " ")
 }
 
-func shellWord(s string) string {
+func ShellWord(s string) string {
 	switch {
 	case s == "":
 		return "''"

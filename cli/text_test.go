@@ -321,3 +321,16 @@ func ansiCUnquote(t *testing.T, s string, i int, w []byte) ([]byte, int) {
 	t.Fatalf("%s: unterminated $'", s)
 	return nil, 0
 }
+
+// requireComponent fails under CI=true (where every component is
+// installed) and skips elsewhere.
+func requireComponent(t *testing.T, ok bool, what string) {
+	t.Helper()
+	if ok {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatalf("%s is required under CI=true", what)
+	}
+	t.Skipf("%s not available", what)
+}

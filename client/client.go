@@ -159,7 +159,9 @@ func Unreachable(err error) bool {
 	}
 	var r *refusal.Error
 	if errors.As(err, &r) {
-		return false
+		// A refusal read from a transport failure keeps that failure as
+		// its detail (refusal.FromStatus).
+		return r.Code == refusal.Internal && r.Detail != nil && r.Detail != err && Unreachable(r.Detail)
 	}
 	var d *DialError
 	if errors.As(err, &d) {

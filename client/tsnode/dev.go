@@ -9,8 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-
-	"tailscale.com/tsnet"
+	"time"
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/internal/devnet"
@@ -59,17 +58,12 @@ func DialDevNet(ctx context.Context, controlURL, server, hostname string, tags [
 	if err != nil {
 		return nil, &client.DialError{Err: fmt.Errorf("tsnet state: %w", err)}
 	}
-	var s *tsnet.Server
-	o := Options{Server: server, Hostname: hostname, Tags: tags}.withDefaults()
-	up := func(ctx context.Context) (*tsnet.Server, error) {
-		var err error
-		s, err = devnet.Join(ctx, controlURL, devnet.NodeOptions{Dir: dir, Hostname: hostname, Tags: tags, Ephemeral: true})
-		return s, err
-	}
-	return connect(ctx, o, up, func() {
-		if s != nil {
-			s.Close()
-		}
+	jctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	s, err := devnet.Join(jctx, controlURL, devnet.NodeOptions{Dir: dir, Hostname: hostname, Tags: tags, Ephemeral: true})
+	if err != nil {
 		os.RemoveAll(dir)
-	})
+		return nil, &client.DialError{Err: fmt.Errorf("join the dev tailnet: %w", err)}
+	}
+	return Connect(ctx, s, server, 30*time.Second, func() { s.Close(); os.RemoveAll(dir) })
 }

@@ -109,6 +109,14 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// Connect returns a client that reaches server through s, a node that is
+// already up: it waits (within timeout) until the server answers a disco
+// ping. cleanup runs on failure or Close.
+func Connect(ctx context.Context, s *tsnet.Server, server string, timeout time.Duration, cleanup func()) (*client.Client, error) {
+	o := Options{Server: server, JoinTimeout: timeout}.withDefaults()
+	return connect(ctx, o, func(context.Context) (*tsnet.Server, error) { return s, nil }, cleanup)
+}
+
 // connect brings a node up, waits until the server answers a disco ping
 // and returns a client dialing through the node; cleanup runs on failure
 // or Close.

@@ -1,20 +1,23 @@
+//go:build coilydev
+
 package main
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"tailscale.com/types/logger"
 
-	"coily.dev/coily/client"
+	"coily.dev/coily/cli"
+	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
@@ -29,17 +32,25 @@ const devBanner = `
   └──────────────────────────────────────────────────────────────────────┘
 `
 
+// addDevCommand registers `coily dev` and the --dev transport (this build
+// has them: -tags coilydev).
+func addDevCommand(a *cli.App, root *cobra.Command) {
+	root.AddCommand(command(a, spec{use: "dev", short: "run a private tailnet and the trust point on this machine (NOT for production)",
+		long: `Start, offline on 127.0.0.1, a private tailnet (Tailscale's test control server and a DERP relay),
+the trust point on it with the demo policy (examples/dev.yaml) and the local operator socket, and a
+bridge for the sandbox "demo"; write DIR/env once it serves; run until interrupted. Any local process
+may join this tailnet with any tag: it is for trying coily out, never for production.`,
+		flags: func(fs *pflag.FlagSet) runFunc {
+			policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
+			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath) }
+		}}))
+}
+
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
 // interrupted. It holds DIR's lock from before it changes anything there.
-func runDev(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
-	verbose := boolFlag(fs, "verbose", "COILY_VERBOSE", "log the tailnet's own chatter")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
-	dir, err := devStateDir(e.global)
+func runDev(ctx context.Context, e *env, policyPath string) int {
+	dir, err := devStateDir(e)
 	if err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
@@ -50,7 +61,7 @@ func runDev(ctx context.Context, e *env) int {
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
+	if err := dev(ctx, e, dir, policyPath, e.global.Verbose); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
@@ -62,7 +73,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 		return err
 	}
 	removeReadyFiles := func() {
-		for _, f := range []string{"env", client.DevInfoFile} {
+		for _, f := range []string{"env", tsnode.DevInfoFile} {
 			os.Remove(filepath.Join(dir, f))
 		}
 	}
@@ -101,7 +112,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
 		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
 		ready: func(tailAddr string, db *store.DB) {
-			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
+			info := tsnode.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
 			if err := writeDevFiles(dir, info); err != nil {
 				log.Error("could not write the dev files", "err", err)
 				return
@@ -131,27 +142,17 @@ func seedDevCredentials(dir string) (string, error) {
 
 // writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose
 // existence tells scripts the server is ready.
-func writeDevFiles(dir string, info client.DevInfo) error {
+func writeDevFiles(dir string, info tsnode.DevInfo) error {
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, client.DevInfoFile), data); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, tsnode.DevInfoFile), data); err != nil {
 		return err
 	}
 	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n", shellQuote(dir))
 	return writeFileAtomic(filepath.Join(dir, "env"), []byte(env))
 }
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func printDevHelp(w io.Writer, dir, policyPath string) {
 	fmt.Fprintf(w, `coily dev is serving (state in %[1]s, policy %[2]s).

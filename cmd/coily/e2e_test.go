@@ -43,7 +43,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("COILY_ALLOW_ROOT", "true")
 	}
 	if coilyBin == filepath.Join(dir, "coily") {
-		out, err := exec.Command("go", "build", "-o", coilyBin, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", buildTags, "-o", coilyBin, ".").CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build coily: %v\n%s", err, out)
 			return
@@ -169,8 +169,11 @@ func TestCLIExecAcceptance(t *testing.T) {
 		{[]string{"exec", "--", "/bin/sh", "-c", "exit 7"}, 7, "", ""},
 		{[]string{"exec", "--", "/usr/bin/id"}, 125, "", "coily: refused (policy-deny): "},
 		{[]string{"exec", "--", "/bin/sh", "-c", "kill -KILL $$"}, 137, "", ""},
-		{[]string{"exec", "--timeout", "200ms", "--", "/bin/sleep", "5"}, 125, "", "coily: refused (command-timeout): "},
-		{[]string{"exec", "--", "sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "},
+		{[]string{"exec", "--timeout", "200ms", "--", "/bin/sleep", "5"}, 124, "", "coily: refused (command-timeout): "},
+		{[]string{"exec", "--", "sh", "-c", "exit 3"}, 3, "", ""}, // a bare name: the rule's /bin/sh
+		{[]string{"exec", "--", "./sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "},
+		{[]string{"exec", "/bin/echo", "hi"}, 2, "", "coily: put -- before the command"},
+		{[]string{"exec", "--bogus", "--", "/bin/echo"}, 2, "", "coily: unknown flag: --bogus"},
 	} {
 		r := p.run(t, tt.args...)
 		if r.code != tt.code || r.stdout != tt.out || !strings.HasPrefix(r.stderr, tt.inErr) || (tt.inErr == "" && r.stderr != "") {
@@ -389,4 +392,19 @@ func TestCLIUnlockThroughSocketGroup(t *testing.T) {
 	if r := runCoily(t, outsider, "--socket", p.socket, "lockout"); r.code == 0 {
 		t.Fatalf("an outsider reached the socket: %+v", r)
 	}
+}
+
+// readAudit is the text of every audit log file in the state dir.
+func readAudit(t *testing.T, dir string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	var all []byte
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	return string(all)
 }

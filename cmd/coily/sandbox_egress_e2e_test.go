@@ -154,7 +154,7 @@ func TestCLISandboxExecEgressUsage(t *testing.T) {
 	} {
 		r := runCoily(t, nil, append(tc.args, "--", "/bin/echo", "ran")...)
 		if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "coily sandbox exec: "+termText(tc.want)) ||
-			!strings.Contains(r.stderr, "usage: coily sandbox exec") {
+			!strings.Contains(r.stderr, "Run 'coily sandbox exec --help' for usage.") {
 			t.Errorf("%q: %+v; want exit 2 and %q", tc.args, r, tc.want)
 		}
 		requireTerminalSafe(t, "usage error", r.stderr, -1)

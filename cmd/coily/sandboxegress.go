@@ -2,12 +2,13 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/spf13/pflag"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
@@ -27,7 +28,7 @@ var egressFlagNames = map[string]string{
 	"mode": "--egress-mode", "allow": "--egress-allow", "presets": "--egress-preset", "allow_cidrs": "--egress-allow-cidr",
 }
 
-func addEgressFlags(fs *flag.FlagSet) *egressFlags {
+func addEgressFlags(fs *pflag.FlagSet) *egressFlags {
 	return &egressFlags{
 		mode:    stringFlag(fs, "egress-mode", "COILY_EGRESS_MODE", "", "with --network proxied: enforce (the default) or observe"),
 		allow:   listFlag(fs, "egress-allow", "COILY_EGRESS_ALLOW", "with --network proxied: HOST[:PORT] or *.DOMAIN[:PORT] the command may reach; repeatable"),
@@ -38,9 +39,9 @@ func addEgressFlags(fs *flag.FlagSet) *egressFlags {
 
 // givenOn names the first --egress-* flag the command line set, "" for
 // none (values from the environment apply only where the flags do).
-func givenOn(fs *flag.FlagSet) string {
+func givenOn(fs *pflag.FlagSet) string {
 	name := ""
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if name == "" && strings.HasPrefix(f.Name, "egress-") {
 			name = "--" + f.Name
 		}

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,9 +16,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"tailscale.com/tsnet"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/server"
@@ -54,26 +57,46 @@ type serveOptions struct {
 	ready func(tailnetAddr string, db *store.DB)
 }
 
-func runServe(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
-	group := stringFlag(fs, "socket-group", "COILY_SOCKET_GROUP", "", "group allowed to reach the local socket (its members still need to be local operators)")
-	logFormat := stringFlag(fs, "log-format", "COILY_LOG_FORMAT", "text", "log format: text or json")
-	tailnet := boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node")
-	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
-	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
-	metricsListen := stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
-	metricsPort := intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
-	allowRoot := boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
-	egressConns := intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
-	ksFlags := registerKeystoreFlags(fs)
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
+func serveCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "serve --policy FILE [flags]", short: "run the trust point on the local socket (and the tailnet with --tailnet)",
+		long: `Run the trust point: the gRPC API on the local operator socket (<state-dir>/coily.sock) and, with
+--tailnet, on a tsnet node (port 7443), identifying every caller (peer credentials, tailnet WhoIs),
+checking it against the policy, running commands in the sandbox and auditing every decision. It
+refuses to run as root unless told --allow-root.`,
+		example: `  coily serve --policy /etc/coily/policy.yaml
+  TS_AUTHKEY=tskey-… coily serve --tailnet --policy /etc/coily/policy.yaml --vault-auth approle …`,
+		flags: serveFlags})
+}
+
+type serveFlagValues struct {
+	policyPath, group, logFormat, authKeyFile, metricsListen *string
+	tailnet, allowRoot                                       *bool
+	metricsPort, egressConns                                 *int
+	ks                                                       *keystoreFlags
+}
+
+func serveFlags(fs *pflag.FlagSet) runFunc {
+	var f serveFlagValues
+	f.policyPath = stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
+	f.group = stringFlag(fs, "socket-group", "COILY_SOCKET_GROUP", "", "group allowed to reach the local socket (its members still need to be local operators)")
+	f.logFormat = stringFlag(fs, "log-format", "COILY_LOG_FORMAT", "text", "log format: text or json")
+	f.tailnet = boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node (its host name: --hostname, default coily)")
+	f.authKeyFile = stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
+	f.metricsListen = stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
+	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
+	f.allowRoot = boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
+	f.egressConns = intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
+	f.ks = registerKeystoreFlags(fs)
+	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
+}
+
+func runServe(ctx context.Context, e *env, f serveFlagValues) int {
+	policyPath, group, logFormat, authKeyFile, metricsListen := f.policyPath, f.group, f.logFormat, f.authKeyFile, f.metricsListen
+	tailnet, allowRoot, metricsPort, egressConns, ksFlags := f.tailnet, f.allowRoot, f.metricsPort, f.egressConns, f.ks
+	hostname := cmp.Or(e.global.Hostname, "coily")
 	ks, err := ksFlags.config()
 	if err != nil {
-		printLine(e.stderr, "coily serve: %v", err)
-		return 2
+		return usage(e, "serve: %v", err)
 	}
 	log := newLogger(e, *logFormat)
 	if os.Geteuid() == 0 {
@@ -84,15 +107,13 @@ func runServe(ctx context.Context, e *env) int {
 		log.Warn("running as root (--allow-root): sandboxes act as root on the host's files; RLIMIT_NPROC does not bound root, so only a pids cgroup limits processes")
 	}
 	if *policyPath == "" {
-		fmt.Fprintln(e.stderr, "coily serve: --policy is required")
-		return 2
+		return usage(e, "serve needs --policy FILE")
 	}
-	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
-		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks, egressConns: *egressConns,
+	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
+		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort}
 	if *egressConns < 1 || *egressConns > 65536 {
-		printLine(e.stderr, "coily serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
-		return 2
+		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
 	o.authKeyFile = *authKeyFile
 	if *authKeyFile != "" {

@@ -19,6 +19,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
@@ -221,8 +222,12 @@ func (in *Instance) TailnetClient(t testing.TB, hostname string, tags ...string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.DialTSNet(ctx, client.TSNetOptions{Server: "coily", ControlURL: in.Net.ControlURL, Dev: true,
-		Hostname: hostname, Tags: tags})
+	dir := t.TempDir()
+	node, err := devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: dir, Hostname: hostname, Tags: tags, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tsnode.Connect(ctx, node, "coily", time.Minute, func() { node.Close() })
 	if err != nil {
 		t.Fatal(err)
 	}
