@@ -39,6 +39,8 @@ type ProfileInput struct {
 	Limits Limits
 	// CAFile is the rule's CA bundle, opened by the caller (Profile.CAFile).
 	CAFile *os.File
+	// User is who a root caller's command runs as (Profile.User).
+	User User
 }
 
 // SecretPaths are denied under every home in ProfileInput.UserHomes.
@@ -69,7 +71,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, Limits: in.Limits,
-		CAFile: in.CAFile,
+		CAFile: in.CAFile, User: in.User,
 	}
 	if in.Workspace != "" {
 		p.WritePaths = append(p.WritePaths, in.Workspace)

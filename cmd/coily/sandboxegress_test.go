@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 )
 
 // The proxy sandbox exec starts serves its socket from a private
@@ -23,7 +24,7 @@ func TestOwnProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := startOwnProxy(eg)
+	o, err := startOwnProxy(eg, sandbox.User{})
 	if err != nil {
 		t.Fatal(err)
 	}
