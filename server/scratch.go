@@ -61,6 +61,9 @@ func prepareScratch(cfg *Config) error {
 	return nil
 }
 
+// ScratchDir is where each command's private directories are made.
+func (s *Server) ScratchDir() string { return s.cfg.ScratchDir }
+
 // removeRootScratch removes a root server's scratch directory at
 // shutdown, if it is the default one and empty (what a command still
 // being torn down leaves, the next start removes).
