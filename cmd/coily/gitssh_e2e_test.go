@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"coily.dev/coily/egress"
+	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/policy"
 )
 
@@ -69,6 +70,7 @@ git add pushed.txt
 git -c user.name=sandbox -c user.email=sandbox@example.com commit -qm 'pushed from the sandbox'
 git push -q origin main`
 	pinned := knownHostsFile(t, srv, "host_key.pub", port)
+	testserver.SandboxWorkspace(t, ws) // the client key too: ssh in the sandbox wants it its own
 	run := func(proxySock, knownHosts string) cliRun {
 		os.RemoveAll(filepath.Join(ws, "clone"))
 		return runCoily(t, nil, "sandbox", "exec", "--network", "proxied", "--proxy-socket", proxySock,
@@ -190,6 +192,7 @@ func knownHostsFile(t *testing.T, dir, pub string, port int) string {
 	if err := os.WriteFile(path, (&policy.Egress{SSHKnownHosts: []policy.KnownHost{k}}).KnownHostsFile(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, path) // `sandbox exec --known-hosts`: bound by path for a root caller's sandbox user
 	return path
 }
 
@@ -380,6 +383,7 @@ func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, sock) // `sandbox exec --proxy-socket`: the sandbox user connects to it
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = p.Serve(l) }()
@@ -418,6 +422,7 @@ func TestCLIExecGitOverSSH(t *testing.T) {
 	}
 	f := strings.Fields(string(pub))
 	pin := fmt.Sprintf("[%s]:%d %s %s", gitHost, port, f[0], f[1])
+	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
 workspaces: {repo: %s}
 roles: {operator: {permissions: [exec], commands: [git-ssh]}}

@@ -12,6 +12,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 )
 
 // findRow returns the row of rows for host:port with the decision.
@@ -69,6 +70,7 @@ func TestCLIRealNpmThroughEgress(t *testing.T) {
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
 workspaces: {app: %s}
 roles: {operator: {permissions: [exec], commands: [npm-install]}}
@@ -153,6 +155,7 @@ func TestCLIRealPipThroughEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := idx.Port
+	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
 workspaces: {app: %s}
 roles: {operator: {permissions: [exec], commands: [pip-install]}}

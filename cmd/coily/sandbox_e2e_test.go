@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/sandbox"
 )
 
@@ -183,6 +184,7 @@ func procsNaming(s string) []int {
 func TestCLISandboxHidesServerFiles(t *testing.T) {
 	requireBwrap(t)
 	ws := t.TempDir()
+	testserver.SandboxWorkspace(t, ws) // before the server's files are put there: they stay root's
 	polPath, credPath := filepath.Join(ws, "policy.yaml"), filepath.Join(ws, "creds")
 	pol := fmt.Sprintf(`version: 1
 workspaces: {ws: %s}
