@@ -58,7 +58,7 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	token := randomToken(t)
 	g := standin.GitHTTP(t, standin.GitOptions{Token: token, Repos: []string{"owner/repo"}, Hosts: []string{"git.test", "other.test"}})
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -404,7 +404,7 @@ func TestCLIExecGitOverSSH(t *testing.T) {
 		"root, or a login shell for "+me.Username+" (sshd runs git-upload-pack through it)")
 	srv := shortDir(t)
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,7 @@ func TestCLIRealNpmThroughEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +141,7 @@ func TestCLIRealPipThroughEgress(t *testing.T) {
 	}
 	idx := standin.PipIndex(t, standin.PipOptions{Hosts: []string{"pypi.test"}})
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}

@@ -43,6 +43,7 @@ func TestCLISandboxProxied(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	testserver.SandboxWorkspace(t, sock) // as root, the sandbox's user connects to it
 	go func() {
 		for {
 			c, err := l.Accept()

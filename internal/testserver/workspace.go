@@ -36,8 +36,21 @@ func SandboxWorkspace(t testing.TB, dir string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tmp := filepath.Clean(os.TempDir())
-	for d := filepath.Dir(dir); strings.HasPrefix(d, tmp+string(filepath.Separator)); d = filepath.Dir(d) {
+	SandboxReachable(t, filepath.Dir(dir))
+}
+
+// SandboxReachable lets the sandbox user of a server running as root
+// through dir and the temporary directories above it (o+x: search, not
+// list), as bubblewrap, running as that user, walks the path to what it
+// binds: a proxy socket or known hosts file given to `coily sandbox
+// exec`, the temporary directory its own proxy goes in. As any other user
+// it does nothing.
+func SandboxReachable(t testing.TB, dir string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		return
+	}
+	for d := filepath.Clean(dir); strings.HasPrefix(d, tempRoot+string(filepath.Separator)); d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
 			t.Fatal(err)
@@ -49,6 +62,10 @@ func SandboxWorkspace(t testing.TB, dir string) {
 		}
 	}
 }
+
+// tempRoot is the temporary directory of the test process as it started
+// (before a test's own TMPDIR).
+var tempRoot = filepath.Clean(os.TempDir())
 
 // GitSafe are git's arguments that let the test's own git (as root) work
 // in a workspace SandboxWorkspace gave to the sandbox's user: git refuses
