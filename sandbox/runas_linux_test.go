@@ -102,7 +102,7 @@ func sameFile(t *testing.T, f *os.File, path string) bool {
 // a root caller, the sandbox user's, which the child switches to with no
 // supplementary groups (setgroups allowed in that namespace only to empty
 // them). Never host uid 0 for a root caller.
-func TestOuterNamespaces(t *testing.T) {
+func TestBwrapOuterNamespaces(t *testing.T) {
 	attr := outerNamespaces(nil)
 	uid, gid := os.Getuid(), os.Getgid()
 	if attr.Credential != nil || attr.GidMappingsEnableSetgroups ||
@@ -127,7 +127,7 @@ func TestOuterNamespaces(t *testing.T) {
 // A root caller never runs a sandbox as root: the default is nobody, uid
 // or gid 0 is refused; an unprivileged caller runs as itself and may not
 // name another user.
-func TestSandboxUser(t *testing.T) {
+func TestBwrapSandboxUser(t *testing.T) {
 	if os.Geteuid() != 0 {
 		if u, err := sandboxUser(User{}); u != nil || err != nil {
 			t.Errorf("unprivileged, no user: %v %v", u, err)
