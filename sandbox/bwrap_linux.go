@@ -346,8 +346,8 @@ func denyTarget(path string, roots []*writableRoot) (isDir, found bool, err erro
 
 // kernelMasks makes the kernel's interfaces read-only or hidden: /proc's
 // writable interfaces (sysctls, sysrq-trigger, irq affinity…) read-only
-// for a root server (nobody else may write them), its readable secrets
-// masked.
+// for a root caller (only root may write them: its sandboxes run as the
+// sandbox user, so this is a second wall), its readable secrets masked.
 func kernelMasks() []mount {
 	var out []mount
 	if os.Geteuid() == 0 {
@@ -371,17 +371,19 @@ func kernelMasks() []mount {
 }
 
 // maskNeeded reports whether path exists and the sandbox could read it.
-// The sandbox's user is the server's (bubblewrap maps it to itself), with
-// the same groups and no capabilities, so what the server's user may not
-// read (a root-only file, for an unprivileged server) the sandbox may not
-// either, and needs no mask: each mask costs a mount on every command.
+// An unprivileged caller's sandbox runs as the caller (bubblewrap maps it
+// to itself), with the same groups and no capabilities, so what the
+// caller may not read (a root-only file) the sandbox may not either, and
+// needs no mask: each mask costs a mount on every command. A root caller's
+// sandbox runs as the sandbox user, whose access is not checked file by
+// file here: everything that exists is masked.
 func maskNeeded(path string) bool {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false
 	}
 	if os.Geteuid() == 0 {
-		return true // uid 0 owns root's files, even without capabilities
+		return true
 	}
 	mode := uint32(unix.R_OK)
 	if fi.IsDir() {

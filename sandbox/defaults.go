@@ -51,8 +51,10 @@ var SecretPaths = []string{
 }
 
 // SystemDenyPaths are always denied: host secrets the system directories
-// would otherwise show (the sandbox's user may own them through the user
-// namespace's mapping when the server runs as root).
+// would otherwise show to a sandbox whose user may read them (the
+// server's user may be in their group). A root caller's sandbox runs as
+// the unprivileged sandbox user (Profile.User): root-only files no list
+// names stay unreadable to it.
 var SystemDenyPaths = []string{
 	"/etc/ssh", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
 	"/etc/sudoers", "/etc/sudoers.d", "/etc/security/opasswd", "/etc/coily",
