@@ -19,14 +19,14 @@ const scratchPrefix = "coily-exec-"
 // prepareScratch makes the scratch directory and removes what commands of
 // a previous run left there (a crash). By default it is "scratch" in the
 // state directory (one server owns it, and every sandbox hides it); a
-// server running as root keeps it outside (rootScratchDir), where the
+// server running as root keeps it outside (RootScratchDir), where the
 // sandbox's user can reach the files it binds (see giveToSandbox).
 func prepareScratch(cfg *Config) error {
 	owned := false
 	if cfg.ScratchDir == "" && cfg.StateDir != "" {
 		cfg.ScratchDir, owned = filepath.Join(cfg.StateDir, "scratch"), true
 		if !cfg.SandboxUser.IsZero() {
-			cfg.ScratchDir = rootScratchDir(cfg.StateDir)
+			cfg.ScratchDir = RootScratchDir(cfg.StateDir)
 		}
 	}
 	if cfg.ScratchDir == "" {
@@ -64,19 +64,21 @@ func prepareScratch(cfg *Config) error {
 // ScratchDir is where each command's private directories are made.
 func (s *Server) ScratchDir() string { return s.cfg.ScratchDir }
 
-// removeRootScratch removes a root server's scratch directory at
-// shutdown, if it is the default one and empty (what a command still
-// being torn down leaves, the next start removes).
-func (s *Server) removeRootScratch() {
-	if !s.cfg.SandboxUser.IsZero() && s.cfg.StateDir != "" && s.cfg.ScratchDir == rootScratchDir(s.cfg.StateDir) {
+// RemoveScratch removes a root server's default scratch directory if it
+// is empty: Shutdown tries, and the caller again once every call has
+// ended (the gRPC server stopped). What a crash or a command still being
+// torn down leaves, the next start with the same state directory removes.
+func (s *Server) RemoveScratch() {
+	if !s.cfg.SandboxUser.IsZero() && s.cfg.StateDir != "" && s.cfg.ScratchDir == RootScratchDir(s.cfg.StateDir) {
 		_ = os.Remove(s.cfg.ScratchDir)
 	}
 }
 
-// rootScratchDir is a root server's scratch directory: outside the state
-// directory, which stays private, in /run (or the temporary directory
-// where /run is not root's alone), named after the state directory.
-func rootScratchDir(stateDir string) string {
+// RootScratchDir is the scratch directory of a server running as root
+// with stateDir: outside the state directory, which stays private, in
+// /run (or the temporary directory where /run is not root's alone), named
+// after the state directory.
+func RootScratchDir(stateDir string) string {
 	base := os.TempDir()
 	if fi, err := os.Lstat("/run"); err == nil && fi.IsDir() && fi.Mode().Perm()&0o022 == 0 {
 		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {

@@ -219,7 +219,7 @@ func (s *Server) Shutdown() {
 	}
 	s.mu.Unlock()
 	s.bg.Wait()
-	s.removeRootScratch()
+	s.RemoveScratch()
 }
 
 // record writes one audit record, fsynced, and the matching log line. It is

@@ -215,6 +215,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	case <-time.After(stopTimeout):
 		gs.Stop()
 	}
+	srv.RemoveScratch() // every call has ended: nothing of theirs is left in it
 	return nil
 }
 

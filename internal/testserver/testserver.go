@@ -185,6 +185,7 @@ func (in *Instance) Stop() {
 	in.Server.Shutdown()
 	in.gs.GracefulStop()
 	<-in.done
+	in.Server.RemoveScratch()
 	in.gs = nil
 	if err := in.Audit.Close(); err != nil {
 		in.t.Errorf("close audit: %v", err)
