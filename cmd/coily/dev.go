@@ -18,6 +18,7 @@ import (
 	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/store"
 )
 
@@ -36,8 +37,14 @@ func runDev(ctx context.Context, e *env) int {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
 	verbose := boolFlag(fs, "verbose", "COILY_VERBOSE", "log the tailnet's own chatter")
+	sbUser := sandboxUserFlag(fs)
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
+	}
+	runAs, err := sandboxUser(*sbUser)
+	if err != nil {
+		printLine(e.stderr, "coily dev: %v", err)
+		return 2
 	}
 	dir, err := devStateDir(e.global)
 	if err != nil {
@@ -50,14 +57,14 @@ func runDev(ctx context.Context, e *env) int {
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, *policyPath, *verbose); err != nil {
+	if err := dev(ctx, e, dir, *policyPath, *verbose, runAs); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) error {
+func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool, runAs sandbox.User) error {
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
@@ -99,7 +106,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
-		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
+		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL}, sandboxUser: runAs,
 		ready: func(tailAddr string, db *store.DB) {
 			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
 			if err := writeDevFiles(dir, info); err != nil {

@@ -49,7 +49,7 @@ func sandboxCheck(ctx context.Context, e *env) int {
 		report("seccomp filter for this architecture", err)
 		report("user namespaces for this user", sandbox.CheckUserNamespaces())
 		if os.Geteuid() == 0 {
-			fmt.Fprintln(e.stdout, "warn  running as root: coily serve refuses without --allow-root (a root server's sandboxes act as root on the host's files)")
+			fmt.Fprintf(e.stdout, "info  running as root: sandboxes run as %s (--sandbox-user), never as root; coily serve refuses root without --allow-root\n", sandbox.DefaultUser())
 		}
 		if g, err := sandbox.InspectCgroups(); err != nil {
 			fmt.Fprintf(e.stdout, "info  limits: rlimits only (%v); for cgroups (memory.max, pids.max, cgroup.kill), run the server under systemd with Delegate=yes (deploy/coily.service)\n", err)
@@ -79,7 +79,7 @@ func profileFor(mode sandbox.Network) sandbox.ProfileInput {
 	return sandbox.ProfileInput{Network: mode}
 }
 
-const sandboxExecUsage = "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...\n" +
+const sandboxExecUsage = "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] [--sandbox-user NAME|UID] -- ARGV...\n" +
 	"       coily sandbox exec --network proxied [--egress-mode enforce|observe] [--egress-allow HOST[:PORT]]...\n" +
 	"                          [--egress-preset NAME]... [--egress-allow-cidr CIDR]... -- ARGV...\n" +
 	"       coily sandbox exec --network proxied --proxy-socket PATH -- ARGV...\n" +
@@ -98,6 +98,7 @@ func sandboxExec(ctx context.Context, e *env) int {
 	proxy := stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: an egress proxy's unix socket (default: coily runs its own, with the --egress-* allowlist)")
 	egFlags := addEgressFlags(fs)
 	knownHosts := stringFlag(fs, "known-hosts", "COILY_KNOWN_HOSTS", "", "with --network proxied: a known_hosts file, the only ssh host keys git over ssh trusts")
+	sbUser := sandboxUserFlag(fs)
 	fs.Usage = func() { fmt.Fprintln(e.stderr, sandboxExecUsage); fs.PrintDefaults() }
 	if code, ok := parseFlags(fs, e); !ok {
 		return code
@@ -124,6 +125,9 @@ func sandboxExec(ctx context.Context, e *env) int {
 		return usage("%s sets the allowlist of coily's own proxy; with --proxy-socket, that proxy's own applies", egGiven)
 	}
 	in := profileFor(mode)
+	if in.User, err = sandboxUser(*sbUser); err != nil {
+		return usage("%v", err)
+	}
 	in.ProxySocket = *proxy
 	if in.KnownHosts, err = knownHostsFlag(*knownHosts, mode); err != nil {
 		return usage("%v", err)
@@ -146,7 +150,7 @@ func sandboxExec(ctx context.Context, e *env) int {
 		if err != nil {
 			return usage("%v", err)
 		}
-		if own, err = startOwnProxy(eg); err != nil {
+		if own, err = startOwnProxy(eg, in.User); err != nil {
 			printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 			return 125
 		}
