@@ -367,14 +367,18 @@ func (s *Server) startAgent(_ context.Context, x *execution) error {
 	return nil
 }
 
-// openCA opens the rule's CA bundle, if it names one.
+// openCA copies the rule's CA bundle, if it names one, for the sandbox to
+// bind (removed once the execution is over).
 func (s *Server) openCA(_ context.Context, x *execution) error {
-	ca, err := openCAFile(x.rule)
-	if err != nil {
+	ca, err := copyCAFile(x.rule, s.cfg.ScratchDir)
+	if err != nil || ca == nil {
 		return err
 	}
 	x.ca = ca
-	x.onDone(func() { ca.Close() })
+	x.onDone(func() {
+		ca.Close()
+		os.Remove(ca.Name())
+	})
 	return nil
 }
 
@@ -393,8 +397,11 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
 		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
-		Limits: limits, CAFile: x.ca,
+		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser,
 	}))
+	if msg, ok := accessRefusal(x, err); ok {
+		return refusal.Wrap(refusal.SandboxUnavailable, err, "%s", msg)
+	}
 	if err != nil {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err)
 	}

@@ -77,6 +77,11 @@ type Config struct {
 	// file, Vault token and secret-id files, the auth key file): every
 	// sandbox hides them too.
 	OwnFiles []string
+	// SandboxUser is the host user a server running as root runs every
+	// sandbox as (zero: sandbox.DefaultUser, "nobody"); never root. A
+	// server not running as root runs its sandboxes as itself and must
+	// leave it zero. New sets it.
+	SandboxUser sandbox.User
 	// EgressConns caps the egress connections open at once across every
 	// exec's proxy (each exec has its own cap too); 0 means 256.
 	EgressConns int
@@ -141,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if err := chooseSandboxUser(&cfg); err != nil {
+		return nil, err
 	}
 	if err := prepareScratch(&cfg); err != nil {
 		return nil, err
@@ -249,6 +257,7 @@ func (s *Server) Shutdown() {
 	}
 	s.mu.Unlock()
 	s.bg.Wait()
+	s.RemoveScratch()
 }
 
 // record writes one audit record, fsynced, and the matching log line. It is

@@ -21,6 +21,7 @@ import (
 	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/store"
 )
 
@@ -42,14 +43,19 @@ bridge for the sandbox "demo"; write DIR/env once it serves; run until interrupt
 may join this tailnet with any tag: it is for trying coily out, never for production.`,
 		flags: func(fs *pflag.FlagSet) runFunc {
 			policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
-			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath) }
+			sbUser := sandboxUserFlag(fs)
+			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath, *sbUser) }
 		}}))
 }
 
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
 // interrupted. It holds DIR's lock from before it changes anything there.
-func runDev(ctx context.Context, e *env, policyPath string) int {
+func runDev(ctx context.Context, e *env, policyPath, sbUser string) int {
+	runAs, err := sandboxUser(sbUser)
+	if err != nil {
+		return usage(e, "dev: %v", err)
+	}
 	dir, err := devStateDir(e)
 	if err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
@@ -61,14 +67,14 @@ func runDev(ctx context.Context, e *env, policyPath string) int {
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, policyPath, e.global.Verbose); err != nil {
+	if err := dev(ctx, e, dir, policyPath, e.global.Verbose, runAs); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) error {
+func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool, runAs sandbox.User) error {
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
@@ -110,7 +116,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool) erro
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
-		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL},
+		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL}, sandboxUser: runAs,
 		ready: func(tailAddr string, db *store.DB) {
 			info := tsnode.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
 			if err := writeDevFiles(dir, info); err != nil {

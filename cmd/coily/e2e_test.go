@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/server"
 )
 
 // coilyBin is the coily binary built once for these tests, in a directory
@@ -154,7 +155,14 @@ func shortDir(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		if os.Geteuid() == 0 {
+			// A root server's scratch directory, were dir its state
+			// directory: what one killed by a test left.
+			os.RemoveAll(server.RootScratchDir(dir))
+		}
+	})
 	return dir
 }
 

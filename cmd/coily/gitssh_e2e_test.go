@@ -16,6 +16,7 @@ import (
 
 	"coily.dev/coily/egress"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/policy"
 )
 
@@ -60,6 +61,7 @@ git add pushed.txt
 git -c user.name=sandbox -c user.email=sandbox@example.com commit -qm 'pushed from the sandbox'
 git push -q origin main`
 	pinned := knownHostsFile(t, srv, "host_key.pub", port)
+	testserver.SandboxWorkspace(t, ws) // the client key too: ssh in the sandbox wants it its own
 	run := func(proxySock, knownHosts string) cliRun {
 		os.RemoveAll(filepath.Join(ws, "clone"))
 		return runCoily(t, nil, "sandbox", "exec", "--network", "proxied", "--proxy-socket", proxySock,
@@ -146,6 +148,7 @@ func knownHostsFile(t *testing.T, dir, pub string, port int) string {
 	if err := os.WriteFile(path, (&policy.Egress{SSHKnownHosts: []policy.KnownHost{k}}).KnownHostsFile(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, path) // `sandbox exec --known-hosts`: bound by path for a root caller's sandbox user
 	return path
 }
 
@@ -177,6 +180,7 @@ func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, sock) // `sandbox exec --proxy-socket`: the sandbox user connects to it
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = p.Serve(l) }()

@@ -62,7 +62,7 @@ func sandboxCheck(ctx context.Context, e *env) int {
 		report("seccomp filter for this architecture", err)
 		report("user namespaces for this user", sandbox.CheckUserNamespaces())
 		if os.Geteuid() == 0 {
-			fmt.Fprintln(e.stdout, "warn  running as root: coily serve refuses without --allow-root (a root server's sandboxes act as root on the host's files)")
+			fmt.Fprintf(e.stdout, "info  running as root: sandboxes run as %s (--sandbox-user), never as root; coily serve refuses root without --allow-root\n", sandbox.DefaultUser())
 		}
 		if g, err := sandbox.InspectCgroups(); err != nil {
 			fmt.Fprintf(e.stdout, "info  limits: rlimits only (%v); for cgroups (memory.max, pids.max, cgroup.kill), run the server under systemd with Delegate=yes (deploy/coily.service)\n", err)
@@ -97,9 +97,9 @@ sandbox cannot be set up). With --network proxied and no --proxy-socket, coily r
 proxy with the --egress-* allowlist and prints the proxy's rows to stderr when the command ends.`
 
 type sandboxExecOptions struct {
-	workspace, network, proxy, knownHosts *string
-	eg                                    *egressFlags
-	fs                                    *pflag.FlagSet
+	workspace, network, proxy, knownHosts, sandboxUser *string
+	eg                                                 *egressFlags
+	fs                                                 *pflag.FlagSet
 }
 
 func sandboxExecFlags(fs *pflag.FlagSet) runFunc {
@@ -109,6 +109,7 @@ func sandboxExecFlags(fs *pflag.FlagSet) runFunc {
 	o.proxy = stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: an egress proxy's unix socket (default: coily runs its own, with the --egress-* allowlist)")
 	o.eg = addEgressFlags(fs)
 	o.knownHosts = stringFlag(fs, "known-hosts", "COILY_KNOWN_HOSTS", "", "with --network proxied: a known_hosts file, the only ssh host keys git over ssh trusts")
+	o.sandboxUser = sandboxUserFlag(fs)
 	return func(ctx context.Context, e *env) int { return sandboxExec(ctx, e, o) }
 }
 
@@ -119,7 +120,7 @@ func sandboxExecFlags(fs *pflag.FlagSet) runFunc {
 // the --egress-* allowlist and prints the proxy's rows to stderr after
 // the command ends.
 func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
-	fs, workspace, network, proxy, knownHosts, egFlags := o.fs, o.workspace, o.network, o.proxy, o.knownHosts, o.eg
+	fs, workspace, network, proxy, knownHosts, egFlags, sbUser := o.fs, o.workspace, o.network, o.proxy, o.knownHosts, o.eg, o.sandboxUser
 	usage := func(why string, args ...any) int {
 		printLine(e.stderr, "coily sandbox exec: "+why, args...)
 		printLine(e.stderr, "Run 'coily sandbox exec --help' for usage.")
@@ -138,6 +139,9 @@ func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
 		return usage("%s sets the allowlist of coily's own proxy; with --proxy-socket, that proxy's own applies", egGiven)
 	}
 	in := profileFor(mode)
+	if in.User, err = sandboxUser(*sbUser); err != nil {
+		return usage("%v", err)
+	}
 	in.ProxySocket = *proxy
 	if in.KnownHosts, err = knownHostsFlag(*knownHosts, mode); err != nil {
 		return usage("%v", err)
@@ -160,7 +164,7 @@ func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
 		if err != nil {
 			return usage("%v", err)
 		}
-		if own, err = startOwnProxy(eg); err != nil {
+		if own, err = startOwnProxy(eg, in.User); err != nil {
 			printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 			return 125
 		}

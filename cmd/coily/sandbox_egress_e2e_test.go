@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"coily.dev/coily/internal/testserver"
 )
 
 // egressServers are a plain and a TLS server on loopback that count the
@@ -75,6 +77,7 @@ func TestCLISandboxExecOwnEgressProxy(t *testing.T) {
 	requireComponent(t, err == nil, "curl")
 	tmp := shortDir(t)
 	t.Setenv("TMPDIR", tmp) // where the proxy's socket directory goes
+	testserver.SandboxReachable(t, tmp)
 	s := startEgressServers(t)
 	pp, tp := port(t, s.plain), port(t, s.tls)
 	bytesRe := `[0-9.]+ k?B`

@@ -13,6 +13,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 )
 
 // egressFlags are `sandbox exec`'s --egress-* flags: an egress block typed
@@ -69,7 +70,10 @@ type ownProxy struct {
 	served chan struct{}
 }
 
-func startOwnProxy(eg *policy.Egress) (*ownProxy, error) {
+// For a root process the sandbox runs as runAs (zero: the default user):
+// the directory lets it through (0711) and the socket is its, as the
+// server does.
+func startOwnProxy(eg *policy.Egress, runAs sandbox.User) (*ownProxy, error) {
 	allow, mode, err := eg.ProxyAllowlist()
 	if err != nil {
 		return nil, err
@@ -84,6 +88,11 @@ func startOwnProxy(eg *policy.Egress) (*ownProxy, error) {
 	}
 	o := &ownProxy{proxy: p, dir: dir, socket: filepath.Join(dir, "egress.sock"), served: make(chan struct{})}
 	l, err := net.Listen("unix", o.socket)
+	if err == nil {
+		if err = giveToSandbox(dir, o.socket, runAs); err != nil {
+			l.Close()
+		}
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
@@ -102,4 +111,20 @@ func (o *ownProxy) stop() []audit.EgressRow {
 	<-o.served
 	os.RemoveAll(o.dir)
 	return audit.EgressRows(o.proxy.Rows())
+}
+
+// giveToSandbox lets a root process's sandbox user through dir and gives
+// it the socket (connecting takes write access); nothing to do for a
+// process not running as root, whose sandboxes run as itself.
+func giveToSandbox(dir, socket string, runAs sandbox.User) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if runAs.IsZero() {
+		runAs = sandbox.DefaultUser()
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
+	return os.Lchown(socket, runAs.UID, runAs.GID)
 }

@@ -24,6 +24,7 @@ import (
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
 )
@@ -52,6 +53,9 @@ type serveOptions struct {
 	// none).
 	metricsListen      string
 	metricsTailnetPort int
+	// sandboxUser is who a root server's sandboxes run as (zero: the
+	// default, nobody).
+	sandboxUser sandbox.User
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -72,6 +76,7 @@ type serveFlagValues struct {
 	policyPath, group, logFormat, authKeyFile, metricsListen *string
 	tailnet, allowRoot                                       *bool
 	metricsPort, egressConns                                 *int
+	sandboxUser                                              *string
 	ks                                                       *keystoreFlags
 }
 
@@ -86,15 +91,20 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
 	f.allowRoot = boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
 	f.egressConns = intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
+	f.sandboxUser = sandboxUserFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
 
 func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	policyPath, group, logFormat, authKeyFile, metricsListen := f.policyPath, f.group, f.logFormat, f.authKeyFile, f.metricsListen
-	tailnet, allowRoot, metricsPort, egressConns, ksFlags := f.tailnet, f.allowRoot, f.metricsPort, f.egressConns, f.ks
+	tailnet, allowRoot, metricsPort, egressConns, ksFlags, sbUser := f.tailnet, f.allowRoot, f.metricsPort, f.egressConns, f.ks, f.sandboxUser
 	hostname := cmp.Or(e.global.Hostname, "coily")
 	ks, err := ksFlags.config()
+	if err != nil {
+		return usage(e, "serve: %v", err)
+	}
+	runAs, err := sandboxUser(*sbUser)
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
@@ -104,14 +114,14 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 			fmt.Fprintln(e.stderr, rootRefusal)
 			return 1
 		}
-		log.Warn("running as root (--allow-root): sandboxes act as root on the host's files; RLIMIT_NPROC does not bound root, so only a pids cgroup limits processes")
+		log.Warn("running as root (--allow-root): the server itself holds root's privileges; its sandboxes run as an unprivileged user (--sandbox-user)")
 	}
 	if *policyPath == "" {
 		return usage(e, "serve needs --policy FILE")
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
-		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort}
+		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -151,9 +161,10 @@ func takeStateDir(e *env, cmd, dir string) (*stateLock, int) {
 }
 
 // rootRefusal explains why coily serve does not run as root.
-const rootRefusal = `coily serve: refusing to run as root. A root server's sandboxes act as root on every host file they can see,
-and the kernel does not apply the process limit (RLIMIT_NPROC) to root. Run it as a dedicated user (deploy/coily.service
-creates one; docs/operations.md, "Running the server"), or pass --allow-root (COILY_ALLOW_ROOT=true) to accept that.`
+const rootRefusal = `coily serve: refusing to run as root. The server holds the signing keys and fetches every credential: a flaw in it
+would be root's. Its sandboxes would run as an unprivileged user (--sandbox-user, default nobody), which must then own every
+named workspace. Run it as a dedicated user (deploy/coily.service creates one; docs/operations.md, "Running the server"),
+or pass --allow-root (COILY_ALLOW_ROOT=true) to accept that.`
 
 func newLogger(e *env, format string) *slog.Logger {
 	if format == "json" {
@@ -200,7 +211,8 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
-		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg}
+		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
+		SandboxUser: o.sandboxUser}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()
@@ -252,6 +264,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	case <-time.After(stopTimeout):
 		gs.Stop()
 	}
+	srv.RemoveScratch() // every call has ended: nothing of theirs is left in it
 	return nil
 }
 

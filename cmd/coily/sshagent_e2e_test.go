@@ -8,6 +8,7 @@ import (
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -18,7 +19,9 @@ import (
 	"golang.org/x/crypto/ssh"
 
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/internal/vaulttest"
+	"coily.dev/coily/server"
 )
 
 // otherHost is a second ssh server's name: pinned and reachable, but not
@@ -140,10 +143,11 @@ func TestCLIExecGitOverSSH(t *testing.T) {
 
 	git, other := startGitSSHD(t, gitHost, pub), startGitSSHD(t, otherHost, pub)
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, ws) // a root server's sandbox user writes it
 	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
 workspaces: {repo: %s}
 roles: {operator: {permissions: [exec], commands: [git-ssh]}}
@@ -241,7 +245,15 @@ git push -q ` + shellQuote(otherURL) + ` main`)
 			}
 		}
 	}
-	entries, err := os.ReadDir(filepath.Join(dir, "scratch"))
+	scratch := filepath.Join(dir, "scratch")
+	if os.Geteuid() == 0 {
+		scratch = server.RootScratchDir(dir) // a root server's, outside its private state directory
+		noKeyIn(t, forms, scratch)
+	}
+	entries, err := os.ReadDir(scratch)
+	if errors.Is(err, fs.ErrNotExist) {
+		err = nil // removed once empty, at stop
+	}
 	if err != nil || len(entries) != 0 {
 		t.Errorf("the scratch directory holds %v (%v) after the execs", entries, err)
 	}

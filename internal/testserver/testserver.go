@@ -66,7 +66,10 @@ type Options struct {
 
 // Instance is a running server and a client connected to it.
 type Instance struct {
-	StateDir   string
+	StateDir string
+	// ScratchDir holds each command's private directories: the state
+	// directory, or for a server running as root its default outside it.
+	ScratchDir string
 	Socket     string
 	PolicyPath string
 	Server     *server.Server
@@ -114,9 +117,15 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit")}); err != nil {
 		t.Fatal(err)
 	}
+	scratch := opts.StateDir
+	if os.Geteuid() == 0 {
+		// A root server keeps it outside the private state directory,
+		// where its sandbox user reaches it (server.New's default).
+		scratch = ""
+	}
 	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
-		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test",
+		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test",
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock")}
 	var tl net.Listener
 	if opts.Tailnet {
@@ -125,6 +134,9 @@ func Start(t testing.TB, opts Options) *Instance {
 	in.Server, err = server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if in.ScratchDir = in.Server.ScratchDir(); in.ScratchDir != opts.StateDir {
+		t.Cleanup(func() { os.RemoveAll(in.ScratchDir) })
 	}
 	l, err := server.ListenLocal(in.Socket, "")
 	if err != nil {
@@ -174,6 +186,7 @@ func (in *Instance) Stop() {
 	in.Server.Shutdown()
 	in.gs.GracefulStop()
 	<-in.done
+	in.Server.RemoveScratch()
 	in.gs = nil
 	if err := in.Audit.Close(); err != nil {
 		in.t.Errorf("close audit: %v", err)
