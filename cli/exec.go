@@ -16,6 +16,10 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
+// stdinWait is how long auto waits for standard input to have something
+// to read before sending none.
+const stdinWait = 50 * time.Millisecond
+
 // maxStdin mirrors the server's stdin limit; more is refused before sending.
 const maxStdin = 1 << 20
 
@@ -120,16 +124,18 @@ func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 	for _, s := range exit.GetEgressDenied() {
 		PrintLine(a.Stderr, "coily: egress refused: %s", s)
 	}
+	// ssh says only "agent refused operation": say why.
 	for _, s := range exit.GetSshAgentRefused() {
-		PrintLine(a.Stderr, "coily: ssh agent refused: %s", s)
+		PrintLine(a.Stderr, "coily: %s", s)
 	}
 	return client.ExitCode(exit)
 }
 
 // sendStdin decides whether standard input goes with the request: always,
-// never, or (auto) when it is not a terminal: a pipe or a file, as a
-// shim's caller would feed the tool. A harness that leaves a pipe open
-// without writing to it should say --stdin=false (COILY_STDIN=false).
+// never, or (auto) when it is not a terminal and has something to read
+// (data or its end) within stdinWait: a pipe or a file, as a shim's caller
+// would feed the tool. A pipe a harness leaves open without writing to it
+// is not read, so the command is not held up by it.
 func (a *App) sendStdin(mode string) (bool, error) {
 	switch strings.ToLower(mode) {
 	case stdinAlways, "1", "yes":
@@ -138,7 +144,7 @@ func (a *App) sendStdin(mode string) (bool, error) {
 		return false, nil
 	case stdinAuto:
 		f, ok := a.Stdin.(*os.File)
-		return ok && !term.IsTerminal(int(f.Fd())), nil
+		return ok && !term.IsTerminal(int(f.Fd())) && readable(f, stdinWait), nil
 	}
 	return false, fmt.Errorf("--stdin %q: want true, false or auto", mode)
 }
