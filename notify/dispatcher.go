@@ -45,9 +45,9 @@ type Config struct {
 	// ConsoleURL is the web console's base URL when the policy names none
 	// ("" for none: notifications then carry no link or button).
 	ConsoleURL string
-	// HTTPClient sends the deliveries; nil means one that follows no
-	// redirect (a signed body or a token goes where it was configured to,
-	// nowhere else).
+	// HTTPClient sends the deliveries (a copy that follows no redirect);
+	// nil means http.DefaultTransport's. coily serve passes its tailnet
+	// node's, which reaches tailnet names and the internet alike.
 	HTTPClient *http.Client
 	// QueueSize bounds each sink's queue (DefaultQueueSize when 0).
 	QueueSize int
@@ -117,9 +117,14 @@ func New(cfg Config) (*Dispatcher, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.HTTPClient == nil {
-		cfg.HTTPClient = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	// Redirects are never followed: a signed body or a token goes where
+	// the policy sends it, nowhere else (a 3xx fails the delivery).
+	client := &http.Client{}
+	if cfg.HTTPClient != nil {
+		*client = *cfg.HTTPClient
 	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	cfg.HTTPClient = client
 	d := &Dispatcher{cfg: cfg, log: cfg.Logger.With("component", "notify")}
 	var err error
 	if d.metrics, err = newMetrics(cfg.Metrics, []string{sinkNtfy, sinkWebhook}); err != nil {
