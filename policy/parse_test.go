@@ -60,6 +60,7 @@ func TestLoadValid(t *testing.T) {
 // checkRules asserts what every loaded policy's rules guarantee.
 func checkRules(t testing.TB, p *policy.Policy) {
 	t.Helper()
+	checkNotify(t, p)
 	seen := map[string]bool{}
 	if c := p.Concurrency(); c < 1 || c > 1024 {
 		t.Errorf("Concurrency() = %d", c)

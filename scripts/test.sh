@@ -103,6 +103,7 @@ if [ "$(id -u)" = 0 ]; then
   go test -c -o "$u/bin/server.test" ./server
   go test -c -o "$u/bin/coily.test" ./cmd/coily
   go test -c -o "$u/bin/sshagent.test" ./sshagent
+  go test -c -o "$u/bin/notify.test" ./notify
   cp bin/vaultdev "$u/bin/vaultdev"
   chmod -R a+rX "$u"
   chown coilytest "$u/tmp"
@@ -116,7 +117,7 @@ if [ "$(id -u)" = 0 ]; then
   set +e
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz' &&
     asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|RecipeAws|ServeVaultWrapped|CLIMetricsPrometheus' &&
-    asuser sshagent sshagent.test 'OpenSSH'
+    asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
   status=$?
   set -e
   grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true

@@ -262,6 +262,7 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "caller went away")
 	}
+	s.notifyApproval(x, ap)
 	a, err := s.approvals.wait(ctx, ap)
 	x.approval = a
 	return err

@@ -89,8 +89,11 @@ type Config struct {
 	// served from (OpsHandler); nil means a registry of its own. One
 	// registry serves one server.
 	Metrics *prometheus.Registry
-	Version string
-	Now     func() time.Time
+	// Notifier hears of waiting approvals, lockouts, pauses and refusals
+	// (package notify); nil means nobody is notified.
+	Notifier Notifier
+	Version  string
+	Now      func() time.Time
 }
 
 // Server is the coily service.
@@ -181,6 +184,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics.rules(cfg.Policy)
 	s.approvals.observe = s.metrics.approvalEnded
+	s.configureNotifier(cfg.Policy)
 	if err := s.crossCheckLockout(); err != nil {
 		return nil, err
 	}
@@ -278,6 +282,7 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
 	if r.Decision == "refuse" {
 		s.metrics.refused(r.Code)
+		s.notifyRefusal(r)
 	}
 	// The result of a command that ran is always recorded on its own (its
 	// decision was, and slots bound how many run): how it ended, what was

@@ -221,6 +221,14 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		}
 		cfg.WhoIs = lc.WhoIs
 	}
+	// Stopped before the node closes (defers run last first): what is
+	// queued may go through it.
+	notifier, stopNotifier, err := startNotifier(ctx, log, ks, reg, node)
+	if err != nil {
+		return fmt.Errorf("notify: %w", err)
+	}
+	defer stopNotifier()
+	cfg.Notifier = notifier
 	srv, err := server.New(cfg)
 	if err != nil {
 		return err

@@ -59,6 +59,9 @@ type Options struct {
 	WatchPolicy bool
 	// Keystore fetches the credentials rules name; nil means none.
 	Keystore *keystore.Keystore
+	// Notifier hears the server's events (a notify.Dispatcher); nil means
+	// none.
+	Notifier server.Notifier
 	// Tailnet also serves on a private tailnet (internal/devnet), as the
 	// node "coily" tagged tag:coily, identifying callers with WhoIs.
 	Tailnet bool
@@ -125,7 +128,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	}
 	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
-		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test",
+		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock")}
 	var tl net.Listener
 	if opts.Tailnet {
