@@ -185,7 +185,7 @@ func (a *App) shimListCmd() *cobra.Command {
 				PrintLine(a.Stdout, "no shims in %s", dir)
 			}
 			for _, s := range shims {
-				PrintLine(a.Stdout, "%s\t%s", s["name"], s["runs"])
+				PrintLine(a.Stdout, "%-12s %s", s["name"], s["runs"])
 			}
 			return nil
 		},
