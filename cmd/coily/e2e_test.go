@@ -55,7 +55,7 @@ func TestMain(m *testing.M) {
 
 // requireComponent fails under CI=true (where every component is
 // installed) and skips elsewhere.
-func requireComponent(t *testing.T, ok bool, what string) {
+func requireComponent(t testing.TB, ok bool, what string) {
 	t.Helper()
 	if ok {
 		return
@@ -83,7 +83,7 @@ func examplePolicy(t *testing.T) string {
 }
 
 // startServe runs `coily serve` and waits until its socket answers.
-func startServe(t *testing.T, dir, policyPath string, extra ...string) *serveProc {
+func startServe(t testing.TB, dir, policyPath string, extra ...string) *serveProc {
 	t.Helper()
 	p := &serveProc{log: new(syncBuffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
 	p.cmd = exec.Command(coilyBin, append([]string{"serve", "--state-dir", dir, "--policy", policyPath}, extra...)...)
@@ -124,13 +124,13 @@ type cliRun struct {
 	stdout, stderr string
 }
 
-func (p *serveProc) run(t *testing.T, args ...string) cliRun {
+func (p *serveProc) run(t testing.TB, args ...string) cliRun {
 	t.Helper()
 	return runCoily(t, nil, append([]string{"--socket", p.socket}, args...)...)
 }
 
 // runCoily runs the coily binary; cred, when set, runs it as another user.
-func runCoily(t *testing.T, cred *syscall.Credential, args ...string) cliRun {
+func runCoily(t testing.TB, cred *syscall.Credential, args ...string) cliRun {
 	t.Helper()
 	cmd := exec.Command(coilyBin, args...)
 	var out, errb bytes.Buffer
@@ -149,7 +149,7 @@ func runCoily(t *testing.T, cred *syscall.Credential, args ...string) cliRun {
 	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "coily-e2e-")
 	if err != nil {

@@ -26,7 +26,7 @@ func findRow(rows []audit.EgressRow, host string, port int, decision string) (au
 }
 
 // writePolicy writes body as dir/policy.yaml.
-func writePolicy(t *testing.T, dir, body string) string {
+func writePolicy(t testing.TB, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {

@@ -17,7 +17,7 @@ import (
 	"coily.dev/coily/sandbox"
 )
 
-func requireBwrap(t *testing.T) {
+func requireBwrap(t testing.TB) {
 	t.Helper()
 	_, err := sandbox.BwrapPath()
 	requireComponent(t, err == nil, "bubblewrap")
