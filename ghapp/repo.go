@@ -43,7 +43,7 @@ func ParseRepository(s, host string) (Repository, error) {
 	case 2:
 	case 3:
 		if host == "" || !strings.EqualFold(parts[0], host) {
-			return Repository{}, fmt.Errorf("repository %q names another host than %s", s, host)
+			return Repository{}, fmt.Errorf("repository %q: want OWNER/NAME, or HOST/OWNER/NAME on the App's host %s", s, host)
 		}
 		parts = parts[1:]
 	default:

@@ -46,7 +46,7 @@ func policyCheck(e *env) int {
 				printLine(e.stdout, "%s:%d: warning: %s", p.Path, r.Line, w.Msg)
 			}
 		}
-		for _, l := range slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r)) {
+		for _, l := range slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r), githubAppLines(r)) {
 			printLine(e.stdout, "%s:%d: %s", p.Path, r.Line, l)
 		}
 	}
@@ -156,6 +156,14 @@ func sshKeyLines(r *policy.Rule) []string {
 			r.Name, k.Key, k.HostList(), strings.Join(fps, ", ")))
 	}
 	return lines
+}
+
+// githubAppLines explains a rule's github_app.
+func githubAppLines(r *policy.Rule) []string {
+	if r.GitHubApp == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("rule %q github_app: %s", r.Name, r.GitHubApp.Summary())}
 }
 
 // policyExplain evaluates a request against a policy file locally and
