@@ -131,7 +131,6 @@ func TestGitHubAppTokenEndpoint(t *testing.T) {
 	}
 }
 
-
 // gh with an installation token: issues of its repository only; after
 // revocation, nothing.
 func TestGitHubAppTokenWithGH(t *testing.T) {
