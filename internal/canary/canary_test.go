@@ -17,7 +17,7 @@ type recorder struct {
 }
 
 func (r *recorder) Errorf(format string, args ...any) { r.errs = append(r.errs, format) }
-func (r *recorder) Helper()                            {}
+func (r *recorder) Helper()                           {}
 
 func TestCanaryFindsForms(t *testing.T) {
 	const v = "s3cr3t/value+with=odd"
