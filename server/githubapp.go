@@ -7,7 +7,9 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"time"
 
@@ -83,11 +85,19 @@ func (s *Server) mintGitHubToken(ctx context.Context, x *execution, key *rsa.Pri
 	return nil
 }
 
-// githubTransport is how the server reaches the rule's GitHub API: the
-// system's trust roots, or the rule's ca_file instead (the bundle the
+// githubTransport is how the server reaches the rule's GitHub API: at the
+// addresses the rule's egress.hosts pins for the API's host, if it pins
+// any (what the command reaches under that name), else through DNS; with
+// the system's trust roots, or the rule's ca_file instead (the bundle the
 // command trusts for the same host).
 func githubTransport(r *policy.Rule) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if r.Egress != nil {
+		if pinned := r.Egress.Hosts[r.GitHubApp.API.Hostname()]; len(pinned) > 0 {
+			tr.Proxy = nil // the pinned address, not a proxy's view of the name
+			tr.DialContext = dialPinned(pinned)
+		}
+	}
 	if r.CAFile == "" {
 		return tr, nil
 	}
@@ -106,6 +116,27 @@ func githubTransport(r *policy.Rule) (*http.Transport, error) {
 	}
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return tr, nil
+}
+
+// dialPinned dials the first of addrs that answers, on the port asked
+// for, whatever the name.
+func dialPinned(addrs []netip.Addr) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	var d net.Dialer
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		_, port, err := net.SplitHostPort(addr)
+		if err != nil {
+			return nil, err
+		}
+		var last error
+		for _, a := range addrs {
+			c, err := d.DialContext(ctx, network, net.JoinHostPort(a.String(), port))
+			if err == nil {
+				return c, nil
+			}
+			last = err
+		}
+		return nil, last
+	}
 }
 
 // endGitHubToken revokes the execution's installation token (its command
