@@ -170,7 +170,7 @@ func TestCLIExecAcceptance(t *testing.T) {
 		{[]string{"exec", "--", "/usr/bin/id"}, 125, "", "coily: refused (policy-deny): "},
 		{[]string{"exec", "--", "/bin/sh", "-c", "kill -KILL $$"}, 137, "", ""},
 		{[]string{"exec", "--timeout", "200ms", "--", "/bin/sleep", "5"}, 125, "", "coily: refused (command-timeout): "},
-		{[]string{"exec", "--", "sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "},
+		{[]string{"exec", "--", "./sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "}, // bare names are resolved by the server; a relative path is not
 	} {
 		r := p.run(t, tt.args...)
 		if r.code != tt.code || r.stdout != tt.out || !strings.HasPrefix(r.stderr, tt.inErr) || (tt.inErr == "" && r.stderr != "") {
