@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +17,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/keystore"
@@ -240,5 +242,59 @@ func TestGitHubAppTokenWiderRefused(t *testing.T) {
 	}
 	if tok, _ := g.InstallationToken(reqs[0].Token); !tok.Revoked {
 		t.Error("the wider token was not revoked")
+	}
+}
+
+// BenchmarkExecGitHubApp measures an Exec of /bin/true (bwrap) whose rule
+// mints a GitHub App installation token (the key from the file keystore,
+// the JWT signed, the token asked for over TLS from the stand-in and its
+// answer checked, revoked after), against the same Exec with one file
+// credential, interleaved in the same run.
+// Run: go test -run '^$' -bench ExecGitHubApp -benchtime 200x ./server/
+func BenchmarkExecGitHubApp(b *testing.B) {
+	if _, err := exec.LookPath("bwrap"); err != nil {
+		b.Skip("bwrap:", err)
+	}
+	g := standin.GitHubEnterprise(b, "user-token-"+strings.Repeat("u", 20))
+	app := g.InstallApp(b, standin.AppOptions{ID: 42, Installation: 4242, Owner: "alice", Repos: []string{"repo"},
+		Permissions: map[string]string{"issues": "write"}})
+	credFile := filepath.Join(b.TempDir(), "credentials")
+	lines := "ghapp=" + base64.StdEncoding.EncodeToString(app.PEM) + "\ntoken=ghp_" + strings.Repeat("z3", 18) + "\n"
+	if err := os.WriteFile(credFile, []byte(lines), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	ks := keystore.New(keystore.Config{Backends: map[string]keystore.Backend{keystore.BackendFile: keystore.NewFile(credFile)}, CacheTTL: -1})
+	in := testserver.Start(b, testserver.Options{Keystore: ks, Policy: fmt.Sprintf(`version: 1
+roles: {operator: {permissions: [exec], commands: ["*"]}}
+commands:
+  - name: app
+    binary: /bin/true
+    args: [app]
+    ca_file: %s
+    github_app: {app_id: 42, installation_id: 4242, api_url: "%s/api/v3", permissions: {issues: write}, repository: alice/repo, env: GH_TOKEN, private_key: "file:ghapp"}
+  - {name: static, binary: /bin/true, args: [static], ca_file: %[1]s, credentials: {GH_TOKEN: "file:token"}}
+`, g.CAFile, g.URL)})
+	ctx := context.Background()
+	run := func(arg string) time.Duration {
+		t0 := time.Now()
+		if _, err := in.Client.Exec(ctx, &coilyv1.ExecRequest{Argv: []string{"/bin/true", arg}}, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	run("app")
+	run("static")
+	var minted, static []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		minted = append(minted, run("app"))
+		static = append(static, run("static"))
+	}
+	b.StopTimer()
+	benchstat.Report(b, "app", minted)
+	benchstat.Report(b, "static", static)
+	b.ReportMetric(benchstat.Ratio(minted, static, 50), "app/static-p50")
+	if n := len(g.TokenRequests()); n != b.N+1 {
+		b.Fatalf("%d tokens minted for %d execs", n, b.N+1)
 	}
 }
