@@ -106,7 +106,7 @@ func ParseAPIURL(s string) (*url.URL, error) {
 		return nil, fmt.Errorf("api_url %q: bad port", s)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	u.Host = strings.ToLower(u.Host)
+	u.Host = strings.ToLower(strings.TrimSuffix(u.Host, ":443")) // gh names hosts without https' port
 	return u, nil
 }
 

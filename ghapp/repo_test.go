@@ -74,6 +74,7 @@ func TestParseAPIURL(t *testing.T) {
 		"https://api.github.com/":              {"https://api.github.com", "github.com"},
 		"https://ghe.example.com/api/v3":       {"https://ghe.example.com/api/v3", "ghe.example.com"},
 		"https://GHE.example.com:8443/api/v3/": {"https://ghe.example.com:8443/api/v3", "ghe.example.com:8443"},
+		"https://ghe.example.com:443/api/v3":   {"https://ghe.example.com/api/v3", "ghe.example.com"},
 		"https://api.acme.ghe.com":             {"https://api.acme.ghe.com", "acme.ghe.com"},
 		"https://127.0.0.1:4443/api/v3":        {"https://127.0.0.1:4443/api/v3", "127.0.0.1:4443"},
 	} {
