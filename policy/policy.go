@@ -154,6 +154,9 @@ type Rule struct {
 	// SSHKeys are the private keys ssh inside the sandbox may use through
 	// coily's ssh agent, each for its hosts only (`ssh_keys:`).
 	SSHKeys []SSHKey
+	// GitHubApp mints the command a GitHub App installation token of one
+	// repository (`github_app:`); nil for none.
+	GitHubApp *GitHubApp
 	// CAFile is the owner's PEM bundle the command trusts instead of the
 	// system's (`ca_file:`); "" for none.
 	CAFile string
@@ -390,6 +393,12 @@ func (p *Policy) CredentialBackends() []string {
 		}
 		for _, g := range r.GitCredentials {
 			add(g.Password.Backend)
+		}
+		for _, k := range r.SSHKeys {
+			add(k.Key.Backend)
+		}
+		if r.GitHubApp != nil {
+			add(r.GitHubApp.PrivateKey.Backend)
 		}
 	}
 	slices.Sort(out)

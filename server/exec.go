@@ -20,6 +20,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
+	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -59,6 +60,10 @@ type execution struct {
 	sshSigners []ssh.Signer
 	// sshAgent is what the exec's ssh agent did (ssh_keys only).
 	sshAgent sshagent.Report
+	// ghRepo is the repository the rule's github_app token is for (the
+	// decision's); ghToken the token minted, revoked when it is over.
+	ghRepo  ghapp.Repository
+	ghToken *githubAppToken
 
 	// What step 9 readies for the run, in the order it is readied: the
 	// private home (scratch, removed after), the workspace root and the
@@ -121,6 +126,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.rule != nil && len(x.rule.SSHKeys) > 0 {
 		details["ssh_keys"] = sshKeyNames(x.rule.SSHKeys) // references and hosts, never keys
 	}
+	if x.rule != nil {
+		x.githubAppDetails(details) // the App, repository, permissions and expiry, never the token
+	}
 	if len(details) > 0 {
 		r.Details = details
 	}
@@ -147,7 +155,7 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 // interceptor; step 4, the relay checks, in Relay before it calls this.
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer s.release(x)
-	defer s.endLeases(ctx, x, nil) // a path that audited no end (the leases are revoked all the same)
+	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases and tokens are revoked all the same)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -211,7 +219,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
-	x.rule = d.Rule
+	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
 	return nil
 }
 
@@ -298,7 +306,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	s.endLeases(ctx, x, &rec)
+	s.endCredentials(ctx, x, &rec)
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
@@ -485,7 +493,7 @@ func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr erro
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
-	s.endLeases(ctx, x, &rec) // the command is over: its credentials end with it
+	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
 	if len(x.rule.SSHKeys) > 0 {

@@ -72,7 +72,7 @@ func policyCheck(e *env, file string, asJSON bool) int {
 				ro.Warnings = append(ro.Warnings, w.Msg)
 			}
 		}
-		ro.Notes = slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r))
+		ro.Notes = slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r), githubAppLines(r))
 		out = append(out, ro)
 		if asJSON {
 			continue
@@ -194,6 +194,14 @@ func sshKeyLines(r *policy.Rule) []string {
 			r.Name, k.Key, k.HostList(), strings.Join(fps, ", ")))
 	}
 	return lines
+}
+
+// githubAppLines explains a rule's github_app.
+func githubAppLines(r *policy.Rule) []string {
+	if r.GitHubApp == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("rule %q github_app: %s", r.Name, r.GitHubApp.Summary())}
 }
 
 // policyExplain evaluates a request against a policy file locally and

@@ -168,12 +168,13 @@ commands:
         hosts: ["[%s]:%d"]
 `, ws, gitHost, git.port, otherHost, other.port, gitHost, otherHost, git.pin, other.pin, gitHost, git.port)), "--vault-auth", "token")
 
-	var outputs []string
+	rc := newRecipeCanary(t) // the recipe's canary: argv during the execs, then outputs, logs and files
+	for i, f := range forms {
+		rc.Add(fmt.Sprintf("form %d of the deploy key", i), f)
+	}
 	run := func(script string) cliRun {
 		t.Helper()
-		r := p.run(t, "exec", "--", "/bin/sh", "-c", script)
-		outputs = append(outputs, r.stdout, r.stderr)
-		return r
+		return rc.run(t, p, "exec", "--", "/bin/sh", "-c", script)
 	}
 	url := fmt.Sprintf("ssh://%s@%s:%d%s", me, gitHost, git.port, git.bare)
 	r := run(`set -e
@@ -236,15 +237,8 @@ git push -q ` + shellQuote(otherURL) + ` main`)
 	// No byte of the key anywhere: the workspace, everything the server
 	// keeps (its scratch directory, audit log, store), its log, the
 	// outputs; and no agent socket outlived its exec.
-	p.stop()
+	rc.finish(t, p, []string{"exec\x00--\x00/bin/sh\x00-c\x00set -e\n"}, ws)
 	noKeyIn(t, forms, ws, dir)
-	for _, out := range append(outputs, p.log.String()) {
-		for _, f := range forms {
-			if strings.Contains(out, string(f)) {
-				t.Fatalf("the private key reached an output or the server's log")
-			}
-		}
-	}
 	scratch := filepath.Join(dir, "scratch")
 	if os.Geteuid() == 0 {
 		scratch = server.RootScratchDir(dir) // a root server's, outside its private state directory
