@@ -176,3 +176,13 @@ In another shell:
 Stop with Ctrl-C.
 `, dir, policyPath)
 }
+
+// writeFileAtomic writes data (mode 0600) through a temporary file renamed
+// into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
