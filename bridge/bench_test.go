@@ -45,7 +45,7 @@ func BenchmarkFilesystemVsGRPC(b *testing.B) {
 	done := make(chan error, 1)
 	go func() {
 		done <- bridge.Run(ctx, bridge.Config{Mounts: []bridge.Mount{{Dir: mount, Sandbox: "demo"}},
-			Relayer: in.Client.Relayer(), Logger: slog.New(slog.DiscardHandler)})
+			Relayer: bridge.NewGRPCRelayer(in.Client.API), Logger: slog.New(slog.DiscardHandler)})
 	}()
 	defer func() { cancel(); <-done }()
 	fs := &client.FSClient{Mount: mount, Key: client.KeyFile{Sandbox: "demo", Key: k.GetKey().GetSecret(), Generation: 1}}

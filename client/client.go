@@ -11,8 +11,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -50,6 +53,10 @@ func DialLocal(socket string) (*Client, error) {
 	}
 	return newClient(conn, nil), nil
 }
+
+// New wraps a connection to a server; cleanup, if any, runs on Close (it
+// releases what the transport holds, such as a tailnet node).
+func New(conn *grpc.ClientConn, cleanup func()) *Client { return newClient(conn, cleanup) }
 
 // Conn returns the underlying connection (for health and reflection).
 func (c *Client) Conn() *grpc.ClientConn { return c.conn }
@@ -141,3 +148,40 @@ func ExitCode(exit *coilyv1.ExecExit) int {
 	}
 	return int(exit.GetExitCode())
 }
+
+// Unreachable reports whether err means the server could not be reached
+// at all (no socket, no route, the tailnet down, a connection cut), as
+// opposed to a refusal the server decided: a gRPC Unavailable status
+// without coily's ErrorInfo, or an error from before any call.
+func Unreachable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		// A refusal read from a transport failure keeps that failure as
+		// its detail (refusal.FromStatus).
+		return r.Code == refusal.Internal && r.Detail != nil && r.Detail != err && Unreachable(r.Detail)
+	}
+	var d *DialError
+	if errors.As(err, &d) {
+		return true
+	}
+	st, ok := status.FromError(err)
+	if !ok || st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, det := range st.Details() {
+		if info, ok := det.(*errdetails.ErrorInfo); ok && info.GetDomain() == refusal.Domain {
+			return false
+		}
+	}
+	return true
+}
+
+// DialError is a failure to set up the transport itself (join a tailnet,
+// find a socket).
+type DialError struct{ Err error }
+
+func (e *DialError) Error() string { return e.Err.Error() }
+func (e *DialError) Unwrap() error { return e.Err }

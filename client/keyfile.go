@@ -13,7 +13,6 @@ import (
 	"syscall"
 
 	"coily.dev/coily/descriptor"
-	"coily.dev/coily/policy"
 )
 
 // KeyFile is a sandbox's descriptor signing key as `coily key bootstrap`
@@ -54,8 +53,8 @@ type keyFileJSON struct {
 // check applies the rules both reading and writing enforce.
 func (k KeyFile) check() error {
 	switch {
-	case !policy.SandboxNamePattern.MatchString(k.Sandbox):
-		return fmt.Errorf("sandbox name must match %s", policy.SandboxNamePattern)
+	case !descriptor.SandboxNamePattern.MatchString(k.Sandbox):
+		return fmt.Errorf("sandbox name must match %s", descriptor.SandboxNamePattern)
 	case len(k.Key) != descriptor.KeySize:
 		return fmt.Errorf("key must be %d bytes", descriptor.KeySize)
 	case k.Generation < 1:
@@ -164,7 +163,7 @@ func syncDir(dir string) {
 
 // ReadKeyFile reads a key file strictly: a regular file, not a symbolic
 // link (the last component is opened with O_NOFOLLOW, and O_NONBLOCK so a
-// FIFO never blocks), with exactly the three members, each once, a sandbox name matching policy.SandboxNamePattern, a key of 64
+// FIFO never blocks), with exactly the three members, each once, a sandbox name matching descriptor.SandboxNamePattern, a key of 64
 // lower-case hex digits (32 bytes), a generation of at least 1, nothing
 // after the object but white space. A file that group or others may
 // access in any way (mode & 077) is refused, as ssh refuses such a private

@@ -2,28 +2,22 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"net"
 	"os"
-	"path/filepath"
+	"runtime"
 	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-	"tailscale.com/tsnet"
+	"tailscale.com/client/local"
 
-	"coily.dev/coily/internal/devnet"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
 // DefaultPort is the port coily serves gRPC on over the tailnet.
 const DefaultPort = 7443
-
-// joinTimeout bounds joining a tailnet as a client node.
-const joinTimeout = 30 * time.Second
 
 // hostPort adds DefaultPort to a bare host.
 func hostPort(server string) string {
@@ -34,106 +28,75 @@ func hostPort(server string) string {
 }
 
 // DialServer connects to a coily server over the operating system's
-// tailscale, as plain TCP to its MagicDNS name (WireGuard encrypts and
-// authenticates the link; the server identifies this node with WhoIs).
-func DialServer(server string) (*Client, error) {
-	conn, err := grpc.NewClient("dns:///"+hostPort(server), grpc.WithTransportCredentials(insecure.NewCredentials()))
+// tailscale: through tailscaled's LocalAPI when it answers (which works
+// in userspace-networking mode too: containers, the macOS app), else as
+// plain TCP to the server's MagicDNS name (a kernel tailscale routes it;
+// on Android, where the Tailscale app does, see tailnetResolver).
+// WireGuard encrypts and authenticates the link; the server identifies
+// this node with WhoIs. The connection is made lazily: the first call
+// reports an unreachable server.
+func DialServer(ctx context.Context, server string) (*Client, error) {
+	target := hostPort(server)
+	host, portStr, _ := net.SplitHostPort(target)
+	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {
-		return nil, fmt.Errorf("client: dial %s: %w", server, err)
+		return nil, &DialError{Err: fmt.Errorf("server %s: bad port", server)}
+	}
+	lc := &local.Client{}
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if localAPIUp(ctx, lc) {
+		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+			return lc.DialTCP(ctx, host, uint16(port))
+		}))
+		target = "passthrough:///" + target
+	} else {
+		target = dnsTarget(target, tailnetResolver(runtime.GOOS, os.Stat))
+	}
+	conn, err := grpc.NewClient(target, opts...)
+	if err != nil {
+		return nil, &DialError{Err: fmt.Errorf("dial %s: %w", server, err)}
 	}
 	return newClient(conn, nil), nil
 }
 
-// TSNetOptions configure a client that joins the tailnet itself.
-type TSNetOptions struct {
-	Server     string // HOST[:PORT] on the tailnet
-	AuthKey    string
-	ControlURL string // empty: Tailscale's
-	Hostname   string // empty: coily-client
-	Tags       []string
-	// Dev marks a coily dev tailnet: offline settings apply.
-	Dev bool
+// resolvConf is where Go's own resolver finds the DNS servers to ask.
+const resolvConf = "/etc/resolv.conf"
+
+// magicDNS is Tailscale's resolver, on every device of a tailnet that
+// uses MagicDNS (the Tailscale apps' "Use Tailscale DNS", on by default).
+const magicDNS = "100.100.100.100:53"
+
+// tailnetResolver names the DNS server that resolves the server's name
+// when tailscaled's LocalAPI does not answer: "" for the system's. Android
+// has no /etc/resolv.conf, and the phone's client is built without cgo
+// (the release's android/arm64 coily-client, run in Termux), so Go's own
+// resolver would ask 127.0.0.1:53, where nothing answers. A phone joins
+// the tailnet with the Tailscale app, which answers MagicDNS names at
+// 100.100.100.100: there, the client asks it. A tailnet address as the
+// server needs no DNS at all.
+func tailnetResolver(goos string, stat func(string) (os.FileInfo, error)) string {
+	if goos != "android" {
+		return ""
+	}
+	if _, err := stat(resolvConf); err == nil {
+		return ""
+	}
+	return magicDNS
 }
 
-// DialTSNet joins the tailnet as an ephemeral node (for containers and CI
-// runners without tailscaled) and connects to the server through it. The
-// node leaves the tailnet when the client is closed.
-func DialTSNet(ctx context.Context, o TSNetOptions) (*Client, error) {
-	dir, err := os.MkdirTemp("", "coily-tsnet-")
-	if err != nil {
-		return nil, fmt.Errorf("client: tsnet state: %w", err)
-	}
-	hostname := o.Hostname
-	if hostname == "" {
-		hostname = "coily-client"
-	}
-	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+// dnsTarget is gRPC's target for host:port resolved by DNS: by the
+// system's resolver, or by dnsServer (host:port) when it is not "".
+func dnsTarget(hostport, dnsServer string) string {
+	return "dns://" + dnsServer + "/" + hostport
+}
+
+// localAPIUp says whether this machine's tailscaled answers its LocalAPI
+// (briefly: a missing daemon answers at once).
+func localAPIUp(ctx context.Context, lc *local.Client) bool {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	var s *tsnet.Server
-	if o.Dev {
-		s, err = devnet.Join(ctx, o.ControlURL, devnet.NodeOptions{Dir: dir, Hostname: hostname, Tags: o.Tags, Ephemeral: true})
-	} else {
-		s = &tsnet.Server{Dir: dir, Hostname: hostname, ControlURL: o.ControlURL, AuthKey: o.AuthKey,
-			Ephemeral: true, AdvertiseTags: o.Tags, Logf: func(string, ...any) {}}
-		_, err = s.Up(ctx)
-	}
-	cleanup := func() {
-		if s != nil {
-			s.Close()
-		}
-		os.RemoveAll(dir)
-	}
-	if err != nil {
-		cleanup()
-		return nil, fmt.Errorf("client: join the tailnet: %w", err)
-	}
-	host, _, _ := net.SplitHostPort(hostPort(o.Server))
-	if err := devnet.WaitReachable(ctx, s, host); err != nil && o.Dev {
-		cleanup()
-		return nil, err
-	}
-	conn, err := grpc.NewClient("passthrough:///"+hostPort(o.Server),
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return s.Dial(ctx, "tcp", addr) }))
-	if err != nil {
-		cleanup()
-		return nil, fmt.Errorf("client: dial %s: %w", o.Server, err)
-	}
-	return newClient(conn, cleanup), nil
-}
-
-// DevInfo is what `coily dev` writes to DIR/dev.json for its clients.
-type DevInfo struct {
-	ControlURL string `json:"control_url"`
-	Server     string `json:"server"` // HOST:PORT on the dev tailnet
-	Socket     string `json:"socket"`
-}
-
-// DevInfoFile is the file name of DevInfo in a dev state directory.
-const DevInfoFile = "dev.json"
-
-// ReadDevInfo reads DIR/dev.json.
-func ReadDevInfo(dir string) (DevInfo, error) {
-	var d DevInfo
-	data, err := os.ReadFile(filepath.Join(dir, DevInfoFile))
-	if err != nil {
-		return d, fmt.Errorf("no coily dev running with state dir %s (start one with `coily dev --state-dir %s`): %w", dir, dir, err)
-	}
-	if err := json.Unmarshal(data, &d); err != nil || d.ControlURL == "" || d.Server == "" {
-		return d, errors.Join(errors.New("malformed "+DevInfoFile), err)
-	}
-	return d, nil
-}
-
-// DialDev joins the dev tailnet of `coily dev --state-dir dir` as a node
-// tagged tag:<as> and connects to its server.
-func DialDev(ctx context.Context, dir, as string) (*Client, error) {
-	info, err := ReadDevInfo(dir)
-	if err != nil {
-		return nil, err
-	}
-	return DialTSNet(ctx, TSNetOptions{Server: info.Server, ControlURL: info.ControlURL, Dev: true,
-		Hostname: "coily-" + as, Tags: []string{"tag:" + as}})
+	_, err := lc.StatusWithoutPeers(ctx)
+	return err == nil
 }
 
 func newClient(conn *grpc.ClientConn, cleanup func()) *Client {

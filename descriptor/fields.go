@@ -31,12 +31,13 @@ const (
 )
 
 var (
-	uuidRE    = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	nonceRE   = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
-	sandboxRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	envNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hmacRE    = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	codeRE    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+	uuidRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	nonceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+	// SandboxNamePattern is the grammar of sandbox (signing key) names.
+	SandboxNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+	envNameRE          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hmacRE             = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	codeRE             = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
 	// RFC 3339 date-time, upper-case T and Z, at most nanosecond precision.
 	timeRE = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
 )
@@ -208,7 +209,7 @@ func (d *decoder) headerField(m member, h *header) (bool, error) {
 	case "nonce":
 		h.nonce, err = d.match("nonce", m.val, nonceRE, "22 to 128 characters of A-Z a-z 0-9 _ -")
 	case "sandbox":
-		h.sandbox, err = d.match("sandbox", m.val, sandboxRE, "a key name: a-z 0-9 and '-', at most 63 characters, not starting with '-'")
+		h.sandbox, err = d.match("sandbox", m.val, SandboxNamePattern, "a key name: a-z 0-9 and '-', at most 63 characters, not starting with '-'")
 	case "hmac":
 		h.hmac = m.val
 		return true, nil // checked last, as a signature failure

@@ -20,8 +20,9 @@ var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM"
 // reservedEnvPrefixes are families the server sets or uses: the locale,
 // coily's credential helper's (COILY_GIT_*), git's configuration
 // (GIT_CONFIG_COUNT, _KEY_n, _VALUE_n name the helper) and the names the
-// server fetches ssh_keys under (COILY_SSH_*, never in the environment).
-var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "GIT_CONFIG"}
+// server fetches ssh_keys and a github_app's private key under
+// (COILY_SSH_*, COILY_GITHUB_*, never in the environment).
+var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "COILY_GITHUB_", "GIT_CONFIG"}
 
 // ruleCredentials reads `credentials:`, a map from the child's environment
 // variable to a credential reference (credref.Parse).

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"coily.dev/coily/ghapp"
 )
 
 // Result is the outcome of a decision, and a rule's effect.
@@ -33,6 +35,9 @@ type Decision struct {
 	// request is allowed, and the audit log records what would have denied
 	// it.
 	WouldDeny []string
+	// GitHubRepository is the repository the rule's github_app token is
+	// minted for (Rule.GitHubRepository); zero without github_app.
+	GitHubRepository ghapp.Repository
 }
 
 // Request is what an Exec asks for, as the policy sees it.
@@ -106,6 +111,7 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 	allowed := p.commandsFor(s)
 	if r, _ := firstAllow(candidates, bin, allowed, s, args, req.Env, false); r != nil {
 		d.Result, d.Rule = Allow, r
+		d.GitHubRepository, _ = r.GitHubRepository(args)
 		d.Reason = fmt.Sprintf("allowed by rule %q", r.Name)
 		return d
 	}
@@ -148,7 +154,7 @@ func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subje
 			}
 			continue
 		}
-		if ok, mismatch := r.Args.matchAllow(args, explain); !ok {
+		if ok, mismatch := r.Args.matchAllow(args, explain, nil); !ok {
 			if explain {
 				why = append(why, fmt.Sprintf("rule %q: %s", r.Name, mismatch))
 			}
@@ -157,6 +163,12 @@ func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subje
 		if bad, ok := envNotAllowed(r, env); ok {
 			if explain {
 				why = append(why, fmt.Sprintf("rule %q: environment variable %s is not allowed", r.Name, bad))
+			}
+			continue
+		}
+		if _, bad := r.GitHubRepository(args); bad != "" {
+			if explain {
+				why = append(why, fmt.Sprintf("rule %q: %s", r.Name, bad))
 			}
 			continue
 		}

@@ -82,3 +82,21 @@ func TestWarnings(t *testing.T) {
 		}
 	}
 }
+
+func TestWarningGitHubAppTimeout(t *testing.T) {
+	p, err := policy.Parse("p.yaml", []byte(`version: 1
+commands:
+  - name: gh
+    binary: /bin/sh
+    args: ["**"]
+    timeout: 2h
+    github_app: {app_id: 1, installation_id: 2, private_key: "file:k", permissions: {issues: write}, repository: a/b, env: GH_TOKEN}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := p.Warnings()
+	if len(w) != 1 || !strings.Contains(w[0].Msg, "expires within an hour") {
+		t.Fatalf("warnings %+v", w)
+	}
+}

@@ -156,13 +156,26 @@ func checkGlob(p string) error {
 // "-R=v" is read both as "=v" (getopt) and as "v" (pflag); both must
 // match. An invalid spec never matches.
 func (a *ArgSpec) MatchAllow(args []string) (bool, string) {
-	return a.matchAllow(args, true)
+	return a.matchAllow(args, true, nil)
+}
+
+// flagValues returns, in order, every value the named flags take in args
+// when args match the spec under allow semantics (ok false otherwise).
+// "-R=v" gives both of its readings, "=v" and "v".
+func (a *ArgSpec) flagValues(args []string, names []string) (vals []string, ok bool) {
+	ok, _ = a.matchAllow(args, false, func(name, val string) {
+		if slices.Contains(names, name) {
+			vals = append(vals, val)
+		}
+	})
+	return vals, ok
 }
 
 // matchAllow is MatchAllow; the reason is built only when explain is set
 // (building it for every rule that does not match would dominate a
-// decision's cost).
-func (a *ArgSpec) matchAllow(args []string, explain bool) (bool, string) {
+// decision's cost). visit, when set, sees each value a listed value flag
+// takes, every reading of it.
+func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val string)) (bool, string) {
 	if a == nil {
 		a = &ArgSpec{}
 	}
@@ -208,6 +221,9 @@ func (a *ArgSpec) matchAllow(args []string, explain bool) (bool, string) {
 				if ok, why := allowValue(name, fs, val, explain); !ok {
 					return false, why
 				}
+				if visit != nil {
+					visit(name, val)
+				}
 				continue
 			}
 			for group := t[1:]; group != ""; {
@@ -235,9 +251,15 @@ func (a *ArgSpec) matchAllow(args []string, explain bool) (bool, string) {
 					if ok, why := allowValue(name, fs, val[1:], explain); !ok {
 						return false, why
 					}
+					if visit != nil {
+						visit(name, val[1:])
+					}
 				}
 				if ok, why := allowValue(name, fs, val, explain); !ok {
 					return false, why
+				}
+				if visit != nil {
+					visit(name, val)
 				}
 			}
 		}

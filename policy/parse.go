@@ -54,6 +54,7 @@ type fileV1 struct {
 	Commands       []ruleFile          `yaml:"commands"`
 	Limits         limitsFile          `yaml:"limits"`
 	Workspaces     map[string]string   `yaml:"workspaces"`
+	Notify         *notifyFile         `yaml:"notify"`
 }
 
 type limitsFile struct {
@@ -311,6 +312,7 @@ func (b *builder) build(f *fileV1) *Policy {
 	b.rules(p, f.Commands)
 	b.roles(p, f.Roles)
 	b.grants(p, f.Grants)
+	b.notify(p, f.Notify)
 	p.index()
 	return p
 }

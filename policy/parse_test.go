@@ -60,6 +60,7 @@ func TestLoadValid(t *testing.T) {
 // checkRules asserts what every loaded policy's rules guarantee.
 func checkRules(t testing.TB, p *policy.Policy) {
 	t.Helper()
+	checkNotify(t, p)
 	seen := map[string]bool{}
 	if c := p.Concurrency(); c < 1 || c > 1024 {
 		t.Errorf("Concurrency() = %d", c)
@@ -94,7 +95,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		case policy.Deny:
 			if r.Env != nil || r.Workspace != "" || r.Sandbox != "" || r.Timeout != 0 || r.MaxOutput != 0 ||
 				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.PerPrincipal != 0 || r.Args.Flags != nil || r.Args.AnyFlags || r.Egress != nil ||
-				r.GitCredentials != nil || r.SSHKeys != nil || r.CAFile != "" {
+				r.GitCredentials != nil || r.SSHKeys != nil || r.CAFile != "" || r.GitHubApp != nil {
 				t.Errorf("deny rule %q has allow settings: %+v", r.Name, *r)
 			}
 			continue
@@ -107,6 +108,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		}
 		checkGitCredentials(t, r)
 		checkSSHKeys(t, r)
+		checkGitHubApp(t, r)
 		if r.Timeout <= 0 || r.Timeout > policy.MaxTimeout {
 			t.Errorf("rule %q: timeout %v out of (0, %v]", r.Name, r.Timeout, policy.MaxTimeout)
 		}

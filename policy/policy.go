@@ -13,11 +13,11 @@ package policy
 
 import (
 	"path"
-	"regexp"
 	"slices"
 	"strings"
 	"time"
 
+	"coily.dev/coily/descriptor"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/sandbox"
 )
@@ -98,6 +98,7 @@ type Policy struct {
 	concurrency    int
 	perPrincipal   int
 	limits         sandbox.Limits // every rule's default resource limits
+	notify         *Notify        // the notify block; nil: none
 	// byName indexes rules, in file order, by command name (Rule.Command).
 	byName map[string][]*Rule
 	// byBinary indexes rules, in file order, by resolved binary and by the
@@ -153,6 +154,9 @@ type Rule struct {
 	// SSHKeys are the private keys ssh inside the sandbox may use through
 	// coily's ssh agent, each for its hosts only (`ssh_keys:`).
 	SSHKeys []SSHKey
+	// GitHubApp mints the command a GitHub App installation token of one
+	// repository (`github_app:`); nil for none.
+	GitHubApp *GitHubApp
 	// CAFile is the owner's PEM bundle the command trusts instead of the
 	// system's (`ca_file:`); "" for none.
 	CAFile string
@@ -349,8 +353,9 @@ func (p *Policy) MayRelay(s Subject, sandbox string) bool {
 // SandboxPrincipal is the principal a relayed request runs as.
 func SandboxPrincipal(sandbox string) string { return "sandbox:" + sandbox }
 
-// SandboxNamePattern is the grammar of sandbox (signing key) names.
-var SandboxNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+// SandboxNamePattern is the grammar of sandbox (signing key) names, as
+// the filesystem protocol defines it.
+var SandboxNamePattern = descriptor.SandboxNamePattern
 
 // Allows reports whether the subject holds the permission.
 func (p *Policy) Allows(s Subject, perm Permission) bool {
@@ -388,6 +393,12 @@ func (p *Policy) CredentialBackends() []string {
 		}
 		for _, g := range r.GitCredentials {
 			add(g.Password.Backend)
+		}
+		for _, k := range r.SSHKeys {
+			add(k.Key.Backend)
+		}
+		if r.GitHubApp != nil {
+			add(r.GitHubApp.PrivateKey.Backend)
 		}
 	}
 	slices.Sort(out)

@@ -43,6 +43,7 @@ type ruleFile struct {
 	Egress         *egressFile       `yaml:"egress"`
 	GitCredentials yaml.Node         `yaml:"git_credentials"`
 	SSHKeys        yaml.Node         `yaml:"ssh_keys"`
+	GitHubApp      yaml.Node         `yaml:"github_app"`
 	CAFile         string            `yaml:"ca_file"`
 }
 
@@ -167,7 +168,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 // allowOnly are the keys that only make sense on allow rules.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
 	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress",
-	"git_credentials", "ssh_keys", "ca_file"}
+	"git_credentials", "ssh_keys", "ca_file", "github_app"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {
@@ -253,6 +254,7 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 	}
 	r.Env = rf.Env
 	b.ruleCredentials(r, rf, rn)
+	b.ruleGitHubApp(r, rf, rn)
 	b.ruleWritable(r, rf, rn)
 	r.Limits = b.resourceLimits(p.limits, rf.Limits, "commands", ruleIndex(b, rn), "limits")
 	r.Workspace = rf.Workspace

@@ -53,24 +53,6 @@ func bridgeArgv(p *Profile, execPath string, argv []string) []string {
 	return append(out, argv[1:]...)
 }
 
-// proxiedMounts binds, in proxied mode, the bridge and the proxy socket,
-// the known hosts file read-only and the ssh agent's socket when the
-// profile has them.
-func (b Bwrap) proxiedMounts(p *Profile) []mount {
-	if p.Network != NetworkProxied {
-		return nil
-	}
-	out := []mount{{op: "--ro-bind", src: b.Bridge, dst: bridgePath, rank: rankWrite},
-		{op: "--bind", src: p.ProxySocket, dst: ProxySocketPath, rank: rankWrite}}
-	if p.KnownHosts != "" {
-		out = append(out, mount{op: "--ro-bind", src: p.KnownHosts, dst: KnownHostsPath, rank: rankWrite})
-	}
-	if p.SSHAgent != "" {
-		out = append(out, mount{op: "--bind", src: p.SSHAgent, dst: SSHAgentPath, rank: rankWrite})
-	}
-	return out
-}
-
 // Name implements Sandbox.
 func (Bwrap) Name() string { return "bwrap" }
 
@@ -117,6 +99,9 @@ type mount struct {
 	dst  string
 	size int64 // --tmpfs size
 	rank int   // tie-break at equal depth: read < write < protect < deny
+	// reach names, for a descriptor bound for a root caller, what the file
+	// is for: its path must be reachable by the sandbox's user (reachableBy).
+	reach string
 }
 
 // bwrapArgs renders bubblewrap's arguments: namespaces and process
@@ -124,16 +109,13 @@ type mount struct {
 // (the path bwrap runs) with argv (argv[0] passed with --argv0 when the
 // installed bwrap has it). It returns the descriptors to pass, in order,
 // from firstBindFD.
-func bwrapArgs(p *Profile, mounts []mount, exec string, argv []string, argv0 bool, uid0 bool) ([]string, []*os.File) {
+func bwrapArgs(p *Profile, mounts []mount, exec string, argv []string, argv0 bool) ([]string, []*os.File) {
 	args := []string{
 		"--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--die-with-parent", "--new-session", "--cap-drop", "ALL",
 		"--proc", "/proc", "--dev", "/dev",
 		"--size", strconv.FormatInt(p.Limits.Shm, 10), "--tmpfs", "/dev/shm",
 		"--size", strconv.FormatInt(p.Limits.Tmp, 10), "--tmpfs", "/tmp",
-	}
-	if uid0 {
-		args = append(args, "--uid", "0", "--gid", "0")
 	}
 	if p.Network != NetworkOpen {
 		args = append(args, "--unshare-net")

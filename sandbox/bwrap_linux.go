@@ -14,11 +14,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// outerUID is who bwrap runs as inside its outer user namespace when the
-// server is root: bwrap then works as it does for any user (unprivileged
-// mode), and the sandbox, made uid 0 again with --uid 0, maps to root.
-const outerUID = 1000
-
 // Wrap implements Sandbox: cmd becomes bwrap running the original command
 // under p. bwrap itself starts as the first process of a new PID namespace
 // (in a user namespace of its own), so that when it dies — and it dies with
@@ -58,13 +53,17 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
 	}
+	runAs, err := sandboxUser(p.User)
+	if err != nil {
+		return nil, err
+	}
 	p.Limits = p.Limits.WithDefaults()
 	// Nothing the server holds open reaches the sandbox but what is passed
 	// below: descriptors inherited or opened without O_CLOEXEC included.
 	if err := closeOnExecFrom(3); err != nil {
 		return nil, fmt.Errorf("%w: mark descriptors close-on-exec: %v", ErrUnavailable, err)
 	}
-	c := &Confinement{limits: p.Limits, writable: p.Writable}
+	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs}
 	ok := false
 	defer func() {
 		if !ok {
@@ -86,10 +85,13 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	execPath := cmd.Path
 	if p.Exec != nil {
 		execPath = p.ExecPath
-		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.Exec, dst: p.ExecPath, rank: rankProtect})
+		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.Exec, dst: p.ExecPath, rank: rankProtect, reach: "the program"})
 	}
 	if p.CAFile != nil {
-		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.CAFile, dst: CAPath, rank: rankProtect})
+		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.CAFile, dst: CAPath, rank: rankProtect, reach: "the CA bundle"})
+	}
+	if err := reachableBy(mounts, runAs); err != nil {
+		return nil, err
 	}
 	hasArgv0 := atLeast(version, bwrapArgv0)
 	if by := runBy(argv[0], p.ExecName); !hasArgv0 && by != execPath && mirrored(by) && p.Network != NetworkProxied {
@@ -103,8 +105,7 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		argv = bridgeArgv(&p, execPath, argv)
 		execPath, hasArgv0 = bridgePath, false
 	}
-	uid0 := os.Getuid() == 0
-	args, binds := bwrapArgs(&p, mounts, execPath, argv, hasArgv0, uid0)
+	args, binds := bwrapArgs(&p, mounts, execPath, argv, hasArgv0)
 
 	filter, err := pipeWith(prog)
 	if err != nil {
@@ -127,7 +128,7 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	cmd.Path, cmd.Args = bwrap, append([]string{"bwrap"}, args...)
 	cmd.Env, cmd.Dir = slices.Clone(p.Env), "" // bwrap passes its environment on: exactly p.Env
 	cmd.ExtraFiles = append([]*os.File{filter, statusW, blockR, blockW}, binds...)
-	cmd.SysProcAttr = outerNamespaces(uid0)
+	cmd.SysProcAttr = outerNamespaces(runAs)
 	if c.cgroup != nil {
 		// bwrap is born in the command's cgroup (clone3's CLONE_INTO_CGROUP):
 		// moving a process later costs the kernel an RCU grace period.
@@ -143,20 +144,49 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 }
 
 // outerNamespaces puts bwrap in a new user and PID namespace: bwrap is its
-// init, so the kernel kills everything in it when bwrap dies.
-func outerNamespaces(root bool) *syscall.SysProcAttr {
+// init, so the kernel kills everything in it when bwrap dies. The user
+// namespace maps one id, the one bwrap runs as: the caller's own, or, for
+// a root caller, runAs's, which the child switches to (all supplementary
+// groups dropped) before it runs bwrap. Either way bwrap starts without
+// capabilities and builds the sandbox as it does for any user, in a
+// user namespace of its own inside this one; a root caller's sandbox holds
+// runAs's credentials on the host, never root's.
+func outerNamespaces(runAs *User) *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{
+		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL, // set after the switch, which would clear it
+	}
 	uid, gid := os.Getuid(), os.Getgid()
-	inner, innerG := uid, gid
-	if root {
-		inner, innerG = outerUID, outerUID
+	if runAs != nil {
+		uid, gid = runAs.UID, runAs.GID
+		// setgroups must be allowed in the namespace to empty the groups
+		// (bwrap's own namespace, inside, denies it again).
+		attr.GidMappingsEnableSetgroups = true
+		attr.Credential = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: []uint32{}}
 	}
-	return &syscall.SysProcAttr{
-		Cloneflags:  syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
-		UidMappings: []syscall.SysProcIDMap{{ContainerID: inner, HostID: uid, Size: 1}},
-		GidMappings: []syscall.SysProcIDMap{{ContainerID: innerG, HostID: gid, Size: 1}},
-		Setpgid:     true,
-		Pdeathsig:   syscall.SIGKILL,
+	attr.UidMappings = []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}
+	attr.GidMappings = []syscall.SysProcIDMap{{ContainerID: gid, HostID: gid, Size: 1}}
+	return attr
+}
+
+// sandboxUser is who the sandbox runs as on the host: nil for an
+// unprivileged caller (its own user, which u must leave zero); for root,
+// u or DefaultUser, never root itself.
+func sandboxUser(u User) (*User, error) {
+	if os.Geteuid() != 0 {
+		if !u.IsZero() {
+			return nil, fmt.Errorf("%w: a sandbox user (%s) applies to a caller running as root; this one runs as uid %d, and so do its sandboxes", ErrUnavailable, u, os.Geteuid())
+		}
+		return nil, nil
 	}
+	if u.IsZero() {
+		u = DefaultUser()
+	}
+	if err := u.Check(); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	return &u, nil
 }
 
 // runBy is the path a command asked for as argv0 is run by when argv[0]
@@ -213,7 +243,7 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 		return nil, err
 	}
 	for _, r := range roots {
-		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite})
+		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite, reach: "workspace"})
 		for _, e := range r.found {
 			op := "--ro-bind-fd"
 			if e.writable {
@@ -232,7 +262,11 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 	out = append(out, masks...)
 	out = append(out, kernelMasks()...)
 	add("--bind", rankWrite, p.UnixSockets...)
-	return append(out, b.proxiedMounts(p)...), nil
+	proxied, err := b.proxiedMounts(p, c)
+	if err != nil {
+		return nil, err
+	}
+	return append(out, proxied...), nil
 }
 
 // openRoots opens and scans every host-backed writable root (the private
@@ -248,6 +282,9 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 		}
 		r := &writableRoot{path: path, dir: dir}
 		c.roots = append(c.roots, r)
+		if err := writableBy(dir, path, c.user); err != nil {
+			return nil, err
+		}
 		found, err := scanRoot(dir, path, p.Writable, true)
 		if err != nil {
 			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
@@ -323,8 +360,8 @@ func denyTarget(path string, roots []*writableRoot) (isDir, found bool, err erro
 
 // kernelMasks makes the kernel's interfaces read-only or hidden: /proc's
 // writable interfaces (sysctls, sysrq-trigger, irq affinity…) read-only
-// for a root server (nobody else may write them), its readable secrets
-// masked.
+// for a root caller (only root may write them: its sandboxes run as the
+// sandbox user, so this is a second wall), its readable secrets masked.
 func kernelMasks() []mount {
 	var out []mount
 	if os.Geteuid() == 0 {
@@ -348,17 +385,19 @@ func kernelMasks() []mount {
 }
 
 // maskNeeded reports whether path exists and the sandbox could read it.
-// The sandbox's user is the server's (bubblewrap maps it to itself), with
-// the same groups and no capabilities, so what the server's user may not
-// read (a root-only file, for an unprivileged server) the sandbox may not
-// either, and needs no mask: each mask costs a mount on every command.
+// An unprivileged caller's sandbox runs as the caller (bubblewrap maps it
+// to itself), with the same groups and no capabilities, so what the
+// caller may not read (a root-only file) the sandbox may not either, and
+// needs no mask: each mask costs a mount on every command. A root caller's
+// sandbox runs as the sandbox user, whose access is not checked file by
+// file here: everything that exists is masked.
 func maskNeeded(path string) bool {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false
 	}
 	if os.Geteuid() == 0 {
-		return true // uid 0 owns root's files, even without capabilities
+		return true
 	}
 	mode := uint32(unix.R_OK)
 	if fi.IsDir() {

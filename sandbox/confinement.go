@@ -27,6 +27,7 @@ type Confinement struct {
 	sawExit    bool     // an "exit-code" was read from the status
 
 	limits   Limits
+	user     *User // who the sandbox runs as on the host; nil: the caller's user
 	writable []string
 	roots    []*writableRoot
 	cgroup   *execCgroup
@@ -149,6 +150,10 @@ func hint(stderr []byte) string {
 	switch s := string(stderr); {
 	case bytes.Contains(stderr, []byte("namespace")) || bytes.Contains(stderr, []byte("uid map")):
 		return " (user namespaces are refused: " + UsernsHint + "; `coily sandbox check` tells more)"
+	case bytes.Contains(stderr, []byte("/proc/self/fd/")) && bytes.Contains(stderr, []byte("Permission denied")):
+		return " (bubblewrap could not reach a file coily opened for the sandbox — an entry of the workspace, say: " +
+			"it runs as the sandbox's user, and for a server running as root that is an unprivileged user, " +
+			"who must be able to search every directory above what is bound)"
 	case bytes.Contains(stderr, []byte("/proc/self/fd/")):
 		return " (a file coily opened for the sandbox — the program, or the workspace or one of its protected entries — was replaced before the sandbox started; retry)"
 	case bytes.Contains(stderr, []byte("seccomp")) || bytes.Contains(stderr, []byte("PR_SET_SECCOMP")):
@@ -162,5 +167,5 @@ func hint(stderr []byte) string {
 // UsernsHint says how to allow unprivileged user namespaces where a
 // distribution restricts them.
 const UsernsHint = "on Debian, sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu 23.10 and later, " +
-	"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile granting bwrap `userns`; " +
+	"the AppArmor profile granting coily `userns` (deploy/apparmor/coily) or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; " +
 	"everywhere, user.max_user_namespaces must be above 0"

@@ -44,6 +44,8 @@ type ProfileInput struct {
 	Limits Limits
 	// CAFile is the rule's CA bundle, opened by the caller (Profile.CAFile).
 	CAFile *os.File
+	// User is who a root caller's command runs as (Profile.User).
+	User User
 }
 
 // SecretPaths are denied under every home in ProfileInput.UserHomes.
@@ -54,8 +56,10 @@ var SecretPaths = []string{
 }
 
 // SystemDenyPaths are always denied: host secrets the system directories
-// would otherwise show (the sandbox's user may own them through the user
-// namespace's mapping when the server runs as root).
+// would otherwise show to a sandbox whose user may read them (the
+// server's user may be in their group). A root caller's sandbox runs as
+// the unprivileged sandbox user (Profile.User): root-only files no list
+// names stay unreadable to it.
 var SystemDenyPaths = []string{
 	"/etc/ssh", "/etc/shadow", "/etc/gshadow", "/etc/shadow-", "/etc/gshadow-",
 	"/etc/sudoers", "/etc/sudoers.d", "/etc/security/opasswd", "/etc/coily",
@@ -74,7 +78,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, SSHAgent: in.SSHAgent, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, ExecName: in.ExecName, Limits: in.Limits,
-		CAFile: in.CAFile,
+		CAFile: in.CAFile, User: in.User,
 	}
 	if in.Workspace != "" {
 		p.WritePaths = append(p.WritePaths, in.Workspace)

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -46,6 +47,13 @@ func TestBwrapRunsTheOpenedFile(t *testing.T) {
 	}
 	dir := t.TempDir()
 	home := t.TempDir()
+	if os.Geteuid() == 0 {
+		// bubblewrap runs as the sandbox's user and reaches the program
+		// by path: the test's temporary directory must let it through.
+		if err := os.Chmod(filepath.Dir(dir), 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	prog := filepath.Join(dir, "prog")
 	data, err := os.ReadFile("/bin/echo")
 	if err != nil {
@@ -96,5 +104,60 @@ func TestBwrapProxiedNeedsTheSocket(t *testing.T) {
 	}
 	if cmd.Path != "/bin/true" || len(cmd.Args) != 1 {
 		t.Fatalf("the command was rewritten: %q", cmd.Args)
+	}
+}
+
+// A root caller's sandbox runs as the sandbox user (DefaultUser when the
+// profile names none) with no supplementary groups and no capabilities;
+// an unprivileged caller's as itself. Nothing else changes: no_new_privs
+// and seccomp as always.
+func TestBwrapRunsAsSandboxUser(t *testing.T) {
+	if _, err := BwrapPath(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	home := t.TempDir()
+	p := Profile{Env: []string{"PATH=/usr/bin:/bin"}, Dir: home, Home: home, Network: NetworkDeny}
+	out, err := runWrapped(t, exec.Command("/bin/cat", "/proc/self/status"), p)
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if uid == 0 {
+		u := DefaultUser()
+		uid, gid = u.UID, u.GID
+	}
+	field := func(name string) string {
+		for _, line := range strings.Split(out, "\n") {
+			if v, ok := strings.CutPrefix(line, name+":"); ok {
+				return strings.Join(strings.Fields(v), " ")
+			}
+		}
+		return "<missing>"
+	}
+	ids := func(n int) string { s := strconv.Itoa(n); return s + " " + s + " " + s + " " + s }
+	want := map[string]string{"Uid": ids(uid), "Gid": ids(gid), "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
+		"NoNewPrivs": "1", "Seccomp": "2"}
+	if os.Geteuid() == 0 {
+		want["Groups"] = ""
+	}
+	for name, w := range want {
+		if got := field(name); got != w {
+			t.Errorf("%s: %q, want %q", name, got, w)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// A named user, as --sandbox-user gives it.
+		p.User = User{Name: "x", UID: 4242, GID: 4343}
+		out, err := runWrapped(t, exec.Command("/usr/bin/id"), p)
+		if err != nil || !strings.Contains(out, "uid=4242") || !strings.Contains(out, "gid=4343") {
+			t.Errorf("as uid 4242: %q %v", out, err)
+		}
+		p.User = User{UID: 0, GID: 4343}
+		if _, err := (Bwrap{}).Wrap(context.Background(), exec.Command("/bin/true"), p); err == nil {
+			t.Error("root as the sandbox user was accepted")
+		}
 	}
 }

@@ -14,7 +14,8 @@ type Limits struct {
 	Memory int64
 	// Processes caps processes and threads: pids.max, else RLIMIT_NPROC
 	// (counted in the sandbox's own user namespace; the kernel does not
-	// apply it to a server running as root).
+	// apply it to root, and a root caller's sandboxes run as the sandbox
+	// user for that reason too).
 	Processes int64
 	// OpenFiles is RLIMIT_NOFILE; FileSize is RLIMIT_FSIZE.
 	OpenFiles int64

@@ -115,6 +115,13 @@ type Profile struct {
 	// CAFile, when set, is a CA bundle already opened by the caller, made
 	// visible read-only at CAPath (bwrap only: other backends refuse it).
 	CAFile *os.File
+	// User is the host user the command runs as when the caller runs as
+	// root (bwrap: zero means DefaultUser; uid 0 is refused). An
+	// unprivileged caller's commands run as the caller, and User must be
+	// zero. What the sandbox is given by descriptor (writable roots, the
+	// proxy socket, the known hosts file, the bridge) must be open to this
+	// user: a writable root writable, the socket writable, files readable.
+	User User
 }
 
 // Validate checks that every path is absolute and clean and that the

@@ -21,6 +21,11 @@ func (SandboxExec) Check() error {
 // way to the original path. In proxied mode the command's environment
 // gains HTTP_PROXY and kin, pointing at p.ProxyAddr.
 func (SandboxExec) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, error) {
+	if os.Geteuid() == 0 {
+		// No sandbox runs with root's credentials, and sandbox-exec cannot
+		// switch users (bubblewrap's root callers: Profile.User).
+		return nil, fmt.Errorf("%w: coily running as root does not run sandbox-exec commands, which would run as root: run it as an unprivileged user", ErrUnavailable)
+	}
 	if fi, err := os.Stat(SandboxExecPath); err != nil || !fi.Mode().IsRegular() {
 		return nil, fmt.Errorf("%w: %s is missing (it ships with macOS; is this a stripped-down system?)", ErrUnavailable, SandboxExecPath)
 	}

@@ -10,5 +10,5 @@ if ! command -v bwrap >/dev/null; then
   $sudo apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends bubblewrap
 fi
-go build -o bin/coily ./cmd/coily
+go build -tags coilydev -o bin/coily ./cmd/coily # the development build: it has `coily dev`
 exec bin/coily dev --state-dir "${1:-/tmp/coily-dev}"

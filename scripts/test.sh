@@ -31,6 +31,7 @@ command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegis
 /usr/bin/python3 -m pip --version >/dev/null 2>&1 || need_apt+=(python3 python3-pip) # PipIndex
 [ -x /usr/bin/aws ] || need_apt+=(awscli)                            # S3 (a pyenv or pip aws on PATH is not the one rules name)
 [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)                  # scrapes coily serve --metrics-listen (TestCLIMetricsPrometheus)
+command -v debootstrap >/dev/null || need_apt+=(debootstrap)          # a clean Debian root the .deb is installed into (deploy: TestDebInstall)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)                      # the web console in a real browser (TestBrowserConsole)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -52,13 +53,20 @@ step "gofmt"
 unformatted=$(git ls-files '*.go' | grep -v '\.pb\.go$' | xargs gofmt -l)
 if [ -n "$unformatted" ]; then echo "gofmt would change:"; echo "$unformatted"; exit 1; fi
 
-step "go vet (linux, darwin)"
+# Production builds leave `coily dev` out; the tests run the development
+# build (-tags coilydev), which has it. Both are vetted.
+T=coilydev
+step "go vet (linux, darwin; production and development builds)"
 go vet ./...
+go vet -tags $T ./...
 GOOS=darwin go vet ./...
+GOOS=darwin go vet -tags $T ./...
 GOOS=darwin go build ./...
+GOOS=android GOARCH=arm64 CGO_ENABLED=0 go build -o /dev/null ./cmd/coily-client # the phone's client
 
 step "staticcheck"
 staticcheck ./...
+staticcheck -tags $T ./...
 
 step "buf lint, generated code up to date"
 buf lint
@@ -74,7 +82,7 @@ step "go test -race"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 set +e
-go test -race -count=1 -v ./... >"$log" 2>&1
+go test -tags $T -race -count=1 -v ./... >"$log" 2>&1
 status=$?
 set -e
 grep -v -E '^(=== (RUN|PAUSE|CONT|NAME)|\s*--- PASS)' "$log" || true
@@ -97,13 +105,14 @@ if [ "$(id -u)" = 0 ]; then
   u=$(mktemp -d)
   mkdir -p "$u/src" "$u/bin" "$u/tmp"
   git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$u/src"
-  go build -o "$u/bin/coily" ./cmd/coily
+  go build -tags $T -o "$u/bin/coily" ./cmd/coily
   go build -o "$u/bin/probe" ./internal/sandboxprobe
   CGO_ENABLED=0 go build -o "$u/bin/seccompprobe" ./internal/seccompprobe
   go test -c -o "$u/bin/sandbox.test" ./sandbox
   go test -c -o "$u/bin/server.test" ./server
-  go test -c -o "$u/bin/coily.test" ./cmd/coily
+  go test -tags $T -c -o "$u/bin/coily.test" ./cmd/coily
   go test -c -o "$u/bin/sshagent.test" ./sshagent
+  go test -c -o "$u/bin/notify.test" ./notify
   cp bin/vaultdev "$u/bin/vaultdev"
   chmod -R a+rX "$u"
   chown coilytest "$u/tmp"
@@ -115,9 +124,9 @@ if [ "$(id -u)" = 0 ]; then
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz' &&
-    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|RecipeAws|ServeVaultWrapped|CLIMetricsPrometheus' &&
-    asuser sshagent sshagent.test 'OpenSSH'
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp' &&
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath' &&
+    asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
   status=$?
   set -e
   grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true
@@ -150,7 +159,7 @@ step "tailnet tests inside a network namespace holding only loopback"
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/null; then
   bindir=$(mktemp -d)
   go test -c -o "$bindir/server.test" ./server/
-  go test -c -o "$bindir/coily.test" ./cmd/coily/
+  go test -tags $T -c -o "$bindir/coily.test" ./cmd/coily/
   go test -c -o "$bindir/console.test" ./console/
   unshare --net sh -eu -c '
     ip link set lo up
@@ -170,8 +179,8 @@ fi
 
 step "fuzz targets (smoke, ${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do
-  for target in $(go test -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
-    if ! out=$(go test -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" 2>&1); then
+  for target in $(go test -tags $T -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
+    if ! out=$(go test -tags $T -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" 2>&1); then
       echo "FAIL $pkg $target"; echo "$out" | tail -40; exit 1
     fi
     echo "ok  $pkg $target"
@@ -179,7 +188,7 @@ for pkg in $(go list ./...); do
 done
 
 step "benchmarks (smoke, one iteration)"
-if ! out=$(go test -run='^$' -bench=. -benchtime=1x ./... 2>&1); then
+if ! out=$(go test -tags $T -run='^$' -bench=. -benchtime=1x ./... 2>&1); then
   echo "$out" | grep -v '^\(ok\|PASS\|goos\|goarch\|pkg\|cpu\)' | tail -60; exit 1
 fi
 echo "benchmarks ran"

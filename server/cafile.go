@@ -15,12 +15,16 @@ import (
 // maxCAFile bounds a rule's ca_file (a system bundle is about 200 KiB).
 const maxCAFile = 4 << 20
 
-// openCAFile opens the rule's ca_file for the sandbox to bind by
-// descriptor, or returns nil when the rule has none. The open file must
-// be a regular file of PEM certificates and nothing else: whatever the
-// path leads to now (a link put in its place, a key), the sandbox sees
-// only certificates.
-func openCAFile(r *policy.Rule) (*os.File, error) {
+// copyCAFile reads the rule's ca_file, checks it, and returns a private
+// copy of what was checked, open, for the sandbox to bind by descriptor;
+// nil when the rule has none. The file read must be a regular file of PEM
+// certificates and nothing else: whatever the path leads to now (a link
+// put in its place, a key), the sandbox sees only certificates, exactly
+// those checked. The copy, in the scratch directory, is readable by
+// anyone (it holds certificates only), so that the sandbox's user — for a
+// root server an unprivileged one — reads it whoever owns the original;
+// the caller removes it (its name is the file's Name).
+func copyCAFile(r *policy.Rule, scratch string) (*os.File, error) {
 	if r.CAFile == "" {
 		return nil, nil
 	}
@@ -28,9 +32,34 @@ func openCAFile(r *policy.Rule) (*os.File, error) {
 	if err != nil {
 		return nil, caRefusal(r, err)
 	}
-	if err := checkCAFile(f); err != nil {
-		f.Close()
+	defer f.Close()
+	data, err := checkCAFile(f)
+	if err != nil {
 		return nil, caRefusal(r, err)
+	}
+	cp, err := writeCACopy(scratch, data)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "could not copy the ca_file of rule %q", r.Name)
+	}
+	return cp, nil
+}
+
+// writeCACopy writes data to a new read-only file in dir and returns it
+// open for reading.
+func writeCACopy(dir string, data []byte) (*os.File, error) {
+	f, err := os.CreateTemp(dir, scratchPrefix+"ca-")
+	if err != nil {
+		return nil, err
+	}
+	name := f.Name()
+	_, err = f.Write(data)
+	err = errors.Join(err, f.Chmod(0o444), f.Close())
+	if err == nil {
+		f, err = os.Open(name)
+	}
+	if err != nil {
+		os.Remove(name)
+		return nil, err
 	}
 	return f, nil
 }
@@ -39,26 +68,32 @@ func caRefusal(r *policy.Rule, err error) error {
 	return refusal.Wrap(refusal.SandboxUnavailable, err, "ca_file %s of rule %q: %v", r.CAFile, r.Name, err)
 }
 
-// checkCAFile reads the open file: regular, at most maxCAFile bytes, one
-// or more CERTIFICATE blocks and only whitespace or comment text between
-// them (no other PEM block).
-func checkCAFile(f *os.File) error {
+// checkCAFile reads the open file and returns its content: regular, at
+// most maxCAFile bytes, one or more CERTIFICATE blocks and only whitespace
+// or comment text between them (no other PEM block).
+func checkCAFile(f *os.File) ([]byte, error) {
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-		return err
+		return nil, err
 	case !fi.Mode().IsRegular():
-		return errors.New("not a regular file")
+		return nil, errors.New("not a regular file")
 	case fi.Size() > maxCAFile:
-		return fmt.Errorf("larger than %d bytes", maxCAFile)
+		return nil, fmt.Errorf("larger than %d bytes", maxCAFile)
 	}
 	data, err := io.ReadAll(io.LimitReader(f, maxCAFile+1))
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(data) > maxCAFile {
-		return fmt.Errorf("larger than %d bytes", maxCAFile)
+		return nil, fmt.Errorf("larger than %d bytes", maxCAFile)
 	}
+	return data, checkPEMCertificates(data)
+}
+
+// checkPEMCertificates accepts one or more CERTIFICATE blocks and nothing
+// else but text between them.
+func checkPEMCertificates(data []byte) error {
 	certs := 0
 	for rest := data; ; {
 		var b *pem.Block

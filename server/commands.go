@@ -8,19 +8,30 @@ import (
 
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
 )
 
 // ListCommands lists the rules the caller may run under the policy in
 // force, and the deny rules that speak for the same commands (for `coily
 // agents-md`). It says nothing a caller could not learn by trying: no
 // credential reference, workspace path or other caller's rule.
-func (s *Server) ListCommands(ctx context.Context, _ *coilyv1.ListCommandsRequest) (*coilyv1.ListCommandsResponse, error) {
+func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequest) (*coilyv1.ListCommandsResponse, error) {
 	c, err := callerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
 	pol := s.policyFrom(ctx)
-	allow, deny := pol.Usable(c.Subject())
+	subject := c.Subject()
+	if p := req.GetPrincipal(); p != "" && p != c.Principal {
+		if !pol.Allows(subject, policy.PermApprove) {
+			return nil, refusal.New(refusal.PermissionDenied, "listing another principal's commands needs the approve permission")
+		}
+		if err := validateText("principal", p); err != nil {
+			return nil, err
+		}
+		subject = policy.Subject{Principal: p}
+	}
+	allow, deny := pol.Usable(subject)
 	out := &coilyv1.ListCommandsResponse{PolicySha256: pol.SHA256}
 	for _, r := range allow {
 		out.Commands = append(out.Commands, commandRule(r))

@@ -51,6 +51,7 @@ func startContainment(t *testing.T, extraRules string) *containment {
 	}
 	git(t, c.ws, "init", "-q")
 	git(t, c.ws, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty", "-m", "first")
+	testserver.SandboxWorkspace(t, c.ws)
 	c.in = testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
 limits: {concurrency: 4}
 workspaces: {ws: %s}
@@ -66,7 +67,7 @@ commands:
 
 func git(t *testing.T, dir string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("git", append([]string{"-C", dir}, args...)...).CombinedOutput()
+	out, err := exec.Command("git", append(append([]string{"-C", dir}, testserver.GitSafe...), args...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("git %v: %v %s", args, err, out)
 	}
@@ -313,38 +314,45 @@ func TestContainmentNoSetuid(t *testing.T) {
 	}
 }
 
-// A command's private directory (its home and /tmp, in the state
-// directory's scratch space) that a crash left behind is removed when the
-// server next starts: what a command wrote there does not linger for the
-// next one, nor fill the disk. The server's other files stay.
+// A command's private directory (its home and /tmp, in the server's
+// scratch space: the state directory, or a root server's own directory
+// outside it) that a crash left behind is removed when the server next
+// starts: what a command wrote there does not linger for the next one,
+// nor fill the disk. The server's other files stay.
 func TestContainmentScratchLeftoversRemoved(t *testing.T) {
 	dir, err := os.MkdirTemp("", "coily-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	leftover := filepath.Join(dir, "coily-exec-1234567890")
+	first := testserver.Start(t, testserver.Options{StateDir: dir})
+	first.Stop()
+	scratch := first.ScratchDir
+	leftover := filepath.Join(scratch, "coily-exec-1234567890")
 	if err := os.MkdirAll(filepath.Join(leftover, "tmp/deep"), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{filepath.Join(leftover, "tmp/deep/planted"), filepath.Join(dir, "keep-me")} {
+	for _, f := range []string{filepath.Join(leftover, "tmp/deep/planted"), filepath.Join(scratch, "keep-me")} {
 		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
 			t.Fatal(err)
 		}
 	}
 	in := testserver.Start(t, testserver.Options{StateDir: dir})
+	if in.ScratchDir != scratch {
+		t.Fatalf("the scratch directory moved between starts: %s, then %s", scratch, in.ScratchDir)
+	}
 	if _, err := os.Lstat(leftover); !os.IsNotExist(err) {
 		t.Errorf("a crashed command's scratch directory survived the start: %v", err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "keep-me")); err != nil {
-		t.Errorf("a file of the state directory was removed: %v", err)
+	if _, err := os.Stat(filepath.Join(scratch, "keep-me")); err != nil {
+		t.Errorf("a file of the server's was removed: %v", err)
 	}
 	if r := execArgv(t, in, "/bin/true"); r.err != nil {
 		t.Fatal(r.err)
 	}
 	// Removed once the command has been answered.
 	poll(t, 5*time.Second, "the finished command's scratch directory removed", func() bool {
-		left, _ := filepath.Glob(filepath.Join(dir, "coily-exec-*"))
+		left, _ := filepath.Glob(filepath.Join(scratch, "coily-exec-*"))
 		return len(left) == 0
 	})
 }
@@ -528,10 +536,11 @@ func TestContainmentLimits(t *testing.T) {
 		t.Errorf("a %d-byte file was written past the 4 MiB limit", fi.Size())
 	}
 	// Processes: at most 64 in the sandbox (pids.max, or RLIMIT_NPROC
-	// counted in the sandbox's user namespace; the kernel exempts a root
-	// server's uid from RLIMIT_NPROC, so as root only a pids cgroup bounds).
-	// The spawning subshell dies when it cannot fork (dash); the count
-	// uses shell builtins only, as past the limit nothing forks.
+	// counted in the sandbox's user namespace), for a root server too:
+	// its sandboxes run as an unprivileged user, whom the kernel does not
+	// exempt from RLIMIT_NPROC as it does root. The spawning subshell dies
+	// when it cannot fork (dash); the count uses shell builtins only, as
+	// past the limit nothing forks.
 	r := small(`(i=0; while [ $i -lt 150 ]; do sleep 30 & i=$((i+1)); done) 2>/dev/null; set -- /proc/[0-9]*; echo $#`)
 	if r.err != nil {
 		t.Fatal(r.err)
@@ -539,12 +548,8 @@ func TestContainmentLimits(t *testing.T) {
 	rec := lastResult(t, c.in)
 	n := 0
 	fmt.Sscan(r.stdout, &n)
-	bounded := os.Geteuid() != 0 || strings.Contains(rec.Details["limits"], "pids")
-	switch {
-	case bounded && (n == 0 || n > 64):
-		t.Errorf("%d processes ran under a limit of 64 (limits %s)", n, rec.Details["limits"])
-	case !bounded:
-		t.Logf("as root without a pids cgroup, %d processes ran: only cgroup pids.max bounds a root server", n)
+	if n == 0 || n > 64 {
+		t.Errorf("%d processes ran under a limit of 64 (limits %s, uid %d)", n, rec.Details["limits"], os.Geteuid())
 	}
 	if want := "rlimit"; !strings.Contains(rec.Details["limits"], want) || strings.Contains(rec.Details["limits"], "pids") != cgroupPids() && os.Geteuid() == 0 {
 		t.Errorf("the audit record says limits %q: want rlimits, and a pids cgroup exactly when there is one", rec.Details["limits"])
@@ -863,6 +868,34 @@ for f in .pre-commit-hooks.yaml lefthook.yaml .lefthook.yml .lefthook.yaml lefth
 	}
 	if _, err := os.Stat(filepath.Join(c.ws, "plain.yml")); err != nil {
 		t.Errorf("an ordinary file was quarantined: %v", err)
+	}
+}
+
+// A protected file with a second name (a hard link elsewhere in the
+// workspace, where it would stay writable) refuses the exec, with a reason
+// that names it; nothing runs. Removing the link lets the next one run.
+func TestContainmentHardLinkedProtectedRefused(t *testing.T) {
+	c := startContainment(t, "")
+	if err := os.WriteFile(filepath.Join(c.ws, ".envrc"), []byte("# the owner's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(c.ws, "notes.txt")
+	if err := os.Link(filepath.Join(c.ws, ".envrc"), other); err != nil {
+		t.Fatal(err)
+	}
+	testserver.SandboxWorkspace(t, c.ws)
+	r := c.sh(t, "echo ran > ran.txt")
+	if r.err == nil || refusal.As(r.err).Code != refusal.SandboxUnavailable || !strings.Contains(r.err.Error(), ".envrc has 2 hard links") {
+		t.Fatalf("a hard-linked protected file: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "ran.txt")); err == nil {
+		t.Fatal("the command ran")
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.sh(t, "true"); r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("after the link was removed: %+v", r)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/notify"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -115,7 +116,8 @@ var serverCaller = Caller{Principal: "coily", Transport: "server"}
 func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.Stop, int, error) {
 	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
 	s.mu.Lock()
-	if s.stops.Lockout.Active {
+	already := s.stops.Lockout.Active
+	if already {
 		st = s.stops.Lockout // keep the first lockout's record
 	}
 	s.stops.Lockout = st
@@ -153,10 +155,14 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 	}
 	// The lockout is in force even if it cannot be persisted; the caller
 	// learns that it will not survive a restart.
-	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st)); err != nil {
-		return st, killed, err
+	err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st))
+	if !already {
+		// In force whether or not it could be persisted: the owner hears
+		// of it either way.
+		s.notify(notify.Event{Kind: notify.KindLockout, Stop: &notify.Stop{By: c.Principal, Reason: reason,
+			Killed: killed, Rejected: rejected}})
 	}
-	return st, killed, nil
+	return st, killed, err
 }
 
 // escalate SIGKILLs the jobs' process groups after the grace period.
@@ -215,14 +221,19 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	}
 	st := store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
 	s.mu.Lock()
-	if s.stops.Pause.Active {
+	already := s.stops.Pause.Active
+	if already {
 		st = s.stops.Pause
 	}
 	s.stops.Pause = st
 	running := len(s.jobs)
 	s.mu.Unlock()
 	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
-	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetPause(st)); err != nil {
+	err = s.recordControl(ctx, rec, "allow", s.cfg.Store.SetPause(st))
+	if !already {
+		s.notify(notify.Event{Kind: notify.KindPause, Stop: &notify.Stop{By: c.Principal, Reason: req.GetReason(), Running: running}})
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &coilyv1.PauseResponse{Pause: stopProto(st), Running: int32(running)}, nil

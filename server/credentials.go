@@ -17,7 +17,8 @@ import (
 )
 
 // fetchCredentials fetches the rule's credentials and git credentials'
-// passwords (step 8), every field of one secret with one read. Any failure
+// passwords (step 8), every field of one secret with one read, and mints
+// the rule's GitHub App installation token. Any failure
 // refuses the request with credential-unavailable and a message naming the
 // reference; nothing runs. The leases of dynamic secrets are recorded
 // before anything can use them, and revoked when the execution ends
@@ -39,15 +40,26 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 		return err
 	}
 	vals := set.Values
+	appKey, hasAppKey := vals[githubAppKeyVar]
+	key, err := takeGitHubAppKey(x.rule, vals)
+	if err != nil {
+		return err
+	}
+	if err := s.mintGitHubToken(ctx, x, key, vals); err != nil {
+		return err
+	}
 	for i, g := range x.rule.GitCredentials {
 		if !gitcred.ValidPassword(vals[gitcred.PasswordVar(i)]) {
 			err := fmt.Errorf("credential %s: not usable as a git password for %s (empty, or a newline or NUL in it)", g.Password, g.Address())
 			return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
 		}
 	}
-	secrets := make([]scrub.Secret, 0, len(vals))
+	secrets := make([]scrub.Secret, 0, len(vals)+1)
 	for _, name := range slices.Sorted(maps.Keys(vals)) {
 		secrets = append(secrets, scrub.Secret{Name: name, Value: vals[name]})
+	}
+	if hasAppKey { // the App's key never reaches the child, but never leaves either
+		secrets = append(secrets, scrub.Secret{Name: githubAppKeyVar, Value: appKey})
 	}
 	x.scrub = scrub.NewSet(secrets) // ssh keys too: they never reach the child, but never leave either
 	if x.sshSigners, err = takeSSHKeys(x.rule, vals); err != nil {
@@ -59,10 +71,11 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 
 // credentialRefs are the references to fetch, by the child's variable:
 // the rule's credentials, each git credential's password under
-// gitcred.PasswordVar and each ssh key under sshKeyVar (policy reserves
-// those names; ssh keys are taken out before the environment is built).
+// gitcred.PasswordVar, each ssh key under sshKeyVar and the GitHub App's
+// key under githubAppKeyVar (policy reserves those names; the keys are
+// taken out before the environment is built).
 func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
-	if len(r.GitCredentials) == 0 && len(r.SSHKeys) == 0 {
+	if len(r.GitCredentials) == 0 && len(r.SSHKeys) == 0 && r.GitHubApp == nil {
 		return r.Credentials
 	}
 	refs := maps.Clone(r.Credentials)
@@ -74,6 +87,9 @@ func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
 	}
 	for i, k := range r.SSHKeys {
 		refs[sshKeyVar(i)] = k.Key
+	}
+	if r.GitHubApp != nil {
+		refs[githubAppKeyVar] = r.GitHubApp.PrivateKey
 	}
 	return refs
 }

@@ -15,7 +15,9 @@ import (
 
 // egressRun is one exec's own egress proxy (DESIGN §7a): it listens on a
 // unix socket in a private scratch directory, which the sandbox binds in
-// for `coily __netbridge`; the sandbox has no other route out.
+// (by descriptor) for `coily __netbridge`; the sandbox has no other route
+// out. A root server gives the socket and the known hosts file to the
+// sandbox's user; the directory stays the server's alone.
 type egressRun struct {
 	proxy  *egress.Proxy
 	dir    string
@@ -49,7 +51,7 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy of rule %q", x.rule.Name)
 	}
-	dir, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
+	dir, err := s.privateDir()
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "could not create the egress proxy's directory")
 	}
@@ -57,7 +59,11 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	if pins := eg.KnownHostsFile(); pins != nil {
 		// The policy's ssh host keys, the only ones ssh inside trusts.
 		run.KnownHosts = filepath.Join(dir, "known_hosts")
-		if err := os.WriteFile(run.KnownHosts, pins, 0o600); err != nil {
+		err := os.WriteFile(run.KnownHosts, pins, 0o600)
+		if err == nil {
+			err = s.giveToSandbox(run.KnownHosts) // read through its descriptor by the sandbox's ssh
+		}
+		if err != nil {
 			os.RemoveAll(dir)
 			return nil, refusal.Wrap(refusal.Internal, err, "could not write the rule's ssh known hosts")
 		}
@@ -73,6 +79,13 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 	} else {
 		run.Socket = filepath.Join(dir, "proxy.sock")
 		l, err = net.Listen("unix", run.Socket)
+		if err == nil {
+			// Connecting takes write access to the socket: the sandbox's
+			// user gets it, in a directory only the server can enter.
+			if err = s.giveToSandbox(run.Socket); err != nil {
+				l.Close()
+			}
+		}
 	}
 	if err != nil {
 		os.RemoveAll(dir)

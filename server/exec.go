@@ -20,6 +20,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
+	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -61,6 +62,10 @@ type execution struct {
 	sshSigners []ssh.Signer
 	// sshAgent is what the exec's ssh agent did (ssh_keys only).
 	sshAgent sshagent.Report
+	// ghRepo is the repository the rule's github_app token is for (the
+	// decision's); ghToken the token minted, revoked when it is over.
+	ghRepo  ghapp.Repository
+	ghToken *githubAppToken
 
 	// What step 9 readies for the run, in the order it is readied: the
 	// private home (scratch, removed after), the workspace root and the
@@ -123,6 +128,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.rule != nil && len(x.rule.SSHKeys) > 0 {
 		details["ssh_keys"] = sshKeyNames(x.rule.SSHKeys) // references and hosts, never keys
 	}
+	if x.rule != nil {
+		x.githubAppDetails(details) // the App, repository, permissions and expiry, never the token
+	}
 	if len(details) > 0 {
 		r.Details = details
 	}
@@ -152,7 +160,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer cancel(nil)
 	x.cancel = cancel
 	defer s.release(x)
-	defer s.endLeases(ctx, x, nil) // a path that audited no end (the leases are revoked all the same)
+	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases and tokens are revoked all the same)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -216,7 +224,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
-	x.rule = d.Rule
+	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
 	x.job.decided(x.rule.Name, "")
 	return nil
 }
@@ -270,6 +278,7 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "caller went away")
 	}
+	s.notifyApproval(x, ap)
 	a, err := s.approvals.wait(ctx, ap)
 	x.approval = a
 	return err
@@ -308,7 +317,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	s.endLeases(ctx, x, &rec)
+	s.endCredentials(ctx, x, &rec)
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
@@ -378,14 +387,18 @@ func (s *Server) startAgent(_ context.Context, x *execution) error {
 	return nil
 }
 
-// openCA opens the rule's CA bundle, if it names one.
+// openCA copies the rule's CA bundle, if it names one, for the sandbox to
+// bind (removed once the execution is over).
 func (s *Server) openCA(_ context.Context, x *execution) error {
-	ca, err := openCAFile(x.rule)
-	if err != nil {
+	ca, err := copyCAFile(x.rule, s.cfg.ScratchDir)
+	if err != nil || ca == nil {
 		return err
 	}
 	x.ca = ca
-	x.onDone(func() { ca.Close() })
+	x.onDone(func() {
+		ca.Close()
+		os.Remove(ca.Name())
+	})
 	return nil
 }
 
@@ -404,8 +417,11 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
 		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
-		Limits: limits, CAFile: x.ca,
+		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser,
 	}))
+	if msg, ok := accessRefusal(x, err); ok {
+		return refusal.Wrap(refusal.SandboxUnavailable, err, "%s", msg)
+	}
 	if err != nil {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "sandbox %q could not be set up: %v", x.box.Name(), err)
 	}
@@ -488,7 +504,7 @@ func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr erro
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
-	s.endLeases(ctx, x, &rec) // the command is over: its credentials end with it
+	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
 	if len(x.rule.SSHKeys) > 0 {

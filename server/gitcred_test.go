@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,8 +134,10 @@ func TestCheckCAFile(t *testing.T) {
 		{"too big", write("big.pem", testCA+strings.Repeat("#\n", maxCAFile/2)), "larger than"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			f, err := openCAFile(&policy.Rule{Name: "r", CAFile: c.path})
+			scratch := t.TempDir()
+			f, err := copyCAFile(&policy.Rule{Name: "r", CAFile: c.path}, scratch)
 			if f != nil {
+				defer os.Remove(f.Name())
 				defer f.Close()
 			}
 			switch {
@@ -144,10 +147,26 @@ func TestCheckCAFile(t *testing.T) {
 				t.Fatal("accepted")
 			case c.err != "" && (refusal.As(err).Code != refusal.SandboxUnavailable || !strings.Contains(err.Error(), c.err)):
 				t.Fatalf("error %v, want %q", err, c.err)
+			case c.err != "":
+				return
+			}
+			// What the sandbox binds is a copy of what was checked, in the
+			// scratch directory, readable by any user (the original is
+			// 0600): a root server's sandbox user reads it.
+			fi, err := f.Stat()
+			if err != nil || fi.Mode().Perm() != 0o444 || filepath.Dir(f.Name()) != scratch {
+				t.Fatalf("copy %s: %v %v", f.Name(), fi.Mode(), err)
+			}
+			if orig, _ := os.Stat(good); os.SameFile(orig, fi) {
+				t.Fatal("the original is bound, not a copy")
+			}
+			got, _ := io.ReadAll(f)
+			if want, _ := os.ReadFile(good); string(got) != string(want) {
+				t.Fatalf("copy differs: %q", got)
 			}
 		})
 	}
-	if f, err := openCAFile(&policy.Rule{}); f != nil || err != nil {
+	if f, err := copyCAFile(&policy.Rule{}, dir); f != nil || err != nil {
 		t.Fatalf("no ca_file: %v %v", f, err)
 	}
 }

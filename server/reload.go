@@ -125,6 +125,7 @@ func (s *Server) applyPolicy(ctx context.Context, path string, data []byte) erro
 	}
 	s.policy.Store(p)
 	s.metrics.rules(p)
+	s.configureNotifier(p)
 	logAbsentBinaries(s, p)
 	return nil
 }

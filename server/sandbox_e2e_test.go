@@ -64,6 +64,7 @@ func sandboxedHome(t *testing.T, stateDir string) (home, ws, sock string) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
+	testserver.SandboxWorkspace(t, ws)
 	go func() {
 		for {
 			c, err := l.Accept()

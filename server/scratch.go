@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 
 	"coily.dev/coily/sandbox"
 )
@@ -14,12 +16,18 @@ import (
 // scratchPrefix names each command's private directory in ScratchDir.
 const scratchPrefix = "coily-exec-"
 
-// prepareScratch makes the scratch directory (by default "scratch" in the
-// state directory: one server owns it, and every sandbox hides it) and
-// removes what commands of a previous run left there (a crash).
+// prepareScratch makes the scratch directory and removes what commands of
+// a previous run left there (a crash). By default it is "scratch" in the
+// state directory (one server owns it, and every sandbox hides it); a
+// server running as root keeps it outside (RootScratchDir), where the
+// sandbox's user can reach the files it binds (see giveToSandbox).
 func prepareScratch(cfg *Config) error {
+	owned := false
 	if cfg.ScratchDir == "" && cfg.StateDir != "" {
-		cfg.ScratchDir = filepath.Join(cfg.StateDir, "scratch")
+		cfg.ScratchDir, owned = filepath.Join(cfg.StateDir, "scratch"), true
+		if !cfg.SandboxUser.IsZero() {
+			cfg.ScratchDir = RootScratchDir(cfg.StateDir)
+		}
 	}
 	if cfg.ScratchDir == "" {
 		return nil
@@ -27,8 +35,16 @@ func prepareScratch(cfg *Config) error {
 	if err := os.MkdirAll(cfg.ScratchDir, 0o700); err != nil {
 		return fmt.Errorf("scratch dir: %w", err)
 	}
-	if cfg.StateDir == "" || !strings.HasPrefix(cfg.ScratchDir, filepath.Clean(cfg.StateDir)+string(filepath.Separator)) &&
-		cfg.ScratchDir != cfg.StateDir {
+	if err := openScratchToSandbox(cfg); err != nil {
+		return err
+	}
+	inState := cfg.StateDir != "" && (strings.HasPrefix(cfg.ScratchDir, filepath.Clean(cfg.StateDir)+string(filepath.Separator)) ||
+		cfg.ScratchDir == cfg.StateDir)
+	if !inState {
+		// Hidden from every sandbox, as the state directory is.
+		cfg.OwnFiles = append(slices.Clone(cfg.OwnFiles), cfg.ScratchDir)
+	}
+	if !owned && !inState {
 		return nil // not ours alone: another server's commands may be there
 	}
 	entries, err := os.ReadDir(cfg.ScratchDir)
@@ -43,6 +59,76 @@ func prepareScratch(cfg *Config) error {
 		}
 	}
 	return nil
+}
+
+// ScratchDir is where each command's private directories are made.
+func (s *Server) ScratchDir() string { return s.cfg.ScratchDir }
+
+// RemoveScratch removes a root server's default scratch directory if it
+// is empty: Shutdown tries, and the caller again once every call has
+// ended (the gRPC server stopped). What a crash or a command still being
+// torn down leaves, the next start with the same state directory removes.
+func (s *Server) RemoveScratch() {
+	if !s.cfg.SandboxUser.IsZero() && s.cfg.StateDir != "" && s.cfg.ScratchDir == RootScratchDir(s.cfg.StateDir) {
+		_ = os.Remove(s.cfg.ScratchDir)
+	}
+}
+
+// RootScratchDir is the scratch directory of a server running as root
+// with stateDir: outside the state directory, which stays private, in
+// /run (or the temporary directory where /run is not root's alone), named
+// after the state directory.
+func RootScratchDir(stateDir string) string {
+	base := os.TempDir()
+	if fi, err := os.Lstat("/run"); err == nil && fi.IsDir() && fi.Mode().Perm()&0o022 == 0 {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid == 0 {
+			base = "/run"
+		}
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(stateDir)))
+	return filepath.Join(base, "coily-"+hex.EncodeToString(sum[:4]))
+}
+
+// openScratchToSandbox lets a root server's sandbox user through the
+// scratch directory (mode 0711: it may pass, not list), after checking
+// that the directory is the server's own and that the user can reach it.
+// Files the sandbox is given from here are bound by path by bubblewrap,
+// which runs as that user. Nothing to do for a server not running as
+// root: its sandboxes run as itself.
+func openScratchToSandbox(cfg *Config) error {
+	u := cfg.SandboxUser
+	if u.IsZero() {
+		return nil
+	}
+	fi, err := os.Lstat(cfg.ScratchDir)
+	if err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || !fi.IsDir() || int(st.Uid) != os.Geteuid() {
+		return fmt.Errorf("scratch dir %s is not a directory of this server's user (uid %d): remove it, or name another", cfg.ScratchDir, os.Geteuid())
+	}
+	if err := os.Chmod(cfg.ScratchDir, 0o711); err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	if err := sandbox.CheckReachable("the scratch directory", filepath.Join(cfg.ScratchDir, "x"), u); err != nil {
+		return fmt.Errorf("scratch dir: %w", err)
+	}
+	return nil
+}
+
+// privateDir makes a directory for one execution in the scratch
+// directory: private to the server, except that a root server's sandbox
+// user may pass through it (0711) to reach the files given to it.
+func (s *Server) privateDir() (string, error) {
+	dir, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
+	if err != nil || s.cfg.SandboxUser.IsZero() {
+		return dir, err
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		os.RemoveAll(dir)
+		return "", err
+	}
+	return dir, nil
 }
 
 // serverSandboxes is the default registry, with a cgroup v2 subtree for

@@ -77,6 +77,11 @@ type Config struct {
 	// file, Vault token and secret-id files, the auth key file): every
 	// sandbox hides them too.
 	OwnFiles []string
+	// SandboxUser is the host user a server running as root runs every
+	// sandbox as (zero: sandbox.DefaultUser, "nobody"); never root. A
+	// server not running as root runs its sandboxes as itself and must
+	// leave it zero. New sets it.
+	SandboxUser sandbox.User
 	// EgressConns caps the egress connections open at once across every
 	// exec's proxy (each exec has its own cap too); 0 means 256.
 	EgressConns int
@@ -84,8 +89,11 @@ type Config struct {
 	// served from (OpsHandler); nil means a registry of its own. One
 	// registry serves one server.
 	Metrics *prometheus.Registry
-	Version string
-	Now     func() time.Time
+	// Notifier hears of waiting approvals, lockouts, pauses and refusals
+	// (package notify); nil means nobody is notified.
+	Notifier Notifier
+	Version  string
+	Now      func() time.Time
 }
 
 // Server is the coily service.
@@ -144,6 +152,9 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if err := chooseSandboxUser(&cfg); err != nil {
+		return nil, err
+	}
 	if err := prepareScratch(&cfg); err != nil {
 		return nil, err
 	}
@@ -175,6 +186,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics.rules(cfg.Policy)
 	s.approvals.observe = s.metrics.approvalEnded
+	s.configureNotifier(cfg.Policy)
 	if err := s.crossCheckLockout(); err != nil {
 		return nil, err
 	}
@@ -252,6 +264,7 @@ func (s *Server) Shutdown() {
 	s.mu.Unlock()
 	s.auditFeed.close()
 	s.bg.Wait()
+	s.RemoveScratch()
 }
 
 // record writes one audit record, fsynced, and the matching log line. It is
@@ -272,6 +285,7 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
 	if r.Decision == "refuse" {
 		s.metrics.refused(r.Code)
+		s.notifyRefusal(r)
 	}
 	// The result of a command that ran is always recorded on its own (its
 	// decision was, and slots bound how many run): how it ended, what was

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"maps"
@@ -14,50 +13,54 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cli"
 )
 
-// The audit subcommands read the log files directly: they run on the host,
-// as the server's user or root (the files are 0600).
-func runAudit(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "audit", "usage: coily audit tail [-n N] [--json] | show [--json] ID | verify | repair", map[string]subcommand{
-		"tail":   func(_ context.Context, e *env) int { return auditTail(e) },
-		"show":   func(_ context.Context, e *env) int { return auditShow(e) },
-		"verify": func(_ context.Context, e *env) int { return withDir(e, "audit verify", 0, auditVerify) },
-		"repair": func(_ context.Context, e *env) int { return withDir(e, "audit repair", 0, auditRepair) },
-	})
+// auditCmd is `coily audit`: the subcommands read the log files directly,
+// on the host, as the server's user or root (the files are 0600).
+func auditCmd(a *cli.App) *cobra.Command {
+	return group("audit", "read the audit log: tail, show, verify, repair",
+		`Read the hash-chained audit log in <state-dir>/audit directly (on the host, as the server's user or
+root: the files are 0600): the last records, the records of one audit or request id, a check of the
+whole chain, and the repair of a torn last record.`,
+		command(a, spec{use: "tail [-n N] [--json]", short: "print the last records",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				n := fs.IntP("n", "n", 20, "number of records")
+				cli.Twin(fs, "n", "COILY_AUDIT_LINES")
+				asJSON := boolFlag(fs, "json", "COILY_JSON", "print records as JSON lines")
+				return func(_ context.Context, e *env) int { return auditTail(e, *n, *asJSON) }
+			}}),
+		command(a, spec{use: "show [--json] ID", short: "print the records of an audit id or a request id", args: cobra.ExactArgs(1),
+			flags: func(fs *pflag.FlagSet) runFunc {
+				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
+				return func(_ context.Context, e *env) int { return auditShow(e, e.args[0], *asJSON) }
+			}}),
+		command(a, spec{use: "verify [--json]", short: "check the whole hash chain, across rotated files",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the report as JSON")
+				return func(_ context.Context, e *env) int { return auditVerify(e, auditDir(e), *asJSON) }
+			}}),
+		command(a, spec{use: "repair", short: "cut a torn last record and record that it did (server stopped)",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				return func(_ context.Context, e *env) int { return auditRepair(e, auditDir(e)) }
+			}}),
+	)
 }
 
-// withDir parses a subcommand's flags (the global ones: --state-dir may
-// come after the subcommand) and runs it with the audit directory and
-// want positional arguments.
-func withDir(e *env, name string, want int, run func(e *env, dir string) int) int {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
-	if fs.NArg() != want {
-		printLine(e.stderr, "usage: coily %s%s", name, strings.Repeat(" ID", want))
-		return 2
-	}
-	e.args = fs.Args()
-	return run(e, filepath.Join(*e.global.stateDir, "audit"))
-}
+func auditDir(e *env) string { return filepath.Join(e.global.StateDir, "audit") }
 
-func auditTail(e *env) int {
-	fs := flag.NewFlagSet("audit tail", flag.ContinueOnError)
-	n := intFlag(fs, "n", "COILY_AUDIT_LINES", 20, "number of records")
-	asJSON := boolFlag(fs, "json", "COILY_JSON", "print records as JSON lines")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
-	recs, err := audit.Tail(filepath.Join(*e.global.stateDir, "audit"), *n)
+func auditTail(e *env, n int, asJSON bool) int {
+	recs, err := audit.Tail(auditDir(e), n)
 	if err != nil {
 		printLine(e.stderr, "coily audit tail: %v", err)
 		return 1
 	}
 	for _, r := range recs {
-		if *asJSON {
+		if asJSON {
 			printJSON(e.stdout, r)
 			continue
 		}
@@ -70,17 +73,8 @@ func auditTail(e *env) int {
 // auditShow prints the records of one audit id or request id: each as its
 // summary line, its other fields one a line, and its egress rows; with
 // --json, each record as stored, one a line.
-func auditShow(e *env) int {
-	fs := flag.NewFlagSet("audit show", flag.ContinueOnError)
-	asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
-	if fs.NArg() != 1 {
-		fmt.Fprintln(e.stderr, "usage: coily audit show [--json] ID (an audit id, or a request id)")
-		return 2
-	}
-	dir, id := filepath.Join(*e.global.stateDir, "audit"), fs.Arg(0)
+func auditShow(e *env, id string, asJSON bool) int {
+	dir := auditDir(e)
 	recs := []audit.Record{}
 	r, err := audit.Find(dir, id)
 	if err == nil {
@@ -93,7 +87,7 @@ func auditShow(e *env) int {
 		return 1
 	}
 	for _, r := range recs {
-		if *asJSON {
+		if asJSON {
 			printJSON(e.stdout, r)
 			continue
 		}
@@ -106,13 +100,24 @@ func auditShow(e *env) int {
 	return 0
 }
 
-func auditVerify(e *env, dir string) int {
+func auditVerify(e *env, dir string, asJSON bool) int {
 	rep, err := audit.Verify(dir)
+	if asJSON {
+		out := map[string]any{"ok": err == nil, "records": rep.Lines, "files": rep.Files, "head": rep.Last}
+		if err != nil {
+			out["error"] = err.Error()
+		}
+		printJSON(e.stdout, out)
+	}
 	if err != nil {
-		printLine(e.stderr, "coily audit verify: FAILED: %v", err)
+		if !asJSON {
+			printLine(e.stderr, "coily audit verify: FAILED: %v", err)
+		}
 		return 1
 	}
-	printLine(e.stdout, "audit log OK: %d records in %d file(s); head %s", rep.Lines, rep.Files, rep.Last)
+	if !asJSON {
+		printLine(e.stdout, "audit log OK: %d records in %d file(s); head %s", rep.Lines, rep.Files, rep.Last)
+	}
 	return 0
 }
 
@@ -138,13 +143,13 @@ func auditRepair(e *env, dir string) int {
 	return 0
 }
 
-// printJSON writes r as one JSON line, safe for a terminal (termJSON).
-func printJSON(w io.Writer, r audit.Record) {
+// printJSON writes v as one JSON line, safe for a terminal (termJSON).
+func printJSON(w io.Writer, v any) {
 	var b bytes.Buffer
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		printLine(w, "coily: record %s: %v", r.ID, err)
+	if err := enc.Encode(v); err != nil {
+		printLine(w, "coily: %v", err)
 		return
 	}
 	_, _ = w.Write(termJSON(b.Bytes()))
@@ -200,7 +205,7 @@ func detailLines(r audit.Record) []string {
 		add("killed", strconv.Itoa(r.Killed))
 	}
 	for _, k := range slices.Sorted(maps.Keys(r.Details)) {
-		add("detail", shellWord(k)+"="+shellWord(r.Details[k]))
+		add("detail", cli.ShellWord(k)+"="+cli.ShellWord(r.Details[k]))
 	}
 	return out
 }

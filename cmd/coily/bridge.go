@@ -2,33 +2,41 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"coily.dev/coily/bridge"
+	"coily.dev/coily/cli"
 	"coily.dev/coily/policy"
 )
 
-const bridgeUsage = "usage: coily bridge --mount DIR[=SANDBOX] [--mount DIR[=SANDBOX]]..."
+func bridgeCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "bridge --mount DIR[=SANDBOX]...",
+		short: "relay request files from network-less sandboxes to the trust point",
+		long: `Watch each shared folder's .coily/requests/ (a Cowork sandbox's folder on the owner's machine),
+relay the HMAC-signed request files to the trust point over the tailnet (or the local socket), and
+write the answers to .coily/responses/ (docs/protocol.md).`,
+		flags: func(fs *pflag.FlagSet) runFunc {
+			mounts := listFlag(fs, "mount", "COILY_BRIDGE_MOUNTS",
+				"shared folder to serve, DIR[=SANDBOX] (SANDBOX defaults to DIR's lower-cased base name); repeatable, comma-separated in the environment")
+			rescan := durationFlag(fs, "rescan", "COILY_BRIDGE_RESCAN", bridge.DefaultRescan, "list each folder in full this often, whatever file-system events say")
+			inFlight := intFlag(fs, "max-in-flight", "COILY_BRIDGE_MAX_IN_FLIGHT", bridge.DefaultMaxInFlight, "requests relayed at once per folder")
+			return func(ctx context.Context, e *env) int { return runBridge(ctx, e, mounts.specs, *rescan, *inFlight) }
+		}})
+}
 
-func runBridge(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("bridge", flag.ContinueOnError)
-	mounts := listFlag(fs, "mount", "COILY_BRIDGE_MOUNTS",
-		"shared folder to serve, DIR[=SANDBOX] (SANDBOX defaults to DIR's lower-cased base name); repeatable, comma-separated in the environment")
-	rescan := durationFlag(fs, "rescan", "COILY_BRIDGE_RESCAN", bridge.DefaultRescan, "list each folder in full this often, whatever file-system events say")
-	inFlight := intFlag(fs, "max-in-flight", "COILY_BRIDGE_MAX_IN_FLIGHT", bridge.DefaultMaxInFlight, "requests relayed at once per folder")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
-	if fs.NArg() > 0 || len(mounts.specs) == 0 {
-		fmt.Fprintln(e.stderr, bridgeUsage)
-		return 2
+func runBridge(ctx context.Context, e *env, mounts []string, rescan time.Duration, inFlight int) int {
+	if len(mounts) == 0 {
+		return usage(e, "bridge needs at least one --mount DIR[=SANDBOX]")
 	}
 	var ms []bridge.Mount
-	for _, spec := range mounts.specs {
+	for _, spec := range mounts {
 		m, err := parseMount(spec)
 		if err != nil {
 			printLine(e.stderr, "coily bridge: --mount %q: %v", spec, err)
@@ -37,12 +45,12 @@ func runBridge(ctx context.Context, e *env) int {
 		ms = append(ms, m)
 	}
 	log := slog.New(slog.NewTextHandler(e.stderr, nil))
-	c, err := dial(ctx, e)
+	c, err := e.app.Dial(ctx)
 	if err != nil {
-		return refused(e.stderr, err)
+		return cli.Refusal(e.stderr, err, false)
 	}
 	defer c.Close()
-	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: c.Relayer(), Logger: log, Rescan: *rescan, MaxInFlight: *inFlight})
+	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: bridge.NewGRPCRelayer(c.API), Logger: log, Rescan: rescan, MaxInFlight: inFlight})
 	if err != nil {
 		printLine(e.stderr, "coily bridge: %v", err)
 		return 1

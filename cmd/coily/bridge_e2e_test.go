@@ -249,17 +249,17 @@ func TestCLIBridgeRelayerErrors(t *testing.T) {
 	defer cancel()
 	id := descriptor.NewID()
 
-	_, err = c.Relayer().Relay(ctx, "other", id, []byte("{}"))
+	_, err = bridge.NewGRPCRelayer(c.API).Relay(ctx, "other", id, []byte("{}"))
 	var ref *bridge.Refusal
 	if !errors.As(err, &ref) || ref.Code != "permission-denied" {
 		t.Fatalf("relay for a sandbox not granted: %v; want a permission-denied refusal", err)
 	}
-	err = c.Relayer().Teardown(ctx, "other", id, []byte("{}"))
+	err = bridge.NewGRPCRelayer(c.API).Teardown(ctx, "other", id, []byte("{}"))
 	if !errors.As(err, &ref) || ref.Code != "permission-denied" {
 		t.Fatalf("teardown for a sandbox not granted: %v; want a permission-denied refusal", err)
 	}
 	// A descriptor the server cannot read is answered, not refused.
-	resp, err := c.Relayer().Relay(ctx, "demo", id, []byte("{}"))
+	resp, err := bridge.NewGRPCRelayer(c.API).Relay(ctx, "demo", id, []byte("{}"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,12 +272,12 @@ func TestCLIBridgeRelayerErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dead.Close()
-	if _, err := dead.Relayer().Relay(ctx, "demo", id, []byte("{}")); err == nil || errors.As(err, &ref) {
+	if _, err := bridge.NewGRPCRelayer(dead.API).Relay(ctx, "demo", id, []byte("{}")); err == nil || errors.As(err, &ref) {
 		t.Fatalf("relay to an unreachable server: %v; want a transient error", err)
 	}
 	gone, stop := context.WithCancel(ctx)
 	stop()
-	if _, err := c.Relayer().Relay(gone, "demo", id, []byte("{}")); err == nil || errors.As(err, &ref) {
+	if _, err := bridge.NewGRPCRelayer(c.API).Relay(gone, "demo", id, []byte("{}")); err == nil || errors.As(err, &ref) {
 		t.Fatalf("relay with a cancelled context: %v; want a transient error", err)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"coily.dev/coily/cli"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -99,10 +100,15 @@ func (c *chaosCall) wait(within time.Duration) bool {
 		<-c.done
 		return false
 	}
-	if m := chaosRefused.FindStringSubmatch(c.stderr.String()); c.code == 125 && m != nil {
+	switch m := chaosRefused.FindStringSubmatch(c.stderr.String()); {
+	case c.code == cli.ExitRefused && m != nil:
 		c.refusal, c.answered = m[1], true
-	} else {
-		c.answered = c.code >= 0 && c.code != 125
+	case c.code == cli.ExitUnreachable && strings.HasPrefix(c.stderr.String(), "coily: server unreachable: "):
+		// The server was out of reach, or died mid-request: an answer
+		// that says so (nothing to record, or its decision is the record).
+		c.refusal, c.answered = "unreachable", true
+	default:
+		c.answered = c.code >= 0 && c.code != cli.ExitRefused && c.code != cli.ExitUnreachable
 	}
 	return c.answered
 }
@@ -226,9 +232,10 @@ func missingRecord(call *chaosCall, ran bool, recs []audit.Record) string {
 		return "ran without an allow decision on record"
 	case call.answered && call.refusal == "" && !has(func(r audit.Record) bool { return r.Event == "exec.result" }):
 		return fmt.Sprintf("exit %d delivered without an exec.result record", call.code)
-	case call.refusal != "" && call.refusal != "internal" && !has(func(r audit.Record) bool { return r.Code == call.refusal }):
-		// internal covers a server out of reach (nothing to record) and
-		// one that died mid-request (the decision above is its record).
+	case call.refusal != "" && call.refusal != "internal" && call.refusal != "unreachable" && !has(func(r audit.Record) bool { return r.Code == call.refusal }):
+		// internal and unreachable cover a server out of reach (nothing
+		// to record) and one that died mid-request (the decision above is
+		// its record).
 		return "refused " + call.refusal + " without a record"
 	}
 	return ""

@@ -2,10 +2,11 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/spf13/pflag"
 
 	"coily.dev/coily/keystore"
 )
@@ -24,7 +25,7 @@ type keystoreFlags struct {
 	vaultRevoke     *bool
 }
 
-func registerKeystoreFlags(fs *flag.FlagSet) *keystoreFlags {
+func registerKeystoreFlags(fs *pflag.FlagSet) *keystoreFlags {
 	return &keystoreFlags{
 		file:            stringFlag(fs, "credentials-file", "COILY_CREDENTIALS_FILE", "", "file of name=value credentials (mode 0600) for file: references"),
 		cache:           durationFlag(fs, "credential-cache", "COILY_CREDENTIAL_CACHE", keystore.DefaultCacheTTL, "how long a fetched credential is reused (0: fetch for every Exec)"),

@@ -1,23 +1,27 @@
+//go:build coilydev
+
 package main
 
 import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"tailscale.com/types/logger"
 
-	"coily.dev/coily/client"
+	"coily.dev/coily/cli"
+	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/store"
 )
 
@@ -29,18 +33,31 @@ const devBanner = `
   └──────────────────────────────────────────────────────────────────────┘
 `
 
+// addDevCommand registers `coily dev` and the --dev transport (this build
+// has them: -tags coilydev).
+func addDevCommand(a *cli.App, root *cobra.Command) {
+	root.AddCommand(command(a, spec{use: "dev", short: "run a private tailnet and the trust point on this machine (NOT for production)",
+		long: `Start, offline on 127.0.0.1, a private tailnet (Tailscale's test control server and a DERP relay),
+the trust point on it with the demo policy (examples/dev.yaml) and the local operator socket, and a
+bridge for the sandbox "demo"; write DIR/env once it serves; run until interrupted. Any local process
+may join this tailnet with any tag: it is for trying coily out, never for production.`,
+		flags: func(fs *pflag.FlagSet) runFunc {
+			policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
+			sbUser := sandboxUserFlag(fs)
+			consoleListen := stringFlag(fs, "console-listen", "COILY_DEV_CONSOLE_LISTEN", "127.0.0.1:0", "loopback address of the web console's dev gateway (acts as the dev owner: dev only)")
+			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath, *sbUser, *consoleListen) }
+		}}))
+}
+
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
 // interrupted. It holds DIR's lock from before it changes anything there.
-func runDev(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
-	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
-	verbose := boolFlag(fs, "verbose", "COILY_VERBOSE", "log the tailnet's own chatter")
-	consoleListen := stringFlag(fs, "console-listen", "COILY_DEV_CONSOLE_LISTEN", "127.0.0.1:0", "loopback address of the web console's dev gateway (acts as the dev owner: dev only)")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
+func runDev(ctx context.Context, e *env, policyPath, sbUser, consoleListen string) int {
+	runAs, err := sandboxUser(sbUser)
+	if err != nil {
+		return usage(e, "dev: %v", err)
 	}
-	dir, err := devStateDir(e.global)
+	dir, err := devStateDir(e)
 	if err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
@@ -51,19 +68,19 @@ func runDev(ctx context.Context, e *env) int {
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, *policyPath, *consoleListen, *verbose); err != nil {
+	if err := dev(ctx, e, dir, policyPath, consoleListen, e.global.Verbose, runAs); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, verbose bool) error {
+func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, verbose bool, runAs sandbox.User) error {
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
 	removeReadyFiles := func() {
-		for _, f := range []string{"env", client.DevInfoFile} {
+		for _, f := range []string{"env", tsnode.DevInfoFile} {
 			os.Remove(filepath.Join(dir, f))
 		}
 	}
@@ -105,7 +122,8 @@ func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, ver
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
-		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL}, web: true, webDev: true,
+		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL}, sandboxUser: runAs,
+		web: true, webDev: true,
 		webHTTP: true, // the dev tailnet names certificate domains but cannot issue certificates
 		webReady: func(consoleURL string) {
 			if err := dc.start(ctx, log, consoleURL); err != nil {
@@ -114,7 +132,7 @@ func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, ver
 			}
 		},
 		ready: func(tailAddr string, db *store.DB) {
-			info := client.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
+			info := tsnode.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
 			if err := writeDevFiles(dir, info, dc.url()); err != nil {
 				log.Error("could not write the dev files", "err", err)
 				return
@@ -144,28 +162,18 @@ func seedDevCredentials(dir string) (string, error) {
 
 // writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose
 // existence tells scripts the server is ready.
-func writeDevFiles(dir string, info client.DevInfo, consoleURL string) error {
+func writeDevFiles(dir string, info tsnode.DevInfo, consoleURL string) error {
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, client.DevInfoFile), data); err != nil {
+	if err := writeFileAtomic(filepath.Join(dir, tsnode.DevInfoFile), data); err != nil {
 		return err
 	}
 	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n"+
 		"# The web console, acting as the dev owner (dev only):\nexport COILY_DEV_CONSOLE=%s\n", shellQuote(dir), shellQuote(consoleURL))
 	return writeFileAtomic(filepath.Join(dir, "env"), []byte(env))
 }
-
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
-}
-
-func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 func printDevHelp(w io.Writer, dir, policyPath, consoleURL string) {
 	fmt.Fprintf(w, `coily dev is serving (state in %[1]s, policy %[2]s).
@@ -184,4 +192,14 @@ In another shell:
   COILY_DEV_AS=agent coily exec -- /bin/echo confirm hi  # waits: approve it in the console
 Stop with Ctrl-C.
 `, dir, policyPath, consoleURL)
+}
+
+// writeFileAtomic writes data (mode 0600) through a temporary file renamed
+// into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

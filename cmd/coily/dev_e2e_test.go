@@ -1,3 +1,5 @@
+//go:build coilydev
+
 package main
 
 import (
@@ -117,9 +119,10 @@ func TestCLIDev(t *testing.T) {
 	if r := as("owner", "--socket", filepath.Join(dir, "coily.sock"), "status"); r.code != 0 || !strings.Contains(r.stdout, "via local") {
 		t.Fatalf("--socket with COILY_DEV set: %+v", r)
 	}
-	if r := as("nobody-in-particular", "status"); r.code != 125 {
+	if r := as("nobody-in-particular", "status"); r.code != 2 || !strings.Contains(r.stderr, "COILY_DEV_AS") {
 		t.Fatalf("bad COILY_DEV_AS accepted: %+v", r)
 	}
+	t.Setenv("COILY_DEV_AS", "owner")
 	devSandboxExec(t, dir)
 }
 

@@ -1,3 +1,5 @@
+//go:build coilydev
+
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 
 	"coily.dev/coily/bridge"
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/tsnode"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -31,13 +34,13 @@ func runDevBridge(ctx context.Context, log *slog.Logger, dir, socket string, db 
 	if err := os.MkdirAll(mount, 0o700); err != nil {
 		return err
 	}
-	c, err := client.DialDev(ctx, dir, "bridge")
+	c, err := tsnode.DialDev(ctx, dir, "bridge")
 	if err != nil {
 		return fmt.Errorf("bridge: join the dev tailnet: %w", err)
 	}
 	defer c.Close()
 	return bridge.Run(ctx, bridge.Config{Mounts: []bridge.Mount{{Dir: mount, Sandbox: devSandbox}},
-		Relayer: c.Relayer(), Logger: log.With("component", "bridge")})
+		Relayer: bridge.NewGRPCRelayer(c.API), Logger: log.With("component", "bridge")})
 }
 
 // devKey makes sure DIR/demo.key holds the demo sandbox's current key. A

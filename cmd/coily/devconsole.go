@@ -1,3 +1,5 @@
+//go:build coilydev
+
 package main
 
 import (

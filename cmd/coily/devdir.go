@@ -1,3 +1,5 @@
+//go:build coilydev
+
 package main
 
 import (
@@ -7,6 +9,9 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
+
+	"coily.dev/coily/cli"
 )
 
 // devStateDir is the state directory `coily dev` runs in: the one given
@@ -14,9 +19,9 @@ import (
 // defaultDevStateDir), never `coily serve`'s default for root. It refuses
 // the production state directory even when it is given: the dev policy
 // lets any local process act as the owner.
-func devStateDir(g *globalFlags) (string, error) {
-	dir := *g.stateDir
-	if !g.stateDirGiven {
+func devStateDir(e *env) (string, error) {
+	dir := e.global.StateDir
+	if !stateDirGiven(e) {
 		euid := os.Geteuid()
 		dir = defaultDevStateDir(euid, os.Getenv("XDG_RUNTIME_DIR"), os.TempDir())
 		if err := claimDevDir(dir, euid); err != nil {
@@ -67,13 +72,32 @@ func claimDevDir(dir string, euid int) error {
 // isProductionStateDir says whether dir is /var/lib/coily, by name or
 // through symbolic links.
 func isProductionStateDir(dir string) bool {
-	if filepath.Clean(dir) == productionStateDir {
+	if filepath.Clean(dir) == cli.ProductionStateDir {
 		return true
 	}
 	real, err := filepath.EvalSymlinks(dir)
 	if err != nil {
 		return false
 	}
-	prod, err := filepath.EvalSymlinks(productionStateDir)
+	prod, err := filepath.EvalSymlinks(cli.ProductionStateDir)
 	return err == nil && real == prod
+}
+
+// ownerOf is the uid owning the file fi describes.
+func ownerOf(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// stateDirGiven says whether --state-dir or COILY_STATE_DIR named the
+// state directory (`coily dev` picks its own otherwise).
+func stateDirGiven(e *env) bool {
+	if e.app != nil && e.app.GivenOnCommandLine("state-dir") {
+		return true
+	}
+	_, ok := os.LookupEnv("COILY_STATE_DIR")
+	return ok
 }

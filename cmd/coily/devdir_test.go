@@ -1,6 +1,9 @@
+//go:build coilydev
+
 package main
 
 import (
+	"coily.dev/coily/cli"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -41,18 +44,19 @@ func TestDefaultDevStateDir(t *testing.T) {
 
 func TestDevStateDirRefusesProduction(t *testing.T) {
 	link := filepath.Join(t.TempDir(), "link")
-	linked := os.Symlink(productionStateDir, link) == nil
-	for _, dir := range []string{productionStateDir, productionStateDir + "/", "/var/lib/../lib/coily", link} {
-		if dir == link && (!linked || !exists(productionStateDir)) {
+	linked := os.Symlink(cli.ProductionStateDir, link) == nil
+	for _, dir := range []string{cli.ProductionStateDir, cli.ProductionStateDir + "/", "/var/lib/../lib/coily", link} {
+		if dir == link && (!linked || !exists(cli.ProductionStateDir)) {
 			continue // a link is resolved only to a directory that exists
 		}
-		g := &globalFlags{stateDir: &dir, stateDirGiven: true}
-		if got, err := devStateDir(g); err == nil {
+		t.Setenv("COILY_STATE_DIR", dir)
+		if got, err := devStateDir(&env{global: &cli.Globals{StateDir: dir}}); err == nil {
 			t.Errorf("devStateDir(%s) = %s, want a refusal", dir, got)
 		}
 	}
 	ok := filepath.Join(t.TempDir(), "dev")
-	if got, err := devStateDir(&globalFlags{stateDir: &ok, stateDirGiven: true}); err != nil || got != ok {
+	t.Setenv("COILY_STATE_DIR", ok)
+	if got, err := devStateDir(&env{global: &cli.Globals{StateDir: ok}}); err != nil || got != ok {
 		t.Fatalf("devStateDir(%s) = %s, %v", ok, got, err)
 	}
 }

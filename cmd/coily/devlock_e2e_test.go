@@ -1,7 +1,10 @@
+//go:build coilydev
+
 package main
 
 import (
 	"bytes"
+	"coily.dev/coily/cli"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -127,14 +130,14 @@ func TestCLIDevRestartKeepsDemoKey(t *testing.T) {
 	t.Setenv("XDG_RUNTIME_DIR", runtime)
 	t.Setenv("COILY_STATE_DIR", "")
 	os.Unsetenv("COILY_STATE_DIR")
-	prodBefore, prodErr := os.Lstat(productionStateDir)
+	prodBefore, prodErr := os.Lstat(cli.ProductionStateDir)
 	dir := filepath.Join(runtime, "coily-dev")
 	keyPath := filepath.Join(dir, "demo.key")
 
 	first := startDev(t, dir)
-	if prodAfter, err := os.Lstat(productionStateDir); (err == nil) != (prodErr == nil) ||
+	if prodAfter, err := os.Lstat(cli.ProductionStateDir); (err == nil) != (prodErr == nil) ||
 		(err == nil && !prodAfter.ModTime().Equal(prodBefore.ModTime())) {
-		t.Fatalf("coily dev touched %s", productionStateDir)
+		t.Fatalf("coily dev touched %s", cli.ProductionStateDir)
 	}
 	key, _ := os.ReadFile(keyPath)
 	keyInfo, _ := os.Stat(keyPath)
@@ -201,18 +204,4 @@ func waitFileChange(t *testing.T, path string, old client.KeyFile) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func readAudit(t *testing.T, dir string) string {
-	t.Helper()
-	logs, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
-	var all []byte
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			t.Fatal(err)
-		}
-		all = append(all, data...)
-	}
-	return string(all)
 }

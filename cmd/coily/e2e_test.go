@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/server"
 )
 
 // coilyBin is the coily binary built once for these tests, in a directory
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 		os.Setenv("COILY_ALLOW_ROOT", "true")
 	}
 	if coilyBin == filepath.Join(dir, "coily") {
-		out, err := exec.Command("go", "build", "-o", coilyBin, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", buildTags, "-o", coilyBin, ".").CombinedOutput()
 		if err != nil {
 			fmt.Fprintf(os.Stderr, "build coily: %v\n%s", err, out)
 			return
@@ -54,7 +55,7 @@ func TestMain(m *testing.M) {
 
 // requireComponent fails under CI=true (where every component is
 // installed) and skips elsewhere.
-func requireComponent(t *testing.T, ok bool, what string) {
+func requireComponent(t testing.TB, ok bool, what string) {
 	t.Helper()
 	if ok {
 		return
@@ -82,7 +83,7 @@ func examplePolicy(t *testing.T) string {
 }
 
 // startServe runs `coily serve` and waits until its socket answers.
-func startServe(t *testing.T, dir, policyPath string, extra ...string) *serveProc {
+func startServe(t testing.TB, dir, policyPath string, extra ...string) *serveProc {
 	t.Helper()
 	p := &serveProc{log: new(syncBuffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
 	p.cmd = exec.Command(coilyBin, append([]string{"serve", "--state-dir", dir, "--policy", policyPath}, extra...)...)
@@ -123,13 +124,13 @@ type cliRun struct {
 	stdout, stderr string
 }
 
-func (p *serveProc) run(t *testing.T, args ...string) cliRun {
+func (p *serveProc) run(t testing.TB, args ...string) cliRun {
 	t.Helper()
 	return runCoily(t, nil, append([]string{"--socket", p.socket}, args...)...)
 }
 
 // runCoily runs the coily binary; cred, when set, runs it as another user.
-func runCoily(t *testing.T, cred *syscall.Credential, args ...string) cliRun {
+func runCoily(t testing.TB, cred *syscall.Credential, args ...string) cliRun {
 	t.Helper()
 	cmd := exec.Command(coilyBin, args...)
 	var out, errb bytes.Buffer
@@ -148,13 +149,20 @@ func runCoily(t *testing.T, cred *syscall.Credential, args ...string) cliRun {
 	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
-func shortDir(t *testing.T) string {
+func shortDir(t testing.TB) string {
 	t.Helper()
 	dir, err := os.MkdirTemp("", "coily-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		os.RemoveAll(dir)
+		if os.Geteuid() == 0 {
+			// A root server's scratch directory, were dir its state
+			// directory: what one killed by a test left.
+			os.RemoveAll(server.RootScratchDir(dir))
+		}
+	})
 	return dir
 }
 
@@ -169,8 +177,11 @@ func TestCLIExecAcceptance(t *testing.T) {
 		{[]string{"exec", "--", "/bin/sh", "-c", "exit 7"}, 7, "", ""},
 		{[]string{"exec", "--", "/usr/bin/id"}, 125, "", "coily: refused (policy-deny): "},
 		{[]string{"exec", "--", "/bin/sh", "-c", "kill -KILL $$"}, 137, "", ""},
-		{[]string{"exec", "--timeout", "200ms", "--", "/bin/sleep", "5"}, 125, "", "coily: refused (command-timeout): "},
-		{[]string{"exec", "--", "sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "},
+		{[]string{"exec", "--timeout", "200ms", "--", "/bin/sleep", "5"}, 124, "", "coily: refused (command-timeout): "},
+		{[]string{"exec", "--", "sh", "-c", "exit 3"}, 3, "", ""}, // a bare name: the rule's /bin/sh
+		{[]string{"exec", "--", "./sh", "-c", "true"}, 125, "", "coily: refused (bad-request): "},
+		{[]string{"exec", "/bin/echo", "hi"}, 2, "", "coily: put -- before the command"},
+		{[]string{"exec", "--bogus", "--", "/bin/echo"}, 2, "", "coily: unknown flag: --bogus"},
 	} {
 		r := p.run(t, tt.args...)
 		if r.code != tt.code || r.stdout != tt.out || !strings.HasPrefix(r.stderr, tt.inErr) || (tt.inErr == "" && r.stderr != "") {
@@ -389,4 +400,32 @@ func TestCLIUnlockThroughSocketGroup(t *testing.T) {
 	if r := runCoily(t, outsider, "--socket", p.socket, "lockout"); r.code == 0 {
 		t.Fatalf("an outsider reached the socket: %+v", r)
 	}
+}
+
+// readAudit is the text of every audit log file in the state dir.
+func readAudit(t *testing.T, dir string) string {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	var all []byte
+	for _, l := range logs {
+		data, err := os.ReadFile(l)
+		if err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, data...)
+	}
+	return string(all)
+}
+
+// gitOut runs git on the host with no user or system configuration.
+func gitOut(t *testing.T, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=seed", "GIT_AUTHOR_EMAIL=seed@example.com", "GIT_COMMITTER_NAME=seed", "GIT_COMMITTER_EMAIL=seed@example.com")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("git %v: %v: %s", args, err, out)
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -7,6 +7,7 @@ package main
 // and the whole line is escaped.
 
 import (
+	"coily.dev/coily/cli"
 	"fmt"
 	"net"
 	"strconv"
@@ -24,7 +25,7 @@ import (
 //	egress allow   api.github.com:443  3 conns  1.2 kB up  45 kB down  820ms
 //	egress deny    evil.example:443  1 conn  not-allowlisted
 func egressLine(r audit.EgressRow) string {
-	parts := []string{fmt.Sprintf("egress %-6s  %s", shellWord(r.Decision), egressTarget(r.Host, r.Port)), plural(r.Conns, "conn", "conns")}
+	parts := []string{fmt.Sprintf("egress %-6s  %s", cli.ShellWord(r.Decision), egressTarget(r.Host, r.Port)), plural(r.Conns, "conn", "conns")}
 	if r.Failures != 0 {
 		parts = append(parts, fmt.Sprintf("%d failed", r.Failures))
 	}
@@ -40,7 +41,7 @@ func egressLine(r audit.EgressRow) string {
 // egressTarget is host:port with the host as one shell word, in brackets
 // when it holds a colon (IPv6).
 func egressTarget(host string, port int) string {
-	h := shellWord(host)
+	h := cli.ShellWord(host)
 	if strings.Contains(host, ":") {
 		return "[" + h + "]:" + strconv.Itoa(port)
 	}

@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 )
 
 // examplePatch points one rule of examples/egress.yaml at a stand-in: it
@@ -109,11 +110,13 @@ func TestExampleEgressRules(t *testing.T) {
 	pip := standin.PipIndex(t, standin.PipOptions{Hosts: []string{"pypi.test"}})
 	py := standin.Python(t)
 	dir := shortDir(t)
+	wsDir := shortDir(t) // not the state directory, private to the server
 	wsFor := func(name string) string {
-		ws := filepath.Join(dir, name)
+		ws := filepath.Join(wsDir, name)
 		if err := os.Mkdir(ws, 0o755); err != nil {
 			t.Fatal(err)
 		}
+		testserver.SandboxWorkspace(t, ws)
 		return ws
 	}
 	gitWS, npmWS, pipWS := wsFor("git"), wsFor("npm"), wsFor("pip")

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 )
 
 // gitCredPolicy writes a policy whose git rule works in workspace ws,
@@ -57,7 +58,7 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	token := randomToken(t)
 	g := standin.GitHTTP(t, standin.GitOptions{Token: token, Repos: []string{"owner/repo"}, Hosts: []string{"git.test", "other.test"}})
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -65,6 +66,7 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	if err := os.WriteFile(creds, []byte("gittoken="+token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, gitCredPolicy(t, dir, ws, g.CAFile, g.Port), "--credentials-file", creds)
 	identity := "--env=GIT_AUTHOR_NAME=a,GIT_AUTHOR_EMAIL=a@example.com,GIT_COMMITTER_NAME=a,GIT_COMMITTER_EMAIL=a@example.com,GIT_TERMINAL_PROMPT=0"
 	var outputs []string

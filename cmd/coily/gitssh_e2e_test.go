@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 
 	"coily.dev/coily/egress"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/policy"
 )
 
@@ -60,6 +60,7 @@ git add pushed.txt
 git -c user.name=sandbox -c user.email=sandbox@example.com commit -qm 'pushed from the sandbox'
 git push -q origin main`
 	pinned := knownHostsFile(t, srv, "host_key.pub", port)
+	testserver.SandboxWorkspace(t, ws) // the client key too: ssh in the sandbox wants it its own
 	run := func(proxySock, knownHosts string) cliRun {
 		os.RemoveAll(filepath.Join(ws, "clone"))
 		return runCoily(t, nil, "sandbox", "exec", "--network", "proxied", "--proxy-socket", proxySock,
@@ -101,19 +102,6 @@ git push -q origin main`
 	}
 }
 
-// gitOut runs git on the host with no user or system configuration.
-func gitOut(t *testing.T, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-		"GIT_AUTHOR_NAME=seed", "GIT_AUTHOR_EMAIL=seed@example.com", "GIT_COMMITTER_NAME=seed", "GIT_COMMITTER_EMAIL=seed@example.com")
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("git %v: %v: %s", args, err, out)
-	}
-	return strings.TrimSpace(string(out))
-}
-
 // seedBareRepo makes dir/repo.git holding one commit on main.
 func seedBareRepo(t *testing.T, dir string) string {
 	t.Helper()
@@ -146,6 +134,7 @@ func knownHostsFile(t *testing.T, dir, pub string, port int) string {
 	if err := os.WriteFile(path, (&policy.Egress{SSHKnownHosts: []policy.KnownHost{k}}).KnownHostsFile(), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, path) // `sandbox exec --known-hosts`: bound by path for a root caller's sandbox user
 	return path
 }
 
@@ -177,6 +166,7 @@ func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, sock) // `sandbox exec --proxy-socket`: the sandbox user connects to it
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = p.Serve(l) }()

@@ -2,83 +2,83 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
-const keyUsage = "usage: coily key bootstrap --sandbox NAME [--out FILE] | rotate [--sandbox NAME [--out FILE]]"
-
-// runKey issues and rotates the descriptor signing keys of network-less
+// keyCmd issues and rotates the descriptor signing keys of network-less
 // sandboxes. A key goes only into the file named (0600); it is never
 // printed.
-func runKey(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "key", keyUsage, map[string]subcommand{
-		"bootstrap": keyBootstrap,
-		"rotate":    keyRotate,
-	})
+func keyCmd(a *cli.App) *cobra.Command {
+	return group("key", "sandbox signing keys: bootstrap, rotate",
+		`Issue and rotate the keys network-less sandboxes sign their request files with. A key goes only
+into the file named (mode 0600), never to the terminal.`,
+		command(a, spec{use: "bootstrap --sandbox NAME [--out FILE]", short: "issue a sandbox's first key",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				sandbox, out := keyFlags(fs)
+				return func(ctx context.Context, e *env) int { return keyBootstrap(ctx, e, *sandbox, *out) }
+			}}),
+		command(a, spec{use: "rotate [--sandbox NAME [--out FILE]]", short: "replace one sandbox's key, or every sandbox's",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				sandbox, out := keyFlags(fs)
+				return func(ctx context.Context, e *env) int { return keyRotate(ctx, e, *sandbox, *out) }
+			}}),
+	)
 }
 
-func keyFlags(name string) (*flag.FlagSet, *string, *string) {
-	fs := flag.NewFlagSet("key "+name, flag.ContinueOnError)
-	sandbox := stringFlag(fs, "sandbox", "COILY_KEY_SANDBOX", "", "the sandbox whose key to issue or rotate")
-	out := stringFlag(fs, "out", "COILY_KEY_OUT", "", "file to write the key to, mode 0600 (default ./NAME.key)")
-	return fs, sandbox, out
+func keyFlags(fs *pflag.FlagSet) (sandbox, out *string) {
+	sandbox = stringFlag(fs, "sandbox", "COILY_KEY_SANDBOX", "", "the sandbox whose key to issue or rotate")
+	out = stringFlag(fs, "out", "COILY_KEY_OUT", "", "file to write the key to, mode 0600 (default ./NAME.key)")
+	return sandbox, out
 }
 
 // keyBootstrap issues a sandbox's first key.
-func keyBootstrap(ctx context.Context, e *env) int {
-	fs, sandbox, out := keyFlags("bootstrap")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
+func keyBootstrap(ctx context.Context, e *env, sandbox, out string) int {
+	if sandbox == "" {
+		return usage(e, "key bootstrap needs --sandbox NAME")
 	}
-	if *sandbox == "" || fs.NArg() > 0 {
-		fmt.Fprintln(e.stderr, "usage: coily key bootstrap --sandbox NAME [--out FILE]")
-		return 2
-	}
-	path, code, ok := keyTarget(e, *sandbox, *out)
+	path, code, ok := keyTarget(e, sandbox, out)
 	if !ok {
 		return code
 	}
 	return withClient(ctx, e, func(c *client.Client) error {
-		resp, err := c.API.IssueKey(ctx, &coilyv1.IssueKeyRequest{Sandbox: *sandbox})
+		resp, err := c.API.IssueKey(ctx, &coilyv1.IssueKeyRequest{Sandbox: sandbox})
 		if err != nil {
 			return err
 		}
-		return saveKey(e, resp.GetKey(), *sandbox, path)
+		return saveKey(e, resp.GetKey(), sandbox, path)
 	})
 }
 
 // keyRotate replaces one sandbox's key (written to a file like bootstrap)
 // or every sandbox's (whose keys are not returned).
-func keyRotate(ctx context.Context, e *env) int {
-	fs, sandbox, out := keyFlags("rotate")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
-	if fs.NArg() > 0 || (*sandbox == "" && *out != "") {
-		fmt.Fprintln(e.stderr, "usage: coily key rotate [--sandbox NAME [--out FILE]] (--out needs --sandbox)")
-		return 2
+func keyRotate(ctx context.Context, e *env, sandbox, out string) int {
+	if sandbox == "" && out != "" {
+		return usage(e, "key rotate: --out needs --sandbox")
 	}
 	var path string
-	if *sandbox != "" {
+	if sandbox != "" {
 		var code int
 		var ok bool
-		if path, code, ok = keyTarget(e, *sandbox, *out); !ok {
+		if path, code, ok = keyTarget(e, sandbox, out); !ok {
 			return code
 		}
 	}
 	return withClient(ctx, e, func(c *client.Client) error {
-		resp, err := c.API.RotateKeys(ctx, &coilyv1.RotateKeysRequest{Sandbox: *sandbox})
+		resp, err := c.API.RotateKeys(ctx, &coilyv1.RotateKeysRequest{Sandbox: sandbox})
 		if err != nil {
 			return err
 		}
-		if *sandbox != "" {
-			return saveKey(e, resp.GetKey(), *sandbox, path)
+		if sandbox != "" {
+			return saveKey(e, resp.GetKey(), sandbox, path)
 		}
 		names := resp.GetSandboxes()
 		if len(names) == 0 {

@@ -26,8 +26,9 @@ func runNetBridge(ctx context.Context, e *env) int {
 	socket := fs.String("proxy-socket", "", "the egress proxy's unix socket")
 	argv0 := fs.String("argv0", "", "argv[0] of the command (default: its path)")
 	knownHosts := fs.String("known-hosts", "", "the rule's pinned ssh host keys: git over ssh goes through the proxy and trusts these alone")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
+	fs.SetOutput(e.stderr)
+	if err := fs.Parse(e.args); err != nil {
+		return 2
 	}
 	if *socket == "" || fs.NArg() == 0 {
 		fmt.Fprintln(e.stderr, "usage: coily __netbridge --proxy-socket PATH [--known-hosts PATH] -- ARGV...")

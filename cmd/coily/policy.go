@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"maps"
 	"os"
@@ -11,44 +10,83 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"coily.dev/coily/cli"
 	"coily.dev/coily/policy"
 )
 
-func runPolicy(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "policy", "usage: coily policy check FILE | coily policy explain --policy FILE [--as PRINCIPAL] -- ARGV...",
-		map[string]subcommand{
-			"check":   func(_ context.Context, e *env) int { return policyCheck(e) },
-			"explain": func(_ context.Context, e *env) int { return policyExplain(e) },
-		})
+func policyCmd(a *cli.App) *cobra.Command {
+	return group("policy", "check a policy file, or explain a decision",
+		`Check a policy file (errors name file:line:column; warnings name rules that can never match, binaries
+missing here, network and egress mismatches) or explain how it decides one request.`,
+		command(a, spec{use: "check FILE", short: "validate a policy file and explain each rule's settings", args: cobra.ExactArgs(1),
+			flags: func(fs *pflag.FlagSet) runFunc {
+				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the result (rules, warnings, errors) as JSON")
+				return func(_ context.Context, e *env) int { return policyCheck(e, e.args[0], *asJSON) }
+			}}),
+		command(a, spec{use: "explain --policy FILE [--as PRINCIPAL] -- ARGV...", short: "show the decision, the rule and the reason for one request",
+			args: cli.ArgsAfterDash("request"), example: "  coily policy explain --policy /etc/coily/policy.yaml --as tag:agent -- gh issue create --repo alice/x --title t",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				path := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
+				as := stringFlag(fs, "as", "COILY_AS", "", "principal to decide for (default: you, as the local operator)")
+				envs := stringFlag(fs, "env", "COILY_EXEC_ENV", "", "comma-separated environment variable names the request passes")
+				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the decision as JSON")
+				return func(_ context.Context, e *env) int { return policyExplain(e, *path, *as, *envs, *asJSON) }
+			}}),
+	)
 }
 
 // policyCheck validates a policy file: errors (with file, line and column)
 // exit 1; rules whose binary is absent here are reported, not fatal.
-func policyCheck(e *env) int {
-	if len(e.args) != 1 {
-		fmt.Fprintln(e.stderr, "usage: coily policy check FILE")
-		return 2
-	}
-	p, err := policy.Load(e.args[0])
+func policyCheck(e *env, file string, asJSON bool) int {
+	p, err := policy.Load(file)
 	if err != nil {
-		printLine(e.stderr, "%v", err)
+		if asJSON {
+			printJSON(e.stdout, map[string]any{"ok": false, "error": err.Error()})
+		} else {
+			printLine(e.stderr, "%v", err)
+		}
 		return 1
 	}
 	rules := p.Rules()
 	absent := 0
 	warnings := p.Warnings()
+	type ruleOut struct {
+		Name     string   `json:"name"`
+		Line     int      `json:"line"`
+		Binary   string   `json:"binary"`
+		Present  bool     `json:"present"`
+		Warnings []string `json:"warnings,omitempty"`
+		Notes    []string `json:"notes,omitempty"`
+	}
+	var out []ruleOut
 	for _, r := range rules {
 		if r.Absent != nil {
 			absent++
 		}
+		ro := ruleOut{Name: r.Name, Line: r.Line, Binary: r.Binary, Present: r.Resolved != ""}
 		for _, w := range warnings {
 			if w.Rule == r.Name {
-				printLine(e.stdout, "%s:%d: warning: %s", p.Path, r.Line, w.Msg)
+				ro.Warnings = append(ro.Warnings, w.Msg)
 			}
 		}
-		for _, l := range slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r)) {
+		ro.Notes = slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r), githubAppLines(r))
+		out = append(out, ro)
+		if asJSON {
+			continue
+		}
+		for _, w := range ro.Warnings {
+			printLine(e.stdout, "%s:%d: warning: %s", p.Path, r.Line, w)
+		}
+		for _, l := range ro.Notes {
 			printLine(e.stdout, "%s:%d: %s", p.Path, r.Line, l)
 		}
+	}
+	if asJSON {
+		printJSON(e.stdout, map[string]any{"ok": true, "path": p.Path, "sha256": p.SHA256, "rules": out, "absent": absent})
+		return 0
 	}
 	printLine(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s", p.Path, len(rules), absent, p.SHA256)
 	return 0
@@ -158,38 +196,50 @@ func sshKeyLines(r *policy.Rule) []string {
 	return lines
 }
 
+// githubAppLines explains a rule's github_app.
+func githubAppLines(r *policy.Rule) []string {
+	if r.GitHubApp == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("rule %q github_app: %s", r.Name, r.GitHubApp.Summary())}
+}
+
 // policyExplain evaluates a request against a policy file locally and
 // prints the decision, the rule and the reason.
-func policyExplain(e *env) int {
-	fs := flag.NewFlagSet("policy explain", flag.ContinueOnError)
-	path := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
-	as := stringFlag(fs, "as", "COILY_AS", "", "principal to decide for (default: you, as the local operator)")
-	envs := stringFlag(fs, "env", "COILY_EXEC_ENV", "", "comma-separated environment variable names the request passes")
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
+func policyExplain(e *env, path, as, envs string, asJSON bool) int {
+	if path == "" {
+		return usage(e, "policy explain needs --policy FILE")
 	}
-	if *path == "" || fs.NArg() == 0 {
-		fmt.Fprintln(e.stderr, "usage: coily policy explain --policy FILE [--as PRINCIPAL] -- ARGV...")
-		return 2
-	}
-	p, err := policy.Load(*path)
+	p, err := policy.Load(path)
 	if err != nil {
 		printLine(e.stderr, "%v", err)
 		return 1
 	}
-	subject, err := explainSubject(*as)
+	subject, err := explainSubject(as)
 	if err != nil {
 		printLine(e.stderr, "coily policy explain: %v", err)
 		return 2
 	}
 	var names []string
-	for _, n := range strings.Split(*envs, ",") {
+	for _, n := range strings.Split(envs, ",") {
 		if n = strings.TrimSpace(n); n != "" {
 			names = append(names, strings.SplitN(n, "=", 2)[0])
 		}
 	}
-	d := p.DecideExec(subject, policy.Request{Argv: fs.Args(), Env: names})
-	printDecision(e, p, subject, d)
+	d := p.DecideExec(subject, policy.Request{Argv: e.args, Env: names})
+	if asJSON {
+		out := map[string]any{"decision": d.Result.String(), "principal": subject.Principal, "roles": p.Roles(subject),
+			"reason": d.Reason, "would_deny": d.WouldDeny}
+		if d.Rule != nil {
+			out["rule"], out["line"] = d.Rule.Name, d.Rule.Line
+			if d.Result == policy.Allow {
+				out["runs"], out["sandbox"], out["workspace"], out["timeout"] = d.Rule.Resolved, d.Rule.Sandbox, d.Rule.Workspace, d.Rule.Timeout.String()
+			}
+		}
+		printJSON(e.stdout, out)
+	} else {
+		printDecision(e, p, subject, d)
+	}
 	if d.Result != policy.Allow {
 		return 1
 	}

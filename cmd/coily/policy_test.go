@@ -96,7 +96,7 @@ func TestPolicyCheckEgress(t *testing.T) {
 				t.Fatal(err)
 			}
 			var out, errb bytes.Buffer
-			if code := policyCheck(&env{args: []string{path}, stdout: &out, stderr: &errb}); code != 0 {
+			if code := policyCheck(&env{args: []string{path}, stdout: &out, stderr: &errb}, path, false); code != 0 {
 				t.Fatalf("policy check = %d, stderr %q", code, errb.String())
 			}
 			var lines []string

@@ -12,6 +12,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testserver"
 )
 
 // findRow returns the row of rows for host:port with the decision.
@@ -25,7 +26,7 @@ func findRow(rows []audit.EgressRow, host string, port int, decision string) (au
 }
 
 // writePolicy writes body as dir/policy.yaml.
-func writePolicy(t *testing.T, dir, body string) string {
+func writePolicy(t testing.TB, dir, body string) string {
 	t.Helper()
 	p := filepath.Join(dir, "policy.yaml")
 	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
@@ -65,10 +66,11 @@ func TestCLIRealNpmThroughEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
 workspaces: {app: %s}
 roles: {operator: {permissions: [exec], commands: [npm-install]}}
@@ -139,7 +141,7 @@ func TestCLIRealPipThroughEgress(t *testing.T) {
 	}
 	idx := standin.PipIndex(t, standin.PipOptions{Hosts: []string{"pypi.test"}})
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "ws")
+	ws := filepath.Join(shortDir(t), "ws") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -153,6 +155,7 @@ func TestCLIRealPipThroughEgress(t *testing.T) {
 		t.Fatal(err)
 	}
 	port := idx.Port
+	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, writePolicy(t, dir, fmt.Sprintf(`version: 1
 workspaces: {app: %s}
 roles: {operator: {permissions: [exec], commands: [pip-install]}}

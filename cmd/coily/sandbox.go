@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -12,13 +11,27 @@ import (
 	"runtime"
 	"syscall"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cli"
 	"coily.dev/coily/sandbox"
 )
 
-func runSandbox(ctx context.Context, e *env) int {
-	return dispatch(ctx, e, "sandbox", "usage: coily sandbox check | coily sandbox exec [--workspace DIR] [--network MODE] [--egress-* ... | --proxy-socket PATH] [--known-hosts FILE] -- ARGV...",
-		map[string]subcommand{"check": sandboxCheck, "exec": sandboxExec})
+func sandboxCmd(a *cli.App) *cobra.Command {
+	return group("sandbox", "check the sandbox on this host, or run a command in it by hand",
+		`Check that the sandbox (bubblewrap on Linux, sandbox-exec on macOS) works on this host and why
+not, or run one command locally under the profile the server builds: to try rules and egress
+allowlists by hand.`,
+		command(a, spec{use: "check", short: "tell what works on this host, and why not",
+			flags: func(fs *pflag.FlagSet) runFunc { return sandboxCheck }}),
+		command(a, spec{use: "exec [flags] -- ARGV...", short: "run one command locally under the server's sandbox profile",
+			long: sandboxExecLong, args: cli.ArgsAfterDash("command"),
+			example: `  coily sandbox exec --workspace . -- git status
+  coily sandbox exec --network proxied --egress-preset npm -- npm install left-pad`,
+			flags: sandboxExecFlags}),
+	)
 }
 
 // sandboxCheck tells what works on this host, and why not.
@@ -49,7 +62,7 @@ func sandboxCheck(ctx context.Context, e *env) int {
 		report("seccomp filter for this architecture", err)
 		report("user namespaces for this user", sandbox.CheckUserNamespaces())
 		if os.Geteuid() == 0 {
-			fmt.Fprintln(e.stdout, "warn  running as root: coily serve refuses without --allow-root (a root server's sandboxes act as root on the host's files)")
+			fmt.Fprintf(e.stdout, "info  running as root: sandboxes run as %s (--sandbox-user), never as root; coily serve refuses root without --allow-root\n", sandbox.DefaultUser())
 		}
 		if g, err := sandbox.InspectCgroups(); err != nil {
 			fmt.Fprintf(e.stdout, "info  limits: rlimits only (%v); for cgroups (memory.max, pids.max, cgroup.kill), run the server under systemd with Delegate=yes (deploy/coily.service)\n", err)
@@ -79,11 +92,26 @@ func profileFor(mode sandbox.Network) sandbox.ProfileInput {
 	return sandbox.ProfileInput{Network: mode}
 }
 
-const sandboxExecUsage = "usage: coily sandbox exec [--workspace DIR] [--network deny|loopback|open] -- ARGV...\n" +
-	"       coily sandbox exec --network proxied [--egress-mode enforce|observe] [--egress-allow HOST[:PORT]]...\n" +
-	"                          [--egress-preset NAME]... [--egress-allow-cidr CIDR]... -- ARGV...\n" +
-	"       coily sandbox exec --network proxied --proxy-socket PATH -- ARGV...\n" +
-	"       (with --network proxied: [--known-hosts FILE], the ssh host keys git over ssh trusts)"
+const sandboxExecLong = `Run one command locally under the profile the server builds, and exit with its code (125 when the
+sandbox cannot be set up). With --network proxied and no --proxy-socket, coily runs its own egress
+proxy with the --egress-* allowlist and prints the proxy's rows to stderr when the command ends.`
+
+type sandboxExecOptions struct {
+	workspace, network, proxy, knownHosts, sandboxUser *string
+	eg                                                 *egressFlags
+	fs                                                 *pflag.FlagSet
+}
+
+func sandboxExecFlags(fs *pflag.FlagSet) runFunc {
+	o := sandboxExecOptions{fs: fs}
+	o.workspace = stringFlag(fs, "workspace", "COILY_WORKSPACE", "", "writable workspace (default: a fresh temporary directory)")
+	o.network = stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback, proxied or open")
+	o.proxy = stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: an egress proxy's unix socket (default: coily runs its own, with the --egress-* allowlist)")
+	o.eg = addEgressFlags(fs)
+	o.knownHosts = stringFlag(fs, "known-hosts", "COILY_KNOWN_HOSTS", "", "with --network proxied: a known_hosts file, the only ssh host keys git over ssh trusts")
+	o.sandboxUser = sandboxUserFlag(fs)
+	return func(ctx context.Context, e *env) int { return sandboxExec(ctx, e, o) }
+}
 
 // sandboxExec runs one command locally under the same profile builder the
 // server uses, and exits with the command's code (125 when the sandbox
@@ -91,22 +119,11 @@ const sandboxExecUsage = "usage: coily sandbox exec [--workspace DIR] [--network
 // proxied and no --proxy-socket: then it runs its own egress proxy with
 // the --egress-* allowlist and prints the proxy's rows to stderr after
 // the command ends.
-func sandboxExec(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("sandbox exec", flag.ContinueOnError)
-	workspace := stringFlag(fs, "workspace", "COILY_WORKSPACE", "", "writable workspace (default: a fresh temporary directory)")
-	network := stringFlag(fs, "network", "COILY_NETWORK", "deny", "network: deny, loopback, proxied or open")
-	proxy := stringFlag(fs, "proxy-socket", "COILY_PROXY_SOCKET", "", "with --network proxied: an egress proxy's unix socket (default: coily runs its own, with the --egress-* allowlist)")
-	egFlags := addEgressFlags(fs)
-	knownHosts := stringFlag(fs, "known-hosts", "COILY_KNOWN_HOSTS", "", "with --network proxied: a known_hosts file, the only ssh host keys git over ssh trusts")
-	fs.Usage = func() { fmt.Fprintln(e.stderr, sandboxExecUsage); fs.PrintDefaults() }
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
+func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
+	fs, workspace, network, proxy, knownHosts, egFlags, sbUser := o.fs, o.workspace, o.network, o.proxy, o.knownHosts, o.eg, o.sandboxUser
 	usage := func(why string, args ...any) int {
-		if why != "" {
-			printLine(e.stderr, "coily sandbox exec: "+why, args...)
-		}
-		fmt.Fprintln(e.stderr, sandboxExecUsage)
+		printLine(e.stderr, "coily sandbox exec: "+why, args...)
+		printLine(e.stderr, "Run 'coily sandbox exec --help' for usage.")
 		return 2
 	}
 	mode, err := sandbox.ParseNetwork(*network)
@@ -114,8 +131,6 @@ func sandboxExec(ctx context.Context, e *env) int {
 	switch {
 	case err != nil:
 		return usage("--network: %v", err)
-	case fs.NArg() == 0:
-		return usage("")
 	case *proxy != "" && mode != sandbox.NetworkProxied:
 		return usage("--proxy-socket needs --network proxied")
 	case egGiven != "" && mode != sandbox.NetworkProxied:
@@ -124,6 +139,9 @@ func sandboxExec(ctx context.Context, e *env) int {
 		return usage("%s sets the allowlist of coily's own proxy; with --proxy-socket, that proxy's own applies", egGiven)
 	}
 	in := profileFor(mode)
+	if in.User, err = sandboxUser(*sbUser); err != nil {
+		return usage("%v", err)
+	}
 	in.ProxySocket = *proxy
 	if in.KnownHosts, err = knownHostsFlag(*knownHosts, mode); err != nil {
 		return usage("%v", err)
@@ -146,13 +164,13 @@ func sandboxExec(ctx context.Context, e *env) int {
 		if err != nil {
 			return usage("%v", err)
 		}
-		if own, err = startOwnProxy(eg); err != nil {
+		if own, err = startOwnProxy(eg, in.User); err != nil {
 			printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 			return 125
 		}
 		in.ProxySocket = own.socket
 	}
-	code, err := runConfined(ctx, defaultBackend(), in, fs.Args(), e.stdin, e.stdout, e.stderr)
+	code, err := runConfined(ctx, defaultBackend(), in, e.args, e.stdin, e.stdout, e.stderr)
 	if own != nil {
 		printRows(e.stderr, own.stop(), err == nil)
 	}

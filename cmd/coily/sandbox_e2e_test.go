@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/sandbox"
 )
 
-func requireBwrap(t *testing.T) {
+func requireBwrap(t testing.TB) {
 	t.Helper()
 	_, err := sandbox.BwrapPath()
 	requireComponent(t, err == nil, "bubblewrap")
@@ -42,6 +43,7 @@ func TestCLISandboxProxied(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
+	testserver.SandboxWorkspace(t, sock) // as root, the sandbox's user connects to it
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -183,6 +185,7 @@ func procsNaming(s string) []int {
 func TestCLISandboxHidesServerFiles(t *testing.T) {
 	requireBwrap(t)
 	ws := t.TempDir()
+	testserver.SandboxWorkspace(t, ws) // before the server's files are put there: they stay root's
 	polPath, credPath := filepath.Join(ws, "policy.yaml"), filepath.Join(ws, "creds")
 	pol := fmt.Sprintf(`version: 1
 workspaces: {ws: %s}
@@ -209,5 +212,41 @@ commands:
 	}
 	if b, _ := os.ReadFile(credPath); string(b) != "demo=CREDENTIAL-AT-REST\n" {
 		t.Fatalf("the credentials file was rewritten: %q", b)
+	}
+}
+
+// --sandbox-user: as root, every sandbox runs as the user named (default
+// nobody), never root; bad values (root, group 0, unknown, malformed) stop
+// serve, dev and sandbox exec before anything runs. A process not running
+// as root refuses the flag: its sandboxes run as itself.
+func TestCLISandboxUserFlag(t *testing.T) {
+	requireBwrap(t)
+	bad := []string{"root", "0", "no-such-user-coily", "12ab", "-1", ""}
+	if os.Geteuid() != 0 {
+		bad = []string{"nobody", "4242"}
+	}
+	for _, v := range bad {
+		for _, args := range [][]string{
+			{"sandbox", "exec", "--sandbox-user", v, "--", "/bin/true"},
+			{"serve", "--state-dir", shortDir(t), "--policy", examplePolicy(t), "--sandbox-user", v},
+		} {
+			if v == "" {
+				continue // empty: the default
+			}
+			r := runCoily(t, nil, args...)
+			if r.code != 2 || !strings.Contains(r.stderr, "sandbox") {
+				t.Errorf("%q: %+v", args, r)
+			}
+		}
+	}
+	want := strconv.Itoa(os.Geteuid()) + "\n"
+	if os.Geteuid() == 0 {
+		want = strconv.Itoa(sandbox.DefaultUser().UID) + "\n"
+		if r := runCoily(t, nil, "sandbox", "exec", "--sandbox-user", "4242", "--", "/usr/bin/id", "-u"); r.code != 0 || r.stdout != "4242\n" {
+			t.Errorf("--sandbox-user 4242: %+v", r)
+		}
+	}
+	if r := runCoily(t, nil, "sandbox", "exec", "--", "/usr/bin/id", "-u"); r.code != 0 || r.stdout != want {
+		t.Errorf("default sandbox user: %+v, want %q", r, want)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+
+	"coily.dev/coily/internal/testserver"
 )
 
 // egressServers are a plain and a TLS server on loopback that count the
@@ -75,6 +77,7 @@ func TestCLISandboxExecOwnEgressProxy(t *testing.T) {
 	requireComponent(t, err == nil, "curl")
 	tmp := shortDir(t)
 	t.Setenv("TMPDIR", tmp) // where the proxy's socket directory goes
+	testserver.SandboxReachable(t, tmp)
 	s := startEgressServers(t)
 	pp, tp := port(t, s.plain), port(t, s.tls)
 	bytesRe := `[0-9.]+ k?B`
@@ -154,7 +157,7 @@ func TestCLISandboxExecEgressUsage(t *testing.T) {
 	} {
 		r := runCoily(t, nil, append(tc.args, "--", "/bin/echo", "ran")...)
 		if r.code != 2 || r.stdout != "" || !strings.HasPrefix(r.stderr, "coily sandbox exec: "+termText(tc.want)) ||
-			!strings.Contains(r.stderr, "usage: coily sandbox exec") {
+			!strings.Contains(r.stderr, "Run 'coily sandbox exec --help' for usage.") {
 			t.Errorf("%q: %+v; want exit 2 and %q", tc.args, r, tc.want)
 		}
 		requireTerminalSafe(t, "usage error", r.stderr, -1)

@@ -2,16 +2,18 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/spf13/pflag"
+
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 )
 
 // egressFlags are `sandbox exec`'s --egress-* flags: an egress block typed
@@ -27,7 +29,7 @@ var egressFlagNames = map[string]string{
 	"mode": "--egress-mode", "allow": "--egress-allow", "presets": "--egress-preset", "allow_cidrs": "--egress-allow-cidr",
 }
 
-func addEgressFlags(fs *flag.FlagSet) *egressFlags {
+func addEgressFlags(fs *pflag.FlagSet) *egressFlags {
 	return &egressFlags{
 		mode:    stringFlag(fs, "egress-mode", "COILY_EGRESS_MODE", "", "with --network proxied: enforce (the default) or observe"),
 		allow:   listFlag(fs, "egress-allow", "COILY_EGRESS_ALLOW", "with --network proxied: HOST[:PORT] or *.DOMAIN[:PORT] the command may reach; repeatable"),
@@ -38,9 +40,9 @@ func addEgressFlags(fs *flag.FlagSet) *egressFlags {
 
 // givenOn names the first --egress-* flag the command line set, "" for
 // none (values from the environment apply only where the flags do).
-func givenOn(fs *flag.FlagSet) string {
+func givenOn(fs *pflag.FlagSet) string {
 	name := ""
-	fs.Visit(func(f *flag.Flag) {
+	fs.Visit(func(f *pflag.Flag) {
 		if name == "" && strings.HasPrefix(f.Name, "egress-") {
 			name = "--" + f.Name
 		}
@@ -68,7 +70,10 @@ type ownProxy struct {
 	served chan struct{}
 }
 
-func startOwnProxy(eg *policy.Egress) (*ownProxy, error) {
+// For a root process the sandbox runs as runAs (zero: the default user):
+// the directory lets it through (0711) and the socket is its, as the
+// server does.
+func startOwnProxy(eg *policy.Egress, runAs sandbox.User) (*ownProxy, error) {
 	allow, mode, err := eg.ProxyAllowlist()
 	if err != nil {
 		return nil, err
@@ -83,6 +88,11 @@ func startOwnProxy(eg *policy.Egress) (*ownProxy, error) {
 	}
 	o := &ownProxy{proxy: p, dir: dir, socket: filepath.Join(dir, "egress.sock"), served: make(chan struct{})}
 	l, err := net.Listen("unix", o.socket)
+	if err == nil {
+		if err = giveToSandbox(dir, o.socket, runAs); err != nil {
+			l.Close()
+		}
+	}
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
@@ -101,4 +111,20 @@ func (o *ownProxy) stop() []audit.EgressRow {
 	<-o.served
 	os.RemoveAll(o.dir)
 	return audit.EgressRows(o.proxy.Rows())
+}
+
+// giveToSandbox lets a root process's sandbox user through dir and gives
+// it the socket (connecting takes write access); nothing to do for a
+// process not running as root, whose sandboxes run as itself.
+func giveToSandbox(dir, socket string, runAs sandbox.User) error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	if runAs.IsZero() {
+		runAs = sandbox.DefaultUser()
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return err
+	}
+	return os.Lchown(socket, runAs.UID, runAs.GID)
 }

@@ -7,9 +7,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 )
 
 // The proxy sandbox exec starts serves its socket from a private
@@ -23,12 +25,21 @@ func TestOwnProxy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	o, err := startOwnProxy(eg)
+	o, err := startOwnProxy(eg, sandbox.User{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if fi, err := os.Stat(filepath.Dir(o.socket)); err != nil || fi.Mode().Perm() != 0o700 || filepath.Dir(o.socket) != o.dir {
+	// Private; as root, the sandbox's user may pass (0711) and the socket
+	// is its own (bubblewrap, running as that user, binds it by path).
+	mode, owner := os.FileMode(0o700), os.Geteuid()
+	if os.Geteuid() == 0 {
+		mode, owner = 0o711, sandbox.DefaultUser().UID
+	}
+	if fi, err := os.Stat(filepath.Dir(o.socket)); err != nil || fi.Mode().Perm() != mode || filepath.Dir(o.socket) != o.dir {
 		t.Fatalf("socket directory: %v, %v", fi.Mode(), err)
+	}
+	if fi, err := os.Lstat(o.socket); err != nil || int(fi.Sys().(*syscall.Stat_t).Uid) != owner {
+		t.Fatalf("socket owner: %v, want uid %d", err, owner)
 	}
 	get := func(host string) int {
 		c, err := net.Dial("unix", o.socket)

@@ -1,9 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"log/slog"
 	"net"
@@ -16,11 +16,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"tailscale.com/tsnet"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
 )
@@ -55,33 +59,62 @@ type serveOptions struct {
 	web, webHTTP, webDev bool
 	// webReady is called with the console's tailnet URL once it serves.
 	webReady func(url string)
+	// sandboxUser is who a root server's sandboxes run as (zero: the
+	// default, nobody).
+	sandboxUser sandbox.User
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
 }
 
-func runServe(ctx context.Context, e *env) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
-	group := stringFlag(fs, "socket-group", "COILY_SOCKET_GROUP", "", "group allowed to reach the local socket (its members still need to be local operators)")
-	logFormat := stringFlag(fs, "log-format", "COILY_LOG_FORMAT", "text", "log format: text or json")
-	tailnet := boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node")
-	hostname := stringFlag(fs, "hostname", "COILY_HOSTNAME", "coily", "tailnet host name")
-	authKeyFile := stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
-	metricsListen := stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
-	metricsPort := intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
-	allowRoot := boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
-	egressConns := intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
-	web := boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")
-	webHTTP := boolFlag(fs, "web-http", "COILY_WEB_HTTP", "serve the web console over HTTP on :80 even where the tailnet offers certificates (a certificate publishes the node's name in Certificate Transparency logs)")
-	ksFlags := registerKeystoreFlags(fs)
-	if code, ok := parseFlags(fs, e); !ok {
-		return code
-	}
+func serveCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "serve --policy FILE [flags]", short: "run the trust point on the local socket (and the tailnet with --tailnet)",
+		long: `Run the trust point: the gRPC API on the local operator socket (<state-dir>/coily.sock) and, with
+--tailnet, on a tsnet node (port 7443), identifying every caller (peer credentials, tailnet WhoIs),
+checking it against the policy, running commands in the sandbox and auditing every decision. It
+refuses to run as root unless told --allow-root.`,
+		example: `  coily serve --policy /etc/coily/policy.yaml
+  TS_AUTHKEY=tskey-… coily serve --tailnet --policy /etc/coily/policy.yaml --vault-auth approle …`,
+		flags: serveFlags})
+}
+
+type serveFlagValues struct {
+	policyPath, group, logFormat, authKeyFile, metricsListen *string
+	tailnet, allowRoot, web, webHTTP                         *bool
+	metricsPort, egressConns                                 *int
+	sandboxUser                                              *string
+	ks                                                       *keystoreFlags
+}
+
+func serveFlags(fs *pflag.FlagSet) runFunc {
+	var f serveFlagValues
+	f.policyPath = stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (required)")
+	f.group = stringFlag(fs, "socket-group", "COILY_SOCKET_GROUP", "", "group allowed to reach the local socket (its members still need to be local operators)")
+	f.logFormat = stringFlag(fs, "log-format", "COILY_LOG_FORMAT", "text", "log format: text or json")
+	f.tailnet = boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node (its host name: --hostname, default coily)")
+	f.authKeyFile = stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
+	f.metricsListen = stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
+	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
+	f.allowRoot = boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
+	f.egressConns = intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
+	f.web = boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")
+	f.webHTTP = boolFlag(fs, "web-http", "COILY_WEB_HTTP", "serve the web console over HTTP on :80 even where the tailnet offers certificates (a certificate publishes the node's name in Certificate Transparency logs)")
+	f.sandboxUser = sandboxUserFlag(fs)
+	f.ks = registerKeystoreFlags(fs)
+	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
+}
+
+func runServe(ctx context.Context, e *env, f serveFlagValues) int {
+	policyPath, group, logFormat, authKeyFile, metricsListen := f.policyPath, f.group, f.logFormat, f.authKeyFile, f.metricsListen
+	tailnet, allowRoot, metricsPort, egressConns, ksFlags, sbUser := f.tailnet, f.allowRoot, f.metricsPort, f.egressConns, f.ks, f.sandboxUser
+	hostname := cmp.Or(e.global.Hostname, "coily")
 	ks, err := ksFlags.config()
 	if err != nil {
-		printLine(e.stderr, "coily serve: %v", err)
-		return 2
+		return usage(e, "serve: %v", err)
+	}
+	runAs, err := sandboxUser(*sbUser)
+	if err != nil {
+		return usage(e, "serve: %v", err)
 	}
 	log := newLogger(e, *logFormat)
 	if os.Geteuid() == 0 {
@@ -89,18 +122,17 @@ func runServe(ctx context.Context, e *env) int {
 			fmt.Fprintln(e.stderr, rootRefusal)
 			return 1
 		}
-		log.Warn("running as root (--allow-root): sandboxes act as root on the host's files; RLIMIT_NPROC does not bound root, so only a pids cgroup limits processes")
+		log.Warn("running as root (--allow-root): the server itself holds root's privileges; its sandboxes run as an unprivileged user (--sandbox-user)")
 	}
 	if *policyPath == "" {
-		fmt.Fprintln(e.stderr, "coily serve: --policy is required")
-		return 2
+		return usage(e, "serve needs --policy FILE")
 	}
-	o := serveOptions{policyPath: *policyPath, stateDir: *e.global.stateDir, socket: e.global.socketPath(),
-		group: *group, tailnet: *tailnet, hostname: *hostname, controlURL: *e.global.controlURL, keystore: ks, egressConns: *egressConns,
-		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, web: *web, webHTTP: *webHTTP}
+	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
+		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
+		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs,
+		web: *f.web, webHTTP: *f.webHTTP}
 	if *egressConns < 1 || *egressConns > 65536 {
-		printLine(e.stderr, "coily serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
-		return 2
+		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
 	o.authKeyFile = *authKeyFile
 	if *authKeyFile != "" {
@@ -138,9 +170,10 @@ func takeStateDir(e *env, cmd, dir string) (*stateLock, int) {
 }
 
 // rootRefusal explains why coily serve does not run as root.
-const rootRefusal = `coily serve: refusing to run as root. A root server's sandboxes act as root on every host file they can see,
-and the kernel does not apply the process limit (RLIMIT_NPROC) to root. Run it as a dedicated user (deploy/coily.service
-creates one; docs/operations.md, "Running the server"), or pass --allow-root (COILY_ALLOW_ROOT=true) to accept that.`
+const rootRefusal = `coily serve: refusing to run as root. The server holds the signing keys and fetches every credential: a flaw in it
+would be root's. Its sandboxes would run as an unprivileged user (--sandbox-user, default nobody), which must then own every
+named workspace. Run it as a dedicated user (deploy/coily.service creates one; docs/operations.md, "Running the server"),
+or pass --allow-root (COILY_ALLOW_ROOT=true) to accept that.`
 
 func newLogger(e *env, format string) *slog.Logger {
 	if format == "json" {
@@ -187,7 +220,8 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
-		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg}
+		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
+		SandboxUser: o.sandboxUser}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()
@@ -196,23 +230,40 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		}
 		cfg.WhoIs = lc.WhoIs
 	}
+	// The console's listener first: notifications link to its URL.
+	webLn, err := listenWeb(ctx, log, o, node)
+	if err != nil {
+		return fmt.Errorf("web console: %w", err)
+	}
+	// Stopped before the node closes (defers run last first): what is
+	// queued may go through it.
+	notifier, stopNotifier, err := startNotifier(ctx, log, ks, reg, node, webLn.url())
+	if err != nil {
+		webLn.Close()
+		return fmt.Errorf("notify: %w", err)
+	}
+	defer stopNotifier()
+	cfg.Notifier = notifier
 	srv, err := server.New(cfg)
 	if err != nil {
+		webLn.Close()
 		return err
 	}
 	listeners, tailAddr, err := listen(o, node)
 	if err != nil {
+		webLn.Close()
 		return err
 	}
 	ops, err := startOps(log, srv, o, node)
 	if err != nil {
+		webLn.Close()
 		for _, l := range listeners {
 			l.Close()
 		}
 		return err
 	}
 	defer ops.close()
-	web, err := startWeb(ctx, log, srv, o, node)
+	web, err := startWeb(log, srv, o, webLn)
 	if err != nil {
 		for _, l := range listeners {
 			l.Close()
@@ -250,6 +301,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	case <-time.After(stopTimeout):
 		gs.Stop()
 	}
+	srv.RemoveScratch() // every call has ended: nothing of theirs is left in it
 	return nil
 }
 

@@ -9,20 +9,29 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cli"
 	"coily.dev/coily/store"
 )
 
-// The state subcommands work on the state file directly, with the server
-// stopped (bbolt locks the file while it runs).
-func runState(ctx context.Context, e *env) int {
-	stateDir := func(run func(*env, string) int) func(*env, string) int {
-		return func(e *env, auditDir string) int { return run(e, filepath.Dir(auditDir)) }
-	}
-	return dispatch(ctx, e, "state", "usage: coily state check | rebuild", map[string]subcommand{
-		"check":   func(_ context.Context, e *env) int { return withDir(e, "state check", 0, stateDir(stateCheck)) },
-		"rebuild": func(_ context.Context, e *env) int { return withDir(e, "state rebuild", 0, stateDir(stateRebuild)) },
-	})
+// stateCmd is `coily state`: the subcommands work on the state file
+// directly, with the server stopped (bbolt locks the file while it runs).
+func stateCmd(a *cli.App) *cobra.Command {
+	return group("state", "the state file, with the server stopped: check, rebuild",
+		`Check the state file (coily.db: lockout and pause, nonces, rate buckets, request records, keys) against
+the audit log, or rebuild it from what can be rebuilt and start locked out (docs/operations.md).`,
+		command(a, spec{use: "check", short: "check the state file and compare its lockout with the audit log's",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				return func(_ context.Context, e *env) int { return stateCheck(e, e.global.StateDir) }
+			}}),
+		command(a, spec{use: "rebuild", short: "set a damaged state file aside and start a new one, locked out",
+			flags: func(fs *pflag.FlagSet) runFunc {
+				return func(_ context.Context, e *env) int { return stateRebuild(e, e.global.StateDir) }
+			}}),
+	)
 }
 
 // stateCheck opens the state file (bbolt's consistency check included),

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"coily.dev/coily/cli"
 )
 
 // stateLockFile is the lock file inside a state directory. It stays after
@@ -15,7 +17,7 @@ const stateLockFile = "coily.lock"
 
 // exitStateDirBusy is the exit code of `coily serve` and `coily dev` when
 // another process holds the state directory.
-const exitStateDirBusy = 3
+const exitStateDirBusy = cli.ExitStateBusy
 
 // errStateDirBusy is wrapped by lockStateDir's error when another process
 // holds the lock.

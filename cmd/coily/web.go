@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 
 	"tailscale.com/tsnet"
 
@@ -19,19 +20,44 @@ type webConsole struct {
 	done chan error
 }
 
-// startWeb serves the console on the node: HTTPS on :443 when the tailnet
-// offers certificates, else HTTP on :80 (console.ListenNode). It returns
-// nil when the console is not wanted.
-func startWeb(ctx context.Context, log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.Server) (*webConsole, error) {
+// webListener is the console's listener, nil when the console is not
+// wanted.
+type webListener struct{ *console.NodeListener }
+
+// listenWeb opens the console's listener on the node: HTTPS on :443 when
+// the tailnet offers certificates, else HTTP on :80 (console.ListenNode).
+func listenWeb(ctx context.Context, log *slog.Logger, o serveOptions, node *tsnet.Server) (webListener, error) {
 	if !o.web {
-		return nil, nil
+		return webListener{}, nil
 	}
 	if node == nil {
-		return nil, errors.New("--web needs --tailnet: the console's callers are identified by the tailnet")
+		return webListener{}, errors.New("--web needs --tailnet: the console's callers are identified by the tailnet")
 	}
 	ln, err := console.ListenNode(ctx, node, log, o.webHTTP)
-	if err != nil {
-		return nil, err
+	return webListener{ln}, err
+}
+
+// url is the console's base URL without its trailing slash ("" when
+// none), as notifications link to it.
+func (l webListener) url() string {
+	if l.NodeListener == nil {
+		return ""
+	}
+	return strings.TrimSuffix(l.URL, "/")
+}
+
+// Close closes the listener, if any.
+func (l webListener) Close() {
+	if l.NodeListener != nil {
+		l.NodeListener.Close()
+	}
+}
+
+// startWeb serves the console on its listener; nil when not wanted.
+func startWeb(log *slog.Logger, srv *server.Server, o serveOptions, wl webListener) (*webConsole, error) {
+	ln := wl.NodeListener
+	if ln == nil {
+		return nil, nil
 	}
 	c, err := console.New(console.Config{Server: srv, Hosts: ln.Hosts, Logger: log, Dev: o.webDev})
 	if err != nil {

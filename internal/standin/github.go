@@ -17,7 +17,9 @@ const GitHubHint = "install the Debian package gh (scripts/test.sh does)"
 
 // GitHub is a local HTTPS stand-in for a GitHub Enterprise host, enough
 // for `gh issue create` and `gh issue view` (gh 2.23): gh reaches it with
-// Env(). Every repository owner/name exists and has issues enabled.
+// Env(). Every repository owner/name exists and has issues enabled. It
+// also mints GitHub App installation tokens (githubapp.go), which reach
+// only their repository.
 type GitHub struct {
 	*Server
 	Token string // the token it accepts: Authorization "token T" or "Bearer T"
@@ -26,6 +28,9 @@ type GitHub struct {
 	mu       sync.Mutex
 	issues   []Issue
 	requests []string
+	apps     map[int64]*App                // by installation id
+	tokens   map[string]*InstallationToken // by value
+	asked    []TokenRequest
 }
 
 // Issue is an issue created through the stand-in.
@@ -94,13 +99,27 @@ func (g *GitHub) record(line string) {
 func (g *GitHub) handler(t testing.TB) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		line := r.Method + " " + r.URL.Path
-		if !g.authorized(r) {
+		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/v3/app/installations/") {
+			g.mintToken(w, r, line) // authenticated by the App's JWT
+			return
+		}
+		who, ok := g.identify(r)
+		if !ok {
 			g.record("401 " + line)
 			writeJSON(w, http.StatusUnauthorized, map[string]string{"message": "Bad credentials"})
 			return
 		}
 		if r.URL.Path == "/api/graphql" && r.Method == http.MethodPost {
-			g.graphql(t, w, r, line)
+			g.graphql(t, w, r, line, who)
+			return
+		}
+		if r.Method == http.MethodDelete && r.URL.Path == "/api/v3/installation/token" {
+			g.revokeToken(w, line, who)
+			return
+		}
+		if who != nil && r.URL.Path == "/api/v3/user" {
+			g.record("403 " + line)
+			writeJSON(w, http.StatusForbidden, map[string]string{"message": "Resource not accessible by integration"})
 			return
 		}
 		g.record(line)
@@ -108,15 +127,28 @@ func (g *GitHub) handler(t testing.TB) http.Handler {
 	})
 }
 
-// authorized reports whether r carries the token.
-func (g *GitHub) authorized(r *http.Request) bool {
+// identify reports who r's token belongs to: the user (nil), or a live
+// installation token; ok false for no token, a wrong one, or an
+// installation token revoked or expired.
+func (g *GitHub) identify(r *http.Request) (who *InstallationToken, ok bool) {
 	h := r.Header.Get("Authorization")
 	for _, scheme := range []string{"token ", "Bearer ", "bearer "} {
-		if got, ok := strings.CutPrefix(h, scheme); ok {
-			return subtle.ConstantTimeCompare([]byte(got), []byte(g.Token)) == 1
+		got, found := strings.CutPrefix(h, scheme)
+		if !found {
+			continue
 		}
+		if subtle.ConstantTimeCompare([]byte(got), []byte(g.Token)) == 1 {
+			return nil, true
+		}
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		tok := g.tokens[got]
+		if tok == nil || tok.Revoked || !time.Now().Before(tok.Expires) {
+			return nil, false
+		}
+		return tok, true
 	}
-	return false
+	return nil, false
 }
 
 func (g *GitHub) rest(t testing.TB, w http.ResponseWriter, r *http.Request) {
@@ -138,7 +170,7 @@ type graphQLRequest struct {
 	Variables map[string]any `json:"variables"`
 }
 
-func (g *GitHub) graphql(t testing.TB, w http.ResponseWriter, r *http.Request, line string) {
+func (g *GitHub) graphql(t testing.TB, w http.ResponseWriter, r *http.Request, line string, who *InstallationToken) {
 	var req graphQLRequest
 	if err := json.NewDecoder(io.LimitReader(r.Body, 1<<20)).Decode(&req); err != nil {
 		g.record(line + " (bad JSON)")
@@ -146,7 +178,13 @@ func (g *GitHub) graphql(t testing.TB, w http.ResponseWriter, r *http.Request, l
 		return
 	}
 	kind, name := operationName(req.Query)
-	g.record(strings.TrimSpace(line + " " + kind + " " + name))
+	line = strings.TrimSpace(line + " " + kind + " " + name)
+	if data, refused := g.refuseFor(who, req, kind); refused != nil {
+		g.record(line + " -> " + refused["type"].(string) + ": " + refused["message"].(string))
+		writeJSON(w, http.StatusOK, map[string]any{"data": data, "errors": []map[string]any{refused}})
+		return
+	}
+	g.record(line)
 	data, gqlErr := g.answer(req, kind, name)
 	if gqlErr != "" {
 		if data == nil {

@@ -23,6 +23,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
@@ -62,6 +63,9 @@ type Options struct {
 	WatchPolicy bool
 	// Keystore fetches the credentials rules name; nil means none.
 	Keystore *keystore.Keystore
+	// Notifier hears the server's events (a notify.Dispatcher); nil means
+	// none.
+	Notifier server.Notifier
 	// Tailnet also serves on a private tailnet (internal/devnet), as the
 	// node "coily" tagged tag:coily, identifying callers with WhoIs.
 	Tailnet bool
@@ -73,7 +77,10 @@ type Options struct {
 
 // Instance is a running server and a client connected to it.
 type Instance struct {
-	StateDir   string
+	StateDir string
+	// ScratchDir holds each command's private directories: the state
+	// directory, or for a server running as root its default outside it.
+	ScratchDir string
 	Socket     string
 	PolicyPath string
 	Server     *server.Server
@@ -121,9 +128,15 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit")}); err != nil {
 		t.Fatal(err)
 	}
+	scratch := opts.StateDir
+	if os.Geteuid() == 0 {
+		// A root server keeps it outside the private state directory,
+		// where its sandbox user reaches it (server.New's default).
+		scratch = ""
+	}
 	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
-		KillGrace: opts.KillGrace, ScratchDir: opts.StateDir, Version: "test",
+		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs}
 	var tl net.Listener
 	if opts.Tailnet {
@@ -132,6 +145,9 @@ func Start(t testing.TB, opts Options) *Instance {
 	in.Server, err = server.New(cfg)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if in.ScratchDir = in.Server.ScratchDir(); in.ScratchDir != opts.StateDir {
+		t.Cleanup(func() { os.RemoveAll(in.ScratchDir) })
 	}
 	l, err := server.ListenLocal(in.Socket, "")
 	if err != nil {
@@ -181,6 +197,7 @@ func (in *Instance) Stop() {
 	in.Server.Shutdown()
 	in.gs.GracefulStop()
 	<-in.done
+	in.Server.RemoveScratch()
 	in.gs = nil
 	if err := in.Audit.Close(); err != nil {
 		in.t.Errorf("close audit: %v", err)
@@ -229,8 +246,12 @@ func (in *Instance) TailnetClient(t testing.TB, hostname string, tags ...string)
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	c, err := client.DialTSNet(ctx, client.TSNetOptions{Server: "coily", ControlURL: in.Net.ControlURL, Dev: true,
-		Hostname: hostname, Tags: tags})
+	dir := t.TempDir()
+	node, err := devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: dir, Hostname: hostname, Tags: tags, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := tsnode.Connect(ctx, node, "coily", time.Minute, func() { node.Close() })
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,9 @@ func (r Ref) String() string {
 	}
 }
 
+// notQuoted ends the errors that do not quote what they refuse.
+const notQuoted = "not quoted, as it may be the secret itself; a policy names a secret, never holds it"
+
 // Parse parses a credential reference. Grammar:
 //
 //	vault:<path>#<field>      path: segments of [A-Za-z0-9._-] joined by "/"; field: non-empty, no "#"
@@ -61,12 +64,14 @@ func Parse(s string) (Ref, error) {
 	}
 	for _, r := range s {
 		if r <= ' ' || r == 0x7f || (r >= 0x80 && r < 0xa0) {
-			return Ref{}, fmt.Errorf("credential reference %q contains a space or control character", s)
+			// Not quoted: what fails here may be a secret (a key's PEM)
+			// pasted where its reference belongs.
+			return Ref{}, fmt.Errorf("credential reference contains a space or control character: %s", notQuoted)
 		}
 	}
 	backend, rest, ok := strings.Cut(s, ":")
 	if !ok {
-		return Ref{}, fmt.Errorf("credential reference %q has no backend (want vault:, keychain: or file:)", s)
+		return Ref{}, fmt.Errorf("credential reference has no backend (want vault:, keychain: or file:): %s", notQuoted)
 	}
 	switch backend {
 	case Vault:
@@ -90,7 +95,10 @@ func Parse(s string) (Ref, error) {
 		}
 		return Ref{Backend: backend, Path: rest}, nil
 	default:
-		return Ref{}, fmt.Errorf("credential reference %q: unknown backend %q (want vault, keychain or file)", s, backend)
+		if len(backend) > 16 || strings.ContainsFunc(backend, func(r rune) bool { return !(r >= 'a' && r <= 'z') }) {
+			return Ref{}, fmt.Errorf("credential reference has an unknown backend (want vault, keychain or file): %s", notQuoted)
+		}
+		return Ref{}, fmt.Errorf("credential reference: unknown backend %q (want vault, keychain or file)", backend)
 	}
 }
 

@@ -144,3 +144,27 @@ func FuzzParseRef(f *testing.F) {
 		}
 	})
 }
+
+// A secret pasted where its reference belongs is never quoted back: errors
+// reach logs and terminals.
+func TestParseDoesNotEchoSecrets(t *testing.T) {
+	for _, s := range []string{
+		"ghp_plaintexttoken1234567890",
+		"-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun\n-----END RSA PRIVATE KEY-----\n",
+		"LS0tLS1CRUdJTiBSU0EgUFJJVkFURSBLRVktLS0tLQ==",
+		"user:hunter2hunter2",
+		"AKIAEXAMPLE:wJalrXUtnFEMIK7MDENGbPxRfiCYEXAMPLEKEY",
+		"secret value with spaces",
+	} {
+		_, err := Parse(s)
+		if err == nil {
+			t.Errorf("Parse(%q) succeeded", s)
+			continue
+		}
+		for _, part := range []string{s, "plaintexttoken", "MIIEowIBAAKCAQEAu1SU1", "LS0tLS1CRUdJT", "hunter2", "wJalrXUtnFEMI", "with spaces"} {
+			if strings.Contains(s, part) && strings.Contains(err.Error(), part) {
+				t.Errorf("Parse(%q) error quotes it: %v", s, err)
+			}
+		}
+	}
+}

@@ -199,7 +199,11 @@ func (Verdict) EnumDescriptor() ([]byte, []int) {
 }
 
 type ListCommandsRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// List for this principal instead of the caller (e.g. sandbox:demo, for
+	// the AGENTS.md of a Cowork folder): needs the approve permission. Rules
+	// granted by tailnet capabilities are the caller's own and not listed.
+	Principal     string `protobuf:"bytes,1,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +236,13 @@ func (x *ListCommandsRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListCommandsRequest.ProtoReflect.Descriptor instead.
 func (*ListCommandsRequest) Descriptor() ([]byte, []int) {
 	return file_coily_v1_coily_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListCommandsRequest) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 type ListCommandsResponse struct {
@@ -2518,8 +2529,9 @@ var File_coily_v1_coily_proto protoreflect.FileDescriptor
 
 const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
-	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x15\n" +
-	"\x13ListCommandsRequest\"\x9d\x01\n" +
+	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"3\n" +
+	"\x13ListCommandsRequest\x12\x1c\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\x9d\x01\n" +
 	"\x14ListCommandsResponse\x121\n" +
 	"\bcommands\x18\x01 \x03(\v2\x15.coily.v1.CommandRuleR\bcommands\x12-\n" +
 	"\x06denied\x18\x02 \x03(\v2\x15.coily.v1.CommandRuleR\x06denied\x12#\n" +

@@ -1,0 +1,67 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"coily.dev/coily/descriptor"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// NewGRPCRelayer returns a Relayer that relays through a connection's
+// Relay and RelayTeardown RPCs.
+//
+// A failure to reach the server (gRPC Unavailable, DeadlineExceeded or
+// Canceled, the context ending, or an error that is not a gRPC status) is
+// transient: the bridge keeps the file and retries. Any other status is the
+// server's definitive word and becomes a *Refusal with its refusal
+// code (refusal.FromStatus).
+func NewGRPCRelayer(api coilyv1.CoilyServiceClient) Relayer { return relayer{api: api} }
+
+type relayer struct{ api coilyv1.CoilyServiceClient }
+
+// recvLimit lets a response file of the largest size the protocol allows
+// through (gRPC's default limit is 4 MiB).
+var recvLimit = grpc.MaxCallRecvMsgSize(descriptor.MaxResponseSize + 64<<10)
+
+func (r relayer) Relay(ctx context.Context, sandbox, id string, request []byte) ([]byte, error) {
+	resp, err := r.api.Relay(ctx, &coilyv1.RelayRequest{Sandbox: sandbox, Id: id, Request: request}, recvLimit)
+	if err != nil {
+		return nil, relayError(ctx, err)
+	}
+	if len(resp.GetResponse()) == 0 {
+		return nil, &Refusal{Code: string(refusal.Internal), Message: "the server sent an empty response"}
+	}
+	return resp.GetResponse(), nil
+}
+
+func (r relayer) Teardown(ctx context.Context, sandbox, id string, teardown []byte) error {
+	_, err := r.api.RelayTeardown(ctx, &coilyv1.RelayTeardownRequest{Sandbox: sandbox, Id: id, Teardown: teardown})
+	if err != nil {
+		return relayError(ctx, err)
+	}
+	return nil
+}
+
+// relayError sorts a failed relay into transient (returned as is) and
+// definitive (a *Refusal).
+func relayError(ctx context.Context, err error) error {
+	if ctx.Err() != nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err
+	}
+	switch st.Code() {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+		return err
+	}
+	r := refusal.FromStatus(err)
+	return &Refusal{Code: string(r.Code), Message: r.Msg, AuditID: r.AuditID}
+}

@@ -1,0 +1,191 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"coily.dev/coily/client"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+)
+
+func (a *App) agentsMDCmd() *cobra.Command {
+	var as string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "agents-md [--as PRINCIPAL]",
+		Short: "print the AGENTS.md / CLAUDE.md section that tells an agent how to use coily",
+		Long: `Print a Markdown section for an agent's instructions (AGENTS.md, CLAUDE.md): what coily is,
+exactly which commands the live policy lets you (or --as PRINCIPAL, e.g. sandbox:demo for a Cowork
+folder; that needs the approve permission) run, what the owner refuses whatever is asked, and what
+each refusal means and what to do about it. Regenerate it when the policy changes.`,
+		Example: `  coily agents-md >> CLAUDE.md
+  coily agents-md --as sandbox:demo >> ~/Cowork/project/AGENTS.md`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			return a.withClient(ctx, asJSON, func(c *client.Client) error {
+				resp, err := c.API.ListCommands(ctx, &coilyv1.ListCommandsRequest{Principal: as})
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return a.printProto(resp)
+				}
+				who := as
+				if who == "" {
+					if st, err := c.API.Status(ctx, &coilyv1.StatusRequest{}); err == nil {
+						who = st.GetCaller().GetPrincipal()
+					}
+				}
+				return AgentsMD(a.Stdout, resp, a.Name, who, time.Now())
+			})
+		},
+	}
+	cmd.Flags().StringVar(&as, "as", "", "the principal the section is for (default: you)")
+	Twin(cmd.Flags(), "as", "COILY_AS")
+	jsonFlag(cmd, &asJSON, "the commands (the ListCommands answer) instead of Markdown")
+	return cmd
+}
+
+// AgentsMD writes the section: every line of it is built from the policy's
+// names and patterns, printed as code and escaped (md), so a rule cannot
+// smuggle instructions of its own into an agent's prompt.
+func AgentsMD(w io.Writer, l *coilyv1.ListCommandsResponse, prog, who string, now time.Time) error {
+	var b strings.Builder
+	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
+	names := commandNames(l.GetCommands())
+	p("<!-- %s agents-md: generated %s from the policy in force (sha256 %.12s) for %s; regenerate with `%s agents-md` -->",
+		prog, now.UTC().Format("2006-01-02"), l.GetPolicySha256(), md(who), prog)
+	p("## Privileged commands go through coily")
+	p("")
+	if len(names) == 0 {
+		p("This environment holds no credentials of its own, and coily, the trust point that runs privileged commands for it, lets %s run **no command**. Do not look for tokens or other ways around it; ask the user.", md(who))
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
+	p("This environment holds no credentials of its own. %s run on **coily**, a trust point that checks each call against the owner's policy, runs it in a sandbox with the credentials injected into that command alone, and records it. Run them as usual (a shim on `PATH` forwards them to coily), or explicitly as `%s exec -- %s …`. The output and exit code are the command's own.",
+		codeList(names), prog, names[0])
+	p("")
+	p("### What you may run")
+	p("")
+	p("| command | arguments | flags | notes |")
+	p("| --- | --- | --- | --- |")
+	for _, c := range l.GetCommands() {
+		p("| `%s` | %s | %s | %s |", md(c.GetCommand()), argsCell(c.GetArgs()), flagsCell(c.GetFlags()), notesCell(c))
+	}
+	if len(l.GetDenied()) > 0 {
+		p("")
+		p("### Refused whatever you ask")
+		p("")
+		for _, c := range l.GetDenied() {
+			reason := c.GetReason()
+			if reason == "" {
+				reason = "denied by the owner"
+			}
+			p("- `%s %s`: %s", md(c.GetCommand()), md(strings.Join(c.GetArgs(), " ")), md(reason))
+		}
+	}
+	p("")
+	p("### When coily refuses")
+	p("")
+	p("coily prints `coily: refused (CODE): message` on stderr and exits 125 (124 when the command ran out of time, 69 when coily cannot be reached). What to do:")
+	p("")
+	p("- `policy-deny`: the policy does not allow this command or these arguments. **Do not retry it, rephrase it, or look for another way to do the same thing.** Tell the user what you wanted to run and why, and ask them to allow it.")
+	p("- `confirm-rejected`, `confirm-timeout`: the owner declined, or did not answer in time. Do not retry; ask the user.")
+	p("- `rate-limit`: wait as long as the message says, then retry once.")
+	p("- `concurrency-busy`: another of your commands is still running; wait for it to finish, then retry.")
+	p("- `pause-active`, `lockout-active`: the owner stopped coily. Stop what you are doing and tell the user; do not retry.")
+	p("- `credential-unavailable`, `sandbox-unavailable`, `internal`, exit 69: coily cannot run it now. Tell the user; do not work around it.")
+	p("- `coily: egress refused: …` after a command's output: it tried to reach a host its rule does not allow. Tell the user which host; do not try another route.")
+	p("")
+	p("Never try to obtain the tokens themselves, print the environment of coily's commands, or wrap a command in another program to get past a rule: coily refuses and records it, and the owner sees it.")
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// commandNames are the distinct command names, in policy order.
+func commandNames(cmds []*coilyv1.CommandRule) []string {
+	var out []string
+	for _, c := range cmds {
+		if !slices.Contains(out, c.GetCommand()) {
+			out = append(out, c.GetCommand())
+		}
+	}
+	return out
+}
+
+func codeList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "`" + md(n) + "`"
+	}
+	if len(q) == 1 {
+		return "The command " + q[0] + " needs the owner's credentials: it"
+	}
+	return "The commands " + strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1] + " need the owner's credentials: they"
+}
+
+func argsCell(args []string) string {
+	if len(args) == 0 {
+		return "none"
+	}
+	return "`" + md(strings.Join(args, " ")) + "`"
+}
+
+func flagsCell(flags []string) string {
+	switch {
+	case len(flags) == 0:
+		return "none"
+	case len(flags) == 1 && flags[0] == "any":
+		return "any"
+	}
+	q := make([]string, len(flags))
+	for i, f := range flags {
+		q[i] = "`" + md(f) + "`"
+	}
+	return strings.Join(q, " ")
+}
+
+func notesCell(c *coilyv1.CommandRule) string {
+	var notes []string
+	if c.GetConfirm() {
+		notes = append(notes, fmt.Sprintf("waits for the owner's approval (up to %s): say why with `--note`", c.GetConfirmTimeout().AsDuration()))
+	}
+	switch c.GetNetwork() {
+	case "proxied":
+		hosts := c.GetEgressHosts()
+		if c.GetEgressMode() == "observe" {
+			notes = append(notes, "network: any host, recorded")
+		} else if len(hosts) > 0 {
+			if len(hosts) > 6 {
+				hosts = append(hosts[:6:6], "…")
+			}
+			notes = append(notes, "network: "+md(strings.Join(hosts, ", ")))
+		}
+	case "deny", "":
+		notes = append(notes, "no network")
+	}
+	if r := c.GetRatePerMinute(); r > 0 {
+		notes = append(notes, fmt.Sprintf("at most %d a minute", r))
+	}
+	if !c.GetPresent() {
+		notes = append(notes, "not installed on the trust point")
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return strings.Join(notes, "; ")
+}
+
+// md makes policy text safe inside Markdown code spans and table cells:
+// control characters escaped (Text), and no backtick, pipe, angle bracket
+// or newline that would end a span or a cell or open HTML.
+func md(s string) string {
+	s = Text(s)
+	return strings.NewReplacer("`", "'", "|", "\\|", "<", "‹", ">", "›").Replace(s)
+}

@@ -1,0 +1,80 @@
+package cli
+
+import (
+	"context"
+	"os"
+
+	"coily.dev/coily/client"
+)
+
+// Dial connects to the server the global settings name, in this order: the
+// local socket when --socket is on the command line; a transport the
+// binary adds (Dialers: an embedded tailnet node, a coily dev tailnet);
+// --server through this machine's tailscale; the local socket.
+func (a *App) Dial(ctx context.Context) (*client.Client, error) {
+	if a.GivenOnCommandLine("socket") {
+		return client.DialLocal(a.g.SocketPath())
+	}
+	for _, d := range a.Dialers {
+		c, err := d(ctx, a)
+		if c != nil || err != nil {
+			return c, err
+		}
+	}
+	if a.g.Server != "" {
+		return client.DialServer(ctx, a.g.Server)
+	}
+	return client.DialLocal(a.g.SocketPath())
+}
+
+// withClient dials, runs call, and turns a failure into the CLI's refusal
+// output and exit code.
+func (a *App) withClient(ctx context.Context, asJSON bool, call func(*client.Client) error) error {
+	c, err := a.Dial(ctx)
+	if err != nil {
+		return Exit(Refusal(a.Stderr, err, asJSON))
+	}
+	defer c.Close()
+	if err := call(c); err != nil {
+		return Exit(Refusal(a.Stderr, err, asJSON))
+	}
+	return nil
+}
+
+// inSandbox reports whether exec should use the filesystem transport: this
+// process runs in a network-less sandbox (client.DetectSandbox) and the
+// command line names no transport.
+func (a *App) inSandbox(transportFlags ...string) bool {
+	if !client.DetectSandbox(a.Getenv) {
+		return false
+	}
+	for _, f := range append([]string{"socket", "server"}, transportFlags...) {
+		if a.GivenOnCommandLine(f) {
+			return false
+		}
+	}
+	return true
+}
+
+// sandboxClient is the filesystem transport: the shared folder from
+// COILY_MOUNT or the working directory up, the key from COILY_KEY_FILE or
+// ~/.coily/key.
+func (a *App) sandboxClient() (*client.FSClient, error) {
+	cwd, err := os.Getwd()
+	if err != nil {
+		return nil, err
+	}
+	mount, err := client.FindMount(a.Getenv, cwd)
+	if err != nil {
+		return nil, err
+	}
+	path, err := client.KeyPath(a.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	key, err := client.ReadKeyFile(path)
+	if err != nil {
+		return nil, err
+	}
+	return &client.FSClient{Mount: mount, Key: key}, nil
+}

@@ -1,0 +1,11 @@
+//go:build !unix
+
+package cli
+
+import (
+	"os"
+	"time"
+)
+
+// readable: without poll, standard input that is not a terminal is read.
+func readable(*os.File, time.Duration) bool { return true }

@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"coily.dev/coily/client"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+)
+
+// A shim is a small shell script named after a command (gh, git, aws)
+// that runs `coily exec -- NAME "$@"`: with its directory first on PATH,
+// an agent that types `gh issue create …` goes through coily without
+// knowing it. exec replaces the shell, so stdin, stdout, stderr, the exit
+// code and signals are coily exec's, which passes them on.
+
+// shimMarker is the second line of every shim: list and remove touch
+// only files that carry it.
+const shimMarker = "# coily shim: "
+
+// shimNamePattern is what a shim may be called: a bare command name, as
+// the server resolves it (policy.IsCommandName; a test keeps them equal).
+var shimNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$`)
+
+// DefaultShimDir is where shims go unless told: $XDG_DATA_HOME/coily/shims
+// or ~/.local/share/coily/shims.
+func DefaultShimDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "coily", "shims")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "share", "coily", "shims")
+	}
+	return "coily-shims"
+}
+
+func (a *App) shimCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "shim",
+		Short: "install, list or remove the shims that send gh, git, aws … through coily",
+		Long: `Shims are small executables named after commands (gh, git, aws …) that forward to
+` + "`coily exec -- NAME ARGS...`" + `. With their directory first on PATH, an agent uses coily without typing it:
+exit codes, stdin (when it is not a terminal), stdout, stderr and Ctrl-C pass through as if the
+tool ran locally.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { cmd.Help(); return Exit(ExitUsage) },
+	}
+	cmd.AddCommand(a.shimInstallCmd(), a.shimListCmd(), a.shimRemoveCmd())
+	return cmd
+}
+
+func (a *App) shimInstallCmd() *cobra.Command {
+	var dir string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "install [--dir DIR] [NAME...]",
+		Short: "write shims (default: one per command the policy lets you run)",
+		Example: `  coily shim install                 # every command the live policy lets you run
+  coily shim install --dir ~/bin gh git
+  export PATH="$HOME/.local/share/coily/shims:$PATH"`,
+		RunE: func(cmd *cobra.Command, names []string) error {
+			if len(names) == 0 {
+				err := a.withClient(cmd.Context(), false, func(c *client.Client) error {
+					resp, err := c.API.ListCommands(cmd.Context(), &coilyv1.ListCommandsRequest{})
+					names = commandNames(resp.GetCommands())
+					return err
+				})
+				if err != nil {
+					return err
+				}
+			}
+			self, err := os.Executable()
+			if err == nil {
+				self, err = filepath.EvalSymlinks(self)
+			}
+			if err != nil {
+				return fmt.Errorf("where is this program: %w", err)
+			}
+			return exit(a.installShims(dir, self, names, force))
+		},
+	}
+	a.shimDirFlag(cmd, &dir)
+	cmd.Flags().BoolVar(&force, "force", false, "replace a file of that name that is not a shim")
+	Twin(cmd.Flags(), "force", "COILY_SHIM_FORCE")
+	return cmd
+}
+
+func (a *App) shimDirFlag(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "dir", DefaultShimDir(), "the shim directory (put it first on PATH)")
+	DocDefault(Twin(cmd.Flags(), "dir", "COILY_SHIM_DIR"), "$XDG_DATA_HOME/coily/shims or ~/.local/share/coily/shims")
+}
+
+// installShims writes one shim per name into dir, each by a temporary file
+// renamed into place; a name that is not a command name, or an existing
+// file that is not a shim (unless force), is refused.
+func (a *App) installShims(dir, self string, names []string, force bool) int {
+	if len(names) == 0 {
+		PrintLine(a.Stderr, "%s: the policy lets you run no command: no shim to install", a.Name)
+		return ExitFailure
+	}
+	for _, n := range names {
+		if !shimNamePattern.MatchString(n) || n == "coily" || n == a.Name {
+			PrintLine(a.Stderr, "%s: %q cannot be a shim: want a command name such as gh", a.Name, n)
+			return ExitUsage
+		}
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		PrintLine(a.Stderr, "%s: %v", a.Name, err)
+		return ExitFailure
+	}
+	for _, n := range names {
+		path := filepath.Join(dir, n)
+		if _, isShim, err := readShim(path); err == nil && !isShim && !force {
+			PrintLine(a.Stderr, "%s: %s exists and is not a coily shim (--force replaces it)", a.Name, path)
+			return ExitFailure
+		}
+		if err := writeFileAtomic(path, []byte(shimScript(self, n)), 0o755); err != nil {
+			PrintLine(a.Stderr, "%s: %v", a.Name, err)
+			return ExitFailure
+		}
+		PrintLine(a.Stdout, "%s -> %s exec -- %s", path, self, n)
+	}
+	if !onPathFirst(dir, a.Getenv("PATH")) {
+		PrintLine(a.Stdout, "put the shims first on PATH: export PATH=%s:$PATH", shellQuote(dir))
+	}
+	return ExitOK
+}
+
+// shimScript is the shim for name, running coily at self.
+func shimScript(self, name string) string {
+	return "#!/bin/sh\n" + shimMarker + name + " runs on the coily trust point (coily shim remove " + name + ")\n" +
+		"exec " + shellQuote(self) + " exec -- " + name + ` "$@"` + "\n"
+}
+
+// readShim reads the shim at path: its target line, and whether it is one.
+func readShim(path string) (target string, isShim bool, err error) {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return "", false, err
+	}
+	if !fi.Mode().IsRegular() || fi.Size() > 4096 {
+		return "", false, nil
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	var lines []string
+	for sc.Scan() && len(lines) < 3 {
+		lines = append(lines, sc.Text())
+	}
+	if len(lines) < 3 || lines[0] != "#!/bin/sh" || !strings.HasPrefix(lines[1], shimMarker) {
+		return "", false, nil
+	}
+	return strings.TrimPrefix(lines[2], "exec "), true, nil
+}
+
+func (a *App) shimListCmd() *cobra.Command {
+	var dir string
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "list [--dir DIR]",
+		Short: "list the shims in the shim directory",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			shims, err := listShims(dir)
+			if err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			if asJSON {
+				return writeJSON(a.Stdout, map[string]any{"dir": dir, "shims": shims})
+			}
+			if len(shims) == 0 {
+				PrintLine(a.Stdout, "no shims in %s", dir)
+			}
+			for _, s := range shims {
+				PrintLine(a.Stdout, "%-12s %s", s["name"], s["runs"])
+			}
+			return nil
+		},
+	}
+	a.shimDirFlag(cmd, &dir)
+	jsonFlag(cmd, &asJSON, "the shims")
+	return cmd
+}
+
+// listShims lists dir's shims, sorted by name.
+func listShims(dir string) ([]map[string]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := []map[string]string{}
+	for _, e := range entries {
+		target, ok, err := readShim(filepath.Join(dir, e.Name()))
+		if err == nil && ok {
+			out = append(out, map[string]string{"name": e.Name(), "runs": target})
+		}
+	}
+	slices.SortFunc(out, func(x, y map[string]string) int { return strings.Compare(x["name"], y["name"]) })
+	return out, nil
+}
+
+func (a *App) shimRemoveCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:   "remove [--dir DIR] [NAME...]",
+		Short: "remove shims (default: all of them); other files are left alone",
+		RunE: func(cmd *cobra.Command, names []string) error {
+			if len(names) == 0 {
+				shims, err := listShims(dir)
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return err
+				}
+				for _, s := range shims {
+					names = append(names, s["name"])
+				}
+			}
+			for _, n := range names {
+				path := filepath.Join(dir, filepath.Base(n))
+				if _, ok, err := readShim(path); err != nil || !ok {
+					PrintLine(a.Stderr, "%s: %s is not a coily shim; left alone", a.Name, path)
+					return Exit(ExitFailure)
+				}
+				if err := os.Remove(path); err != nil {
+					return err
+				}
+				PrintLine(a.Stdout, "removed %s", path)
+			}
+			return nil
+		},
+	}
+	a.shimDirFlag(cmd, &dir)
+	return cmd
+}
+
+// onPathFirst says whether dir comes before every other directory of PATH
+// that could hold the same commands (it is the first entry).
+func onPathFirst(dir, path string) bool {
+	first, _, _ := strings.Cut(path, string(os.PathListSeparator))
+	a, _ := filepath.Abs(dir)
+	b, _ := filepath.Abs(first)
+	return first != "" && a == b
+}
+
+// shellQuote quotes s for sh, in single quotes.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// writeFileAtomic writes data to path through a temporary file in the
+// same directory, renamed into place.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}

@@ -1,0 +1,59 @@
+package tsnode
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// slot is one node's state directory, held by this process.
+type slot struct {
+	n    int
+	dir  string
+	lock *os.File
+}
+
+// takeSlot locks the first free state directory of the pool under root
+// (node-0, node-1, …), waiting for one when all are in use. Each keeps
+// its node registered between commands.
+func takeSlot(root string, pool int) (*slot, error) {
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		return nil, fmt.Errorf("tailnet node state: %w", err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		for n := range pool {
+			dir := filepath.Join(root, "node-"+strconv.Itoa(n))
+			if err := os.MkdirAll(dir, 0o700); err != nil {
+				return nil, fmt.Errorf("tailnet node state: %w", err)
+			}
+			f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+			if err != nil {
+				return nil, fmt.Errorf("tailnet node state: %w", err)
+			}
+			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+			if err == nil {
+				return &slot{n: n, dir: dir, lock: f}, nil
+			}
+			f.Close()
+			if !errors.Is(err, unix.EWOULDBLOCK) {
+				return nil, fmt.Errorf("tailnet node state: lock %s: %w", dir, err)
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("all %d tailnet nodes under %s are in use by other commands", pool, root)
+		}
+		time.Sleep(50 * time.Millisecond) // another command holds every node: wait for one
+	}
+}
+
+// release unlocks the directory (the state stays).
+func (s *slot) release() {
+	unix.Flock(int(s.lock.Fd()), unix.LOCK_UN)
+	s.lock.Close()
+}

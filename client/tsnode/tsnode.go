@@ -1,0 +1,217 @@
+// Package tsnode holds the client transports that run a tailnet node in
+// the client's own process: an embedded tsnet node whose state persists,
+// so that later commands reuse it instead of joining afresh, and a node on
+// a `coily dev` tailnet. Only the full coily binary links it (it carries
+// the whole tailnet stack); the lean coily-client dials through the
+// operating system's tailscale instead (client.DialServer).
+//
+// Invariants: a node's state directory is used by one process at a time
+// (a lock file); concurrent commands take further directories of a small
+// pool; a join is bounded and its error names its cause; the node's logs
+// go nowhere unless asked for, and none is uploaded when a control URL is
+// given.
+package tsnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"tailscale.com/envknob"
+	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/tailcfg"
+	"tailscale.com/tsnet"
+	"tailscale.com/types/logger"
+
+	"coily.dev/coily/client"
+)
+
+// Options configure an embedded node.
+type Options struct {
+	// Server is the coily server's HOST[:PORT] on the tailnet.
+	Server     string
+	AuthKey    string // needed only to register a node the first time
+	ControlURL string // empty: Tailscale's
+	// Hostname is this node's name (default coily-client); a pool's
+	// further nodes add -2, -3, ….
+	Hostname string
+	Tags     []string
+	// StateDir keeps the nodes' state between commands (default
+	// $XDG_STATE_HOME/coily/tsnet, else ~/.local/state/coily/tsnet).
+	StateDir string
+	// Pool bounds the nodes used at once by concurrent commands (default 4).
+	Pool int
+	// JoinTimeout bounds joining and reaching the server (default 30 s).
+	JoinTimeout time.Duration
+	// Logf receives the node's logs (nil: discarded).
+	Logf logger.Logf
+}
+
+// DefaultStateDir is where embedded nodes keep their state.
+func DefaultStateDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "coily", "tsnet")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "coily", "tsnet")
+	}
+	return filepath.Join(os.TempDir(), "coily-tsnet-"+strconv.Itoa(os.Getuid()))
+}
+
+// Dial joins the tailnet with a persistent node (or reuses the one a
+// previous command registered), makes sure the server is reachable
+// (a disco ping, so the first packet does not wait for path discovery)
+// and connects to it. Closing the client stops the node; its state stays.
+func Dial(ctx context.Context, o Options) (*client.Client, error) {
+	o = o.withDefaults()
+	if o.ControlURL != "" {
+		envknob.SetNoLogsNoSupport() // a private control server: no log upload to Tailscale
+	}
+	slot, err := takeSlot(o.StateDir, o.Pool)
+	if err != nil {
+		return nil, &client.DialError{Err: err}
+	}
+	hostname := o.Hostname
+	if slot.n > 0 {
+		hostname = fmt.Sprintf("%s-%d", o.Hostname, slot.n+1)
+	}
+	s := &tsnet.Server{Dir: slot.dir, Hostname: hostname, ControlURL: o.ControlURL, AuthKey: o.AuthKey,
+		AdvertiseTags: o.Tags, Logf: o.Logf, UserLogf: o.Logf}
+	up := func(ctx context.Context) (*tsnet.Server, error) { _, err := s.Up(ctx); return s, err }
+	return connect(ctx, o, up, func() { s.Close(); slot.release() })
+}
+
+func (o Options) withDefaults() Options {
+	if o.Hostname == "" {
+		o.Hostname = "coily-client"
+	}
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir()
+	}
+	if o.Pool <= 0 {
+		o.Pool = 4
+	}
+	if o.JoinTimeout <= 0 {
+		o.JoinTimeout = 30 * time.Second
+	}
+	if o.Logf == nil {
+		o.Logf = logger.Discard
+	}
+	return o
+}
+
+// Connect returns a client that reaches server through s, a node that is
+// already up: it waits (within timeout) until the server answers a disco
+// ping. cleanup runs on failure or Close.
+func Connect(ctx context.Context, s *tsnet.Server, server string, timeout time.Duration, cleanup func()) (*client.Client, error) {
+	o := Options{Server: server, JoinTimeout: timeout}.withDefaults()
+	return connect(ctx, o, func(context.Context) (*tsnet.Server, error) { return s, nil }, cleanup)
+}
+
+// connect brings a node up, waits until the server answers a disco ping
+// and returns a client dialing through the node; cleanup runs on failure
+// or Close.
+func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Server, error), cleanup func()) (*client.Client, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.JoinTimeout)
+	defer cancel()
+	s, err := up(ctx)
+	if err != nil {
+		cleanup()
+		return nil, &client.DialError{Err: joinError(err, o)}
+	}
+	host, port := splitServer(o.Server)
+	ip, err := reach(ctx, s, host)
+	if err != nil {
+		cleanup()
+		return nil, &client.DialError{Err: err}
+	}
+	addr := net.JoinHostPort(ip.String(), port)
+	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return s.Dial(ctx, "tcp", a) }))
+	if err != nil {
+		cleanup()
+		return nil, &client.DialError{Err: fmt.Errorf("dial %s: %w", o.Server, err)}
+	}
+	return client.New(conn, cleanup), nil
+}
+
+// joinError says why a join failed, in words an operator acts on.
+func joinError(err error, o Options) error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		where := "Tailscale's coordination server"
+		if o.ControlURL != "" {
+			where = o.ControlURL
+		}
+		return fmt.Errorf("could not join the tailnet within %s: no answer from %s (is it reachable? is the auth key valid and not expired?): %w", o.JoinTimeout, where, err)
+	case o.AuthKey == "" && strings.Contains(err.Error(), "NeedsLogin"):
+		return fmt.Errorf("this node is not registered yet: give an auth key (TS_AUTHKEY) once: %w", err)
+	}
+	return fmt.Errorf("could not join the tailnet: %w", err)
+}
+
+// splitServer splits HOST[:PORT], the port defaulting to coily's.
+func splitServer(server string) (host, port string) {
+	if h, p, err := net.SplitHostPort(server); err == nil {
+		return h, p
+	}
+	return server, strconv.Itoa(client.DefaultPort)
+}
+
+// reach finds the server's tailnet address (host may be an address, a
+// MagicDNS name or a bare host name) and disco-pings it until it answers,
+// so the first connection does not wait for path discovery.
+func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error) {
+	lc, err := s.LocalClient()
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	var last error
+	for {
+		ip, err := lookupPeer(ctx, lc.Status, host)
+		if err == nil {
+			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			_, err = lc.Ping(pctx, ip, tailcfg.PingDisco)
+			cancel()
+			if err == nil {
+				return ip, nil
+			}
+		}
+		last = err
+		select {
+		case <-ctx.Done():
+			return netip.Addr{}, fmt.Errorf("server %s not reachable on the tailnet: %v", host, errors.Join(last, ctx.Err()))
+		case <-tick.C:
+		}
+	}
+}
+
+// lookupPeer resolves host against the node's view of the tailnet.
+func lookupPeer(ctx context.Context, status func(context.Context) (*ipnstate.Status, error), host string) (netip.Addr, error) {
+	if ip, err := netip.ParseAddr(host); err == nil {
+		return ip, nil
+	}
+	st, err := status(ctx)
+	if err != nil {
+		return netip.Addr{}, err
+	}
+	want := strings.TrimSuffix(strings.ToLower(host), ".")
+	for _, p := range st.Peer {
+		dns := strings.TrimSuffix(strings.ToLower(p.DNSName), ".")
+		if (strings.EqualFold(p.HostName, want) || dns == want || strings.HasPrefix(dns, want+".")) && len(p.TailscaleIPs) > 0 {
+			return p.TailscaleIPs[0], nil
+		}
+	}
+	return netip.Addr{}, fmt.Errorf("no peer called %s on the tailnet (yet)", host)
+}

@@ -1,0 +1,60 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// deps lists the packages a build of pkg links (with tags).
+func deps(t *testing.T, pkg string, tags ...string) []string {
+	t.Helper()
+	args := []string{"list", "-deps"}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	out, err := exec.Command("go", append(args, pkg)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps %s: %v\n%s", pkg, err, out)
+	}
+	return strings.Fields(string(out))
+}
+
+// The lean client links the API, the client transports and the command
+// line only: no server, keystore, Vault, sandbox, policy engine, embedded
+// tailnet node or test component. That is what keeps it starting in
+// milliseconds (docs/benchmarks.md).
+func TestLeanClientLinksNoServer(t *testing.T) {
+	forbidden := []string{
+		"coily.dev/coily/server", "coily.dev/coily/keystore", "coily.dev/coily/sandbox", "coily.dev/coily/policy",
+		"coily.dev/coily/store", "coily.dev/coily/audit", "coily.dev/coily/egress", "coily.dev/coily/bridge",
+		"coily.dev/coily/internal/", "coily.dev/coily/client/tsnode", "github.com/hashicorp/vault",
+		"github.com/zalando/go-keyring", "go.etcd.io/bbolt", "tailscale.com/tsnet", "tailscale.com/wgengine/magicsock",
+		"tailscale.com/tstest", "tailscale.com/derp/derpserver", "github.com/prometheus/client_golang",
+	}
+	for _, p := range deps(t, "coily.dev/coily/cmd/coily-client") {
+		for _, f := range forbidden {
+			if p == f || strings.HasPrefix(p, f+"/") || strings.HasSuffix(f, "/") && strings.HasPrefix(p, f) {
+				t.Errorf("coily-client links %s", p)
+			}
+		}
+	}
+}
+
+// No production build links a test component: coily dev's private
+// tailnet (internal/devnet, Tailscale's test control server) is in the
+// development build only (-tags coilydev).
+func TestProductionLinksNoTestComponent(t *testing.T) {
+	for _, p := range deps(t, "coily.dev/coily/cmd/coily") {
+		if strings.HasPrefix(p, "coily.dev/coily/internal/") || strings.HasPrefix(p, "tailscale.com/tstest") {
+			t.Errorf("the production coily links %s", p)
+		}
+	}
+	found := false
+	for _, p := range deps(t, "coily.dev/coily/cmd/coily", "coilydev") {
+		found = found || p == "coily.dev/coily/internal/devnet"
+	}
+	if !found {
+		t.Error("the development build does not link internal/devnet: is coily dev still there?")
+	}
+}

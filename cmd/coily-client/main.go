@@ -1,0 +1,20 @@
+// Command coily-client is coily's lean client: exec, lockout, unlock,
+// pause, resume, status, approvals, agents-md, shim and version, over the
+// local socket, this machine's tailscale or a sandbox's shared folder. It
+// links the API and the client transports only (no server, keystore,
+// embedded tailnet node or test component), so it starts in milliseconds:
+// install it as `coily` on agents' machines, phones and sandboxes.
+package main
+
+import (
+	"os"
+
+	"coily.dev/coily/cli"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(cli.NewApp("coily", version).Main())
+}
