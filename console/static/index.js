@@ -23,18 +23,44 @@
     $("pause").hidden = !(can("pause") || can("exec")) || s.pause.active || s.lockout.active;
     $("resume").hidden = !can("resume") || !s.pause.active || s.lockout.active;
     $("execs-section").hidden = !s.execs_shown;
-    const list = $("execs");
-    list.replaceChildren();
-    for (const x of s.execs) list.append(execCard(x));
+    reconcile($("execs"), s.execs, "data-request-id", (x) => x.request_id, execCard, updateExec);
     $("execs-none").hidden = s.execs.length > 0;
   }
 
+  // reconcile makes list's children the cards of items, in order, keeping
+  // the cards already there (a button is never replaced under a finger):
+  // new items get a card, gone ones lose theirs, others are updated.
+  function reconcile(list, items, attr, keyOf, make, update) {
+    const existing = new Map([...list.children].map((c) => [c.getAttribute(attr), c]));
+    const wanted = new Set();
+    let prev = null;
+    for (const it of items) {
+      const key = keyOf(it);
+      wanted.add(key);
+      let card = existing.get(key);
+      if (!card) card = make(it);
+      else if (update) update(card, it);
+      const next = prev ? prev.nextElementSibling : list.firstElementChild;
+      if (card !== next) list.insertBefore(card, next);
+      prev = card;
+    }
+    for (const [key, card] of existing) {
+      if (!wanted.has(key)) card.remove();
+    }
+  }
+
+  function execState(x) { return x.running ? "running" : (x.approval_id ? "waiting for approval" : "waiting"); }
+
+  function updateExec(card, x) {
+    card.querySelector(".exec-state").textContent = execState(x);
+    card.querySelector(".exec-rule").textContent = x.rule || "(no rule yet)";
+  }
+
   function execCard(x) {
-    const state = x.running ? "running" : (x.approval_id ? "waiting for approval" : "waiting");
     const li = el("li", { class: "card exec", "data-request-id": x.request_id },
       el("pre", { class: "argv", text: x.argv_text }),
-      el("p", { class: "meta" }, el("span", { text: x.principal }), " · ", el("span", { text: x.rule || "(no rule yet)" }),
-        " · ", el("span", { class: "exec-state", text: state }), " · ", el("span", { "data-since": x.admitted, text: coily.ago(x.admitted) })));
+      el("p", { class: "meta" }, el("span", { text: x.principal }), " · ", el("span", { class: "exec-rule", text: x.rule || "(no rule yet)" }),
+        " · ", el("span", { class: "exec-state", text: execState(x) }), " · ", el("span", { "data-since": x.admitted, text: coily.ago(x.admitted) })));
     if (can("lockout")) {
       const kill = el("button", { type: "button", class: "danger kill", text: "Kill" });
       onClick(kill, async () => {
@@ -67,9 +93,7 @@
   }
 
   function renderApprovals(list) {
-    const ul = $("approvals");
-    ul.replaceChildren();
-    for (const a of list) ul.append(approvalCard(a));
+    reconcile($("approvals"), list, "data-approval-id", (a) => a.id, approvalCard, null);
     $("approvals-none").hidden = list.length > 0;
   }
 
