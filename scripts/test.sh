@@ -180,9 +180,20 @@ fi
 step "fuzz targets (smoke, ${FUZZTIME:=5s} each)"
 for pkg in $(go list ./...); do
   for target in $(go test -tags $T -list '^Fuzz' "$pkg" | grep '^Fuzz' || true); do
-    if ! out=$(go test -tags $T -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" 2>&1); then
+    # Go 1.26's fuzz coordinator can report a bare "context deadline
+    # exceeded" at the -fuzztime boundary under CPU contention
+    # (golang/go#75804, fixed in 1.27): a run that failed so, with no
+    # failing input written, is run once more; any other failure fails.
+    for try in 1 2; do
+      if out=$(go test -tags $T -run='^$' -fuzz="^${target}\$" -fuzztime="$FUZZTIME" -fuzzminimizetime=2s "$pkg" 2>&1); then
+        break
+      fi
+      if [ $try = 1 ] && grep -q 'context deadline exceeded' <<<"$out" && ! grep -q 'Failing input written' <<<"$out"; then
+        echo "retry $pkg $target (the fuzz coordinator's deadline race, golang/go#75804)"
+        continue
+      fi
       echo "FAIL $pkg $target"; echo "$out" | tail -40; exit 1
-    fi
+    done
     echo "ok  $pkg $target"
   done
 done
