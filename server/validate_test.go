@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -175,8 +176,9 @@ func FuzzValidateExec(f *testing.F) {
 				t.Fatalf("accepted argv entry %q", a)
 			}
 		}
-		if len(argv) == 0 || len(argv) > maxArgs || total > maxArgvBytes || !filepath.IsAbs(argv[0]) ||
-			filepath.Clean(argv[0]) != argv[0] || len(req.GetStdin()) > maxStdinBytes || len(req.ProtoReflect().GetUnknown()) > 0 ||
+		pathOK := len(argv) > 0 && filepath.IsAbs(argv[0]) && filepath.Clean(argv[0]) == argv[0]
+		if len(argv) == 0 || len(argv) > maxArgs || total > maxArgvBytes || !pathOK && !policy.IsCommandName(argv[0]) ||
+			len(req.GetStdin()) > maxStdinBytes || len(req.ProtoReflect().GetUnknown()) > 0 ||
 			bytes.Contains([]byte(req.GetNote()), []byte{0}) || len(req.GetNote()) > maxTextBytes {
 			t.Fatalf("accepted a request outside the limits: %d args", len(argv))
 		}
