@@ -3,9 +3,11 @@ package tsnode
 import (
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -56,4 +58,32 @@ func takeSlot(root string, pool int) (*slot, error) {
 func (s *slot) release() {
 	unix.Flock(int(s.lock.Fd()), unix.LOCK_UN)
 	s.lock.Close()
+}
+
+// portFile keeps the UDP port of a slot's node between commands.
+const portFile = "udp-port"
+
+// port returns the UDP port for the slot's node: the one it used last
+// time, or a free one, chosen now and kept. Keeping it matters: a server
+// that talked to the previous command keeps sending to the address it
+// last confirmed (for several seconds, until it has pinged the new one),
+// and its answer to the first WireGuard handshake must reach this
+// command's node there. Otherwise it is lost, and WireGuard retries only
+// after 5 s. 0 (any port) when none can be kept.
+func (s *slot) port() uint16 {
+	if b, err := os.ReadFile(filepath.Join(s.dir, portFile)); err == nil {
+		if p, err := strconv.ParseUint(strings.TrimSpace(string(b)), 10, 16); err == nil && p > 0 {
+			return uint16(p)
+		}
+	}
+	c, err := net.ListenPacket("udp4", ":0")
+	if err != nil {
+		return 0
+	}
+	p := c.LocalAddr().(*net.UDPAddr).Port
+	c.Close()
+	if err := os.WriteFile(filepath.Join(s.dir, portFile), []byte(strconv.Itoa(p)+"\n"), 0o600); err != nil {
+		return 0
+	}
+	return uint16(p)
 }

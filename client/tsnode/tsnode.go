@@ -22,6 +22,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -85,8 +86,8 @@ func Dial(ctx context.Context, o Options) (*client.Client, error) {
 		hostname = fmt.Sprintf("%s-%d", o.Hostname, slot.n+1)
 	}
 	s := &tsnet.Server{Dir: slot.dir, Hostname: hostname, ControlURL: o.ControlURL, AuthKey: o.AuthKey,
-		AdvertiseTags: o.Tags, Logf: o.Logf, UserLogf: o.Logf}
-	up := func(ctx context.Context) (*tsnet.Server, error) { _, err := s.Up(ctx); return s, err }
+		AdvertiseTags: o.Tags, Port: slot.port(), Logf: o.Logf, UserLogf: o.Logf}
+	up := func(ctx context.Context) (*tsnet.Server, error) { return s, bringUp(ctx, s, o.AuthKey != "") }
 	return connect(ctx, o, up, func() { s.Close(); slot.release() })
 }
 
@@ -129,7 +130,9 @@ func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Se
 		return nil, &client.DialError{Err: joinError(err, o)}
 	}
 	host, port := splitServer(o.Server)
+	start := time.Now()
 	ip, err := reach(ctx, s, host)
+	o.Logf("tsnode: server %s answered a disco ping after %v (err %v)", host, time.Since(start).Round(time.Millisecond), err)
 	if err != nil {
 		cleanup()
 		return nil, &client.DialError{Err: err}
@@ -153,8 +156,8 @@ func joinError(err error, o Options) error {
 			where = o.ControlURL
 		}
 		return fmt.Errorf("could not join the tailnet within %s: no answer from %s (is it reachable? is the auth key valid and not expired?): %w", o.JoinTimeout, where, err)
-	case o.AuthKey == "" && strings.Contains(err.Error(), "NeedsLogin"):
-		return fmt.Errorf("this node is not registered yet: give an auth key (TS_AUTHKEY) once: %w", err)
+	case errors.Is(err, ErrNotRegistered):
+		return err
 	}
 	return fmt.Errorf("could not join the tailnet: %w", err)
 }
@@ -167,30 +170,61 @@ func splitServer(server string) (host, port string) {
 	return server, strconv.Itoa(client.DefaultPort)
 }
 
+// Disco pings before the first packet to the server.
+const (
+	// pingEvery starts another disco ping: the server ignores them until
+	// the control server has told it this process's disco key (new at
+	// every start), so they are repeated often rather than waited on.
+	pingEvery = 100 * time.Millisecond
+	// pingTimeout bounds one disco ping (a slow path still answers).
+	pingTimeout = 3 * time.Second
+)
+
 // reach finds the server's tailnet address (host may be an address, a
 // MagicDNS name or a bare host name) and disco-pings it until it answers,
-// so the first connection does not wait for path discovery.
+// so the first connection does not wait for path discovery. The answer
+// also proves that the server knows this process's disco key (new at every
+// start): until it does, it ignores the pings, and it would reset a
+// WireGuard session begun before. A ping starts every pingEvery, each
+// waiting up to pingTimeout, so a ping lost to that wait costs little.
 func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error) {
 	lc, err := s.LocalClient()
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan netip.Addr, 1)
+	var mu sync.Mutex
 	var last error
+	note := func(err error) { mu.Lock(); last = err; mu.Unlock() }
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
 	for {
-		ip, err := lookupPeer(ctx, lc.Status, host)
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err = lc.Ping(pctx, ip, tailcfg.PingDisco)
-			cancel()
-			if err == nil {
-				return ip, nil
-			}
+		if ip, err := lookupPeer(ctx, lc.Status, host); err != nil {
+			note(err)
+		} else {
+			wg.Go(func() {
+				pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+				defer cancel()
+				if _, err := lc.Ping(pctx, ip, tailcfg.PingDisco); err != nil {
+					note(err)
+					return
+				}
+				select {
+				case answered <- ip:
+				default:
+				}
+			})
 		}
-		last = err
 		select {
+		case ip := <-answered:
+			return ip, nil
 		case <-ctx.Done():
+			mu.Lock()
+			defer mu.Unlock()
 			return netip.Addr{}, fmt.Errorf("server %s not reachable on the tailnet: %v", host, errors.Join(last, ctx.Err()))
 		case <-tick.C:
 		}
