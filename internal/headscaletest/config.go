@@ -13,6 +13,7 @@ type config struct {
 	Cert, Key                   string
 	Policy                      string // "" for none
 	IPv6                        bool   // give nodes IPv6 addresses too
+	LowLatency                  bool   // add LowLatencyTuning
 }
 
 // MagicDNSDomain is the tailnet's DNS suffix: a node is <name>.<domain>.
@@ -28,6 +29,10 @@ const MagicDNSDomain = "hs.coily.test"
 //   - no update checks, no log upload, MagicDNS under MagicDNSDomain
 //     without overriding the host's resolver.
 func (c config) yaml() string {
+	tuning := ""
+	if c.LowLatency {
+		tuning = LowLatencyTuning
+	}
 	v6 := ""
 	if c.IPv6 {
 		v6 = "\n  v6: fd7a:115c:a1e0::/48"
@@ -90,6 +95,6 @@ logtail:
   enabled: false
 taildrop:
   enabled: false
-`, filepath.Join(c.Dir, "noise.key"), c.Listen, c.GRPC, c.Metrics, c.STUN, c.Cert, c.Key, v6, policy,
-		filepath.Join(c.Dir, "derp.key"), filepath.Join(c.Dir, "db.sqlite"), MagicDNSDomain, filepath.Join(c.Dir, "hs.sock"))
+%[14]s`, filepath.Join(c.Dir, "noise.key"), c.Listen, c.GRPC, c.Metrics, c.STUN, c.Cert, c.Key, v6, policy,
+		filepath.Join(c.Dir, "derp.key"), filepath.Join(c.Dir, "db.sqlite"), MagicDNSDomain, filepath.Join(c.Dir, "hs.sock"), tuning)
 }

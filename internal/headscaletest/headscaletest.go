@@ -49,7 +49,20 @@ type Options struct {
 	// Policy is the tailnet policy (HuJSON); empty: none, so every node
 	// may reach every other and no capability is granted.
 	Policy string
+	// LowLatency shortens headscale's batching of node changes
+	// (LowLatencyTuning): a restarted node's new keys reach its peers in
+	// tens of milliseconds instead of about a second.
+	LowLatency bool
 }
+
+// LowLatencyTuning is the headscale configuration that LowLatency adds:
+// node store writes and change notifications are batched for 800 ms and
+// 500 ms by default, which is most of what a command that starts a
+// tailnet node waits for.
+const LowLatencyTuning = `tuning:
+  batch_change_delay: 50ms
+  node_store_batch_timeout: 20ms
+`
 
 // Server is a running headscale.
 type Server struct {
@@ -134,7 +147,7 @@ func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
 		}
 	}
 	cfg := config{Dir: dir, Listen: ports[0], GRPC: ports[1], Metrics: ports[2], STUN: stun,
-		Cert: certFile, Key: keyFile, Policy: s.policy, IPv6: hostHasIPv6()}
+		Cert: certFile, Key: keyFile, Policy: s.policy, IPv6: hostHasIPv6(), LowLatency: o.LowLatency}
 	if err := os.WriteFile(s.config, []byte(cfg.yaml()), 0o600); err != nil {
 		return nil, err
 	}

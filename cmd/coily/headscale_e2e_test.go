@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"coily.dev/coily/internal/devnet"
+	"coily.dev/coily/internal/headscaletest"
+)
+
+// Tests over a real headscale (internal/headscaletest): a real `coily
+// serve --tailnet` joined to it with a tagged pre-auth key, real `coily
+// --tsnet` clients whose nodes persist (client/tsnode), identities and
+// grants from headscale's policy (its grants carry coily's app
+// capability), revocation by deleting a node, and the bridge.
+
+// hsTailnetPolicy is headscale's policy: who may reach the trust point's
+// port at all, and what coily's app capability grants each caller.
+// tag:stranger may connect but is granted nothing.
+const hsTailnetPolicy = `{
+  "tagOwners": {"tag:coily": [], "tag:agent": [], "tag:stranger": [], "tag:bridge": []},
+  "grants": [
+    {"src": ["alice@", "tag:agent", "tag:stranger", "tag:bridge"], "dst": ["tag:coily"], "ip": ["tcp:7443"]},
+    {"src": ["alice@"], "dst": ["tag:coily"], "app": {"coily.dev/cap/coily": [{"roles": ["owner"]}]}},
+    {"src": ["tag:agent"], "dst": ["tag:coily"], "app": {"coily.dev/cap/coily": [{"roles": ["agent"], "commands": ["date"]}]}},
+    {"src": ["tag:bridge"], "dst": ["tag:coily"], "app": {"coily.dev/cap/coily": [{"roles": ["bridge"]}]}}
+  ]
+}`
+
+// hsCoilyPolicy is the trust point's own policy: what the roles the
+// capability names mean. No grant names a tailnet principal: everything
+// a tailnet caller holds comes from headscale.
+const hsCoilyPolicy = `version: 1
+roles:
+  operator: {permissions: [status, keys, lockout, unlock]}
+  owner: {permissions: [exec, lockout, pause, resume, status], commands: ["*"]}
+  agent: {permissions: [exec, pause, status], commands: [echo]}
+  bridge: {permissions: [relay], sandboxes: [demo]}
+  demo-sandbox: {permissions: [exec], commands: [echo]}
+grants:
+  - {principals: ["sandbox:demo"], roles: [demo-sandbox]}
+commands:
+  - {name: echo, binary: /bin/echo, args: ["**"], flags: any, sandbox: native}
+  - {name: date, binary: /bin/date, sandbox: native}
+`
+
+// hsTrust is a trust point serving on a headscale tailnet.
+type hsTrust struct {
+	hs     *headscaletest.Server
+	log    *syncBuffer
+	socket string
+	env    []string // every coily process's: trust headscale's certificate, stay offline
+}
+
+// startHeadscaleTrust starts headscale and `coily serve --tailnet` joined
+// to it as tag:coily.
+func startHeadscaleTrust(t *testing.T, o headscaletest.Options) *hsTrust {
+	t.Helper()
+	if o.Policy == "" {
+		o.Policy = hsTailnetPolicy
+	}
+	hs := headscaletest.Start(t, o)
+	dir := shortDir(t)
+	pol, keyFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "authkey")
+	if err := os.WriteFile(pol, []byte(hsCoilyPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:coily"}})), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	h := &hsTrust{hs: hs, log: new(syncBuffer), socket: filepath.Join(dir, "coily.sock"),
+		env: append(append(os.Environ(), hs.Env()...), devnet.OfflineEnv()...)}
+	srv := exec.Command(coilyBin, "serve", "--tailnet", "--hostname", "coily", "--control-url", hs.URL,
+		"--authkey-file", keyFile, "--state-dir", dir, "--policy", pol)
+	srv.Env, srv.Stdout, srv.Stderr = h.env, h.log, h.log
+	if err := srv.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() { _ = srv.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = srv.Process.Signal(syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("coily serve:\n%s", h.log)
+		}
+	})
+	deadline := time.Now().Add(60 * time.Second)
+	for !strings.Contains(h.log.String(), "tailnet=coily:7443") {
+		select {
+		case <-exited:
+			t.Fatalf("serve --tailnet exited")
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve --tailnet did not come up on headscale")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return h
+}
+
+// hsClient is one client machine: a --tsnet state directory and the
+// auth key its first command registers with.
+type hsClient struct {
+	h        *hsTrust
+	hostname string
+	state    string
+	key      string // TS_AUTHKEY
+}
+
+func (h *hsTrust) client(t *testing.T, hostname, key string) *hsClient {
+	return &hsClient{h: h, hostname: hostname, state: filepath.Join(shortDir(t), "tsnet"), key: key}
+}
+
+// run runs `coily --tsnet --server coily …` and times the whole process.
+func (c *hsClient) run(t testing.TB, args ...string) (cliRun, time.Duration) {
+	t.Helper()
+	cmd := exec.Command(coilyBin, append([]string{"--tsnet", "--server", "coily", "--control-url", c.h.hs.URL,
+		"--hostname", c.hostname, "--tsnet-state", c.state}, args...)...)
+	cmd.Env = slices.Clone(c.h.env)
+	if c.key != "" {
+		cmd.Env = append(cmd.Env, "TS_AUTHKEY="+c.key)
+	}
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	start := time.Now()
+	err := cmd.Run()
+	took := time.Since(start)
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}, took
+}
+
+// hsCaller is what `coily status --json` says about the caller.
+type hsCaller struct {
+	Principal   string   `json:"principal"`
+	Transport   string   `json:"transport"`
+	Roles       []string `json:"roles"`
+	Permissions []string `json:"permissions"`
+	Peer        string   `json:"peer"`
+}
+
+// status runs `status --json` and returns the caller it reports.
+func (c *hsClient) status(t *testing.T) hsCaller {
+	t.Helper()
+	r, took := c.run(t, "status", "--json")
+	if r.code != 0 {
+		t.Fatalf("status over headscale: exit %d after %v\nstdout: %s\nstderr: %s", r.code, took, r.stdout, r.stderr)
+	}
+	var st struct {
+		Caller hsCaller `json:"caller"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &st); err != nil {
+		t.Fatalf("status --json: %v\n%s", err, r.stdout)
+	}
+	return st.Caller
+}
+
+// TestHeadscaleIdentityGrantsLockout: a user's node and tagged nodes are
+// the principals headscale names them (a user login without a domain),
+// hold what headscale's grants give through coily's app capability and
+// nothing else; a lockout from the tailnet holds until the local operator
+// unlocks, which no tailnet caller may do.
+func TestHeadscaleIdentityGrantsLockout(t *testing.T) {
+	h := startHeadscaleTrust(t, headscaletest.Options{LowLatency: true})
+	alice := h.client(t, "alice-laptop", h.hs.AuthKey(t, headscaletest.Key{User: h.hs.CreateUser(t, "alice").ID}))
+	agent := h.client(t, "agent-box", h.hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:agent"}}))
+	stranger := h.client(t, "stranger-box", h.hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:stranger"}}))
+
+	c := alice.status(t)
+	if c.Principal != "alice" || c.Transport != "tailnet" || !slices.Equal(c.Roles, []string{"owner"}) ||
+		!strings.HasPrefix(c.Peer, "alice-laptop."+headscaletest.MagicDNSDomain+" ") {
+		t.Fatalf("alice's node: %+v; want principal alice (no domain: a headscale login) via tailnet, roles [owner] from the app capability", c)
+	}
+	c = agent.status(t)
+	if c.Principal != "tag:agent" || !slices.Equal(c.Roles, []string{"agent"}) {
+		t.Fatalf("tagged node: %+v; want tag:agent with roles [agent]", c)
+	}
+
+	for _, tt := range []struct {
+		who  *hsClient
+		args []string
+		code int
+		out  string
+		err  string
+	}{
+		{agent, []string{"exec", "--", "/bin/echo", "hi"}, 0, "hi\n", ""},   // the agent role's rule
+		{agent, []string{"exec", "--", "/bin/date"}, 0, "", ""},             // granted by name in the capability
+		{agent, []string{"exec", "--", "/bin/sh", "-c", "true"}, 125, "", "coily: refused (policy-deny)"},
+		{agent, []string{"resume"}, 125, "", "coily: refused (permission-denied)"},
+		{stranger, []string{"status"}, 125, "", "coily: refused (permission-denied)"},
+		{stranger, []string{"exec", "--", "/bin/echo", "hi"}, 125, "", "coily: refused (permission-denied)"},
+	} {
+		r, _ := tt.who.run(t, tt.args...)
+		if r.code != tt.code || (tt.out != "" && r.stdout != tt.out) || !strings.HasPrefix(r.stderr, tt.err) {
+			t.Errorf("%v: exit %d stdout %q stderr %q; want %d %q %q", tt.args, r.code, r.stdout, r.stderr, tt.code, tt.out, tt.err)
+		}
+	}
+
+	// Lockout from the tailnet; unlock only on the host.
+	if r, _ := alice.run(t, "lockout", "--reason", "headscale test"); r.code != 0 {
+		t.Fatalf("lockout from alice's node: exit %d: %s", r.code, r.stderr)
+	}
+	if r, _ := agent.run(t, "exec", "--", "/bin/echo", "hi"); r.code != 125 || !strings.HasPrefix(r.stderr, "coily: refused (lockout-active)") {
+		t.Fatalf("exec during a lockout: exit %d stderr %q; want refused (lockout-active)", r.code, r.stderr)
+	}
+	if r, _ := alice.run(t, "unlock"); r.code != 125 || !strings.HasPrefix(r.stderr, "coily: refused (permission-denied)") {
+		t.Fatalf("unlock from the tailnet: exit %d stderr %q; want refused (permission-denied)", r.code, r.stderr)
+	}
+	if r := runCoily(t, nil, "--socket", h.socket, "unlock"); r.code != 0 {
+		t.Fatalf("unlock on the local socket: exit %d: %s", r.code, r.stderr)
+	}
+	if r, _ := agent.run(t, "exec", "--", "/bin/echo", "again"); r.code != 0 || r.stdout != "again\n" {
+		t.Fatalf("exec after unlock: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
+	}
+}
