@@ -20,31 +20,24 @@ type slot struct {
 	lock *os.File
 }
 
+// stateFile is where tsnet keeps a node's keys (its registration).
+const stateFile = "tailscaled.state"
+
 // takeSlot locks the first free state directory of the pool under root
 // (node-0, node-1, …), waiting for one when all are in use. Each keeps
-// its node registered between commands.
-func takeSlot(root string, pool int) (*slot, error) {
+// its node registered between commands. Without an auth key only
+// registered nodes are used (an unregistered one could not join), so
+// concurrent commands then share them; node-0 is used when there is none,
+// to say that it needs registering.
+func takeSlot(root string, pool int, haveKey bool) (*slot, error) {
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return nil, fmt.Errorf("tailnet node state: %w", err)
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
-		for n := range pool {
-			dir := filepath.Join(root, "node-"+strconv.Itoa(n))
-			if err := os.MkdirAll(dir, 0o700); err != nil {
-				return nil, fmt.Errorf("tailnet node state: %w", err)
-			}
-			f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
-			if err != nil {
-				return nil, fmt.Errorf("tailnet node state: %w", err)
-			}
-			err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
-			if err == nil {
-				return &slot{n: n, dir: dir, lock: f}, nil
-			}
-			f.Close()
-			if !errors.Is(err, unix.EWOULDBLOCK) {
-				return nil, fmt.Errorf("tailnet node state: lock %s: %w", dir, err)
+		for _, n := range usable(root, pool, haveKey) {
+			if s, err := lockSlot(root, n); !errors.Is(err, errBusy) {
+				return s, err
 			}
 		}
 		if time.Now().After(deadline) {
@@ -52,6 +45,48 @@ func takeSlot(root string, pool int) (*slot, error) {
 		}
 		time.Sleep(50 * time.Millisecond) // another command holds every node: wait for one
 	}
+}
+
+// usable lists the pool's slots a command may take, in order.
+func usable(root string, pool int, haveKey bool) []int {
+	var all, registered []int
+	for n := range pool {
+		all = append(all, n)
+		if fi, err := os.Lstat(filepath.Join(root, "node-"+strconv.Itoa(n), stateFile)); err == nil && fi.Mode().IsRegular() {
+			registered = append(registered, n)
+		}
+	}
+	switch {
+	case haveKey:
+		return all
+	case len(registered) == 0:
+		return all[:1]
+	}
+	return registered
+}
+
+// errBusy: another command holds the slot.
+var errBusy = errors.New("in use")
+
+// lockSlot locks slot n (errBusy when another command holds it).
+func lockSlot(root string, n int) (*slot, error) {
+	dir := filepath.Join(root, "node-"+strconv.Itoa(n))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("tailnet node state: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("tailnet node state: %w", err)
+	}
+	err = unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+	if err == nil {
+		return &slot{n: n, dir: dir, lock: f}, nil
+	}
+	f.Close()
+	if errors.Is(err, unix.EWOULDBLOCK) {
+		return nil, errBusy
+	}
+	return nil, fmt.Errorf("tailnet node state: lock %s: %w", dir, err)
 }
 
 // release unlocks the directory (the state stays).

@@ -7,9 +7,13 @@
 //
 // Invariants: a node's state directory is used by one process at a time
 // (a lock file); concurrent commands take further directories of a small
-// pool; a join is bounded and its error names its cause; the node's logs
-// go nowhere unless asked for, and none is uploaded when a control URL is
-// given.
+// pool, registered ones only when no auth key is given; a node keeps its
+// UDP port between commands; nothing is sent to the server before it
+// answers a disco ping (it then knows this process's disco key) and the
+// control server knows the node's home DERP relay; connections close both
+// ways before the node stops; a join is bounded and its error names its
+// cause (an unregistered node fails at once); the node's logs go nowhere
+// unless asked for, and none is uploaded when a control URL is given.
 package tsnode
 
 import (
@@ -77,7 +81,7 @@ func Dial(ctx context.Context, o Options) (*client.Client, error) {
 	if o.ControlURL != "" {
 		envknob.SetNoLogsNoSupport() // a private control server: no log upload to Tailscale
 	}
-	slot, err := takeSlot(o.StateDir, o.Pool)
+	slot, err := takeSlot(o.StateDir, o.Pool, o.AuthKey != "")
 	if err != nil {
 		return nil, &client.DialError{Err: err}
 	}
@@ -132,19 +136,20 @@ func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Se
 	host, port := splitServer(o.Server)
 	start := time.Now()
 	ip, err := reach(ctx, s, host)
-	o.Logf("tsnode: server %s answered a disco ping after %v (err %v)", host, time.Since(start).Round(time.Millisecond), err)
 	if err != nil {
 		cleanup()
 		return nil, &client.DialError{Err: err}
 	}
+	o.Logf("tsnode: server %s (%v) answered a disco ping %v after the node was up", host, ip, time.Since(start).Round(time.Millisecond))
 	addr := net.JoinHostPort(ip.String(), port)
+	var tracked conns
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return s.Dial(ctx, "tcp", a) }))
+		grpc.WithContextDialer(tracked.dial(s.Dial)))
 	if err != nil {
 		cleanup()
 		return nil, &client.DialError{Err: fmt.Errorf("dial %s: %w", o.Server, err)}
 	}
-	return client.New(conn, cleanup), nil
+	return client.New(conn, func() { tracked.wait(); cleanup() }), nil
 }
 
 // joinError says why a join failed, in words an operator acts on.
@@ -192,6 +197,7 @@ func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error
 	if err != nil {
 		return netip.Addr{}, err
 	}
+	waitDERPHomeKnown(ctx, lc)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -13,8 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/client"
+	"coily.dev/coily/descriptor"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/internal/headscaletest"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
 // Tests over a real headscale (internal/headscaletest): a real `coily
@@ -228,4 +232,122 @@ func TestHeadscaleIdentityGrantsLockout(t *testing.T) {
 	if r, _ := agent.run(t, "exec", "--", "/bin/echo", "again"); r.code != 0 || r.stdout != "again\n" {
 		t.Fatalf("exec after unlock: exit %d stdout %q stderr %q", r.code, r.stdout, r.stderr)
 	}
+}
+
+// TestHeadscaleBridgeRevocation: the filesystem bridge relays over
+// headscale with a node of its own (--tsnet, tag:bridge), and deleting
+// that node in headscale cuts it off: requests written after that are
+// not served, and a command started from the node's state is told that
+// the node is not registered.
+func TestHeadscaleBridgeRevocation(t *testing.T) {
+	h := startHeadscaleTrust(t, headscaletest.Options{LowLatency: true})
+	local, err := client.DialLocal(h.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	issued, err := local.API.IssueKey(ctx, &coilyv1.IssueKeyRequest{Sandbox: "demo"})
+	if err != nil {
+		t.Fatalf("IssueKey: %v", err)
+	}
+	key := issued.GetKey().GetSecret()
+
+	b := h.client(t, "bridge", h.hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:bridge"}}))
+	mount := shortDir(t)
+	bridgeLog := new(syncBuffer)
+	cmd := exec.Command(coilyBin, "--tsnet", "--server", "coily", "--control-url", h.hs.URL, "--hostname", b.hostname,
+		"--tsnet-state", b.state, "bridge", "--mount", mount+"=demo")
+	cmd.Env = append(slices.Clone(h.env), "TS_AUTHKEY="+b.key)
+	cmd.Stdout, cmd.Stderr = bridgeLog, bridgeLog
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		<-exited
+		if t.Failed() {
+			t.Logf("bridge:\n%s", bridgeLog)
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := os.Stat(descriptor.Path(mount, descriptor.TmpDir, "")); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bridge did not join and create .coily/")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	id := descriptor.NewID()
+	bridgeE2EPut(t, mount, id, bridgeE2ERequest(t, key, id, "/bin/echo", "over headscale"))
+	r := bridgeE2EAnswer(t, mount, id, bridgeLog)
+	if out, _ := r.Stdout(); r.Outcome != descriptor.OutcomeExit || r.ExitCode != 0 || string(out) != "over headscale\n" {
+		t.Fatalf("relayed over headscale: outcome %q code %q message %q stdout %q", r.Outcome, r.Code, r.Message, out)
+	}
+
+	node, ok := h.hs.NodeByName(t, "bridge")
+	if !ok {
+		t.Fatalf("no node called bridge in headscale: %+v", h.hs.Nodes(t))
+	}
+	h.hs.DeleteNode(t, node.ID)
+	deleted := time.Now()
+	served := 0
+	for {
+		if time.Since(deleted) > 30*time.Second {
+			t.Fatalf("the bridge's node was deleted %v ago and its requests are still served (%d)", time.Since(deleted), served)
+		}
+		id := descriptor.NewID()
+		put := time.Now()
+		bridgeE2EPut(t, mount, id, bridgeE2ERequest(t, key, id, "/bin/echo", "still?"))
+		r, ok := hsAnswer(mount, id, 3*time.Second)
+		if ok && r.Outcome == descriptor.OutcomeExit {
+			served++
+			continue
+		}
+		if ok {
+			t.Logf("after the node's deletion: %s (%s: %s)", r.Outcome, r.Code, r.Message)
+		}
+		t.Logf("headscale node deleted: requests written %v later and after are not served (%d served before)",
+			put.Sub(deleted).Round(time.Millisecond), served)
+		break
+	}
+
+	// A command from the node's state is told it is not registered.
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	<-exited
+	exited <- nil
+	b.key = ""
+	run, took := b.run(t, "status")
+	if run.code != 69 || !strings.Contains(run.stderr, "not registered") {
+		t.Fatalf("status from the deleted node's state: exit %d after %v stderr %q; want 69, not registered", run.code, took, run.stderr)
+	}
+	// Given an auth key again, it registers anew.
+	b.key = h.hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:bridge"}})
+	run, took = b.run(t, "--verbose", "status")
+	os.WriteFile("/tmp/hsm/rereg.log", []byte(run.stderr), 0o644)
+	if run.code != 125 || !strings.Contains(run.stderr, "refused (permission-denied)") {
+		t.Fatalf("status from the deleted node's state with a new key: exit %d after %v stderr %q; want the bridge's own refusal (it may only relay)", run.code, took, run.stderr)
+	}
+	t.Logf("re-registered with a new key in %v", took.Round(time.Millisecond))
+}
+
+// hsAnswer waits up to wait for the response to id.
+func hsAnswer(mount, id string, wait time.Duration) (*descriptor.Response, bool) {
+	p := descriptor.Path(mount, descriptor.ResponsesDir, descriptor.FileName(id))
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if data, err := os.ReadFile(p); err == nil {
+			if r, err := descriptor.ParseResponse(data); err == nil {
+				os.Remove(p)
+				return r, true
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil, false
 }
