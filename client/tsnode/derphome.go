@@ -31,6 +31,10 @@ func waitDERPHomeKnown(ctx context.Context, lc *local.Client) {
 		if err != nil {
 			return
 		}
+		// The initial netmap is the one place that shows what control
+		// last said about this node (Status shows the node's own choice);
+		// it is still sent on every platform to a watcher asking for it.
+		//lint:ignore SA1019 see above; tailscale.com is pinned
 		if n.NetMap != nil && n.NetMap.SelfNode.Valid() && n.NetMap.SelfNode.HomeDERP() != 0 ||
 			n.SelfChange != nil && n.SelfChange.HomeDERP != 0 {
 			return
