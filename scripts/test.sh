@@ -46,6 +46,7 @@ fi
 scripts/tools.sh
 scripts/vaultdev.sh # a real Vault server (the Vault core in-process) for the keystore tests
 scripts/headscale.sh # a real headscale (control server) for the TestHeadscale* tests
+scripts/tailscaled.sh # a real tailscaled, for the lean client through an OS tailscaled
 scripts/npm-tools.sh # verdaccio, the npm registry internal/standin starts
 
 step "gofmt"

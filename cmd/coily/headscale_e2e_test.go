@@ -460,3 +460,85 @@ func roundAll(ds []time.Duration) []time.Duration {
 	}
 	return out
 }
+
+// TestHeadscaleLeanClientThroughTailscaled: the lean coily-client reaches
+// the server through the operating system's tailscaled (its LocalAPI at
+// the default socket path), here a real tailscaled (bin/tailscaled, built
+// by scripts/tailscaled.sh) in userspace-networking mode, joined to
+// headscale with an ephemeral tagged key. It runs in a private mount
+// namespace whose /run is a tmpfs, so that the socket is this test's alone.
+func TestHeadscaleLeanClientThroughTailscaled(t *testing.T) {
+	requireComponent(t, os.Geteuid() == 0, "root (a private mount namespace for tailscaled's socket)")
+	unshare, err := exec.LookPath("unshare")
+	requireComponent(t, err == nil, "unshare")
+	tailscaled := os.Getenv("COILY_TAILSCALED")
+	if tailscaled == "" {
+		tailscaled, _ = filepath.Abs("../../bin/tailscaled")
+	}
+	_, err = os.Stat(tailscaled)
+	requireComponent(t, err == nil, "bin/tailscaled (scripts/tailscaled.sh)")
+
+	h := startHeadscaleTrust(t, headscaletest.Options{LowLatency: true})
+	dir := shortDir(t)
+	lean := filepath.Join(dir, "coily-client")
+	if out, err := exec.Command("go", "build", "-o", lean, "coily.dev/coily/cmd/coily-client").CombinedOutput(); err != nil {
+		t.Fatalf("build coily-client: %v\n%s", err, out)
+	}
+	key := h.hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:agent"}, Ephemeral: true})
+	conf, err := json.Marshal(map[string]any{"Version": "alpha0", "ServerURL": h.hs.URL, "AuthKey": key,
+		"Hostname": "lean-box", "acceptDNS": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "tailscaled.json"), conf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	const script = `set -eu
+mount -t tmpfs tmpfs /run
+mkdir -p /run/tailscale
+"$TAILSCALED" --tun=userspace-networking --statedir="$DIR/tsd" --config="$DIR/tailscaled.json" --port=0 --no-logs-no-support >"$DIR/tailscaled.log" 2>&1 &
+pid=$!
+trap 'kill $pid; wait $pid || true' EXIT
+i=0
+until "$CLIENT" --server coily status >/dev/null 2>&1; do
+  i=$((i+1))
+  if [ $i -ge 300 ]; then echo "no answer through tailscaled within 30 s"; tail -30 "$DIR/tailscaled.log"; exit 1; fi
+  sleep 0.1
+done
+for n in 1 2 3 4 5; do
+  s=$(date +%s%N); "$CLIENT" --server coily status >/dev/null; echo "took_ms $(( ($(date +%s%N) - s) / 1000000 ))"
+done
+"$CLIENT" --server coily status --json
+"$CLIENT" --server coily exec -- /bin/echo through tailscaled
+`
+	cmd := exec.Command(unshare, "--mount", "--propagation", "private", "sh", "-c", script)
+	cmd.Env = append(slices.Clone(h.env), "TAILSCALED="+tailscaled, "CLIENT="+lean, "DIR="+dir)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("coily-client through tailscaled: %v\n%s", err, out)
+	}
+	var took []string
+	var status []string
+	for _, line := range strings.Split(string(out), "\n") {
+		if ms, ok := strings.CutPrefix(line, "took_ms "); ok {
+			took = append(took, ms+"ms")
+		} else {
+			status = append(status, line)
+		}
+	}
+	text := strings.Join(status, "\n")
+	var st struct {
+		Caller hsCaller `json:"caller"`
+	}
+	start, end := strings.Index(text, "{"), strings.LastIndex(text, "}")
+	if start < 0 || end < start || json.Unmarshal([]byte(text[start:end+1]), &st) != nil {
+		t.Fatalf("no status JSON in:\n%s", out)
+	}
+	if st.Caller.Principal != "tag:agent" || !strings.HasPrefix(st.Caller.Peer, "lean-box.") {
+		t.Fatalf("caller through tailscaled: %+v; want tag:agent from lean-box", st.Caller)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(text), "through tailscaled") {
+		t.Fatalf("exec through tailscaled: output\n%s", out)
+	}
+	t.Logf("coily-client --server coily status through tailscaled: %v", took)
+}
