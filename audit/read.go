@@ -18,12 +18,22 @@ var errStop = errors.New("stop")
 // line without '\n' or a line longer than maxLine is reported as a
 // *BrokenError. fn returning errStop ends the walk with a nil error.
 func eachLine(path string, fn func(line int, b []byte) error) error {
+	return eachLineUpTo(path, -1, fn)
+}
+
+// eachLineUpTo is eachLine over the file's first limit bytes (all of it
+// when limit < 0).
+func eachLineUpTo(path string, limit int64, fn func(line int, b []byte) error) error {
 	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	defer f.Close()
-	r := bufio.NewReaderSize(f, 64<<10)
+	var in io.Reader = f
+	if limit >= 0 {
+		in = io.LimitReader(f, limit)
+	}
+	r := bufio.NewReaderSize(in, 64<<10)
 	var buf []byte
 	for n := 1; ; n++ {
 		var complete bool
@@ -74,7 +84,11 @@ func readLine(r *bufio.Reader, buf []byte) (line []byte, complete bool, err erro
 // eachRecord calls fn for every record of the file at path, checking each
 // line on its own (not the chain).
 func eachRecord(path string, fn func(Record) error) error {
-	return eachLine(path, func(n int, b []byte) error {
+	return eachRecordUpTo(path, -1, fn)
+}
+
+func eachRecordUpTo(path string, limit int64, fn func(Record) error) error {
+	return eachLineUpTo(path, limit, func(n int, b []byte) error {
 		rec, _, err := parseLine(b)
 		if err != nil {
 			return &BrokenError{File: path, Line: n, Why: err.Error()}
@@ -86,6 +100,29 @@ func eachRecord(path string, fn func(Record) error) error {
 // Tail returns the last n records across all month files, oldest first.
 // Each returned line is checked on its own; a damaged line is an error.
 func Tail(dir string, n int) ([]Record, error) {
+	return tail(dir, n, "", -1)
+}
+
+// Tail returns the last n records the log had written when it was called,
+// oldest first, while appends go on: the newest file is read only up to
+// its last whole line at that moment (a concurrent write is never read
+// half done), and files begun since are not read.
+func (l *Log) Tail(n int) ([]Record, error) {
+	l.mu.Lock()
+	newest, size := l.file.fileName(), l.size
+	if l.f == nil {
+		newest = ""
+	}
+	l.mu.Unlock()
+	if newest == "" {
+		return nil, nil
+	}
+	return tail(l.dir, n, newest, size)
+}
+
+// tail returns the last n records of the files up to newest (all, when
+// newest is ""), reading newest only up to size bytes (all when size < 0).
+func tail(dir string, n int, newest string, size int64) ([]Record, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -93,9 +130,20 @@ func Tail(dir string, n int) ([]Record, error) {
 	if err != nil {
 		return nil, err
 	}
+	if newest != "" {
+		i := slices.IndexFunc(files, func(f logFile) bool { return f.fileName() == newest })
+		if i < 0 {
+			return nil, fmt.Errorf("audit: tail: %s is missing", newest)
+		}
+		files = files[:i+1]
+	}
 	var out []Record
 	for i := len(files) - 1; i >= 0 && len(out) < n; i-- {
-		last, err := lastRecords(filepath.Join(dir, files[i].name), n-len(out))
+		limit := int64(-1)
+		if files[i].fileName() == newest {
+			limit = size
+		}
+		last, err := lastRecords(filepath.Join(dir, files[i].name), n-len(out), limit)
 		if err != nil {
 			return nil, err
 		}
@@ -106,10 +154,10 @@ func Tail(dir string, n int) ([]Record, error) {
 
 // lastRecords returns the last n (> 0) records of the file at path, oldest
 // first.
-func lastRecords(path string, n int) ([]Record, error) {
+func lastRecords(path string, n int, limit int64) ([]Record, error) {
 	ring := make([]Record, 0, min(n, 1024))
 	next := 0 // index of the oldest record once the ring is full
-	err := eachRecord(path, func(r Record) error {
+	err := eachRecordUpTo(path, limit, func(r Record) error {
 		if len(ring) < n {
 			ring = append(ring, r)
 			return nil

@@ -19,9 +19,10 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"coily.dev/coily/visible"
 )
 
 // PrintLine writes one line: the formatted text with everything that is
@@ -35,129 +36,26 @@ func PrintLine(w io.Writer, format string, args ...any) {
 // Text returns s with every rune that is not graphic, and every byte
 // that is not valid UTF-8, written as a visible escape: \n, \t, \x1b, \x7f,
 // \u009b, \u202e, \U000e0041, \xff. Backslashes stay as they are (free text
-// is for reading, argv goes through Argv to stay unambiguous).
-func Text(s string) string {
-	if clean(s) {
-		return s
-	}
-	var b strings.Builder
-	escapeTo(&b, s, false)
-	return b.String()
-}
+// is for reading, argv goes through Argv to stay unambiguous). The rules
+// are package visible's, which the web console shares.
+func Text(s string) string { return visible.Text(s) }
 
-// Argv renders argv as a shell would read it back, one word per
-// element: a word of ordinary characters as it is, a word with spaces or
-// shell metacharacters in single quotes, a word with anything Text
-// escapes in bash's $'...' quoting (with \\ and \' inside). The result is
-// unambiguous: "a b" is 'a b', never two words; a real ESC is $'\x1b', the
-// four characters \x1b are '\x1b'.
-func Argv(argv []string) string {
-	words := make([]string, len(argv))
-	for i, a := range argv {
-		words[i] = ShellWord(a)
-	}
-	return strings.Join(words, " ")
-}
+// Argv renders argv as a shell would read it back, one word per element
+// (visible.Argv): a word of ordinary characters as it is, a word with
+// spaces or shell metacharacters in single quotes, a word with anything
+// Text escapes in bash's $'...' quoting. "a b" is 'a b', never two words;
+// a real ESC is $'\x1b', the four characters \x1b are '\x1b'.
+func Argv(argv []string) string { return visible.Argv(argv) }
 
-func ShellWord(s string) string {
-	switch {
-	case s == "":
-		return "''"
-	case !clean(s):
-		var b strings.Builder
-		b.WriteString("$'")
-		escapeTo(&b, s, true)
-		b.WriteString("'")
-		return b.String()
-	case strings.IndexFunc(s, needsQuote) < 0:
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// needsQuote reports whether r makes a word need quotes: anything but
-// letters, digits and @%+=:,./-_ (Python's shlex.quote set), non-ASCII
-// letters and symbols allowed, spaces of any kind not.
-func needsQuote(r rune) bool {
-	switch {
-	case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9':
-		return false
-	case strings.ContainsRune("@%+=:,./-_", r):
-		return false
-	case r >= utf8.RuneSelf:
-		return unicode.IsSpace(r)
-	}
-	return true
-}
+// ShellWord renders one argument as Argv does.
+func ShellWord(s string) string { return visible.Word(s) }
 
 // clean reports whether s is valid UTF-8 made only of graphic runes.
-func clean(s string) bool {
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if !graphic(r, size) {
-			return false
-		}
-		i += size
-	}
-	return true
-}
+func clean(s string) bool { return visible.Clean(s) }
 
 // graphic reports whether the rune r, decoded from size bytes, is printed
-// as it is: a graphic rune, not an invalid byte (r is utf8.RuneError with
-// size 1 for those; a U+FFFD written in the text is graphic).
-func graphic(r rune, size int) bool {
-	if r < utf8.RuneSelf {
-		return r >= 0x20 && r != 0x7f
-	}
-	return size > 1 && unicode.IsGraphic(r)
-}
-
-// escapeTo writes s to b with what clean refuses escaped; quoted, for a
-// $'...' word, also escapes \ and '.
-func escapeTo(b *strings.Builder, s string, quoted bool) {
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			fmt.Fprintf(b, `\x%02x`, s[i])
-			i++
-			continue
-		}
-		i += size
-		switch {
-		case quoted && (r == '\\' || r == '\''):
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r < 0x20 || r == 0x7f:
-			b.WriteString(controlEscape(r))
-		case graphic(r, size):
-			b.WriteRune(r)
-		case r <= 0xffff:
-			fmt.Fprintf(b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(b, `\U%08x`, r)
-		}
-	}
-}
-
-func controlEscape(r rune) string {
-	switch r {
-	case '\a':
-		return `\a`
-	case '\b':
-		return `\b`
-	case '\t':
-		return `\t`
-	case '\n':
-		return `\n`
-	case '\v':
-		return `\v`
-	case '\f':
-		return `\f`
-	case '\r':
-		return `\r`
-	}
-	return fmt.Sprintf(`\x%02x`, r)
-}
+// as it is.
+func graphic(r rune, size int) bool { return visible.Graphic(r, size) }
 
 // JSON makes encoded JSON safe for a terminal without changing what it
 // decodes to: encoding/json and protojson escape the C0 controls but pass

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"os"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -28,7 +30,8 @@ func hostPort(server string) string {
 // DialServer connects to a coily server over the operating system's
 // tailscale: through tailscaled's LocalAPI when it answers (which works
 // in userspace-networking mode too: containers, the macOS app), else as
-// plain TCP to the server's MagicDNS name (a kernel tailscale routes it).
+// plain TCP to the server's MagicDNS name (a kernel tailscale routes it;
+// on Android, where the Tailscale app does, see tailnetResolver).
 // WireGuard encrypts and authenticates the link; the server identifies
 // this node with WhoIs. The connection is made lazily: the first call
 // reports an unreachable server.
@@ -47,13 +50,44 @@ func DialServer(ctx context.Context, server string) (*Client, error) {
 		}))
 		target = "passthrough:///" + target
 	} else {
-		target = "dns:///" + target
+		target = dnsTarget(target, tailnetResolver(runtime.GOOS, os.Stat))
 	}
 	conn, err := grpc.NewClient(target, opts...)
 	if err != nil {
 		return nil, &DialError{Err: fmt.Errorf("dial %s: %w", server, err)}
 	}
 	return newClient(conn, nil), nil
+}
+
+// resolvConf is where Go's own resolver finds the DNS servers to ask.
+const resolvConf = "/etc/resolv.conf"
+
+// magicDNS is Tailscale's resolver, on every device of a tailnet that
+// uses MagicDNS (the Tailscale apps' "Use Tailscale DNS", on by default).
+const magicDNS = "100.100.100.100:53"
+
+// tailnetResolver names the DNS server that resolves the server's name
+// when tailscaled's LocalAPI does not answer: "" for the system's. Android
+// has no /etc/resolv.conf, and the phone's client is built without cgo
+// (the release's android/arm64 coily-client, run in Termux), so Go's own
+// resolver would ask 127.0.0.1:53, where nothing answers. A phone joins
+// the tailnet with the Tailscale app, which answers MagicDNS names at
+// 100.100.100.100: there, the client asks it. A tailnet address as the
+// server needs no DNS at all.
+func tailnetResolver(goos string, stat func(string) (os.FileInfo, error)) string {
+	if goos != "android" {
+		return ""
+	}
+	if _, err := stat(resolvConf); err == nil {
+		return ""
+	}
+	return magicDNS
+}
+
+// dnsTarget is gRPC's target for host:port resolved by DNS: by the
+// system's resolver, or by dnsServer (host:port) when it is not "".
+func dnsTarget(hostport, dnsServer string) string {
+	return "dns://" + dnsServer + "/" + hostport
 }
 
 // localAPIUp says whether this machine's tailscaled answers its LocalAPI

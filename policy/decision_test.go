@@ -583,3 +583,21 @@ func checkDecision(t *testing.T, p *policy.Policy, s policy.Subject, req policy.
 		t.Fatalf("%s: %q WouldDeny = %q, want %q", s.Principal, req.Argv, d.WouldDeny, would)
 	}
 }
+
+// Decisions run concurrently on one loaded policy (the server's requests):
+// matching writes nothing to the rules, which -race checks.
+func TestDecideExecConcurrent(t *testing.T) {
+	p := load(t, "decide.yaml")
+	done := make(chan struct{})
+	for range 4 {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for _, tc := range execCases {
+				p.DecideExec(tc.s, policy.Request{Argv: tc.argv})
+			}
+		}()
+	}
+	for range 4 {
+		<-done
+	}
+}

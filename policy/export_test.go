@@ -13,3 +13,13 @@ func JudgeAsUID(t testing.TB, uid int) {
 
 // NobodysUID owns no file a test makes.
 const NobodysUID = 1<<31 - 2
+
+// Unchecked is a copy of the spec as if it had never been validated, for
+// comparing loaded rules with rules written out in a test.
+func Unchecked(a ArgSpec) ArgSpec {
+	a.checked = false
+	return a
+}
+
+// Checked reports whether the spec recorded a passed validation.
+func Checked(a *ArgSpec) bool { return a.checked }

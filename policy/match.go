@@ -65,6 +65,17 @@ func (a *ArgSpec) Validate() error {
 	if a == nil {
 		return nil
 	}
+	if err := a.validate(); err != nil {
+		return err
+	}
+	a.checked = true
+	return nil
+}
+
+// validate is Validate without recording that it passed: matching calls
+// it on a spec that was never validated, concurrently, so it must not
+// write.
+func (a *ArgSpec) validate() error {
 	for i, p := range a.Args {
 		if p == "**" {
 			if i != len(a.Args)-1 {
@@ -103,7 +114,6 @@ func (a *ArgSpec) Validate() error {
 			return fmt.Errorf("if_flags entry %s must be written --name or -c (one character)", quoteShort(k))
 		}
 	}
-	a.checked = true
 	return nil
 }
 
@@ -180,7 +190,7 @@ func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val s
 		a = &ArgSpec{}
 	}
 	if !a.checked {
-		if err := a.Validate(); err != nil {
+		if err := a.validate(); err != nil {
 			return no(explain, func() string { return "invalid rule: " + err.Error() })
 		}
 	}

@@ -156,6 +156,10 @@ func sameRule(t testing.TB, got, want *policy.Rule) {
 	if (g.Absent == nil) != (w.Absent == nil) {
 		t.Errorf("rule %q: Absent = %v, want %v", w.Name, g.Absent, w.Absent)
 	}
+	if !policy.Checked(&g.Args) {
+		t.Errorf("rule %q: its argument spec was not validated at load (matching would write to it concurrently)", w.Name)
+	}
+	g.Args = policy.Unchecked(g.Args)
 	g.Absent, w.Absent = nil, nil
 	if w.Candidates == nil {
 		w.Candidates = []string{w.Binary} // one path written

@@ -210,12 +210,16 @@ func (b *builder) ruleArgs(r *Rule, rf ruleFile, rn ruleNode) {
 		{"args", ArgSpec{Args: r.Args.Args}},
 		{"flags", ArgSpec{Flags: r.Args.Flags, AnyFlags: r.Args.AnyFlags}},
 		{"if_flags", ArgSpec{IfFlags: r.Args.IfFlags}},
-		{"args", r.Args},
 	} {
 		if err := part.spec.Validate(); err != nil {
 			b.failAt(rn.at(part.key), "rule %q: %v", r.Name, err)
 			return
 		}
+	}
+	// The whole, for what spans keys, on the rule's own spec: it records
+	// that it passed, so that matching (concurrent) never writes to it.
+	if err := r.Args.Validate(); err != nil {
+		b.failAt(rn.at("args"), "rule %q: %v", r.Name, err)
 	}
 }
 

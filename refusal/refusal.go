@@ -43,8 +43,11 @@ const (
 	CredentialUnavailable Code = "credential-unavailable"
 	SandboxUnavailable    Code = "sandbox-unavailable"
 	CommandTimeout        Code = "command-timeout"
-	BadRequest            Code = "bad-request"
-	Internal              Code = "internal"
+	// CommandKilled: someone allowed to stop commands killed this one
+	// alone (the web console's kill), while it waited or ran.
+	CommandKilled Code = "command-killed"
+	BadRequest    Code = "bad-request"
+	Internal      Code = "internal"
 )
 
 // grpcCodes maps each refusal code to its gRPC status code. A code missing
@@ -65,6 +68,7 @@ var grpcCodes = map[Code]codes.Code{
 	CredentialUnavailable: codes.Unavailable,
 	SandboxUnavailable:    codes.Unavailable,
 	CommandTimeout:        codes.DeadlineExceeded,
+	CommandKilled:         codes.Aborted,
 	BadRequest:            codes.InvalidArgument,
 	Internal:              codes.Internal,
 }
@@ -73,7 +77,7 @@ var grpcCodes = map[Code]codes.Code{
 func Codes() []Code {
 	return []Code{Unauthenticated, PermissionDenied, HMACFail, ReplayDetected, StaleRequest,
 		LockoutActive, PauseActive, RateLimit, ConcurrencyBusy, PolicyDeny, ConfirmRejected,
-		ConfirmTimeout, CredentialUnavailable, SandboxUnavailable, CommandTimeout, BadRequest, Internal}
+		ConfirmTimeout, CredentialUnavailable, SandboxUnavailable, CommandTimeout, CommandKilled, BadRequest, Internal}
 }
 
 // GRPCCode returns the gRPC status code a refusal code is sent with.

@@ -27,21 +27,27 @@ func CheckUserNamespaces() error {
 // usernsCause reads the sysctls distributions use to restrict user
 // namespaces and names the one in the way.
 func usernsCause() string {
-	read := func(path string) string {
+	return usernsCauseFrom(func(path string) string {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return ""
 		}
 		return strings.TrimSpace(string(b))
-	}
+	})
+}
+
+// usernsCauseFrom is usernsCause over read, which returns a /proc file's
+// content ("" when absent).
+func usernsCauseFrom(read func(path string) string) string {
 	switch {
 	case read("/proc/sys/user/max_user_namespaces") == "0":
 		return "user.max_user_namespaces is 0: sysctl -w user.max_user_namespaces=15000"
 	case read("/proc/sys/kernel/unprivileged_userns_clone") == "0":
 		return "Debian's kernel.unprivileged_userns_clone is 0: sysctl -w kernel.unprivileged_userns_clone=1"
 	case read("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == "1":
-		return "Ubuntu's AppArmor restricts them: sysctl -w kernel.apparmor_restrict_unprivileged_userns=0, " +
-			"or an AppArmor profile for /usr/bin/bwrap granting `userns`"
+		return "Ubuntu's AppArmor restricts them: install the AppArmor profile granting coily `userns` " +
+			"(deploy/apparmor/coily: coily makes the sandbox's outer namespace itself; Ubuntu's bwrap-userns-restrict " +
+			"profile covers /usr/bin/bwrap), or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0"
 	}
 	return UsernsHint
 }

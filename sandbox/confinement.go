@@ -167,5 +167,5 @@ func hint(stderr []byte) string {
 // UsernsHint says how to allow unprivileged user namespaces where a
 // distribution restricts them.
 const UsernsHint = "on Debian, sysctl -w kernel.unprivileged_userns_clone=1; on Ubuntu 23.10 and later, " +
-	"sysctl -w kernel.apparmor_restrict_unprivileged_userns=0 or an AppArmor profile granting bwrap `userns`; " +
+	"the AppArmor profile granting coily `userns` (deploy/apparmor/coily) or sysctl -w kernel.apparmor_restrict_unprivileged_userns=0; " +
 	"everywhere, user.max_user_namespaces must be above 0"

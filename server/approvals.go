@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -31,6 +32,7 @@ type approvals struct {
 type approval struct {
 	a       *coilyv1.Approval // guarded by approvals.mu; copies go out
 	decided chan struct{}     // closed once the state leaves pending
+	rule    *policy.Rule      // the rule that asked for it (immutable)
 }
 
 // watchBuffer bounds how far a watcher may lag before it is dropped.
@@ -43,7 +45,7 @@ func newApprovals(now func() time.Time) *approvals {
 // create registers a pending approval for an Exec.
 func (as *approvals) create(x *execution, ttl time.Duration) *approval {
 	now := as.now()
-	ap := &approval{decided: make(chan struct{}), a: &coilyv1.Approval{
+	ap := &approval{decided: make(chan struct{}), rule: x.rule, a: &coilyv1.Approval{
 		Id: newID(), RequestId: x.id, Requester: x.caller.Principal, Argv: x.req.GetArgv(), Rule: x.rule.Name,
 		CreatedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(ttl)),
 		State: coilyv1.ApprovalState_APPROVAL_STATE_PENDING, RequestNote: x.req.GetNote(),
@@ -159,6 +161,25 @@ func (as *approvals) list() []*coilyv1.Approval {
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	return as.sortedLocked()
+}
+
+// PendingApproval is a pending approval with the rule that asked for it
+// (under the policy the request was decided by).
+type PendingApproval struct {
+	Approval *coilyv1.Approval
+	Rule     *policy.Rule
+}
+
+// detailed returns the pending approvals with their rules, oldest first.
+func (as *approvals) detailed() []PendingApproval {
+	as.mu.Lock()
+	defer as.mu.Unlock()
+	list := as.sortedLocked()
+	out := make([]PendingApproval, len(list))
+	for i, a := range list {
+		out[i] = PendingApproval{Approval: a, Rule: as.pending[a.GetId()].rule}
+	}
+	return out
 }
 
 // sortedLocked copies the pending approvals, oldest first. Must hold as.mu.

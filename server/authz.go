@@ -73,6 +73,12 @@ func (s *Server) authorize(c Caller, method string, pol *policy.Policy) error {
 	if !ok {
 		return refusal.New(refusal.PermissionDenied, "method %s is not served", method)
 	}
+	return authorizeNeed(c, method, need, pol)
+}
+
+// authorizeNeed checks that the caller holds one of the permissions need
+// lists for method.
+func authorizeNeed(c Caller, method string, need []policy.Permission, pol *policy.Policy) error {
 	have := pol.Permissions(c.Subject())
 	for _, p := range need {
 		if (p == anyPermission && len(have) > 0) || slices.Contains(have, p) {

@@ -871,6 +871,34 @@ for f in .pre-commit-hooks.yaml lefthook.yaml .lefthook.yml .lefthook.yaml lefth
 	}
 }
 
+// A protected file with a second name (a hard link elsewhere in the
+// workspace, where it would stay writable) refuses the exec, with a reason
+// that names it; nothing runs. Removing the link lets the next one run.
+func TestContainmentHardLinkedProtectedRefused(t *testing.T) {
+	c := startContainment(t, "")
+	if err := os.WriteFile(filepath.Join(c.ws, ".envrc"), []byte("# the owner's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	other := filepath.Join(c.ws, "notes.txt")
+	if err := os.Link(filepath.Join(c.ws, ".envrc"), other); err != nil {
+		t.Fatal(err)
+	}
+	testserver.SandboxWorkspace(t, c.ws)
+	r := c.sh(t, "echo ran > ran.txt")
+	if r.err == nil || refusal.As(r.err).Code != refusal.SandboxUnavailable || !strings.Contains(r.err.Error(), ".envrc has 2 hard links") {
+		t.Fatalf("a hard-linked protected file: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(c.ws, "ran.txt")); err == nil {
+		t.Fatal("the command ran")
+	}
+	if err := os.Remove(other); err != nil {
+		t.Fatal(err)
+	}
+	if r := c.sh(t, "true"); r.err != nil || r.exit.GetExitCode() != 0 {
+		t.Fatalf("after the link was removed: %+v", r)
+	}
+}
+
 // Mercurial's control directory and mise's configuration (both run code
 // on the host: hgrc hooks, mise [hooks] and env._.source): read-only when
 // present, quarantined when created, at any depth for mise.toml.

@@ -35,13 +35,14 @@ func lockoutRefusal(l store.Stop) error {
 // admitJob checks the stop controls and, if they allow it, registers a job
 // under the same lock, so that a concurrent Lockout either refuses this
 // request or sees (and kills) its job.
-func (s *Server) admitJob(id string) (*job, error) {
+func (s *Server) admitJob(x *execution, cancel context.CancelCauseFunc) (*job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.stoppedLocked(); err != nil {
 		return nil, err
 	}
-	j := &job{id: id}
+	id := x.id
+	j := &job{id: id, principal: x.caller.Principal, argv: x.req.GetArgv(), admitted: s.cfg.Now(), cancel: cancel}
 	s.jobs[id] = j
 	return j, nil
 }

@@ -51,6 +51,8 @@ type execution struct {
 	confirm bool
 	// method is the RPC the execution arrived by (Exec or Relay).
 	method string
+	// cancel ends the execution's context (a kill before it runs).
+	cancel context.CancelCauseFunc
 	// out receives the execution's events (approval, output, exit).
 	out sender
 	// egress is what its egress proxy saw (proxied network only).
@@ -154,6 +156,9 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 // (runExec). Steps 1–2, identity and method authorization, ran in the
 // interceptor; step 4, the relay checks, in Relay before it calls this.
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	x.cancel = cancel
 	defer s.release(x)
 	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases and tokens are revoked all the same)
 	defer x.finish()
@@ -203,7 +208,7 @@ func (s *Server) validate(_ context.Context, x *execution) error {
 // the execution's job, atomically: a lockout cannot miss a command
 // admitted concurrently (step 3).
 func (s *Server) admitState(_ context.Context, x *execution) error {
-	j, err := s.admitJob(x.id)
+	j, err := s.admitJob(x, x.cancel)
 	if err != nil {
 		return err
 	}
@@ -220,6 +225,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
+	x.job.decided(x.rule.Name, "")
 	return nil
 }
 
@@ -262,6 +268,8 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 		return nil
 	}
 	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
+	x.job.decided(x.rule.Name, ap.a.GetId())
+	defer x.job.decided(x.rule.Name, "")
 	if _, err := s.record(ctx, x.auditRecord("approval.request")); err != nil {
 		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
@@ -301,6 +309,9 @@ func (s *Server) lookupSandbox(_ context.Context, x *execution) error {
 // refuseExec audits a refusal and returns it (or internal, when even the
 // refusal cannot be audited).
 func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error {
+	if x.job != nil && x.job.stopReason() == refusal.CommandKilled && refusal.As(err).Code != refusal.CommandKilled {
+		err = refusal.Wrap(refusal.CommandKilled, err, "killed before it ran")
+	}
 	s.release(x)
 	s.metrics.execRefused(x)
 	r := refusal.As(err)

@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
+	"slices"
 	"sync"
 	"syscall"
+	"time"
 
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
@@ -12,12 +15,21 @@ import (
 // Lockout can never miss it, and removed when it has been answered.
 type job struct {
 	id string
+	// What the web console lists of it: who asked, for what, since when.
+	principal string
+	argv      []string
+	admitted  time.Time
+	// cancel ends the execution's context: a kill of a command that has
+	// not started (one waiting for an approval or a slot) ends the wait.
+	cancel context.CancelCauseFunc
 
-	mu   sync.Mutex
-	pgid int                  // process group, 0 until started
-	conf *sandbox.Confinement // the command's sandbox, once started
-	stop refusal.Code         // why coily stopped it, "" if it did not
-	done bool
+	mu       sync.Mutex
+	rule     string               // the rule that allowed it, once decided
+	approval string               // the approval it waits for, if any
+	pgid     int                  // process group, 0 until started
+	conf     *sandbox.Confinement // the command's sandbox, once started
+	stop     refusal.Code         // why coily stopped it, "" if it did not
+	done     bool
 }
 
 // started records the command's process group and sandbox. It reports
@@ -65,6 +77,44 @@ func (j *job) signal(sig syscall.Signal, why refusal.Code) bool {
 	_ = syscall.Kill(-j.pgid, sig)
 	j.conf.Signal(sig)
 	return true
+}
+
+// ExecInfo describes one admitted Exec for the web console: who asked,
+// what runs, and where it is in the pipeline.
+type ExecInfo struct {
+	RequestID string
+	Principal string
+	Argv      []string
+	// Rule is the rule that allowed it; empty while undecided.
+	Rule     string
+	Admitted time.Time
+	// Running is true once its command started and until it ends.
+	Running bool
+	// ApprovalID names the approval it waits for, if any.
+	ApprovalID string
+}
+
+// info describes the job.
+func (j *job) info() ExecInfo {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return ExecInfo{RequestID: j.id, Principal: j.principal, Argv: slices.Clone(j.argv), Rule: j.rule,
+		Admitted: j.admitted, Running: j.pgid > 0 && !j.done, ApprovalID: j.approval}
+}
+
+// decided records the rule that allowed the job, and the approval it waits
+// for (empty: none).
+func (j *job) decided(rule, approval string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.rule, j.approval = rule, approval
+}
+
+// ended reports whether the job's command has exited.
+func (j *job) ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return j.done
 }
 
 // stopReason reports why coily stopped the job, "" if it did not.

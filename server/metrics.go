@@ -227,5 +227,8 @@ func (s *Server) appendAudit(ctx context.Context, r audit.Record, durable bool) 
 	t0 := time.Now()
 	out, err := appendFn(ctx, r)
 	s.metrics.auditWritten(time.Since(t0), durable, err)
+	if err == nil {
+		s.auditFeed.publish(out)
+	}
 	return out, err
 }

@@ -11,6 +11,7 @@ import (
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
 )
 
 // newTestMetrics registers metrics for a bare server on a new registry.
@@ -97,8 +98,8 @@ func TestMetricsResults(t *testing.T) {
 	if v := value(t, s.metrics.refusals.WithLabelValues("internal")); v != 1 {
 		t.Errorf("refusals{internal} = %v", v)
 	}
-	if n := count(s.metrics.refusals); n != 17 {
-		t.Errorf("%d refusal series, want one per refusal code (17)", n)
+	if n := count(s.metrics.refusals); n != len(refusal.Codes()) {
+		t.Errorf("%d refusal series, want one per refusal code (%d)", n, len(refusal.Codes()))
 	}
 }
 

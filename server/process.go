@@ -160,6 +160,8 @@ func finish(j *job, cmd *exec.Cmd, res runResult, waitErr, emitErr error) (runRe
 		return res, refusal.New(why, "command exceeded its timeout and was killed")
 	case refusal.LockoutActive:
 		return res, refusal.New(why, "lockout: command was killed")
+	case refusal.CommandKilled:
+		return res, refusal.New(why, "command was killed on request (the web console's kill)")
 	default:
 		if emitErr != nil {
 			return res, refusal.Wrap(refusal.Internal, emitErr, "caller went away; command was killed")

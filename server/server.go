@@ -111,6 +111,8 @@ type Server struct {
 	whois     whoisCache
 	// egress is the server-wide egress connection budget.
 	egress *egress.Budget
+	// auditFeed hands appended records to the live audit stream.
+	auditFeed auditFeed
 
 	mu    sync.Mutex
 	stops store.Stops
@@ -260,6 +262,7 @@ func (s *Server) Shutdown() {
 		j.signal(sigKill, refusal.Internal)
 	}
 	s.mu.Unlock()
+	s.auditFeed.close()
 	s.bg.Wait()
 	s.RemoveScratch()
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
@@ -151,16 +150,6 @@ func termJSON(j []byte) []byte                          { return cli.JSON(j) }
 func termText(s string) string                          { return cli.Text(s) }
 func orNone(v []string) string                          { return cli.OrNone(v) }
 
-// stateDirGiven says whether --state-dir or COILY_STATE_DIR named the
-// state directory (`coily dev` picks its own otherwise).
-func stateDirGiven(e *env) bool {
-	if e.app != nil && e.app.GivenOnCommandLine("state-dir") {
-		return true
-	}
-	_, ok := os.LookupEnv("COILY_STATE_DIR")
-	return ok
-}
-
 // withClient dials the server the global settings name, runs call, and
 // turns a failure into the CLI's refusal output and exit code.
 func withClient(ctx context.Context, e *env, call func(*client.Client) error) int {
@@ -173,16 +162,6 @@ func withClient(ctx context.Context, e *env, call func(*client.Client) error) in
 		return cli.Refusal(e.stderr, err, false)
 	}
 	return 0
-}
-
-// writeFileAtomic writes data (mode 0600) through a temporary file renamed
-// into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
 
 // shellQuote quotes s for sh, in single quotes.

@@ -44,14 +44,15 @@ may join this tailnet with any tag: it is for trying coily out, never for produc
 		flags: func(fs *pflag.FlagSet) runFunc {
 			policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
 			sbUser := sandboxUserFlag(fs)
-			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath, *sbUser) }
+			consoleListen := stringFlag(fs, "console-listen", "COILY_DEV_CONSOLE_LISTEN", "127.0.0.1:0", "loopback address of the web console's dev gateway (acts as the dev owner: dev only)")
+			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath, *sbUser, *consoleListen) }
 		}}))
 }
 
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
 // interrupted. It holds DIR's lock from before it changes anything there.
-func runDev(ctx context.Context, e *env, policyPath, sbUser string) int {
+func runDev(ctx context.Context, e *env, policyPath, sbUser, consoleListen string) int {
 	runAs, err := sandboxUser(sbUser)
 	if err != nil {
 		return usage(e, "dev: %v", err)
@@ -67,14 +68,14 @@ func runDev(ctx context.Context, e *env, policyPath, sbUser string) int {
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, policyPath, e.global.Verbose, runAs); err != nil {
+	if err := dev(ctx, e, dir, policyPath, consoleListen, e.global.Verbose, runAs); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool, runAs sandbox.User) error {
+func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, verbose bool, runAs sandbox.User) error {
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
@@ -110,6 +111,11 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool, runA
 	if err != nil {
 		return err
 	}
+	dc, err := listenDevConsole(ctx, net.ControlURL, dir, consoleListen, tsLog)
+	if err != nil {
+		return err
+	}
+	defer dc.close()
 	socket := filepath.Join(dir, "coily.sock")
 	var bridged sync.WaitGroup
 	defer bridged.Wait()
@@ -117,9 +123,17 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool, runA
 	defer cancel() // stops the bridge when the server stops
 	return serve(ctx, log, serveOptions{policyPath: policyPath, stateDir: dir, socket: socket, node: node,
 		keystore: keystoreConfig{file: credFile, cache: keystore.DefaultCacheTTL}, sandboxUser: runAs,
+		web: true, webDev: true,
+		webHTTP: true, // the dev tailnet names certificate domains but cannot issue certificates
+		webReady: func(consoleURL string) {
+			if err := dc.start(ctx, log, consoleURL); err != nil {
+				log.Error("the dev console gateway could not start", "err", err)
+				dc.ln.Close() // refuse connections rather than hold them
+			}
+		},
 		ready: func(tailAddr string, db *store.DB) {
 			info := tsnode.DevInfo{ControlURL: net.ControlURL, Server: tailAddr, Socket: socket}
-			if err := writeDevFiles(dir, info); err != nil {
+			if err := writeDevFiles(dir, info, dc.url()); err != nil {
 				log.Error("could not write the dev files", "err", err)
 				return
 			}
@@ -130,7 +144,7 @@ func dev(ctx context.Context, e *env, dir, policyPath string, verbose bool, runA
 					log.Error("the demo bridge stopped", "err", err)
 				}
 			}()
-			printDevHelp(e.stdout, dir, policyPath)
+			printDevHelp(e.stdout, dir, policyPath, dc.url())
 		}})
 }
 
@@ -148,7 +162,7 @@ func seedDevCredentials(dir string) (string, error) {
 
 // writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose
 // existence tells scripts the server is ready.
-func writeDevFiles(dir string, info tsnode.DevInfo) error {
+func writeDevFiles(dir string, info tsnode.DevInfo, consoleURL string) error {
 	data, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
@@ -156,12 +170,14 @@ func writeDevFiles(dir string, info tsnode.DevInfo) error {
 	if err := writeFileAtomic(filepath.Join(dir, tsnode.DevInfoFile), data); err != nil {
 		return err
 	}
-	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n", shellQuote(dir))
+	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n"+
+		"# The web console, acting as the dev owner (dev only):\nexport COILY_DEV_CONSOLE=%s\n", shellQuote(dir), shellQuote(consoleURL))
 	return writeFileAtomic(filepath.Join(dir, "env"), []byte(env))
 }
 
-func printDevHelp(w io.Writer, dir, policyPath string) {
+func printDevHelp(w io.Writer, dir, policyPath, consoleURL string) {
 	fmt.Fprintf(w, `coily dev is serving (state in %[1]s, policy %[2]s).
+Web console (DEV ONLY: it acts as the dev owner for anyone on this machine): %[3]s
 
 In another shell:
   . %[1]s/env                                   # COILY_DEV=%[1]s
@@ -173,6 +189,17 @@ In another shell:
   COILY_DEV_AS=agent coily unlock                # refused: agents may not unlock
   COILY_DEV_AS=stranger coily exec -- /bin/echo  # refused: no grant
   coily --socket %[1]s/coily.sock status          # the local operator socket
+  COILY_DEV_AS=agent coily exec -- /bin/echo confirm hi  # waits: approve it in the console
 Stop with Ctrl-C.
-`, dir, policyPath)
+`, dir, policyPath, consoleURL)
+}
+
+// writeFileAtomic writes data (mode 0600) through a temporary file renamed
+// into place.
+func writeFileAtomic(path string, data []byte) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, data, 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"syscall"
 
 	"coily.dev/coily/cli"
 )
@@ -80,4 +81,23 @@ func isProductionStateDir(dir string) bool {
 	}
 	prod, err := filepath.EvalSymlinks(cli.ProductionStateDir)
 	return err == nil && real == prod
+}
+
+// ownerOf is the uid owning the file fi describes.
+func ownerOf(fi os.FileInfo) (int, bool) {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return 0, false
+	}
+	return int(st.Uid), true
+}
+
+// stateDirGiven says whether --state-dir or COILY_STATE_DIR named the
+// state directory (`coily dev` picks its own otherwise).
+func stateDirGiven(e *env) bool {
+	if e.app != nil && e.app.GivenOnCommandLine("state-dir") {
+		return true
+	}
+	_, ok := os.LookupEnv("COILY_STATE_DIR")
+	return ok
 }

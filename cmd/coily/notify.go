@@ -18,11 +18,15 @@ const notifyCloseTimeout = 5 * time.Second
 
 // startNotifier starts the dispatcher of the policy's notify block; the
 // returned stop delivers what is queued, for a few seconds at most. Its
-// console URL, used when the policy names none, is the tailnet node's:
+// console URL, used when the policy names none, is consoleURL, the
+// console this server serves (--web), else the tailnet node's:
 // https://<name> when the tailnet issues certificates, http://<name>
 // otherwise (docs/operations.md, "Notifications").
-func startNotifier(ctx context.Context, log *slog.Logger, ks *keystore.Keystore, reg prometheus.Registerer, node *tsnet.Server) (*notify.Dispatcher, func(), error) {
-	cfg := notify.Config{Keystore: ks, Logger: log, Metrics: reg, ConsoleURL: nodeConsoleURL(ctx, log, node)}
+func startNotifier(ctx context.Context, log *slog.Logger, ks *keystore.Keystore, reg prometheus.Registerer, node *tsnet.Server, consoleURL string) (*notify.Dispatcher, func(), error) {
+	if consoleURL == "" {
+		consoleURL = nodeConsoleURL(ctx, log, node)
+	}
+	cfg := notify.Config{Keystore: ks, Logger: log, Metrics: reg, ConsoleURL: consoleURL}
 	if node != nil {
 		// An ntfy server or a webhook on the tailnet is reached through
 		// the node (MagicDNS names included), others directly.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"coily.dev/coily/internal/testserver"
 	"os"
 	"path/filepath"
 	"slices"
@@ -114,10 +115,11 @@ func TestRecipeGitHTTPS(t *testing.T) {
 	rule := recipeRule(t, "git-https rule")
 	patchRule(t, rule, examplePatch{host: "git.test", port: g.Port, caFile: g.CAFile, gitCred: true})
 	dir := shortDir(t)
-	ws := filepath.Join(dir, "project")
+	ws := filepath.Join(shortDir(t), "project") // not in the state directory, private to the server
 	if err := os.Mkdir(ws, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	testserver.SandboxWorkspace(t, ws) // a root server's sandbox user writes it
 	p := startRecipeServe(t, dir, writeRecipePolicy(t, dir, map[string]any{"project": ws}, rule), vault, tokenFile)
 
 	rc := newRecipeCanary(t)
@@ -139,7 +141,7 @@ func TestRecipeGitHTTPS(t *testing.T) {
 	git("add", "notes.txt")
 	git("commit", "-qm", "from the recipe")
 	git("push", "-q", "origin", "HEAD:refs/heads/main")
-	head := strings.TrimSpace(gitOut(t, "-C", filepath.Join(ws, "repo"), "rev-parse", "HEAD"))
+	head := strings.TrimSpace(gitOut(t, "-c", "safe.directory=*", "-C", filepath.Join(ws, "repo"), "rev-parse", "HEAD"))
 	if got := g.Ref(t, "alice/repo", "refs/heads/main"); got != head {
 		t.Fatalf("the push did not land: main is %q, want %q", got, head)
 	}

@@ -54,6 +54,12 @@ type serveOptions struct {
 	// none).
 	metricsListen      string
 	metricsTailnetPort int
+	// web serves the web console on the tailnet node; webHTTP over HTTP
+	// even where the tailnet offers certificates; webDev marks its pages
+	// as coily dev's.
+	web, webHTTP, webDev bool
+	// webReady is called with the console's tailnet URL once it serves.
+	webReady func(url string)
 	// sandboxUser is who a root server's sandboxes run as (zero: the
 	// default, nobody).
 	sandboxUser sandbox.User
@@ -75,7 +81,7 @@ refuses to run as root unless told --allow-root.`,
 
 type serveFlagValues struct {
 	policyPath, group, logFormat, authKeyFile, metricsListen *string
-	tailnet, allowRoot                                       *bool
+	tailnet, allowRoot, web, webHTTP                         *bool
 	metricsPort, egressConns                                 *int
 	sandboxUser                                              *string
 	ks                                                       *keystoreFlags
@@ -92,6 +98,8 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
 	f.allowRoot = boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
 	f.egressConns = intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
+	f.web = boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")
+	f.webHTTP = boolFlag(fs, "web-http", "COILY_WEB_HTTP", "serve the web console over HTTP on :80 even where the tailnet offers certificates (a certificate publishes the node's name in Certificate Transparency logs)")
 	f.sandboxUser = sandboxUserFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
@@ -122,7 +130,8 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
-		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs}
+		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs,
+		web: *f.web, webHTTP: *f.webHTTP}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -222,30 +231,47 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		}
 		cfg.WhoIs = lc.WhoIs
 	}
+	// The console's listener first: notifications link to its URL.
+	webLn, err := listenWeb(ctx, log, o, node)
+	if err != nil {
+		return fmt.Errorf("web console: %w", err)
+	}
 	// Stopped before the node closes (defers run last first): what is
 	// queued may go through it.
-	notifier, stopNotifier, err := startNotifier(ctx, log, ks, reg, node)
+	notifier, stopNotifier, err := startNotifier(ctx, log, ks, reg, node, webLn.url())
 	if err != nil {
+		webLn.Close()
 		return fmt.Errorf("notify: %w", err)
 	}
 	defer stopNotifier()
 	cfg.Notifier = notifier
 	srv, err := server.New(cfg)
 	if err != nil {
+		webLn.Close()
 		return err
 	}
 	listeners, tailAddr, err := listen(o, node)
 	if err != nil {
+		webLn.Close()
 		return err
 	}
 	ops, err := startOps(log, srv, o, node)
 	if err != nil {
+		webLn.Close()
 		for _, l := range listeners {
 			l.Close()
 		}
 		return err
 	}
 	defer ops.close()
+	web, err := startWeb(log, srv, o, webLn)
+	if err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return fmt.Errorf("web console: %w", err)
+	}
+	defer web.close()
 	gs := srv.GRPCServer()
 	served := make(chan error, len(listeners))
 	for _, l := range listeners {
@@ -255,6 +281,9 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		"state_dir", o.stateDir, "sandboxes", pol.Sandboxes())
 	stopReload := reloadOnChange(ctx, log, srv, o.policyPath)
 	defer stopReload()
+	if o.webReady != nil && web != nil {
+		o.webReady(web.url())
+	}
 	if o.ready != nil {
 		o.ready(tailAddr, db)
 	}

@@ -5,9 +5,11 @@ package testserver
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"tailscale.com/client/tailscale/apitype"
+	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 
 	"coily.dev/coily/audit"
@@ -65,6 +69,10 @@ type Options struct {
 	// Tailnet also serves on a private tailnet (internal/devnet), as the
 	// node "coily" tagged tag:coily, identifying callers with WhoIs.
 	Tailnet bool
+	// WhoIs identifies callers by remote address without a tailnet (a
+	// unit seam for HTTP handler tests, e.g. WhoIsTags); ignored with
+	// Tailnet.
+	WhoIs server.WhoIsFunc
 }
 
 // Instance is a running server and a client connected to it.
@@ -129,7 +137,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
-		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock")}
+		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs}
 	var tl net.Listener
 	if opts.Tailnet {
 		tl = in.startTailnet(t, &cfg)
@@ -249,6 +257,31 @@ func (in *Instance) TailnetClient(t testing.TB, hostname string, tags ...string)
 	}
 	t.Cleanup(func() { c.Close() })
 	return c
+}
+
+// WhoIsTags is a WhoIs for unit tests of HTTP handlers: a caller from one
+// of the addresses (an IP, any port) is a node of that name with those
+// tags (none: the user "<name>@example.com"); any other address is
+// unknown.
+func WhoIsTags(nodes map[string]FakeNode) server.WhoIsFunc {
+	return func(_ context.Context, remote string) (*apitype.WhoIsResponse, error) {
+		ap, err := netip.ParseAddrPort(remote)
+		if err != nil {
+			return nil, err
+		}
+		n, ok := nodes[ap.Addr().String()]
+		if !ok {
+			return nil, fmt.Errorf("no node has address %s", ap.Addr())
+		}
+		return &apitype.WhoIsResponse{Node: &tailcfg.Node{Name: n.Name + ".", Tags: n.Tags},
+			UserProfile: &tailcfg.UserProfile{LoginName: n.Name + "@example.com"}}, nil
+	}
+}
+
+// FakeNode is a node WhoIsTags knows.
+type FakeNode struct {
+	Name string
+	Tags []string
 }
 
 // Store is the server's state file, open while it runs.

@@ -1,0 +1,133 @@
+package client
+
+import (
+	"context"
+	"io/fs"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/net/dns/dnsmessage"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+)
+
+func TestTailnetResolver(t *testing.T) {
+	present := func(string) (os.FileInfo, error) { return nil, nil }
+	missing := func(string) (os.FileInfo, error) { return nil, fs.ErrNotExist }
+	denied := func(string) (os.FileInfo, error) { return nil, fs.ErrPermission }
+	tests := []struct {
+		goos string
+		stat func(string) (os.FileInfo, error)
+		want string
+	}{
+		{"linux", missing, ""}, // Go's defaults there are the system's business
+		{"linux", present, ""},
+		{"darwin", missing, ""},
+		{"android", present, ""}, // a resolv.conf someone made: the system's
+		{"android", missing, magicDNS},
+		{"android", denied, magicDNS},
+	}
+	for _, tt := range tests {
+		if got := tailnetResolver(tt.goos, tt.stat); got != tt.want {
+			t.Errorf("tailnetResolver(%s, …) = %q, want %q", tt.goos, got, tt.want)
+		}
+	}
+	if got := dnsTarget("coily.example-tailnet.ts.net:7443", ""); got != "dns:///coily.example-tailnet.ts.net:7443" {
+		t.Errorf("dnsTarget with the system's resolver: %q", got)
+	}
+}
+
+// TestDNSTargetAsksTheNamedServer: a target naming a DNS server makes gRPC
+// resolve the name there — a real DNS server on loopback standing in for
+// 100.100.100.100 — and reach the address it answers.
+func TestDNSTargetAsksTheNamedServer(t *testing.T) {
+	const name = "coily.example-tailnet.ts.net."
+	var queries atomic.Int32
+	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		buf := make([]byte, 1500)
+		for {
+			n, from, err := pc.ReadFrom(buf)
+			if err != nil {
+				return
+			}
+			if out, err := answerA(buf[:n], name, &queries); err == nil {
+				_, _ = pc.WriteTo(out, from)
+			}
+		}
+	}()
+	t.Cleanup(func() { pc.Close(); <-done })
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(srv.Stop)
+
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	target := dnsTarget(net.JoinHostPort(strings.TrimSuffix(name, "."), port), pc.LocalAddr().String())
+	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+		t.Fatalf("health check through %s: %v", target, err)
+	}
+	if queries.Load() == 0 {
+		t.Error("the named DNS server was never asked")
+	}
+}
+
+// answerA answers an A query for name with 127.0.0.1, its other queries
+// with no records, other names with NXDOMAIN.
+func answerA(query []byte, name string, queries *atomic.Int32) ([]byte, error) {
+	var p dnsmessage.Parser
+	h, err := p.Start(query)
+	if err != nil {
+		return nil, err
+	}
+	q, err := p.Question()
+	if err != nil {
+		return nil, err
+	}
+	ours := strings.EqualFold(q.Name.String(), name)
+	rcode := dnsmessage.RCodeNameError
+	if ours {
+		queries.Add(1)
+		rcode = dnsmessage.RCodeSuccess
+	}
+	b := dnsmessage.NewBuilder(nil, dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RCode: rcode})
+	if err := b.StartQuestions(); err != nil {
+		return nil, err
+	}
+	if err := b.Question(q); err != nil {
+		return nil, err
+	}
+	if err := b.StartAnswers(); err != nil {
+		return nil, err
+	}
+	if ours && q.Type == dnsmessage.TypeA {
+		rh := dnsmessage.ResourceHeader{Name: q.Name, Class: dnsmessage.ClassINET}
+		if err := b.AResource(rh, dnsmessage.AResource{A: [4]byte{127, 0, 0, 1}}); err != nil {
+			return nil, err
+		}
+	}
+	return b.Finish()
+}

@@ -1,0 +1,104 @@
+// The live audit log: an event stream of records, filtered by the server.
+"use strict";
+
+(() => {
+  const { $, el, whoami, can, showError } = coily;
+  const maxRows = 500;
+  let es = null;
+
+  function fmtBytes(n) {
+    if (n < 1024) return n + " B";
+    if (n < 1048576) return (n / 1024).toFixed(1) + " KiB";
+    return (n / 1048576).toFixed(1) + " MiB";
+  }
+
+  function row(r) {
+    const head = el("p", { class: "meta" },
+      el("span", { class: "time", text: coily.when(r.time) }), " ",
+      el("span", { class: "event", text: r.event }), " ",
+      el("span", { class: "decision " + (r.decision === "refuse" ? "refuse" : "allow"), text: r.decision + (r.code ? " " + r.code : "") }));
+    const li = el("li", { class: "card record", "data-seq": String(r.seq) }, head);
+    const facts = [];
+    if (r.principal) facts.push(r.principal + (r.transport ? " via " + r.transport : ""));
+    if (r.rule) facts.push("rule " + r.rule);
+    if (r.exit_code !== undefined) facts.push("exit " + r.exit_code);
+    if (r.signal) facts.push("signal " + r.signal);
+    if (r.killed) facts.push(r.killed + " killed");
+    if (r.duration_ms) facts.push(Math.round(r.duration_ms) + " ms");
+    if (facts.length) li.append(el("p", { class: "facts-line", text: facts.join(" · ") }));
+    if (r.argv_text) li.append(el("pre", { class: "argv", text: r.argv_text }));
+    if (r.reason) li.append(el("p", { class: "reason", text: r.reason }));
+    if (r.peer) li.append(el("p", { class: "muted small", text: r.peer + " · " + r.id }));
+    if (r.egress && r.egress.length) {
+      const ul = el("ul", { class: "egress" });
+      for (const e of r.egress) {
+        ul.append(el("li", { class: "egress-row " + e.decision },
+          el("span", { class: "mono", text: e.host + ":" + e.port }), " ",
+          el("span", { text: e.decision }), " ",
+          el("span", { text: e.connections + " conn · ↑" + fmtBytes(e.bytes_up) + " ↓" + fmtBytes(e.bytes_down) }),
+          e.reason ? el("span", { class: "muted", text: " " + e.reason }) : null));
+      }
+      li.append(ul);
+    }
+    return li;
+  }
+
+  // insert keeps the newest record first, in Seq order.
+  function insert(li) {
+    const list = $("records");
+    const seq = Number(li.getAttribute("data-seq"));
+    let before = null;
+    for (const c of list.children) {
+      if (Number(c.getAttribute("data-seq")) < seq) { before = c; break; }
+      if (Number(c.getAttribute("data-seq")) === seq) return;
+    }
+    list.insertBefore(li, before);
+    while (list.children.length > maxRows) list.lastElementChild.remove();
+  }
+
+  function query() {
+    const q = new URLSearchParams();
+    for (const f of ["principal", "rule", "decision", "event"]) {
+      const v = $("f-" + f).value.trim();
+      if (v) q.set(f, v);
+    }
+    return q;
+  }
+
+  function connect() {
+    if (es) es.close();
+    $("records").replaceChildren();
+    $("stream-state").textContent = "Connecting…";
+    const q = query().toString();
+    es = new EventSource("/api/audit/stream" + (q ? "?" + q : ""));
+    es.addEventListener("record", (ev) => insert(row(JSON.parse(ev.data))));
+    es.addEventListener("ready", () => { $("stream-state").textContent = "Live."; showError(""); });
+    es.addEventListener("refused", (ev) => {
+      const e = JSON.parse(ev.data);
+      showError(e.code + ": " + e.message);
+      es.close();
+    });
+    es.onerror = () => {
+      $("stream-state").textContent = "Reconnecting…";
+      if (es.readyState === EventSource.CLOSED) {
+        // The server answered with an error, not a stream.
+        fetch(es.url, { credentials: "omit", signal: AbortSignal.timeout(5000) }).then((r) => r.json()).then((d) => {
+          if (d && !d.ok) { showError(d.error.code + ": " + d.error.message); $("stream-state").textContent = "Stopped."; }
+        }).catch(() => {});
+      }
+    };
+  }
+
+  $("filters").addEventListener("submit", (ev) => { ev.preventDefault(); connect(); });
+  const params = new URLSearchParams(location.search);
+  for (const f of ["principal", "rule", "decision", "event"]) {
+    if (params.has(f)) $("f-" + f).value = params.get(f);
+  }
+  whoami().then(() => {
+    if (!can("audit-read")) {
+      $("stream-state").textContent = "You may not read the audit log (the audit-read permission).";
+      return;
+    }
+    connect();
+  }).catch((e) => showError(e.message));
+})();

@@ -1,0 +1,168 @@
+package console
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/server"
+)
+
+// An event stream (text/event-stream, read by the pages' EventSource).
+type eventStream struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startStream(w http.ResponseWriter) *eventStream {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &eventStream{w: w, rc: http.NewResponseController(w)}
+	_, _ = fmt.Fprint(w, "retry: 1000\n\n")
+	return s
+}
+
+// send writes one event: its name, id (none when empty) and JSON data
+// (one line: encoding/json writes no newline inside a value).
+func (s *eventStream) send(event, id string, v any) error {
+	data, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, data); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+func (s *eventStream) ping() error {
+	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
+		return err
+	}
+	return s.rc.Flush()
+}
+
+// refused ends a stream whose caller lost the right to it.
+func (s *eventStream) refused(err error) {
+	re := refusal.As(err)
+	_ = s.send("refused", "", errorBody{Code: string(re.Code), Message: vt(re.Msg), AuditID: re.AuditID})
+}
+
+// apiAuditStream streams the audit log: the last records matching the
+// filter, an event "ready", then each new matching record as it is
+// written, with its Seq as the event id (a reconnecting EventSource sends
+// the last one back in Last-Event-ID, and gets what it missed, as far as
+// the backlog reaches). The stream re-checks the caller's right every
+// heartbeat: a revoked grant ends it.
+func (c *Console) apiAuditStream(w http.ResponseWriter, r *http.Request) {
+	f, ferr := parseFilter(r.URL.RawQuery, server.MaxAuditBacklog)
+	lastID, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
+	backlog := f.backlog
+	if lastID > 0 {
+		backlog = server.MaxAuditBacklog
+	}
+	if ferr != nil {
+		if err := c.cfg.Server.WebAdmit(r, server.WebAudit); err != nil {
+			ferr = err // a caller without the right learns only that
+		}
+		writeError(w, 0, ferr)
+		return
+	}
+	st, err := c.cfg.Server.WebAudit(r, backlog)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	defer st.Close()
+	es := startStream(w)
+	var last uint64
+	for _, rec := range st.Backlog {
+		last = rec.Seq
+		if rec.Seq > lastID && f.match(rec) {
+			if es.send("record", strconv.FormatUint(rec.Seq, 10), newRecordView(rec)) != nil {
+				return
+			}
+		}
+	}
+	if es.send("ready", "", map[string]uint64{"seq": last}) != nil {
+		return
+	}
+	beat := time.NewTicker(c.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.ctx.Done(): // the console closes
+			return
+		case rec, ok := <-st.Live:
+			if !ok {
+				return // behind, or the server stops: the page reconnects
+			}
+			if rec.Seq <= last || !f.match(rec) {
+				continue
+			}
+			if es.send("record", strconv.FormatUint(rec.Seq, 10), newRecordView(rec)) != nil {
+				return
+			}
+		case <-beat.C:
+			if err := c.cfg.Server.WebAdmit(r, server.WebAudit); err != nil {
+				es.refused(err)
+				return
+			}
+			if es.ping() != nil {
+				return
+			}
+		}
+	}
+}
+
+// apiApprovalStream streams the approvals' changes (as WatchApprovals):
+// each pending one first, then every change, as events "approval". The
+// pages fetch /api/approvals for the details when one arrives.
+func (c *Console) apiApprovalStream(w http.ResponseWriter, r *http.Request) {
+	wa, err := c.cfg.Server.WebWatchApprovals(r)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
+	defer wa.Close()
+	es := startStream(w)
+	beat := time.NewTicker(c.cfg.Heartbeat)
+	defer beat.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-c.ctx.Done(): // the console closes
+			return
+		case <-wa.Done:
+			return
+		case a, ok := <-wa.Changes:
+			if !ok {
+				return
+			}
+			if es.send("approval", "", newApprovalView(a, nil, c.cfg.Now())) != nil {
+				return
+			}
+		case <-beat.C:
+			if err := c.cfg.Server.WebAdmit(r, server.WebWatchApprovals); err != nil {
+				es.refused(err)
+				return
+			}
+			if es.ping() != nil {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,7 @@
+// Package deploy holds no code: its tests check the deployment files
+// beside it. The Termux:Widget scripts (termux/) run against a stand-in
+// coily on PATH; scripts/release.sh builds a release whose archives,
+// binaries and checksums are read back; and the Debian package it makes
+// is installed with dpkg into a Debian root made by debootstrap, where the
+// unit is verified and its ExecStart runs as the user coily.
+package deploy

@@ -1,0 +1,370 @@
+package server
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"time"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// The web console (package console) reaches the server through the Web
+// methods in this file, never around them. Each one:
+//
+//   - identifies the HTTP request's caller exactly as a gRPC call on the
+//     tailnet is identified: WhoIs on the request's remote address (the
+//     same cache, the same refusals: no tailnet address, no identity,
+//     Funnel, reserved names), never a header, cookie or token;
+//   - authorizes the action against the per-RPC authorization table: an
+//     action with a gRPC twin by that method's entry, the console's own
+//     actions by webOnlyPermissions (default deny);
+//   - refuses under a lockout what the interceptor refuses;
+//   - audits a refusal where it is decided, and then runs the twin's own
+//     handler, which audits the action as it does for gRPC, with the
+//     transport "web".
+
+// TransportWeb is the transport of callers reached through the web
+// console (identified over the tailnet).
+const TransportWeb = "web"
+
+// WebAction is what one console request asks to do.
+type WebAction string
+
+// The console's actions.
+const (
+	// WebPage serves a page or one of its files: any caller that holds a
+	// permission.
+	WebPage      WebAction = "page"
+	WebStatus    WebAction = "status"    // as Status
+	WebApprovals WebAction = "approvals" // as ListApprovals
+	WebDecide    WebAction = "decide"    // as Decide
+	WebLockout   WebAction = "lockout"   // as Lockout
+	WebPause     WebAction = "pause"     // as Pause
+	WebResume    WebAction = "resume"    // as Resume
+	// WebKill kills one command: the lockout permission (a narrow lockout).
+	WebKill WebAction = "kill"
+	// WebAudit streams the audit log: the audit-read permission.
+	WebAudit WebAction = "audit"
+	// WebWatchApprovals streams the approvals' changes, as WatchApprovals.
+	WebWatchApprovals WebAction = "watch-approvals"
+)
+
+// The audit's method names of the console's own actions ("web:" is no
+// gRPC method's form, so none can be mistaken for one).
+const (
+	webMethodPage  = "web:page"
+	webMethodKill  = "web:kill"
+	webMethodAudit = "web:audit"
+	// webMethodGuard names the refusals of the console's request guard
+	// (WebRefuse): a request from another origin, or for another host.
+	webMethodGuard = "web:guard"
+)
+
+// webActions names the authorization table entry of each action.
+var webActions = map[WebAction]string{
+	WebPage:      webMethodPage,
+	WebStatus:    coilyv1.CoilyService_Status_FullMethodName,
+	WebApprovals: coilyv1.CoilyService_ListApprovals_FullMethodName,
+	WebDecide:    coilyv1.CoilyService_Decide_FullMethodName,
+	WebLockout:   coilyv1.CoilyService_Lockout_FullMethodName,
+	WebPause:     coilyv1.CoilyService_Pause_FullMethodName,
+	WebResume:    coilyv1.CoilyService_Resume_FullMethodName,
+	WebKill:      webMethodKill,
+	WebAudit:     webMethodAudit,
+
+	WebWatchApprovals: coilyv1.CoilyService_WatchApprovals_FullMethodName,
+}
+
+// webOnlyPermissions is the authorization table of the console's actions
+// that have no gRPC twin: a caller needs any one of the listed
+// permissions.
+var webOnlyPermissions = map[string][]policy.Permission{
+	webMethodPage: {anyPermission},
+	// Killing one command is a narrow lockout: whoever may stop every
+	// command may stop one.
+	webMethodKill:  {policy.PermLockout},
+	webMethodAudit: {policy.PermAuditRead},
+}
+
+// webServedWhileLocked are the console's own actions a lockout leaves
+// open: the pages (they show the lockout), killing (nothing runs, but a
+// kill refused for that would be a lie) and the audit (what happened).
+var webServedWhileLocked = map[string]bool{webMethodPage: true, webMethodKill: true, webMethodAudit: true}
+
+// WebActions lists every console action (for tests that walk them all).
+func WebActions() []WebAction {
+	out := make([]WebAction, 0, len(webActions))
+	for a := range webActions {
+		out = append(out, a)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// admitWeb identifies and authorizes one console request for action a.
+// Refusals are audited here, as the interceptor audits gRPC refusals.
+func (s *Server) admitWeb(r *http.Request, a WebAction) (context.Context, error) {
+	ctx := r.Context()
+	pol := s.Policy() // one policy for the whole request
+	method, known := webActions[a]
+	c, err := s.identifyTailnet(ctx, r.RemoteAddr)
+	c.Transport = TransportWeb
+	switch {
+	case err != nil:
+	case !known:
+		method = "web:unknown"
+		err = refusal.New(refusal.PermissionDenied, "no such console action")
+	default:
+		err = s.authorizeWeb(c, method, pol)
+	}
+	if err == nil && !servedWhileLocked[method] && !webServedWhileLocked[method] {
+		err = s.checkLockout()
+	}
+	if err != nil {
+		return nil, s.refuseCall(ctx, c, method, err)
+	}
+	return withCall(ctx, c, pol), nil
+}
+
+// authorizeWeb checks the caller against the table entry of a console
+// action: the gRPC table's, or webOnlyPermissions'.
+func (s *Server) authorizeWeb(c Caller, method string, pol *policy.Policy) error {
+	if need, ok := webOnlyPermissions[method]; ok {
+		return authorizeNeed(c, method, need, pol)
+	}
+	return s.authorize(c, method, pol)
+}
+
+// webCall admits r for a, runs do with the admitted context, and logs a
+// failure's detail as the interceptor does; the error returned is a
+// refusal (refusal.As) with a caller-safe message.
+func (s *Server) webCall(r *http.Request, a WebAction, do func(ctx context.Context) error) error {
+	start := time.Now()
+	ctx, err := s.admitWeb(r, a)
+	if err == nil {
+		err = do(ctx)
+	}
+	if err == nil {
+		return nil
+	}
+	re := refusal.As(err)
+	if re.Detail != nil {
+		s.log.Warn("web call failed", "action", string(a), "code", re.Code, "msg", re.Msg, "detail", re.Detail,
+			"duration", time.Since(start))
+	}
+	return re
+}
+
+// WebAdmit identifies and authorizes r for a without doing anything else
+// (pages, and a stream's periodic re-check: a revoked grant ends it). A
+// refusal is audited.
+func (s *Server) WebAdmit(r *http.Request, a WebAction) error {
+	return s.webCall(r, a, func(context.Context) error { return nil })
+}
+
+// WebCaller is who a console request comes from and what it may do.
+type WebCaller struct {
+	Principal   string
+	Peer        string
+	Roles       []string
+	Permissions []policy.Permission
+}
+
+// WebWhoAmI identifies the caller (any caller holding a permission, as
+// for a page): the pages show only what its permissions allow, and ask
+// for nothing else, so a caller is not refused, and audited, in a loop.
+func (s *Server) WebWhoAmI(r *http.Request) (WebCaller, error) {
+	var out WebCaller
+	err := s.webCall(r, WebPage, func(ctx context.Context) error {
+		c, err := callerFrom(ctx)
+		if err != nil {
+			return err
+		}
+		pol := s.policyFrom(ctx)
+		out = WebCaller{Principal: c.Principal, Peer: c.Peer, Roles: pol.Roles(c.Subject()), Permissions: pol.Permissions(c.Subject())}
+		return nil
+	})
+	return out, err
+}
+
+// WebStatusView is what the console's status page shows.
+type WebStatusView struct {
+	// Status is the Status RPC's answer for this caller.
+	Status *coilyv1.StatusResponse
+	// Execs are the Execs in flight, oldest first; shown only to callers
+	// holding the status permission (ExecsShown), as they name other
+	// principals' commands.
+	Execs      []ExecInfo
+	ExecsShown bool
+}
+
+// WebStatus answers as Status does, with the Execs in flight.
+func (s *Server) WebStatus(r *http.Request) (*WebStatusView, error) {
+	var v WebStatusView
+	err := s.webCall(r, WebStatus, func(ctx context.Context) error {
+		st, err := s.Status(ctx, &coilyv1.StatusRequest{})
+		if err != nil {
+			return err
+		}
+		v.Status = st
+		if slices.Contains(st.GetCaller().GetPermissions(), string(policy.PermStatus)) {
+			v.Execs, v.ExecsShown = s.inFlight(), true
+		}
+		return nil
+	})
+	return &v, err
+}
+
+// WebApprovals lists the pending approvals with the rules that asked for
+// them, as ListApprovals does.
+func (s *Server) WebApprovals(r *http.Request) ([]PendingApproval, error) {
+	var out []PendingApproval
+	err := s.webCall(r, WebApprovals, func(ctx context.Context) error {
+		if _, err := s.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{}); err != nil {
+			return err
+		}
+		out = s.approvals.detailed()
+		return nil
+	})
+	return out, err
+}
+
+// WebDecide approves or denies a pending approval, as Decide does.
+func (s *Server) WebDecide(r *http.Request, id string, approve bool, note string) (*coilyv1.Approval, error) {
+	v := coilyv1.Verdict_VERDICT_DENY
+	if approve {
+		v = coilyv1.Verdict_VERDICT_APPROVE
+	}
+	var a *coilyv1.Approval
+	err := s.webCall(r, WebDecide, func(ctx context.Context) error {
+		resp, err := s.Decide(ctx, &coilyv1.DecideRequest{Id: id, Verdict: v, Note: note})
+		a = resp.GetApproval()
+		return err
+	})
+	return a, err
+}
+
+// WebLockout locks out, as Lockout does.
+func (s *Server) WebLockout(r *http.Request, reason string) (*coilyv1.LockoutResponse, error) {
+	var out *coilyv1.LockoutResponse
+	err := s.webCall(r, WebLockout, func(ctx context.Context) (err error) {
+		out, err = s.Lockout(ctx, &coilyv1.LockoutRequest{Reason: reason})
+		return err
+	})
+	return out, err
+}
+
+// WebPause pauses, as Pause does.
+func (s *Server) WebPause(r *http.Request, reason string) (*coilyv1.PauseResponse, error) {
+	var out *coilyv1.PauseResponse
+	err := s.webCall(r, WebPause, func(ctx context.Context) (err error) {
+		out, err = s.Pause(ctx, &coilyv1.PauseRequest{Reason: reason})
+		return err
+	})
+	return out, err
+}
+
+// WebResume resumes, as Resume does.
+func (s *Server) WebResume(r *http.Request, reason string) (*coilyv1.ResumeResponse, error) {
+	var out *coilyv1.ResumeResponse
+	err := s.webCall(r, WebResume, func(ctx context.Context) (err error) {
+		out, err = s.Resume(ctx, &coilyv1.ResumeRequest{Reason: reason})
+		return err
+	})
+	return out, err
+}
+
+// WebKill kills one command in flight by its request id (killExec),
+// audited as event exec.kill. It reports whether the command was running
+// (false: it had not started, and never will).
+func (s *Server) WebKill(r *http.Request, requestID, reason string) (bool, error) {
+	var running bool
+	err := s.webCall(r, WebKill, func(ctx context.Context) error {
+		c, err := callerFrom(ctx)
+		if err != nil {
+			return err
+		}
+		running, err = s.killExec(ctx, c, webMethodKill, requestID, reason)
+		return err
+	})
+	return running, err
+}
+
+// AuditStream is the live audit log for one subscriber.
+type AuditStream struct {
+	// Backlog are the last records written before the subscription, oldest
+	// first.
+	Backlog []audit.Record
+	// Live carries every record appended since (some may also be in the
+	// backlog: skip those up to the backlog's last Seq). It is closed when
+	// the subscriber falls too far behind (reconnect) or the server shuts
+	// down.
+	Live <-chan audit.Record
+	// Close ends the subscription.
+	Close func()
+}
+
+// MaxAuditBacklog bounds the records a stream starts with.
+const MaxAuditBacklog = 500
+
+// WebAudit subscribes to the audit log: the last backlog records (at
+// most MaxAuditBacklog), then every record as it is appended.
+func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
+	var st AuditStream
+	err := s.webCall(r, WebAudit, func(context.Context) error {
+		live, cancel := s.auditFeed.subscribe()
+		recs, err := s.cfg.Audit.Tail(min(max(backlog, 0), MaxAuditBacklog))
+		if err != nil {
+			cancel()
+			return refusal.Wrap(refusal.Internal, err, "audit log unreadable")
+		}
+		st = AuditStream{Backlog: recs, Live: live, Close: cancel}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &st, nil
+}
+
+// ApprovalWatch is the approvals' changes for one subscriber.
+type ApprovalWatch struct {
+	// Changes first carries the pending approvals, then every change. It
+	// is closed when the subscriber falls too far behind (reconnect).
+	Changes <-chan *coilyv1.Approval
+	// Done is closed when the server shuts down.
+	Done <-chan struct{}
+	// Close ends the subscription.
+	Close func()
+}
+
+// WebWatchApprovals subscribes to the approvals, as WatchApprovals does.
+func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
+	var w ApprovalWatch
+	err := s.webCall(r, WebWatchApprovals, func(context.Context) error {
+		ch, cancel := s.approvals.watch()
+		w = ApprovalWatch{Changes: ch, Done: s.quit, Close: cancel}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &w, nil
+}
+
+// WebRefuse audits a console request its guard refused before any action
+// (another origin, another host: a forged request from the caller's own
+// browser is worth a record), identifying the caller if it can, and
+// returns the refusal (permission-denied with msg).
+func (s *Server) WebRefuse(r *http.Request, msg string) error {
+	c, err := s.identifyTailnet(r.Context(), r.RemoteAddr)
+	c.Transport = TransportWeb
+	if err == nil {
+		err = refusal.New(refusal.PermissionDenied, "%s", msg)
+	}
+	return s.refuseCall(r.Context(), c, webMethodGuard, err)
+}
