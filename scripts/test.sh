@@ -169,7 +169,7 @@ if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/nu
     ip link set lo up
     if ip -o addr show | grep -v " lo " | grep -q inet; then echo "namespace has non-loopback addresses" >&2; exit 1; fi
     (cd server && "$1/server.test" -test.run "Tailnet" -test.count=1)
-    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet|TestHeadscale" -test.count=1)
+    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet|TestHeadscaleIdentityGrantsLockout|TestHeadscaleLeanClient" -test.count=1)
     (cd console && "$1/console.test" -test.run "TestBrowser" -test.count=1)
   ' sh "$bindir"
   rm -rf "$bindir"
