@@ -47,6 +47,8 @@ if [ ${#need_apt[@]} -gt 0 ]; then
 fi
 scripts/tools.sh
 scripts/vaultdev.sh # a real Vault server (the Vault core in-process) for the keystore tests
+scripts/headscale.sh # a real headscale (control server) for the TestHeadscale* tests
+scripts/tailscaled.sh # a real tailscaled, for the lean client through an OS tailscaled
 scripts/npm-tools.sh # verdaccio, the npm registry internal/standin starts
 
 step "gofmt"
@@ -154,8 +156,10 @@ echo "exposure $exposure"
 awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 4.0) }' || { echo "deploy/coily.service exposure $exposure is above 4.0" >&2; exit 1; }
 
 step "tailnet tests inside a network namespace holding only loopback"
-# Proves that the private tailnet (control, DERP, STUN, nodes) and coily dev
-# need nothing beyond 127.0.0.1: in this namespace nothing else exists.
+# Proves that the private tailnet (control, DERP, STUN, nodes), coily dev,
+# a real headscale with its embedded DERP (and a tailscaled joined to it)
+# and the console in chromium need nothing beyond 127.0.0.1: in this
+# namespace nothing else exists.
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/null; then
   bindir=$(mktemp -d)
   go test -c -o "$bindir/server.test" ./server/
@@ -165,7 +169,7 @@ if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/nu
     ip link set lo up
     if ip -o addr show | grep -v " lo " | grep -q inet; then echo "namespace has non-loopback addresses" >&2; exit 1; fi
     (cd server && "$1/server.test" -test.run "Tailnet" -test.count=1)
-    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet" -test.count=1)
+    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet|TestHeadscaleIdentityGrantsLockout|TestHeadscaleLeanClient" -test.count=1)
     (cd console && "$1/console.test" -test.run "TestBrowser" -test.count=1)
   ' sh "$bindir"
   rm -rf "$bindir"

@@ -7,9 +7,13 @@
 //
 // Invariants: a node's state directory is used by one process at a time
 // (a lock file); concurrent commands take further directories of a small
-// pool; a join is bounded and its error names its cause; the node's logs
-// go nowhere unless asked for, and none is uploaded when a control URL is
-// given.
+// pool, registered ones only when no auth key is given; a node keeps its
+// UDP port between commands; nothing is sent to the server before it
+// answers a disco ping (it then knows this process's disco key) and the
+// control server knows the node's home DERP relay; connections close both
+// ways before the node stops; a join is bounded and its error names its
+// cause (an unregistered node fails at once); the node's logs go nowhere
+// unless asked for, and none is uploaded when a control URL is given.
 package tsnode
 
 import (
@@ -22,6 +26,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"google.golang.org/grpc"
@@ -76,7 +81,7 @@ func Dial(ctx context.Context, o Options) (*client.Client, error) {
 	if o.ControlURL != "" {
 		envknob.SetNoLogsNoSupport() // a private control server: no log upload to Tailscale
 	}
-	slot, err := takeSlot(o.StateDir, o.Pool)
+	slot, err := takeSlot(o.StateDir, o.Pool, o.AuthKey != "")
 	if err != nil {
 		return nil, &client.DialError{Err: err}
 	}
@@ -85,8 +90,8 @@ func Dial(ctx context.Context, o Options) (*client.Client, error) {
 		hostname = fmt.Sprintf("%s-%d", o.Hostname, slot.n+1)
 	}
 	s := &tsnet.Server{Dir: slot.dir, Hostname: hostname, ControlURL: o.ControlURL, AuthKey: o.AuthKey,
-		AdvertiseTags: o.Tags, Logf: o.Logf, UserLogf: o.Logf}
-	up := func(ctx context.Context) (*tsnet.Server, error) { _, err := s.Up(ctx); return s, err }
+		AdvertiseTags: o.Tags, Port: slot.port(), Logf: o.Logf, UserLogf: o.Logf}
+	up := func(ctx context.Context) (*tsnet.Server, error) { return s, bringUp(ctx, s, o.AuthKey != "") }
 	return connect(ctx, o, up, func() { s.Close(); slot.release() })
 }
 
@@ -129,19 +134,22 @@ func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Se
 		return nil, &client.DialError{Err: joinError(err, o)}
 	}
 	host, port := splitServer(o.Server)
+	start := time.Now()
 	ip, err := reach(ctx, s, host)
 	if err != nil {
 		cleanup()
 		return nil, &client.DialError{Err: err}
 	}
+	o.Logf("tsnode: server %s (%v) answered a disco ping %v after the node was up", host, ip, time.Since(start).Round(time.Millisecond))
 	addr := net.JoinHostPort(ip.String(), port)
+	var tracked conns
 	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(func(ctx context.Context, a string) (net.Conn, error) { return s.Dial(ctx, "tcp", a) }))
+		grpc.WithContextDialer(tracked.dial(s.Dial)))
 	if err != nil {
 		cleanup()
 		return nil, &client.DialError{Err: fmt.Errorf("dial %s: %w", o.Server, err)}
 	}
-	return client.New(conn, cleanup), nil
+	return client.New(conn, func() { tracked.wait(); cleanup() }), nil
 }
 
 // joinError says why a join failed, in words an operator acts on.
@@ -153,8 +161,8 @@ func joinError(err error, o Options) error {
 			where = o.ControlURL
 		}
 		return fmt.Errorf("could not join the tailnet within %s: no answer from %s (is it reachable? is the auth key valid and not expired?): %w", o.JoinTimeout, where, err)
-	case o.AuthKey == "" && strings.Contains(err.Error(), "NeedsLogin"):
-		return fmt.Errorf("this node is not registered yet: give an auth key (TS_AUTHKEY) once: %w", err)
+	case errors.Is(err, ErrNotRegistered):
+		return err
 	}
 	return fmt.Errorf("could not join the tailnet: %w", err)
 }
@@ -167,30 +175,62 @@ func splitServer(server string) (host, port string) {
 	return server, strconv.Itoa(client.DefaultPort)
 }
 
+// Disco pings before the first packet to the server.
+const (
+	// pingEvery starts another disco ping: the server ignores them until
+	// the control server has told it this process's disco key (new at
+	// every start), so they are repeated often rather than waited on.
+	pingEvery = 100 * time.Millisecond
+	// pingTimeout bounds one disco ping (a slow path still answers).
+	pingTimeout = 3 * time.Second
+)
+
 // reach finds the server's tailnet address (host may be an address, a
 // MagicDNS name or a bare host name) and disco-pings it until it answers,
-// so the first connection does not wait for path discovery.
+// so the first connection does not wait for path discovery. The answer
+// also proves that the server knows this process's disco key (new at every
+// start): until it does, it ignores the pings, and it would reset a
+// WireGuard session begun before. A ping starts every pingEvery, each
+// waiting up to pingTimeout, so a ping lost to that wait costs little.
 func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error) {
 	lc, err := s.LocalClient()
 	if err != nil {
 		return netip.Addr{}, err
 	}
-	tick := time.NewTicker(20 * time.Millisecond)
-	defer tick.Stop()
+	waitDERPHomeKnown(ctx, lc)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	answered := make(chan netip.Addr, 1)
+	var mu sync.Mutex
 	var last error
+	note := func(err error) { mu.Lock(); last = err; mu.Unlock() }
+	tick := time.NewTicker(pingEvery)
+	defer tick.Stop()
 	for {
-		ip, err := lookupPeer(ctx, lc.Status, host)
-		if err == nil {
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err = lc.Ping(pctx, ip, tailcfg.PingDisco)
-			cancel()
-			if err == nil {
-				return ip, nil
-			}
+		if ip, err := lookupPeer(ctx, lc.Status, host); err != nil {
+			note(err)
+		} else {
+			wg.Go(func() {
+				pctx, cancel := context.WithTimeout(ctx, pingTimeout)
+				defer cancel()
+				if _, err := lc.Ping(pctx, ip, tailcfg.PingDisco); err != nil {
+					note(err)
+					return
+				}
+				select {
+				case answered <- ip:
+				default:
+				}
+			})
 		}
-		last = err
 		select {
+		case ip := <-answered:
+			return ip, nil
 		case <-ctx.Done():
+			mu.Lock()
+			defer mu.Unlock()
 			return netip.Addr{}, fmt.Errorf("server %s not reachable on the tailnet: %v", host, errors.Join(last, ctx.Err()))
 		case <-tick.C:
 		}

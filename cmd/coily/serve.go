@@ -18,6 +18,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"tailscale.com/envknob"
 	"tailscale.com/tsnet"
 
 	"coily.dev/coily/audit"
@@ -310,6 +311,9 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 func tailnetNode(ctx context.Context, log *slog.Logger, o serveOptions) (*tsnet.Server, error) {
 	if o.node != nil || !o.tailnet {
 		return o.node, nil
+	}
+	if o.controlURL != "" {
+		envknob.SetNoLogsNoSupport() // a private control server (headscale): no log upload to Tailscale
 	}
 	dir := filepath.Join(o.stateDir, "tsnet")
 	if err := os.MkdirAll(dir, 0o700); err != nil {

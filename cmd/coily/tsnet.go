@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
 	"os"
 
@@ -36,7 +37,12 @@ func tsnetDialer(a *cli.App) {
 		o := tsnode.Options{Server: g.Server, AuthKey: os.Getenv("TS_AUTHKEY"), ControlURL: g.ControlURL,
 			Hostname: g.Hostname, StateDir: s.stateDir}
 		if g.Verbose {
-			o.Logf = log.New(a.Stderr, "tsnet: ", log.LstdFlags).Printf
+			o.Logf = log.New(a.Stderr, "tsnet: ", log.LstdFlags|log.Lmicroseconds).Printf
+		} else {
+			// Parts of the tailnet stack write to the standard logger
+			// (TLS warnings about the control server's certificate): this
+			// process is a command, whose stderr is the user's.
+			log.SetOutput(io.Discard)
 		}
 		return tsnode.Dial(ctx, o)
 	})
