@@ -5,6 +5,7 @@ import (
 	"errors"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 )
@@ -30,17 +31,25 @@ const (
 	maxLabel     = 1024     // bytes in a response's audit_id and rule
 )
 
+// The field grammars, compiled the first time they are needed (not at
+// start: every coily process links this package, and most never read a
+// descriptor).
 var (
-	uuidRE  = regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
-	nonceRE = regexp.MustCompile(`^[A-Za-z0-9_-]{22,128}$`)
+	uuidRE  = lazyRE(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	nonceRE = lazyRE(`^[A-Za-z0-9_-]{22,128}$`)
 	// SandboxNamePattern is the grammar of sandbox (signing key) names.
 	SandboxNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
-	envNameRE          = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	hmacRE             = regexp.MustCompile(`^[0-9a-f]{64}$`)
-	codeRE             = regexp.MustCompile(`^[a-z][a-z0-9-]{0,63}$`)
+	envNameRE          = lazyRE(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	hmacRE             = lazyRE(`^[0-9a-f]{64}$`)
+	codeRE             = lazyRE(`^[a-z][a-z0-9-]{0,63}$`)
 	// RFC 3339 date-time, upper-case T and Z, at most nanosecond precision.
-	timeRE = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
+	timeRE = lazyRE(`^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,9})?(Z|[+-][0-9]{2}:[0-9]{2})$`)
 )
+
+// lazyRE compiles expr once, when first called.
+func lazyRE(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
+}
 
 // decoder applies the field rules to a parsed tree. Its messages name the
 // field and never show a value.
@@ -131,12 +140,12 @@ func (d *decoder) version(v *value) (int, error) {
 }
 
 func (d *decoder) id(field string, v *value) (string, error) {
-	return d.match(field, v, uuidRE, "a UUID in lower-case 8-4-4-4-12 hex form")
+	return d.match(field, v, uuidRE(), "a UUID in lower-case 8-4-4-4-12 hex form")
 }
 
 // timestamp returns the instant (in UTC) and the text it was written as.
 func (d *decoder) timestamp(field string, v *value) (time.Time, string, error) {
-	s, err := d.match(field, v, timeRE, "an RFC 3339 timestamp such as 2006-01-02T15:04:05Z")
+	s, err := d.match(field, v, timeRE(), "an RFC 3339 timestamp such as 2006-01-02T15:04:05Z")
 	if err != nil {
 		return time.Time{}, "", err
 	}
@@ -207,7 +216,7 @@ func (d *decoder) headerField(m member, h *header) (bool, error) {
 	case "created_at":
 		h.createdAt, h.createdRaw, err = d.timestamp("created_at", m.val)
 	case "nonce":
-		h.nonce, err = d.match("nonce", m.val, nonceRE, "22 to 128 characters of A-Z a-z 0-9 _ -")
+		h.nonce, err = d.match("nonce", m.val, nonceRE(), "22 to 128 characters of A-Z a-z 0-9 _ -")
 	case "sandbox":
 		h.sandbox, err = d.match("sandbox", m.val, SandboxNamePattern, "a key name: a-z 0-9 and '-', at most 63 characters, not starting with '-'")
 	case "hmac":
@@ -239,7 +248,7 @@ func (d *decoder) finishHeader(root *value, h *header, requireHMAC bool) (string
 	if h.hmac == nil {
 		return "", &Error{Code: CodeHMACFail, Field: "hmac", Msg: "missing: the file is not signed"}
 	}
-	if h.hmac.kind != kindString || !hmacRE.MatchString(h.hmac.str) {
+	if h.hmac.kind != kindString || !hmacRE().MatchString(h.hmac.str) {
 		e := d.fail("hmac", h.hmac, "must be 64 lower-case hex digits")
 		e.Code = CodeHMACFail
 		return "", e

@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"fmt"
 	"path/filepath"
-	"regexp"
 )
 
 // The layout of a shared folder (a "mount"): everything lives under
@@ -27,12 +26,12 @@ var Dirs = []string{RequestsDir, ResponsesDir, TeardownsDir, TmpDir}
 
 // namePattern is the file-name grammar of requests/, responses/ and
 // teardowns/: the request id (a lower-case UUID) and an extension.
-var namePattern = regexp.MustCompile(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.(json|yaml)$`)
+var namePattern = lazyRE(`^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.(json|yaml)$`)
 
 // IDFromName returns the request id a file name carries, or false when the
 // name is outside the grammar.
 func IDFromName(name string) (string, bool) {
-	m := namePattern.FindStringSubmatch(name)
+	m := namePattern().FindStringSubmatch(name)
 	if m == nil {
 		return "", false
 	}

@@ -165,7 +165,7 @@ func (d *decoder) env(v *value) (map[string]string, error) {
 	env := make(map[string]string, len(v.members))
 	for _, m := range v.members {
 		field := memberPath("env", m.key)
-		if !envNameRE.MatchString(m.key) {
+		if !envNameRE().MatchString(m.key) {
 			return nil, d.src.errAt(field, m.keyPos, "variable names must match [A-Za-z_][A-Za-z0-9_]*")
 		}
 		s, err := d.text(field, m.val, MaxSize)

@@ -175,7 +175,7 @@ func decodeResponse(d *decoder, root *value) (*Response, error) {
 			if !refused {
 				return nil, d.src.errAt("code", m.keyPos, "only allowed in a refusal")
 			}
-			r.Code, err = d.match("code", v, codeRE, "a refusal code (a-z 0-9 -)")
+			r.Code, err = d.match("code", v, codeRE(), "a refusal code (a-z 0-9 -)")
 		case "message":
 			if !refused {
 				return nil, d.src.errAt("message", m.keyPos, "only allowed in a refusal")

@@ -26,7 +26,7 @@ func Verify(canonical []byte, hmacHex string, key []byte) error {
 	if len(key) != KeySize {
 		return ErrKeySize
 	}
-	if !hmacRE.MatchString(hmacHex) {
+	if !hmacRE().MatchString(hmacHex) {
 		return &Error{Code: CodeHMACFail, Field: "hmac", Msg: "must be 64 lower-case hex digits"}
 	}
 	got, err := hex.DecodeString(hmacHex)
