@@ -29,7 +29,10 @@ func BenchmarkCLI(b *testing.B) {
 	dir := b.TempDir()
 	lean := filepath.Join(dir, "coily-client")
 	hello := filepath.Join(dir, "hello")
-	if out, err := exec.Command("go", "build", "-o", lean, "../coily-client").CombinedOutput(); err != nil {
+	// Built as scripts/release.sh builds it: static, stripped.
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", lean, "../coily-client")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build coily-client: %v %s", err, out)
 	}
 	src := filepath.Join(dir, "hello.go")
