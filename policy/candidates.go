@@ -89,7 +89,7 @@ func resolveCandidates(candidates []string, pin string) (binary, resolved string
 		return "", "", errors.New("no binary")
 	}
 	for _, c := range candidates {
-		if _, err := os.Lstat(c); err != nil {
+		if _, err := os.Stat(c); err != nil { // a dangling link is not present
 			continue
 		}
 		resolved, absent = resolveBinary(c, pin)

@@ -1,10 +1,13 @@
 package policy_test
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/policy"
 )
 
@@ -79,5 +82,81 @@ func TestIsCommandName(t *testing.T) {
 		if policy.IsCommandName(bad) {
 			t.Errorf("IsCommandName(%q) = true", bad)
 		}
+	}
+}
+
+// A request by bare name is decided as the same request by every binary
+// the name's rules run: deny rules written for the resolved binary (or
+// another link to it) and the tool vetting of what the binary really is
+// apply, as they do when the caller writes a path. Before, a name looked
+// up only its own rules and vetted by the name: `e -u HOME` and `g -c
+// core.sshCommand=… push` were allowed where the paths were refused.
+func TestBareNameDecidedAsItsBinaries(t *testing.T) {
+	git, err := filepath.EvalSymlinks(standin.Need(t, "git", "apt-get install git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := filepath.EvalSymlinks("/usr/bin/env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	for name, target := range map[string]string{"e": env, "g": git, "env": env} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := policy.Parse("bare.yaml", []byte(fmt.Sprintf(`version: 1
+roles:
+  admin: {permissions: [exec], commands: ["*"]}
+grants:
+  - {principals: [bob@example.com], roles: [admin]}
+commands:
+  - {name: env-deny-u, effect: deny, binary: %[1]s, args: ["-u", "**"], reason: no unsetting}
+  - {name: other-link-deny, effect: deny, binary: %[2]s/env, args: ["-i", "**"], reason: no clearing}
+  - {name: e, binary: %[2]s/e, args: ["**"], flags: any}
+  - {name: g, binary: %[2]s/g, args: ["**"], flags: any}
+`, env, dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		argv   []string
+		result policy.Result
+		reason string
+	}{
+		{[]string{"e", "FOO=1"}, policy.Allow, `allowed by rule "e"`},
+		{[]string{"e", "-u", "HOME"}, policy.Deny, `no unsetting (rule "env-deny-u")`},
+		{[]string{dir + "/e", "-u", "HOME"}, policy.Deny, `no unsetting (rule "env-deny-u")`},
+		{[]string{"e", "-i", "FOO=1"}, policy.Deny, `no clearing (rule "other-link-deny")`},
+		{[]string{"g", "status"}, policy.Allow, `allowed by rule "g"`},
+		{[]string{"g", "-c", "core.sshCommand=touch /tmp/x", "push"}, policy.Deny, "git option -c"},
+		{[]string{dir + "/g", "-c", "core.sshCommand=touch /tmp/x", "push"}, policy.Deny, "git option -c"},
+		{[]string{"g", "--exec-path=/tmp", "status"}, policy.Deny, "git option --exec-path"},
+	} {
+		d := p.DecideExec(policy.Subject{Principal: "bob@example.com"}, policy.Request{Argv: tc.argv})
+		if d.Result != tc.result || !strings.Contains(d.Reason, tc.reason) {
+			t.Errorf("%q: %v %q; want %v containing %q", tc.argv, d.Result, d.Reason, tc.result, tc.reason)
+		}
+	}
+}
+
+// A dangling link among a rule's candidates (a tool removed from one
+// place) is passed over: the next candidate present runs.
+func TestCandidateDanglingLinkPassedOver(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Symlink(filepath.Join(dir, "gone"), filepath.Join(dir, "env")); err != nil {
+		t.Fatal(err)
+	}
+	p, err := policy.Parse("dangling.yaml", []byte(fmt.Sprintf(`version: 1
+commands:
+  - {name: env, binary: [%s/env, /usr/bin/env]}
+`, dir)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	real, _ := filepath.EvalSymlinks("/usr/bin/env")
+	if r := p.Rules()[0]; r.Binary != "/usr/bin/env" || r.Resolved != real || r.Absent != nil {
+		t.Fatalf("binary %q resolved %q absent %v; want /usr/bin/env", r.Binary, r.Resolved, r.Absent)
 	}
 }

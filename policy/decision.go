@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -51,72 +52,61 @@ type Request struct {
 // are checked first, in file order, and match any plausible reading of
 // the arguments; then the first allow rule the subject may use whose
 // binary, arguments and environment all match allows. Binaries are
-// compared after resolving symbolic links.
+// compared after resolving symbolic links. A bare command name is decided
+// as every binary its rules would run (target): a request by name is
+// never allowed where the same request by any of those paths is denied.
 func (p *Policy) DecideExec(s Subject, req Request) Decision {
 	if len(req.Argv) == 0 {
 		return Decision{Reason: "empty argv"}
 	}
-	// Deny rules match liberally: by resolved path, and by the path as
-	// written (so they still speak for binaries absent on this host); a
-	// bare command name by every rule of that name.
-	bare := !filepath.IsAbs(req.Argv[0])
-	if bare && !IsCommandName(req.Argv[0]) {
-		// Resolving a relative path would depend on the working directory.
-		return Decision{Reason: fmt.Sprintf("%s is neither an absolute path nor a command name", req.Argv[0])}
-	}
-	var bin string
-	var candidates []*Rule
-	if bare {
-		candidates = p.byName[req.Argv[0]]
-		if len(candidates) == 0 {
-			return Decision{Reason: fmt.Sprintf("no rule names a command called %s", req.Argv[0])}
-		}
-		bin = anyBinary
-	} else {
-		if b, err := filepath.EvalSymlinks(req.Argv[0]); err == nil {
-			bin = b
-		}
-		candidates = p.rulesFor(bin, req.Argv[0])
+	targets, allows, d, ok := p.targets(req.Argv)
+	if !ok {
+		return d
 	}
 	// Known tools' arguments are vetted and normalised first (tools.go);
 	// the owner's deny rules still speak first for what the vetting
-	// refuses too.
-	args, refused := toolVet(strings.TrimPrefix(bin, anyBinary), req.Argv[0], req.Argv[1:])
-	if refused != "" {
-		args = req.Argv[1:]
-	}
-	var d Decision
-	for _, r := range candidates {
-		if r.Effect != Deny || !r.Args.MatchDeny(args) {
-			continue
+	// refuses too. Deny rules match liberally: by resolved path, and by
+	// the path as written (so they still speak for binaries absent on
+	// this host).
+	refused := ""
+	for _, t := range targets {
+		var why string
+		t.args, why = toolVet(t.bin, req.Argv[0], req.Argv[1:])
+		if why != "" {
+			t.args = req.Argv[1:]
+			refused = cmp.Or(refused, why)
 		}
-		if r.Report {
-			d.WouldDeny = append(d.WouldDeny, r.Name)
-			continue
+		for _, r := range t.rules {
+			if r.Effect != Deny || !r.Args.MatchDeny(t.args) {
+				continue
+			}
+			if r.Report {
+				if !slices.Contains(d.WouldDeny, r.Name) {
+					d.WouldDeny = append(d.WouldDeny, r.Name)
+				}
+				continue
+			}
+			reason := cmp.Or(r.Reason, "denied by rule "+r.Name)
+			return Decision{Reason: fmt.Sprintf("%s (rule %q)", reason, r.Name), Rule: r, WouldDeny: d.WouldDeny}
 		}
-		reason := r.Reason
-		if reason == "" {
-			reason = "denied by rule " + r.Name
-		}
-		return Decision{Reason: fmt.Sprintf("%s (rule %q)", reason, r.Name), Rule: r, WouldDeny: d.WouldDeny}
 	}
 	if refused != "" {
 		d.Reason = refused
 		return d
 	}
-	if bin == "" || bare && !slices.ContainsFunc(candidates, func(r *Rule) bool { return r.Resolved != "" }) {
+	if absent(targets) {
 		d.Reason = fmt.Sprintf("binary %s is not on this host", req.Argv[0])
 		return d
 	}
 	allowed := p.commandsFor(s)
-	if r, _ := firstAllow(candidates, bin, allowed, s, args, req.Env, false); r != nil {
-		d.Result, d.Rule = Allow, r
-		d.GitHubRepository, _ = r.GitHubRepository(args)
-		d.Reason = fmt.Sprintf("allowed by rule %q", r.Name)
+	if r, _ := firstAllow(allows, allowed, s, req.Env, false); r != nil {
+		d.Result, d.Rule = Allow, r.rule
+		d.GitHubRepository, _ = r.rule.GitHubRepository(r.args)
+		d.Reason = fmt.Sprintf("allowed by rule %q", r.rule.Name)
 		return d
 	}
 	// Denied: now say why, rule by rule.
-	_, why := firstAllow(candidates, bin, allowed, s, args, req.Env, true)
+	_, why := firstAllow(allows, allowed, s, req.Env, true)
 	switch {
 	case len(why) > maxReasons:
 		d.Reason = "no rule allows it: " + strings.Join(why[:maxReasons], "; ") + "; and more"
@@ -128,25 +118,95 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 	return d
 }
 
-// anyBinary stands for the binary of a request by bare command name: each
-// rule of that name runs its own (resolved) binary.
-const anyBinary = "\x00any"
+// target is one binary a request may run: its resolved path ("" when
+// absent), the rules that speak for it in file order, and the arguments
+// as its tool vetting normalised them.
+type target struct {
+	bin   string
+	rules []*Rule
+	args  []string
+}
+
+// absent says whether no target is on this host.
+func absent(targets []*target) bool {
+	return !slices.ContainsFunc(targets, func(t *target) bool { return t.bin != "" })
+}
+
+// candidate is an allow rule with the target whose arguments it matches.
+type candidate struct {
+	rule *Rule
+	*target
+}
+
+// targets lists what argv[0] may run: for a path, the binary it resolves
+// to; for a bare command name, the binary of each rule of that name (the
+// deny rules of that name speak for all of them). allows are the allow
+// rules in file order, each with its target. ok is false, with the
+// refusal in d, when argv[0] is neither a path nor a known name.
+func (p *Policy) targets(argv []string) (targets []*target, allows []candidate, d Decision, ok bool) {
+	argv0 := argv[0]
+	if filepath.IsAbs(argv0) {
+		bin, _ := filepath.EvalSymlinks(argv0)
+		t := &target{bin: bin, rules: p.rulesFor(bin, argv0)}
+		for _, r := range t.rules {
+			if bin != "" && r.Effect == Allow && r.Resolved == bin {
+				allows = append(allows, candidate{r, t})
+			}
+		}
+		return []*target{t}, allows, d, true
+	}
+	if !IsCommandName(argv0) {
+		// Resolving a relative path would depend on the working directory.
+		return nil, nil, Decision{Reason: fmt.Sprintf("%s is neither an absolute path nor a command name", argv0)}, false
+	}
+	named := p.byName[argv0]
+	if len(named) == 0 {
+		return nil, nil, Decision{Reason: fmt.Sprintf("no rule names a command called %s", argv0)}, false
+	}
+	var denies []*Rule
+	for _, r := range named {
+		if r.Effect == Deny {
+			denies = append(denies, r)
+		}
+	}
+	byBin := map[string]*target{}
+	for _, r := range named {
+		if r.Resolved == "" {
+			continue
+		}
+		t := byBin[r.Resolved]
+		if t == nil {
+			t = &target{bin: r.Resolved, rules: denies}
+			byBin[r.Resolved] = t
+			targets = append(targets, t)
+		}
+		// Every rule for this binary, by its resolved path and by the
+		// path the rule wrote, as if the caller had written it.
+		t.rules = mergeRules(t.rules, p.rulesFor(r.Resolved, r.Binary))
+		if r.Effect == Allow {
+			allows = append(allows, candidate{r, t})
+		}
+	}
+	if len(targets) == 0 {
+		targets = []*target{{rules: denies}}
+	}
+	return targets, allows, d, true
+}
 
 // maxReasons bounds how many rules a denial explains.
 const maxReasons = 5
 
-// firstAllow returns the first allow rule among candidates that the
-// subject may use and that admits the arguments and environment. With
+// firstAllow returns the first allow candidate that the subject may use
+// and that admits its target's arguments and the environment. With
 // explain, it also says why each candidate before it did not.
-func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subject, args, env []string, explain bool) (*Rule, []string) {
+func firstAllow(allows []candidate, allowed map[string]bool, s Subject, env []string, explain bool) (*candidate, []string) {
 	var why []string
-	for _, r := range candidates {
+	for i := range allows {
+		c := &allows[i]
+		r := c.rule
 		if explain && len(why) > maxReasons {
 			// Enough said: count the rest without building their reasons.
 			explain = false
-		}
-		if r.Effect != Allow || r.Resolved == "" || bin != anyBinary && r.Resolved != bin {
-			continue
 		}
 		if !allowed["*"] && !allowed[r.Name] {
 			if explain {
@@ -154,7 +214,7 @@ func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subje
 			}
 			continue
 		}
-		if ok, mismatch := r.Args.matchAllow(args, explain, nil); !ok {
+		if ok, mismatch := r.Args.matchAllow(c.args, explain, nil); !ok {
 			if explain {
 				why = append(why, fmt.Sprintf("rule %q: %s", r.Name, mismatch))
 			}
@@ -166,13 +226,13 @@ func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subje
 			}
 			continue
 		}
-		if _, bad := r.GitHubRepository(args); bad != "" {
+		if _, bad := r.GitHubRepository(c.args); bad != "" {
 			if explain {
 				why = append(why, fmt.Sprintf("rule %q: %s", r.Name, bad))
 			}
 			continue
 		}
-		return r, why
+		return c, why
 	}
 	return nil, why
 }
@@ -180,12 +240,19 @@ func firstAllow(candidates []*Rule, bin string, allowed map[string]bool, s Subje
 // rulesFor returns, in file order, the rules whose binary is bin (resolved)
 // or written exactly as argv0.
 func (p *Policy) rulesFor(bin, argv0 string) []*Rule {
-	a, b := p.byBinary[bin], p.byBinary[argv0]
+	if bin == "" {
+		return p.byBinary[argv0]
+	}
+	if bin == argv0 {
+		return p.byBinary[bin]
+	}
+	return mergeRules(p.byBinary[bin], p.byBinary[argv0])
+}
+
+// mergeRules merges two lists of rules in file order, each rule once.
+func mergeRules(a, b []*Rule) []*Rule {
 	switch {
-	case bin == "" || bin == argv0 || len(b) == 0:
-		if bin == "" {
-			return b
-		}
+	case len(b) == 0:
 		return a
 	case len(a) == 0:
 		return b
