@@ -552,6 +552,13 @@ func checkDecision(t *testing.T, p *policy.Policy, s policy.Subject, req policy.
 		if r.Command() != req.Argv[0] || r.Resolved == "" {
 			t.Fatalf("%s: allowed bare %q by rule %q for %s", s.Principal, req.Argv[0], r.Name, r.Binary)
 		}
+		// And never where the same request by the path it runs is denied.
+		for _, path := range []string{r.Binary, r.Resolved} {
+			byPath := policy.Request{Argv: append([]string{path}, req.Argv[1:]...), Env: req.Env}
+			if dp := p.DecideExec(s, byPath); dp.Result != policy.Allow {
+				t.Fatalf("%s: allowed bare %q by rule %q, but by its path %s: %q", s.Principal, req.Argv, r.Name, path, dp.Reason)
+			}
+		}
 	case !filepath.IsAbs(req.Argv[0]):
 		t.Fatalf("%s: allowed relative %q", s.Principal, req.Argv[0])
 	default:
