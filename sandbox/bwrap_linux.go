@@ -94,11 +94,13 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 		return nil, err
 	}
 	hasArgv0 := atLeast(version, bwrapArgv0)
-	if by := runBy(argv[0], p.ExecName); !hasArgv0 && by != execPath && mirrored(by) && p.Network != NetworkProxied {
+	if by := runBy(argv[0], p.ExecName); !hasArgv0 && by != execPath && p.Network != NetworkProxied && sameInside(by, execPath, p.special()) {
 		// Without --argv0, bwrap's argv[0] is the path it runs: the path
-		// the caller gave (or, for a bare name, the rule's), which resolves
-		// inside the sandbox as on the host (system directories) to the
-		// bound program.
+		// the caller gave (or, for a bare name, the rule's), but only when
+		// every step of it lies in root's system directories, so that it
+		// resolves inside the sandbox as on the host, now and later, to
+		// the bound program. Anything else runs by the bound program's
+		// own path.
 		execPath = by
 	}
 	if p.Network == NetworkProxied {
@@ -203,6 +205,69 @@ func runBy(argv0, execName string) string {
 // sandbox shows as the host has them.
 func mirrored(path string) bool {
 	return under(path, SystemReadPaths) || under(path, systemLinks)
+}
+
+// maxLinks bounds the symbolic links followed in one path, as the kernel
+// does (MAXSYMLINKS).
+const maxLinks = 40
+
+// sameInside reports whether path names target inside the sandbox exactly
+// as it does on the host, whatever the caller, a repository or a command
+// running beside it does: every step of the path, links followed, lies in
+// the system directories the sandbox mirrors, outside every root the
+// profile mounts specially (special), and is owned by root and not
+// writable by group or others (so only root could change it between this
+// check and bwrap's exec). A path through /proc (/proc/self is the server
+// here and bwrap there), a workspace under /opt, or a link anyone but root
+// could re-point is not the same inside.
+func sameInside(path, target string, special []string) bool {
+	if !filepath.IsAbs(path) || filepath.Clean(path) != path {
+		return false
+	}
+	rest := strings.Split(path[1:], "/")
+	cur := "/" // always a path with no link in it
+	for links := 0; len(rest) > 0; {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = filepath.Dir(cur)
+			continue
+		}
+		next := filepath.Join(cur, name)
+		if !mirrored(next) || under(next, special) {
+			return false
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			return false
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok || st.Uid != 0 {
+			return false
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			if fi.Mode().Perm()&0o022 != 0 {
+				return false
+			}
+			cur = next
+			continue
+		}
+		if links++; links > maxLinks {
+			return false
+		}
+		to, err := os.Readlink(next)
+		if err != nil || to == "" {
+			return false
+		}
+		if strings.HasPrefix(to, "/") {
+			cur = "/"
+		}
+		rest = append(strings.Split(to, "/"), rest...)
+	}
+	return cur == target
 }
 
 // mounts builds the sandbox's filesystem: system directories and files by
@@ -461,4 +526,16 @@ func pipeWith(data []byte) (*os.File, error) {
 	}
 	w.Close()
 	return r, nil
+}
+
+// special lists the roots the profile mounts at a path of its own choosing
+// (writable and read-only roots, the home, masks and protected paths,
+// single files): what lies under them inside the sandbox is not what the
+// host's system directories hold there.
+func (p *Profile) special() []string {
+	out := slices.Concat(p.WritePaths, p.ReadPaths, p.ProtectPaths, p.DenyPaths, p.UnixSockets, []string{p.Home})
+	for dst := range p.Files {
+		out = append(out, dst)
+	}
+	return out
 }

@@ -1,0 +1,166 @@
+package sandbox
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// withMirrored makes dir one of the system directories the sandbox
+// mirrors, for the test's lifetime (it stands for /opt).
+func withMirrored(t *testing.T, dir string) {
+	t.Helper()
+	saved := SystemReadPaths
+	SystemReadPaths = append(slices.Clone(saved), dir)
+	t.Cleanup(func() { SystemReadPaths = saved })
+}
+
+// A path is run by (for argv[0], without --argv0) only when it names the
+// bound program inside the sandbox as on the host: every step in root's
+// system directories, nothing the caller, a repository or another command
+// could re-point.
+func TestSameInside(t *testing.T) {
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Skip("no /bin/sh")
+	}
+	mirror := t.TempDir()
+	withMirrored(t, mirror)
+	ws := filepath.Join(mirror, "ws")
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, to := range map[string]string{"link": sh, "proc": "/proc/self/cwd" + sh, "loop": "loop", "up": "../../../../../../../../.." + sh} {
+		if err := os.Symlink(to, filepath.Join(mirror, name)); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(to, filepath.Join(ws, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if os.Geteuid() == 0 {
+		// As root, the temporary directory is root's: a link someone
+		// else owns must not count.
+		if err := os.Symlink(sh, filepath.Join(mirror, "theirs")); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Lchown(filepath.Join(mirror, "theirs"), 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []struct {
+		path string
+		want bool
+	}{
+		{"/bin/sh", true},
+		{sh, true},
+		{"bin/sh", false},
+		{"/usr/bin/../bin/sh", false},
+		{"/usr//bin/sh", false},
+		{"/proc/self/exe", false},
+		{"/proc/self/root" + sh, false},
+		{filepath.Join(mirror, "link"), false},    // the directories above (/tmp) are not mirrored
+		{filepath.Join(mirror, "up"), false},      //
+		{filepath.Join(mirror, "proc"), false},    // through /proc: the server here, bwrap there
+		{filepath.Join(mirror, "loop"), false},    // a loop
+		{filepath.Join(mirror, "theirs"), false},  // a link another user owns
+		{filepath.Join(ws, "link"), false},        // inside a root mounted specially (the workspace)
+		{filepath.Join(ws, "up"), false},          //
+		{filepath.Join(mirror, "missing"), false}, //
+		{"/tmp/../bin/sh", false},                 // unclean
+		{"/etc/passwd", false},                    // not the program
+	} {
+		if got := sameInside(c.path, sh, []string{ws}); got != c.want {
+			t.Errorf("sameInside(%q) = %v, want %v", c.path, got, c.want)
+		}
+	}
+}
+
+// A caller's argv[0] that resolved to the allowed program when the policy
+// checked it, but names something else inside the sandbox (a link in a
+// workspace under a mirrored directory, re-pointed after the check, or
+// one through /proc/self), never runs: the bound program does.
+func TestBwrapArgv0PathNeverRerun(t *testing.T) {
+	if _, err := BwrapPath(); err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	const allowed = "/usr/bin/true"
+	for _, how := range []string{"re-pointed", "through /proc/self"} {
+		t.Run(how, func(t *testing.T) {
+			mirror := t.TempDir()
+			if err := os.Chmod(mirror, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if os.Geteuid() == 0 {
+				if err := os.Chmod(filepath.Dir(mirror), 0o711); err != nil {
+					t.Fatal(err)
+				}
+			}
+			withMirrored(t, mirror)
+			ws := filepath.Join(mirror, "ws")
+			if err := os.MkdirAll(filepath.Join(ws, "usr/bin"), 0o777); err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []string{ws, filepath.Join(ws, "usr"), filepath.Join(ws, "usr/bin")} {
+				if err := os.Chmod(d, 0o777); err != nil {
+					t.Fatal(err)
+				}
+			}
+			evil := filepath.Join(ws, "usr/bin/true")
+			if err := os.WriteFile(evil, []byte("#!/bin/sh\necho EVIL TOKEN=$TOKEN\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(ws, "link")
+			target := allowed
+			if how != "re-pointed" {
+				target = "/proc/self/cwd" + allowed
+				wd, _ := os.Getwd()
+				if err := os.Chdir("/"); err != nil { // as under systemd
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = os.Chdir(wd) })
+			}
+			if err := os.Symlink(target, link); err != nil {
+				t.Fatal(err)
+			}
+			if r, err := filepath.EvalSymlinks(link); err != nil || r != allowed {
+				t.Fatalf("the policy's view: %s resolves to %q (%v)", link, r, err)
+			}
+			exe, err := os.Open(allowed)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer exe.Close()
+			home := t.TempDir()
+			if os.Geteuid() == 0 {
+				if err := os.Chmod(filepath.Dir(home), 0o711); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cmd := exec.Command(allowed)
+			cmd.Args[0] = link
+			p := DefaultProfile(ProfileInput{Workspace: ws, Home: home, Dir: ws, Env: []string{"TOKEN=s3cret", "PATH=" + DefaultPath},
+				Network: NetworkDeny, Exec: exe, ExecPath: allowed, ExecName: allowed})
+			if how == "re-pointed" {
+				// Another command in the workspace re-points the link
+				// between the check and bwrap's exec.
+				if err := os.Remove(link); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Symlink("usr/bin/true", link); err != nil {
+					t.Fatal(err)
+				}
+			}
+			out, err := runWrapped(t, cmd, p)
+			if strings.Contains(out, "EVIL") || err != nil {
+				t.Fatalf("ran %q (%v): the caller's path was run, not the bound program", out, err)
+			}
+		})
+	}
+}
