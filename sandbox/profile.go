@@ -107,9 +107,9 @@ type Profile struct {
 	// ExecName is the program's path as the policy names it (a rule's
 	// binary as written, e.g. /bin/sh for /usr/bin/dash). Without
 	// bubblewrap's --argv0, a command asked for by bare name runs by this
-	// path when it names the bound program inside the sandbox as on the host
-	// (see sameInside), so that its argv[0]
-	// still ends in the name it was asked for by.
+	// path when it names the bound program inside the sandbox as on the
+	// host (see sameInside), so that its argv[0] still ends in the name it
+	// was asked for by.
 	ExecName string
 	// Limits bound the command (zero fields: DefaultLimits).
 	Limits Limits
