@@ -28,7 +28,10 @@
 //     signing on that connection;
 //   - the set of keys never changes, and the agent ends with its exec:
 //     Close closes the listener and every connection;
-//   - every input is bounded (message size, connections, binds), and
+//   - every input is bounded (message size, connections, binds, and
+//     DefaultMaxSignatures signatures an agent), the log too (the first
+//     signature of each key and host key, each distinct refusal once, a
+//     summary at Close; the rest counted), and
 //     what a refusal reports of the input is fixed text, a fingerprint or
 //     a host the rule names.
 package sshagent
