@@ -139,18 +139,30 @@ func (c *Client) Mint(ctx context.Context, req Request) (Token, error) {
 		return Token{}, err
 	}
 	if status != http.StatusCreated {
-		return Token{}, fmt.Errorf("%w: %d %s", ErrRefused, status, apiMessage(data, jwt))
-	}
-	tok, err := checkToken(data, req, c.now())
-	if err != nil {
-		if tok.Value != "" {
-			if rerr := c.Revoke(context.WithoutCancel(ctx), tok.Value); rerr != nil {
-				err = fmt.Errorf("%w (and revoking it failed: %v)", err, rerr)
-			}
+		err := fmt.Errorf("%w: %d %s", ErrRefused, status, apiMessage(data, jwt))
+		if status/100 == 2 { // a success of another kind may still carry a token
+			err = c.revokeAfter(ctx, mintedValue(data), err)
 		}
 		return Token{}, err
 	}
+	tok, err := checkToken(data, req, c.now())
+	if err != nil {
+		return Token{}, c.revokeAfter(ctx, tok.Value, err)
+	}
 	return tok, nil
+}
+
+// revokeAfter revokes value, a token minted but refused for err, and
+// returns err, saying so when revoking failed. An empty value is no
+// token: err alone. The revocation runs even when ctx is done.
+func (c *Client) revokeAfter(ctx context.Context, value string, err error) error {
+	if value == "" {
+		return err
+	}
+	if rerr := c.Revoke(context.WithoutCancel(ctx), value); rerr != nil {
+		return fmt.Errorf("%w (and revoking it failed: %v)", err, rerr)
+	}
+	return err
 }
 
 // Revoke ends a token (DELETE /installation/token, authenticated by the
