@@ -51,6 +51,9 @@ func readTokenFile(path string) (string, os.FileInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return "", nil, fmt.Errorf("the token file %s is not a regular file", path)
 	}
+	if err := checkTokenFileInfo(path, fi); err != nil {
+		return "", nil, err
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
 		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
@@ -64,6 +67,32 @@ func readTokenFile(path string) (string, os.FileInfo, error) {
 		return "", nil, fmt.Errorf("the token file %s does not hold one token", path)
 	}
 	return tok, fi, nil
+}
+
+// checkTokenFileInfo refuses a token file others may read or write, its
+// group may write, or someone other than this server's user or root owns.
+func checkTokenFileInfo(path string, fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("cannot tell who owns the token file %s", path)
+	}
+	return tokenFileAccess(path, fi.Mode().Perm(), int(st.Uid), os.Geteuid())
+}
+
+// tokenFileAccess is checkTokenFileInfo's rule for a file of mode perm
+// owned by owner, read by a server running as self. Group-readable is
+// allowed: Vault Agent's sinks are often 0640 for a group the server is
+// in.
+func tokenFileAccess(path string, perm os.FileMode, owner, self int) error {
+	switch {
+	case perm&0o006 != 0:
+		return fmt.Errorf("the token file %s has mode %04o, open to others: chmod 0600 %s (or 0640 to share it with a group)", path, perm, path)
+	case perm&0o020 != 0:
+		return fmt.Errorf("the token file %s has mode %04o, writable by its group: chmod 0600 %s (or 0640 to share it with a group)", path, perm, path)
+	case owner != self && owner != 0:
+		return fmt.Errorf("the token file %s is owned by uid %d, neither this server's user (uid %d) nor root: chown it to one of them", path, owner, self)
+	}
+	return nil
 }
 
 // refreshToken reads the token file again when it has changed since the
