@@ -27,6 +27,11 @@ type tokenFile struct {
 	checked time.Time   // last look
 	fi      os.FileInfo // the file the token in use was read from
 	warned  bool        // an unreadable file was logged
+	// unread: the last read failed (a file caught empty or half written
+	// by its writer, say). The file is then read at each check whether it
+	// looks changed or not: a rewrite in place may keep the inode, size
+	// and modification time of the file last read.
+	unread bool
 }
 
 // changed reports whether fi is another file, or the same file written
@@ -96,10 +101,13 @@ func tokenFileAccess(path string, perm os.FileMode, owner, self int) error {
 }
 
 // refreshToken reads the token file again when it has changed since the
-// token in use was read from it, at most once a second unless force. When
-// it holds another token, the session in use is dropped (the next call
-// looks the new token up) and any failure of the old token forgotten; it
-// then reports true. A file that cannot be read leaves the token in use.
+// token in use was read from it, at most once a second unless force; and
+// at each such check, changed or not, after a failed read or while the
+// token in use is failed (so a backend never stays failed while the file
+// holds a fresh token). When it holds another token, the session in use
+// is dropped (the next call looks the new token up) and any failure of
+// the old token forgotten; it then reports true. A file that cannot be
+// read leaves the token in use.
 func (v *Vault) refreshToken(force bool) bool {
 	tf := v.tf
 	if tf == nil {
@@ -112,19 +120,23 @@ func (v *Vault) refreshToken(force bool) bool {
 		return false
 	}
 	tf.checked = now
+	v.mu.Lock()
+	failed := v.failed != nil
+	v.mu.Unlock()
 	fi, err := os.Stat(tf.path)
-	if err == nil && !tf.changed(fi) {
+	if err == nil && !tf.changed(fi) && !tf.unread && !failed {
 		return false
 	}
 	tok, fi, err := readTokenFile(tf.path)
 	if err != nil {
+		tf.unread = true
 		if !tf.warned {
 			tf.warned = true
-			v.log.Warn("vault token file unreadable; keeping the token in use", "err", err)
+			v.log.Warn("vault token file unreadable; keeping the token in use and reading it again at the next use", "err", err)
 		}
 		return false
 	}
-	tf.fi, tf.warned = fi, false
+	tf.fi, tf.warned, tf.unread = fi, false, false
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if tok == v.staticToken {
