@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/vault/api"
 )
 
 // tokenFileCheck is how often, at most, the token file is looked at.
@@ -180,12 +182,11 @@ func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	}
 	sec, err := lc.Logical().WriteWithContext(ctx, "sys/wrapping/lookup", map[string]any{"token": wt})
 	if err != nil {
-		ce := v.classify(ctx, "wrapping token lookup (sys/wrapping/lookup)", scrub(err, wt), wt)
-		if errors.Is(ce, ErrUnreachable) {
-			return "", ce
+		if wrappingSpent(err) {
+			return "", spentError(path, "before coily looked it up")
 		}
-		return "", fmt.Errorf("%w: the wrapping token in %s is not valid (expired, or already unwrapped: if coily did not unwrap it, "+
-			"someone else holds the secret id; destroy it and issue a new one): %v", ErrDenied, path, ce)
+		ce := v.classify(ctx, "wrapping token lookup (sys/wrapping/lookup)", scrub(err, wt), wt)
+		return "", fmt.Errorf("wrapped secret id in %s: the lookup of its wrapping token failed (not known to be spent; it was not unwrapped): %w", path, ce)
 	}
 	created := ""
 	if sec != nil {
@@ -201,7 +202,10 @@ func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	}
 	sec, err = uc.Logical().UnwrapWithContext(ctx, wt)
 	if err != nil {
-		return "", fmt.Errorf("unwrapping the secret id: %w", v.classify(ctx, "unwrap (sys/wrapping/unwrap)", scrub(err, wt), wt))
+		if wrappingSpent(err) {
+			return "", spentError(path, "between coily's lookup and its unwrap")
+		}
+		return "", fmt.Errorf("unwrapping the secret id in %s: %w", path, v.classify(ctx, "unwrap (sys/wrapping/unwrap)", scrub(err, wt), wt))
 	}
 	id := ""
 	if sec != nil {
@@ -215,6 +219,23 @@ func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	}
 	v.log.Info("vault approle secret id unwrapped; its file removed", "file", path, "created_by", created)
 	return id, nil
+}
+
+// wrappingSpent reports whether Vault refused a wrapping token as one it
+// does not know: unwrapped already, or expired (Vault says the same of
+// both).
+func wrappingSpent(err error) bool {
+	var re *api.ResponseError
+	return errors.As(err, &re) && re.StatusCode == 400 && mentions(re, "wrapping token is not valid or does not exist")
+}
+
+// spentError is the start's error for a wrapped secret id Vault no longer
+// knows, spent when: someone may have intercepted it.
+func spentError(path, when string) error {
+	return fmt.Errorf("%w: the wrapped secret id in %s was spent %s: Vault no longer knows its wrapping token, which was "+
+		"already unwrapped, or expired. If coily did not unwrap it, it may have been intercepted and someone else holds the "+
+		"secret id: destroy it (its role's secret-id-accessor/destroy), investigate, and issue a new wrapped secret id",
+		ErrDenied, path, when)
 }
 
 // secretIDPath reports whether p is auth/<mount>/role/<name>/secret-id.
