@@ -65,7 +65,7 @@ func readTokenFile(path string) (string, os.FileInfo, error) {
 	if err != nil {
 		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
 	}
-	defer clear(b)
+	defer clear(b) // best effort: the token returned is a copy (see the package doc)
 	if len(b) > maxTokenFile {
 		return "", nil, fmt.Errorf("the token file %s is larger than %d bytes", path, maxTokenFile)
 	}
@@ -167,7 +167,8 @@ func (v *Vault) freshTokenHint() string {
 // id file, checks with sys/wrapping/lookup that Vault created it for an
 // AppRole secret id on this mount (a token wrapping anything else is
 // refused, and left wrapped), unwraps it (sys/wrapping/unwrap) and
-// removes the file. The secret id is returned, to be kept in memory only.
+// removes the file. The secret id is returned, to be kept in memory only
+// (never written to disk).
 // A wrapping token Vault no longer knows was unwrapped before, or has
 // expired: if coily did not unwrap it, someone else has the secret id.
 func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {

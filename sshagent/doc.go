@@ -22,7 +22,11 @@
 //
 // Invariants:
 //   - a private key never leaves the server: not in a reply, an error, a
-//     log line or a report; signatures are made for bound sessions only;
+//     log line or a report; signatures are made for bound sessions only.
+//     It does stay in the server's memory: the signer holds the parsed
+//     key for the agent's life, and ParsePrivateKey's clearing of the
+//     buffers it decodes is a best effort (Go cannot wipe the string the
+//     key came from, nor memory the garbage collector has freed);
 //   - without a valid bind on its connection nothing is signed (OpenSSH
 //     8.9 and later bind before authenticating); a refused bind ends
 //     signing on that connection;
