@@ -29,6 +29,11 @@ type tokenAnswer struct {
 func checkToken(data []byte, req Request, now time.Time) (Token, error) {
 	var a tokenAnswer
 	if err := json.Unmarshal(data, &a); err != nil {
+		// The rest may be malformed around a token that was minted all
+		// the same: it is returned, to be revoked.
+		if v := mintedValue(data); v != "" {
+			return Token{Value: v, Repository: req.Repository}, fmt.Errorf("%w: the answer is malformed JSON around a token; it was revoked", ErrBadToken)
+		}
 		return Token{}, fmt.Errorf("%w: the answer is not a token (malformed JSON)", ErrBadToken)
 	}
 	if !validToken(a.Token) {
@@ -39,6 +44,18 @@ func checkToken(data []byte, req Request, now time.Time) (Token, error) {
 		return tok, fmt.Errorf("%w: %v; it was revoked", ErrBadToken, err)
 	}
 	return tok, nil
+}
+
+// mintedValue is the well-formed token of an answer, read alone (the
+// rest of the answer may not decode), or "".
+func mintedValue(data []byte) string {
+	var t struct {
+		Token string `json:"token"`
+	}
+	if json.Unmarshal(data, &t) != nil || !validToken(t.Token) {
+		return ""
+	}
+	return t.Token
 }
 
 // checkAnswer checks everything but the token's form.

@@ -69,7 +69,7 @@ func TestCheckTokenHostile(t *testing.T) {
 		"token with newline": {edit: func(m map[string]any) { m["token"] = "ghs_a\nX-Evil: 1" }},
 		"token too long":     {edit: func(m map[string]any) { m["token"] = strings.Repeat("a", maxToken+1) }},
 		"no expiry":          {edit: func(m map[string]any) { delete(m, "expires_at") }, hasTok: true},
-		"bad expiry":         {edit: func(m map[string]any) { m["expires_at"] = "tomorrow" }},
+		"bad expiry":         {edit: func(m map[string]any) { m["expires_at"] = "tomorrow" }, hasTok: true},
 		"expired":            {edit: func(m map[string]any) { m["expires_at"] = answerNow.Add(-time.Second).Format(time.RFC3339) }, hasTok: true},
 		"lives a day":        {edit: func(m map[string]any) { m["expires_at"] = answerNow.Add(24 * time.Hour).Format(time.RFC3339) }, hasTok: true},
 		"all repositories":   {edit: func(m map[string]any) { m["repository_selection"] = "all"; delete(m, "repositories") }, hasTok: true},
@@ -85,8 +85,8 @@ func TestCheckTokenHostile(t *testing.T) {
 		"higher level":       {edit: func(m map[string]any) { m["permissions"] = map[string]any{"issues": "admin"} }, hasTok: true},
 		"metadata write":     {edit: func(m map[string]any) { m["permissions"] = map[string]any{"issues": "write", "metadata": "write"} }, hasTok: true},
 		"unknown level":      {edit: func(m map[string]any) { m["permissions"] = map[string]any{"issues": "owner"} }, hasTok: true},
-		"permissions a list": {edit: func(m map[string]any) { m["permissions"] = []any{"issues"} }},
-		"repositories a map": {edit: func(m map[string]any) { m["repositories"] = map[string]any{"full_name": "alice/repo"} }},
+		"permissions a list": {edit: func(m map[string]any) { m["permissions"] = []any{"issues"} }, hasTok: true},
+		"repositories a map": {edit: func(m map[string]any) { m["repositories"] = map[string]any{"full_name": "alice/repo"} }, hasTok: true},
 	} {
 		data := []byte(tc.raw)
 		if tc.raw == "" {

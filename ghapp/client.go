@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -68,10 +69,11 @@ type Request struct {
 	Permissions  Permissions
 }
 
-// Token is a minted installation token. Its String and GoString never
-// show Value.
+// Token is a minted installation token. Nothing that renders it shows
+// Value: not String, GoString or fmt's %v, %+v and %#v, not LogValue
+// (slog), not encoding/json.
 type Token struct {
-	Value       string
+	Value       string `json:"-"`
 	ExpiresAt   time.Time
 	Repository  Repository
 	Permissions Permissions // as granted
@@ -84,6 +86,23 @@ func (t Token) String() string {
 
 // GoString describes the token without its value.
 func (t Token) GoString() string { return t.String() }
+
+// Format writes String for every verb: %v, %+v, %#v, %s and %q alike
+// (fmt would otherwise print the fields, Value among them, for %x or %d).
+func (t Token) Format(f fmt.State, verb rune) {
+	if verb == 'q' {
+		fmt.Fprintf(f, "%q", t.String())
+		return
+	}
+	_, _ = io.WriteString(f, t.String())
+}
+
+// LogValue is what slog logs of the token: its repository, permissions
+// and expiry, never its value.
+func (t Token) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("repository", t.Repository.String()),
+		slog.String("permissions", t.Permissions.String()), slog.Time("expires_at", t.ExpiresAt))
+}
 
 // NewHTTPClient returns the client Mint and Revoke use when Client.HTTP is
 // nil: DefaultTimeout, no redirects, the given transport (nil: the
@@ -139,18 +158,30 @@ func (c *Client) Mint(ctx context.Context, req Request) (Token, error) {
 		return Token{}, err
 	}
 	if status != http.StatusCreated {
-		return Token{}, fmt.Errorf("%w: %d %s", ErrRefused, status, apiMessage(data, jwt))
-	}
-	tok, err := checkToken(data, req, c.now())
-	if err != nil {
-		if tok.Value != "" {
-			if rerr := c.Revoke(context.WithoutCancel(ctx), tok.Value); rerr != nil {
-				err = fmt.Errorf("%w (and revoking it failed: %v)", err, rerr)
-			}
+		err := fmt.Errorf("%w: %d %s", ErrRefused, status, apiMessage(data, jwt))
+		if status/100 == 2 { // a success of another kind may still carry a token
+			err = c.revokeAfter(ctx, mintedValue(data), err)
 		}
 		return Token{}, err
 	}
+	tok, err := checkToken(data, req, c.now())
+	if err != nil {
+		return Token{}, c.revokeAfter(ctx, tok.Value, err)
+	}
 	return tok, nil
+}
+
+// revokeAfter revokes value, a token minted but refused for err, and
+// returns err, saying so when revoking failed. An empty value is no
+// token: err alone. The revocation runs even when ctx is done.
+func (c *Client) revokeAfter(ctx context.Context, value string, err error) error {
+	if value == "" {
+		return err
+	}
+	if rerr := c.Revoke(context.WithoutCancel(ctx), value); rerr != nil {
+		return fmt.Errorf("%w (and revoking it failed: %v)", err, rerr)
+	}
+	return err
 }
 
 // Revoke ends a token (DELETE /installation/token, authenticated by the

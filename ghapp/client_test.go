@@ -185,3 +185,44 @@ func TestRevokeAnswers(t *testing.T) {
 		}
 	}
 }
+
+// A token minted but refused, for an answer that does not decode around
+// it or fails a check after it, is revoked with itself before Mint
+// returns; an answer with no token revokes nothing.
+func TestMintRevokesRefusedToken(t *testing.T) {
+	const val = "ghs_16C7e42F292c6912E7710c838347Ae178B4a"
+	for name, tc := range map[string]struct {
+		status int
+		body   []byte
+		revoke bool
+	}{
+		"bad expiry":         {body: answer(func(m map[string]any) { m["expires_at"] = "tomorrow" }), revoke: true},
+		"permissions a list": {body: answer(func(m map[string]any) { m["permissions"] = []any{"issues"} }), revoke: true},
+		"repositories a map": {body: answer(func(m map[string]any) { m["repositories"] = map[string]any{"full_name": "alice/repo"} }), revoke: true},
+		"another repository": {body: answer(func(m map[string]any) { m["repositories"] = []any{map[string]any{"full_name": "alice/other"}} }), revoke: true},
+		"more permissions":   {body: answer(func(m map[string]any) { m["permissions"] = map[string]any{"issues": "write", "contents": "write"} }), revoke: true},
+		"expired":            {body: answer(func(m map[string]any) { m["expires_at"] = answerNow.Add(-time.Second).Format(time.RFC3339) }), revoke: true},
+		"200, not 201":       {status: http.StatusOK, body: answer(nil), revoke: true},
+		"not json":           {body: []byte("<html>")},
+		"truncated":          {body: answer(nil)[:40]},
+		"bad token":          {body: answer(func(m map[string]any) { m["token"] = "ghs_a\nX-Evil: 1" })},
+		"refused":            {status: http.StatusForbidden, body: []byte(`{"message":"no","token":"` + val + `"}`)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			status := tc.status
+			if status == 0 {
+				status = http.StatusCreated
+			}
+			f := &fakeAPI{status: status, revoke: http.StatusNoContent, body: func(string) []byte { return tc.body }}
+			_, err := f.start(t).Mint(context.Background(), mintReq(t))
+			if err == nil || strings.Contains(err.Error(), val) {
+				t.Fatalf("Mint = %v", err)
+			}
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			if want := map[bool]int{true: 1, false: 0}[tc.revoke]; len(f.revoked) != want || want == 1 && f.revoked[0] != val {
+				t.Fatalf("revoked %q, want %d revocation of the minted token (%v)", f.revoked, want, err)
+			}
+		})
+	}
+}

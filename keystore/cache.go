@@ -207,7 +207,8 @@ func hasFields(vals map[string]string, refs []Ref) bool {
 	return true
 }
 
-// Drop forgets every cached value.
+// Drop forgets every cached value: the cache no longer holds or serves
+// them (their bytes are not wiped: see the package doc).
 func (k *Keystore) Drop() {
 	if k == nil {
 		return

@@ -89,7 +89,7 @@ func (f *File) read() (map[string]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: cannot read credentials file %s: %v", ErrUnreachable, f.Path, cause(err))
 	}
-	defer clear(data)
+	defer clear(data) // best effort: the parsed values are copies (see the package doc)
 	values, err := ParseFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: credentials file %s: %w", ErrUnreachable, f.Path, err)

@@ -16,6 +16,15 @@
 // only to the caller that injects them into a sandboxed child: no error,
 // log line or String method of this package ever contains one; lease ids
 // are not secrets.
+//
+// Memory: dropping a value (at the end of its cache TTL, at Lockout, after
+// a failed fetch) removes this package's references to it, and the byte
+// buffers it reads secrets into (a credentials file, a token file) are
+// cleared once parsed. That is a best effort, not a guarantee: Go strings
+// cannot be overwritten, values are copied (string conversions, maps, the
+// backends' HTTP and JSON decoding, the child's environment), and the
+// garbage collector frees memory without wiping it. A value may stay
+// readable in the server's memory, or a dump of it, after it is dropped.
 package keystore
 
 import (

@@ -42,7 +42,7 @@ type VaultConfig struct {
 	// response-wrapping token that wraps the secret id (approle): it is
 	// checked (sys/wrapping/lookup: created by an AppRole secret-id
 	// request on Mount), unwrapped once at NewVault, and removed; the
-	// secret id is kept in memory only.
+	// secret id is then kept in memory only (never written to disk).
 	WrappedSecretIDFile string
 	// Mount is the AppRole auth mount ("approle" when empty).
 	Mount string

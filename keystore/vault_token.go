@@ -10,6 +10,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/hashicorp/vault/api"
 )
 
 // tokenFileCheck is how often, at most, the token file is looked at.
@@ -27,6 +29,11 @@ type tokenFile struct {
 	checked time.Time   // last look
 	fi      os.FileInfo // the file the token in use was read from
 	warned  bool        // an unreadable file was logged
+	// unread: the last read failed (a file caught empty or half written
+	// by its writer, say). The file is then read at each check whether it
+	// looks changed or not: a rewrite in place may keep the inode, size
+	// and modification time of the file last read.
+	unread bool
 }
 
 // changed reports whether fi is another file, or the same file written
@@ -51,11 +58,14 @@ func readTokenFile(path string) (string, os.FileInfo, error) {
 	if !fi.Mode().IsRegular() {
 		return "", nil, fmt.Errorf("the token file %s is not a regular file", path)
 	}
+	if err := checkTokenFileInfo(path, fi); err != nil {
+		return "", nil, err
+	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
 		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
 	}
-	defer clear(b)
+	defer clear(b) // best effort: the token returned is a copy (see the package doc)
 	if len(b) > maxTokenFile {
 		return "", nil, fmt.Errorf("the token file %s is larger than %d bytes", path, maxTokenFile)
 	}
@@ -66,11 +76,40 @@ func readTokenFile(path string) (string, os.FileInfo, error) {
 	return tok, fi, nil
 }
 
+// checkTokenFileInfo refuses a token file others may read or write, its
+// group may write, or someone other than this server's user or root owns.
+func checkTokenFileInfo(path string, fi os.FileInfo) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("cannot tell who owns the token file %s", path)
+	}
+	return tokenFileAccess(path, fi.Mode().Perm(), int(st.Uid), os.Geteuid())
+}
+
+// tokenFileAccess is checkTokenFileInfo's rule for a file of mode perm
+// owned by owner, read by a server running as self. Group-readable is
+// allowed: Vault Agent's sinks are often 0640 for a group the server is
+// in.
+func tokenFileAccess(path string, perm os.FileMode, owner, self int) error {
+	switch {
+	case perm&0o006 != 0:
+		return fmt.Errorf("the token file %s has mode %04o, open to others: chmod 0600 %s (or 0640 to share it with a group)", path, perm, path)
+	case perm&0o020 != 0:
+		return fmt.Errorf("the token file %s has mode %04o, writable by its group: chmod 0600 %s (or 0640 to share it with a group)", path, perm, path)
+	case owner != self && owner != 0:
+		return fmt.Errorf("the token file %s is owned by uid %d, neither this server's user (uid %d) nor root: chown it to one of them", path, owner, self)
+	}
+	return nil
+}
+
 // refreshToken reads the token file again when it has changed since the
-// token in use was read from it, at most once a second unless force. When
-// it holds another token, the session in use is dropped (the next call
-// looks the new token up) and any failure of the old token forgotten; it
-// then reports true. A file that cannot be read leaves the token in use.
+// token in use was read from it, at most once a second unless force; and
+// at each such check, changed or not, after a failed read or while the
+// token in use is failed (so a backend never stays failed while the file
+// holds a fresh token). When it holds another token, the session in use
+// is dropped (the next call looks the new token up) and any failure of
+// the old token forgotten; it then reports true. A file that cannot be
+// read leaves the token in use.
 func (v *Vault) refreshToken(force bool) bool {
 	tf := v.tf
 	if tf == nil {
@@ -83,19 +122,23 @@ func (v *Vault) refreshToken(force bool) bool {
 		return false
 	}
 	tf.checked = now
+	v.mu.Lock()
+	failed := v.failed != nil
+	v.mu.Unlock()
 	fi, err := os.Stat(tf.path)
-	if err == nil && !tf.changed(fi) {
+	if err == nil && !tf.changed(fi) && !tf.unread && !failed {
 		return false
 	}
 	tok, fi, err := readTokenFile(tf.path)
 	if err != nil {
+		tf.unread = true
 		if !tf.warned {
 			tf.warned = true
-			v.log.Warn("vault token file unreadable; keeping the token in use", "err", err)
+			v.log.Warn("vault token file unreadable; keeping the token in use and reading it again at the next use", "err", err)
 		}
 		return false
 	}
-	tf.fi, tf.warned = fi, false
+	tf.fi, tf.warned, tf.unread = fi, false, false
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if tok == v.staticToken {
@@ -124,7 +167,8 @@ func (v *Vault) freshTokenHint() string {
 // id file, checks with sys/wrapping/lookup that Vault created it for an
 // AppRole secret id on this mount (a token wrapping anything else is
 // refused, and left wrapped), unwraps it (sys/wrapping/unwrap) and
-// removes the file. The secret id is returned, to be kept in memory only.
+// removes the file. The secret id is returned, to be kept in memory only
+// (never written to disk).
 // A wrapping token Vault no longer knows was unwrapped before, or has
 // expired: if coily did not unwrap it, someone else has the secret id.
 func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
@@ -139,12 +183,11 @@ func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	}
 	sec, err := lc.Logical().WriteWithContext(ctx, "sys/wrapping/lookup", map[string]any{"token": wt})
 	if err != nil {
-		ce := v.classify(ctx, "wrapping token lookup (sys/wrapping/lookup)", scrub(err, wt), wt)
-		if errors.Is(ce, ErrUnreachable) {
-			return "", ce
+		if wrappingSpent(err) {
+			return "", spentError(path, "before coily looked it up")
 		}
-		return "", fmt.Errorf("%w: the wrapping token in %s is not valid (expired, or already unwrapped: if coily did not unwrap it, "+
-			"someone else holds the secret id; destroy it and issue a new one): %v", ErrDenied, path, ce)
+		ce := v.classify(ctx, "wrapping token lookup (sys/wrapping/lookup)", scrub(err, wt), wt)
+		return "", fmt.Errorf("wrapped secret id in %s: the lookup of its wrapping token failed (not known to be spent; it was not unwrapped): %w", path, ce)
 	}
 	created := ""
 	if sec != nil {
@@ -160,7 +203,10 @@ func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	}
 	sec, err = uc.Logical().UnwrapWithContext(ctx, wt)
 	if err != nil {
-		return "", fmt.Errorf("unwrapping the secret id: %w", v.classify(ctx, "unwrap (sys/wrapping/unwrap)", scrub(err, wt), wt))
+		if wrappingSpent(err) {
+			return "", spentError(path, "between coily's lookup and its unwrap")
+		}
+		return "", fmt.Errorf("unwrapping the secret id in %s: %w", path, v.classify(ctx, "unwrap (sys/wrapping/unwrap)", scrub(err, wt), wt))
 	}
 	id := ""
 	if sec != nil {
@@ -174,6 +220,23 @@ func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	}
 	v.log.Info("vault approle secret id unwrapped; its file removed", "file", path, "created_by", created)
 	return id, nil
+}
+
+// wrappingSpent reports whether Vault refused a wrapping token as one it
+// does not know: unwrapped already, or expired (Vault says the same of
+// both).
+func wrappingSpent(err error) bool {
+	var re *api.ResponseError
+	return errors.As(err, &re) && re.StatusCode == 400 && mentions(re, "wrapping token is not valid or does not exist")
+}
+
+// spentError is the start's error for a wrapped secret id Vault no longer
+// knows, spent when: someone may have intercepted it.
+func spentError(path, when string) error {
+	return fmt.Errorf("%w: the wrapped secret id in %s was spent %s: Vault no longer knows its wrapping token, which was "+
+		"already unwrapped, or expired. If coily did not unwrap it, it may have been intercepted and someone else holds the "+
+		"secret id: destroy it (its role's secret-id-accessor/destroy), investigate, and issue a new wrapped secret id",
+		ErrDenied, path, when)
 }
 
 // secretIDPath reports whether p is auth/<mount>/role/<name>/secret-id.

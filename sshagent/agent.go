@@ -21,6 +21,10 @@ const (
 	// maxBinds bounds the sessions bound on one connection (OpenSSH's
 	// agent keeps 16).
 	maxBinds = 16
+	// DefaultMaxSignatures bounds the signatures one agent makes when
+	// Config.MaxSignatures is 0: an ssh login asks for one or two, a
+	// command that logs in a thousand times in one exec is looping.
+	DefaultMaxSignatures = 1000
 )
 
 // Key is one private key the agent holds and where it may be used.
@@ -45,7 +49,12 @@ type Config struct {
 	// PinnedFor names, by fingerprint (SHA256:…), the hosts each of the
 	// rule's pinned host keys is pinned for, for messages.
 	PinnedFor map[string]string
-	// Logger gets one line per signature and per refusal.
+	// MaxSignatures bounds the signatures the agent makes; past it, it
+	// refuses to sign. 0 means DefaultMaxSignatures.
+	MaxSignatures int
+	// Logger gets a line for the first signature with each key for each
+	// host key, one per distinct refusal, and a summary when the agent
+	// closes: a command that asks for signatures in a loop fills no log.
 	Logger *slog.Logger
 }
 
@@ -56,6 +65,13 @@ type Report struct {
 	Signed  int
 	Refused []string
 	More    int
+}
+
+// signPair is a key (by index) and the host key of the session it signed
+// for: the agent logs the first signature of each pair only.
+type signPair struct {
+	key     int
+	hostKey string
 }
 
 // Agent serves a fixed set of keys over a listener until Close.
@@ -72,6 +88,10 @@ type Agent struct {
 	report  Report
 	wg      sync.WaitGroup
 	refused map[string]bool
+	// signing counts the signatures under way or made, against the cap.
+	signing int
+	// logged holds the pairs whose first signature was logged.
+	logged map[signPair]bool
 }
 
 // New checks cfg: at least one key, each with a signer and at least one
@@ -83,7 +103,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	a := &Agent{cfg: cfg, hostKeys: map[string]bool{}, conns: map[net.Conn]struct{}{}, refused: map[string]bool{}}
+	if cfg.MaxSignatures <= 0 {
+		cfg.MaxSignatures = DefaultMaxSignatures
+	}
+	a := &Agent{cfg: cfg, hostKeys: map[string]bool{}, conns: map[net.Conn]struct{}{}, refused: map[string]bool{},
+		logged: map[signPair]bool{}}
 	answer := binary.BigEndian.AppendUint32([]byte{msgIdentitiesAnswer}, uint32(len(cfg.Keys)))
 	for _, k := range cfg.Keys {
 		if k.Signer == nil || len(k.HostKeys) == 0 {
@@ -171,9 +195,11 @@ func (a *Agent) serve(c net.Conn) {
 }
 
 // Close stops the agent: the listener and every connection are closed,
-// and Close returns once nothing of the agent runs.
+// and Close returns once nothing of the agent runs. The first Close logs
+// how many signatures the agent made, when it made any.
 func (a *Agent) Close() {
 	a.mu.Lock()
+	first := !a.closed
 	a.closed = true
 	if a.ln != nil {
 		a.ln.Close()
@@ -183,6 +209,16 @@ func (a *Agent) Close() {
 	}
 	a.mu.Unlock()
 	a.wg.Wait()
+	if !first {
+		return
+	}
+	a.mu.Lock()
+	signed, pairs := a.report.Signed, len(a.logged)
+	a.mu.Unlock()
+	if signed > 0 {
+		a.cfg.Logger.Info("ssh agent closed", "rule", a.cfg.Rule, "signed", signed,
+			"signed_unlogged", signed-pairs, "max_signatures", a.cfg.MaxSignatures)
+	}
 }
 
 // Report returns what the agent did so far.
@@ -218,12 +254,39 @@ func (a *Agent) refuseLocked(sentence string) {
 	}
 }
 
-// signed counts a signature and logs it.
-func (a *Agent) signed(k Key, hostKey ssh.PublicKey) {
+// reserve takes one of the agent's MaxSignatures before a signature is
+// made; false when they are all taken. A reservation is given back by
+// unreserve (the signature failed) or kept by signed.
+func (a *Agent) reserve() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.signing >= a.cfg.MaxSignatures {
+		return false
+	}
+	a.signing++
+	return true
+}
+
+func (a *Agent) unreserve() {
+	a.mu.Lock()
+	a.signing--
+	a.mu.Unlock()
+}
+
+// signed counts a signature made with key i and logs it when it is the
+// first with that key for that host key; the rest are counted, in the
+// report and the line Close logs.
+func (a *Agent) signed(i int, hostKey ssh.PublicKey) {
+	p := signPair{key: i, hostKey: string(hostKey.Marshal())}
 	a.mu.Lock()
 	a.report.Signed++
+	first := !a.logged[p]
+	a.logged[p] = true
 	a.mu.Unlock()
-	a.cfg.Logger.Info("ssh agent signed", "rule", a.cfg.Rule, "key", k.Name, "host_key", ssh.FingerprintSHA256(hostKey))
+	if first {
+		a.cfg.Logger.Info("ssh agent signed", "rule", a.cfg.Rule, "key", a.cfg.Keys[i].Name, "host_key", ssh.FingerprintSHA256(hostKey),
+			"note", "further signatures with this key for this host key are counted, not logged")
+	}
 }
 
 // pinned names the hosts a host key is pinned for: " (pinned for …)", or

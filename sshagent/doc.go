@@ -22,13 +22,20 @@
 //
 // Invariants:
 //   - a private key never leaves the server: not in a reply, an error, a
-//     log line or a report; signatures are made for bound sessions only;
+//     log line or a report; signatures are made for bound sessions only.
+//     It does stay in the server's memory: the signer holds the parsed
+//     key for the agent's life, and ParsePrivateKey's clearing of the
+//     buffers it decodes is a best effort (Go cannot wipe the string the
+//     key came from, nor memory the garbage collector has freed);
 //   - without a valid bind on its connection nothing is signed (OpenSSH
 //     8.9 and later bind before authenticating); a refused bind ends
 //     signing on that connection;
 //   - the set of keys never changes, and the agent ends with its exec:
 //     Close closes the listener and every connection;
-//   - every input is bounded (message size, connections, binds), and
+//   - every input is bounded (message size, connections, binds, and
+//     DefaultMaxSignatures signatures an agent), the log too (the first
+//     signature of each key and host key, each distinct refusal once, a
+//     summary at Close; the rest counted), and
 //     what a refusal reports of the input is fixed text, a fingerprint or
 //     a host the rule names.
 package sshagent

@@ -30,7 +30,7 @@ const pemPrefix = "-----BEGIN "
 // error quotes the value.
 func ParsePrivateKey(value string) (ssh.Signer, error) {
 	data := []byte(strings.TrimSpace(value))
-	defer clear(data)
+	defer clear(data) // best effort: value itself cannot be wiped (see the package doc)
 	if len(data) > maxPrivateKey*2 {
 		return nil, fmt.Errorf("the private key is longer than %d bytes", maxPrivateKey)
 	}

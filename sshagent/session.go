@@ -151,11 +151,15 @@ func (s *session) signature(body []byte) (*ssh.Signature, error) {
 	if !ok {
 		return nil, fmt.Errorf("refused to sign with key %s: its signer cannot choose an algorithm", k.Name)
 	}
+	if !s.a.reserve() {
+		return nil, fmt.Errorf("refused to sign with key %s: the agent made its %d signatures for this exec already", k.Name, s.a.cfg.MaxSignatures)
+	}
 	sig, err := as.SignWithAlgorithm(rand.Reader, data, alg)
 	if err != nil {
+		s.a.unreserve()
 		return nil, fmt.Errorf("could not sign with key %s", k.Name)
 	}
-	s.a.signed(k, last.hostKey)
+	s.a.signed(i, last.hostKey)
 	return sig, nil
 }
 
