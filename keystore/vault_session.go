@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/hashicorp/vault/api"
@@ -155,12 +153,13 @@ func (v *Vault) authenticate(ctx context.Context) (*vaultSession, error) {
 func (v *Vault) login(ctx context.Context) (*vaultSession, error) {
 	secretID := v.secretID
 	if secretID == "" {
-		b, err := os.ReadFile(v.cfg.SecretIDFile)
+		// Held to the token file's rules: one value, not open to others,
+		// owned by this server's user or root.
+		id, _, err := readTokenFile(v.cfg.SecretIDFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: vault approle login: reading the secret id file: %v", ErrRenewal, err)
+			return nil, fmt.Errorf("%w: vault approle login: the secret id file: %v", ErrRenewal, err)
 		}
-		secretID = strings.TrimSpace(string(b))
-		clear(b)
+		secretID = id
 	}
 	lc, err := v.clientWith("")
 	if err != nil {

@@ -399,6 +399,15 @@ func TestVaultAppRole(t *testing.T) {
 		t.Fatalf("NewVault with a wrong secret id: %v; want ErrRenewal naming the approle login", err)
 	}
 	e.checkNoLeak(err.Error(), "NewVault error")
+	// A secret id file others may read is refused before it is sent,
+	// naming the file and the fix.
+	if err := os.Chmod(secretIDFile, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err = NewVault(context.Background(), VaultConfig{Auth: VaultAuthAppRole, RoleID: roleID, SecretIDFile: secretIDFile})
+	if !errors.Is(err, ErrRenewal) || !strings.Contains(err.Error(), secretIDFile) || !strings.Contains(err.Error(), "chmod 0600") {
+		t.Fatalf("NewVault with a world-readable secret id file: %v", err)
+	}
 }
 
 func TestVaultConcurrent(t *testing.T) {
