@@ -193,13 +193,27 @@ func (r *writableRoot) quarantine(writable []string, id string) (done, restored 
 		return nil, nil, fmt.Errorf("scan %s after the command: %w", r.path, err)
 	}
 	restored, errs = s.fixed, s.errs
-	before := map[[2]uint64]bool{}
+	// An entry was there before when it is the same file: one bound
+	// read-only stays alive (and keeps its inode number) whatever the
+	// command does; one the rule lets the command write must also be at
+	// the same name, in case it was removed (from outside the sandbox,
+	// where it is no mount point) and its inode number given to a file
+	// made at another protected name.
+	type at struct {
+		rel      string
+		dev, ino uint64
+	}
+	before := map[at]bool{}
 	for _, e := range r.found {
-		before[[2]uint64{e.dev, e.ino}] = true
+		if e.writable {
+			before[at{e.rel, e.dev, e.ino}] = true
+		} else {
+			before[at{"", e.dev, e.ino}] = true
+		}
 	}
 	var fresh []protected
 	for _, e := range s.out {
-		if before[[2]uint64{e.dev, e.ino}] || slices.Contains(writable, e.optName()) {
+		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) {
 			continue
 		}
 		fresh = append(fresh, e)
@@ -222,7 +236,7 @@ func (r *writableRoot) quarantine(writable []string, id string) (done, restored 
 func (r *writableRoot) rename(rel, id string) error {
 	dir := r.dir
 	if parent := path.Dir(rel); parent != "." {
-		f, err := openBeneath(r.dir, parent, unix.O_PATH|unix.O_DIRECTORY)
+		f, err := openDeep(r.dir, parent, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return err
 		}

@@ -181,3 +181,47 @@ func statFD(f *os.File) (unix.Stat_t, error) {
 	err := unix.Fstat(int(f.Fd()), &st)
 	return st, err
 }
+
+// deepChunk bounds the part of a path opened in one call, well under
+// PATH_MAX (4096), which a path the command made may exceed.
+const deepChunk = 2048
+
+// openDeep is openBeneath for a path of any length: a long one is opened
+// a part at a time, each beneath the directory the last part opened (so
+// beneath root, never through a link), since the kernel refuses a path
+// longer than PATH_MAX.
+func openDeep(root *os.File, rel string, flags int) (*os.File, error) {
+	if len(rel) <= deepChunk {
+		return openBeneath(root, rel, flags)
+	}
+	parts := strings.Split(rel, "/")
+	dir, own := root, false
+	defer func() {
+		if own {
+			dir.Close()
+		}
+	}()
+	for len(parts) > 0 {
+		n, size := 0, 0
+		for n < len(parts) && (n == 0 || size+1+len(parts[n]) <= deepChunk) {
+			size += 1 + len(parts[n])
+			n++
+		}
+		chunk := strings.Join(parts[:n], "/")
+		parts = parts[n:]
+		how := unix.O_PATH | unix.O_DIRECTORY
+		if len(parts) == 0 {
+			how = flags
+		}
+		next, err := openBeneath(dir, chunk, how)
+		if err != nil {
+			return nil, err
+		}
+		if own {
+			dir.Close()
+		}
+		dir, own = next, true
+	}
+	own = false
+	return dir, nil
+}

@@ -77,6 +77,9 @@ type queued struct {
 }
 
 func (s *scanner) run() error {
+	if err := s.reachRoot(); err != nil {
+		s.errs = errors.Join(s.errs, err)
+	}
 	queue := []queued{{}}
 	seen := map[[2]uint64]bool{}
 	for len(queue) > 0 {
@@ -109,7 +112,7 @@ func (s *scanner) run() error {
 // hiding a directory must not hide what is in it. Before the command, an
 // unreadable directory refuses the command.
 func (s *scanner) openDir(rel string) (*os.File, error) {
-	dir, err := openBeneath(s.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	dir, err := openDeep(s.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
 	if err == nil || !errors.Is(err, unix.EACCES) {
 		if err != nil {
 			return nil, fmt.Errorf("scan %s: %w", displayRel(rel), err)
@@ -119,7 +122,7 @@ func (s *scanner) openDir(rel string) (*os.File, error) {
 	if !s.post || rel == "" {
 		return nil, fmt.Errorf("scan %s: %w (coily cannot protect what it cannot read)", displayRel(rel), err)
 	}
-	parent, perr := openBeneath(s.root, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
+	parent, perr := openDeep(s.root, path.Dir(rel), unix.O_PATH|unix.O_DIRECTORY)
 	if perr != nil {
 		return nil, fmt.Errorf("scan %s: %w", rel, err)
 	}
@@ -132,7 +135,67 @@ func (s *scanner) openDir(rel string) (*os.File, error) {
 		return nil, fmt.Errorf("scan %s: unreadable, and its mode cannot be restored: %w", rel, err)
 	}
 	s.fixed = append(s.fixed, rel)
-	return openBeneath(s.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+	return openDeep(s.root, rel, unix.O_RDONLY|unix.O_DIRECTORY)
+}
+
+// reachRoot gives the root back its owner's access after the command, if
+// the command took it away (see reach).
+func (s *scanner) reachRoot() error {
+	st, err := statFD(s.root)
+	if err != nil || !s.post || st.Mode&0o500 == 0o500 {
+		return nil
+	}
+	if err := unix.Fchmod(int(s.root.Fd()), st.Mode&0o7777|0o700); err != nil {
+		return fmt.Errorf("scan the workspace: unreadable, and its mode cannot be restored: %w", err)
+	}
+	s.fixed = append(s.fixed, ".")
+	return nil
+}
+
+// reach gives a directory (name in dir, rel in the root, of the given
+// mode) that the command made unreadable or unsearchable its owner's
+// access back, after the command, before anything in it is looked at:
+// hiding a directory (chmod 100 .git, 444 .config) must not hide what is
+// in it. Recorded in fixed. Before the command it does nothing (what
+// cannot then be read refuses the command).
+func (s *scanner) reach(dir *os.File, name, rel string, mode uint32) error {
+	if !s.post || mode&0o500 == 0o500 {
+		return nil
+	}
+	if err := unix.Fchmodat(int(dir.Fd()), name, mode&0o7777|0o700, 0); err != nil {
+		return fmt.Errorf("scan %s: unreadable, and its mode cannot be restored: %w", rel, err)
+	}
+	s.fixed = append(s.fixed, rel)
+	return nil
+}
+
+// openSub opens the directory name in dir (rel in the root) for the
+// scan, never following a link, after reach. Gone, or not a directory:
+// nil and no error.
+func (s *scanner) openSub(dir *os.File, name, rel string) (*os.File, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, nil
+	}
+	if err := s.reach(dir, name, rel, st.Mode); err != nil {
+		return nil, err
+	}
+	sub, err := openAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, fmt.Errorf("scan %s: %w (coily cannot protect what it cannot read)", rel, err)
+	}
+	return sub, nil
+}
+
+// fail handles what the scan could not look at: before the command it
+// refuses the command; after it, it is recorded (the server then locks
+// out) and the scan goes on with everything else.
+func (s *scanner) fail(err error) error {
+	if err == nil || !s.post {
+		return err
+	}
+	s.errs = errors.Join(s.errs, err)
+	return nil
 }
 
 // visit classifies one directory's entries and returns the subdirectories
@@ -185,6 +248,16 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 		if e.typ != unix.DT_DIR {
 			continue
 		}
+		var st unix.Stat_t
+		if unix.Fstatat(int(dir.Fd()), e.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue // gone
+		}
+		if err := s.reach(dir, e.name, child, st.Mode); err != nil {
+			if err := s.fail(err); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		sub, err := openAt(dir, e.name, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			continue // gone
@@ -207,14 +280,14 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 
 // nestedNames adds the ProtectedNames below parent (".config/git", …).
 func (s *scanner) nestedNames(dir *os.File, parent, rel string) error {
-	sub, err := openAt(dir, parent, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return nil
+	sub, err := s.openSub(dir, parent, rel)
+	if err != nil || sub == nil {
+		return s.fail(err)
 	}
 	defer sub.Close()
 	entries, err := readDir(sub)
 	if err != nil {
-		return nil
+		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
 	}
 	for _, e := range entries {
 		name := parent + "/" + e.name
@@ -244,9 +317,9 @@ func (s *scanner) gitDir(parent *os.File, e dirent, rel string) error {
 	if err := s.add(parent, e, rel, kindGitDir, rw); err != nil {
 		return err
 	}
-	dir, err := openAt(parent, e.name, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return nil
+	dir, err := s.openSub(parent, e.name, rel)
+	if err != nil || dir == nil {
+		return s.fail(err)
 	}
 	defer dir.Close()
 	s.extra = append(s.extra, configNamedPaths(dir, rel, s.rootPath)...)
@@ -262,7 +335,7 @@ func (s *scanner) gitDir(parent *os.File, e dirent, rel string) error {
 func (s *scanner) gitCode(dir *os.File, rel string, depth int) error {
 	entries, err := readDir(dir)
 	if err != nil {
-		return nil
+		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
 	}
 	if depth > scanMaxDepth {
 		return fmt.Errorf("git directory %s is too deep to protect", rel)
@@ -286,9 +359,9 @@ func (s *scanner) gitCode(dir *os.File, rel string, depth int) error {
 // gitNested walks modules/ (submodule git directories, possibly at any
 // depth: names may contain slashes) or worktrees/ (admin directories).
 func (s *scanner) gitNested(dir *os.File, name, rel string, depth int) error {
-	sub, err := openAt(dir, name, unix.O_RDONLY|unix.O_DIRECTORY)
-	if err != nil {
-		return nil
+	sub, err := s.openSub(dir, name, rel)
+	if err != nil || sub == nil {
+		return s.fail(err)
 	}
 	defer sub.Close()
 	if isGitDir(sub) || path.Base(path.Dir(rel)) == "worktrees" {
@@ -296,7 +369,7 @@ func (s *scanner) gitNested(dir *os.File, name, rel string, depth int) error {
 	}
 	entries, err := readDir(sub)
 	if err != nil {
-		return nil
+		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
 	}
 	for _, e := range entries {
 		if e.typ == unix.DT_DIR {
