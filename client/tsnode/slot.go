@@ -24,14 +24,15 @@ type slot struct {
 const stateFile = "tailscaled.state"
 
 // takeSlot locks the first free state directory of the pool under root
-// (node-0, node-1, …), waiting for one when all are in use. Each keeps
+// (node-0, node-1, …; root and each of them must be this user's private
+// directory, see privateDir), waiting for one when all are in use. Each keeps
 // its node registered between commands. Without an auth key only
 // registered nodes are used (an unregistered one could not join), so
 // concurrent commands then share them; node-0 is used when there is none,
 // to say that it needs registering.
 func takeSlot(root string, pool int, haveKey bool) (*slot, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("tailnet node state: %w", err)
+	if err := privateDir(root); err != nil {
+		return nil, err
 	}
 	deadline := time.Now().Add(time.Minute)
 	for {
@@ -71,8 +72,8 @@ var errBusy = errors.New("in use")
 // lockSlot locks slot n (errBusy when another command holds it).
 func lockSlot(root string, n int) (*slot, error) {
 	dir := filepath.Join(root, "node-"+strconv.Itoa(n))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("tailnet node state: %w", err)
+	if err := privateDir(dir); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 )
 
@@ -107,5 +108,121 @@ func TestSlotPortMalformed(t *testing.T) {
 		if p := s.port(); p == 0 {
 			t.Errorf("port file %q: port 0; want a fresh port", bad)
 		}
+	}
+}
+
+// The state directory and each node's are refused unless they are this
+// user's private directories: in a shared /tmp another user could create
+// them first, to read the node keys or plant their own.
+func TestTakeSlotRefusesForeignStateDir(t *testing.T) {
+	other := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		prep func(t *testing.T, root string) string // returns the path the error names
+		want string
+	}{
+		{"root a symbolic link", func(t *testing.T, root string) string {
+			mustSymlink(t, other, root)
+			return root
+		}, "symbolic link"},
+		{"root a dangling symbolic link", func(t *testing.T, root string) string {
+			mustSymlink(t, filepath.Join(other, "nowhere"), root)
+			return root
+		}, ""},
+		{"root a file", func(t *testing.T, root string) string {
+			if err := os.WriteFile(root, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, ""},
+		{"root mode 0777", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o777)
+			return root
+		}, "writable by other users"},
+		{"root mode 0770", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o770)
+			return root
+		}, "writable by other users"},
+		{"node-0 a symbolic link", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o700)
+			mustSymlink(t, other, filepath.Join(root, "node-0"))
+			return filepath.Join(root, "node-0")
+		}, "symbolic link"},
+		{"node-0 mode 0777", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o700)
+			mustMkdirMode(t, filepath.Join(root, "node-0"), 0o777)
+			return filepath.Join(root, "node-0")
+		}, "writable by other users"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "coily-tsnet-1000")
+			path := tt.prep(t, root)
+			s, err := takeSlot(root, 1, true)
+			if err == nil {
+				s.release()
+				t.Fatalf("takeSlot accepted %s", path)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q; want one naming %s and saying %q", err, path, tt.want)
+			}
+			if entries, _ := os.ReadDir(other); len(entries) != 0 {
+				t.Fatalf("wrote through the link into %s: %v", other, entries)
+			}
+		})
+	}
+}
+
+// A directory owned by another user is refused (root can make one).
+func TestTakeSlotRefusesOtherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("not root: cannot give a directory to another user; the mode and link cases cover the rest")
+		return
+	}
+	root := filepath.Join(t.TempDir(), "coily-tsnet-0")
+	mustMkdirMode(t, root, 0o700)
+	if err := os.Chown(root, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := takeSlot(root, 1, true); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		if s != nil {
+			s.release()
+		}
+		t.Fatalf("takeSlot of another user's directory: %v; want a refusal", err)
+	}
+}
+
+// A directory of ours with a wider mode that others cannot write is
+// narrowed to 0700.
+func TestTakeSlotNarrowsOwnDir(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "coily-tsnet")
+	mustMkdirMode(t, root, 0o755)
+	mustMkdirMode(t, filepath.Join(root, "node-0"), 0o750)
+	s, err := takeSlot(root, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.release()
+	for _, d := range []string{root, s.dir} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v; want mode 0700", d, fi.Mode(), err)
+		}
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustMkdirMode makes dir with exactly mode (whatever the umask).
+func mustMkdirMode(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
 	}
 }
