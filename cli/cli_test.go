@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -272,5 +273,42 @@ func TestDialErrorUnreachable(t *testing.T) {
 	if code := Refusal(&b, &client.DialError{Err: errors.New("could not join the tailnet")}, false); code != ExitUnreachable ||
 		b.String() != "coily: server unreachable: could not join the tailnet\n" {
 		t.Errorf("a dial error: %d %q", code, b.String())
+	}
+}
+
+// exec's --env takes each value verbatim: a comma belongs to the value
+// (--env A=x,y is one variable, not A=x and a variable y), and so does
+// its twin's.
+func TestExecEnvVerbatim(t *testing.T) {
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want []string
+	}{
+		{nil, []string{"--env", "A=x,y"}, []string{"A=x,y"}},
+		{nil, []string{"--env", "A=x,y", "--env", "B", "--env=C=1,D=2"}, []string{"A=x,y", "B", "C=1,D=2"}},
+		{nil, []string{"--env", `A="x,y"`}, []string{`A="x,y"`}},
+		{map[string]string{"COILY_EXEC_ENV": "A=x,y"}, nil, []string{"A=x,y"}},
+		{map[string]string{"COILY_EXEC_ENV": "A=x,y"}, []string{"--env", "B=1"}, []string{"B=1"}},
+	} {
+		a, _, _ := testApp(tc.env)
+		cmd, _, err := a.Root().Find([]string{"exec"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.ParseFlags(tc.args); err != nil {
+			t.Fatalf("%q: %v", tc.args, err)
+		}
+		if err := a.prepare(cmd); err != nil {
+			t.Fatal(err)
+		}
+		got := cmd.Flags().Lookup("env").Value.(pflag.SliceValue).GetSlice()
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%v %q: --env %q; want %q", tc.env, tc.args, got, tc.want)
+		}
+	}
+	a, _, _ := testApp(map[string]string{"B": "b,c"})
+	if got := a.parseEnv([]string{"A=x,y", "B"}); len(got) != 2 || got["A"] != "x,y" || got["B"] != "b,c" {
+		t.Errorf("parseEnv: %q", got)
 	}
 }
