@@ -1,6 +1,7 @@
 package tsnode
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -8,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // register makes slot n of root look registered (tsnet's state file).
@@ -66,11 +68,11 @@ func TestTakeSlotSkipsHeldAndKeepsPort(t *testing.T) {
 	root := t.TempDir()
 	register(t, root, 0)
 	register(t, root, 1)
-	a, err := takeSlot(root, 4, false)
+	a, err := takeSlot(t.Context(), root, 4, false)
 	if err != nil || a.n != 0 {
 		t.Fatalf("first: %+v %v; want node-0", a, err)
 	}
-	b, err := takeSlot(root, 4, false)
+	b, err := takeSlot(t.Context(), root, 4, false)
 	if err != nil || b.n != 1 {
 		t.Fatalf("second: %+v %v; want node-1 (node-0 is held)", b, err)
 	}
@@ -85,7 +87,7 @@ func TestTakeSlotSkipsHeldAndKeepsPort(t *testing.T) {
 		t.Fatalf("node-1 got node-0's port %d", p)
 	}
 	a.release()
-	c, err := takeSlot(root, 4, false)
+	c, err := takeSlot(t.Context(), root, 4, false)
 	if err != nil || c.n != 0 || c.port() != p {
 		t.Fatalf("after release: %+v %v port %d; want node-0 again with port %d", c, err, c.port(), p)
 	}
@@ -96,7 +98,7 @@ func TestTakeSlotSkipsHeldAndKeepsPort(t *testing.T) {
 // A port file that does not hold a port is replaced.
 func TestSlotPortMalformed(t *testing.T) {
 	root := t.TempDir()
-	s, err := takeSlot(root, 1, true)
+	s, err := takeSlot(t.Context(), root, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,7 +159,7 @@ func TestTakeSlotRefusesForeignStateDir(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			root := filepath.Join(t.TempDir(), "coily-tsnet-1000")
 			path := tt.prep(t, root)
-			s, err := takeSlot(root, 1, true)
+			s, err := takeSlot(t.Context(), root, 1, true)
 			if err == nil {
 				s.release()
 				t.Fatalf("takeSlot accepted %s", path)
@@ -183,7 +185,7 @@ func TestTakeSlotRefusesOtherOwner(t *testing.T) {
 	if err := os.Chown(root, 65534, 65534); err != nil {
 		t.Fatal(err)
 	}
-	if s, err := takeSlot(root, 1, true); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+	if s, err := takeSlot(t.Context(), root, 1, true); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
 		if s != nil {
 			s.release()
 		}
@@ -197,7 +199,7 @@ func TestTakeSlotNarrowsOwnDir(t *testing.T) {
 	root := filepath.Join(t.TempDir(), "coily-tsnet")
 	mustMkdirMode(t, root, 0o755)
 	mustMkdirMode(t, filepath.Join(root, "node-0"), 0o750)
-	s, err := takeSlot(root, 1, true)
+	s, err := takeSlot(t.Context(), root, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,5 +226,54 @@ func mustMkdirMode(t *testing.T, dir string, mode os.FileMode) {
 	}
 	if err := os.Chmod(dir, mode); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A command waiting for a node of a pool that is all in use stops waiting
+// as soon as its context ends, and says so.
+func TestTakeSlotStopsOnCancel(t *testing.T) {
+	root := t.TempDir()
+	held, err := takeSlot(t.Context(), root, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	if s, err := takeSlot(ctx, root, 1, true); !errors.Is(err, context.Canceled) {
+		if s != nil {
+			s.release()
+		}
+		t.Fatalf("cancelled: %v; want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a cancelled wait took %v", d)
+	}
+
+	ctx, cancel = context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		s, err := takeSlot(ctx, root, 1, true)
+		if s != nil {
+			s.release()
+		}
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), root) {
+			t.Fatalf("cancelled while waiting: %v; want context.Canceled naming %s", err, root)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("takeSlot kept waiting after its context was cancelled")
+	}
+
+	ctx, cancel = context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := takeSlot(ctx, root, 1, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past the caller's deadline: %v; want context.DeadlineExceeded", err)
 	}
 }
