@@ -312,3 +312,41 @@ func TestExecEnvVerbatim(t *testing.T) {
 		t.Errorf("parseEnv: %q", got)
 	}
 }
+
+// shim install with no names installs one shim per command the server
+// lists; a listed command that cannot be a shim (an absolute path, "..",
+// a slash, a leading dash, a control character, coily itself) is passed
+// over with a note, and the rest are installed.
+func TestShimInstallSkipsUnusableServerNames(t *testing.T) {
+	var rules []*coilyv1.CommandRule
+	bad := []string{"/usr/bin/gh", "..", "a/b", "", "-rf", "x\x1b[2Jy", "tab\tname", "coily", "."}
+	for _, n := range append(append([]string{"gh"}, bad...), "git") {
+		rules = append(rules, &coilyv1.CommandRule{Rule: "r", Command: n})
+	}
+	sock := serveList(t, &coilyv1.ListCommandsResponse{Commands: rules})
+	dir := t.TempDir()
+	code, out, errOut := run(t, map[string]string{"PATH": "/usr/bin"}, "--socket", sock, "shim", "install", "--dir", dir)
+	if code != 0 {
+		t.Fatalf("exit %d; stdout %q stderr %q", code, out, errOut)
+	}
+	shims, err := listShims(dir)
+	if err != nil || len(shims) != 2 || shims[0]["name"] != "gh" || shims[1]["name"] != "git" {
+		t.Fatalf("shims %v %v; want gh and git", shims, err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 2 {
+		t.Errorf("files in the shim directory: %v", entries)
+	}
+	if n := strings.Count(errOut, "skipped"); n != len(bad) {
+		t.Errorf("%d notes for %d unusable names: %q", n, len(bad), errOut)
+	}
+	checkPrintable(t, errOut)
+
+	sock = serveList(t, &coilyv1.ListCommandsResponse{Commands: rules[1:4]})
+	if code, _, errOut := run(t, nil, "--socket", sock, "shim", "install", "--dir", t.TempDir()); code != ExitFailure || !strings.Contains(errOut, "none installed") {
+		t.Errorf("only unusable names: exit %d %q; want 1 and none installed", code, errOut)
+	}
+	// A name typed on the command line is still the user's mistake.
+	if code, _, _ := run(t, nil, "shim", "install", "--dir", t.TempDir(), "a/b"); code != ExitUsage {
+		t.Errorf("a bad name on the command line: exit %d; want 2", code)
+	}
+}
