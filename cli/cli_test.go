@@ -63,6 +63,10 @@ func TestUsageErrors(t *testing.T) {
 		{map[string]string{"COILY_VERBOSE": "maybe"}, []string{"version"}, "COILY_VERBOSE"},
 		{nil, []string{"approvals", "approve"}, "accepts 1 arg"},
 		{nil, []string{"approvals"}, ""},
+		{nil, []string{"--server", "coily:abc", "status"}, `bad port "abc"`},
+		{nil, []string{"--server", "coily:99999", "exec", "--", "gh"}, "bad port"},
+		{map[string]string{"COILY_SERVER": "coily:"}, []string{"lockout"}, "bad port"},
+		{nil, []string{"--server", "a/b", "status"}, "want HOST[:PORT]"},
 	} {
 		code, _, errOut := run(t, tc.env, tc.args...)
 		if code != ExitUsage || !strings.Contains(errOut+"\n", tc.want) {
@@ -387,5 +391,21 @@ func TestAgentsMDFirstName(t *testing.T) {
 			}
 		}
 		checkPrintable(t, strings.ReplaceAll(md, "\n", " "))
+	}
+}
+
+// CheckServer takes what a transport can dial and refuses the rest.
+func TestCheckServer(t *testing.T) {
+	for _, ok := range []string{"coily", "coily:7443", "coily.tail1234.ts.net", "100.64.0.1", "100.64.0.1:1", "[fd7a:115c::1]:7443", "fd7a:115c::1", "coily:65535"} {
+		if err := CheckServer(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", ":7443", "coily:", "coily:0", "coily:65536", "coily:-1", "coily:abc", "coily:7443x", "co ily", "a/b", "coily\n", "x\x1b[2J", "[fd7a::1]:", "http://coily"} {
+		err := CheckServer(bad)
+		var u usageError
+		if !errors.As(err, &u) {
+			t.Errorf("%q: %v; want a usage error", bad, err)
+		}
 	}
 }
