@@ -68,8 +68,8 @@ func AgentsMD(w io.Writer, l *coilyv1.ListCommandsResponse, prog, who string, no
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	p("This environment holds no credentials of its own. %s run on **coily**, a trust point that checks each call against the owner's policy, runs it in a sandbox with the credentials injected into that command alone, and records it. Run them as usual (a shim on `PATH` forwards them to coily), or explicitly as `%s exec -- %s …`. The output and exit code are the command's own.",
-		codeList(names), prog, names[0])
+	p("This environment holds no credentials of its own. %s on **coily**, a trust point that checks each call against the owner's policy, runs it in a sandbox with the credentials injected into that command alone, and records it. Run %s as usual (a shim on `PATH` forwards %s to coily), or explicitly as `%s exec -- %s …`. The output and exit code are the command's own.",
+		codeList(names), them(names), them(names), prog, md(names[0]))
 	p("")
 	p("### What you may run")
 	p("")
@@ -125,9 +125,17 @@ func codeList(names []string) string {
 		q[i] = "`" + md(n) + "`"
 	}
 	if len(q) == 1 {
-		return "The command " + q[0] + " needs the owner's credentials: it"
+		return "The command " + q[0] + " needs the owner's credentials: it runs"
 	}
-	return "The commands " + strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1] + " need the owner's credentials: they"
+	return "The commands " + strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1] + " need the owner's credentials: they run"
+}
+
+// them is the pronoun for names: it or them.
+func them(names []string) string {
+	if len(names) == 1 {
+		return "it"
+	}
+	return "them"
 }
 
 func argsCell(args []string) string {

@@ -2,7 +2,10 @@ package cli
 
 import (
 	"context"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 
 	"coily.dev/coily/client"
 )
@@ -22,9 +25,34 @@ func (a *App) Dial(ctx context.Context) (*client.Client, error) {
 		}
 	}
 	if a.g.Server != "" {
+		if err := CheckServer(a.g.Server); err != nil {
+			return nil, err
+		}
 		return client.DialServer(ctx, a.g.Server)
 	}
 	return client.DialLocal(a.g.SocketPath())
+}
+
+// CheckServer refuses a --server value no transport could dial, as a
+// usage error (exit 2, not 69: no server was tried): HOST or HOST:PORT
+// (an IPv6 address in brackets when it has a port), the host not empty
+// and free of spaces, slashes and control characters, the port a number
+// from 1 to 65535.
+func CheckServer(server string) error {
+	host, port, err := net.SplitHostPort(server)
+	hasPort := err == nil
+	if !hasPort {
+		host = server // HOST alone (an IPv6 address too): the default port
+	}
+	if host == "" || strings.ContainsFunc(host, func(r rune) bool { return r <= ' ' || r == '/' || r == 0x7f }) {
+		return Usagef("--server %q: want HOST[:PORT]", server)
+	}
+	if hasPort {
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return Usagef("--server %q: bad port %q: want a number from 1 to 65535", server, port)
+		}
+	}
+	return nil
 }
 
 // withClient dials, runs call, and turns a failure into the CLI's refusal

@@ -61,14 +61,16 @@ through the shared folder unless --socket or --server says otherwise.`,
 	fs := cmd.Flags()
 	fs.DurationVar(&f.timeout, "timeout", 0, "the command's time limit (0: the rule's)")
 	Twin(fs, "timeout", "COILY_TIMEOUT")
-	fs.StringVar(&f.stdin, "stdin", stdinAuto, "send standard input (up to 1 MiB) to the command: true (--stdin alone), false, or auto (when it is not a terminal)")
+	fs.StringVar(&f.stdin, "stdin", stdinAuto, "send standard input (up to 1 MiB) to the command: true (--stdin alone), false, or auto (when it is not a terminal and has data or its end to read within 50ms; a pipe left idle is not sent, and a notice on stderr says so)")
 	fs.Lookup("stdin").NoOptDefVal = stdinAlways
 	Twin(fs, "stdin", "COILY_STDIN")
 	fs.StringVar(&f.note, "note", "", "a note recorded in the audit log (and shown to an approver)")
 	Twin(fs, "note", "COILY_NOTE")
 	fs.StringVar(&f.cwd, "cwd", "", "working directory, relative to the rule's workspace")
 	Twin(fs, "cwd", "COILY_CWD")
-	fs.StringSliceVar(&f.env, "env", nil, "NAME=VALUE, or NAME to pass this process's value (the rule must allow each name); repeat or separate with commas")
+	// An array, not a slice: a value may hold commas (--env A=x,y is one
+	// variable); the twin likewise holds one NAME=VALUE or NAME, verbatim.
+	fs.StringArrayVar(&f.env, "env", nil, "NAME=VALUE, or NAME to pass this process's value (the rule must allow each name); repeat for more, a value is taken verbatim (commas included); the environment twin holds one")
 	Twin(fs, "env", "COILY_EXEC_ENV")
 	fs.BoolVar(&f.json, "json", false, "print a refusal as one JSON object on stderr (the command's own output is unchanged)")
 	Twin(fs, "json", "COILY_JSON")
@@ -131,22 +133,65 @@ func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 	return client.ExitCode(exit)
 }
 
-// sendStdin decides whether standard input goes with the request: always,
-// never, or (auto) when it is not a terminal and has something to read
-// (data or its end) within stdinWait: a pipe or a file, as a shim's caller
-// would feed the tool. A pipe a harness leaves open without writing to it
-// is not read, so the command is not held up by it.
+// sendStdin decides whether standard input goes with the request
+// (stdinDecision) and, when auto leaves a pipe unsent, says so on stderr
+// in one line: the command then sees no input, which would otherwise
+// look like an empty one.
 func (a *App) sendStdin(mode string) (bool, error) {
+	send, notice, err := stdinDecision(mode, a.stdinState)
+	if notice {
+		PrintLine(a.Stderr, "%s: standard input not sent: nothing to read on it within %v (--stdin=true sends it anyway, --stdin=false silences this)", a.Name, stdinWait)
+	}
+	return send, err
+}
+
+// stdinState is what --stdin=auto looks at.
+type stdinState int
+
+const (
+	stdinNotFile  stdinState = iota // not an open file (a test's reader): not sent
+	stdinTerminal                   // a person types there: not sent
+	stdinReady                      // data or its end to read within stdinWait: sent
+	stdinIdle                       // a pipe (or the like) with nothing to read within stdinWait: not sent, with a notice
+)
+
+// stdinDecision decides whether standard input goes with the request:
+// always, never, or (auto) when it is not a terminal and has something to
+// read (data or its end) within stdinWait: a pipe or a file, as a shim's
+// caller would feed the tool. A pipe a harness leaves open without writing
+// to it is not read, so the command is not held up by it; notice says to
+// tell the user so. state is looked at only for auto.
+func stdinDecision(mode string, state func() stdinState) (send, notice bool, err error) {
 	switch strings.ToLower(mode) {
 	case stdinAlways, "1", "yes":
-		return true, nil
+		return true, false, nil
 	case stdinNever, "0", "no", "":
-		return false, nil
+		return false, false, nil
 	case stdinAuto:
-		f, ok := a.Stdin.(*os.File)
-		return ok && !term.IsTerminal(int(f.Fd())) && readable(f, stdinWait), nil
+		switch state() {
+		case stdinReady:
+			return true, false, nil
+		case stdinIdle:
+			return false, true, nil
+		}
+		return false, false, nil
 	}
-	return false, fmt.Errorf("--stdin %q: want true, false or auto", mode)
+	return false, false, fmt.Errorf("--stdin %q: want true, false or auto", mode)
+}
+
+// stdinState looks at the App's standard input, waiting up to stdinWait
+// for something to read.
+func (a *App) stdinState() stdinState {
+	f, ok := a.Stdin.(*os.File)
+	switch {
+	case !ok:
+		return stdinNotFile
+	case term.IsTerminal(int(f.Fd())):
+		return stdinTerminal
+	case readable(f, stdinWait):
+		return stdinReady
+	}
+	return stdinIdle
 }
 
 // execTransport picks how exec reaches coily: through the shared folder

@@ -51,8 +51,19 @@ func exit(code int) error {
 // Refusal prints err (a refusal, or a transport failure) the one way the
 // CLI does and returns its exit code: `coily: refused (CODE): message` and
 // 125, `coily: command timed out: …` and 124, `coily: server unreachable: …`
-// and 69. With asJSON, stderr gets one JSON object instead.
+// and 69; a usage error (Usagef: settings no transport can use, nothing
+// sent) as `coily: message` and 2. With asJSON, stderr gets one JSON
+// object instead.
 func Refusal(w io.Writer, err error, asJSON bool) int {
+	var u usageError
+	if errors.As(err, &u) { // a transport's settings cannot be used: nothing was sent
+		if asJSON {
+			writeJSON(w, map[string]any{"code": "usage", "message": u.Error()})
+		} else {
+			PrintLine(w, "coily: %s", u.Error())
+		}
+		return ExitUsage
+	}
 	var r *refusal.Error
 	if !errors.As(err, &r) {
 		r = refusal.FromStatus(err)

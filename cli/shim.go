@@ -64,6 +64,10 @@ func (a *App) shimInstallCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "install [--dir DIR] [NAME...]",
 		Short: "write shims (default: one per command the policy lets you run)",
+		Long: `Write a shim per NAME, or without NAMEs one per command the live policy lets you run. A NAME
+that is not a bare command name is a usage error; a command of the policy that cannot be a shim
+(a rule for an absolute path, a name with a slash or a control character) is skipped with a note
+on stderr, and the others are installed.`,
 		Example: `  coily shim install                 # every command the live policy lets you run
   coily shim install --dir ~/bin gh git
   export PATH="$HOME/.local/share/coily/shims:$PATH"`,
@@ -76,6 +80,10 @@ func (a *App) shimInstallCmd() *cobra.Command {
 				})
 				if err != nil {
 					return err
+				}
+				if names = a.shimmableNames(names); len(names) == 0 {
+					PrintLine(a.Stderr, "%s: no command the policy lets you run can be a shim: none installed", a.Name)
+					return Exit(ExitFailure)
 				}
 			}
 			self, err := os.Executable()
@@ -99,6 +107,27 @@ func (a *App) shimDirFlag(cmd *cobra.Command, dir *string) {
 	DocDefault(Twin(cmd.Flags(), "dir", "COILY_SHIM_DIR"), "$XDG_DATA_HOME/coily/shims or ~/.local/share/coily/shims")
 }
 
+// shimmableNames keeps the names the server listed that can be shims,
+// saying on stderr which it passes over (an absolute path, or a name no
+// shim file could carry: "..", a slash, a leading dash, a control
+// character): one unusable rule does not keep the others' shims out.
+func (a *App) shimmableNames(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if !a.isShimName(n) {
+			PrintLine(a.Stderr, "%s: skipped %q: not a bare command name, so it cannot be a shim", a.Name, n)
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// isShimName says whether a shim may be called n.
+func (a *App) isShimName(n string) bool {
+	return shimNamePattern.MatchString(n) && n != "coily" && n != a.Name
+}
+
 // installShims writes one shim per name into dir, each by a temporary file
 // renamed into place; a name that is not a command name, or an existing
 // file that is not a shim (unless force), is refused.
@@ -108,7 +137,7 @@ func (a *App) installShims(dir, self string, names []string, force bool) int {
 		return ExitFailure
 	}
 	for _, n := range names {
-		if !shimNamePattern.MatchString(n) || n == "coily" || n == a.Name {
+		if !a.isShimName(n) {
 			PrintLine(a.Stderr, "%s: %q cannot be a shim: want a command name such as gh", a.Name, n)
 			return ExitUsage
 		}

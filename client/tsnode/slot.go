@@ -1,6 +1,7 @@
 package tsnode
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -20,30 +21,48 @@ type slot struct {
 	lock *os.File
 }
 
+// A command waits at most slotWait for a node of the pool, looking again
+// every slotPoll (a lock held by another process sends no event).
+const (
+	slotWait = time.Minute
+	slotPoll = 50 * time.Millisecond
+)
+
+// errSlotWait: slotWait passed with every node in use.
+var errSlotWait = errors.New("every tailnet node in use")
+
 // stateFile is where tsnet keeps a node's keys (its registration).
 const stateFile = "tailscaled.state"
 
 // takeSlot locks the first free state directory of the pool under root
-// (node-0, node-1, …), waiting for one when all are in use. Each keeps
+// (node-0, node-1, …; root and each of them must be this user's private
+// directory, see privateDir), waiting for one when all are in use. Each keeps
 // its node registered between commands. Without an auth key only
 // registered nodes are used (an unregistered one could not join), so
 // concurrent commands then share them; node-0 is used when there is none,
 // to say that it needs registering.
-func takeSlot(root string, pool int, haveKey bool) (*slot, error) {
-	if err := os.MkdirAll(root, 0o700); err != nil {
-		return nil, fmt.Errorf("tailnet node state: %w", err)
+func takeSlot(ctx context.Context, root string, pool int, haveKey bool) (*slot, error) {
+	if err := privateDir(root); err != nil {
+		return nil, err
 	}
-	deadline := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithTimeoutCause(ctx, slotWait, errSlotWait)
+	defer cancel()
+	tick := time.NewTicker(slotPoll)
+	defer tick.Stop()
 	for {
 		for _, n := range usable(root, pool, haveKey) {
 			if s, err := lockSlot(root, n); !errors.Is(err, errBusy) {
 				return s, err
 			}
 		}
-		if time.Now().After(deadline) {
-			return nil, fmt.Errorf("all %d tailnet nodes under %s are in use by other commands", pool, root)
+		select { // another command holds every node: wait for one
+		case <-ctx.Done():
+			if context.Cause(ctx) == errSlotWait {
+				return nil, fmt.Errorf("all %d tailnet nodes under %s are in use by other commands", pool, root)
+			}
+			return nil, fmt.Errorf("waiting for a tailnet node under %s: %w", root, ctx.Err())
+		case <-tick.C:
 		}
-		time.Sleep(50 * time.Millisecond) // another command holds every node: wait for one
 	}
 }
 
@@ -71,8 +90,8 @@ var errBusy = errors.New("in use")
 // lockSlot locks slot n (errBusy when another command holds it).
 func lockSlot(root string, n int) (*slot, error) {
 	dir := filepath.Join(root, "node-"+strconv.Itoa(n))
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return nil, fmt.Errorf("tailnet node state: %w", err)
+	if err := privateDir(dir); err != nil {
+		return nil, err
 	}
 	f, err := os.OpenFile(filepath.Join(dir, "lock"), os.O_RDWR|os.O_CREATE|unix.O_NOFOLLOW, 0o600)
 	if err != nil {

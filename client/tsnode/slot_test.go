@@ -1,12 +1,15 @@
 package tsnode
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
+	"time"
 )
 
 // register makes slot n of root look registered (tsnet's state file).
@@ -65,11 +68,11 @@ func TestTakeSlotSkipsHeldAndKeepsPort(t *testing.T) {
 	root := t.TempDir()
 	register(t, root, 0)
 	register(t, root, 1)
-	a, err := takeSlot(root, 4, false)
+	a, err := takeSlot(t.Context(), root, 4, false)
 	if err != nil || a.n != 0 {
 		t.Fatalf("first: %+v %v; want node-0", a, err)
 	}
-	b, err := takeSlot(root, 4, false)
+	b, err := takeSlot(t.Context(), root, 4, false)
 	if err != nil || b.n != 1 {
 		t.Fatalf("second: %+v %v; want node-1 (node-0 is held)", b, err)
 	}
@@ -84,7 +87,7 @@ func TestTakeSlotSkipsHeldAndKeepsPort(t *testing.T) {
 		t.Fatalf("node-1 got node-0's port %d", p)
 	}
 	a.release()
-	c, err := takeSlot(root, 4, false)
+	c, err := takeSlot(t.Context(), root, 4, false)
 	if err != nil || c.n != 0 || c.port() != p {
 		t.Fatalf("after release: %+v %v port %d; want node-0 again with port %d", c, err, c.port(), p)
 	}
@@ -95,7 +98,7 @@ func TestTakeSlotSkipsHeldAndKeepsPort(t *testing.T) {
 // A port file that does not hold a port is replaced.
 func TestSlotPortMalformed(t *testing.T) {
 	root := t.TempDir()
-	s, err := takeSlot(root, 1, true)
+	s, err := takeSlot(t.Context(), root, 1, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,5 +110,170 @@ func TestSlotPortMalformed(t *testing.T) {
 		if p := s.port(); p == 0 {
 			t.Errorf("port file %q: port 0; want a fresh port", bad)
 		}
+	}
+}
+
+// The state directory and each node's are refused unless they are this
+// user's private directories: in a shared /tmp another user could create
+// them first, to read the node keys or plant their own.
+func TestTakeSlotRefusesForeignStateDir(t *testing.T) {
+	other := t.TempDir()
+	for _, tt := range []struct {
+		name string
+		prep func(t *testing.T, root string) string // returns the path the error names
+		want string
+	}{
+		{"root a symbolic link", func(t *testing.T, root string) string {
+			mustSymlink(t, other, root)
+			return root
+		}, "symbolic link"},
+		{"root a dangling symbolic link", func(t *testing.T, root string) string {
+			mustSymlink(t, filepath.Join(other, "nowhere"), root)
+			return root
+		}, ""},
+		{"root a file", func(t *testing.T, root string) string {
+			if err := os.WriteFile(root, nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return root
+		}, ""},
+		{"root mode 0777", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o777)
+			return root
+		}, "writable by other users"},
+		{"root mode 0770", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o770)
+			return root
+		}, "writable by other users"},
+		{"node-0 a symbolic link", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o700)
+			mustSymlink(t, other, filepath.Join(root, "node-0"))
+			return filepath.Join(root, "node-0")
+		}, "symbolic link"},
+		{"node-0 mode 0777", func(t *testing.T, root string) string {
+			mustMkdirMode(t, root, 0o700)
+			mustMkdirMode(t, filepath.Join(root, "node-0"), 0o777)
+			return filepath.Join(root, "node-0")
+		}, "writable by other users"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			root := filepath.Join(t.TempDir(), "coily-tsnet-1000")
+			path := tt.prep(t, root)
+			s, err := takeSlot(t.Context(), root, 1, true)
+			if err == nil {
+				s.release()
+				t.Fatalf("takeSlot accepted %s", path)
+			}
+			if !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("error %q; want one naming %s and saying %q", err, path, tt.want)
+			}
+			if entries, _ := os.ReadDir(other); len(entries) != 0 {
+				t.Fatalf("wrote through the link into %s: %v", other, entries)
+			}
+		})
+	}
+}
+
+// A directory owned by another user is refused (root can make one).
+func TestTakeSlotRefusesOtherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("not root: cannot give a directory to another user; the mode and link cases cover the rest")
+		return
+	}
+	root := filepath.Join(t.TempDir(), "coily-tsnet-0")
+	mustMkdirMode(t, root, 0o700)
+	if err := os.Chown(root, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := takeSlot(t.Context(), root, 1, true); err == nil || !strings.Contains(err.Error(), "owned by uid 65534") {
+		if s != nil {
+			s.release()
+		}
+		t.Fatalf("takeSlot of another user's directory: %v; want a refusal", err)
+	}
+}
+
+// A directory of ours with a wider mode that others cannot write is
+// narrowed to 0700.
+func TestTakeSlotNarrowsOwnDir(t *testing.T) {
+	root := filepath.Join(t.TempDir(), "coily-tsnet")
+	mustMkdirMode(t, root, 0o755)
+	mustMkdirMode(t, filepath.Join(root, "node-0"), 0o750)
+	s, err := takeSlot(t.Context(), root, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.release()
+	for _, d := range []string{root, s.dir} {
+		if fi, err := os.Stat(d); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Errorf("%s: %v %v; want mode 0700", d, fi.Mode(), err)
+		}
+	}
+}
+
+func mustSymlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// mustMkdirMode makes dir with exactly mode (whatever the umask).
+func mustMkdirMode(t *testing.T, dir string, mode os.FileMode) {
+	t.Helper()
+	if err := os.Mkdir(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A command waiting for a node of a pool that is all in use stops waiting
+// as soon as its context ends, and says so.
+func TestTakeSlotStopsOnCancel(t *testing.T) {
+	root := t.TempDir()
+	held, err := takeSlot(t.Context(), root, 1, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer held.release()
+
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	start := time.Now()
+	if s, err := takeSlot(ctx, root, 1, true); !errors.Is(err, context.Canceled) {
+		if s != nil {
+			s.release()
+		}
+		t.Fatalf("cancelled: %v; want context.Canceled", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("a cancelled wait took %v", d)
+	}
+
+	ctx, cancel = context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		s, err := takeSlot(ctx, root, 1, true)
+		if s != nil {
+			s.release()
+		}
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), root) {
+			t.Fatalf("cancelled while waiting: %v; want context.Canceled naming %s", err, root)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("takeSlot kept waiting after its context was cancelled")
+	}
+
+	ctx, cancel = context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := takeSlot(ctx, root, 1, true); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past the caller's deadline: %v; want context.DeadlineExceeded", err)
 	}
 }

@@ -81,7 +81,7 @@ func Dial(ctx context.Context, o Options) (*client.Client, error) {
 	if o.ControlURL != "" {
 		envknob.SetNoLogsNoSupport() // a private control server: no log upload to Tailscale
 	}
-	slot, err := takeSlot(o.StateDir, o.Pool, o.AuthKey != "")
+	slot, err := takeSlot(ctx, o.StateDir, o.Pool, o.AuthKey != "")
 	if err != nil {
 		return nil, &client.DialError{Err: err}
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log"
 	"os"
@@ -32,7 +31,10 @@ func tsnetDialer(a *cli.App) {
 		}
 		g := a.Global()
 		if g.Server == "" {
-			return nil, &client.DialError{Err: fmt.Errorf("--tsnet needs --server HOST[:PORT]")}
+			return nil, cli.Usagef("--tsnet needs --server HOST[:PORT] (or COILY_SERVER)")
+		}
+		if err := cli.CheckServer(g.Server); err != nil {
+			return nil, err
 		}
 		o := tsnode.Options{Server: g.Server, AuthKey: os.Getenv("TS_AUTHKEY"), ControlURL: g.ControlURL,
 			Hostname: g.Hostname, StateDir: s.stateDir}
