@@ -150,7 +150,7 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 	rec, err := s.cfg.Store.Relay(d.ID)
 	switch {
 	case err == nil:
-		return s.recorded(ctx, x, rec, f.hash)
+		return s.recorded(ctx, x, rec, f)
 	case !errors.Is(err, store.ErrNotFound):
 		return s.relayRefusal(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
 	}
@@ -177,7 +177,7 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 		if err != nil {
 			return s.relayRefusal(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
 		}
-		return s.recorded(ctx, x, rec, f.hash)
+		return s.recorded(ctx, x, rec, f)
 	}
 	s.pruneRelayState(now)
 	rec = store.Relay{ID: d.ID, Sandbox: f.sandbox, BodyHash: f.hash, State: store.RelayAccepted, Boot: s.boot, Accepted: now}
@@ -188,7 +188,7 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 	case err != nil:
 		return s.relayRefusal(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
 	case found:
-		return s.recorded(ctx, x, existing, f.hash)
+		return s.recorded(ctx, x, existing, f)
 	}
 	resp := s.runRelayed(ctx, x, f, d)
 	if err := s.cfg.Store.FinishRelay(d.ID, resp); err != nil {
@@ -197,12 +197,15 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 	return resp
 }
 
-// recorded answers from a request's record.
-func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, hash string) []byte {
+// recorded answers from a request's record. A record another sandbox made
+// (its teardown of an id it should not know) answers nothing of it.
+func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, f *flight) []byte {
 	switch {
+	case rec.Sandbox != f.sandbox:
+		return s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.ReplayDetected, "request id already used by another sandbox"))
 	case rec.BodyHash == "" && rec.State == store.RelayDone: // a teardown that came first
 		return rec.Response
-	case rec.BodyHash != hash:
+	case rec.BodyHash != f.hash:
 		return s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
 	case rec.State == store.RelayDone:
 		return rec.Response

@@ -25,7 +25,7 @@ roles:
   operator:
     permissions: [exec, lockout, unlock, pause, resume, status, relay, keys]
     commands: ["*"]
-    sandboxes: [demo]
+    sandboxes: [demo, third]
   sandboxed:
     permissions: [exec]
     commands: [echo, sh, sleep]
@@ -308,6 +308,34 @@ func TestRelayTeardownBeforeRequest(t *testing.T) {
 	}
 	if _, err := os.Stat(counter); err == nil {
 		t.Fatal("a torn-down request ran")
+	}
+}
+
+// A teardown from another sandbox (of an id it should not know) neither
+// cancels the request nor answers it as cancelled: the id is refused as
+// used by another sandbox, and the command does not run.
+func TestRelayTeardownFromAnotherSandbox(t *testing.T) {
+	e := newRelayEnv(t)
+	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "third"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	counter := filepath.Join(t.TempDir(), "runs")
+	id, file := e.signed(t, time.Now(), "/bin/sh", "-c", "echo run >> "+counter)
+	td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.Repeat("3", 32), Sandbox: "third"}, k.GetKey().GetSecret())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.api.RelayTeardown(context.Background(), &coilyv1.RelayTeardownRequest{Sandbox: "third", Id: id, Teardown: td}); err != nil {
+		t.Fatalf("teardown: %v", err)
+	}
+	resp := e.relay(t, id, file)
+	wantRefused(t, resp, refusal.ReplayDetected)
+	if !strings.Contains(resp.Message, "another sandbox") {
+		t.Fatalf("message: %s", resp.Message)
+	}
+	if _, err := os.Stat(counter); err == nil {
+		t.Fatal("the request ran")
 	}
 }
 
