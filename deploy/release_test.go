@@ -305,9 +305,9 @@ func TestReleaseLinuxArchive(t *testing.T) {
 	dist := release(t)
 	files := readArchive(t, filepath.Join(dist, "coily_"+testVersion+"_linux_amd64.tar.gz"))
 	want := map[string]os.FileMode{"coily": 0o755, "coily-client": 0o755, "coily.service": 0o644,
-		"policy.yaml": 0o644, "coily.env": 0o644, "README.md": 0o644}
+		"policy.yaml": 0o644, "coily.env": 0o644, "README.md": 0o644, "apparmor/coily": 0o644}
 	checkFiles(t, files, want)
-	for _, name := range []string{"coily.service", "policy.yaml", "coily.env", "README.md"} {
+	for _, name := range []string{"coily.service", "policy.yaml", "coily.env", "README.md", "apparmor/coily"} {
 		sameAsRepo(t, files, name, repoPath(name))
 	}
 	coily := extract(t, files, "coily")
@@ -373,6 +373,7 @@ func TestReleaseDebianPackage(t *testing.T) {
 		"/etc/coily/coily.env":                      "-rw-r----- root/coily",
 		"/usr/share/doc/coily/operations.md":        "-rw-r--r-- root/root",
 		"/usr/share/doc/coily/examples/policy.yaml": "-rw-r--r-- root/root",
+		"/etc/apparmor.d/coily":                     "-rw-r--r-- root/root",
 	}
 	for path, w := range want {
 		if listed[path] != w {
@@ -386,9 +387,10 @@ func TestReleaseDebianPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(string(conf)); !slices.Equal(got, []string{"/etc/coily/coily.env", "/etc/coily/policy.yaml"}) &&
-		!slices.Equal(got, []string{"/etc/coily/policy.yaml", "/etc/coily/coily.env"}) {
-		t.Errorf("conffiles %q, want policy.yaml and coily.env", got)
+	got := strings.Fields(string(conf))
+	slices.Sort(got)
+	if want := []string{"/etc/apparmor.d/coily", "/etc/coily/coily.env", "/etc/coily/policy.yaml"}; !slices.Equal(got, want) {
+		t.Errorf("conffiles %q, want %q", got, want)
 	}
 }
 

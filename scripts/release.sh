@@ -8,7 +8,7 @@
 #   scripts/release.sh -v 1.2.0 -o /tmp/rel linux/amd64 android/arm64
 #
 # Platforms: linux/amd64 and linux/arm64 (coily, coily-client, an archive
-# and a .deb each), darwin/arm64 (coily, coily-client and the bridge's
+# and a .deb each, both with the AppArmor profile), darwin/arm64 (coily, coily-client and the bridge's
 # launchd plist), android/arm64 (coily-client and the Termux:Widget
 # scripts, for a phone).
 #
@@ -94,6 +94,7 @@ for p in "${platforms[@]}"; do
       build "$goos" "$goarch" ./cmd/coily "$a/coily"
       build "$goos" "$goarch" ./cmd/coily-client "$a/coily-client"
       install -m 0644 deploy/coily.service deploy/policy.yaml deploy/coily.env README.md "$a/"
+      install -D -m 0644 deploy/apparmor/coily "$a/apparmor/coily"
       archive "$a"
       # The package's unit starts the packaged binary.
       sed -e 's|/usr/local/bin/coily|/usr/bin/coily|g' \
