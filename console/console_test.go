@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/console"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -449,4 +450,34 @@ func writePolicy(f *fixture, p string) error {
 		return err
 	}
 	return f.in.Server.ReloadPolicy(context.Background(), f.in.PolicyPath)
+}
+
+// TestStreamOpensAtOnce: a stream's headers (and its retry line) reach
+// the client before any event, though none is due for an hour.
+func TestStreamOpensAtOnce(t *testing.T) {
+	f := start(t)
+	c, err := console.New(console.Config{Server: f.in.Server, Hosts: []string{"coily"}, Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	srv := httptest.NewServer(remoteAs(owner, c))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/approvals/stream", nil)
+	req.Host = "coily"
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("the stream's headers did not arrive before its first event: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	const first = "retry: 1000\n\n"
+	buf := make([]byte, len(first))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != first {
+		t.Fatalf("first bytes %q, %v; want %q", buf, err, first)
+	}
 }
