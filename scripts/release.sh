@@ -16,8 +16,12 @@
 # the argument or `git describe`, every timestamp in the archives and
 # packages taken from the commit (SOURCE_DATE_EPOCH), owners root, entries
 # sorted, gzip without a name or time. The same commit and Go toolchain
-# (go.mod's) give the same bytes; compare with SHA256SUMS.
+# (go.mod's) give the same bytes; compare with SHA256SUMS. BUILDINFO
+# records the version, the commit, its time and the Go toolchain used.
 set -euo pipefail
+# Every file and directory made here is readable by all, whatever the
+# caller's umask (the archives record the modes).
+umask 022
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
@@ -66,6 +70,8 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 made=() # the files of this release, for SHA256SUMS
+# The toolchain go.mod selects (GOTOOLCHAIN may fetch it): the one that builds.
+goversion=$(go env GOVERSION)
 # nfpm, pinned by tools/nfpm/go.mod (as scripts/tools.sh builds it).
 (cd tools/nfpm && GOBIN="$root/bin" go install tool)
 
@@ -124,6 +130,17 @@ for p in "${platforms[@]}"; do
       ;;
   esac
 done
+
+# What built this release: with the same commit and Go, the same bytes.
+{
+  echo "version: $version"
+  echo "commit: $(git rev-parse HEAD)"
+  echo "source_date_epoch: $SOURCE_DATE_EPOCH"
+  echo "go: $goversion"
+  echo "platforms: ${platforms[*]}"
+} >"$out/BUILDINFO"
+made+=("BUILDINFO")
+echo "release: $out/BUILDINFO (built with $goversion)"
 
 # One line per file of this release, sorted: `sha256sum -c SHA256SUMS`
 # checks them (--ignore-missing where only some were downloaded).
