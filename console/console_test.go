@@ -481,3 +481,40 @@ func TestStreamOpensAtOnce(t *testing.T) {
 		t.Fatalf("first bytes %q, %v; want %q", buf, err, first)
 	}
 }
+
+// TestServedDuringLockout: what the console still serves while the server
+// is locked out (docs/api.md), and what it refuses lockout-active.
+func TestServedDuringLockout(t *testing.T) {
+	f := start(t)
+	if _, err := f.in.Client.API.Lockout(context.Background(), &coilyv1.LockoutRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/", 200, ""},
+		{"GET", "/audit", 200, ""},
+		{"GET", "/api/whoami", 200, ""},
+		{"GET", "/api/status", 200, ""},
+		{"POST", "/api/lockout", 200, ""},
+		{"POST", "/api/execs/nope/kill", 400, "bad-request"}, // served: no such command
+		{"GET", "/api/approvals", 409, "lockout-active"},
+		{"GET", "/api/approvals/stream", 409, "lockout-active"},
+		{"POST", "/api/approvals/nope/approve", 409, "lockout-active"},
+		{"POST", "/api/pause", 409, "lockout-active"},
+		{"POST", "/api/resume", 409, "lockout-active"},
+	} {
+		w := f.do(t, owner, tc.method, tc.path, nil, nil)
+		if w.Code != tc.status {
+			t.Errorf("%s %s while locked out: %d, want %d\n%s", tc.method, tc.path, w.Code, tc.status, w.Body)
+			continue
+		}
+		if tc.code != "" {
+			if a := answer(t, w); a.Error.Code != tc.code {
+				t.Errorf("%s %s while locked out: %+v, want %s", tc.method, tc.path, a, tc.code)
+			}
+		}
+	}
+}
