@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/console"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -449,4 +450,71 @@ func writePolicy(f *fixture, p string) error {
 		return err
 	}
 	return f.in.Server.ReloadPolicy(context.Background(), f.in.PolicyPath)
+}
+
+// TestStreamOpensAtOnce: a stream's headers (and its retry line) reach
+// the client before any event, though none is due for an hour.
+func TestStreamOpensAtOnce(t *testing.T) {
+	f := start(t)
+	c, err := console.New(console.Config{Server: f.in.Server, Hosts: []string{"coily"}, Heartbeat: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	srv := httptest.NewServer(remoteAs(owner, c))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, "GET", srv.URL+"/api/approvals/stream", nil)
+	req.Host = "coily"
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatalf("the stream's headers did not arrive before its first event: %v", err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("stream: %d %s", resp.StatusCode, resp.Header.Get("Content-Type"))
+	}
+	const first = "retry: 1000\n\n"
+	buf := make([]byte, len(first))
+	if _, err := io.ReadFull(resp.Body, buf); err != nil || string(buf) != first {
+		t.Fatalf("first bytes %q, %v; want %q", buf, err, first)
+	}
+}
+
+// TestServedDuringLockout: what the console still serves while the server
+// is locked out (docs/api.md), and what it refuses lockout-active.
+func TestServedDuringLockout(t *testing.T) {
+	f := start(t)
+	if _, err := f.in.Client.API.Lockout(context.Background(), &coilyv1.LockoutRequest{Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"GET", "/", 200, ""},
+		{"GET", "/audit", 200, ""},
+		{"GET", "/api/whoami", 200, ""},
+		{"GET", "/api/status", 200, ""},
+		{"POST", "/api/lockout", 200, ""},
+		{"POST", "/api/execs/nope/kill", 400, "bad-request"}, // served: no such command
+		{"GET", "/api/approvals", 409, "lockout-active"},
+		{"GET", "/api/approvals/stream", 409, "lockout-active"},
+		{"POST", "/api/approvals/nope/approve", 409, "lockout-active"},
+		{"POST", "/api/pause", 409, "lockout-active"},
+		{"POST", "/api/resume", 409, "lockout-active"},
+	} {
+		w := f.do(t, owner, tc.method, tc.path, nil, nil)
+		if w.Code != tc.status {
+			t.Errorf("%s %s while locked out: %d, want %d\n%s", tc.method, tc.path, w.Code, tc.status, w.Body)
+			continue
+		}
+		if tc.code != "" {
+			if a := answer(t, w); a.Error.Code != tc.code {
+				t.Errorf("%s %s while locked out: %+v, want %s", tc.method, tc.path, a, tc.code)
+			}
+		}
+	}
 }

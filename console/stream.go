@@ -17,6 +17,9 @@ type eventStream struct {
 	rc *http.ResponseController
 }
 
+// startStream answers 200 with the stream's headers and its reconnection
+// delay, flushed at once: the client sees the stream open (EventSource's
+// "open") before the first event, which may be a heartbeat away.
 func startStream(w http.ResponseWriter) *eventStream {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -24,6 +27,7 @@ func startStream(w http.ResponseWriter) *eventStream {
 	w.WriteHeader(http.StatusOK)
 	s := &eventStream{w: w, rc: http.NewResponseController(w)}
 	_, _ = fmt.Fprint(w, "retry: 1000\n\n")
+	_ = s.rc.Flush()
 	return s
 }
 

@@ -215,6 +215,11 @@ func TestDebInstall(t *testing.T) {
 	checkFile(t, filepath.Join(root, "etc/coily/coily.env"), false, 0o640, owner{0, gid})
 	checkFile(t, filepath.Join(root, "var/lib/coily"), true, 0o710, coily)
 	checkFile(t, filepath.Join(root, "usr/share/doc/coily/operations.md"), false, 0o644, rootOwned)
+	checkFile(t, filepath.Join(root, "etc/apparmor.d/coily"), false, 0o644, rootOwned)
+	if got, want := readFile(t, filepath.Join(root, "etc/apparmor.d/coily")), readFile(t, "apparmor/coily"); got != want {
+		t.Error("/etc/apparmor.d/coily differs from deploy/apparmor/coily")
+	}
+	checkAppArmorLoad(t, root)
 
 	for _, bin := range []string{"coily", "coily-client"} {
 		if got := mustInRoot(t, root, bin, "version"); got != "coily "+testVersion+"\n" {
@@ -285,6 +290,51 @@ func TestDebInstall(t *testing.T) {
 	checkState(t, root, state)
 	if ids(t, filepath.Join(root, "etc", "passwd"))["coily"] == nil {
 		t.Error("dpkg --purge removed the user coily, who owns the state")
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// checkAppArmorLoad runs the installed postinst again with stand-ins for
+// AppArmor's tools (the root has none, and no AppArmor runs in a chroot):
+// with AppArmor disabled it loads nothing; enabled, it runs
+// `apparmor_parser -r /etc/apparmor.d/coily`, and a parser that fails is
+// reported without failing the configuration.
+func checkAppArmorLoad(t *testing.T, root string) {
+	t.Helper()
+	sbin := filepath.Join(root, "usr", "sbin")
+	log := filepath.Join(root, "tmp", "apparmor_parser.args")
+	stub := func(name, script string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(sbin, name), []byte("#!/bin/sh\n"+script+"\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer os.Remove(filepath.Join(sbin, "apparmor_parser"))
+	defer os.Remove(filepath.Join(sbin, "aa-enabled"))
+	stub("apparmor_parser", `echo "$@" >>/tmp/apparmor_parser.args; exit 1`)
+	postinst := []string{"/var/lib/dpkg/info/coily.postinst", "configure", testDebVersion}
+
+	stub("aa-enabled", "exit 1")
+	mustInRoot(t, root, postinst...)
+	if _, err := os.Stat(log); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the postinst ran apparmor_parser with AppArmor disabled: %v", err)
+	}
+
+	stub("aa-enabled", "exit 0")
+	out := mustInRoot(t, root, postinst...)
+	if got := readFile(t, log); got != "-r /etc/apparmor.d/coily\n" {
+		t.Errorf("apparmor_parser ran with %q, want -r /etc/apparmor.d/coily", got)
+	}
+	if !strings.Contains(out, "could not load /etc/apparmor.d/coily") {
+		t.Errorf("the postinst says:\n%s\nwant it to report the profile it could not load", out)
 	}
 }
 

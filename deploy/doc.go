@@ -3,5 +3,6 @@
 // coily on PATH; scripts/release.sh builds a release whose archives,
 // binaries and checksums are read back; and the Debian package it makes
 // is installed with dpkg into a Debian root made by debootstrap, where the
-// unit is verified and its ExecStart runs as the user coily.
+// unit is verified and its ExecStart runs as the user coily. CI's entry
+// point, .ci/run, is checked against the README's test command.
 package deploy

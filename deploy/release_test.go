@@ -53,7 +53,7 @@ func release(t *testing.T) string {
 			return
 		}
 		releaseDir = filepath.Join(dir, "dist")
-		releaseErr = runRelease(releaseDir)
+		releaseErr = runRelease(releaseDir, "022")
 	})
 	if releaseErr != nil {
 		t.Fatal(releaseErr)
@@ -69,8 +69,10 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-func runRelease(out string) error {
-	args := append([]string{"../scripts/release.sh", "-v", testVersion, "-o", out}, testPlatforms...)
+// runRelease runs scripts/release.sh under umask (it sets its own).
+func runRelease(out, umask string) error {
+	args := append([]string{"-c", `umask "$0" && exec bash "$@"`, umask, "../scripts/release.sh", "-v", testVersion, "-o", out},
+		testPlatforms...)
 	cmd := exec.Command("bash", args...)
 	b, err := cmd.CombinedOutput()
 	if err != nil {
@@ -96,6 +98,7 @@ func commitTime(t *testing.T) time.Time {
 func TestReleaseChecksums(t *testing.T) {
 	dist := release(t)
 	want := []string{ // sorted as bytes, as SHA256SUMS is
+		"BUILDINFO",
 		"coily-client_" + testVersion + "_android_arm64.tar.gz",
 		"coily_" + testVersion + "_linux_amd64.tar.gz",
 		"coily_" + testDebVersion + "_amd64.deb",
@@ -213,6 +216,9 @@ func readArchive(t *testing.T, path string) map[string]archived {
 		if !h.ModTime.Equal(mtime) {
 			t.Errorf("%s: %s time %v, want the commit's %v", path, h.Name, h.ModTime, mtime)
 		}
+		if h.Typeflag == tar.TypeDir && os.FileMode(h.Mode).Perm() != 0o755 {
+			t.Errorf("%s: directory %s mode %v, want 0755", path, h.Name, os.FileMode(h.Mode).Perm())
+		}
 		if h.Typeflag == tar.TypeReg {
 			body, err := io.ReadAll(tr)
 			if err != nil {
@@ -305,9 +311,9 @@ func TestReleaseLinuxArchive(t *testing.T) {
 	dist := release(t)
 	files := readArchive(t, filepath.Join(dist, "coily_"+testVersion+"_linux_amd64.tar.gz"))
 	want := map[string]os.FileMode{"coily": 0o755, "coily-client": 0o755, "coily.service": 0o644,
-		"policy.yaml": 0o644, "coily.env": 0o644, "README.md": 0o644}
+		"policy.yaml": 0o644, "coily.env": 0o644, "README.md": 0o644, "apparmor/coily": 0o644}
 	checkFiles(t, files, want)
-	for _, name := range []string{"coily.service", "policy.yaml", "coily.env", "README.md"} {
+	for _, name := range []string{"coily.service", "policy.yaml", "coily.env", "README.md", "apparmor/coily"} {
 		sameAsRepo(t, files, name, repoPath(name))
 	}
 	coily := extract(t, files, "coily")
@@ -373,6 +379,7 @@ func TestReleaseDebianPackage(t *testing.T) {
 		"/etc/coily/coily.env":                      "-rw-r----- root/coily",
 		"/usr/share/doc/coily/operations.md":        "-rw-r--r-- root/root",
 		"/usr/share/doc/coily/examples/policy.yaml": "-rw-r--r-- root/root",
+		"/etc/apparmor.d/coily":                     "-rw-r--r-- root/root",
 	}
 	for path, w := range want {
 		if listed[path] != w {
@@ -386,18 +393,20 @@ func TestReleaseDebianPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Fields(string(conf)); !slices.Equal(got, []string{"/etc/coily/coily.env", "/etc/coily/policy.yaml"}) &&
-		!slices.Equal(got, []string{"/etc/coily/policy.yaml", "/etc/coily/coily.env"}) {
-		t.Errorf("conffiles %q, want policy.yaml and coily.env", got)
+	got := strings.Fields(string(conf))
+	slices.Sort(got)
+	if want := []string{"/etc/apparmor.d/coily", "/etc/coily/coily.env", "/etc/coily/policy.yaml"}; !slices.Equal(got, want) {
+		t.Errorf("conffiles %q, want %q", got, want)
 	}
 }
 
 // TestReleaseReproducible: the same commit built again into another
-// directory gives the same bytes, archives and package included.
+// directory, by a caller with a restrictive umask, gives the same bytes,
+// archives and package included.
 func TestReleaseReproducible(t *testing.T) {
 	first := release(t)
 	second := filepath.Join(t.TempDir(), "dist")
-	if err := runRelease(second); err != nil {
+	if err := runRelease(second, "077"); err != nil {
 		t.Fatal(err)
 	}
 	a, err := os.ReadFile(filepath.Join(first, "SHA256SUMS"))
@@ -449,4 +458,36 @@ func repoPath(name string) string {
 		return "../README.md"
 	}
 	return name
+}
+
+// TestReleaseBuildInfo: BUILDINFO names the version, the commit, its time
+// and the Go toolchain that built the release.
+func TestReleaseBuildInfo(t *testing.T) {
+	dist := release(t)
+	b, err := os.ReadFile(filepath.Join(dist, "BUILDINFO"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gover, err := exec.Command("go", "env", "GOVERSION").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("version: %s\ncommit: %s\nsource_date_epoch: %d\ngo: %s\nplatforms: %s\n", testVersion,
+		strings.TrimSpace(string(commit)), commitTime(t).Unix(), strings.TrimSpace(string(gover)), strings.Join(testPlatforms, " "))
+	if string(b) != want {
+		t.Errorf("BUILDINFO:\n%s\nwant:\n%s", b, want)
+	}
+	// The binaries were built by that Go.
+	files := readArchive(t, filepath.Join(dist, "coily_"+testVersion+"_linux_amd64.tar.gz"))
+	info, err := buildinfo.ReadFile(extract(t, files, "coily"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.GoVersion != strings.TrimSpace(string(gover)) {
+		t.Errorf("coily built with %s, BUILDINFO says %s", info.GoVersion, gover)
+	}
 }

@@ -96,6 +96,17 @@ func TestTermuxScripts(t *testing.T) {
 			tool: "termux-open-url", want: []string{"https://[fd7a:115c:a1e0::1]/"}},
 		{name: "console: an IPv6 address in brackets", script: "coily-console", env: "COILY_SERVER=[fd7a:115c:a1e0::1]\n",
 			tool: "termux-open-url", want: []string{"https://[fd7a:115c:a1e0::1]/"}},
+		{name: "console over HTTP", script: "coily-console", env: server + "COILY_CONSOLE_SCHEME=http\n",
+			tool: "termux-open-url", want: []string{"http://coily.example-tailnet.ts.net/"}},
+		{name: "console over HTTP, from the environment", script: "coily-console", env: "COILY_SERVER=coily:7443\n",
+			extraEnv: []string{"COILY_CONSOLE_SCHEME=http"}, tool: "termux-open-url", want: []string{"http://coily/"}},
+		{name: "console: the URL wins over the scheme", script: "coily-console",
+			env:  server + "COILY_CONSOLE_SCHEME=http\nCOILY_CONSOLE_URL=https://console.example/\n",
+			tool: "termux-open-url", want: []string{"https://console.example/"}},
+		{name: "console: another scheme refused", script: "coily-console", env: server + "COILY_CONSOLE_SCHEME=javascript\n",
+			tool: "termux-open-url", wantExit: 78, wantStderr: "must be https or http"},
+		{name: "console: a scheme with a host refused", script: "coily-console", env: server + "COILY_CONSOLE_SCHEME='https://evil.example/#'\n",
+			tool: "termux-open-url", wantExit: 78, wantStderr: "must be https or http"},
 		{name: "console: nothing set", script: "coily-console", env: "#\n", tool: "termux-open-url", wantExit: 78, wantStderr: "neither"},
 	}
 	for _, tt := range tests {

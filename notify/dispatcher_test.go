@@ -75,8 +75,36 @@ func TestNtfyIncludeArgvAndNoConsole(t *testing.T) {
 		t.Errorf("argv missing or unquoted: %q", m.Message)
 	}
 	// No console known: no link, no buttons; the message says how to decide.
-	if m.Click != "" || len(m.Actions) != 0 || !strings.Contains(m.Message, "coily approvals approve|deny 0123456789abcdef0123456789abcdef") {
+	const id = "0123456789abcdef0123456789abcdef"
+	if m.Click != "" || len(m.Actions) != 0 ||
+		!strings.Contains(m.Message, "\nApprove: coily approvals approve "+id+"\nDeny: coily approvals deny "+id) {
 		t.Errorf("without a console: %+v", m)
+	}
+}
+
+// TestStopsWithAndWithoutConsole: a lockout or a pause links the console
+// when one is served, and otherwise names the command that lifts it,
+// with no button that would lead nowhere.
+func TestStopsWithAndWithoutConsole(t *testing.T) {
+	for _, tc := range []struct {
+		kind    notify.Kind
+		command string
+	}{{notify.KindLockout, "Unlock: coily unlock"}, {notify.KindPause, "Resume: coily resume"}} {
+		for _, url := range []string{"", console} {
+			srv := standin.NtfyServer(t, "")
+			sub := standin.Subscribe(t, srv.URL, "coily", "")
+			d, _ := start(t, notify.Config{ConsoleURL: url})
+			d.Configure(notifyBlock(t, "  events: [lockout, pause]\n  ntfy: {url: \""+srv.URL+"\", topic: coily}\n"))
+			d.Notify(notify.Event{Kind: tc.kind, Stop: &notify.Stop{By: "alice"}})
+			m := sub.Next(t, 5*time.Second)
+			hasCommand := strings.HasSuffix(m.Message, "\n"+tc.command)
+			if url == "" && (m.Click != "" || len(m.Actions) != 0 || !hasCommand) {
+				t.Errorf("%s without a console: %+v", tc.kind, m)
+			}
+			if url != "" && (m.Click != console+"/" || len(m.Actions) != 1 || m.Actions[0].URL != console+"/" || hasCommand) {
+				t.Errorf("%s with a console: %+v", tc.kind, m)
+			}
+		}
 	}
 }
 

@@ -74,7 +74,8 @@ func renderApproval(a *Approval, withArgv bool, console string, now time.Time) c
 	c := content{event: EventApproval, title: "coily: approval waiting: " + rule, priority: 4, tags: []string{"key"},
 		payload: Payload{Approval: p}}
 	if console == "" {
-		c.message = msg + "\nDecide with: coily approvals approve|deny " + id
+		// No console to open or POST to: the commands that decide.
+		c.message = msg + "\nApprove: coily approvals approve " + id + "\nDeny: coily approvals deny " + id
 		return c
 	}
 	page := console + "/approvals/" + url.PathEscape(a.ID)
@@ -95,7 +96,7 @@ func renderLockout(s *Stop, console string) content {
 		s.Killed, s.Rejected)
 	c := content{event: EventLockout, title: "coily: LOCKED OUT", message: msg, priority: 5, tags: []string{"rotating_light"},
 		payload: Payload{Lockout: stopPayload(s)}}
-	withConsole(&c, console)
+	withConsole(&c, console, "Unlock: coily unlock")
 	return c
 }
 
@@ -107,7 +108,7 @@ func renderPause(s *Stop, console string) content {
 	msg += fmt.Sprintf(".\nNew commands are refused; %d running commands finish.", s.Running)
 	c := content{event: EventPause, title: "coily: paused", message: msg, priority: 3, tags: []string{"pause_button"},
 		payload: Payload{Pause: stopPayload(s)}}
-	withConsole(&c, console)
+	withConsole(&c, console, "Resume: coily resume")
 	return c
 }
 
@@ -121,13 +122,17 @@ func renderRefusals(r *Refusals, console string) content {
 	c := content{event: EventRefusals, title: "coily: repeated refusals", message: msg, priority: 3, tags: []string{"no_entry"},
 		payload: Payload{Refusals: &PayloadRefusals{Caller: r.Caller, Count: r.Count, Codes: maps.Clone(r.Codes),
 			First: r.First.UTC(), Last: r.Last.UTC(), WindowSeconds: int64(r.Window / time.Second)}}}
-	withConsole(&c, console)
+	withConsole(&c, console, "")
 	return c
 }
 
-// withConsole links the console's front page.
-func withConsole(c *content, console string) {
+// withConsole links the console's front page; without a console, the
+// message ends with command, the CLI's way to act on it ("" for none).
+func withConsole(c *content, console, command string) {
 	if console == "" {
+		if command != "" {
+			c.message += "\n" + command
+		}
 		return
 	}
 	c.click = console + "/"

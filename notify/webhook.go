@@ -12,7 +12,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"coily.dev/coily/keystore/credref"
@@ -42,6 +41,9 @@ var (
 	ErrBadSignature = errors.New("webhook: signature does not match")
 	ErrStale        = errors.New("webhook: timestamp outside the tolerance")
 	ErrReplay       = errors.New("webhook: delivery already seen")
+	// ErrFull: the Verifier remembers as many delivery ids as it may and
+	// none has gone stale; answer 503 so the sender retries later.
+	ErrFull = errors.New("webhook: too many recent deliveries to remember another")
 )
 
 // Sign returns the signature header's value for body sent at timestamp.
@@ -51,64 +53,6 @@ func Sign(secret []byte, timestamp int64, body []byte) string {
 	m.Write([]byte{'.'})
 	m.Write(body)
 	return "sha256=" + hex.EncodeToString(m.Sum(nil))
-}
-
-// Verifier checks webhook deliveries: signature, freshness, and that no
-// delivery id is accepted twice while its timestamp is fresh (so a
-// captured request cannot be replayed, and retries are delivered once).
-// It is safe for concurrent use.
-type Verifier struct {
-	Secret []byte
-	// Tolerance is DefaultTolerance when 0.
-	Tolerance time.Duration
-	// Now is time.Now when nil.
-	Now func() time.Time
-
-	mu   sync.Mutex
-	seen map[string]time.Time // delivery id → when it stops being fresh
-}
-
-// maxSeen bounds the delivery ids a Verifier remembers; past it, the
-// oldest expire first and new deliveries are refused until they do.
-const maxSeen = 100000
-
-// Verify checks a delivery's headers and body and returns its payload.
-func (v *Verifier) Verify(h http.Header, body []byte) (*Payload, error) {
-	now := time.Now()
-	if v.Now != nil {
-		now = v.Now()
-	}
-	tol := v.Tolerance
-	if tol <= 0 {
-		tol = DefaultTolerance
-	}
-	if err := VerifySignature(v.Secret, h, body, now, tol); err != nil {
-		return nil, err
-	}
-	var p Payload
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&p); err != nil || dec.More() || p.Version != PayloadVersion || p.ID == "" || len(p.ID) > maxName {
-		return nil, ErrMalformed
-	}
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	if v.seen == nil {
-		v.seen = map[string]time.Time{}
-	}
-	for id, until := range v.seen {
-		if now.After(until) {
-			delete(v.seen, id)
-		}
-	}
-	if _, dup := v.seen[p.ID]; dup {
-		return nil, ErrReplay
-	}
-	if len(v.seen) >= maxSeen {
-		return nil, fmt.Errorf("%w (too many deliveries remembered)", ErrReplay)
-	}
-	ts, _ := strconv.ParseInt(h.Get(HeaderTimestamp), 10, 64)
-	v.seen[p.ID] = time.Unix(ts, 0).Add(tol)
-	return &p, nil
 }
 
 // VerifySignature checks the signature and timestamp headers of a

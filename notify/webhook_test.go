@@ -116,6 +116,45 @@ func TestVerifierRefusesReplays(t *testing.T) {
 	}
 }
 
+// A retry reuses the delivery id with a later timestamp: the id is
+// remembered until the freshest copy seen (accepted or refused) goes
+// stale, so a captured retry is never accepted once its id would
+// otherwise have been forgotten.
+func TestVerifierRemembersRetriesUntilStale(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	now := t0
+	v := &Verifier{Secret: testKey, Now: func() time.Time { return now }}
+	body, _ := json.Marshal(Payload{Version: 1, ID: "delivery-2", Event: EventLockout})
+	if _, err := v.Verify(signed(t, t0.Unix(), body), body); err != nil {
+		t.Fatalf("first: %v", err)
+	}
+	retry := signed(t, t0.Add(30*time.Second).Unix(), body)
+	now = t0.Add(30 * time.Second)
+	if _, err := v.Verify(retry, body); !errors.Is(err, ErrReplay) {
+		t.Fatalf("retry: %v", err)
+	}
+	// The retry, captured and replayed after the first attempt went stale
+	// but while its own timestamp is fresh.
+	now = t0.Add(DefaultTolerance + time.Second)
+	if _, err := v.Verify(retry, body); !errors.Is(err, ErrReplay) {
+		t.Fatalf("replayed retry at t0+5m1s: %v", err)
+	}
+	// A retry the Verifier never saw (signed later still): refused too,
+	// and it extends the memory again.
+	late := signed(t, t0.Add(60*time.Second).Unix(), body)
+	if _, err := v.Verify(late, body); !errors.Is(err, ErrReplay) {
+		t.Fatalf("unseen retry: %v", err)
+	}
+	now = t0.Add(60*time.Second + DefaultTolerance)
+	if _, err := v.Verify(late, body); !errors.Is(err, ErrReplay) {
+		t.Fatalf("unseen retry replayed at its last fresh second: %v", err)
+	}
+	now = now.Add(time.Second)
+	if _, err := v.Verify(late, body); !errors.Is(err, ErrStale) {
+		t.Fatalf("past every copy's freshness: %v", err)
+	}
+}
+
 func FuzzVerify(f *testing.F) {
 	body := []byte(`{"version":1,"id":"d1","event":"lockout"}`)
 	f.Add(int64(1700000000), "", "", body)

@@ -8,7 +8,7 @@
 #   scripts/release.sh -v 1.2.0 -o /tmp/rel linux/amd64 android/arm64
 #
 # Platforms: linux/amd64 and linux/arm64 (coily, coily-client, an archive
-# and a .deb each), darwin/arm64 (coily, coily-client and the bridge's
+# and a .deb each, both with the AppArmor profile), darwin/arm64 (coily, coily-client and the bridge's
 # launchd plist), android/arm64 (coily-client and the Termux:Widget
 # scripts, for a phone).
 #
@@ -16,8 +16,12 @@
 # the argument or `git describe`, every timestamp in the archives and
 # packages taken from the commit (SOURCE_DATE_EPOCH), owners root, entries
 # sorted, gzip without a name or time. The same commit and Go toolchain
-# (go.mod's) give the same bytes; compare with SHA256SUMS.
+# (go.mod's) give the same bytes; compare with SHA256SUMS. BUILDINFO
+# records the version, the commit, its time and the Go toolchain used.
 set -euo pipefail
+# Every file and directory made here is readable by all, whatever the
+# caller's umask (the archives record the modes).
+umask 022
 cd "$(dirname "$0")/.."
 root=$(pwd)
 
@@ -66,6 +70,8 @@ out=$(cd "$out" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 made=() # the files of this release, for SHA256SUMS
+# The toolchain go.mod selects (GOTOOLCHAIN may fetch it): the one that builds.
+goversion=$(go env GOVERSION)
 # nfpm, pinned by tools/nfpm/go.mod (as scripts/tools.sh builds it).
 (cd tools/nfpm && GOBIN="$root/bin" go install tool)
 
@@ -94,6 +100,7 @@ for p in "${platforms[@]}"; do
       build "$goos" "$goarch" ./cmd/coily "$a/coily"
       build "$goos" "$goarch" ./cmd/coily-client "$a/coily-client"
       install -m 0644 deploy/coily.service deploy/policy.yaml deploy/coily.env README.md "$a/"
+      install -D -m 0644 deploy/apparmor/coily "$a/apparmor/coily"
       archive "$a"
       # The package's unit starts the packaged binary.
       sed -e 's|/usr/local/bin/coily|/usr/bin/coily|g' \
@@ -123,6 +130,17 @@ for p in "${platforms[@]}"; do
       ;;
   esac
 done
+
+# What built this release: with the same commit and Go, the same bytes.
+{
+  echo "version: $version"
+  echo "commit: $(git rev-parse HEAD)"
+  echo "source_date_epoch: $SOURCE_DATE_EPOCH"
+  echo "go: $goversion"
+  echo "platforms: ${platforms[*]}"
+} >"$out/BUILDINFO"
+made+=("BUILDINFO")
+echo "release: $out/BUILDINFO (built with $goversion)"
 
 # One line per file of this release, sorted: `sha256sum -c SHA256SUMS`
 # checks them (--ignore-missing where only some were downloaded).

@@ -238,7 +238,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	}
 	// Stopped before the node closes (defers run last first): what is
 	// queued may go through it.
-	notifier, stopNotifier, err := startNotifier(ctx, log, ks, reg, node, webLn.url())
+	notifier, stopNotifier, err := startNotifier(log, ks, reg, node, webLn.url())
 	if err != nil {
 		webLn.Close()
 		return fmt.Errorf("notify: %w", err)
