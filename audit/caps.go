@@ -80,14 +80,21 @@ func capRecord(r *Record) {
 		}
 		r.Details["details_cut"] = strconv.Itoa(n) + " keys"
 	}
+	// Values cut first, then long keys renamed after the loop (a key added
+	// while ranging over the map may or may not be visited).
+	renamed := map[string]string{}
 	for k, v := range r.Details {
 		if len(v) > maxTextBytes {
-			r.Details[k] = cutText(v, maxTextBytes) + "… (" + strconv.Itoa(len(v)) + " bytes, sha256 " + sha256Hex(v) + ")"
+			v = cutText(v, maxTextBytes) + "… (" + strconv.Itoa(len(v)) + " bytes, sha256 " + sha256Hex(v) + ")"
+			r.Details[k] = v
 		}
 		if len(k) > 64 {
 			delete(r.Details, k)
-			r.Details[cutText(k, 64)] = v
+			renamed[cutText(k, 64)] = v
 		}
+	}
+	for k, v := range renamed {
+		r.Details[k] = v
 	}
 }
 
