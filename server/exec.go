@@ -170,6 +170,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 		s.admitSlot,        // 6. concurrency (or a place among those awaiting approval)
 		s.takeToken,        // 6. rate
 		s.confirm,          // 7. a human's approval, when the rule asks
+		s.decideAgain,      // 5. again, when the policy changed while it waited
 		s.waitSlot,         //    an approved request's slot
 		s.openBinary,       //    the rule's binary, opened and its pin checked
 		s.fetchCredentials, // 8. credentials, fail closed
@@ -282,6 +283,27 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	a, err := s.approvals.wait(ctx, ap)
 	x.approval = a
 	return err
+}
+
+// decideAgain decides an approved request again when the policy was
+// reloaded while it waited (up to confirm_timeout): a grant revoked, or a
+// rule removed or changed by the owner in the meantime, applies to it as
+// to a new request. It must be allowed by the rule of the same name, which
+// it then runs under.
+func (s *Server) decideAgain(_ context.Context, x *execution) error {
+	now := s.Policy()
+	if !x.needsApproval() || now == nil || now == x.policy {
+		return nil
+	}
+	d := now.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
+	switch {
+	case d.Result != policy.Allow:
+		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: %s", d.Reason)
+	case d.Rule.Name != x.rule.Name:
+		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q now allows it instead of %q; ask again", d.Rule.Name, x.rule.Name)
+	}
+	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
+	return nil
 }
 
 // openBinary opens the rule's binary and checks its pinned digest: the

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/hex"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -297,5 +298,38 @@ commands:
 				t.Fatalf("slot not released: %v", r.err)
 			}
 		})
+	}
+}
+
+// A request approved after the owner reloaded the policy is decided again
+// under the new one: a grant revoked while it waited applies to it, and
+// the command does not run.
+func TestApprovedAfterReloadDecidedAgain(t *testing.T) {
+	e := newFairEnv(t, "{concurrency: 2}", 0)
+	marker := filepath.Join(t.TempDir(), "ran")
+	waiting := e.relayAsync(t, true, "/bin/sh", "-c", "touch "+marker)
+	ap := pendingApproval(t, e)
+	// The owner revokes sandbox:demo's grant while the request waits.
+	revoked := strings.Replace(strings.Replace(fairPolicy, "%s", "{concurrency: 2}", 1),
+		`  - principals: ["sandbox:demo"]
+    roles: [sandboxed]
+`, `  - principals: ["sandbox:nobody"]
+    roles: [sandboxed]
+`, 1)
+	if err := os.WriteFile(e.in.PolicyPath, []byte(revoked), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.in.Server.ReloadPolicy(context.Background(), e.in.PolicyPath); err != nil {
+		t.Fatal(err)
+	}
+	approve(t, e, ap.GetId())
+	select {
+	case rr := <-waiting:
+		rr.wantRefused(t, refusal.PolicyDeny, "the policy changed while the request waited for approval")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Fatal("the command ran under the revoked grant")
 	}
 }
