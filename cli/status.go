@@ -59,6 +59,9 @@ func printStatus(w io.Writer, st *coilyv1.StatusResponse) {
 	PrintLine(w, "permissions: %s", OrNone(c.GetPermissions()))
 	PrintLine(w, "lockout:     %s", stopLine(st.GetLockout()))
 	PrintLine(w, "pause:       %s", stopLine(st.GetPause()))
+	for _, p := range st.GetSelfPauses() {
+		PrintLine(w, "paused self: %s: %s", p.GetPrincipal(), stopLine(p))
+	}
 	PrintLine(w, "running:     %d", st.GetRunning())
 	PrintLine(w, "policy:      %s (sha256 %.12s)", st.GetPolicyPath(), st.GetPolicySha256())
 	boxes := st.GetSandboxes()

@@ -44,12 +44,17 @@ socket), e.g. over tailscale ssh, whose check mode asks for a fresh login.`,
 
 func (a *App) pauseCmd() *cobra.Command {
 	return a.stopCmd("pause", "soft stop: refuse new commands, let running ones finish",
-		`Refuse new commands with pause-active; running ones finish. Any caller allowed to exec may
-pause itself; resuming needs an owner's role.`,
+		`Refuse new commands with pause-active; running ones finish. A caller with the pause
+permission pauses the server; any other caller allowed to exec pauses itself: its own new
+commands are refused, everyone else's run. Resuming needs an owner's role, and lifts both.`,
 		func(ctx context.Context, c *client.Client, reason string) (proto.Message, string, error) {
 			resp, err := c.API.Pause(ctx, &coilyv1.PauseRequest{Reason: reason})
 			if err != nil {
 				return nil, "", err
+			}
+			if who := resp.GetPause().GetPrincipal(); who != "" {
+				return resp, who + " paused itself (only its own new commands are refused); " + itoa(int(resp.GetRunning())) +
+					" of its command(s) still running will finish", nil
 			}
 			return resp, "paused by " + resp.GetPause().GetBy() + "; " + itoa(int(resp.GetRunning())) +
 				" command(s) still running will finish", nil
@@ -57,7 +62,7 @@ pause itself; resuming needs an owner's role.`,
 }
 
 func (a *App) resumeCmd() *cobra.Command {
-	return a.stopCmd("resume", "lift a pause", "Lift a pause: new commands are accepted again.",
+	return a.stopCmd("resume", "lift a pause", "Lift a pause, and every caller's pause of itself: new commands are accepted again.",
 		func(ctx context.Context, c *client.Client, reason string) (proto.Message, string, error) {
 			resp, err := c.API.Resume(ctx, &coilyv1.ResumeRequest{Reason: reason})
 			if err != nil {

@@ -26,7 +26,8 @@ var methodPermissions = map[string][]policy.Permission{
 	coilyv1.CoilyService_Exec_FullMethodName:    {policy.PermExec},
 	coilyv1.CoilyService_Lockout_FullMethodName: {policy.PermLockout},
 	coilyv1.CoilyService_Unlock_FullMethodName:  {policy.PermUnlock},
-	// Any caller allowed to exec may pause itself: the cheap, soft stop.
+	// Any caller allowed to exec may pause itself (its own new commands:
+	// see Server.Pause); the pause permission pauses the server.
 	coilyv1.CoilyService_Pause_FullMethodName:  {policy.PermPause, policy.PermExec},
 	coilyv1.CoilyService_Resume_FullMethodName: {policy.PermResume},
 	coilyv1.CoilyService_Status_FullMethodName: {policy.PermStatus, policy.PermExec},

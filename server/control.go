@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"maps"
+	"slices"
 	"strconv"
 	"syscall"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/notify"
+	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -38,7 +40,7 @@ func lockoutRefusal(l store.Stop) error {
 func (s *Server) admitJob(x *execution, cancel context.CancelCauseFunc) (*job, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.stoppedLocked(); err != nil {
+	if err := s.stoppedLocked(x.caller.Principal); err != nil {
 		return nil, err
 	}
 	id := x.id
@@ -47,14 +49,15 @@ func (s *Server) admitJob(x *execution, cancel context.CancelCauseFunc) (*job, e
 	return j, nil
 }
 
-// stopped is the refusal the stop state gives a new request, if any.
-func (s *Server) stopped() error {
+// stopped is the refusal the stop state gives a new request of principal,
+// if any.
+func (s *Server) stopped(principal string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.stoppedLocked()
+	return s.stoppedLocked(principal)
 }
 
-func (s *Server) stoppedLocked() error {
+func (s *Server) stoppedLocked(principal string) error {
 	if s.closing {
 		return refusal.New(refusal.Internal, "server is shutting down")
 	}
@@ -63,6 +66,9 @@ func (s *Server) stoppedLocked() error {
 	}
 	if p := s.stops.Pause; p.Active {
 		return refusal.New(refusal.PauseActive, "server is paused since %s by %s", p.Since.UTC().Format(time.RFC3339), p.By)
+	}
+	if p, ok := s.stops.SelfPauses[principal]; ok && p.Active {
+		return refusal.New(refusal.PauseActive, "%s paused itself since %s; an owner resumes it (coily resume)", principal, p.Since.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -210,7 +216,9 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 	return &coilyv1.UnlockResponse{Lockout: stopProto(st)}, nil
 }
 
-// Pause refuses new Execs; running ones finish.
+// Pause refuses new Execs; running ones finish. A caller with the pause
+// permission pauses the server; one allowed only to exec pauses itself
+// (its own new commands), so that no agent can stop the others.
 func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1.PauseResponse, error) {
 	c, err := callerFrom(ctx)
 	if err != nil {
@@ -218,6 +226,9 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	}
 	if err := validateText("reason", req.GetReason()); err != nil {
 		return nil, s.refuseControl(ctx, c, "pause", err)
+	}
+	if !slices.Contains(s.policyFrom(ctx).Permissions(c.Subject()), policy.PermPause) {
+		return s.pauseSelf(ctx, c, req.GetReason())
 	}
 	st := store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
 	s.mu.Lock()
@@ -237,6 +248,37 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 		return nil, err
 	}
 	return &coilyv1.PauseResponse{Pause: stopProto(st), Running: int32(running)}, nil
+}
+
+// pauseSelf pauses the caller's own new commands, persisted like the
+// server's pause and lifted by Resume.
+func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coilyv1.PauseResponse, error) {
+	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
+	s.mu.Lock()
+	if old, ok := s.stops.SelfPauses[c.Principal]; ok && old.Active {
+		st = old
+	}
+	pauses := maps.Clone(s.stops.SelfPauses)
+	if pauses == nil {
+		pauses = map[string]store.Stop{}
+	}
+	pauses[c.Principal] = st
+	s.stops.SelfPauses = pauses
+	running := 0
+	for _, j := range s.jobs {
+		if j.principal == c.Principal {
+			running++
+		}
+	}
+	s.mu.Unlock()
+	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", reason)
+	rec.Details = map[string]string{"scope": "self"}
+	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetSelfPauses(pauses)); err != nil {
+		return nil, err
+	}
+	out := stopProto(st)
+	out.Principal = c.Principal
+	return &coilyv1.PauseResponse{Pause: out, Running: int32(running)}, nil
 }
 
 // Resume lifts a pause, persisting first.
@@ -260,6 +302,13 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 		return nil, s.recordControl(ctx, rec, "refuse", err)
 	}
 	s.stops.Pause = st
+	if len(s.stops.SelfPauses) > 0 {
+		// Every principal's pause of itself is lifted too.
+		if err := s.cfg.Store.SetSelfPauses(nil); err != nil {
+			return nil, s.recordControl(ctx, rec, "refuse", err)
+		}
+		s.stops.SelfPauses = nil
+	}
 	return &coilyv1.ResumeResponse{Pause: stopProto(st)}, nil
 }
 
@@ -277,8 +326,18 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 	s.mu.Lock()
 	stops, running := s.stops, len(s.jobs)
 	s.mu.Unlock()
+	var self []*coilyv1.StopState
+	seesAll := slices.Contains(perms, string(policy.PermStatus))
+	for _, who := range slices.Sorted(maps.Keys(stops.SelfPauses)) {
+		if st := stops.SelfPauses[who]; st.Active && (seesAll || who == c.Principal) {
+			p := stopProto(st)
+			p.Principal = who
+			self = append(self, p)
+		}
+	}
 	return &coilyv1.StatusResponse{
-		Lockout: stopProto(stops.Lockout), Pause: stopProto(stops.Pause),
+		SelfPauses: self,
+		Lockout:    stopProto(stops.Lockout), Pause: stopProto(stops.Pause),
 		Caller: &coilyv1.Caller{Principal: c.Principal, Transport: c.Transport, Roles: pol.Roles(c.Subject()),
 			Permissions: perms, Peer: c.Peer},
 		Running: int32(running), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),

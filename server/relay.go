@@ -169,7 +169,7 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return s.relayRefusal(ctx, x, d.ID, err)
 	}
-	if err := s.stopped(); err != nil {
+	if err := s.stopped(x.caller.Principal); err != nil {
 		return s.relayRefusal(ctx, x, d.ID, err)
 	}
 	if f.tornDown() { // a teardown came while it was checked: as if it came first

@@ -30,7 +30,7 @@ const tailnetPolicy = `version: 1
 limits: {concurrency: 4}
 roles:
   owner: {permissions: [exec, lockout, pause, resume, status, approve], commands: ["*"]}
-  agent: {permissions: [exec, pause, status], commands: [echo]}
+  agent: {permissions: [exec, status], commands: [echo]}
 grants:
   - {principals: ["*@fake-control.example.net"], roles: [owner]}
   - {principals: ["tag:agent"], roles: [agent]}
@@ -75,14 +75,30 @@ func TestTailnetRoles(t *testing.T) {
 	if out, err := tailExec(t, agent, "/bin/echo", "from the agent"); err != nil || out != "from the agent\n" {
 		t.Fatalf("agent exec: %q %v", out, err)
 	}
-	if _, err := agent.API.Pause(ctx, &coilyv1.PauseRequest{}); err != nil {
-		t.Fatalf("agent pause: %v", err)
+	// An agent allowed only to exec pauses itself, not the server: its
+	// own new commands are refused, the owner's run.
+	p, err := agent.API.Pause(ctx, &coilyv1.PauseRequest{Reason: "stop me"})
+	if err != nil || p.GetPause().GetPrincipal() != "tag:agent" {
+		t.Fatalf("agent pause: %v %v", p, err)
+	}
+	if _, err := tailExec(t, agent, "/bin/echo"); code(err) != refusal.PauseActive {
+		t.Fatalf("agent exec while it paused itself: %v", err)
+	}
+	if out, err := tailExec(t, owner, "/bin/echo", "still"); err != nil || out != "still\n" {
+		t.Fatalf("owner exec while an agent paused itself: %q %v", out, err)
+	}
+	if st, err := owner.API.Status(ctx, &coilyv1.StatusRequest{}); err != nil || st.GetPause().GetActive() ||
+		len(st.GetSelfPauses()) != 1 || st.GetSelfPauses()[0].GetPrincipal() != "tag:agent" {
+		t.Fatalf("owner status: %v %v", st, err)
 	}
 	if _, err := agent.API.Resume(ctx, &coilyv1.ResumeRequest{}); code(err) != refusal.PermissionDenied {
 		t.Fatalf("agent resume: %v", err)
 	}
 	if _, err := owner.API.Resume(ctx, &coilyv1.ResumeRequest{}); err != nil {
 		t.Fatalf("owner resume: %v", err)
+	}
+	if _, err := tailExec(t, agent, "/bin/echo"); err != nil {
+		t.Fatalf("agent exec after resume: %v", err)
 	}
 	if _, err := owner.API.Lockout(ctx, &coilyv1.LockoutRequest{Reason: "from the phone"}); err != nil {
 		t.Fatalf("owner lockout: %v", err)

@@ -39,6 +39,7 @@ var (
 	bucketRequests = []byte("requests")
 	keyLockout     = []byte("lockout")
 	keyPause       = []byte("pause")
+	keySelfPauses  = []byte("pause.self")
 )
 
 // OpenTimeout bounds how long Open waits for the file lock.
@@ -156,6 +157,10 @@ type Stop struct {
 type Stops struct {
 	Lockout Stop
 	Pause   Stop
+	// SelfPauses are the pauses principals without the pause permission
+	// set on themselves, by principal: each refuses only that
+	// principal's new commands.
+	SelfPauses map[string]Stop
 }
 
 // Stops reads both stop controls. A missing record is an inactive stop; an
@@ -170,6 +175,9 @@ func (d *DB) Stops() (Stops, error) {
 		if err := getJSON(b, keyPause, &s.Pause); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
+		if err := getJSON(b, keySelfPauses, &s.SelfPauses); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
 		return nil
 	})
 	return s, err
@@ -180,6 +188,14 @@ func (d *DB) SetLockout(s Stop) error { return d.put(bucketState, keyLockout, s)
 
 // SetPause persists the pause state.
 func (d *DB) SetPause(s Stop) error { return d.put(bucketState, keyPause, s) }
+
+// SetSelfPauses persists the principals' pauses of themselves.
+func (d *DB) SetSelfPauses(p map[string]Stop) error {
+	if p == nil {
+		p = map[string]Stop{}
+	}
+	return d.put(bucketState, keySelfPauses, p)
+}
 
 func (d *DB) put(bucket, key []byte, v any) error {
 	data, err := json.Marshal(v)

@@ -338,3 +338,32 @@ func TestLeases(t *testing.T) {
 		}
 	}
 }
+
+// Principals' pauses of themselves survive a restart, and resuming
+// (SetSelfPauses(nil)) clears them.
+func TestSelfPausesPersist(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "coily.db")
+	db, err := Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	since := time.Unix(1700000000, 0).UTC()
+	if err := db.SetSelfPauses(map[string]Stop{"tag:agent": {Active: true, By: "tag:agent", Reason: "stop me", Since: since}}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = Open(path); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	st, err := db.Stops()
+	if p := st.SelfPauses["tag:agent"]; err != nil || !p.Active || p.Reason != "stop me" || !p.Since.Equal(since) || st.Pause.Active {
+		t.Fatalf("after reopening: %+v %v", st, err)
+	}
+	if err := db.SetSelfPauses(nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := db.Stops(); err != nil || len(st.SelfPauses) != 0 {
+		t.Fatalf("after resume: %+v %v", st, err)
+	}
+}

@@ -1376,8 +1376,11 @@ type StatusResponse struct {
 	Sandboxes []string `protobuf:"bytes,9,rep,name=sandboxes,proto3" json:"sandboxes,omitempty"`
 	// Approvals waiting for a decision.
 	PendingApprovals int32 `protobuf:"varint,10,opt,name=pending_approvals,json=pendingApprovals,proto3" json:"pending_approvals,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// Principals' pauses of themselves: every one for a caller with the
+	// status permission, else the caller's own.
+	SelfPauses    []*StopState `protobuf:"bytes,11,rep,name=self_pauses,json=selfPauses,proto3" json:"self_pauses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
@@ -1478,6 +1481,13 @@ func (x *StatusResponse) GetPendingApprovals() int32 {
 		return x.PendingApprovals
 	}
 	return 0
+}
+
+func (x *StatusResponse) GetSelfPauses() []*StopState {
+	if x != nil {
+		return x.SelfPauses
+	}
+	return nil
 }
 
 // Approval is a request for a human decision on one Exec.
@@ -1887,9 +1897,12 @@ type StopState struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Active bool                   `protobuf:"varint,1,opt,name=active,proto3" json:"active,omitempty"`
 	// Principal that set the state last.
-	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Since         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	By     string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Since  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=since,proto3" json:"since,omitempty"`
+	// Set on a pause that applies to this principal only: one a caller
+	// without the pause permission set on itself.
+	Principal     string `protobuf:"bytes,5,opt,name=principal,proto3" json:"principal,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1950,6 +1963,13 @@ func (x *StopState) GetSince() *timestamppb.Timestamp {
 		return x.Since
 	}
 	return nil
+}
+
+func (x *StopState) GetPrincipal() string {
+	if x != nil {
+		return x.Principal
+	}
+	return ""
 }
 
 // Caller is the identity the server established for the request.
@@ -2607,7 +2627,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\";\n" +
 	"\x0eResumeResponse\x12)\n" +
 	"\x05pause\x18\x01 \x01(\v2\x13.coily.v1.StopStateR\x05pause\"\x0f\n" +
-	"\rStatusRequest\"\x94\x03\n" +
+	"\rStatusRequest\"\xca\x03\n" +
 	"\x0eStatusResponse\x12-\n" +
 	"\alockout\x18\x01 \x01(\v2\x13.coily.v1.StopStateR\alockout\x12)\n" +
 	"\x05pause\x18\x02 \x01(\v2\x13.coily.v1.StopStateR\x05pause\x12(\n" +
@@ -2621,7 +2641,9 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\rpolicy_sha256\x18\b \x01(\tR\fpolicySha256\x12\x1c\n" +
 	"\tsandboxes\x18\t \x03(\tR\tsandboxes\x12+\n" +
 	"\x11pending_approvals\x18\n" +
-	" \x01(\x05R\x10pendingApprovals\"\xfa\x02\n" +
+	" \x01(\x05R\x10pendingApprovals\x124\n" +
+	"\vself_pauses\x18\v \x03(\v2\x13.coily.v1.StopStateR\n" +
+	"selfPauses\"\xfa\x02\n" +
 	"\bApproval\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2650,12 +2672,13 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\averdict\x18\x02 \x01(\x0e2\x11.coily.v1.VerdictR\averdict\x12\x12\n" +
 	"\x04note\x18\x03 \x01(\tR\x04note\"@\n" +
 	"\x0eDecideResponse\x12.\n" +
-	"\bapproval\x18\x01 \x01(\v2\x12.coily.v1.ApprovalR\bapproval\"}\n" +
+	"\bapproval\x18\x01 \x01(\v2\x12.coily.v1.ApprovalR\bapproval\"\x9b\x01\n" +
 	"\tStopState\x12\x16\n" +
 	"\x06active\x18\x01 \x01(\bR\x06active\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x120\n" +
-	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\"\x90\x01\n" +
+	"\x05since\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x1c\n" +
+	"\tprincipal\x18\x05 \x01(\tR\tprincipal\"\x90\x01\n" +
 	"\x06Caller\x12\x1c\n" +
 	"\tprincipal\x18\x01 \x01(\tR\tprincipal\x12\x1c\n" +
 	"\ttransport\x18\x02 \x01(\tR\ttransport\x12\x14\n" +
@@ -2804,50 +2827,51 @@ var file_coily_v1_coily_proto_depIdxs = []int32{
 	28, // 17: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
 	29, // 18: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
 	41, // 19: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	41, // 20: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	41, // 21: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 22: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
-	21, // 23: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
-	21, // 24: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
-	2,  // 25: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
-	21, // 26: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
-	41, // 27: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
-	38, // 28: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
-	38, // 29: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
-	41, // 30: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
-	6,  // 31: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
-	11, // 32: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
-	13, // 33: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
-	15, // 34: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
-	17, // 35: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
-	19, // 36: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
-	22, // 37: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
-	24, // 38: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
-	26, // 39: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
-	30, // 40: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
-	32, // 41: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
-	34, // 42: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
-	36, // 43: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
-	3,  // 44: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
-	7,  // 45: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	12, // 46: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	14, // 47: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	16, // 48: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	18, // 49: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	20, // 50: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	23, // 51: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
-	25, // 52: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
-	27, // 53: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
-	31, // 54: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
-	33, // 55: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
-	35, // 56: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
-	37, // 57: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
-	4,  // 58: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
-	45, // [45:59] is the sub-list for method output_type
-	31, // [31:45] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	28, // 20: coily.v1.StatusResponse.self_pauses:type_name -> coily.v1.StopState
+	41, // 21: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	41, // 22: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 23: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
+	21, // 24: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
+	21, // 25: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
+	2,  // 26: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
+	21, // 27: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
+	41, // 28: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	38, // 29: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
+	38, // 30: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
+	41, // 31: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
+	6,  // 32: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
+	11, // 33: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
+	13, // 34: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
+	15, // 35: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
+	17, // 36: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
+	19, // 37: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
+	22, // 38: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
+	24, // 39: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
+	26, // 40: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
+	30, // 41: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
+	32, // 42: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
+	34, // 43: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
+	36, // 44: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
+	3,  // 45: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
+	7,  // 46: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
+	12, // 47: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
+	14, // 48: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
+	16, // 49: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
+	18, // 50: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
+	20, // 51: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
+	23, // 52: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
+	25, // 53: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
+	27, // 54: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
+	31, // 55: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
+	33, // 56: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
+	35, // 57: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
+	37, // 58: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
+	4,  // 59: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
+	46, // [46:60] is the sub-list for method output_type
+	32, // [32:46] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_coily_v1_coily_proto_init() }
