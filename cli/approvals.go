@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,4 +145,22 @@ func printApproval(w io.Writer, ap *coilyv1.Approval) {
 		line += fmt.Sprintf("  note: %s", n)
 	}
 	PrintLine(w, "%s", line)
+	// The rest of what will run, indented under it.
+	if c := ap.GetCwd(); c != "" {
+		PrintLine(w, "    in %s", c)
+	}
+	if env := ap.GetEnv(); len(env) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(env)) {
+			kv = append(kv, k+"="+env[k])
+		}
+		PrintLine(w, "    env %s", Argv(kv))
+	}
+	if n := ap.GetStdinBytes(); n > 0 {
+		more := ""
+		if int64(len(ap.GetStdinHead())) < n {
+			more = "…"
+		}
+		PrintLine(w, "    stdin %d bytes, sha256 %s: %s%s", n, ap.GetStdinSha256(), ap.GetStdinHead(), more)
+	}
 }

@@ -237,7 +237,8 @@ func TestHostileArgvIsVisibleText(t *testing.T) {
 	done := make(chan error, 1)
 	argv := append([]string{"/usr/bin/printf", "%s\n"}, hostileArgs...)
 	go func() {
-		_, err := f.in.Client.Exec(context.Background(), &coilyv1.ExecRequest{Argv: argv, Note: "please \u202eevol"}, io.Discard, io.Discard)
+		_, err := f.in.Client.Exec(context.Background(), &coilyv1.ExecRequest{Argv: argv, Note: "please \u202eevol",
+			Stdin: []byte("kind: Secret\n\x1b]0;owned\x07<img src=x>\n")}, io.Discard, io.Discard)
 		done <- err
 	}()
 	var body string
@@ -254,9 +255,21 @@ func TestHostileArgvIsVisibleText(t *testing.T) {
 	}
 	a := list.Approvals[0]
 	for k, v := range a {
-		if s, ok := v.(string); ok {
+		if s, ok := v.(string); ok && k != "stdin_head" {
 			checkVisible(t, k, s)
 		}
+	}
+	// Standard input: its size, digest and head, line breaks kept and
+	// every other control character escaped.
+	if a["stdin_bytes"] != float64(35) || len(a["stdin_sha256"].(string)) != 64 {
+		t.Errorf("stdin shown as %v bytes, sha256 %v", a["stdin_bytes"], a["stdin_sha256"])
+	}
+	head, _ := a["stdin_head"].(string)
+	for _, line := range strings.Split(head, "\n") {
+		checkVisible(t, "stdin_head line", line)
+	}
+	if head != "kind: Secret\n\\x1b]0;owned\\a<img src=x>\n" {
+		t.Errorf("stdin_head %q", head)
 	}
 	text := a["argv_text"].(string)
 	for _, want := range []string{`'<img src=x onerror=alert(1)>'`, `$'evil\u202egnp.exe'`, `$'x\ncoily: approved'`, `$'\x7fdel\u0085'`} {

@@ -3,6 +3,7 @@ package console
 import (
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -86,6 +87,12 @@ type approvalView struct {
 	Timeout     string          `json:"timeout,omitempty"`
 	Egress      *egressRuleView `json:"egress,omitempty"`
 	Credentials []string        `json:"credentials,omitempty"`
+	// The rest of what will run, as the request gives it (escaped).
+	Cwd         string   `json:"cwd,omitempty"`
+	Env         []string `json:"env,omitempty"` // NAME=value, sorted
+	StdinBytes  int64    `json:"stdin_bytes,omitempty"`
+	StdinSHA256 string   `json:"stdin_sha256,omitempty"`
+	StdinHead   string   `json:"stdin_head,omitempty"`
 }
 
 type egressRowView struct {
@@ -141,6 +148,16 @@ func pbStamp(t *timestamppb.Timestamp) string {
 	return stamp(t.AsTime())
 }
 
+// visibleLines is text for a <pre>: line breaks kept, every other
+// control character escaped as in vt.
+func visibleLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = vt(l)
+	}
+	return strings.Join(lines, "\n")
+}
+
 func texts(in []string) []string {
 	out := make([]string, len(in))
 	for i, s := range in {
@@ -177,6 +194,13 @@ func newApprovalView(a *coilyv1.Approval, rule *policy.Rule, now time.Time) appr
 		CreatedAt: pbStamp(a.GetCreatedAt()), ExpiresAt: pbStamp(a.GetExpiresAt())}
 	if c := a.GetCreatedAt(); c != nil {
 		out.WaitedMS = max(0, now.Sub(c.AsTime()).Milliseconds())
+	}
+	out.Cwd = vt(a.GetCwd())
+	for _, k := range slices.Sorted(maps.Keys(a.GetEnv())) {
+		out.Env = append(out.Env, vt(k+"="+a.GetEnv()[k]))
+	}
+	if n := a.GetStdinBytes(); n > 0 {
+		out.StdinBytes, out.StdinSHA256, out.StdinHead = n, vt(a.GetStdinSha256()), visibleLines(string(a.GetStdinHead()))
 	}
 	if rule == nil {
 		return out

@@ -1,7 +1,11 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
 	"slices"
 	"sync"
 	"time"
@@ -35,6 +39,9 @@ type approval struct {
 	rule    *policy.Rule      // the rule that asked for it (immutable)
 }
 
+// stdinHead is how much of a request's standard input an approver sees.
+const stdinHead = 512
+
 // watchBuffer bounds how far a watcher may lag before it is dropped.
 const watchBuffer = 64
 
@@ -49,7 +56,13 @@ func (as *approvals) create(x *execution, ttl time.Duration) *approval {
 		Id: newID(), RequestId: x.id, Requester: x.caller.Principal, Argv: x.req.GetArgv(), Rule: x.rule.Name,
 		CreatedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(ttl)),
 		State: coilyv1.ApprovalState_APPROVAL_STATE_PENDING, RequestNote: x.req.GetNote(),
+		Cwd: x.req.GetCwd(), Env: maps.Clone(x.req.GetEnv()),
 	}}
+	if in := x.req.GetStdin(); len(in) > 0 {
+		sum := sha256.Sum256(in)
+		ap.a.StdinBytes, ap.a.StdinSha256 = int64(len(in)), hex.EncodeToString(sum[:])
+		ap.a.StdinHead = bytes.Clone(in[:min(len(in), stdinHead)])
+	}
 	as.mu.Lock()
 	defer as.mu.Unlock()
 	as.pending[ap.a.GetId()] = ap

@@ -1,8 +1,12 @@
 package server
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -146,5 +150,25 @@ func TestApprovalSlowWatcherDropped(t *testing.T) {
 	}
 	if n != watchBuffer {
 		t.Fatalf("watcher got %d before being dropped, want %d", n, watchBuffer)
+	}
+}
+
+// An approval carries the rest of what will run: the working directory,
+// the environment the request passes, and its standard input's size,
+// digest and first bytes.
+func TestApprovalShowsWhatWillRun(t *testing.T) {
+	x := pendingExec("tag:agent")
+	in := []byte(strings.Repeat("apiVersion: v1\n", 40)) // 600 bytes
+	x.req.Cwd, x.req.Env, x.req.Stdin = "other-checkout", map[string]string{"NO_COLOR": "1"}, in
+	as := newApprovals(time.Now)
+	a := as.create(x, time.Minute).a
+	sum := sha256.Sum256(in)
+	if a.GetCwd() != "other-checkout" || a.GetEnv()["NO_COLOR"] != "1" || a.GetStdinBytes() != 600 ||
+		a.GetStdinSha256() != hex.EncodeToString(sum[:]) || !bytes.Equal(a.GetStdinHead(), in[:512]) {
+		t.Fatalf("approval %v", a)
+	}
+	x.req.Env["NO_COLOR"] = "changed"
+	if a.GetEnv()["NO_COLOR"] != "1" {
+		t.Fatal("the approval shares the request's environment map")
 	}
 }

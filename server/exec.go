@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -271,7 +272,17 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
 	x.job.decided(x.rule.Name, ap.a.GetId())
 	defer x.job.decided(x.rule.Name, "")
-	if _, err := s.record(ctx, x.auditRecord("approval.request")); err != nil {
+	rec := x.auditRecord("approval.request")
+	if rec.Details == nil {
+		rec.Details = map[string]string{}
+	}
+	if c := x.req.GetCwd(); c != "" {
+		rec.Details["cwd"] = c
+	}
+	if n := ap.a.GetStdinBytes(); n > 0 {
+		rec.Details["stdin_bytes"], rec.Details["stdin_sha256"] = strconv.FormatInt(n, 10), ap.a.GetStdinSha256()
+	}
+	if _, err := s.record(ctx, rec); err != nil {
 		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}

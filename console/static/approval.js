@@ -20,6 +20,19 @@
     setText("requester", a.requester);
     setText("rule", a.rule);
     setText("request-note", a.request_note);
+    setText("cwd", a.cwd || "the workspace");
+    const env = $("env");
+    env.replaceChildren();
+    for (const kv of a.env || []) env.append(el("li", { text: kv }));
+    if (!(a.env || []).length) env.append(el("li", { text: "none" }));
+    if (a.stdin_bytes) {
+      setText("stdin", a.stdin_bytes + " bytes, sha256 " + a.stdin_sha256 + (a.stdin_bytes > 512 ? "; the first 512:" : ":"));
+      $("stdin-head").textContent = a.stdin_head;
+      $("stdin-head").hidden = false;
+    } else {
+      setText("stdin", "none");
+      $("stdin-head").hidden = true;
+    }
     $("waited").setAttribute("data-since", a.created_at);
     setText("waited", coily.ago(a.created_at));
     setText("expires", coily.when(a.expires_at));

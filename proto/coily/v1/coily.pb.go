@@ -1509,7 +1509,16 @@ type Approval struct {
 	DecidedBy string `protobuf:"bytes,9,opt,name=decided_by,json=decidedBy,proto3" json:"decided_by,omitempty"`
 	Note      string `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
 	// The requester's audit note, shown to the approver.
-	RequestNote   string `protobuf:"bytes,11,opt,name=request_note,json=requestNote,proto3" json:"request_note,omitempty"`
+	RequestNote string `protobuf:"bytes,11,opt,name=request_note,json=requestNote,proto3" json:"request_note,omitempty"`
+	// The rest of what will run, as the request gives it: the working
+	// directory, the environment it passes (names and values; credentials
+	// are the server's and never listed), and its standard input: size,
+	// SHA-256 (hex) and the first 512 bytes.
+	Cwd           string            `protobuf:"bytes,12,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env           map[string]string `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	StdinBytes    int64             `protobuf:"varint,14,opt,name=stdin_bytes,json=stdinBytes,proto3" json:"stdin_bytes,omitempty"`
+	StdinSha256   string            `protobuf:"bytes,15,opt,name=stdin_sha256,json=stdinSha256,proto3" json:"stdin_sha256,omitempty"`
+	StdinHead     []byte            `protobuf:"bytes,16,opt,name=stdin_head,json=stdinHead,proto3" json:"stdin_head,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1619,6 +1628,41 @@ func (x *Approval) GetRequestNote() string {
 		return x.RequestNote
 	}
 	return ""
+}
+
+func (x *Approval) GetCwd() string {
+	if x != nil {
+		return x.Cwd
+	}
+	return ""
+}
+
+func (x *Approval) GetEnv() map[string]string {
+	if x != nil {
+		return x.Env
+	}
+	return nil
+}
+
+func (x *Approval) GetStdinBytes() int64 {
+	if x != nil {
+		return x.StdinBytes
+	}
+	return 0
+}
+
+func (x *Approval) GetStdinSha256() string {
+	if x != nil {
+		return x.StdinSha256
+	}
+	return ""
+}
+
+func (x *Approval) GetStdinHead() []byte {
+	if x != nil {
+		return x.StdinHead
+	}
+	return nil
 }
 
 // ListApprovalsRequest asks for the pending approvals.
@@ -2643,7 +2687,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x11pending_approvals\x18\n" +
 	" \x01(\x05R\x10pendingApprovals\x124\n" +
 	"\vself_pauses\x18\v \x03(\v2\x13.coily.v1.StopStateR\n" +
-	"selfPauses\"\xfa\x02\n" +
+	"selfPauses\"\xd6\x04\n" +
 	"\bApproval\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2660,7 +2704,17 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"decided_by\x18\t \x01(\tR\tdecidedBy\x12\x12\n" +
 	"\x04note\x18\n" +
 	" \x01(\tR\x04note\x12!\n" +
-	"\frequest_note\x18\v \x01(\tR\vrequestNote\"\x16\n" +
+	"\frequest_note\x18\v \x01(\tR\vrequestNote\x12\x10\n" +
+	"\x03cwd\x18\f \x01(\tR\x03cwd\x12-\n" +
+	"\x03env\x18\r \x03(\v2\x1b.coily.v1.Approval.EnvEntryR\x03env\x12\x1f\n" +
+	"\vstdin_bytes\x18\x0e \x01(\x03R\n" +
+	"stdinBytes\x12!\n" +
+	"\fstdin_sha256\x18\x0f \x01(\tR\vstdinSha256\x12\x1d\n" +
+	"\n" +
+	"stdin_head\x18\x10 \x01(\fR\tstdinHead\x1a6\n" +
+	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x16\n" +
 	"\x14ListApprovalsRequest\"I\n" +
 	"\x15ListApprovalsResponse\x120\n" +
 	"\tapprovals\x18\x01 \x03(\v2\x12.coily.v1.ApprovalR\tapprovals\"\x17\n" +
@@ -2761,7 +2815,7 @@ func file_coily_v1_coily_proto_rawDescGZIP() []byte {
 }
 
 var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
+var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_coily_v1_coily_proto_goTypes = []any{
 	(Stream)(0),                    // 0: coily.v1.Stream
 	(ApprovalState)(0),             // 1: coily.v1.ApprovalState
@@ -2803,22 +2857,23 @@ var file_coily_v1_coily_proto_goTypes = []any{
 	(*RotateKeysResponse)(nil),     // 37: coily.v1.RotateKeysResponse
 	(*SandboxKey)(nil),             // 38: coily.v1.SandboxKey
 	nil,                            // 39: coily.v1.ExecRequest.EnvEntry
-	(*durationpb.Duration)(nil),    // 40: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 41: google.protobuf.Timestamp
+	nil,                            // 40: coily.v1.Approval.EnvEntry
+	(*durationpb.Duration)(nil),    // 41: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 42: google.protobuf.Timestamp
 }
 var file_coily_v1_coily_proto_depIdxs = []int32{
 	5,  // 0: coily.v1.ListCommandsResponse.commands:type_name -> coily.v1.CommandRule
 	5,  // 1: coily.v1.ListCommandsResponse.denied:type_name -> coily.v1.CommandRule
-	40, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
-	40, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
-	40, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
+	41, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
+	41, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
+	41, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
 	39, // 5: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
 	8,  // 6: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
 	9,  // 7: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
 	10, // 8: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
 	21, // 9: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
 	0,  // 10: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
-	40, // 11: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
+	41, // 11: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
 	28, // 12: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
 	28, // 13: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
 	28, // 14: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
@@ -2826,52 +2881,53 @@ var file_coily_v1_coily_proto_depIdxs = []int32{
 	28, // 16: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
 	28, // 17: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
 	29, // 18: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
-	41, // 19: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	42, // 19: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	28, // 20: coily.v1.StatusResponse.self_pauses:type_name -> coily.v1.StopState
-	41, // 21: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	41, // 22: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	42, // 21: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	42, // 22: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 23: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
-	21, // 24: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
-	21, // 25: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
-	2,  // 26: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
-	21, // 27: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
-	41, // 28: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
-	38, // 29: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
-	38, // 30: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
-	41, // 31: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
-	6,  // 32: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
-	11, // 33: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
-	13, // 34: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
-	15, // 35: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
-	17, // 36: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
-	19, // 37: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
-	22, // 38: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
-	24, // 39: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
-	26, // 40: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
-	30, // 41: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
-	32, // 42: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
-	34, // 43: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
-	36, // 44: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
-	3,  // 45: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
-	7,  // 46: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	12, // 47: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	14, // 48: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	16, // 49: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	18, // 50: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	20, // 51: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	23, // 52: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
-	25, // 53: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
-	27, // 54: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
-	31, // 55: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
-	33, // 56: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
-	35, // 57: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
-	37, // 58: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
-	4,  // 59: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
-	46, // [46:60] is the sub-list for method output_type
-	32, // [32:46] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	40, // 24: coily.v1.Approval.env:type_name -> coily.v1.Approval.EnvEntry
+	21, // 25: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
+	21, // 26: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
+	2,  // 27: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
+	21, // 28: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
+	42, // 29: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	38, // 30: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
+	38, // 31: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
+	42, // 32: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
+	6,  // 33: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
+	11, // 34: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
+	13, // 35: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
+	15, // 36: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
+	17, // 37: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
+	19, // 38: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
+	22, // 39: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
+	24, // 40: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
+	26, // 41: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
+	30, // 42: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
+	32, // 43: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
+	34, // 44: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
+	36, // 45: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
+	3,  // 46: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
+	7,  // 47: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
+	12, // 48: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
+	14, // 49: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
+	16, // 50: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
+	18, // 51: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
+	20, // 52: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
+	23, // 53: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
+	25, // 54: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
+	27, // 55: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
+	31, // 56: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
+	33, // 57: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
+	35, // 58: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
+	37, // 59: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
+	4,  // 60: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
+	47, // [47:61] is the sub-list for method output_type
+	33, // [33:47] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_coily_v1_coily_proto_init() }
@@ -2891,7 +2947,7 @@ func file_coily_v1_coily_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coily_v1_coily_proto_rawDesc), len(file_coily_v1_coily_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   37,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
