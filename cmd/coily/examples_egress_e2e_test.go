@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -166,14 +167,14 @@ func TestExampleEgressRules(t *testing.T) {
 	}
 
 	// git over https: clone, commit, push with the token from coily.
-	gitEnv := "--env=GIT_AUTHOR_NAME=a,GIT_AUTHOR_EMAIL=a@example.com,GIT_COMMITTER_NAME=a,GIT_COMMITTER_EMAIL=a@example.com,GIT_TERMINAL_PROMPT=0"
-	ok(run(gitEnv, "--", "/usr/bin/git", "clone", "-q", "https://git.test:"+git.Port+"/alice/repo.git", "repo"), "git clone")
+	gitEnv := []string{"--env=GIT_AUTHOR_NAME=a", "--env=GIT_AUTHOR_EMAIL=a@example.com", "--env=GIT_COMMITTER_NAME=a", "--env=GIT_COMMITTER_EMAIL=a@example.com", "--env=GIT_TERMINAL_PROMPT=0"} // one --env per variable
+	ok(run(append(slices.Clone(gitEnv), "--", "/usr/bin/git", "clone", "-q", "https://git.test:"+git.Port+"/alice/repo.git", "repo")...), "git clone")
 	if err := os.WriteFile(filepath.Join(gitWS, "repo", "x.txt"), []byte("x\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ok(run(gitEnv, "--cwd", "repo", "--", "/usr/bin/git", "add", "x.txt"), "git add")
-	ok(run(gitEnv, "--cwd", "repo", "--", "/usr/bin/git", "commit", "-qm", "from the example rule"), "git commit")
-	ok(run(gitEnv, "--cwd", "repo", "--", "/usr/bin/git", "push", "-q", "origin", "HEAD:refs/heads/main"), "git push")
+	ok(run(append(slices.Clone(gitEnv), "--cwd", "repo", "--", "/usr/bin/git", "add", "x.txt")...), "git add")
+	ok(run(append(slices.Clone(gitEnv), "--cwd", "repo", "--", "/usr/bin/git", "commit", "-qm", "from the example rule")...), "git commit")
+	ok(run(append(slices.Clone(gitEnv), "--cwd", "repo", "--", "/usr/bin/git", "push", "-q", "origin", "HEAD:refs/heads/main")...), "git push")
 	if git.Ref(t, "alice/repo", "refs/heads/main") == "" {
 		t.Fatal("the push did not land")
 	}

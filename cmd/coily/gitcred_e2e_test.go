@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -68,11 +69,11 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	}
 	testserver.SandboxWorkspace(t, ws)
 	p := startServe(t, dir, gitCredPolicy(t, dir, ws, g.CAFile, g.Port), "--credentials-file", creds)
-	identity := "--env=GIT_AUTHOR_NAME=a,GIT_AUTHOR_EMAIL=a@example.com,GIT_COMMITTER_NAME=a,GIT_COMMITTER_EMAIL=a@example.com,GIT_TERMINAL_PROMPT=0"
+	identity := []string{"--env=GIT_AUTHOR_NAME=a", "--env=GIT_AUTHOR_EMAIL=a@example.com", "--env=GIT_COMMITTER_NAME=a", "--env=GIT_COMMITTER_EMAIL=a@example.com", "--env=GIT_TERMINAL_PROMPT=0"} // one --env per variable
 	var outputs []string
 	git := func(wantOK bool, args ...string) cliRun {
 		t.Helper()
-		r := p.run(t, append([]string{"exec", identity, "--cwd", "repo", "--", "/usr/bin/git"}, args...)...)
+		r := p.run(t, slices.Concat([]string{"exec"}, identity, []string{"--cwd", "repo", "--", "/usr/bin/git"}, args)...)
 		outputs = append(outputs, r.stdout, r.stderr)
 		if (r.code == 0) != wantOK {
 			t.Fatalf("git %s: exit %d\nstdout: %s\nstderr: %s\nrequests: %q", strings.Join(args, " "), r.code,

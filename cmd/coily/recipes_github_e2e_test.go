@@ -124,10 +124,10 @@ func TestRecipeGitHTTPS(t *testing.T) {
 
 	rc := newRecipeCanary(t)
 	rc.AddString("the git token", token)
-	identity := "--env=GIT_AUTHOR_NAME=a,GIT_AUTHOR_EMAIL=a@example.com,GIT_COMMITTER_NAME=a,GIT_COMMITTER_EMAIL=a@example.com,GIT_TERMINAL_PROMPT=0"
+	identity := []string{"--env=GIT_AUTHOR_NAME=a", "--env=GIT_AUTHOR_EMAIL=a@example.com", "--env=GIT_COMMITTER_NAME=a", "--env=GIT_COMMITTER_EMAIL=a@example.com", "--env=GIT_TERMINAL_PROMPT=0"} // one --env per variable
 	git := func(args ...string) {
 		t.Helper()
-		r := rc.run(t, p, append([]string{"exec", identity, "--cwd", "repo", "--", "/usr/bin/git"}, args...)...)
+		r := rc.run(t, p, slices.Concat([]string{"exec"}, identity, []string{"--cwd", "repo", "--", "/usr/bin/git"}, args)...)
 		if r.code != 0 {
 			t.Fatalf("git %s: %+v\nrequests %q", strings.Join(args, " "), r, g.Requests())
 		}
