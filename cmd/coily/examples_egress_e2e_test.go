@@ -151,12 +151,12 @@ func TestExampleEgressRules(t *testing.T) {
 
 	// gh issue create and view (only the variables the rule lets callers set).
 	repo := "ghe.test:" + gh.Port + "/alice/repo"
-	r := p.run(t, "exec", "--env", "GH_PROMPT_DISABLED=1,NO_COLOR=1", "--", "/usr/bin/gh", "issue", "create", "-R", repo, "--title", "from coily", "--body", "through the proxy")
+	r := p.run(t, "exec", "--env", "GH_PROMPT_DISABLED=1", "--env", "NO_COLOR=1", "--", "/usr/bin/gh", "issue", "create", "-R", repo, "--title", "from coily", "--body", "through the proxy")
 	ok(r, "gh issue create")
 	if is := gh.Issues(); len(is) != 1 || is[0].Title != "from coily" || is[0].Repo != "alice/repo" {
 		t.Fatalf("issues on the stand-in: %+v", is)
 	}
-	r = p.run(t, "exec", "--env", "GH_PROMPT_DISABLED=1,NO_COLOR=1", "--", "/usr/bin/gh", "issue", "view", "1", "-R", repo)
+	r = p.run(t, "exec", "--env", "GH_PROMPT_DISABLED=1", "--env", "NO_COLOR=1", "--", "/usr/bin/gh", "issue", "view", "1", "-R", repo)
 	ok(r, "gh issue view")
 	if !strings.Contains(r.stdout, "from coily") {
 		t.Fatalf("gh issue view printed %q", r.stdout)

@@ -82,7 +82,7 @@ func TestRecipeGhToken(t *testing.T) {
 	rc := newRecipeCanary(t)
 	rc.AddString("the GitHub token", token)
 	repo := "ghe.test:" + gh.Port + "/alice/repo"
-	r := rc.run(t, p, "exec", "--env", "GH_PROMPT_DISABLED=1,NO_COLOR=1", "--", "/usr/bin/gh", "issue", "create", "-R", repo,
+	r := rc.run(t, p, "exec", "--env", "GH_PROMPT_DISABLED=1", "--env", "NO_COLOR=1", "--", "/usr/bin/gh", "issue", "create", "-R", repo,
 		"--title", "from the recipe", "--body", "a token from Vault")
 	if r.code != 0 {
 		t.Fatalf("gh issue create: %+v\nrequests %q\n%s", r, gh.Requests(), p.log)
@@ -202,7 +202,7 @@ func TestRecipeGitHubApp(t *testing.T) {
 	rc.AddString("the stand-in's user token", gh.Token)
 	ghExec := func(repo string, extra ...string) cliRun {
 		t.Helper()
-		args := append([]string{"exec", "--env", "GH_PROMPT_DISABLED=1,NO_COLOR=1", "--", "/usr/bin/gh", "issue", "create",
+		args := append([]string{"exec", "--env", "GH_PROMPT_DISABLED=1", "--env", "NO_COLOR=1", "--", "/usr/bin/gh", "issue", "create",
 			"-R", host + "/alice/" + repo, "--title", "by the App", "--body", "b"}, extra...)
 		return rc.run(t, p, args...)
 	}
