@@ -224,6 +224,40 @@ func TestStatusShowsCallerAndExecs(t *testing.T) {
 	}
 }
 
+// A caller allowed only to exec pauses itself from the console, not the
+// server; the owner sees that pause and lifts it with Resume.
+func TestSelfPauseInTheConsole(t *testing.T) {
+	f := start(t)
+	type stop struct {
+		Active    bool   `json:"active"`
+		Principal string `json:"principal"`
+	}
+	var paused struct {
+		apiAnswer
+		Pause stop `json:"pause"`
+	}
+	decode(t, f.do(t, agent, "POST", "/api/pause", strings.NewReader(`{"reason":"stop me"}`), map[string]string{"Content-Type": "application/json"}), &paused)
+	if !paused.Pause.Active || paused.Pause.Principal != "tag:agent" {
+		t.Fatalf("pause from an exec-only caller: %+v", paused)
+	}
+	var st struct {
+		apiAnswer
+		Pause      stop   `json:"pause"`
+		SelfPauses []stop `json:"self_pauses"`
+	}
+	decode(t, f.do(t, owner, "GET", "/api/status", nil, nil), &st)
+	if st.Pause.Active || len(st.SelfPauses) != 1 || st.SelfPauses[0].Principal != "tag:agent" {
+		t.Fatalf("owner's status: %+v", st)
+	}
+	if w := f.do(t, owner, "POST", "/api/resume", nil, nil); w.Code != 200 {
+		t.Fatalf("resume: %d %s", w.Code, w.Body)
+	}
+	decode(t, f.do(t, owner, "GET", "/api/status", nil, nil), &st)
+	if len(st.SelfPauses) != 0 {
+		t.Fatalf("after resume: %+v", st)
+	}
+}
+
 // hostileArgs are what an agent may put before an approver.
 var hostileArgs = []string{
 	`<img src=x onerror=alert(1)>`, `</pre><script>alert(2)</script>`, "\x1b]8;;https://evil.example/\x1b\\click\x1b]8;;\x1b\\",

@@ -28,9 +28,13 @@ roles:
     permissions: [lockout, pause, resume, status, approve, audit-read]
   watcher:
     permissions: [status]
+  agent:
+    permissions: [exec]
+    commands: [echo]
 grants:
   - {principals: ["tag:owner"], roles: [owner]}
   - {principals: ["tag:watch"], roles: [watcher]}
+  - {principals: ["tag:agent"], roles: [agent]}
 commands:
   - {name: confirm-echo, binary: /bin/echo, args: [confirm, "**"], sandbox: native, confirm: true, confirm_timeout: 5m}
   - {name: confirm-printf, binary: /usr/bin/printf, args: ["**"], flags: any, sandbox: native, confirm: true, confirm_timeout: 5m}
@@ -43,6 +47,7 @@ const (
 	owner    = "100.64.0.1:40001"
 	watcher  = "100.64.0.2:40002"
 	stranger = "100.64.0.4:40004"
+	agent    = "100.64.0.5:40005"
 	unknown  = "100.64.0.9:40009"
 )
 
@@ -50,6 +55,7 @@ var nodes = map[string]testserver.FakeNode{
 	"100.64.0.1": {Name: "phone", Tags: []string{"tag:owner"}},
 	"100.64.0.2": {Name: "tv", Tags: []string{"tag:watch"}},
 	"100.64.0.4": {Name: "guest", Tags: []string{"tag:stranger"}},
+	"100.64.0.5": {Name: "runner", Tags: []string{"tag:agent"}},
 }
 
 type fixture struct {

@@ -25,6 +25,8 @@ type stopView struct {
 	By     string `json:"by,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Since  string `json:"since,omitempty"`
+	// Principal is set on a pause a principal set on itself.
+	Principal string `json:"principal,omitempty"`
 }
 
 type callerView struct {
@@ -51,6 +53,7 @@ type statusView struct {
 	Caller           callerView `json:"caller"`
 	Lockout          stopView   `json:"lockout"`
 	Pause            stopView   `json:"pause"`
+	SelfPauses       []stopView `json:"self_pauses"` // principals that paused themselves (Principal set)
 	Running          int32      `json:"running"`
 	PendingApprovals int32      `json:"pending_approvals"`
 	Version          string     `json:"version"`
@@ -167,7 +170,8 @@ func texts(in []string) []string {
 }
 
 func stopOf(s *coilyv1.StopState) stopView {
-	return stopView{Active: s.GetActive(), By: vt(s.GetBy()), Reason: vt(s.GetReason()), Since: pbStamp(s.GetSince())}
+	return stopView{Active: s.GetActive(), By: vt(s.GetBy()), Reason: vt(s.GetReason()), Since: pbStamp(s.GetSince()),
+		Principal: vt(s.GetPrincipal())}
 }
 
 func newStatusView(v *server.WebStatusView, dev bool, now time.Time) statusView {
@@ -177,7 +181,10 @@ func newStatusView(v *server.WebStatusView, dev bool, now time.Time) statusView 
 			Roles: texts(st.GetCaller().GetRoles()), Permissions: texts(st.GetCaller().GetPermissions())},
 		Lockout: stopOf(st.GetLockout()), Pause: stopOf(st.GetPause()), Running: st.GetRunning(),
 		PendingApprovals: st.GetPendingApprovals(), Version: vt(st.GetVersion()), StartedAt: pbStamp(st.GetStartedAt()),
-		PolicySHA256: vt(st.GetPolicySha256()), ExecsShown: v.ExecsShown, Execs: []execView{}}
+		PolicySHA256: vt(st.GetPolicySha256()), ExecsShown: v.ExecsShown, Execs: []execView{}, SelfPauses: []stopView{}}
+	for _, p := range st.GetSelfPauses() {
+		out.SelfPauses = append(out.SelfPauses, stopOf(p))
+	}
 	for _, e := range v.Execs {
 		out.Execs = append(out.Execs, execView{RequestID: vt(e.RequestID), Principal: vt(e.Principal), Rule: vt(e.Rule),
 			Argv: e.Argv, ArgvText: visible.Argv(e.Argv), Admitted: stamp(e.Admitted), Running: e.Running,

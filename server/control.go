@@ -251,7 +251,8 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 }
 
 // pauseSelf pauses the caller's own new commands, persisted like the
-// server's pause and lifted by Resume.
+// server's pause and lifted by Resume. Memory and file change under s.mu,
+// so concurrent pauses and a Resume never leave them apart.
 func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coilyv1.PauseResponse, error) {
 	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
 	s.mu.Lock()
@@ -263,7 +264,8 @@ func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coily
 		pauses = map[string]store.Stop{}
 	}
 	pauses[c.Principal] = st
-	s.stops.SelfPauses = pauses
+	s.stops.SelfPauses = pauses // a restriction: in force even if it cannot be persisted
+	persisted := s.cfg.Store.SetSelfPauses(pauses)
 	running := 0
 	for _, j := range s.jobs {
 		if j.principal == c.Principal {
@@ -273,7 +275,7 @@ func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coily
 	s.mu.Unlock()
 	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", reason)
 	rec.Details = map[string]string{"scope": "self"}
-	if err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetSelfPauses(pauses)); err != nil {
+	if err := s.recordControl(ctx, rec, "allow", persisted); err != nil {
 		return nil, err
 	}
 	out := stopProto(st)
@@ -298,17 +300,12 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Store.SetPause(st); err != nil {
+	// The server's pause and every principal's pause of itself are
+	// lifted together, in one write, or not at all.
+	if err := s.cfg.Store.SetPauses(st, nil); err != nil {
 		return nil, s.recordControl(ctx, rec, "refuse", err)
 	}
-	s.stops.Pause = st
-	if len(s.stops.SelfPauses) > 0 {
-		// Every principal's pause of itself is lifted too.
-		if err := s.cfg.Store.SetSelfPauses(nil); err != nil {
-			return nil, s.recordControl(ctx, rec, "refuse", err)
-		}
-		s.stops.SelfPauses = nil
-	}
+	s.stops.Pause, s.stops.SelfPauses = st, nil
 	return &coilyv1.ResumeResponse{Pause: stopProto(st)}, nil
 }
 

@@ -189,6 +189,33 @@ func (d *DB) SetLockout(s Stop) error { return d.put(bucketState, keyLockout, s)
 // SetPause persists the pause state.
 func (d *DB) SetPause(s Stop) error { return d.put(bucketState, keyPause, s) }
 
+// SetPauses persists the server's pause and the principals' pauses of
+// themselves in one transaction.
+func (d *DB) SetPauses(pause Stop, self map[string]Stop) error {
+	if self == nil {
+		self = map[string]Stop{}
+	}
+	p, err := json.Marshal(pause)
+	if err != nil {
+		return fmt.Errorf("store: encode %s: %w", keyPause, err)
+	}
+	sp, err := json.Marshal(self)
+	if err != nil {
+		return fmt.Errorf("store: encode %s: %w", keySelfPauses, err)
+	}
+	err = d.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketState)
+		if err := b.Put(keyPause, p); err != nil {
+			return err
+		}
+		return b.Put(keySelfPauses, sp)
+	})
+	if err != nil {
+		return fmt.Errorf("store: put pauses: %w", err)
+	}
+	return nil
+}
+
 // SetSelfPauses persists the principals' pauses of themselves.
 func (d *DB) SetSelfPauses(p map[string]Stop) error {
 	if p == nil {

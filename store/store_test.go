@@ -360,10 +360,14 @@ func TestSelfPausesPersist(t *testing.T) {
 	if p := st.SelfPauses["tag:agent"]; err != nil || !p.Active || p.Reason != "stop me" || !p.Since.Equal(since) || st.Pause.Active {
 		t.Fatalf("after reopening: %+v %v", st, err)
 	}
-	if err := db.SetSelfPauses(nil); err != nil {
+	// Resume: both lifted in one write.
+	if err := db.SetPause(Stop{Active: true, By: "local:op"}); err != nil {
 		t.Fatal(err)
 	}
-	if st, err := db.Stops(); err != nil || len(st.SelfPauses) != 0 {
+	if err := db.SetPauses(Stop{By: "local:op", Reason: "resume"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := db.Stops(); err != nil || len(st.SelfPauses) != 0 || st.Pause.Active || st.Pause.Reason != "resume" {
 		t.Fatalf("after resume: %+v %v", st, err)
 	}
 }

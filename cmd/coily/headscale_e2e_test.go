@@ -48,7 +48,7 @@ const hsCoilyPolicy = `version: 1
 roles:
   operator: {permissions: [status, keys, lockout, unlock]}
   owner: {permissions: [exec, lockout, pause, resume, status], commands: ["*"]}
-  agent: {permissions: [exec, pause, status], commands: [echo]}
+  agent: {permissions: [exec, status], commands: [echo]}
   bridge: {permissions: [relay], sandboxes: [demo]}
   demo-sandbox: {permissions: [exec], commands: [echo]}
 grants:

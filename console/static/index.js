@@ -17,11 +17,15 @@
     lockedOut = s.lockout.active;
     $("lockout-state").textContent = stopLine("lockout", s.lockout);
     $("lockout-state").className = "state" + (s.lockout.active ? " alarm" : "");
-    $("pause-state").textContent = stopLine("pause", s.pause);
-    $("pause-state").className = "state" + (s.pause.active ? " warn" : "");
+    const selfPaused = (s.self_pauses || []).filter((p) => p.active);
+    let pause = stopLine("pause", s.pause);
+    for (const p of selfPaused) pause += "\n" + p.principal + " paused itself since " + coily.when(p.since) + (p.reason ? " (" + p.reason + ")" : "");
+    $("pause-state").textContent = pause;
+    $("pause-state").className = "state" + (s.pause.active || selfPaused.length ? " warn" : "");
     $("lockout").hidden = !can("lockout") || s.lockout.active;
     $("pause").hidden = !(can("pause") || can("exec")) || s.pause.active || s.lockout.active;
-    $("resume").hidden = !can("resume") || !s.pause.active || s.lockout.active;
+    $("pause").textContent = can("pause") ? "Pause" : "Pause my commands";
+    $("resume").hidden = !can("resume") || !(s.pause.active || selfPaused.length) || s.lockout.active;
     $("execs-section").hidden = !s.execs_shown;
     reconcile($("execs"), s.execs, "data-request-id", (x) => x.request_id, execCard, updateExec);
     $("execs-none").hidden = s.execs.length > 0;
