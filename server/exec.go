@@ -299,8 +299,8 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 // decideAgain decides an approved request again when the policy was
 // reloaded while it waited (up to confirm_timeout): a grant revoked, or a
 // rule removed or changed by the owner in the meantime, applies to it as
-// to a new request. It must be allowed by the rule of the same name, which
-// it then runs under.
+// to a new request. It must be allowed by the very rule the approver saw,
+// unchanged (only moved in the file); anything else is asked again.
 func (s *Server) decideAgain(_ context.Context, x *execution) error {
 	now := s.Policy()
 	if !x.needsApproval() || now == nil || now == x.policy {
@@ -312,6 +312,8 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: %s", d.Reason)
 	case d.Rule.Name != x.rule.Name:
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q now allows it instead of %q; ask again", d.Rule.Name, x.rule.Name)
+	case !d.Rule.SameAs(x.rule):
+		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q is not what was approved; ask again", x.rule.Name)
 	}
 	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
 	return nil

@@ -333,3 +333,40 @@ func TestApprovedAfterReloadDecidedAgain(t *testing.T) {
 		t.Fatal("the command ran under the revoked grant")
 	}
 }
+
+// A rule changed while its request waited (here: a longer timeout) is not
+// what the approver saw: the request is refused and asked again; a reload
+// that leaves the rule as it was does not disturb it.
+func TestApprovedAfterRuleChangedAskedAgain(t *testing.T) {
+	e := newFairEnv(t, "{concurrency: 2}", 0)
+	pol := strings.Replace(fairPolicy, "%s", "{concurrency: 2}", 1)
+	reload := func(text string) {
+		t.Helper()
+		if err := os.WriteFile(e.in.PolicyPath, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.in.Server.ReloadPolicy(context.Background(), e.in.PolicyPath); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waiting := e.relayAsync(t, true, "/bin/echo", "same")
+	ap := pendingApproval(t, e)
+	reload(pol + "# a comment: the rules are as they were\n")
+	approve(t, e, ap.GetId())
+	select {
+	case rr := <-waiting:
+		rr.wantExit(t, "same\n")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+	waiting = e.relayAsync(t, true, "/bin/echo", "widened")
+	ap = pendingApproval(t, e)
+	reload(strings.Replace(pol, "flags: any, sandbox: native}\n  - {name: sh", "flags: any, sandbox: native, timeout: 2h}\n  - {name: sh", 1))
+	approve(t, e, ap.GetId())
+	select {
+	case rr := <-waiting:
+		rr.wantRefused(t, refusal.PolicyDeny, `rule "echo" is not what was approved`)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+}
