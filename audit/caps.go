@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -81,8 +82,10 @@ func capRecord(r *Record) {
 		r.Details["details_cut"] = strconv.Itoa(n) + " keys"
 	}
 	// Values cut first, then long keys renamed after the loop (a key added
-	// while ranging over the map may or may not be visited).
-	renamed := map[string]string{}
+	// while ranging over the map may or may not be visited), in the order
+	// of the original keys, never overwriting another: a numbered suffix
+	// when the cut key is taken.
+	renamed := map[string]string{} // original key → value
 	for k, v := range r.Details {
 		if len(v) > maxTextBytes {
 			v = cutText(v, maxTextBytes) + "… (" + strconv.Itoa(len(v)) + " bytes, sha256 " + sha256Hex(v) + ")"
@@ -90,11 +93,19 @@ func capRecord(r *Record) {
 		}
 		if len(k) > 64 {
 			delete(r.Details, k)
-			renamed[cutText(k, 64)] = v
+			renamed[k] = v
 		}
 	}
-	for k, v := range renamed {
-		r.Details[k] = v
+	for _, k := range slices.Sorted(maps.Keys(renamed)) {
+		key := cutText(k, 64)
+		for i := 2; ; i++ {
+			if _, taken := r.Details[key]; !taken {
+				break
+			}
+			suffix := "~" + strconv.Itoa(i)
+			key = cutText(k, 64-len(suffix)) + suffix
+		}
+		r.Details[key] = renamed[k]
 	}
 }
 

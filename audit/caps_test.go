@@ -27,3 +27,24 @@ func TestCapRecordDetails(t *testing.T) {
 		}
 	}
 }
+
+// Long keys that cut to the same 64 bytes, or to a key already there,
+// never overwrite one another.
+func TestCapRecordKeyCollisions(t *testing.T) {
+	prefix := strings.Repeat("k", 64)
+	r := Record{Details: map[string]string{prefix: "kept", prefix + "-one": "one", prefix + "-two": "two"}}
+	capRecord(&r)
+	if len(r.Details) != 3 || r.Details[prefix] != "kept" {
+		t.Fatalf("details %v", r.Details)
+	}
+	seen := map[string]bool{}
+	for k, v := range r.Details {
+		if len(k) > 64 {
+			t.Errorf("key of %d bytes", len(k))
+		}
+		seen[v] = true
+	}
+	if !seen["one"] || !seen["two"] {
+		t.Fatalf("a value was overwritten: %v", r.Details)
+	}
+}

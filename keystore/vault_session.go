@@ -155,9 +155,9 @@ func (v *Vault) login(ctx context.Context) (*vaultSession, error) {
 	if secretID == "" {
 		// Held to the token file's rules: one value, not open to others,
 		// owned by this server's user or root.
-		id, _, err := readTokenFile(v.cfg.SecretIDFile)
+		id, _, err := readSecretFile("the secret id file", v.cfg.SecretIDFile)
 		if err != nil {
-			return nil, fmt.Errorf("%w: vault approle login: the secret id file: %v", ErrRenewal, err)
+			return nil, fmt.Errorf("%w: vault approle login: %v", ErrRenewal, err)
 		}
 		secretID = id
 	}

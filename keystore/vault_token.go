@@ -46,32 +46,38 @@ func (tf *tokenFile) changed(fi os.FileInfo) bool {
 // readTokenFile reads a token (or wrapping token) file: one token, with
 // surrounding white space. It does not follow a FIFO's promise of data.
 func readTokenFile(path string) (string, os.FileInfo, error) {
+	return readSecretFile("the token file", path)
+}
+
+// readSecretFile is readTokenFile for any file holding one secret value,
+// what naming it in errors ("the secret id file").
+func readSecretFile(what, path string) (string, os.FileInfo, error) {
 	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
 	if err != nil {
-		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
+		return "", nil, fmt.Errorf("reading %s %s: %w", what, path, cause(err))
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
+		return "", nil, fmt.Errorf("reading %s %s: %w", what, path, cause(err))
 	}
 	if !fi.Mode().IsRegular() {
-		return "", nil, fmt.Errorf("the token file %s is not a regular file", path)
+		return "", nil, fmt.Errorf("%s %s is not a regular file", what, path)
 	}
-	if err := checkTokenFileInfo(path, fi); err != nil {
+	if err := checkSecretFileInfo(what, path, fi); err != nil {
 		return "", nil, err
 	}
 	b, err := io.ReadAll(io.LimitReader(f, maxTokenFile+1))
 	if err != nil {
-		return "", nil, fmt.Errorf("reading the token file %s: %w", path, cause(err))
+		return "", nil, fmt.Errorf("reading %s %s: %w", what, path, cause(err))
 	}
 	defer clear(b) // best effort: the token returned is a copy (see the package doc)
 	if len(b) > maxTokenFile {
-		return "", nil, fmt.Errorf("the token file %s is larger than %d bytes", path, maxTokenFile)
+		return "", nil, fmt.Errorf("%s %s is larger than %d bytes", what, path, maxTokenFile)
 	}
 	tok := strings.TrimSpace(string(b))
 	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return "", nil, fmt.Errorf("the token file %s does not hold one token", path)
+		return "", nil, fmt.Errorf("%s %s does not hold one value", what, path)
 	}
 	return tok, fi, nil
 }
@@ -79,11 +85,15 @@ func readTokenFile(path string) (string, os.FileInfo, error) {
 // checkTokenFileInfo refuses a token file others may read or write, its
 // group may write, or someone other than this server's user or root owns.
 func checkTokenFileInfo(path string, fi os.FileInfo) error {
+	return checkSecretFileInfo("the token file", path, fi)
+}
+
+func checkSecretFileInfo(what, path string, fi os.FileInfo) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fmt.Errorf("cannot tell who owns the token file %s", path)
+		return fmt.Errorf("cannot tell who owns %s %s", what, path)
 	}
-	return tokenFileAccess(path, fi.Mode().Perm(), int(st.Uid), os.Geteuid())
+	return fileAccess(what, path, fi.Mode().Perm(), int(st.Uid), os.Geteuid())
 }
 
 // tokenFileAccess is checkTokenFileInfo's rule for a file of mode perm
@@ -91,13 +101,17 @@ func checkTokenFileInfo(path string, fi os.FileInfo) error {
 // allowed: Vault Agent's sinks are often 0640 for a group the server is
 // in.
 func tokenFileAccess(path string, perm os.FileMode, owner, self int) error {
+	return fileAccess("the token file", path, perm, owner, self)
+}
+
+func fileAccess(what, path string, perm os.FileMode, owner, self int) error {
 	switch {
 	case perm&0o006 != 0:
-		return fmt.Errorf("the token file %s has mode %04o, open to others: chmod 0600 %s (or 0640 to share it with a group)", path, perm, path)
+		return fmt.Errorf("%s %s has mode %04o, open to others: chmod 0600 %s (or 0640 to share it with a group)", what, path, perm, path)
 	case perm&0o020 != 0:
-		return fmt.Errorf("the token file %s has mode %04o, writable by its group: chmod 0600 %s (or 0640 to share it with a group)", path, perm, path)
+		return fmt.Errorf("%s %s has mode %04o, writable by its group: chmod 0600 %s (or 0640 to share it with a group)", what, path, perm, path)
 	case owner != self && owner != 0:
-		return fmt.Errorf("the token file %s is owned by uid %d, neither this server's user (uid %d) nor root: chown it to one of them", path, owner, self)
+		return fmt.Errorf("%s %s is owned by uid %d, neither this server's user (uid %d) nor root: chown it to one of them", what, path, owner, self)
 	}
 	return nil
 }
@@ -173,7 +187,7 @@ func (v *Vault) freshTokenHint() string {
 // expired: if coily did not unwrap it, someone else has the secret id.
 func (v *Vault) unwrapSecretID(ctx context.Context) (string, error) {
 	path := v.cfg.WrappedSecretIDFile
-	wt, _, err := readTokenFile(path)
+	wt, _, err := readSecretFile("the wrapped secret id file", path)
 	if err != nil {
 		return "", fmt.Errorf("wrapped secret id: %w", err)
 	}

@@ -47,7 +47,8 @@ type Verifier struct {
 	nextSweep time.Time
 }
 
-// Verify checks a delivery's headers and body and returns its payload.
+// Verify checks a delivery's headers and body and returns its payload; on
+// any error (ErrReplay and ErrFull included) it returns none.
 func (v *Verifier) Verify(h http.Header, body []byte) (*Payload, error) {
 	now := time.Now()
 	if v.Now != nil {
@@ -66,7 +67,10 @@ func (v *Verifier) Verify(h http.Header, body []byte) (*Payload, error) {
 		return nil, ErrMalformed
 	}
 	ts, _ := parseTimestamp(h.Get(HeaderTimestamp)) // checked by VerifySignature
-	return &p, v.remember(p.ID, time.Unix(ts, 0).Add(tol+retrySpan), now)
+	if err := v.remember(p.ID, time.Unix(ts, 0).Add(tol+retrySpan), now); err != nil {
+		return nil, err // a replay or no room: no payload to act on
+	}
+	return &p, nil
 }
 
 // remember records id as seen until at least until; it fails if id was

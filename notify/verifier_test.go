@@ -68,3 +68,17 @@ func TestVerifierFullFailsClosed(t *testing.T) {
 		t.Fatalf("b, forgotten, while full again: %v", err)
 	}
 }
+
+// A refused delivery carries no payload, so a receiver that looks only at
+// the payload never acts on a replay.
+func TestVerifierNoPayloadOnReplay(t *testing.T) {
+	t0 := time.Unix(1700000000, 0)
+	v := &Verifier{Secret: testKey, Now: func() time.Time { return t0 }}
+	body, _ := json.Marshal(Payload{Version: 1, ID: "delivery-9", Event: EventLockout})
+	if p, err := v.Verify(signed(t, t0.Unix(), body), body); err != nil || p == nil {
+		t.Fatalf("first: %v %v", p, err)
+	}
+	if p, err := v.Verify(signed(t, t0.Unix(), body), body); !errors.Is(err, ErrReplay) || p != nil {
+		t.Fatalf("replay: %v %v", p, err)
+	}
+}

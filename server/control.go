@@ -218,7 +218,8 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 
 // Pause refuses new Execs; running ones finish. A caller with the pause
 // permission pauses the server; one allowed only to exec pauses itself
-// (its own new commands), so that no agent can stop the others.
+// (its own new commands: those of its principal, which every node with
+// the same tag shares), so that no agent stops the others.
 func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1.PauseResponse, error) {
 	c, err := callerFrom(ctx)
 	if err != nil {
