@@ -203,6 +203,16 @@ func TestDebInstall(t *testing.T) {
 	if uid >= 1000 || uid == 0 || u[3] != g[2] || u[5] != "/var/lib/coily" || u[6] != "/usr/sbin/nologin" {
 		t.Errorf("user coily: %q, want a system user, group coily, home /var/lib/coily, no login shell", u)
 	}
+	// The operators' group is another: group coily reads /etc/coily's
+	// secrets, and operators must not. The service's user is a member of
+	// coily-ops (it gives the socket to it); nobody else is, yet.
+	ops := groups["coily-ops"]
+	if ops == nil || ops[2] == g[2] || ops[3] != "coily" {
+		t.Errorf("group coily-ops: %q, want its own gid and the member coily", ops)
+	}
+	if g[3] != "" {
+		t.Errorf("group coily has members %q: operators belong in coily-ops", g[3])
+	}
 	if _, err := os.Stat(filepath.Join(root, "var", "lib", "coily", ".profile")); err == nil {
 		t.Error("the user's home was populated")
 	}

@@ -21,7 +21,7 @@ import (
 const echoPolicy = `version: 1
 local_operators:
   users: []
-  groups: [coily]
+  groups: [coily-ops]
 roles:
   operator:
     permissions: [exec, lockout, unlock, pause, resume, status]
@@ -242,7 +242,10 @@ func serveInRoot(t *testing.T, root, unit string, gid int) map[string]string {
 	// What the server left, owned by coily, and an audit log that verifies.
 	users := ids(t, filepath.Join(root, "etc", "passwd"))
 	coily := owner{atoi(t, users["coily"][2]), gid}
-	checkFile(t, filepath.Join(root, "var/lib/coily"), true, 0o710, coily)
+	// The state directory is the operators' group's to traverse (the
+	// socket's, --socket-group coily-ops), not the service group's.
+	ops := owner{coily.uid, atoi(t, ids(t, filepath.Join(root, "etc", "group"))["coily-ops"][2])}
+	checkFile(t, filepath.Join(root, "var/lib/coily"), true, 0o710, ops)
 	checkFile(t, filepath.Join(root, "var/lib/coily/coily.db"), false, 0o600, coily)
 	checkFile(t, filepath.Join(root, "var/lib/coily/audit"), true, 0o700, coily)
 	logs, err := filepath.Glob(filepath.Join(root, "var/lib/coily/audit/*.jsonl"))

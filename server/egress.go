@@ -78,7 +78,7 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 		}
 	} else {
 		run.Socket = filepath.Join(dir, "proxy.sock")
-		l, err = net.Listen("unix", run.Socket)
+		l, err = listenUnix(run.Socket)
 		if err == nil {
 			// Connecting takes write access to the socket: the sandbox's
 			// user gets it, in a directory only the server can enter.

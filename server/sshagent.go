@@ -2,7 +2,6 @@ package server
 
 import (
 	"fmt"
-	"net"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -69,7 +68,7 @@ func (s *Server) startSSHAgent(x *execution, eg *egressRun) (*sshAgentRun, error
 		return nil, refusal.Wrap(refusal.Internal, err, "rule %q: ssh agent", x.rule.Name)
 	}
 	sock := filepath.Join(eg.dir, "agent.sock")
-	l, err := net.Listen("unix", sock)
+	l, err := listenUnix(sock)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "rule %q: ssh agent listener", x.rule.Name)
 	}
