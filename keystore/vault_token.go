@@ -82,12 +82,9 @@ func readSecretFile(what, path string) (string, os.FileInfo, error) {
 	return tok, fi, nil
 }
 
-// checkTokenFileInfo refuses a token file others may read or write, its
-// group may write, or someone other than this server's user or root owns.
-func checkTokenFileInfo(path string, fi os.FileInfo) error {
-	return checkSecretFileInfo("the token file", path, fi)
-}
-
+// checkSecretFileInfo refuses a file holding a secret (what names it)
+// that others may read or write, its group may write, or someone other
+// than this server's user or root owns.
 func checkSecretFileInfo(what, path string, fi os.FileInfo) error {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
