@@ -363,7 +363,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 // makeHome creates the execution's private home in the scratch directory,
 // removed once it is over (a crash leaves it to the next start's sweep).
 func (s *Server) makeHome(_ context.Context, x *execution) error {
-	home, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
+	home, err := scratchDir(s.cfg.ScratchDir)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "could not create a working directory")
 	}

@@ -1,9 +1,12 @@
 package server
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -120,7 +123,7 @@ func openScratchToSandbox(cfg *Config) error {
 // directory: private to the server, except that a root server's sandbox
 // user may pass through it (0711) to reach the files given to it.
 func (s *Server) privateDir() (string, error) {
-	dir, err := os.MkdirTemp(s.cfg.ScratchDir, scratchPrefix)
+	dir, err := scratchDir(s.cfg.ScratchDir)
 	if err != nil || s.cfg.SandboxUser.IsZero() {
 		return dir, err
 	}
@@ -129,6 +132,28 @@ func (s *Server) privateDir() (string, error) {
 		return "", err
 	}
 	return dir, nil
+}
+
+// scratchDir makes a new directory (0700) in parent named scratchPrefix and
+// 128 random bits: a root server's scratch directory is traversable by the
+// sandbox's user (0711), so the name is what keeps any other process of
+// that user from reaching an execution's sockets and files; os.MkdirTemp's
+// 32 bits are too few to rely on.
+func scratchDir(parent string) (string, error) {
+	for range 8 {
+		b := make([]byte, 16)
+		if _, err := rand.Read(b); err != nil {
+			return "", err
+		}
+		dir := filepath.Join(parent, scratchPrefix+hex.EncodeToString(b))
+		switch err := os.Mkdir(dir, 0o700); {
+		case err == nil:
+			return dir, nil
+		case !errors.Is(err, fs.ErrExist):
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("scratch dir: no free name in %s", parent)
 }
 
 // serverSandboxes is the default registry, with a cgroup v2 subtree for
