@@ -10,7 +10,7 @@
 #     --wrap-ttl, a response-wrapping token that wraps it instead.
 #
 # Usage: deploy/vault-approle.sh [--secret-id-file FILE] [--secret-id-ttl TTL]
-#                                [--wrap-ttl TTL] [--policy FILE]
+#                                [--wrap-ttl TTL] [--bind-cidrs CIDRS] [--policy FILE]
 #   --secret-id-file FILE  where to write the secret id (default ./coily-secret-id)
 #   --secret-id-ttl TTL    how long a secret id may be used to log in, as Vault
 #                          takes durations; default 720h (30 days); 0: no expiry
@@ -21,6 +21,11 @@
 #                          Give the file to coily serve with
 #                          --vault-wrapped-secret-id-file; it unwraps it once,
 #                          keeps the secret id in memory and removes the file.
+#   --bind-cidrs CIDRS     comma-separated networks (e.g. 10.1.2.3/32) the secret id
+#                          may log in from and its tokens may be used from
+#                          (secret_id_bound_cidrs, token_bound_cidrs): a copied
+#                          secret id is useless anywhere else. Recommended: the
+#                          coily host's address as Vault sees it.
 #   --policy FILE          the policy (default: vault-policy.hcl beside this script)
 #
 # It honours VAULT_ADDR and VAULT_TOKEN (required; the token needs to manage
@@ -37,6 +42,7 @@ set -euo pipefail
 secret_id_file=./coily-secret-id
 secret_id_ttl=720h
 wrap_ttl=
+bind_cidrs=
 policy_file="$(dirname "$0")/vault-policy.hcl"
 mount=approle
 role=coily
@@ -50,6 +56,8 @@ while [ $# -gt 0 ]; do
     --secret-id-ttl=*) secret_id_ttl=${1#*=}; shift ;;
     --wrap-ttl) wrap_ttl=${2:?--wrap-ttl needs a duration}; shift 2 ;;
     --wrap-ttl=*) wrap_ttl=${1#*=}; shift ;;
+    --bind-cidrs) bind_cidrs=${2:?--bind-cidrs needs networks}; shift 2 ;;
+    --bind-cidrs=*) bind_cidrs=${1#*=}; shift ;;
     --policy) policy_file=${2:?--policy needs a file}; shift 2 ;;
     --policy=*) policy_file=${1#*=}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -63,6 +71,10 @@ command -v curl >/dev/null || { echo "vault-approle.sh: curl is required" >&2; e
 [ -r "$policy_file" ] || { echo "vault-approle.sh: cannot read the policy $policy_file" >&2; exit 1; }
 case "$secret_id_ttl" in
   *[!0-9smhd]*|'') echo "vault-approle.sh: bad --secret-id-ttl $secret_id_ttl (want e.g. 720h, 30d or 0)" >&2; exit 2 ;;
+esac
+case "$bind_cidrs" in
+  '') ;;
+  *[!0-9a-fA-F.:/,]*|,*|*,|*,,*) echo "vault-approle.sh: bad --bind-cidrs $bind_cidrs (want e.g. 10.1.2.3/32,fd00::1/128)" >&2; exit 2 ;;
 esac
 case "$wrap_ttl" in
   '') ;;
@@ -142,8 +154,13 @@ api PUT "sys/policies/acl/$policy" "{\"policy\":$(json_string <"$policy_file")}"
 echo "wrote policy $policy from $policy_file" >&2
 
 # 3. The role.
-api POST "auth/$mount/role/$role" "{\"token_policies\":[\"$policy\"],\"token_ttl\":\"1h\",\"token_max_ttl\":\"24h\",\"secret_id_ttl\":\"$secret_id_ttl\"}"
-echo "wrote role $role (token_ttl 1h, token_max_ttl 24h, secret_id_ttl $secret_id_ttl)" >&2
+bound=
+if [ -n "$bind_cidrs" ]; then
+  list="\"${bind_cidrs//,/\",\"}\""
+  bound=",\"secret_id_bound_cidrs\":[$list],\"token_bound_cidrs\":[$list]"
+fi
+api POST "auth/$mount/role/$role" "{\"token_policies\":[\"$policy\"],\"token_ttl\":\"1h\",\"token_max_ttl\":\"24h\",\"secret_id_ttl\":\"$secret_id_ttl\"$bound}"
+echo "wrote role $role (token_ttl 1h, token_max_ttl 24h, secret_id_ttl $secret_id_ttl${bind_cidrs:+, bound to $bind_cidrs})" >&2
 
 # 4. The role id, printed.
 api GET "auth/$mount/role/$role/role-id"

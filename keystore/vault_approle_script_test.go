@@ -2,6 +2,8 @@ package keystore
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,8 +102,22 @@ func TestApproleScript(t *testing.T) {
 		t.Fatalf("the wrapped secret id file is still there: %v", err)
 	}
 
-	// Bad durations are refused before Vault is asked.
-	for _, args := range [][]string{{"--wrap-ttl", "0"}, {"--wrap-ttl", "5x"}, {"--secret-id-ttl", "forever"}} {
+	// Bound to networks: a secret id logs in only from them.
+	run("--bind-cidrs", "192.0.2.0/24")
+	if _, err := NewVault(context.Background(), VaultConfig{Auth: VaultAuthAppRole, RoleID: roleID, SecretIDFile: secretIDFile}); err == nil {
+		t.Fatal("a secret id bound to 192.0.2.0/24 logged in from loopback")
+	}
+	run("--bind-cidrs", "127.0.0.0/8,::1/128")
+	sec, err = e.root.Logical().Read("auth/approle/role/coily")
+	if err != nil || fmt.Sprint(sec.Data["secret_id_bound_cidrs"]) != "[127.0.0.0/8 ::1/128]" || !strings.Contains(fmt.Sprint(sec.Data["token_bound_cidrs"]), "127.0.0.0/8") {
+		t.Fatalf("bound cidrs: %v %v", sec, err)
+	}
+	b2 := e.vault(VaultConfig{Auth: VaultAuthAppRole, RoleID: roleID, SecretIDFile: secretIDFile})
+	e.want(b2, "vault:secret/coily/github#token", canaryToken)
+
+	// Bad arguments are refused before Vault is asked.
+	for _, args := range [][]string{{"--wrap-ttl", "0"}, {"--wrap-ttl", "5x"}, {"--secret-id-ttl", "forever"},
+		{"--bind-cidrs", `10.0.0.0/8"],"policies":["root`}, {"--bind-cidrs", "10.0.0.0/8,"}} {
 		cmd := exec.Command(script, append([]string{"--secret-id-file", secretIDFile}, args...)...)
 		cmd.Env = append(os.Environ(), "VAULT_ADDR="+e.srv.Addr, "VAULT_TOKEN="+e.srv.RootToken, "VAULT_NAMESPACE=")
 		if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "bad --") {
