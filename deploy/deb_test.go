@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -260,9 +261,20 @@ func TestDebInstall(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// An operator made the old way, in group coily (which reads the
+	// secrets): the upgrade keeps alice an operator through coily-ops and
+	// says she must leave coily.
+	mustInRoot(t, root, "useradd", "--no-create-home", "alice")
+	mustInRoot(t, root, "gpasswd", "-a", "alice", "coily")
 	out = mustInRoot(t, root, "dpkg", "-i", "/tmp/"+deb)
 	if strings.Contains(out, "installed, not started") {
 		t.Errorf("a reinstall printed the first install's message:\n%s", out)
+	}
+	if !strings.Contains(out, "alice is a member of group coily") || !strings.Contains(out, "gpasswd -d alice coily") {
+		t.Errorf("the upgrade did not say that alice must leave group coily:\n%s", out)
+	}
+	if ops := ids(t, filepath.Join(root, "etc", "group"))["coily-ops"]; ops == nil || !slices.Contains(strings.Split(ops[3], ","), "alice") {
+		t.Errorf("group coily-ops after the upgrade: %q, want alice in it", ops)
 	}
 	if now, _ := os.ReadFile(filepath.Join(root, "etc/coily/policy.yaml")); !bytes.Equal(now, edited) {
 		t.Error("a reinstall replaced the edited /etc/coily/policy.yaml")

@@ -25,7 +25,9 @@
 #                          may log in from and its tokens may be used from
 #                          (secret_id_bound_cidrs, token_bound_cidrs): a copied
 #                          secret id is useless anywhere else. Recommended: the
-#                          coily host's address as Vault sees it.
+#                          coily host's address as Vault sees it. Running the
+#                          script again without it keeps the role's bindings
+#                          (it updates only what it is given).
 #   --policy FILE          the policy (default: vault-policy.hcl beside this script)
 #
 # It honours VAULT_ADDR and VAULT_TOKEN (required; the token needs to manage
@@ -57,7 +59,7 @@ while [ $# -gt 0 ]; do
     --wrap-ttl) wrap_ttl=${2:?--wrap-ttl needs a duration}; shift 2 ;;
     --wrap-ttl=*) wrap_ttl=${1#*=}; shift ;;
     --bind-cidrs) bind_cidrs=${2:?--bind-cidrs needs networks}; shift 2 ;;
-    --bind-cidrs=*) bind_cidrs=${1#*=}; shift ;;
+    --bind-cidrs=*) bind_cidrs=${1#*=}; [ -n "$bind_cidrs" ] || { echo "vault-approle.sh: --bind-cidrs needs networks" >&2; exit 2; }; shift ;;
     --policy) policy_file=${2:?--policy needs a file}; shift 2 ;;
     --policy=*) policy_file=${1#*=}; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;

@@ -237,11 +237,14 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	if already {
 		st = s.stops.Pause
 	}
-	s.stops.Pause = st
+	s.stops.Pause = st // a restriction: in force even if it cannot be persisted
+	// Written under the lock, so that a Resume cannot land between memory
+	// and file (the server would come back paused after a restart).
+	persisted := s.cfg.Store.SetPause(st)
 	running := len(s.jobs)
 	s.mu.Unlock()
 	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
-	err = s.recordControl(ctx, rec, "allow", s.cfg.Store.SetPause(st))
+	err = s.recordControl(ctx, rec, "allow", persisted)
 	if !already {
 		s.notify(notify.Event{Kind: notify.KindPause, Stop: &notify.Stop{By: c.Principal, Reason: req.GetReason(), Running: running}})
 	}

@@ -312,11 +312,23 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: %s", d.Reason)
 	case d.Rule.Name != x.rule.Name:
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q now allows it instead of %q; ask again", d.Rule.Name, x.rule.Name)
-	case !d.Rule.SameAs(x.rule):
+	case !d.Rule.SameAs(x.rule) || !sameWorkspace(x.policy, now, x.rule.Workspace):
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q is not what was approved; ask again", x.rule.Name)
 	}
 	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
 	return nil
+}
+
+// sameWorkspace reports whether the named workspace is the same directory
+// under both policies (a rule names its workspace; the policy says where it
+// is).
+func sameWorkspace(a, b *policy.Policy, name string) bool {
+	if name == "" || name == policy.WorkspaceTemp {
+		return true
+	}
+	da, oka := a.Workspace(name)
+	db, okb := b.Workspace(name)
+	return oka == okb && da == db && a.WorkspaceAtLoad(name) == b.WorkspaceAtLoad(name)
 }
 
 // openBinary opens the rule's binary and checks its pinned digest: the

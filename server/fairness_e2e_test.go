@@ -370,3 +370,42 @@ func TestApprovedAfterRuleChangedAskedAgain(t *testing.T) {
 		t.Fatal("no answer")
 	}
 }
+
+// A rule that stayed the same while its workspace moved (the policy's
+// workspaces: names it, the rule only its name) is not what was approved
+// either: the request is asked again, and nothing runs in the new place.
+func TestApprovedAfterWorkspaceMovedAskedAgain(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	pol := func(ws string) string {
+		return strings.Replace(strings.Replace(fairPolicy, "%s", "{concurrency: 2}", 1), "roles:",
+			"workspaces: {w: "+ws+"}\nroles:", 1) +
+			"  - {name: touch, binary: /usr/bin/touch, args: [\"**\"], flags: any, sandbox: native, workspace: w}\n"
+	}
+	in := testserver.Start(t, testserver.Options{Policy: pol(a)})
+	e := &relayEnv{in: in, api: coilyv1.NewCoilyServiceClient(in.Client.Conn())}
+	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.key = k.GetKey().GetSecret()
+	waiting := e.relayAsync(t, true, "/usr/bin/touch", "planted")
+	ap := pendingApproval(t, e)
+	if err := os.WriteFile(in.PolicyPath, []byte(pol(b)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Server.ReloadPolicy(context.Background(), in.PolicyPath); err != nil {
+		t.Fatal(err)
+	}
+	approve(t, e, ap.GetId())
+	select {
+	case rr := <-waiting:
+		rr.wantRefused(t, refusal.PolicyDeny, `rule "touch" is not what was approved`)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+	for _, dir := range []string{a, b} {
+		if _, err := os.Stat(filepath.Join(dir, "planted")); err == nil {
+			t.Fatalf("the command ran in %s", dir)
+		}
+	}
+}

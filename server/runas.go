@@ -64,7 +64,9 @@ func accessRefusal(x *execution, err error) (string, bool) {
 // listenUnix listens on a unix socket at path that only its owner may
 // connect to (0600, whatever the umask), for giveToSandbox to hand to
 // the sandbox's user: no other process of that user, or of the server's
-// group, reaches an exec's agent or proxy through it.
+// group, reaches an exec's agent or proxy through it. (Between bind and
+// chmod it has the umask's mode, in a directory whose 128-bit random name
+// nobody else knows: see scratchDir.)
 func listenUnix(path string) (net.Listener, error) {
 	l, err := net.Listen("unix", path)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 
 // An exec's agent and proxy sockets are its owner's alone, whatever the
 // umask: 0600.
+//
+// It sets the process's umask: it must never run in parallel with others.
 func TestListenUnixIsPrivate(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
