@@ -40,7 +40,7 @@ func TestSameInside(t *testing.T) {
 	check("/usr//bin/sh", nil, false)
 	check("/proc/self/exe", nil, false)
 	check("/proc/self/root"+sh, nil, false)
-	check("/etc/passwd", nil, false)              // not the program
+	check("/etc/passwd", nil, false)                    // not the program
 	check("/bin/sh", []string{filepath.Dir(sh)}, false) // through a root the profile mounts
 	// Outside the mirrored directories (a temporary directory): never.
 	tmp := t.TempDir()
