@@ -50,9 +50,6 @@ func Argv(argv []string) string { return visible.Argv(argv) }
 // ShellWord renders one argument as Argv does.
 func ShellWord(s string) string { return visible.Word(s) }
 
-// clean reports whether s is valid UTF-8 made only of graphic runes.
-func clean(s string) bool { return visible.Clean(s) }
-
 // graphic reports whether the rune r, decoded from size bytes, is printed
 // as it is.
 func graphic(r rune, size int) bool { return visible.Graphic(r, size) }

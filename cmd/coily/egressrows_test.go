@@ -8,6 +8,8 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
+
+	"coily.dev/coily/internal/visibletest"
 )
 
 func TestEgressLine(t *testing.T) {
@@ -75,7 +77,7 @@ func FuzzEgressLine(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, host string, port int, reason string) {
 		line := termText(egressLine(audit.EgressRow{Host: host, Port: port, Decision: "deny", Reason: reason, Conns: 1}))
-		checkTerminalSafe(t, line)
+		visibletest.CheckVisible(t, line)
 		const head = "egress deny    "
 		tail := "  1 conn"
 		if reason != "" {
@@ -93,7 +95,7 @@ func FuzzEgressLine(f *testing.F) {
 			word, closed = strings.CutSuffix(word, "]")
 			ok = ok && open && closed
 		}
-		if back := shellSplit(t, word); !ok || len(back) != 1 || back[0] != host {
+		if back := visibletest.ShellSplit(t, word); !ok || len(back) != 1 || back[0] != host {
 			t.Fatalf("%q: host reads back as %q, not %q", line, back, host)
 		}
 	})

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"coily.dev/coily/audit"
+
+	"coily.dev/coily/internal/visibletest"
 )
 
 // The hostile pieces the end-to-end tests send through the real CLI, and
@@ -45,7 +47,7 @@ func requireTerminalSafe(t *testing.T, what, out string, want int) {
 		t.Fatalf("%s: %d lines, want %d:\n%s", what, len(lines), want, out)
 	}
 	for _, l := range lines {
-		checkTerminalSafe(t, l)
+		visibletest.CheckVisible(t, l)
 	}
 }
 
