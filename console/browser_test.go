@@ -323,7 +323,7 @@ func TestBrowserConsole(t *testing.T) {
 		waitFor(t, owner, "the result record", `[...document.querySelectorAll("#records .record")].some(r =>
 			r.textContent.includes("confirm 'deploy v2'") && r.textContent.includes("exit 0"))`, 10*time.Second)
 		owner.screenshot(t, "audit")
-		rec := waitAudit(t, tc.in, func(r audit.Record) bool { return r.Event == "approval.decide" && r.Decision == "allow" })
+		rec := tc.in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "approval.decide" && r.Decision == "allow" })
 		if rec.Principal != "tag:owner" || rec.Transport != "web" {
 			t.Errorf("decision audited as %+v", rec)
 		}
@@ -362,7 +362,7 @@ func TestBrowserConsole(t *testing.T) {
 		defer watcher.check(t)
 		done := execAsync(tc.in, "/bin/echo", "confirm", "not for the tv")
 		var id string
-		poll(t, 10*time.Second, "the approval", func() bool {
+		testserver.Poll(t, 10*time.Second, "the approval", func() bool {
 			list, _ := tc.in.Client.API.ListApprovals(context.Background(), &coilyv1.ListApprovalsRequest{})
 			if len(list.GetApprovals()) == 1 {
 				id = list.GetApprovals()[0].GetId()
@@ -416,7 +416,7 @@ fetch("http://coily/api/lockout", {method: "POST", mode: "no-cors", body: "x"}).
 		defer evil.Close()
 		owner.do(t, chromedp.Navigate(evil.URL))
 		waitFor(t, owner, "the forged fetch", `document.title === "sent" || document.title.startsWith("failed")`, 10*time.Second)
-		rec := waitAudit(t, tc.in, func(r audit.Record) bool {
+		rec := tc.in.WaitAudit(t, func(r audit.Record) bool {
 			return r.Method == "web:guard" && r.Principal == "tag:owner" && strings.Contains(r.Reason, "cross-origin")
 		})
 		if rec.Decision != "refuse" || rec.Code != "permission-denied" {
@@ -497,7 +497,7 @@ fetch("http://coily/api/lockout", {method: "POST", mode: "no-cors", body: "x"}).
 		waitFor(t, owner, "the lockout shown", `document.getElementById("lockout-state").textContent.startsWith("LOCKOUT") &&
 			document.getElementById("lockout").hidden`, 10*time.Second)
 		waitFor(t, owner, "the killed execs gone from the page", `document.querySelectorAll("#execs .exec").length === 0`, 5*time.Second)
-		rec := waitAudit(t, tc.in, func(r audit.Record) bool { return r.Event == "lockout" })
+		rec := tc.in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "lockout" })
 		if rec.Principal != "tag:owner" || rec.Transport != "web" || rec.Killed != 2 {
 			t.Errorf("lockout audited as %+v", rec)
 		}

@@ -15,6 +15,7 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/console"
+	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -120,7 +121,7 @@ func TestGuardRefusesOtherHostsAndOrigins(t *testing.T) {
 	if err != nil || st.GetLockout().GetActive() {
 		t.Fatalf("a refused request locked out: %v %v", st, err)
 	}
-	rec := waitAudit(t, f.in, func(r audit.Record) bool { return r.Method == "web:guard" && strings.Contains(r.Reason, "host") })
+	rec := f.in.WaitAudit(t, func(r audit.Record) bool { return r.Method == "web:guard" && strings.Contains(r.Reason, "host") })
 	if rec.Principal != "tag:owner" || rec.Decision != "refuse" || rec.Transport != "web" {
 		t.Errorf("guard refusal audited as %+v", rec)
 	}
@@ -199,7 +200,7 @@ func TestStatusShowsCallerAndExecs(t *testing.T) {
 			Running   bool   `json:"running"`
 		} `json:"execs"`
 	}
-	poll(t, 10*time.Second, "the exec running", func() bool {
+	testserver.Poll(t, 10*time.Second, "the exec running", func() bool {
 		decode(t, f.do(t, owner, "GET", "/api/status", nil, nil), &st)
 		return len(st.Execs) == 1 && st.Execs[0].Running
 	})
@@ -276,7 +277,7 @@ func TestHostileArgvIsVisibleText(t *testing.T) {
 		done <- err
 	}()
 	var body string
-	poll(t, 10*time.Second, "the approval", func() bool {
+	testserver.Poll(t, 10*time.Second, "the approval", func() bool {
 		w := f.do(t, owner, "GET", "/api/approvals", nil, nil)
 		body = w.Body.String()
 		return strings.Contains(body, `"argv_text"`)
@@ -361,7 +362,7 @@ func TestDecideBodies(t *testing.T) {
 				done <- err
 			}()
 			var id string
-			poll(t, 10*time.Second, "approval", func() bool {
+			testserver.Poll(t, 10*time.Second, "approval", func() bool {
 				var l struct {
 					Approvals []struct {
 						ID       string `json:"id"`

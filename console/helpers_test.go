@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"coily.dev/coily/audit"
 	"coily.dev/coily/console"
 	"coily.dev/coily/internal/testserver"
 )
@@ -120,38 +119,6 @@ func answer(t *testing.T, w *httptest.ResponseRecorder) apiAnswer {
 	var a apiAnswer
 	decode(t, w, &a)
 	return a
-}
-
-// poll checks cond until it holds or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitAudit waits for an audit record matching match.
-func waitAudit(t *testing.T, in *testserver.Instance, match func(audit.Record) bool) audit.Record {
-	t.Helper()
-	var found audit.Record
-	poll(t, 5*time.Second, "audit record", func() bool {
-		recs, err := audit.Tail(in.StateDir+"/audit", 1000)
-		if err != nil {
-			return false
-		}
-		for _, r := range recs {
-			if match(r) {
-				found = r
-				return true
-			}
-		}
-		return false
-	})
-	return found
 }
 
 // sseEvent is one event of a stream.

@@ -351,7 +351,7 @@ func TestContainmentScratchLeftoversRemoved(t *testing.T) {
 		t.Fatal(r.err)
 	}
 	// Removed once the command has been answered.
-	poll(t, 5*time.Second, "the finished command's scratch directory removed", func() bool {
+	testserver.Poll(t, 5*time.Second, "the finished command's scratch directory removed", func() bool {
 		left, _ := filepath.Glob(filepath.Join(scratch, "coily-exec-*"))
 		return len(left) == 0
 	})
@@ -668,7 +668,7 @@ func procsWith(prefix string) []int {
 // finishes tearing a killed sandbox down asynchronously.
 func waitNone(t *testing.T, prefix string) {
 	t.Helper()
-	poll(t, 5*time.Second, "no "+strings.ReplaceAll(prefix, "\x00", " ")+" process", func() bool { return len(procsWith(prefix)) == 0 })
+	testserver.Poll(t, 5*time.Second, "no "+strings.ReplaceAll(prefix, "\x00", " ")+" process", func() bool { return len(procsWith(prefix)) == 0 })
 }
 
 // What the first containment battery missed (an attacker's review): the

@@ -93,7 +93,7 @@ func TestLockoutKillsEverythingAndPersists(t *testing.T) {
 	if r := execArgv(t, in, "/bin/echo", "back"); r.err != nil || r.stdout != "back\n" {
 		t.Fatalf("after unlock: %q %v", r.stdout, r.err)
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == "lockout" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "lockout" })
 	if rec.Killed != 3 || rec.Decision != "allow" || rec.Principal == "" {
 		t.Fatalf("lockout audit record %+v", rec)
 	}

@@ -186,7 +186,7 @@ func TestCredentialUnavailable(t *testing.T) {
 	if msg := refusal.As(err).Msg; !strings.Contains(msg, "file:nope") {
 		t.Errorf("message %q does not name the reference", msg)
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Code == string(refusal.CredentialUnavailable) })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Code == string(refusal.CredentialUnavailable) })
 	if rec.Decision != "refuse" {
 		t.Errorf("audit decision %q", rec.Decision)
 	}

@@ -182,7 +182,7 @@ func TestExecClientCancelKillsProcessGroup(t *testing.T) {
 	pids := readPids(t, pidFile)
 	cancel()
 	waitGone(t, pids, 5*time.Second)
-	waitAudit(t, in, func(r audit.Record) bool { return r.Event == "exec.result" && r.Decision == "refuse" })
+	in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "exec.result" && r.Decision == "refuse" })
 }
 
 // A failed audit write fails the request, and the command does not run.

@@ -146,7 +146,7 @@ func TestFairSharingTwoPrincipals(t *testing.T) {
 			t.Fatalf("only %d of the flood refused", refused)
 		}
 	}
-	poll(t, 10*time.Second, "two flooding commands to start", func() bool {
+	testserver.Poll(t, 10*time.Second, "two flooding commands to start", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dir, "started*"))
 		return len(m) == 2
 	})
@@ -175,7 +175,7 @@ func TestFairSharingTwoPrincipals(t *testing.T) {
 func pendingApproval(t *testing.T, e *relayEnv) *coilyv1.Approval {
 	t.Helper()
 	var got *coilyv1.Approval
-	poll(t, 10*time.Second, "a pending approval", func() bool {
+	testserver.Poll(t, 10*time.Second, "a pending approval", func() bool {
 		l, err := e.api.ListApprovals(context.Background(), &coilyv1.ListApprovalsRequest{})
 		if err != nil {
 			t.Fatal(err)

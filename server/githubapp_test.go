@@ -132,7 +132,7 @@ func TestGitHubAppTokenPerExec(t *testing.T) {
 	if tokens[0] == tokens[1] {
 		t.Fatal("two execs shared a token")
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == "exec.result" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "exec.result" })
 	d := rec.Details
 	if d["github_app_repository"] != "alice/repo" || d["github_app_permissions"] != "issues:write" ||
 		d["github_app_token_permissions"] != "issues:write,metadata:read" || d["github_app_revoked"] != "true" ||
@@ -216,7 +216,7 @@ func TestGitHubAppTokenFailsClosed(t *testing.T) {
 				}
 			}
 			if name == "refused later" {
-				rec := waitAudit(t, in, func(r audit.Record) bool { return r.Details["github_app_revoked"] == "true" && r.Decision == "refuse" })
+				rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Details["github_app_revoked"] == "true" && r.Decision == "refuse" })
 				if len(g.TokenRequests()) != before+1 || rec.Details["github_app_repository"] != "alice/repo" {
 					t.Errorf("record %+v", rec.Details)
 				}

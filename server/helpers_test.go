@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
 )
 
@@ -18,7 +17,7 @@ import (
 func readPids(t *testing.T, path string) []int {
 	t.Helper()
 	var pids []int
-	poll(t, 5*time.Second, "pid file "+path, func() bool {
+	testserver.Poll(t, 5*time.Second, "pid file "+path, func() bool {
 		data, err := os.ReadFile(path)
 		if err != nil {
 			return false
@@ -53,7 +52,7 @@ func alive(pid int) bool {
 
 func waitGone(t *testing.T, pids []int, within time.Duration) {
 	t.Helper()
-	poll(t, within, "processes to exit", func() bool {
+	testserver.Poll(t, within, "processes to exit", func() bool {
 		for _, p := range pids {
 			if alive(p) {
 				return false
@@ -61,38 +60,6 @@ func waitGone(t *testing.T, pids []int, within time.Duration) {
 		}
 		return true
 	})
-}
-
-// poll checks cond until it holds or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitAudit waits for an audit record matching match.
-func waitAudit(t *testing.T, in *testserver.Instance, match func(audit.Record) bool) audit.Record {
-	t.Helper()
-	var found audit.Record
-	poll(t, 5*time.Second, "audit record", func() bool {
-		recs, err := audit.Tail(in.StateDir+"/audit", 1000)
-		if err != nil {
-			return false
-		}
-		for _, r := range recs {
-			if match(r) {
-				found = r
-				return true
-			}
-		}
-		return false
-	})
-	return found
 }
 
 func touch(t *testing.T, path string) {

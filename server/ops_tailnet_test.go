@@ -94,7 +94,7 @@ func TestTailnetMetricsPermission(t *testing.T) {
 			t.Errorf("tag:agent GET %s: %d %q, want 403 permission-denied", p, code, body)
 		}
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool {
+	rec := in.WaitAudit(t, func(r audit.Record) bool {
 		return r.Method == "http:"+server.PathMetrics && r.Principal == "tag:agent"
 	})
 	if rec.Decision != "refuse" || rec.Code != "permission-denied" || rec.Transport != server.TransportTailnet {
@@ -103,7 +103,7 @@ func TestTailnetMetricsPermission(t *testing.T) {
 	if code, _ := get(t, agent, "GET", base+"/<script>"); code != http.StatusForbidden {
 		t.Errorf("tag:agent GET of another path: %d", code)
 	}
-	waitAudit(t, in, func(r audit.Record) bool { return r.Method == "http:other" && r.Principal == "tag:agent" })
+	in.WaitAudit(t, func(r audit.Record) bool { return r.Method == "http:other" && r.Principal == "tag:agent" })
 	_, body := get(t, prom, "GET", base+server.PathMetrics)
 	if n, ok := sample(body, `coily_refusals_total{code="permission-denied"}`); !ok || n < 4 {
 		t.Errorf("permission-denied refusals counted: %v (%v), want at least 4", n, ok)

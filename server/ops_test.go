@@ -140,7 +140,7 @@ func TestReadyzAuditUnwritable(t *testing.T) {
 	auditDir := filepath.Join(disk.Dir, "audit")
 	disk.Fail(t, auditDir)
 	var body string
-	poll(t, 10*time.Second, "readyz to turn 503", func() bool {
+	testserver.Poll(t, 10*time.Second, "readyz to turn 503", func() bool {
 		var code int
 		code, body = readyz()
 		return code == http.StatusServiceUnavailable
@@ -150,7 +150,7 @@ func TestReadyzAuditUnwritable(t *testing.T) {
 	}
 	t.Logf("not ready: %q", body)
 	disk.Heal(t, auditDir)
-	poll(t, 10*time.Second, "readyz to turn 200 again", func() bool {
+	testserver.Poll(t, 10*time.Second, "readyz to turn 200 again", func() bool {
 		code, _ := readyz()
 		return code == http.StatusOK
 	})

@@ -170,14 +170,14 @@ func TestPolicyLiveReload(t *testing.T) {
 	// A valid edit that drops echo takes effect without a restart.
 	noEcho := strings.Replace(testserver.LocalPolicy, "commands: [echo, ", "commands: [", 1)
 	writeAtomically(t, in.PolicyPath, noEcho)
-	poll(t, 10*time.Second, "the edited policy to take effect", func() bool {
+	testserver.Poll(t, 10*time.Second, "the edited policy to take effect", func() bool {
 		r := execArgv(t, in, "/bin/echo", "after")
 		return r.err != nil && refusal.As(r.err).Code == refusal.PolicyDeny
 	})
 	// A broken edit is refused, audited, and the last good policy stays.
 	broken := "version: 1\ncommands:\n  - {name: x, binary: relative}\n"
 	writeAtomically(t, in.PolicyPath, broken)
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == server.EventPolicyReload && r.Decision == "refuse" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == server.EventPolicyReload && r.Decision == "refuse" })
 	if !strings.Contains(rec.Reason, "policy.yaml:3:") {
 		t.Fatalf("reload refusal does not name the line: %q", rec.Reason)
 	}
@@ -197,7 +197,7 @@ func TestPolicyLiveReload(t *testing.T) {
 	if err := os.Remove(in.PolicyPath); err != nil {
 		t.Fatal(err)
 	}
-	waitAudit(t, in, func(r audit.Record) bool {
+	in.WaitAudit(t, func(r audit.Record) bool {
 		return r.Event == server.EventPolicyReload && r.Decision == "refuse" && strings.Contains(r.Reason, "no such file")
 	})
 	if r := execArgv(t, in, "/bin/true"); r.err != nil {

@@ -189,7 +189,7 @@ func TestRelayTeardownCancels(t *testing.T) {
 	id, file := e.signed(t, time.Now(), "/bin/sh", "-c", "touch "+started+"; exec sleep 30")
 	done := make(chan *descriptor.Response, 1)
 	go func() { done <- e.relay(t, id, file) }()
-	poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
+	testserver.Poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
 	td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.Repeat("t", 32), Sandbox: "demo"}, e.key)
 	if err != nil {
 		t.Fatal(err)
@@ -406,11 +406,11 @@ func wantTornDown(t *testing.T, e *relayEnv, id string, ch <-chan []byte, ap *co
 		t.Fatalf("answer %s", got)
 	}
 	wantAudited(t, e.in, id, r)
-	rec := waitAudit(t, e.in, func(a audit.Record) bool { return a.ID == r.AuditID })
+	rec := e.in.WaitAudit(t, func(a audit.Record) bool { return a.ID == r.AuditID })
 	if rec.Event != "exec.decision" || rec.Details["approval_id"] != ap.GetId() {
 		t.Fatalf("the refusal's record %+v, want an exec.decision naming approval %s", rec, ap.GetId())
 	}
-	waitAudit(t, e.in, func(a audit.Record) bool {
+	e.in.WaitAudit(t, func(a audit.Record) bool {
 		return a.Event == "relay.teardown" && a.RequestID == id && a.Details["cancelled"] == "true"
 	})
 	return got
@@ -429,7 +429,7 @@ func TestRelayTeardownWhileAwaitingApproval(t *testing.T) {
 		t.Fatal("the teardown of a request waiting for approval says it cancelled nothing")
 	}
 	got := wantTornDown(t, e, id, answer, ap)
-	rec := waitAudit(t, e.in, func(a audit.Record) bool { return a.RequestID == id && a.Event == "exec.decision" })
+	rec := e.in.WaitAudit(t, func(a audit.Record) bool { return a.RequestID == id && a.Event == "exec.decision" })
 	if rec.Details["approval_state"] != coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED.String() {
 		t.Fatalf("approval state in the refusal: %+v", rec.Details)
 	}

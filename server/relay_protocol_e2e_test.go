@@ -72,7 +72,7 @@ func wantAudited(t *testing.T, in *testserver.Instance, id string, r *descriptor
 	if r.AuditID == "" {
 		t.Fatalf("refusal %s of %s carries no audit_id", r.Code, id)
 	}
-	rec := waitAudit(t, in, func(a audit.Record) bool { return a.ID == r.AuditID })
+	rec := in.WaitAudit(t, func(a audit.Record) bool { return a.ID == r.AuditID })
 	if rec.Decision != "refuse" || rec.Code != r.Code || rec.RequestID != id {
 		t.Fatalf("audit_id %s names %+v, not the refusal %s of %s", r.AuditID, rec, r.Code, id)
 	}
@@ -217,7 +217,7 @@ func TestRelaySameIDOtherBodyKeepsTheAnswer(t *testing.T) {
 		}
 		done <- resp.GetResponse()
 	}()
-	poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
+	testserver.Poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
 	other := func() []byte {
 		return e.sign(t, &descriptor.Request{ID: id, Argv: []string{"/bin/echo", "second"}})
 	}
@@ -330,7 +330,7 @@ func TestRelayTeardownAnswersAsDocumented(t *testing.T) {
 	file := e.sign(t, &descriptor.Request{ID: id, Argv: []string{"/bin/sh", "-c", "touch " + started + "; exec sleep 30"}})
 	done := make(chan []byte, 1)
 	go func() { done <- e.relayRaw(t, id, file) }()
-	poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
+	testserver.Poll(t, 10*time.Second, "the command to start", func() bool { _, err := os.Stat(started); return err == nil })
 	if !teardown(id).GetCancelled() {
 		t.Fatal("a running request was not cancelled")
 	}
@@ -350,7 +350,7 @@ func TestRelayTeardownAnswersAsDocumented(t *testing.T) {
 		t.Fatalf("answer %s", got)
 	}
 	wantAudited(t, e.in, id, r)
-	if rec := waitAudit(t, e.in, func(a audit.Record) bool { return a.ID == r.AuditID }); rec.Event != "exec.result" {
+	if rec := e.in.WaitAudit(t, func(a audit.Record) bool { return a.ID == r.AuditID }); rec.Event != "exec.result" {
 		t.Fatalf("audit_id names a %s record", rec.Event)
 	}
 	// Recorded: relayed again, the same answer.
@@ -369,7 +369,7 @@ func TestRelayCallRefusalNamesItsAuditRecord(t *testing.T) {
 	if r.AuditID == "" {
 		t.Fatal("no audit_id in the refusal")
 	}
-	rec := waitAudit(t, e.in, func(a audit.Record) bool { return a.ID == r.AuditID })
+	rec := e.in.WaitAudit(t, func(a audit.Record) bool { return a.ID == r.AuditID })
 	if rec.Event != "relay" || rec.Decision != "refuse" || rec.Code != string(refusal.PermissionDenied) {
 		t.Fatalf("audit_id names %+v", rec)
 	}
@@ -380,7 +380,7 @@ func TestRelayCallRefusalNamesItsAuditRecord(t *testing.T) {
 	_, err = e.api.Relay(context.Background(), &coilyv1.RelayRequest{Sandbox: "demo", Id: descriptor.NewID(), Request: []byte("{}")})
 	r = refusal.FromStatus(err)
 	wantCode(t, r, refusal.LockoutActive)
-	rec = waitAudit(t, e.in, func(a audit.Record) bool { return r.AuditID != "" && a.ID == r.AuditID })
+	rec = e.in.WaitAudit(t, func(a audit.Record) bool { return r.AuditID != "" && a.ID == r.AuditID })
 	if rec.Event != "call" || rec.Decision != "refuse" || rec.Code != string(refusal.LockoutActive) {
 		t.Fatalf("audit_id names %+v", rec)
 	}

@@ -38,7 +38,7 @@ func TestSlowPolicyWriteNeverHalfApplied(t *testing.T) {
 		time.Sleep(pauses[i%len(pauses)] * time.Millisecond) // the writer's pace, not synchronisation
 	}
 	f.Close()
-	poll(t, 10*time.Second, "the new policy in force", func() bool {
+	testserver.Poll(t, 10*time.Second, "the new policy in force", func() bool {
 		st, err := in.Client.API.Status(context.Background(), &coilyv1.StatusRequest{})
 		return err == nil && st.GetPolicySha256() == newSum
 	})

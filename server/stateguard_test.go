@@ -69,7 +69,7 @@ func TestStartNeverMoreOpenThanTheLog(t *testing.T) {
 				return
 			}
 			locked(t, in, tc.want)
-			rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == "state.restore" })
+			rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "state.restore" })
 			if rec.Details["state_file"] == "" {
 				t.Errorf("state.restore record: %+v", rec)
 			}

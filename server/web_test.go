@@ -119,7 +119,7 @@ func TestWebAuthorizationMatrix(t *testing.T) {
 	if err := in.Server.WebAdmit(webReq(http.MethodGet, "/", ownerAddr), server.WebAction("nope")); refusal.As(err).Code != refusal.PermissionDenied {
 		t.Errorf("unknown action: %v", err)
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool {
+	rec := in.WaitAudit(t, func(r audit.Record) bool {
 		return r.Method == "web:kill" && r.Principal == "tag:watch" && r.Decision == "refuse"
 	})
 	if rec.Transport != server.TransportWeb || rec.Code != string(refusal.PermissionDenied) {
@@ -145,7 +145,7 @@ func TestWebControlsAuditedAsTwins(t *testing.T) {
 		t.Fatalf("lockout: %v %v", lo, err)
 	}
 	for _, ev := range []string{"pause", "resume", "lockout"} {
-		rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == ev && r.Decision == "allow" })
+		rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == ev && r.Decision == "allow" })
 		if rec.Transport != server.TransportWeb || rec.Peer == "" || rec.Method == "" {
 			t.Errorf("%s audited as %+v", ev, rec)
 		}
@@ -175,7 +175,7 @@ func TestWebControlsAuditedAsTwins(t *testing.T) {
 func waitInFlight(t *testing.T, in *testserver.Instance, last string, running bool) server.ExecInfo {
 	t.Helper()
 	var found server.ExecInfo
-	poll(t, 10*time.Second, "exec in flight", func() bool {
+	testserver.Poll(t, 10*time.Second, "exec in flight", func() bool {
 		st, err := in.Server.WebStatus(webReq(http.MethodGet, "/api/status", ownerAddr))
 		if err != nil {
 			t.Fatal(err)
@@ -223,12 +223,12 @@ func TestWebKillRunning(t *testing.T) {
 		t.Fatalf("the other command ended too: %+v", r)
 	default:
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == "exec.kill" && r.Decision == "allow" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "exec.kill" && r.Decision == "allow" })
 	if rec.RequestID != info.RequestID || rec.Principal != "tag:owner" || rec.Transport != server.TransportWeb ||
 		rec.Reason != "runaway" || rec.Killed != 1 || rec.Details["requester"] != info.Principal || rec.Rule != "sh" {
 		t.Errorf("kill audited as %+v", rec)
 	}
-	waitAudit(t, in, func(r audit.Record) bool {
+	in.WaitAudit(t, func(r audit.Record) bool {
 		return r.Event == "exec.result" && r.RequestID == info.RequestID && r.Code == string(refusal.CommandKilled)
 	})
 	if _, err := in.Server.WebKill(webReq(http.MethodPost, "/api/execs/x/kill", ownerAddr), info.RequestID, ""); refusal.As(err).Code != refusal.BadRequest {
@@ -246,7 +246,7 @@ func TestWebKillWaitingForApproval(t *testing.T) {
 	done := make(chan result, 1)
 	go func() { done <- execArgv(t, in, "/bin/echo", "confirm", "never") }()
 	var pending []server.PendingApproval
-	poll(t, 10*time.Second, "pending approval", func() bool {
+	testserver.Poll(t, 10*time.Second, "pending approval", func() bool {
 		var err error
 		pending, err = in.Server.WebApprovals(webReq(http.MethodGet, "/api/approvals", ownerAddr))
 		if err != nil {
@@ -282,7 +282,7 @@ func TestWebDecideRunsTheCommand(t *testing.T) {
 	done := make(chan result, 1)
 	go func() { done <- execArgv(t, in, "/bin/echo", "confirm", "ship it") }()
 	var pending []server.PendingApproval
-	poll(t, 10*time.Second, "pending approval", func() bool {
+	testserver.Poll(t, 10*time.Second, "pending approval", func() bool {
 		pending, _ = in.Server.WebApprovals(webReq(http.MethodGet, "/", ownerAddr))
 		return len(pending) == 1
 	})
@@ -298,7 +298,7 @@ func TestWebDecideRunsTheCommand(t *testing.T) {
 	if r.err != nil || r.stdout != "confirm ship it\n" {
 		t.Fatalf("approved exec: %+v", r)
 	}
-	rec := waitAudit(t, in, func(r audit.Record) bool { return r.Event == "approval.decide" && r.Decision == "allow" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "approval.decide" && r.Decision == "allow" })
 	if rec.Transport != server.TransportWeb || rec.Details["requester"] == "" || rec.Reason != "ok from the phone" {
 		t.Errorf("decision audited as %+v", rec)
 	}
