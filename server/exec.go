@@ -221,7 +221,7 @@ func (s *Server) admitState(_ context.Context, x *execution) error {
 // decideRule finds the rule that allows the request, under the policy the
 // call was admitted under (step 5).
 func (s *Server) decideRule(_ context.Context, x *execution) error {
-	d := x.policy.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
+	d := x.decide(x.policy)
 	x.wouldDeny = d.WouldDeny
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
@@ -296,6 +296,11 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	return err
 }
 
+// decide is the policy's decision on the request, by its caller.
+func (x *execution) decide(p *policy.Policy) policy.Decision {
+	return p.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
+}
+
 // decideAgain decides an approved request again when the policy was
 // reloaded while it waited (up to confirm_timeout): a grant revoked, or a
 // rule removed or changed by the owner in the meantime, applies to it as
@@ -306,7 +311,7 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 	if !x.needsApproval() || now == nil || now == x.policy {
 		return nil
 	}
-	d := now.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
+	d := x.decide(now)
 	switch {
 	case d.Result != policy.Allow:
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: %s", d.Reason)
