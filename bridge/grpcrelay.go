@@ -4,14 +4,21 @@ import (
 	"context"
 	"errors"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
+
+// RelayAPI is the two calls a bridge relays through (client.API has them).
+// Its answers must be allowed the size of the largest response file
+// (descriptor.MaxResponseSize), over gRPC's default limit of 4 MiB, as
+// client.API's are.
+type RelayAPI interface {
+	Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error)
+	RelayTeardown(ctx context.Context, in *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error)
+}
 
 // NewGRPCRelayer returns a Relayer that relays through a connection's
 // Relay and RelayTeardown RPCs.
@@ -21,16 +28,14 @@ import (
 // transient: the bridge keeps the file and retries. Any other status is the
 // server's definitive word and becomes a *Refusal with its refusal
 // code (refusal.FromStatus).
-func NewGRPCRelayer(api coilyv1.CoilyServiceClient) Relayer { return relayer{api: api} }
+func NewGRPCRelayer(api RelayAPI) Relayer { return relayer{api: api} }
 
-type relayer struct{ api coilyv1.CoilyServiceClient }
-
-// recvLimit lets a response file of the largest size the protocol allows
-// through (gRPC's default limit is 4 MiB).
-var recvLimit = grpc.MaxCallRecvMsgSize(descriptor.MaxResponseSize + 64<<10)
+type relayer struct {
+	api RelayAPI
+}
 
 func (r relayer) Relay(ctx context.Context, sandbox, id string, request []byte) ([]byte, error) {
-	resp, err := r.api.Relay(ctx, &coilyv1.RelayRequest{Sandbox: sandbox, Id: id, Request: request}, recvLimit)
+	resp, err := r.api.Relay(ctx, &coilyv1.RelayRequest{Sandbox: sandbox, Id: id, Request: request})
 	if err != nil {
 		return nil, relayError(ctx, err)
 	}

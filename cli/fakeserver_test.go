@@ -10,12 +10,13 @@ import (
 	"google.golang.org/grpc"
 
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 )
 
 // listServer answers ListCommands with its list (a unit seam for the
 // commands that print or act on it).
 type listServer struct {
-	coilyv1.UnimplementedCoilyServiceServer
+	coilyv1grpc.UnimplementedCoilyServiceServer
 	list *coilyv1.ListCommandsResponse
 }
 
@@ -37,7 +38,7 @@ func serveList(t *testing.T, list *coilyv1.ListCommandsResponse) string {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	coilyv1.RegisterCoilyServiceServer(g, &listServer{list: list})
+	coilyv1grpc.RegisterCoilyServiceServer(g, &listServer{list: list})
 	go func() { _ = g.Serve(l) }()
 	t.Cleanup(g.Stop)
 	return sock

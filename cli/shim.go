@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/spf13/cobra"
 
@@ -29,7 +30,9 @@ const shimMarker = "# coily shim: "
 
 // shimNamePattern is what a shim may be called: a bare command name, as
 // the server resolves it (policy.IsCommandName; a test keeps them equal).
-var shimNamePattern = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$`)
+// Compiled at first use: a counted repetition makes a large program, and
+// most runs of the client never need it.
+var shimNamePattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._+-]{0,127}$`) })
 
 // DefaultShimDir is where shims go unless told: $XDG_DATA_HOME/coily/shims
 // or ~/.local/share/coily/shims.
@@ -125,7 +128,7 @@ func (a *App) shimmableNames(names []string) []string {
 
 // isShimName says whether a shim may be called n.
 func (a *App) isShimName(n string) bool {
-	return shimNamePattern.MatchString(n) && n != "coily" && n != a.Name
+	return shimNamePattern().MatchString(n) && n != "coily" && n != a.Name
 }
 
 // installShims writes one shim per name into dir, each by a temporary file

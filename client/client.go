@@ -8,15 +8,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
+	"coily.dev/coily/client/grpclite"
+	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -25,10 +26,14 @@ import (
 // env(1) and timeout(1)) to stay apart from the command's own codes.
 const RefusedExit = 125
 
+// MaxAnswer bounds one answer from the server: the largest is a relayed
+// response file (descriptor.MaxResponseSize) and the message around it.
+const MaxAnswer = descriptor.MaxResponseSize + 64<<10
+
 // Client is a connection to a coily server.
 type Client struct {
-	conn *grpc.ClientConn
-	API  coilyv1.CoilyServiceClient
+	conn *grpclite.Conn
+	API  API
 	// RateLimitRetries bounds how often a rate-limit refusal is retried.
 	RateLimitRetries int
 	// MaxRetryDelay caps the wait before one retry.
@@ -47,19 +52,24 @@ func DialLocal(socket string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: socket path: %w", err)
 	}
-	conn, err := grpc.NewClient("unix://"+abs, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return nil, fmt.Errorf("client: dial %s: %w", abs, err)
-	}
-	return newClient(conn, nil), nil
+	var d net.Dialer
+	return New(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", abs) }, "localhost", nil), nil
 }
 
-// New wraps a connection to a server; cleanup, if any, runs on Close (it
-// releases what the transport holds, such as a tailnet node).
-func New(conn *grpc.ClientConn, cleanup func()) *Client { return newClient(conn, cleanup) }
+// New returns a client whose connections come from dial (made lazily, at
+// the first call); authority is the server's name in each call
+// ("localhost" on a unix socket, else host:port); cleanup, if any, runs on
+// Close (it releases what the transport holds, such as a tailnet node).
+func New(dial func(ctx context.Context) (net.Conn, error), authority string, cleanup func()) *Client {
+	conn := grpclite.New(dial, authority)
+	conn.MaxRecvSize = MaxAnswer
+	return &Client{conn: conn, API: API{conn: conn}, RateLimitRetries: 3,
+		MaxRetryDelay: 30 * time.Second, cleanup: cleanup}
+}
 
-// Conn returns the underlying connection (for health and reflection).
-func (c *Client) Conn() *grpc.ClientConn { return c.conn }
+// Conn returns the underlying connection, for calls of other services
+// (health, reflection) and of methods by name.
+func (c *Client) Conn() *grpclite.Conn { return c.conn }
 
 // Close closes the connection and whatever its transport holds.
 func (c *Client) Close() error {
@@ -113,6 +123,7 @@ func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout,
 	if err != nil {
 		return nil, refusal.FromStatus(err)
 	}
+	defer stream.Close()
 	for {
 		msg, err := stream.Recv()
 		if err == io.EOF {

@@ -13,13 +13,14 @@ import (
 	"google.golang.org/grpc"
 
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 )
 
 // fakeServer refuses the first `refusals` Execs with code, then runs a
 // command that prints "out" and "err" and exits 3.
 type fakeServer struct {
-	coilyv1.UnimplementedCoilyServiceServer
+	coilyv1grpc.UnimplementedCoilyServiceServer
 	code     refusal.Code
 	refusals int32
 	calls    atomic.Int32
@@ -50,7 +51,7 @@ func startFake(t *testing.T, f *fakeServer) *Client {
 		t.Fatal(err)
 	}
 	g := grpc.NewServer()
-	coilyv1.RegisterCoilyServiceServer(g, f)
+	coilyv1grpc.RegisterCoilyServiceServer(g, f)
 	go func() { _ = g.Serve(l) }()
 	t.Cleanup(g.Stop)
 	c, err := DialLocal(sock)

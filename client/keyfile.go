@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sync"
 	"syscall"
 
 	"coily.dev/coily/descriptor"
@@ -42,7 +43,7 @@ func (k KeyFile) GoString() string { return "client.KeyFile{" + k.String() + "}"
 const maxKeyFile = 4096
 
 // keyHexRE is the key's form in the file.
-var keyHexRE = regexp.MustCompile(`^[0-9a-f]{64}$`)
+var keyHexRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{64}$`) })
 
 type keyFileJSON struct {
 	Sandbox    string `json:"sandbox"`
@@ -221,7 +222,7 @@ func decodeKeyFile(data []byte) (KeyFile, error) {
 	if _, err := dec.Token(); err != io.EOF {
 		return KeyFile{}, errors.New("data after the JSON object")
 	}
-	if !keyHexRE.MatchString(raw.Key) {
+	if !keyHexRE().MatchString(raw.Key) {
 		return KeyFile{}, fmt.Errorf("key must be %d lower-case hex digits (%d bytes)", 2*descriptor.KeySize, descriptor.KeySize)
 	}
 	key, err := hex.DecodeString(raw.Key)

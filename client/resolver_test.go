@@ -12,7 +12,6 @@ import (
 
 	"golang.org/x/net/dns/dnsmessage"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -38,15 +37,12 @@ func TestTailnetResolver(t *testing.T) {
 			t.Errorf("tailnetResolver(%s, …) = %q, want %q", tt.goos, got, tt.want)
 		}
 	}
-	if got := dnsTarget("coily.example-tailnet.ts.net:7443", ""); got != "dns:///coily.example-tailnet.ts.net:7443" {
-		t.Errorf("dnsTarget with the system's resolver: %q", got)
-	}
 }
 
-// TestDNSTargetAsksTheNamedServer: a target naming a DNS server makes gRPC
-// resolve the name there — a real DNS server on loopback standing in for
+// TestDNSDialerAsksTheNamedServer: a dialer naming a DNS server resolves
+// the name there — a real DNS server on loopback standing in for
 // 100.100.100.100 — and reach the address it answers.
-func TestDNSTargetAsksTheNamedServer(t *testing.T) {
+func TestDNSDialerAsksTheNamedServer(t *testing.T) {
 	const name = "coily.example-tailnet.ts.net."
 	var queries atomic.Int32
 	pc, err := net.ListenPacket("udp", "127.0.0.1:0")
@@ -79,15 +75,12 @@ func TestDNSTargetAsksTheNamedServer(t *testing.T) {
 	t.Cleanup(srv.Stop)
 
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	target := dnsTarget(net.JoinHostPort(strings.TrimSuffix(name, "."), port), pc.LocalAddr().String())
-	conn, err := grpc.NewClient(target, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	target := net.JoinHostPort(strings.TrimSuffix(name, "."), port)
+	c := New(dnsDialer(target, pc.LocalAddr().String()), target, nil)
+	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{}); err != nil {
+	if err := c.Conn().Invoke(ctx, "/grpc.health.v1.Health/Check", &healthpb.HealthCheckRequest{}, &healthpb.HealthCheckResponse{}); err != nil {
 		t.Fatalf("health check through %s: %v", target, err)
 	}
 	if queries.Load() == 0 {

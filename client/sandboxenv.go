@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"coily.dev/coily/descriptor"
 )
@@ -28,7 +29,7 @@ const (
 
 // threeWordsRE is the form of the generated user names of a Cowork
 // sandbox: three lower-case words joined by dashes (brave-quiet-otter).
-var threeWordsRE = regexp.MustCompile(`^[a-z]+-[a-z]+-[a-z]+$`)
+var threeWordsRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[a-z]+-[a-z]+-[a-z]+$`) })
 
 // DetectSandbox reports whether this process runs in a network-less
 // sandbox (a Cowork VM) that reaches coily through a shared folder, from
@@ -62,7 +63,7 @@ func DetectSandbox(getenv func(string) string) bool {
 		return false
 	}
 	signals := 0
-	for _, ok := range []bool{sessionHome(getenv("HOME")), threeWordsRE.MatchString(getenv("LOGNAME")), loopbackProxies(getenv)} {
+	for _, ok := range []bool{sessionHome(getenv("HOME")), threeWordsRE().MatchString(getenv("LOGNAME")), loopbackProxies(getenv)} {
 		if ok {
 			signals++
 		}

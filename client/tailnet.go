@@ -9,11 +9,7 @@ import (
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"tailscale.com/client/local"
-
-	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
 // DefaultPort is the port coily serves gRPC on over the tailnet.
@@ -43,20 +39,12 @@ func DialServer(ctx context.Context, server string) (*Client, error) {
 		return nil, &DialError{Err: fmt.Errorf("server %s: bad port", server)}
 	}
 	lc := &local.Client{}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if localAPIUp(ctx, lc) {
-		opts = append(opts, grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) {
+		return New(func(ctx context.Context) (net.Conn, error) {
 			return lc.DialTCP(ctx, host, uint16(port))
-		}))
-		target = "passthrough:///" + target
-	} else {
-		target = dnsTarget(target, tailnetResolver(runtime.GOOS, os.Stat))
+		}, target, nil), nil
 	}
-	conn, err := grpc.NewClient(target, opts...)
-	if err != nil {
-		return nil, &DialError{Err: fmt.Errorf("dial %s: %w", server, err)}
-	}
-	return newClient(conn, nil), nil
+	return New(dnsDialer(target, tailnetResolver(runtime.GOOS, os.Stat)), target, nil), nil
 }
 
 // resolvConf is where Go's own resolver finds the DNS servers to ask.
@@ -84,10 +72,17 @@ func tailnetResolver(goos string, stat func(string) (os.FileInfo, error)) string
 	return magicDNS
 }
 
-// dnsTarget is gRPC's target for host:port resolved by DNS: by the
-// system's resolver, or by dnsServer (host:port) when it is not "".
-func dnsTarget(hostport, dnsServer string) string {
-	return "dns://" + dnsServer + "/" + hostport
+// dnsDialer dials hostport over TCP, its name resolved by the system's
+// resolver, or by dnsServer (host:port) when it is not "".
+func dnsDialer(hostport, dnsServer string) func(context.Context) (net.Conn, error) {
+	d := &net.Dialer{}
+	if dnsServer != "" {
+		d.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var dd net.Dialer
+			return dd.DialContext(ctx, network, dnsServer)
+		}}
+	}
+	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", hostport) }
 }
 
 // localAPIUp says whether this machine's tailscaled answers its LocalAPI
@@ -97,9 +92,4 @@ func localAPIUp(ctx context.Context, lc *local.Client) bool {
 	defer cancel()
 	_, err := lc.StatusWithoutPeers(ctx)
 	return err == nil
-}
-
-func newClient(conn *grpc.ClientConn, cleanup func()) *Client {
-	return &Client{conn: conn, API: coilyv1.NewCoilyServiceClient(conn), RateLimitRetries: 3,
-		MaxRetryDelay: 30 * time.Second, cleanup: cleanup}
 }

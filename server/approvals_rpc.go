@@ -6,6 +6,7 @@ import (
 	"google.golang.org/grpc"
 
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 )
 
@@ -51,7 +52,7 @@ func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coily
 	if err != nil {
 		return nil, err
 	}
-	rec := callerRecord(c, coilyv1.CoilyService_Decide_FullMethodName, "approval.decide", req.GetNote())
+	rec := callerRecord(c, coilyv1grpc.CoilyService_Decide_FullMethodName, "approval.decide", req.GetNote())
 	rec.Details = map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}
 	a, err := s.decide(c, req)
 	if a != nil {

@@ -11,7 +11,7 @@ import (
 	reflectionv1alpha "google.golang.org/grpc/reflection/grpc_reflection_v1alpha"
 
 	"coily.dev/coily/policy"
-	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 )
 
@@ -23,26 +23,26 @@ const anyPermission policy.Permission = "*"
 // methodPermissions is the per-RPC authorization table: a caller needs any
 // one of the listed permissions. A method absent from the table is refused.
 var methodPermissions = map[string][]policy.Permission{
-	coilyv1.CoilyService_Exec_FullMethodName:    {policy.PermExec},
-	coilyv1.CoilyService_Lockout_FullMethodName: {policy.PermLockout},
-	coilyv1.CoilyService_Unlock_FullMethodName:  {policy.PermUnlock},
+	coilyv1grpc.CoilyService_Exec_FullMethodName:    {policy.PermExec},
+	coilyv1grpc.CoilyService_Lockout_FullMethodName: {policy.PermLockout},
+	coilyv1grpc.CoilyService_Unlock_FullMethodName:  {policy.PermUnlock},
 	// Any caller allowed to exec may pause itself (its own new commands:
 	// see Server.Pause); the pause permission pauses the server.
-	coilyv1.CoilyService_Pause_FullMethodName:  {policy.PermPause, policy.PermExec},
-	coilyv1.CoilyService_Resume_FullMethodName: {policy.PermResume},
-	coilyv1.CoilyService_Status_FullMethodName: {policy.PermStatus, policy.PermExec},
+	coilyv1grpc.CoilyService_Pause_FullMethodName:  {policy.PermPause, policy.PermExec},
+	coilyv1grpc.CoilyService_Resume_FullMethodName: {policy.PermResume},
+	coilyv1grpc.CoilyService_Status_FullMethodName: {policy.PermStatus, policy.PermExec},
 	// A caller allowed to exec may see what it may run.
-	coilyv1.CoilyService_ListCommands_FullMethodName: {policy.PermExec},
+	coilyv1grpc.CoilyService_ListCommands_FullMethodName: {policy.PermExec},
 
-	coilyv1.CoilyService_ListApprovals_FullMethodName:  {policy.PermApprove},
-	coilyv1.CoilyService_WatchApprovals_FullMethodName: {policy.PermApprove},
-	coilyv1.CoilyService_Decide_FullMethodName:         {policy.PermApprove},
+	coilyv1grpc.CoilyService_ListApprovals_FullMethodName:  {policy.PermApprove},
+	coilyv1grpc.CoilyService_WatchApprovals_FullMethodName: {policy.PermApprove},
+	coilyv1grpc.CoilyService_Decide_FullMethodName:         {policy.PermApprove},
 
 	// Relaying also needs the sandbox in the role's list, checked per call.
-	coilyv1.CoilyService_Relay_FullMethodName:         {policy.PermRelay},
-	coilyv1.CoilyService_RelayTeardown_FullMethodName: {policy.PermRelay},
-	coilyv1.CoilyService_IssueKey_FullMethodName:      {policy.PermKeys},
-	coilyv1.CoilyService_RotateKeys_FullMethodName:    {policy.PermKeys},
+	coilyv1grpc.CoilyService_Relay_FullMethodName:         {policy.PermRelay},
+	coilyv1grpc.CoilyService_RelayTeardown_FullMethodName: {policy.PermRelay},
+	coilyv1grpc.CoilyService_IssueKey_FullMethodName:      {policy.PermKeys},
+	coilyv1grpc.CoilyService_RotateKeys_FullMethodName:    {policy.PermKeys},
 
 	healthpb.Health_Check_FullMethodName: {anyPermission},
 	healthpb.Health_Watch_FullMethodName: {anyPermission},
@@ -56,9 +56,9 @@ var methodPermissions = map[string][]policy.Permission{
 // locking again, unlocking, health and reflection. Everything else is
 // refused with lockout-active.
 var servedWhileLocked = map[string]bool{
-	coilyv1.CoilyService_Status_FullMethodName:  true,
-	coilyv1.CoilyService_Lockout_FullMethodName: true,
-	coilyv1.CoilyService_Unlock_FullMethodName:  true,
+	coilyv1grpc.CoilyService_Status_FullMethodName:  true,
+	coilyv1grpc.CoilyService_Lockout_FullMethodName: true,
+	coilyv1grpc.CoilyService_Unlock_FullMethodName:  true,
 
 	healthpb.Health_Check_FullMethodName: true,
 	healthpb.Health_Watch_FullMethodName: true,
@@ -97,7 +97,7 @@ func (s *Server) admitCall(ctx context.Context, method string) (context.Context,
 	if err == nil {
 		err = s.authorize(c, method, pol)
 	}
-	if err == nil && !servedWhileLocked[method] && method != coilyv1.CoilyService_Exec_FullMethodName {
+	if err == nil && !servedWhileLocked[method] && method != coilyv1grpc.CoilyService_Exec_FullMethodName {
 		// Exec checks the lockout itself, atomically with admission.
 		err = s.checkLockout()
 	}

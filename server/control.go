@@ -14,6 +14,7 @@ import (
 	"coily.dev/coily/notify"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
 )
@@ -144,7 +145,7 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 	}
 	s.escalate(jobs)
 	rejected := s.approvals.rejectAll()
-	rec := callerRecord(c, coilyv1.CoilyService_Lockout_FullMethodName, "lockout", reason)
+	rec := callerRecord(c, coilyv1grpc.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
 	// Cached credentials are dropped (and the Vault token revoked when so
@@ -205,7 +206,7 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
-	rec := callerRecord(c, coilyv1.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
+	rec := callerRecord(c, coilyv1grpc.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
@@ -243,7 +244,7 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	persisted := s.cfg.Store.SetPause(st)
 	running := len(s.jobs)
 	s.mu.Unlock()
-	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
+	rec := callerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
 	err = s.recordControl(ctx, rec, "allow", persisted)
 	if !already {
 		s.notify(notify.Event{Kind: notify.KindPause, Stop: &notify.Stop{By: c.Principal, Reason: req.GetReason(), Running: running}})
@@ -277,7 +278,7 @@ func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coily
 		}
 	}
 	s.mu.Unlock()
-	rec := callerRecord(c, coilyv1.CoilyService_Pause_FullMethodName, "pause", reason)
+	rec := callerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", reason)
 	rec.Details = map[string]string{"scope": "self"}
 	if err := s.recordControl(ctx, rec, "allow", persisted); err != nil {
 		return nil, err
@@ -300,7 +301,7 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
-	rec := callerRecord(c, coilyv1.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
+	rec := callerRecord(c, coilyv1grpc.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
@@ -394,7 +395,7 @@ func outcome(err error) string {
 // refuseControl audits a refused control call and returns the refusal.
 func (s *Server) refuseControl(ctx context.Context, c Caller, event string, err error) error {
 	r := refusal.As(err)
-	rec := callerRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
+	rec := callerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	out, aerr := s.record(ctx, rec)
 	if aerr != nil {

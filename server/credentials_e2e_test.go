@@ -92,7 +92,7 @@ func rawExec(t *testing.T, in *testserver.Instance, argv ...string) (stdout stri
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := coilyv1.NewCoilyServiceClient(in.Client.Conn()).Exec(ctx, &coilyv1.ExecRequest{Argv: argv})
+	st, err := in.Client.API.Exec(ctx, &coilyv1.ExecRequest{Argv: argv})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestLockoutDropsCachedCredentials(t *testing.T) {
 		t.Fatalf("cached fetch = %q, want old", got)
 	}
 	ctx := context.Background()
-	api := coilyv1.NewCoilyServiceClient(in.Client.Conn())
+	api := in.Client.API
 	if _, err := api.Lockout(ctx, &coilyv1.LockoutRequest{Reason: "test"}); err != nil {
 		t.Fatal(err)
 	}

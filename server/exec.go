@@ -24,6 +24,7 @@ import (
 	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/sshagent"
@@ -97,7 +98,7 @@ func (x *execution) finish() {
 // auditRecord starts an audit record describing the execution.
 func (x *execution) auditRecord(event string) audit.Record {
 	r := audit.Record{
-		Event: event, Method: cmp.Or(x.method, coilyv1.CoilyService_Exec_FullMethodName), RequestID: x.id,
+		Event: event, Method: cmp.Or(x.method, coilyv1grpc.CoilyService_Exec_FullMethodName), RequestID: x.id,
 		Principal: x.caller.Principal, Transport: x.caller.Transport, Peer: x.caller.Peer,
 		Argv: x.req.GetArgv(),
 	}

@@ -38,7 +38,7 @@ commands:
 func newFairEnv(t *testing.T, limits string, killGrace time.Duration) *relayEnv {
 	t.Helper()
 	in := testserver.Start(t, testserver.Options{Policy: strings.Replace(fairPolicy, "%s", limits, 1), KillGrace: killGrace})
-	e := &relayEnv{in: in, api: coilyv1.NewCoilyServiceClient(in.Client.Conn())}
+	e := &relayEnv{in: in, api: in.Client.API}
 	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "demo"})
 	if err != nil {
 		t.Fatal(err)
@@ -382,7 +382,7 @@ func TestApprovedAfterWorkspaceMovedAskedAgain(t *testing.T) {
 			"  - {name: touch, binary: /usr/bin/touch, args: [\"**\"], flags: any, sandbox: native, workspace: w}\n"
 	}
 	in := testserver.Start(t, testserver.Options{Policy: pol(a)})
-	e := &relayEnv{in: in, api: coilyv1.NewCoilyServiceClient(in.Client.Conn())}
+	e := &relayEnv{in: in, api: in.Client.API}
 	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "demo"})
 	if err != nil {
 		t.Fatal(err)

@@ -65,7 +65,7 @@ func appExec(t *testing.T, in *testserver.Instance, cwd string, argv ...string) 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	st, err := coilyv1.NewCoilyServiceClient(in.Client.Conn()).Exec(ctx, &coilyv1.ExecRequest{Argv: argv, Cwd: cwd})
+	st, err := in.Client.API.Exec(ctx, &coilyv1.ExecRequest{Argv: argv, Cwd: cwd})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
 )
@@ -34,7 +35,7 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 	if errors.Is(err, store.ErrKeyExists) {
 		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
 	}
-	rec := callerRecord(c, coilyv1.CoilyService_IssueKey_FullMethodName, "key.issue", "")
+	rec := callerRecord(c, coilyv1grpc.CoilyService_IssueKey_FullMethodName, "key.issue", "")
 	rec.Details = map[string]string{"sandboxes": name}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err
@@ -77,7 +78,7 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 // replaceKeys stores fresh keys for the sandboxes and audits it.
 func (s *Server) replaceKeys(ctx context.Context, c Caller, event string, names []string) ([]store.Key, error) {
 	keys, err := s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
-	rec := callerRecord(c, "/"+coilyv1.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
+	rec := callerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Details = map[string]string{"sandboxes": joinNames(names)}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err

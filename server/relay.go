@@ -14,6 +14,7 @@ import (
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
 )
@@ -92,7 +93,7 @@ func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event str
 func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (string, []byte) {
 	x := &execution{caller: Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
 		Peer: "bridge " + bridge.Principal + " " + bridge.Peer}, req: &coilyv1.ExecRequest{}, policy: pol,
-		method: coilyv1.CoilyService_Relay_FullMethodName, id: fileID} // audited under the id the answer goes to
+		method: coilyv1grpc.CoilyService_Relay_FullMethodName, id: fileID} // audited under the id the answer goes to
 	d, canon, err := s.parseRequest(raw)
 	if err != nil {
 		return fileID, s.relayRefusal(ctx, x, fileID, err)
@@ -380,7 +381,7 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 	if f == nil {
 		s.recordTeardown(t.ID, sandbox)
 	}
-	rec := callerRecord(bridge, coilyv1.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
+	rec := callerRecord(bridge, coilyv1grpc.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
 	rec.RequestID = t.ID
 	rec.Details = map[string]string{"sandbox": sandbox, "cancelled": fmt.Sprint(cancelled)}
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -41,14 +42,14 @@ commands:
 // relayEnv is a server, its API and the demo sandbox's key.
 type relayEnv struct {
 	in  *testserver.Instance
-	api coilyv1.CoilyServiceClient
+	api client.API
 	key []byte
 }
 
 func newRelayEnv(t *testing.T) *relayEnv {
 	t.Helper()
 	in := testserver.Start(t, testserver.Options{Policy: relayPolicy})
-	e := &relayEnv{in: in, api: coilyv1.NewCoilyServiceClient(in.Client.Conn())}
+	e := &relayEnv{in: in, api: in.Client.API}
 	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "demo"})
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +254,7 @@ func TestRelayInterruptedByRestartIsNotRerun(t *testing.T) {
 	}
 	db.Close()
 	e.in = e.in.Restart(testserver.Options{Policy: relayPolicy})
-	e.api = coilyv1.NewCoilyServiceClient(e.in.Client.Conn())
+	e.api = e.in.Client.API
 	r := e.relay(t, id, file)
 	wantRefused(t, r, refusal.Internal)
 	if !strings.Contains(r.Message, "not run again") {

@@ -29,7 +29,7 @@ var protocolPolicy = strings.Replace(relayPolicy, "commands: [echo, sh, sleep]",
 func newProtocolEnv(t *testing.T) *relayEnv {
 	t.Helper()
 	in := testserver.Start(t, testserver.Options{Policy: protocolPolicy})
-	e := &relayEnv{in: in, api: coilyv1.NewCoilyServiceClient(in.Client.Conn())}
+	e := &relayEnv{in: in, api: in.Client.API}
 	k, err := e.api.IssueKey(context.Background(), &coilyv1.IssueKeyRequest{Sandbox: "demo"})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,7 @@ import (
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
-	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/store"
@@ -98,7 +98,7 @@ type Config struct {
 
 // Server is the coily service.
 type Server struct {
-	coilyv1.UnimplementedCoilyServiceServer
+	coilyv1grpc.UnimplementedCoilyServiceServer
 
 	cfg     Config
 	log     *slog.Logger
@@ -240,9 +240,9 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 		}),
 	}, opts...)
 	g := grpc.NewServer(opts...)
-	coilyv1.RegisterCoilyServiceServer(g, s)
+	coilyv1grpc.RegisterCoilyServiceServer(g, s)
 	hs := health.NewServer()
-	hs.SetServingStatus(coilyv1.CoilyService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	hs.SetServingStatus(coilyv1grpc.CoilyService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	healthpb.RegisterHealthServer(g, hs)
 	reflection.Register(g)
 	return g

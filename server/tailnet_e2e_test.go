@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -17,8 +16,10 @@ import (
 	"tailscale.com/tailcfg"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/grpclite"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/server"
 )
@@ -122,7 +123,7 @@ func TestTailnetStrangerRefusedEverywhere(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: tailnetPolicy, Tailnet: true})
 	stranger := in.TailnetClient(t, "stranger", "tag:stranger")
 	descs := []protoreflect.ServiceDescriptor{
-		coilyv1.File_coily_v1_coily_proto.Services().ByName("CoilyService"),
+		coilyv1grpc.File_coily_v1_service_proto.Services().ByName("CoilyService"),
 		healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health"),
 		reflectionpb.File_grpc_reflection_v1_reflection_proto.Services().ByName("ServerReflection"),
 	}
@@ -143,8 +144,9 @@ func TestTailnetStrangerRefusedEverywhere(t *testing.T) {
 	}
 }
 
-// invokeEmpty calls a method with an empty request, whatever its shape.
-func invokeEmpty(conn *grpc.ClientConn, method string, md protoreflect.MethodDescriptor) error {
+// invokeEmpty calls a method with an empty request, whatever its shape
+// (a client-streaming one gets that one message, then the end).
+func invokeEmpty(conn *grpclite.Conn, method string, md protoreflect.MethodDescriptor) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req := dynamicpb.NewMessage(md.Input())
@@ -152,16 +154,11 @@ func invokeEmpty(conn *grpc.ClientConn, method string, md protoreflect.MethodDes
 	if !md.IsStreamingClient() && !md.IsStreamingServer() {
 		return conn.Invoke(ctx, method, req, resp)
 	}
-	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ServerStreams: true, ClientStreams: md.IsStreamingClient()}, method)
+	s, err := conn.NewStream(ctx, method, req)
 	if err != nil {
 		return err
 	}
-	if err := s.SendMsg(req); err != nil {
-		return err
-	}
-	if err := s.CloseSend(); err != nil {
-		return err
-	}
+	defer s.Close()
 	return s.RecvMsg(resp)
 }
 

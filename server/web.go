@@ -9,6 +9,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 )
 
@@ -67,16 +68,16 @@ const (
 // webActions names the authorization table entry of each action.
 var webActions = map[WebAction]string{
 	WebPage:      webMethodPage,
-	WebStatus:    coilyv1.CoilyService_Status_FullMethodName,
-	WebApprovals: coilyv1.CoilyService_ListApprovals_FullMethodName,
-	WebDecide:    coilyv1.CoilyService_Decide_FullMethodName,
-	WebLockout:   coilyv1.CoilyService_Lockout_FullMethodName,
-	WebPause:     coilyv1.CoilyService_Pause_FullMethodName,
-	WebResume:    coilyv1.CoilyService_Resume_FullMethodName,
+	WebStatus:    coilyv1grpc.CoilyService_Status_FullMethodName,
+	WebApprovals: coilyv1grpc.CoilyService_ListApprovals_FullMethodName,
+	WebDecide:    coilyv1grpc.CoilyService_Decide_FullMethodName,
+	WebLockout:   coilyv1grpc.CoilyService_Lockout_FullMethodName,
+	WebPause:     coilyv1grpc.CoilyService_Pause_FullMethodName,
+	WebResume:    coilyv1grpc.CoilyService_Resume_FullMethodName,
 	WebKill:      webMethodKill,
 	WebAudit:     webMethodAudit,
 
-	WebWatchApprovals: coilyv1.CoilyService_WatchApprovals_FullMethodName,
+	WebWatchApprovals: coilyv1grpc.CoilyService_WatchApprovals_FullMethodName,
 }
 
 // webOnlyPermissions is the authorization table of the console's actions

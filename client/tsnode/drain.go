@@ -25,9 +25,9 @@ type conns struct {
 	wg sync.WaitGroup
 }
 
-// dial dials through dial and tracks the connection.
-func (t *conns) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error)) func(context.Context, string) (net.Conn, error) {
-	return func(ctx context.Context, addr string) (net.Conn, error) {
+// dial dials addr over TCP through dial and tracks the connection.
+func (t *conns) dial(dial func(ctx context.Context, network, addr string) (net.Conn, error), addr string) func(context.Context) (net.Conn, error) {
+	return func(ctx context.Context) (net.Conn, error) {
 		c, err := dial(ctx, "tcp", addr)
 		if err != nil {
 			return nil, err

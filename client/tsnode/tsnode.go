@@ -29,8 +29,6 @@ import (
 	"sync"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"tailscale.com/envknob"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
@@ -143,13 +141,7 @@ func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Se
 	o.Logf("tsnode: server %s (%v) answered a disco ping %v after the node was up", host, ip, time.Since(start).Round(time.Millisecond))
 	addr := net.JoinHostPort(ip.String(), port)
 	var tracked conns
-	conn, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithContextDialer(tracked.dial(s.Dial)))
-	if err != nil {
-		cleanup()
-		return nil, &client.DialError{Err: fmt.Errorf("dial %s: %w", o.Server, err)}
-	}
-	return client.New(conn, func() { tracked.wait(); cleanup() }), nil
+	return client.New(tracked.dial(s.Dial, addr), addr, func() { tracked.wait(); cleanup() }), nil
 }
 
 // joinError says why a join failed, in words an operator acts on.

@@ -36,7 +36,8 @@ func depsFor(t *testing.T, goos, goarch, pkg string, tags ...string) []string {
 
 // The lean client links the API, the client transports and the command
 // line only: no server, keystore, Vault, sandbox, policy engine, embedded
-// tailnet node or test component (nor the testing package), on every
+// tailnet node, grpc-go client or test component (nor the testing
+// package), on every
 // system it ships for (scripts/release.sh: linux, darwin, android).
 // That is what keeps it starting in milliseconds (docs/benchmarks.md).
 func TestLeanClientLinksNoServer(t *testing.T) {
@@ -47,7 +48,13 @@ func TestLeanClientLinksNoServer(t *testing.T) {
 		"github.com/zalando/go-keyring", "go.etcd.io/bbolt", "tailscale.com/tsnet", "tailscale.com/wgengine/magicsock",
 		"tailscale.com/tstest", "tailscale.com/derp/derpserver", "github.com/prometheus/client_golang",
 		"testing",
+		// grpc-go's client and transport: calls go over client/grpclite.
+		"google.golang.org/grpc/internal/transport", "google.golang.org/grpc/balancer",
+		"google.golang.org/grpc/resolver", "golang.org/x/net/http2",
 	}
+	// Forbidden themselves, not their subpackages: grpc-go's status and
+	// codes (which link no transport) read the server's refusals.
+	forbiddenExact := []string{"google.golang.org/grpc"}
 	for _, target := range []struct{ goos, goarch string }{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}, {"android", "arm64"}} {
 		t.Run(target.goos+"/"+target.goarch, func(t *testing.T) {
 			all := depsFor(t, target.goos, target.goarch, "coily.dev/coily/cmd/coily-client")
@@ -55,6 +62,9 @@ func TestLeanClientLinksNoServer(t *testing.T) {
 				t.Fatalf("coily-client does not link coily.dev/coily/cli: is this list its dependencies? %v", all)
 			}
 			for _, p := range all {
+				if slices.Contains(forbiddenExact, p) {
+					t.Errorf("coily-client links %s", p)
+				}
 				for _, f := range forbidden {
 					if p == f || strings.HasPrefix(p, f+"/") || strings.HasSuffix(f, "/") && strings.HasPrefix(p, f) {
 						t.Errorf("coily-client links %s", p)

@@ -59,13 +59,25 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 			b.Fatal(err)
 		}
 	}
+	// The same Exec on a connection of its own, as a process makes: what
+	// a new connection costs, apart from starting a process.
+	freshExec := func() {
+		fc, err := client.DialLocal(p.socket)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer fc.Close()
+		if _, err := fc.Exec(ctx, &coilyv1.ExecRequest{Argv: []string{"/bin/true"}}, io.Discard, io.Discard); err != nil {
+			b.Fatal(err)
+		}
+	}
 	run := func(name string, args ...string) {
 		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
 			b.Fatalf("%s %v: %v %s", name, args, err, out)
 		}
 	}
 	goExec()
-	var helloT, leanV, fullV, goT, cliT []time.Duration
+	var helloT, leanV, fullV, goT, freshT, cliT []time.Duration
 	b.ResetTimer()
 	for range b.N {
 		for _, m := range []struct {
@@ -76,6 +88,7 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 			{&leanV, func() { run(lean, "version") }},
 			{&fullV, func() { run(coilyBin, "version") }},
 			{&goT, goExec},
+			{&freshT, freshExec},
 			{&cliT, func() { run(lean, "--socket", p.socket, "exec", "--", "/bin/true") }},
 		} {
 			t0 := time.Now()
@@ -93,6 +106,7 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 	b.ReportMetric(p50(leanV), "client-version-ms")
 	b.ReportMetric(p50(fullV), "coily-version-ms")
 	b.ReportMetric(p50(goT), "server-exec-ms")
+	b.ReportMetric(p50(freshT), "fresh-conn-exec-ms")
 	b.ReportMetric(p50(cliT), "cli-exec-ms")
 	b.ReportMetric(p50(cliT)/p50(goT), "cli/server")
 	const n, workers = 200, 4

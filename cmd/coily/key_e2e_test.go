@@ -187,7 +187,7 @@ func TestCLIKeyBootstrapDefaultsAndRefusals(t *testing.T) {
 type relayBridge struct {
 	t       *testing.T
 	mount   string
-	api     coilyv1.CoilyServiceClient
+	api     client.API
 	relayed chan string // ids relayed
 	torn    chan bool   // RelayTeardown's answers
 }

@@ -2784,23 +2784,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\aVerdict\x12\x17\n" +
 	"\x13VERDICT_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fVERDICT_APPROVE\x10\x01\x12\x10\n" +
-	"\fVERDICT_DENY\x10\x022\xc5\a\n" +
-	"\fCoilyService\x127\n" +
-	"\x04Exec\x12\x15.coily.v1.ExecRequest\x1a\x16.coily.v1.ExecResponse0\x01\x12>\n" +
-	"\aLockout\x12\x18.coily.v1.LockoutRequest\x1a\x19.coily.v1.LockoutResponse\x12;\n" +
-	"\x06Unlock\x12\x17.coily.v1.UnlockRequest\x1a\x18.coily.v1.UnlockResponse\x128\n" +
-	"\x05Pause\x12\x16.coily.v1.PauseRequest\x1a\x17.coily.v1.PauseResponse\x12;\n" +
-	"\x06Resume\x12\x17.coily.v1.ResumeRequest\x1a\x18.coily.v1.ResumeResponse\x12;\n" +
-	"\x06Status\x12\x17.coily.v1.StatusRequest\x1a\x18.coily.v1.StatusResponse\x12P\n" +
-	"\rListApprovals\x12\x1e.coily.v1.ListApprovalsRequest\x1a\x1f.coily.v1.ListApprovalsResponse\x12U\n" +
-	"\x0eWatchApprovals\x12\x1f.coily.v1.WatchApprovalsRequest\x1a .coily.v1.WatchApprovalsResponse0\x01\x12;\n" +
-	"\x06Decide\x12\x17.coily.v1.DecideRequest\x1a\x18.coily.v1.DecideResponse\x128\n" +
-	"\x05Relay\x12\x16.coily.v1.RelayRequest\x1a\x17.coily.v1.RelayResponse\x12P\n" +
-	"\rRelayTeardown\x12\x1e.coily.v1.RelayTeardownRequest\x1a\x1f.coily.v1.RelayTeardownResponse\x12A\n" +
-	"\bIssueKey\x12\x19.coily.v1.IssueKeyRequest\x1a\x1a.coily.v1.IssueKeyResponse\x12G\n" +
-	"\n" +
-	"RotateKeys\x12\x1b.coily.v1.RotateKeysRequest\x1a\x1c.coily.v1.RotateKeysResponse\x12M\n" +
-	"\fListCommands\x12\x1d.coily.v1.ListCommandsRequest\x1a\x1e.coily.v1.ListCommandsResponseB(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
+	"\fVERDICT_DENY\x10\x02B(Z&coily.dev/coily/proto/coily/v1;coilyv1b\x06proto3"
 
 var (
 	file_coily_v1_coily_proto_rawDescOnce sync.Once
@@ -2895,36 +2879,8 @@ var file_coily_v1_coily_proto_depIdxs = []int32{
 	38, // 30: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
 	38, // 31: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
 	42, // 32: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
-	6,  // 33: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
-	11, // 34: coily.v1.CoilyService.Lockout:input_type -> coily.v1.LockoutRequest
-	13, // 35: coily.v1.CoilyService.Unlock:input_type -> coily.v1.UnlockRequest
-	15, // 36: coily.v1.CoilyService.Pause:input_type -> coily.v1.PauseRequest
-	17, // 37: coily.v1.CoilyService.Resume:input_type -> coily.v1.ResumeRequest
-	19, // 38: coily.v1.CoilyService.Status:input_type -> coily.v1.StatusRequest
-	22, // 39: coily.v1.CoilyService.ListApprovals:input_type -> coily.v1.ListApprovalsRequest
-	24, // 40: coily.v1.CoilyService.WatchApprovals:input_type -> coily.v1.WatchApprovalsRequest
-	26, // 41: coily.v1.CoilyService.Decide:input_type -> coily.v1.DecideRequest
-	30, // 42: coily.v1.CoilyService.Relay:input_type -> coily.v1.RelayRequest
-	32, // 43: coily.v1.CoilyService.RelayTeardown:input_type -> coily.v1.RelayTeardownRequest
-	34, // 44: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
-	36, // 45: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
-	3,  // 46: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
-	7,  // 47: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	12, // 48: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	14, // 49: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	16, // 50: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	18, // 51: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	20, // 52: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	23, // 53: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
-	25, // 54: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
-	27, // 55: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
-	31, // 56: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
-	33, // 57: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
-	35, // 58: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
-	37, // 59: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
-	4,  // 60: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
-	47, // [47:61] is the sub-list for method output_type
-	33, // [33:47] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
 	33, // [33:33] is the sub-list for extension type_name
 	33, // [33:33] is the sub-list for extension extendee
 	0,  // [0:33] is the sub-list for field type_name
@@ -2949,7 +2905,7 @@ func file_coily_v1_coily_proto_init() {
 			NumEnums:      3,
 			NumMessages:   38,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   0,
 		},
 		GoTypes:           file_coily_v1_coily_proto_goTypes,
 		DependencyIndexes: file_coily_v1_coily_proto_depIdxs,
