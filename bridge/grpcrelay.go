@@ -12,9 +12,9 @@ import (
 )
 
 // RelayAPI is the two calls a bridge relays through (client.API has them).
-// Its answers must be allowed the size of the largest response file
+// Relay's answer must be allowed the size of the largest response file
 // (descriptor.MaxResponseSize), over gRPC's default limit of 4 MiB, as
-// client.API's are.
+// client.API's is.
 type RelayAPI interface {
 	Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error)
 	RelayTeardown(ctx context.Context, in *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error)

@@ -73,6 +73,7 @@ func (a *App) approvalsWatchCmd() *cobra.Command {
 				if err != nil {
 					return err
 				}
+				defer stream.Close()
 				return watchApprovals(ctx, stream, func(ap *coilyv1.Approval) error {
 					if asJSON {
 						return writeJSONProto(a.Stdout, ap)

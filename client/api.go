@@ -34,9 +34,9 @@ func (s *Stream[T]) Recv() (*T, error) {
 // Close cancels the call if it still runs.
 func (s *Stream[T]) Close() { s.s.Close() }
 
-func unary[T any](ctx context.Context, a API, method string, in proto.Message) (*T, error) {
+func unary[T any](ctx context.Context, a API, method string, in proto.Message, opts ...grpclite.CallOption) (*T, error) {
 	out := new(T)
-	if err := a.conn.Invoke(ctx, servicePrefix+method, in, any(out).(proto.Message)); err != nil {
+	if err := a.conn.Invoke(ctx, servicePrefix+method, in, any(out).(proto.Message), opts...); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -95,9 +95,10 @@ func (a API) Decide(ctx context.Context, in *coilyv1.DecideRequest) (*coilyv1.De
 	return unary[coilyv1.DecideResponse](ctx, a, "Decide", in)
 }
 
-// Relay runs a signed request descriptor a bridge relays.
+// Relay runs a signed request descriptor a bridge relays; its answer may
+// be as large as MaxRelayAnswer.
 func (a API) Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
-	return unary[coilyv1.RelayResponse](ctx, a, "Relay", in)
+	return unary[coilyv1.RelayResponse](ctx, a, "Relay", in, grpclite.MaxRecvSize(MaxRelayAnswer))
 }
 
 // RelayTeardown cancels a relayed request.

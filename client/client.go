@@ -26,9 +26,10 @@ import (
 // env(1) and timeout(1)) to stay apart from the command's own codes.
 const RefusedExit = 125
 
-// MaxAnswer bounds one answer from the server: the largest is a relayed
-// response file (descriptor.MaxResponseSize) and the message around it.
-const MaxAnswer = descriptor.MaxResponseSize + 64<<10
+// MaxRelayAnswer bounds a Relay's answer: a response file of the largest
+// size the protocol allows (descriptor.MaxResponseSize) and the message
+// around it. Every other call keeps gRPC's default of 4 MiB.
+const MaxRelayAnswer = descriptor.MaxResponseSize + 64<<10
 
 // Client is a connection to a coily server.
 type Client struct {
@@ -62,7 +63,6 @@ func DialLocal(socket string) (*Client, error) {
 // Close (it releases what the transport holds, such as a tailnet node).
 func New(dial func(ctx context.Context) (net.Conn, error), authority string, cleanup func()) *Client {
 	conn := grpclite.New(dial, authority)
-	conn.MaxRecvSize = MaxAnswer
 	return &Client{conn: conn, API: API{conn: conn}, RateLimitRetries: 3,
 		MaxRetryDelay: 30 * time.Second, cleanup: cleanup}
 }

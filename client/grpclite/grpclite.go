@@ -37,21 +37,24 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// DefaultMaxRecvSize bounds one received message unless Conn.MaxRecvSize
-// says otherwise, as grpc-go's client does by default: a larger one fails
-// the call (ResourceExhausted) before it is read.
+// DefaultMaxRecvSize bounds one received message unless the call says
+// otherwise (MaxRecvSize), as grpc-go's client does by default: a larger
+// one fails the call (ResourceExhausted) before it is read.
 const DefaultMaxRecvSize = 4 << 20
+
+// ConnectTimeout bounds connecting to the server and hearing its first
+// bytes (its HTTP/2 settings), as grpc-go's connect deadline does: a dial
+// that never completes, or something on the socket that accepts and says
+// nothing, fails the call with Unavailable instead of hanging it.
+const ConnectTimeout = 20 * time.Second
 
 // Conn makes calls over HTTP/2 connections it dials itself: one at a time
 // is kept open and reused by later calls.
 type Conn struct {
-	// MaxRecvSize bounds one received message (0: DefaultMaxRecvSize). Set
-	// it before the first call.
-	MaxRecvSize int
-
 	tr        *http.Transport
 	client    *http.Client
 	authority string
+	open      *connSet
 }
 
 // New returns a Conn whose connections come from dial; authority is the
@@ -60,30 +63,41 @@ type Conn struct {
 func New(dial func(ctx context.Context) (net.Conn, error), authority string) *Conn {
 	p := new(http.Protocols)
 	p.SetUnencryptedHTTP2(true)
+	open := &connSet{timeout: ConnectTimeout, conns: map[*trackedConn]struct{}{}}
 	tr := &http.Transport{
 		Protocols: p,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return dial(ctx)
+			return open.dial(ctx, dial)
 		},
 		MaxResponseHeaderBytes: 1 << 20,
 		DisableCompression:     true,
 	}
 	// A gRPC answer is never a redirect: a 3xx is an error, not followed.
 	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Conn{tr: tr, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, authority: authority}
+	return &Conn{tr: tr, client: &http.Client{Transport: tr, CheckRedirect: noRedirect}, authority: authority, open: open}
 }
 
-// Close closes the connections no call uses; a call still running keeps
-// its own until it ends.
+// Close closes every connection, as grpc-go's ClientConn.Close does: a
+// call still running fails (Unavailable).
 func (c *Conn) Close() error {
 	c.tr.CloseIdleConnections()
+	c.open.closeAll()
 	return nil
 }
 
+// CallOption sets something for one call.
+type CallOption func(*callOptions)
+
+type callOptions struct{ maxRecv int }
+
+// MaxRecvSize bounds one message the call receives (instead of
+// DefaultMaxRecvSize).
+func MaxRecvSize(n int) CallOption { return func(o *callOptions) { o.maxRecv = n } }
+
 // Invoke makes a unary call: method is the full name
 // ("/coily.v1.CoilyService/Status"); the answer is unmarshalled into resp.
-func (c *Conn) Invoke(ctx context.Context, method string, req, resp proto.Message) error {
-	s, err := c.NewStream(ctx, method, req)
+func (c *Conn) Invoke(ctx context.Context, method string, req, resp proto.Message, opts ...CallOption) error {
+	s, err := c.NewStream(ctx, method, req, opts...)
 	if err != nil {
 		return err
 	}
@@ -104,11 +118,15 @@ func (c *Conn) Invoke(ctx context.Context, method string, req, resp proto.Messag
 }
 
 // NewStream sends req as the call's only message and returns the stream
-// of answers (a unary call's single answer included); its error is a
-// failure to reach the server, and the server's status comes from
-// RecvMsg. A stream read to its end is released; one left before must be
+// of answers (a unary call's single answer included) once the answer's
+// headers have come; its error is a failure to reach the server, and the
+// server's status comes from RecvMsg. A stream read to its end is released; one left before must be
 // closed, which cancels the call.
-func (c *Conn) NewStream(ctx context.Context, method string, req proto.Message) (*Stream, error) {
+func (c *Conn) NewStream(ctx context.Context, method string, req proto.Message, opts ...CallOption) (*Stream, error) {
+	o := callOptions{maxRecv: DefaultMaxRecvSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if !strings.HasPrefix(method, "/") {
 		return nil, status.Errorf(codes.Internal, "grpclite: method %q: want /package.Service/Method", method)
 	}
@@ -134,10 +152,7 @@ func (c *Conn) NewStream(ctx context.Context, method string, req proto.Message) 
 		cancel()
 		return nil, err
 	}
-	s := &Stream{ctx: ctx, cancel: cancel, resp: resp, max: DefaultMaxRecvSize}
-	if c.MaxRecvSize > 0 {
-		s.max = c.MaxRecvSize
-	}
+	s := &Stream{ctx: ctx, cancel: cancel, resp: resp, max: o.maxRecv}
 	// As with grpc-go, what the server answered (a refusal in a
 	// trailers-only answer too) is read by RecvMsg; only a call that
 	// reached no server fails here.
@@ -161,14 +176,15 @@ func (s *Stream) RecvMsg(m proto.Message) error {
 	if s.done != nil {
 		return s.done
 	}
-	if _, err := io.ReadFull(s.resp.Body, s.head[:]); err != nil {
-		switch err {
-		case io.EOF:
+	body := &lastErr{r: s.resp.Body}
+	if _, err := io.ReadFull(body, s.head[:]); err != nil {
+		switch {
+		case err == io.EOF:
 			return s.finish(trailerStatus(s.resp.Trailer))
-		case io.ErrUnexpectedEOF:
+		case body.err == io.EOF: // the stream's clean end, inside the prefix
 			return s.finish(status.Error(codes.Internal, "grpclite: the stream ended inside a message"))
 		}
-		return s.finish(s.readError(err))
+		return s.finish(s.readError(body.err))
 	}
 	n := binary.BigEndian.Uint32(s.head[1:])
 	switch {
@@ -178,11 +194,11 @@ func (s *Stream) RecvMsg(m proto.Message) error {
 		return s.finish(status.Errorf(codes.ResourceExhausted, "grpclite: received message larger than max (%d vs. %d)", n, s.max))
 	}
 	buf := make([]byte, n)
-	if _, err := io.ReadFull(s.resp.Body, buf); err != nil {
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
+	if _, err := io.ReadFull(body, buf); err != nil {
+		if body.err == io.EOF {
 			return s.finish(status.Error(codes.Internal, "grpclite: the stream ended inside a message"))
 		}
-		return s.finish(s.readError(err))
+		return s.finish(s.readError(body.err))
 	}
 	if err := proto.Unmarshal(buf, m); err != nil {
 		return s.finish(status.Errorf(codes.Internal, "grpclite: unmarshal the answer: %v", err))
@@ -192,8 +208,10 @@ func (s *Stream) RecvMsg(m proto.Message) error {
 
 // Close ends the call, cancelling it on the server if it still runs.
 func (s *Stream) Close() {
-	s.cancel()
+	// The body first: closed before the context ends, it waits until the
+	// stream is reset and forgotten, so the connection is idle after.
 	s.resp.Body.Close()
+	s.cancel()
 }
 
 // finish records the call's outcome (io.EOF for an OK status) and
@@ -374,4 +392,21 @@ func httpCode(c int) codes.Code {
 		return codes.Unavailable
 	}
 	return codes.Unknown
+}
+
+// lastErr keeps the last error of the body's own Read: net/http reports a
+// lost connection as io.ErrUnexpectedEOF, which io.ReadFull also makes of
+// the stream's clean end inside a message; only the latter is the
+// server's doing (Internal), the former is the connection's (Unavailable).
+type lastErr struct {
+	r   io.Reader
+	err error
+}
+
+func (l *lastErr) Read(p []byte) (int, error) {
+	n, err := l.r.Read(p)
+	if err != nil {
+		l.err = err
+	}
+	return n, err
 }

@@ -153,8 +153,7 @@ func TestAgainstGRPCGo(t *testing.T) {
 	if err := c.Invoke(ctx(t), "/t.T/Big", wrapperspb.String(""), big); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("5 MiB answer at the default limit: %v", err)
 	}
-	c.MaxRecvSize = 6 << 20
-	if err := c.Invoke(ctx(t), "/t.T/Big", wrapperspb.String(""), big); err != nil || len(big.GetValue()) != 5<<20 {
+	if err := c.Invoke(ctx(t), "/t.T/Big", wrapperspb.String(""), big, MaxRecvSize(6<<20)); err != nil || len(big.GetValue()) != 5<<20 {
 		t.Errorf("5 MiB answer under a 6 MiB limit: %v, %d bytes", err, len(big.GetValue()))
 	}
 }
