@@ -158,7 +158,7 @@ func TestRefusalExitCodes(t *testing.T) {
 func TestShims(t *testing.T) {
 	dir := t.TempDir()
 	a, out, errb := testApp(map[string]string{"PATH": "/usr/bin"})
-	if code := a.installShims(dir, "/opt/it's coily/coily", []string{"gh", "git"}, false); code != 0 {
+	if code := a.installShims(dir, "/opt/it's coily/coily", "", []string{"gh", "git"}, false); code != 0 {
 		t.Fatalf("install: %d %s", code, errb)
 	}
 	if !strings.Contains(out.String(), "export PATH="+shellQuote(dir)+":$PATH") {
@@ -176,7 +176,7 @@ func TestShims(t *testing.T) {
 		t.Errorf("shim mode %v", fi.Mode())
 	}
 	for _, bad := range []string{"../gh", "a/b", "", ".hidden", "-x", "gh\n", "coily"} {
-		if code := a.installShims(dir, "/c", []string{bad}, false); code == 0 {
+		if code := a.installShims(dir, "/c", "", []string{bad}, false); code == 0 {
 			t.Errorf("shim %q installed", bad)
 		}
 	}
@@ -184,7 +184,7 @@ func TestShims(t *testing.T) {
 	if err := os.WriteFile(mine, []byte("#!/bin/sh\necho mine\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if code := a.installShims(dir, "/c", []string{"aws"}, false); code == 0 {
+	if code := a.installShims(dir, "/c", "", []string{"aws"}, false); code == 0 {
 		t.Error("a file that is not a shim was replaced")
 	}
 	shims, err := listShims(dir)
@@ -203,6 +203,51 @@ func TestShims(t *testing.T) {
 	}
 	if _, err := os.Stat(mine); err != nil {
 		t.Errorf("remove touched a file that is not a shim: %v", err)
+	}
+}
+
+// Where coily-exec is installed beside coily, a shim is a link to it,
+// replacing a script shim of the same name; list and remove know links to
+// a coily-exec from other links.
+func TestShimsLinkToCoilyExec(t *testing.T) {
+	dir, bin := t.TempDir(), t.TempDir()
+	self, fast := filepath.Join(bin, "coily"), filepath.Join(bin, "coily-exec")
+	for _, f := range []string{self, fast} {
+		if err := os.WriteFile(f, []byte("#!/bin/sh\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := besideSelf(self, fastShimTarget); got != fast {
+		t.Fatalf("besideSelf: %q, want %q", got, fast)
+	}
+	if got := besideSelf(filepath.Join(t.TempDir(), "coily"), fastShimTarget); got != "" {
+		t.Fatalf("besideSelf without coily-exec: %q", got)
+	}
+	a, _, errb := testApp(map[string]string{"PATH": dir})
+	if code := a.installShims(dir, self, "", []string{"gh"}, false); code != 0 {
+		t.Fatalf("install a script: %d %s", code, errb)
+	}
+	if code := a.installShims(dir, self, fast, []string{"gh", "git"}, false); code != 0 {
+		t.Fatalf("install links: %d %s", code, errb)
+	}
+	for _, n := range []string{"gh", "git"} {
+		if to, err := os.Readlink(filepath.Join(dir, n)); err != nil || to != fast {
+			t.Errorf("%s: a link to %q (%v), want %q", n, to, err, fast)
+		}
+	}
+	if err := os.Symlink("/usr/bin/env", filepath.Join(dir, "env")); err != nil {
+		t.Fatal(err)
+	}
+	shims, err := listShims(dir)
+	if err != nil || len(shims) != 2 || shims[0]["runs"] != fast {
+		t.Fatalf("list: %v %v", shims, err)
+	}
+	if code, _, _ := run(t, nil, "shim", "remove", "--dir", dir); code != 0 {
+		t.Fatalf("remove: %d", code)
+	}
+	left, _ := os.ReadDir(dir)
+	if len(left) != 1 || left[0].Name() != "env" {
+		t.Errorf("left after remove: %v (want only the link that is no shim)", left)
 	}
 }
 

@@ -4,21 +4,16 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/fastexec"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
-
-// stdinWait is how long auto waits for standard input to have something
-// to read before sending none.
-const stdinWait = 50 * time.Millisecond
 
 // maxStdin mirrors the server's stdin limit; more is refused before sending.
 const maxStdin = 1 << 20
@@ -140,20 +135,10 @@ func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 func (a *App) sendStdin(mode string) (bool, error) {
 	send, notice, err := stdinDecision(mode, a.stdinState)
 	if notice {
-		PrintLine(a.Stderr, "%s: standard input not sent: nothing to read on it within %v (--stdin=true sends it anyway, --stdin=false silences this)", a.Name, stdinWait)
+		PrintLine(a.Stderr, "%s: standard input not sent: nothing to read on it within %v (--stdin=true sends it anyway, --stdin=false silences this)", a.Name, fastexec.StdinWait)
 	}
 	return send, err
 }
-
-// stdinState is what --stdin=auto looks at.
-type stdinState int
-
-const (
-	stdinNotFile  stdinState = iota // not an open file (a test's reader): not sent
-	stdinTerminal                   // a person types there: not sent
-	stdinReady                      // data or its end to read within stdinWait: sent
-	stdinIdle                       // a pipe (or the like) with nothing to read within stdinWait: not sent, with a notice
-)
 
 // stdinDecision decides whether standard input goes with the request:
 // always, never, or (auto) when it is not a terminal and has something to
@@ -161,7 +146,7 @@ const (
 // caller would feed the tool. A pipe a harness leaves open without writing
 // to it is not read, so the command is not held up by it; notice says to
 // tell the user so. state is looked at only for auto.
-func stdinDecision(mode string, state func() stdinState) (send, notice bool, err error) {
+func stdinDecision(mode string, state func() fastexec.StdinState) (send, notice bool, err error) {
 	switch strings.ToLower(mode) {
 	case stdinAlways, "1", "yes":
 		return true, false, nil
@@ -169,9 +154,9 @@ func stdinDecision(mode string, state func() stdinState) (send, notice bool, err
 		return false, false, nil
 	case stdinAuto:
 		switch state() {
-		case stdinReady:
+		case fastexec.StdinReady:
 			return true, false, nil
-		case stdinIdle:
+		case fastexec.StdinIdle:
 			return false, true, nil
 		}
 		return false, false, nil
@@ -179,20 +164,8 @@ func stdinDecision(mode string, state func() stdinState) (send, notice bool, err
 	return false, false, fmt.Errorf("--stdin %q: want true, false or auto", mode)
 }
 
-// stdinState looks at the App's standard input, waiting up to stdinWait
-// for something to read.
-func (a *App) stdinState() stdinState {
-	f, ok := a.Stdin.(*os.File)
-	switch {
-	case !ok:
-		return stdinNotFile
-	case term.IsTerminal(int(f.Fd())):
-		return stdinTerminal
-	case readable(f, stdinWait):
-		return stdinReady
-	}
-	return stdinIdle
-}
+// stdinState looks at the App's standard input (fastexec.LookAtStdin).
+func (a *App) stdinState() fastexec.StdinState { return fastexec.LookAtStdin(a.Stdin) }
 
 // execTransport picks how exec reaches coily: through the shared folder
 // when this process runs in a network-less sandbox and the command line

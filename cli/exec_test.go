@@ -3,6 +3,8 @@ package cli
 import (
 	"strings"
 	"testing"
+
+	"coily.dev/coily/client/fastexec"
 )
 
 // --stdin decides from the mode, and for auto from what standard input
@@ -12,29 +14,29 @@ import (
 func TestStdinDecision(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
-		state  stdinState
+		state  fastexec.StdinState
 		send   bool
 		notice bool
 		err    bool
 	}{
-		{"auto", stdinNotFile, false, false, false},
-		{"auto", stdinTerminal, false, false, false},
-		{"auto", stdinReady, true, false, false},
-		{"auto", stdinIdle, false, true, false},
-		{"AUTO", stdinReady, true, false, false},
-		{"true", stdinIdle, true, false, false},
-		{"1", stdinTerminal, true, false, false},
-		{"yes", stdinNotFile, true, false, false},
-		{"false", stdinReady, false, false, false},
-		{"0", stdinIdle, false, false, false},
-		{"no", stdinReady, false, false, false},
-		{"", stdinIdle, false, false, false},
-		{"sometimes", stdinReady, false, false, true},
-		{"auto\n", stdinReady, false, false, true},
-		{"truee", stdinReady, false, false, true},
+		{"auto", fastexec.StdinNotFile, false, false, false},
+		{"auto", fastexec.StdinTerminal, false, false, false},
+		{"auto", fastexec.StdinReady, true, false, false},
+		{"auto", fastexec.StdinIdle, false, true, false},
+		{"AUTO", fastexec.StdinReady, true, false, false},
+		{"true", fastexec.StdinIdle, true, false, false},
+		{"1", fastexec.StdinTerminal, true, false, false},
+		{"yes", fastexec.StdinNotFile, true, false, false},
+		{"false", fastexec.StdinReady, false, false, false},
+		{"0", fastexec.StdinIdle, false, false, false},
+		{"no", fastexec.StdinReady, false, false, false},
+		{"", fastexec.StdinIdle, false, false, false},
+		{"sometimes", fastexec.StdinReady, false, false, true},
+		{"auto\n", fastexec.StdinReady, false, false, true},
+		{"truee", fastexec.StdinReady, false, false, true},
 	} {
 		looked := false
-		state := func() stdinState { looked = true; return tc.state }
+		state := func() fastexec.StdinState { looked = true; return tc.state }
 		send, notice, err := stdinDecision(tc.mode, state)
 		if send != tc.send || notice != tc.notice || (err != nil) != tc.err {
 			t.Errorf("%q with %v: send %v notice %v err %v; want %v %v error %v", tc.mode, tc.state, send, notice, err, tc.send, tc.notice, tc.err)

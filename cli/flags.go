@@ -2,10 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
+	"coily.dev/coily/client/statedir"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 )
@@ -102,26 +101,15 @@ func (g *Globals) SocketPath() string {
 	if g.Socket != "" {
 		return g.Socket
 	}
-	return filepath.Join(g.StateDir, "coily.sock")
+	return statedir.Socket(g.StateDir)
 }
 
 // ProductionStateDir is `coily serve`'s state directory as root, the one
 // the shipped unit uses.
-const ProductionStateDir = "/var/lib/coily"
+const ProductionStateDir = statedir.Production
 
 // DefaultStateDir is /var/lib/coily for root, else the XDG state home.
-func DefaultStateDir() string {
-	if os.Geteuid() == 0 {
-		return ProductionStateDir
-	}
-	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
-		return filepath.Join(d, "coily")
-	}
-	if h, err := os.UserHomeDir(); err == nil {
-		return filepath.Join(h, ".local", "state", "coily")
-	}
-	return "coily-state"
-}
+func DefaultStateDir() string { return statedir.Default() }
 
 // jsonFlag registers --json (env COILY_JSON) on cmd.
 func jsonFlag(cmd *cobra.Command, v *bool, what string) {

@@ -18,11 +18,14 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
-// A shim is a small shell script named after a command (gh, git, aws)
-// that runs `coily exec -- NAME "$@"`: with its directory first on PATH,
-// an agent that types `gh issue create …` goes through coily without
-// knowing it. exec replaces the shell, so stdin, stdout, stderr, the exit
-// code and signals are coily exec's, which passes them on.
+// A shim is named after a command (gh, git, aws) and runs `coily exec --
+// NAME "$@"`: with its directory first on PATH, an agent that types `gh
+// issue create …` goes through coily without knowing it. Where coily-exec
+// is installed beside coily, a shim is a symbolic link to it (it runs the
+// command it is named after, and costs a few milliseconds less than a
+// script starting coily); otherwise, or with --script, a small shell
+// script whose exec replaces the shell. Either way stdin, stdout, stderr,
+// the exit code and signals pass through.
 
 // shimMarker is the second line of every shim: list and remove touch
 // only files that carry it.
@@ -63,7 +66,7 @@ tool ran locally.`,
 
 func (a *App) shimInstallCmd() *cobra.Command {
 	var dir string
-	var force bool
+	var force, script bool
 	cmd := &cobra.Command{
 		Use:   "install [--dir DIR] [NAME...]",
 		Short: "write shims (default: one per command the policy lets you run)",
@@ -96,13 +99,33 @@ on stderr, and the others are installed.`,
 			if err != nil {
 				return fmt.Errorf("where is this program: %w", err)
 			}
-			return exit(a.installShims(dir, self, names, force))
+			fast := ""
+			if !script {
+				fast = besideSelf(self, fastShimTarget)
+			}
+			return exit(a.installShims(dir, self, fast, names, force))
 		},
 	}
 	a.shimDirFlag(cmd, &dir)
 	cmd.Flags().BoolVar(&force, "force", false, "replace a file of that name that is not a shim")
 	Twin(cmd.Flags(), "force", "COILY_SHIM_FORCE")
+	cmd.Flags().BoolVar(&script, "script", false, "write shell scripts running coily exec even where coily-exec is installed beside coily (shims are then links to it)")
+	Twin(cmd.Flags(), "script", "COILY_SHIM_SCRIPT")
 	return cmd
+}
+
+// fastShimTarget is the binary a shim links to where it is installed:
+// coily-exec runs the command it is called as.
+const fastShimTarget = "coily-exec"
+
+// besideSelf is name's path in self's directory, if an executable file is
+// there, else "".
+func besideSelf(self, name string) string {
+	p := filepath.Join(filepath.Dir(self), name)
+	if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
+		return p
+	}
+	return ""
 }
 
 func (a *App) shimDirFlag(cmd *cobra.Command, dir *string) {
@@ -132,9 +155,10 @@ func (a *App) isShimName(n string) bool {
 }
 
 // installShims writes one shim per name into dir, each by a temporary file
-// renamed into place; a name that is not a command name, or an existing
-// file that is not a shim (unless force), is refused.
-func (a *App) installShims(dir, self string, names []string, force bool) int {
+// renamed into place: a link to fast when it is not "", else a script
+// running coily at self; a name that is not a command name, or an
+// existing file that is not a shim (unless force), is refused.
+func (a *App) installShims(dir, self, fast string, names []string, force bool) int {
 	if len(names) == 0 {
 		PrintLine(a.Stderr, "%s: the policy lets you run no command: no shim to install", a.Name)
 		return ExitFailure
@@ -155,6 +179,14 @@ func (a *App) installShims(dir, self string, names []string, force bool) int {
 			PrintLine(a.Stderr, "%s: %s exists and is not a coily shim (--force replaces it)", a.Name, path)
 			return ExitFailure
 		}
+		if fast != "" {
+			if err := symlinkAtomic(fast, path); err != nil {
+				PrintLine(a.Stderr, "%s: %v", a.Name, err)
+				return ExitFailure
+			}
+			PrintLine(a.Stdout, "%s -> %s", path, fast)
+			continue
+		}
 		if err := writeFileAtomic(path, []byte(shimScript(self, n)), 0o755); err != nil {
 			PrintLine(a.Stderr, "%s: %v", a.Name, err)
 			return ExitFailure
@@ -173,11 +205,19 @@ func shimScript(self, name string) string {
 		"exec " + shellQuote(self) + " exec -- " + name + ` "$@"` + "\n"
 }
 
-// readShim reads the shim at path: its target line, and whether it is one.
+// readShim reads the shim at path: what it runs, and whether it is one (a
+// script with the marker, or a link to a coily-exec).
 func readShim(path string) (target string, isShim bool, err error) {
 	fi, err := os.Lstat(path)
 	if err != nil {
 		return "", false, err
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		to, err := os.Readlink(path)
+		if err != nil {
+			return "", false, err
+		}
+		return to, filepath.Base(to) == fastShimTarget, nil
 	}
 	if !fi.Mode().IsRegular() || fi.Size() > 4096 {
 		return "", false, nil
@@ -311,4 +351,19 @@ func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
 		return err
 	}
 	return os.Rename(f.Name(), path)
+}
+
+// symlinkAtomic makes path a link to target, through a temporary link in
+// the same directory renamed into place.
+func symlinkAtomic(target, path string) error {
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".tmp-link")
+	os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return nil
 }

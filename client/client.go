@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"coily.dev/coily/client/fastexec"
 	"coily.dev/coily/client/grpclite"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -63,8 +64,8 @@ func DialLocal(socket string) (*Client, error) {
 // Close (it releases what the transport holds, such as a tailnet node).
 func New(dial func(ctx context.Context) (net.Conn, error), authority string, cleanup func()) *Client {
 	conn := grpclite.New(dial, authority)
-	return &Client{conn: conn, API: API{conn: conn}, RateLimitRetries: 3,
-		MaxRetryDelay: 30 * time.Second, cleanup: cleanup}
+	return &Client{conn: conn, API: API{conn: conn}, RateLimitRetries: fastexec.RateLimitRetries,
+		MaxRetryDelay: fastexec.MaxRetryDelay, cleanup: cleanup}
 }
 
 // Conn returns the underlying connection, for calls of other services
@@ -85,7 +86,7 @@ func (c *Client) Close() error {
 // refusal (always before the command starts) is retried after the delay the
 // server asks for; every other refusal fails fast.
 func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
-	return retryRateLimited(ctx, c.RateLimitRetries, time.Second, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
+	return retryRateLimited(ctx, c.RateLimitRetries, fastexec.FirstBackoff, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
 		return c.execOnce(ctx, req, stdout, stderr)
 	})
 }
@@ -95,25 +96,13 @@ func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, std
 // that starts at first and doubles; every delay is capped at maxDelay.
 // Every other outcome is returned at once.
 func retryRateLimited(ctx context.Context, retries int, first, maxDelay time.Duration, once func() (*coilyv1.ExecExit, error)) (*coilyv1.ExecExit, error) {
-	backoff := first
-	for attempt := 0; ; attempt++ {
-		exit, err := once()
+	return fastexec.RetryRateLimited(ctx, retries, first, maxDelay, func(err error) (time.Duration, bool) {
 		var r *refusal.Error
-		if !errors.As(err, &r) || r.Code != refusal.RateLimit || attempt >= retries {
-			return exit, err
+		if errors.As(err, &r) && r.Code == refusal.RateLimit {
+			return r.RetryAfter, true
 		}
-		delay := r.RetryAfter
-		if delay <= 0 {
-			delay, backoff = backoff, 2*backoff
-		}
-		t := time.NewTimer(min(delay, maxDelay))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, err
-		case <-t.C:
-		}
-	}
+		return 0, false
+	}, once)
 }
 
 func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {

@@ -99,6 +99,7 @@ for p in "${platforms[@]}"; do
       mkdir -p "$a"
       build "$goos" "$goarch" ./cmd/coily "$a/coily"
       build "$goos" "$goarch" ./cmd/coily-client "$a/coily-client"
+      build "$goos" "$goarch" ./cmd/coily-exec "$a/coily-exec"
       install -m 0644 deploy/coily.service deploy/policy.yaml deploy/coily.env README.md "$a/"
       install -D -m 0644 deploy/apparmor/coily "$a/apparmor/coily"
       archive "$a"
@@ -117,6 +118,7 @@ for p in "${platforms[@]}"; do
       mkdir -p "$a"
       build "$goos" "$goarch" ./cmd/coily "$a/coily"
       build "$goos" "$goarch" ./cmd/coily-client "$a/coily-client"
+      build "$goos" "$goarch" ./cmd/coily-exec "$a/coily-exec"
       install -m 0644 deploy/coily-bridge.plist README.md "$a/"
       archive "$a"
       ;;

@@ -27,6 +27,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -372,6 +373,10 @@ func transportError(ctx context.Context, err error) error {
 		return status.Error(codes.Canceled, context.Canceled.Error())
 	case context.DeadlineExceeded:
 		return status.Error(codes.DeadlineExceeded, context.DeadlineExceeded.Error())
+	}
+	var ue *url.Error // "Post \"http://…\": " says nothing to a user
+	if errors.As(err, &ue) {
+		err = ue.Err
 	}
 	return status.Error(codes.Unavailable, fmt.Sprintf("connection error: %v", err))
 }

@@ -50,11 +50,12 @@ func TestLeanClientLinksNoServer(t *testing.T) {
 		"testing",
 		// grpc-go's client and transport: calls go over client/grpclite.
 		"google.golang.org/grpc/internal/transport", "google.golang.org/grpc/balancer",
-		"google.golang.org/grpc/resolver", "golang.org/x/net/http2",
+		"google.golang.org/grpc/resolver",
 	}
 	// Forbidden themselves, not their subpackages: grpc-go's status and
-	// codes (which link no transport) read the server's refusals.
-	forbiddenExact := []string{"google.golang.org/grpc"}
+	// codes (which link no transport) read the server's refusals, and
+	// HTTP/2's header compression is client/fastexec's.
+	forbiddenExact := []string{"google.golang.org/grpc", "golang.org/x/net/http2"}
 	for _, target := range []struct{ goos, goarch string }{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}, {"android", "arm64"}} {
 		t.Run(target.goos+"/"+target.goarch, func(t *testing.T) {
 			all := depsFor(t, target.goos, target.goarch, "coily.dev/coily/cmd/coily-client")

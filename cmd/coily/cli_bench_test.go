@@ -20,8 +20,9 @@ import (
 // same run (docs/benchmarks.md, issue 15):
 //   - `coily-client version` (the lean client) and `coily version` (the
 //     full binary) against a Go hello-world;
-//   - `coily-client exec -- /bin/true`, sandboxed, against the same Exec
-//     made by the Go client in this process (the server-side cost);
+//   - `coily-client exec -- /bin/true` and `coily-exec -- /bin/true` (the
+//     shims' client), sandboxed, against the same Exec made by the Go
+//     client in this process (the server-side cost);
 //   - sustained execs at concurrency 4: through the CLI, and through the
 //     Go client.
 func BenchmarkCLI(b *testing.B) {
@@ -34,6 +35,12 @@ func BenchmarkCLI(b *testing.B) {
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build coily-client: %v %s", err, out)
+	}
+	fast := filepath.Join(dir, "coily-exec")
+	build = exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", fast, "../coily-exec")
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("build coily-exec: %v %s", err, out)
 	}
 	src := filepath.Join(dir, "hello.go")
 	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"coily dev\") }\n"), 0o644); err != nil {
@@ -77,7 +84,14 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 		}
 	}
 	goExec()
-	var helloT, leanV, fullV, goT, freshT, cliT []time.Duration
+	var helloT, leanV, fullV, goT, freshT, cliT, fastT []time.Duration
+	runFast := func() {
+		cmd := exec.Command(fast, "--", "/bin/true")
+		cmd.Env = append(os.Environ(), "COILY_SOCKET="+p.socket)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("coily-exec: %v %s", err, out)
+		}
+	}
 	b.ResetTimer()
 	for range b.N {
 		for _, m := range []struct {
@@ -90,6 +104,7 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 			{&goT, goExec},
 			{&freshT, freshExec},
 			{&cliT, func() { run(lean, "--socket", p.socket, "exec", "--", "/bin/true") }},
+			{&fastT, runFast},
 		} {
 			t0 := time.Now()
 			m.f()
@@ -109,8 +124,11 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 	b.ReportMetric(p50(freshT), "fresh-conn-exec-ms")
 	b.ReportMetric(p50(cliT), "cli-exec-ms")
 	b.ReportMetric(p50(cliT)/p50(goT), "cli/server")
+	b.ReportMetric(p50(fastT), "coily-exec-ms")
+	b.ReportMetric(p50(fastT)/p50(goT), "coily-exec/server")
 	const n, workers = 200, 4
 	b.ReportMetric(rate(n, workers, func() { run(lean, "--socket", p.socket, "exec", "--", "/bin/true") }), "cli-execs/s")
+	b.ReportMetric(rate(n, workers, runFast), "coily-exec-execs/s")
 	b.ReportMetric(rate(n, workers, goExec), "go-execs/s")
 }
 

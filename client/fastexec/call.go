@@ -1,0 +1,339 @@
+// Package fastexec is the Exec call of coily-exec, the client a shim
+// starts for every command an agent types: one Exec of the coily API on
+// the local socket, written so that the process does almost nothing but
+// the call. It speaks the gRPC protocol over HTTP/2 by hand (RFC 9113 for
+// one stream: settings, flow control both ways, header blocks through
+// hpack, pings, resets, going away) and reads and writes the few messages
+// an Exec needs with protowire. The general client (package client, over
+// net/http and the generated types) does everything else; coily-exec
+// hands any case but the plain one to it. docs/benchmarks.md says why: a
+// process per command spends more starting up than the trust point spends
+// running the command, unless it links next to nothing.
+package fastexec
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/net/http2/hpack"
+)
+
+// refusalDomain is the domain of coily's ErrorInfo (package refusal).
+const refusalDomain = "coily.dev"
+
+// execPath is the Exec method (proto/coily/v1/service.proto).
+const execPath = "/coily.v1.CoilyService/Exec"
+
+// MaxMessage bounds one answer, as gRPC's default does.
+const MaxMessage = 4 << 20
+
+// gRPC status codes this client names.
+const (
+	codeOK                = 0
+	codeCanceled          = 1
+	codeUnknown           = 2
+	codeInvalidArgument   = 3
+	codeResourceExhausted = 8
+	codePermissionDenied  = 7
+	codeInternal          = 13
+	codeUnavailable       = 14
+	codeUnauthenticated   = 16
+)
+
+// StatusError is a call that did not end with an exit event: the
+// server's status (a refusal), or a failure to reach it.
+type StatusError struct {
+	Code       int32  // the gRPC code
+	Message    string // the server's message (untrusted text)
+	Reason     string // the refusal code from coily's ErrorInfo, if any
+	AuditID    string
+	RetryAfter time.Duration
+}
+
+func (e *StatusError) Error() string { return e.Message }
+
+// Refusal is the refusal code, as refusal.FromStatus reads it: the
+// ErrorInfo's reason, else one derived from the gRPC code.
+func (e *StatusError) Refusal() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
+	switch e.Code {
+	case codeUnauthenticated:
+		return "unauthenticated"
+	case codePermissionDenied:
+		return "permission-denied"
+	case codeInvalidArgument, codeResourceExhausted:
+		return "bad-request"
+	}
+	return "internal"
+}
+
+// Unreachable says the server could not be reached or the connection was
+// lost: Unavailable without coily's ErrorInfo (client.Unreachable).
+func (e *StatusError) Unreachable() bool { return e.Code == codeUnavailable && e.Reason == "" }
+
+// Call is one Exec on the server's local socket.
+type Call struct {
+	Socket         string
+	Stdout, Stderr io.Writer
+	// OnApproval is told when the command waits for a human's approval.
+	OnApproval func(Approval)
+}
+
+// Exec runs req and returns its exit event, or a *StatusError. Cancelling
+// ctx resets the stream, which cancels the command on the server, and
+// returns at once (Canceled).
+func (c Call) Exec(ctx context.Context, req Request) (*Exit, error) {
+	f, err := dialUnix(c.Socket)
+	if err != nil {
+		return nil, &StatusError{Code: codeUnavailable, Message: "connection error: " + err.Error()}
+	}
+	defer f.Close()
+	h := newH2(f, f)
+	var cancelled atomic.Bool
+	stop := context.AfterFunc(ctx, func() {
+		cancelled.Store(true)
+		_ = h.reset()
+		_ = shutdown(f) // wakes the read below
+	})
+	defer stop()
+	if err := h.start(execPath, "localhost"); err != nil {
+		return nil, lostError(ctx, err)
+	}
+	msg := req.marshal()
+	body := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	body = append(body, msg...)
+	sent := make(chan struct{})
+	go func() {
+		defer close(sent)
+		_ = h.send(body) // a failure shows in the read
+	}()
+	exit, err := c.read(ctx, h)
+	// The call is over: nothing more goes either way (a sender still
+	// waiting for a window, or blocked writing, is released).
+	h.closeSend()
+	_ = shutdown(f)
+	<-sent
+	if err != nil && cancelled.Load() {
+		return nil, &StatusError{Code: codeCanceled, Message: "cancelled"}
+	}
+	return exit, err
+}
+
+// read reads the answer until the exit event or the call's status.
+func (c Call) read(ctx context.Context, h *h2) (*Exit, error) {
+	var buf []byte
+	headers := false
+	for {
+		ev, err := h.next()
+		if err != nil {
+			return nil, lostError(ctx, err)
+		}
+		if ev.headers != nil {
+			if !headers {
+				headers = true
+				if err := checkHeaders(ev.headers); err != nil {
+					return nil, err
+				}
+				if !ev.endStream {
+					continue
+				}
+			} else if !ev.endStream {
+				return nil, lostError(ctx, fmt.Errorf("%w: a third header block", errProtocol))
+			}
+			if err := trailerStatus(ev.headers); err != nil {
+				return nil, err
+			}
+			return nil, &StatusError{Code: codeInternal, Message: "server ended the stream without an exit status"}
+		}
+		if !headers {
+			return nil, lostError(ctx, fmt.Errorf("%w: data before headers", errProtocol))
+		}
+		buf = append(buf, ev.data...)
+		for len(buf) >= 5 {
+			n := binary.BigEndian.Uint32(buf[1:5])
+			switch {
+			case buf[0] != 0:
+				return nil, &StatusError{Code: codeInternal, Message: "the server sent a compressed message though none was asked for"}
+			case n > MaxMessage:
+				return nil, &StatusError{Code: codeResourceExhausted, Message: fmt.Sprintf("received message larger than max (%d vs. %d)", n, MaxMessage)}
+			case len(buf) < 5+int(n):
+			default:
+				exit, err := c.handle(buf[5 : 5+n])
+				if err != nil || exit != nil {
+					return exit, err
+				}
+				buf = buf[5+n:]
+				continue
+			}
+			break
+		}
+		if ev.endStream {
+			return nil, &StatusError{Code: codeInternal, Message: "the server ended the stream without a status"}
+		}
+	}
+}
+
+// handle acts on one ExecResponse; the exit event ends the call.
+func (c Call) handle(msg []byte) (*Exit, error) {
+	r, err := unmarshalResponse(msg)
+	if err != nil {
+		return nil, &StatusError{Code: codeInternal, Message: "unmarshal the answer: " + err.Error()}
+	}
+	switch {
+	case r.exit != nil:
+		return r.exit, nil
+	case r.output != nil:
+		w := c.Stdout
+		if r.stderr {
+			w = c.Stderr
+		}
+		if _, err := w.Write(r.output); err != nil {
+			// As the general client does: stop, which cancels the command.
+			return nil, fmt.Errorf("write output: %w", err)
+		}
+	case r.approval != nil && c.OnApproval != nil:
+		c.OnApproval(*r.approval)
+	}
+	return nil, nil
+}
+
+// checkHeaders checks the answer's headers: HTTP 200 and gRPC's content
+// type, as grpc-go's client does.
+func checkHeaders(fields []hpack.HeaderField) error {
+	st, _ := header(fields, ":status")
+	if st != "200" {
+		code := int32(codeUnknown)
+		switch st {
+		case "400":
+			code = codeInternal
+		case "401":
+			code = codeUnauthenticated
+		case "403":
+			code = codePermissionDenied
+		case "404":
+			code = 12 // Unimplemented
+		case "429", "502", "503", "504":
+			code = codeUnavailable
+		}
+		return &StatusError{Code: code, Message: "unexpected HTTP status " + strconv.Quote(st)}
+	}
+	ct, _ := header(fields, "content-type")
+	if ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
+		return &StatusError{Code: codeUnknown, Message: "unexpected content type " + strconv.Quote(ct)}
+	}
+	return nil
+}
+
+// trailerStatus reads the status a header block ends the call with: nil
+// for OK.
+func trailerStatus(fields []hpack.HeaderField) error {
+	v, ok := header(fields, "grpc-status")
+	if !ok {
+		return &StatusError{Code: codeInternal, Message: "the server ended the stream without a status"}
+	}
+	code, err := strconv.ParseUint(v, 10, 31)
+	if err != nil {
+		return &StatusError{Code: codeInternal, Message: "malformed grpc-status " + strconv.Quote(v)}
+	}
+	msg, _ := header(fields, "grpc-message")
+	e := &StatusError{Code: int32(code), Message: decodeMessage(msg)}
+	if bin, ok := header(fields, "grpc-status-details-bin"); ok {
+		raw, err := decodeBinary(bin)
+		if err != nil {
+			return &StatusError{Code: codeInternal, Message: "malformed grpc-status-details-bin"}
+		}
+		d, err := unmarshalStatus(raw)
+		if err != nil {
+			return &StatusError{Code: codeInternal, Message: "malformed grpc-status-details-bin"}
+		}
+		if d.code != e.Code {
+			return &StatusError{Code: codeInternal, Message: fmt.Sprintf("grpc-status-details-bin code %d does not match grpc-status %d", d.code, e.Code)}
+		}
+		e.Message, e.Reason, e.AuditID, e.RetryAfter = d.message, d.reason, d.auditID, d.retryAfter
+	}
+	if e.Code == codeOK {
+		return nil
+	}
+	return e
+}
+
+// lostError is the status of a call whose connection failed: Canceled
+// when ctx ended it, else Unavailable (a lost or broken connection: the
+// CLI's exit 69).
+func lostError(ctx context.Context, err error) error {
+	var st *StatusError
+	switch {
+	case errors.As(err, &st):
+		return st
+	case ctx.Err() != nil:
+		return &StatusError{Code: codeCanceled, Message: "cancelled"}
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return &StatusError{Code: codeUnavailable, Message: "connection lost"}
+	}
+	return &StatusError{Code: codeUnavailable, Message: "connection error: " + err.Error()}
+}
+
+// decodeBinary reads a -bin header: base64, padded or not.
+func decodeBinary(v string) ([]byte, error) {
+	if len(v)%4 == 0 {
+		return base64.StdEncoding.DecodeString(v)
+	}
+	return base64.RawStdEncoding.DecodeString(v)
+}
+
+// decodeMessage undoes grpc-message's percent-encoding; a malformed
+// escape is kept as it is.
+func decodeMessage(v string) string {
+	if !strings.Contains(v, "%") {
+		return v
+	}
+	var b strings.Builder
+	for i := 0; i < len(v); i++ {
+		if v[i] == '%' && i+2 < len(v) {
+			if n, err := strconv.ParseUint(v[i+1:i+3], 16, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 2
+				continue
+			}
+		}
+		b.WriteByte(v[i])
+	}
+	return b.String()
+}
+
+// dialUnix connects to a unix socket as a blocking file: no network
+// poller to start.
+func dialUnix(path string) (*os.File, error) {
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dial unix %s: %w", path, err)
+	}
+	syscall.CloseOnExec(fd)
+	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+		syscall.Close(fd)
+		return nil, fmt.Errorf("dial unix %s: connect: %w", path, err) // as net.Dial says it
+	}
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// shutdown ends both directions of the socket, waking a blocked read.
+func shutdown(f *os.File) error {
+	raw, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return raw.Control(func(fd uintptr) { _ = syscall.Shutdown(int(fd), syscall.SHUT_RDWR) })
+}

@@ -1,0 +1,238 @@
+// Command coily-exec runs one command on the coily trust point, as
+// `coily exec -- COMMAND ARG...` does, in a process that does next to
+// nothing else: it speaks the one call to the local socket itself
+// (client/fastexec) and links neither gRPC, the protobuf runtime, net/http
+// nor the command line of coily, so that an agent's every `gh` or `git`
+// costs little more than the command on the trust point
+// (docs/benchmarks.md).
+//
+//	coily-exec [--] COMMAND [ARG...]
+//
+// Named after a command (a link gh -> coily-exec, as `coily shim install
+// --native` makes), it runs that command with all its arguments: `gh issue
+// list` is `coily exec -- gh issue list`.
+//
+// It takes no flags. Standard input is sent as `--stdin=auto` sends it,
+// output streams back, and the exit code is the command's, or 124 (out of
+// time), 125 (refused: "coily: refused (CODE): message" on stderr), 69
+// (the server cannot be reached), 128+N (interrupted by signal N). Any
+// other case — a sandbox's shared folder, a tailnet server, a COILY_*
+// setting of coily exec's (fastexec.HandOffEnv) — is handed to
+// `coily exec` (coily-client or coily beside this binary, else coily on
+// PATH), which replaces this process.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"coily.dev/coily/client/fastexec"
+	"coily.dev/coily/client/sandboxenv"
+	"coily.dev/coily/client/statedir"
+	"coily.dev/coily/visible"
+)
+
+// Exit codes, as coily exec's (cli/exit.go).
+const (
+	exitUsage       = 2
+	exitUnreachable = 69
+	exitTimeout     = 124
+	exitRefused     = 125
+)
+
+// maxStdin is the server's stdin limit; more is refused before sending.
+const maxStdin = 1 << 20
+
+const self = "coily-exec"
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `usage: coily-exec [--] COMMAND [ARG...]
+Run COMMAND on the coily trust point, as "coily exec -- COMMAND ARG..." does.
+Named after a command (a link gh -> coily-exec), run that command with every argument.
+No flags: for --timeout, --note, --cwd, --env or --json use coily exec (or their COILY_* twins, which
+coily-exec hands to it).
+`
+
+func main() {
+	os.Exit(run(os.Args, os.Getenv, os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	argv, code := commandLine(args, stdout, stderr)
+	if argv == nil {
+		return code
+	}
+	if why := handOffReason(getenv); why != "" {
+		return handOff(argv, why, stderr)
+	}
+	socket := getenv("COILY_SOCKET")
+	if socket == "" {
+		dir := getenv("COILY_STATE_DIR")
+		if dir == "" {
+			dir = statedir.Default()
+		}
+		socket = statedir.Socket(dir)
+	}
+	req := fastexec.Request{Argv: argv}
+	switch fastexec.LookAtStdin(stdin) {
+	case fastexec.StdinReady:
+		data, err := io.ReadAll(io.LimitReader(stdin, maxStdin+1))
+		if err != nil || len(data) > maxStdin {
+			printLine(stderr, "coily: stdin: more than %d bytes or unreadable", maxStdin)
+			return exitRefused
+		}
+		req.Stdin = data
+	case fastexec.StdinIdle:
+		printLine(stderr, "coily: standard input not sent: nothing to read on it within %v (COILY_STDIN=true sends it anyway, COILY_STDIN=false silences this)", fastexec.StdinWait)
+	}
+	ctx, interrupted := signals()
+	call := fastexec.Call{Socket: socket, Stdout: stdout, Stderr: stderr, OnApproval: func(ap fastexec.Approval) {
+		printLine(stderr, "coily: rule %q needs approval %s (expires %s); an approver runs: coily approvals approve %s",
+			ap.Rule, ap.ID, ap.ExpiresAt.Local().Format(time.Kitchen), ap.ID)
+	}}
+	exit, err := call.Run(ctx, req)
+	if sig := interrupted(); err != nil && sig != 0 {
+		return 128 + sig
+	}
+	if err != nil {
+		return refused(stderr, err)
+	}
+	for _, s := range exit.EgressDenied {
+		printLine(stderr, "coily: egress refused: %s", s)
+	}
+	for _, s := range exit.SSHAgentRefused {
+		printLine(stderr, "coily: %s", s)
+	}
+	if exit.Signal > 0 {
+		return 128 + int(exit.Signal)
+	}
+	return int(exit.Code)
+}
+
+// commandLine reads the command to run: the arguments after an optional
+// "--", or, when this binary is called by another name (a shim), that
+// name and every argument. A nil argv means exit with code.
+func commandLine(args []string, stdout, stderr io.Writer) ([]string, int) {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return nil, exitUsage
+	}
+	if name := filepath.Base(args[0]); name != self && !strings.HasPrefix(name, self+".") {
+		return append([]string{name}, args[1:]...), 0
+	}
+	rest := args[1:]
+	switch {
+	case len(rest) > 0 && rest[0] == "--":
+		rest = rest[1:]
+	case len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help"):
+		fmt.Fprint(stdout, usage)
+		return nil, 0
+	case len(rest) > 0 && rest[0] == "--version":
+		fmt.Fprintln(stdout, self, version)
+		return nil, 0
+	case len(rest) > 0 && strings.HasPrefix(rest[0], "-"):
+		printLine(stderr, "coily-exec: unknown flag %s: coily-exec takes none (use coily exec)", rest[0])
+		return nil, exitUsage
+	}
+	if len(rest) == 0 {
+		fmt.Fprint(stderr, usage)
+		return nil, exitUsage
+	}
+	return rest, 0
+}
+
+// handOffReason says why coily exec, not this process, must make the
+// call: a sandbox (the shared folder's transport) or a setting this
+// client does not read (fastexec.HandOffEnv). "" for the plain case.
+func handOffReason(getenv func(string) string) string {
+	if sandboxenv.Detect(getenv) {
+		return "in a sandbox"
+	}
+	for _, name := range fastexec.HandOffEnv {
+		if getenv(name) != "" {
+			return name + " is set"
+		}
+	}
+	return ""
+}
+
+// handOff replaces this process with `coily exec -- argv...`: coily-client
+// or coily beside this binary, else coily on PATH. It returns only when
+// none can be run.
+func handOff(argv []string, why string, stderr io.Writer) int {
+	var candidates []string
+	if exe, err := os.Executable(); err == nil {
+		if real, err := filepath.EvalSymlinks(exe); err == nil {
+			exe = real
+		}
+		dir := filepath.Dir(exe)
+		candidates = append(candidates, filepath.Join(dir, "coily-client"), filepath.Join(dir, "coily"))
+	}
+	if p, err := exec.LookPath("coily"); err == nil {
+		candidates = append(candidates, p)
+	}
+	for _, c := range candidates {
+		if st, err := os.Stat(c); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+			continue
+		}
+		err := syscall.Exec(c, append([]string{"coily", "exec", "--"}, argv...), os.Environ())
+		printLine(stderr, "coily-exec: %s: run %s: %v", why, c, err)
+		return exitRefused
+	}
+	printLine(stderr, "coily-exec: %s, which coily exec handles, and no coily-client or coily was found beside %s or on PATH", why, self)
+	return exitRefused
+}
+
+// signals returns a context that Ctrl-C or SIGTERM cancels, and which of
+// them did (0: none).
+func signals() (context.Context, func() int) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var got atomic.Int32
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s := <-ch
+		if n, ok := s.(syscall.Signal); ok {
+			got.Store(int32(n))
+		}
+		cancel()
+	}()
+	return ctx, func() int { return int(got.Load()) }
+}
+
+// refused prints a call that ended without an exit event, as coily exec
+// does (cli.Refusal), and returns its exit code.
+func refused(stderr io.Writer, err error) int {
+	var st *fastexec.StatusError
+	if !errors.As(err, &st) {
+		printLine(stderr, "coily: refused (internal): %s", err.Error())
+		return exitRefused
+	}
+	if st.Unreachable() {
+		printLine(stderr, "coily: server unreachable: %s", st.Message)
+		return exitUnreachable
+	}
+	printLine(stderr, "coily: refused (%s): %s", st.Refusal(), st.Message)
+	if st.Refusal() == "command-timeout" {
+		return exitTimeout
+	}
+	return exitRefused
+}
+
+// printLine prints one line of text a server or a command chose, every
+// control character escaped (cli.PrintLine).
+func printLine(w io.Writer, format string, args ...any) {
+	fmt.Fprintln(w, visible.Text(fmt.Sprintf(format, args...)))
+}
