@@ -21,7 +21,9 @@ func WriteReference(w io.Writer, root *cobra.Command) error {
 	b.WriteString("Generated from the command tree of the development build by\n" +
 		"`go test -tags coilydev ./cmd/coily -run TestCLIReference -update`; do not edit by hand. The lean\n" +
 		"`coily-client` has the commands for agents and owners; `coily dev` and `--dev` are in development\n" +
-		"builds only (`-tags coilydev`, as `scripts/dev.sh` builds).\n\n")
+		"builds only (`-tags coilydev`, as `scripts/dev.sh` builds). `coily-exec [--] COMMAND ARG...` (the shims'\n" +
+		"client, without flags: `coily-exec --help`) is `coily exec -- COMMAND ARG...` on the local socket, and\n" +
+		"hands every other case to it.\n\n")
 	fmt.Fprintf(&b, "%s\n\n", root.Long)
 	b.WriteString(exitCodesSection)
 	fmt.Fprintf(&b, "## Global flags\n\nAccepted by every command, before or after its name.\n\n")
