@@ -8,9 +8,11 @@
 //
 //	coily-exec [--] COMMAND [ARG...]
 //
-// Named after a command (a link gh -> coily-exec, as `coily shim install
-// --native` makes), it runs that command with all its arguments: `gh issue
-// list` is `coily exec -- gh issue list`.
+// Named after a command (a link gh -> coily-exec, as `coily shim install`
+// makes where coily-exec sits beside coily), it runs that command with all
+// its arguments: `gh issue list` is `coily exec -- gh issue list`. Named
+// coily (a link beside coily-client), it runs `coily exec -- ARGV...`
+// itself and hands every other command line to coily-client unchanged.
 //
 // It takes no flags. Standard input is sent as `--stdin=auto` sends it,
 // output streams back, and the exit code is the command's, or 124 (out of
@@ -55,12 +57,20 @@ const maxStdin = 1 << 20
 
 const self = "coily-exec"
 
+// dispatcher is the name under which coily-exec stands in for the whole
+// command line: `coily exec -- ARGV...` it runs itself, every other
+// command line it hands to coily-client beside it, unchanged (as git hands
+// `git foo` to git-foo).
+const dispatcher = "coily"
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
 const usage = `usage: coily-exec [--] COMMAND [ARG...]
 Run COMMAND on the coily trust point, as "coily exec -- COMMAND ARG..." does.
 Named after a command (a link gh -> coily-exec), run that command with every argument.
+Named coily (a link beside coily-client), run "coily exec -- COMMAND ARG..." and hand every
+other command line to coily-client.
 No flags: for --timeout, --note, --cwd, --env or --json use coily exec (or their COILY_* twins, which
 coily-exec hands to it).
 `
@@ -70,12 +80,15 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) > 0 && filepath.Base(args[0]) == dispatcher && !(len(args) > 3 && args[1] == "exec" && args[2] == "--") {
+		return handOff(args[1:], "", stderr) // coily status, coily exec --timeout …: coily-client's
+	}
 	argv, code := commandLine(args, stdout, stderr)
 	if argv == nil {
 		return code
 	}
 	if why := handOffReason(getenv); why != "" {
-		return handOff(argv, why, stderr)
+		return handOff(append([]string{"exec", "--"}, argv...), why, stderr)
 	}
 	socket := getenv("COILY_SOCKET")
 	if socket == "" {
@@ -129,7 +142,10 @@ func commandLine(args []string, stdout, stderr io.Writer) ([]string, int) {
 		fmt.Fprint(stderr, usage)
 		return nil, exitUsage
 	}
-	if name := filepath.Base(args[0]); name != self && !strings.HasPrefix(name, self+".") {
+	switch name := filepath.Base(args[0]); {
+	case name == dispatcher: // coily exec -- ARGV... (run saw to the rest)
+		return args[3:], 0
+	case name != self && !strings.HasPrefix(name, self+"."):
 		return append([]string{name}, args[1:]...), 0
 	}
 	rest := args[1:]
@@ -168,12 +184,15 @@ func handOffReason(getenv func(string) string) string {
 	return ""
 }
 
-// handOff replaces this process with `coily exec -- argv...`: coily-client
-// or coily beside this binary, else coily on PATH. It returns only when
-// none can be run.
-func handOff(argv []string, why string, stderr io.Writer) int {
+// handOff replaces this process with coily's command line given args
+// (`exec -- ARGV...`, or a whole command line as the dispatcher): with
+// coily-client or coily beside this binary, else coily on PATH, never
+// with this binary itself (coily may be a link to it). It returns only
+// when none can be run.
+func handOff(args []string, why string, stderr io.Writer) int {
 	var candidates []string
-	if exe, err := os.Executable(); err == nil {
+	exe, err := os.Executable()
+	if err == nil {
 		if real, err := filepath.EvalSymlinks(exe); err == nil {
 			exe = real
 		}
@@ -184,14 +203,21 @@ func handOff(argv []string, why string, stderr io.Writer) int {
 		candidates = append(candidates, p)
 	}
 	for _, c := range candidates {
-		if st, err := os.Stat(c); err != nil || st.IsDir() || st.Mode()&0o111 == 0 {
+		real, err := filepath.EvalSymlinks(c)
+		if err != nil || real == exe {
 			continue
 		}
-		err := syscall.Exec(c, append([]string{"coily", "exec", "--"}, argv...), os.Environ())
-		printLine(stderr, "coily-exec: %s: run %s: %v", why, c, err)
+		if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+			continue
+		}
+		err = syscall.Exec(c, append([]string{"coily"}, args...), os.Environ())
+		printLine(stderr, "coily-exec: run %s: %v", c, err)
 		return exitRefused
 	}
-	printLine(stderr, "coily-exec: %s, which coily exec handles, and no coily-client or coily was found beside %s or on PATH", why, self)
+	if why == "" {
+		why = "this command line is coily-client's"
+	}
+	printLine(stderr, "coily-exec: %s, and no coily-client or coily other than this one was found beside %s or on PATH", why, exe)
 	return exitRefused
 }
 

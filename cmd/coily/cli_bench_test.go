@@ -20,9 +20,11 @@ import (
 // same run (docs/benchmarks.md, issue 15):
 //   - `coily-client version` (the lean client) and `coily version` (the
 //     full binary) against a Go hello-world;
-//   - `coily-client exec -- /bin/true` and `coily-exec -- /bin/true` (the
-//     shims' client), sandboxed, against the same Exec made by the Go
-//     client in this process (the server-side cost);
+//   - `coily-client exec -- /bin/true`, `coily-exec -- /bin/true` (the
+//     shims' client) and `coily exec -- /bin/true` with coily a link to
+//     coily-exec beside coily-client (the dispatcher), sandboxed, against
+//     the same Exec made by the Go client in this process (the
+//     server-side cost); `coily version` through the dispatcher;
 //   - sustained execs at concurrency 4: through the CLI, and through the
 //     Go client.
 func BenchmarkCLI(b *testing.B) {
@@ -42,6 +44,12 @@ func BenchmarkCLI(b *testing.B) {
 	if out, err := build.CombinedOutput(); err != nil {
 		b.Fatalf("build coily-exec: %v %s", err, out)
 	}
+	// The agents' layout with the dispatcher: coily -> coily-exec beside
+	// coily-client, so that `coily exec -- ARGV` runs in coily-exec.
+	if err := os.Symlink(fast, filepath.Join(dir, "coily")); err != nil {
+		b.Fatal(err)
+	}
+	dispatched := filepath.Join(dir, "coily")
 	src := filepath.Join(dir, "hello.go")
 	if err := os.WriteFile(src, []byte("package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"coily dev\") }\n"), 0o644); err != nil {
 		b.Fatal(err)
@@ -84,14 +92,15 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 		}
 	}
 	goExec()
-	var helloT, leanV, fullV, goT, freshT, cliT, fastT []time.Duration
-	runFast := func() {
-		cmd := exec.Command(fast, "--", "/bin/true")
+	var helloT, leanV, fullV, goT, freshT, cliT, fastT, dispT, dispV []time.Duration
+	withSocket := func(name string, args ...string) {
+		cmd := exec.Command(name, args...)
 		cmd.Env = append(os.Environ(), "COILY_SOCKET="+p.socket)
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("coily-exec: %v %s", err, out)
+			b.Fatalf("%s %v: %v %s", name, args, err, out)
 		}
 	}
+	runFast := func() { withSocket(fast, "--", "/bin/true") }
 	b.ResetTimer()
 	for range b.N {
 		for _, m := range []struct {
@@ -105,6 +114,8 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 			{&freshT, freshExec},
 			{&cliT, func() { run(lean, "--socket", p.socket, "exec", "--", "/bin/true") }},
 			{&fastT, runFast},
+			{&dispT, func() { withSocket(dispatched, "exec", "--", "/bin/true") }},
+			{&dispV, func() { withSocket(dispatched, "version") }},
 		} {
 			t0 := time.Now()
 			m.f()
@@ -126,6 +137,8 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 	b.ReportMetric(p50(cliT)/p50(goT), "cli/server")
 	b.ReportMetric(p50(fastT), "coily-exec-ms")
 	b.ReportMetric(p50(fastT)/p50(goT), "coily-exec/server")
+	b.ReportMetric(p50(dispT)/p50(goT), "dispatched-exec/server")
+	b.ReportMetric(p50(dispV), "dispatched-version-ms")
 	const n, workers = 200, 4
 	b.ReportMetric(rate(n, workers, func() { run(lean, "--socket", p.socket, "exec", "--", "/bin/true") }), "cli-execs/s")
 	b.ReportMetric(rate(n, workers, runFast), "coily-exec-execs/s")

@@ -168,6 +168,45 @@ commands:
 		}
 	})
 
+	t.Run("as coily, beside coily-client", func(t *testing.T) {
+		dir := t.TempDir()
+		if err := os.Link(coilyBin, filepath.Join(dir, "coily-client")); err != nil {
+			t.Fatal(err)
+		}
+		coily := filepath.Join(dir, "coily")
+		if err := os.Symlink(fast, coily); err != nil {
+			t.Fatal(err)
+		}
+		argv := []string{"exec", "--", "/bin/sh", "-c", "echo out; echo err >&2; exit 3"}
+		if got, want := runWith(t, env, nil, coily, argv...), runWith(t, env, nil, coilyBin, argv...); got != want {
+			t.Errorf("coily exec through the dispatcher: %+v, want %+v", got, want)
+		}
+		// Everything else is coily-client's, the command line unchanged.
+		if got := runWith(t, env, nil, coily, "--socket", p.socket, "status"); got.code != 0 || !strings.Contains(got.stdout, "lockout:") {
+			t.Errorf("coily status through the dispatcher: %+v", got)
+		}
+		if got := runWith(t, env, nil, coily, "exec", "--timeout", "9s", "--", "/bin/sh", "-c", "exit 6"); got.code != 6 {
+			t.Errorf("coily exec --timeout through the dispatcher: %+v", got)
+		}
+		if got := runWith(t, env, nil, coily, "version"); got.code != 0 || got.stdout != "coily dev\n" {
+			t.Errorf("coily version through the dispatcher: %+v", got)
+		}
+		// Without coily-client beside it, and only itself on PATH, it says so
+		// instead of running itself again.
+		lonely := t.TempDir()
+		body, err := os.ReadFile(fast)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(lonely, "coily"), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e := append(append([]string{}, env...), "PATH="+lonely)
+		if got := runWith(t, e, nil, filepath.Join(lonely, "coily"), "status"); got.code != 125 || !strings.Contains(got.stderr, "no coily-client") {
+			t.Errorf("a dispatcher with nothing to hand to: %+v", got)
+		}
+	})
+
 	t.Run("ctrl-c", func(t *testing.T) {
 		marker := filepath.Join(t.TempDir(), "still-running")
 		cmd := exec.Command(fast, "/bin/sh", "-c", "echo started; sleep 30; touch "+marker)
