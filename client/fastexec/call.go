@@ -37,6 +37,12 @@ const execPath = "/coily.v1.CoilyService/Exec"
 // MaxMessage bounds one answer, as gRPC's default does.
 const MaxMessage = 4 << 20
 
+// FirstFrameTimeout bounds the wait for the server's first frame (its
+// settings, sent as soon as it accepts), as the general client's
+// connect timeout does: something on the socket that accepts and says
+// nothing fails the call (Unavailable) instead of hanging the command.
+const FirstFrameTimeout = 20 * time.Second
+
 // gRPC status codes this client names.
 const (
 	codeOK                = 0
@@ -89,6 +95,9 @@ type Call struct {
 	Stdout, Stderr io.Writer
 	// OnApproval is told when the command waits for a human's approval.
 	OnApproval func(Approval)
+	// FirstFrame bounds the wait for the server's first frame (0:
+	// FirstFrameTimeout).
+	FirstFrame time.Duration
 }
 
 // Exec runs req and returns its exit event, or a *StatusError. Cancelling
@@ -108,6 +117,18 @@ func (c Call) Exec(ctx context.Context, req Request) (*Exit, error) {
 		_ = shutdown(f) // wakes the read below
 	})
 	defer stop()
+	wait := c.FirstFrame
+	if wait <= 0 {
+		wait = FirstFrameTimeout
+	}
+	var silent atomic.Bool
+	timer := time.AfterFunc(wait, func() {
+		if !h.heard.Load() {
+			silent.Store(true)
+			_ = shutdown(f)
+		}
+	})
+	defer timer.Stop()
 	if err := h.start(execPath, "localhost"); err != nil {
 		return nil, lostError(ctx, err)
 	}
@@ -126,8 +147,11 @@ func (c Call) Exec(ctx context.Context, req Request) (*Exit, error) {
 	h.closeSend()
 	_ = shutdown(f)
 	<-sent
-	if err != nil && cancelled.Load() {
+	switch {
+	case err != nil && cancelled.Load():
 		return nil, &StatusError{Code: codeCanceled, Message: "cancelled"}
+	case err != nil && silent.Load():
+		return nil, &StatusError{Code: codeUnavailable, Message: fmt.Sprintf("connection error: %s accepted but said nothing within %v", c.Socket, wait)}
 	}
 	return exit, err
 }

@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"io"
+	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/http2/hpack"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -167,4 +169,34 @@ func FuzzServerAnswer(f *testing.F) {
 			t.Fatalf("exit %v and error %v", exit, err)
 		}
 	})
+}
+
+// TestSilentSocket: something on the socket that accepts and says nothing
+// fails the call as unreachable once the first-frame bound passes; no
+// socket at all fails at once, the same way.
+func TestSilentSocket(t *testing.T) {
+	sock := t.TempDir() + "/s.sock"
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+		}
+	}()
+	start := time.Now()
+	_, err = Call{Socket: sock, Stdout: io.Discard, Stderr: io.Discard, FirstFrame: 200 * time.Millisecond}.Exec(context.Background(), Request{Argv: []string{"true"}})
+	if st, ok := err.(*StatusError); !ok || !st.Unreachable() || time.Since(start) > 10*time.Second {
+		t.Errorf("a silent socket: %v after %v", err, time.Since(start))
+	}
+	_, err = Call{Socket: sock + ".none", Stdout: io.Discard, Stderr: io.Discard}.Exec(context.Background(), Request{Argv: []string{"true"}})
+	if st, ok := err.(*StatusError); !ok || !st.Unreachable() || !strings.Contains(st.Message, "connect: no such file") {
+		t.Errorf("no socket: %v", err)
+	}
 }

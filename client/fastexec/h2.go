@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -74,6 +75,8 @@ type h2 struct {
 	blockStream uint32 // the stream it is for
 	endStream   bool   // its HEADERS ended the stream
 	unacked     int64  // received DATA bytes not yet given back by WINDOW_UPDATE
+
+	heard atomic.Bool // a whole frame came from the server
 }
 
 func newH2(r io.Reader, w io.Writer) *h2 {
@@ -264,6 +267,7 @@ func (c *h2) readFrame() (typ, flags byte, stream uint32, p []byte, err error) {
 		}
 		return 0, 0, 0, nil, err
 	}
+	c.heard.Store(true)
 	return h[3], h[4], binary.BigEndian.Uint32(h[5:]) & 0x7fffffff, p, nil
 }
 
