@@ -175,7 +175,8 @@ func (a *App) installShims(dir, self, fast string, names []string, force bool) i
 	}
 	for _, n := range names {
 		path := filepath.Join(dir, n)
-		if _, isShim, err := readShim(path); err == nil && !isShim && !force {
+		if _, isShim, err := readShim(path); !isShim && !errors.Is(err, fs.ErrNotExist) && !force {
+			// Something is there (or cannot be read: it may be anyone's).
 			PrintLine(a.Stderr, "%s: %s exists and is not a coily shim (--force replaces it)", a.Name, path)
 			return ExitFailure
 		}

@@ -104,8 +104,15 @@ type Call struct {
 // ctx resets the stream, which cancels the command on the server, and
 // returns at once (Canceled).
 func (c Call) Exec(ctx context.Context, req Request) (*Exit, error) {
-	f, err := dialUnix(c.Socket)
+	wait := c.FirstFrame
+	if wait <= 0 {
+		wait = FirstFrameTimeout
+	}
+	f, err := dialUnix(ctx, c.Socket, wait)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, &StatusError{Code: codeCanceled, Message: "cancelled"}
+		}
 		return nil, &StatusError{Code: codeUnavailable, Message: "connection error: " + err.Error()}
 	}
 	defer f.Close()
@@ -113,14 +120,10 @@ func (c Call) Exec(ctx context.Context, req Request) (*Exit, error) {
 	var cancelled atomic.Bool
 	stop := context.AfterFunc(ctx, func() {
 		cancelled.Store(true)
-		_ = h.reset()
-		_ = shutdown(f) // wakes the read below
+		h.tryReset(f)
+		_ = shutdown(f) // wakes the read, and a write blocked on a server that stopped reading
 	})
 	defer stop()
-	wait := c.FirstFrame
-	if wait <= 0 {
-		wait = FirstFrameTimeout
-	}
 	var silent atomic.Bool
 	timer := time.AfterFunc(wait, func() {
 		if !h.heard.Load() {
@@ -338,19 +341,42 @@ func decodeMessage(v string) string {
 	return b.String()
 }
 
-// dialUnix connects to a unix socket as a blocking file: no network
-// poller to start.
-func dialUnix(path string) (*os.File, error) {
+// dialUnix connects to a unix socket and returns it as a blocking file (no
+// network poller to start). The connect itself does not block: a server
+// whose queue of connections to accept is full is tried again every 10
+// ms, until ctx ends or wait passes.
+func dialUnix(ctx context.Context, path string, wait time.Duration) (*os.File, error) {
 	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		return nil, fmt.Errorf("dial unix %s: %w", path, err)
 	}
 	syscall.CloseOnExec(fd)
-	if err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: path}); err != nil {
+	if err := connectUnix(ctx, fd, path, wait); err != nil {
 		syscall.Close(fd)
 		return nil, fmt.Errorf("dial unix %s: connect: %w", path, err) // as net.Dial says it
 	}
 	return os.NewFile(uintptr(fd), path), nil
+}
+
+func connectUnix(ctx context.Context, fd int, path string, wait time.Duration) error {
+	if err := syscall.SetNonblock(fd, true); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(wait)
+	for {
+		err := syscall.Connect(fd, &syscall.SockaddrUnix{Name: path})
+		switch {
+		case err == nil || err == syscall.EISCONN:
+			return syscall.SetNonblock(fd, false)
+		case err != syscall.EAGAIN && err != syscall.EINPROGRESS && err != syscall.EALREADY && err != syscall.EINTR:
+			return err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("the server accepted no connection within %v", wait)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // shutdown ends both directions of the socket, waking a blocked read.

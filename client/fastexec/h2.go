@@ -6,10 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"golang.org/x/net/http2/hpack"
 )
@@ -76,13 +78,23 @@ type h2 struct {
 	endStream   bool   // its HEADERS ended the stream
 	unacked     int64  // received DATA bytes not yet given back by WINDOW_UPDATE
 
-	heard atomic.Bool // a whole frame came from the server
+	heard    atomic.Bool // a whole frame came from the server
+	listSize int         // the decoded size of the header block being read
 }
 
 func newH2(r io.Reader, w io.Writer) *h2 {
 	c := &h2{r: bufio.NewReaderSize(r, 32<<10), w: w, connWin: defaultWindow, streamWin: defaultWindow, initial: defaultWindow, sendFrame: maxFrame}
 	c.cond = sync.NewCond(&c.mu)
-	c.dec = hpack.NewDecoder(4096, func(f hpack.HeaderField) { c.fields = append(c.fields, f) })
+	c.dec = hpack.NewDecoder(4096, func(f hpack.HeaderField) {
+		// Bound the block decoded too (as SETTINGS_MAX_HEADER_LIST_SIZE
+		// announces): a few bytes can name a large entry of the table.
+		c.listSize += int(f.Size())
+		if c.listSize > maxHeaderList {
+			c.dec.SetEmitEnabled(false)
+			return
+		}
+		c.fields = append(c.fields, f)
+	})
 	c.dec.SetMaxStringLength(maxHeaderList)
 	return c
 }
@@ -353,17 +365,21 @@ func (c *h2) headerFrame(typ, flags byte, stream uint32, p []byte) (event, bool,
 	}
 	block := c.block
 	c.block = nil
-	c.fields = c.fields[:0]
+	c.fields, c.listSize = nil, 0
+	c.dec.SetEmitEnabled(true)
 	if _, err := c.dec.Write(block); err != nil {
 		return event{}, false, fmt.Errorf("%w: headers: %v", errProtocol, err)
 	}
 	if err := c.dec.Close(); err != nil {
 		return event{}, false, fmt.Errorf("%w: headers: %v", errProtocol, err)
 	}
+	if c.listSize > maxHeaderList {
+		return event{}, false, fmt.Errorf("%w: a header list over %d bytes decoded", errProtocol, maxHeaderList)
+	}
 	if c.blockStream != streamID {
 		return event{}, false, nil
 	}
-	return event{headers: append([]hpack.HeaderField(nil), c.fields...), endStream: c.endStream}, true, nil
+	return event{headers: c.fields, endStream: c.endStream}, true, nil
 }
 
 func (c *h2) dataFrame(flags byte, p []byte) (event, error) {
@@ -397,8 +413,20 @@ func unpad(flags byte, p []byte) ([]byte, error) {
 	return p[1 : len(p)-int(p[0])], nil
 }
 
-// reset cancels the stream.
-func (c *h2) reset() error { return c.frame(frameRSTStream, 0, streamID, be32(errCancel)) }
+// tryReset cancels the stream with RST_STREAM if the connection is free and
+// the socket takes the frame at once; it never waits (a write may be
+// blocked on a server that stopped reading). Closing the connection,
+// which the caller does next, cancels the call on the server anyway.
+func (c *h2) tryReset(f *os.File) {
+	if !c.wmu.TryLock() {
+		return
+	}
+	defer c.wmu.Unlock()
+	rst := append([]byte{0, 0, 4, frameRSTStream, 0, 0, 0, 0, streamID}, be32(errCancel)...)
+	if raw, err := f.SyscallConn(); err == nil {
+		_ = raw.Control(func(fd uintptr) { _ = syscall.Sendto(int(fd), rst, syscall.MSG_DONTWAIT, nil) })
+	}
+}
 
 // resetError is the status of a stream the server reset, as grpc-go reads
 // the HTTP/2 error code.

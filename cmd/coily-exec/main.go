@@ -63,6 +63,11 @@ const self = "coily-exec"
 // `git foo` to git-foo).
 const dispatcher = "coily"
 
+// handedOff marks the environment of what coily-exec hands a command to,
+// so that a copy of coily-exec found where coily was looked for does not
+// hand it on again.
+const handedOff = "COILY_EXEC_HANDED_OFF"
+
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
@@ -190,6 +195,12 @@ func handOffReason(getenv func(string) string) string {
 // with this binary itself (coily may be a link to it). It returns only
 // when none can be run.
 func handOff(args []string, why string, stderr io.Writer) int {
+	if os.Getenv(handedOff) != "" {
+		// A coily-exec handed this here: another copy of it stands where
+		// coily was looked for. Stop rather than hand it round again.
+		printLine(stderr, "coily-exec: handed on by another coily-exec: the coily it found is a coily-exec too; put coily-client beside it")
+		return exitRefused
+	}
 	var candidates []string
 	exe, err := os.Executable()
 	if err == nil {
@@ -202,15 +213,13 @@ func handOff(args []string, why string, stderr io.Writer) int {
 	if p, err := exec.LookPath("coily"); err == nil {
 		candidates = append(candidates, p)
 	}
+	self, _ := os.Stat(exe)
 	for _, c := range candidates {
-		real, err := filepath.EvalSymlinks(c)
-		if err != nil || real == exe {
-			continue
+		st, err := os.Stat(c)
+		if err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 || self != nil && os.SameFile(st, self) {
+			continue // not there, or this very file (coily may be a link to it)
 		}
-		if st, err := os.Stat(real); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
-			continue
-		}
-		err = syscall.Exec(c, append([]string{"coily"}, args...), os.Environ())
+		err = syscall.Exec(c, append([]string{"coily"}, args...), append(os.Environ(), handedOff+"=1"))
 		printLine(stderr, "coily-exec: run %s: %v", c, err)
 		return exitRefused
 	}

@@ -205,6 +205,16 @@ commands:
 		if got := runWith(t, e, nil, filepath.Join(lonely, "coily"), "status"); got.code != 125 || !strings.Contains(got.stderr, "no coily-client") {
 			t.Errorf("a dispatcher with nothing to hand to: %+v", got)
 		}
+		// Another copy of it as the coily on PATH: handed once, not round
+		// and round.
+		other := t.TempDir()
+		if err := os.WriteFile(filepath.Join(other, "coily"), body, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		e = append(append([]string{}, env...), "PATH="+other)
+		if got := runWith(t, e, nil, filepath.Join(lonely, "coily"), "status"); got.code != 125 || !strings.Contains(got.stderr, "handed on by another coily-exec") {
+			t.Errorf("two copies handing to each other: %+v", got)
+		}
 	})
 
 	t.Run("ctrl-c", func(t *testing.T) {
