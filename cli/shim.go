@@ -56,7 +56,9 @@ func (a *App) shimCmd() *cobra.Command {
 		Long: `Shims are small executables named after commands (gh, git, aws …) that forward to
 ` + "`coily exec -- NAME ARGS...`" + `. With their directory first on PATH, an agent uses coily without typing it:
 exit codes, stdin (when it is not a terminal), stdout, stderr and Ctrl-C pass through as if the
-tool ran locally.`,
+tool ran locally. Where coily-exec is installed beside coily, a shim is a link to it (it runs the
+command it is named after, a few milliseconds sooner); otherwise, or with --script, a two-line
+shell script.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { cmd.Help(); return Exit(ExitUsage) },
 	}
