@@ -86,8 +86,11 @@ func TestCancelDuringConnect(t *testing.T) {
 	}
 	// Fill the backlog (never accepted).
 	for i := 0; i < 2; i++ {
-		c, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_NONBLOCK, 0)
+		c, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.SetNonblock(c, true); err != nil {
 			t.Fatal(err)
 		}
 		defer syscall.Close(c)
