@@ -172,7 +172,7 @@ const (
 	// pingEvery starts another disco ping: the server ignores them until
 	// the control server has told it this process's disco key (new at
 	// every start), so they are repeated often rather than waited on.
-	pingEvery = 100 * time.Millisecond
+	pingEvery = 25 * time.Millisecond
 	// pingTimeout bounds one disco ping (a slow path still answers).
 	pingTimeout = 3 * time.Second
 )
