@@ -108,6 +108,7 @@ if [ "$(id -u)" = 0 ]; then
   mkdir -p "$u/src" "$u/bin" "$u/tmp"
   git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$u/src"
   go build -tags $T -o "$u/bin/coily" ./cmd/coily
+  CGO_ENABLED=0 go build -o "$u/bin/coily-exec" ./cmd/coily-exec
   go build -o "$u/bin/probe" ./internal/sandboxprobe
   CGO_ENABLED=0 go build -o "$u/bin/seccompprobe" ./internal/seccompprobe
   go test -c -o "$u/bin/sandbox.test" ./sandbox
@@ -121,13 +122,13 @@ if [ "$(id -u)" = 0 ]; then
   ulog=$(mktemp)
   asuser() { # DIR TESTBIN PATTERN
     (cd "$u/src/$1" && runuser -u coilytest -- env -i PATH="$PATH" HOME=/var/lib/coilytest TMPDIR="$u/tmp" CI="${CI:-}" \
-      COILY_TEST_COILY="$u/bin/coily" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
+      COILY_TEST_COILY="$u/bin/coily" COILY_TEST_COILY_EXEC="$u/bin/coily-exec" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
       COILY_VAULTDEV="$u/bin/vaultdev" \
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp' &&
-    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath' &&
+    asuser cmd/coily coily.test 'CLISandbox|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
   status=$?
   set -e
