@@ -13,18 +13,17 @@ package fastexec
 
 import (
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
 
+	"coily.dev/coily/client/grpcwire"
 	"golang.org/x/net/http2/hpack"
 )
 
@@ -45,15 +44,15 @@ const FirstFrameTimeout = 20 * time.Second
 
 // gRPC status codes this client names.
 const (
-	codeOK                = 0
-	codeCanceled          = 1
-	codeUnknown           = 2
-	codeInvalidArgument   = 3
-	codeResourceExhausted = 8
-	codePermissionDenied  = 7
-	codeInternal          = 13
-	codeUnavailable       = 14
-	codeUnauthenticated   = 16
+	codeOK                = grpcwire.OK
+	codeCanceled          = grpcwire.Canceled
+	codeUnknown           = grpcwire.Unknown
+	codeInvalidArgument   = grpcwire.InvalidArgument
+	codeResourceExhausted = grpcwire.ResourceExhausted
+	codePermissionDenied  = grpcwire.PermissionDenied
+	codeInternal          = grpcwire.Internal
+	codeUnavailable       = grpcwire.Unavailable
+	codeUnauthenticated   = grpcwire.Unauthenticated
 )
 
 // StatusError is a call that did not end with an exit event: the
@@ -242,23 +241,11 @@ func (c Call) handle(msg []byte) (*Exit, error) {
 func checkHeaders(fields []hpack.HeaderField) error {
 	st, _ := header(fields, ":status")
 	if st != "200" {
-		code := int32(codeUnknown)
-		switch st {
-		case "400":
-			code = codeInternal
-		case "401":
-			code = codeUnauthenticated
-		case "403":
-			code = codePermissionDenied
-		case "404":
-			code = 12 // Unimplemented
-		case "429", "502", "503", "504":
-			code = codeUnavailable
-		}
-		return &StatusError{Code: code, Message: "unexpected HTTP status " + strconv.Quote(st)}
+		n, _ := strconv.Atoi(st)
+		return &StatusError{Code: int32(grpcwire.HTTPCode(n)), Message: "unexpected HTTP status " + strconv.Quote(st)}
 	}
 	ct, _ := header(fields, "content-type")
-	if ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
+	if !grpcwire.IsContentType(ct) {
 		return &StatusError{Code: codeUnknown, Message: "unexpected content type " + strconv.Quote(ct)}
 	}
 	return nil
@@ -276,9 +263,9 @@ func trailerStatus(fields []hpack.HeaderField) error {
 		return &StatusError{Code: codeInternal, Message: "malformed grpc-status " + strconv.Quote(v)}
 	}
 	msg, _ := header(fields, "grpc-message")
-	e := &StatusError{Code: int32(code), Message: decodeMessage(msg)}
+	e := &StatusError{Code: int32(code), Message: grpcwire.DecodeMessage(msg)}
 	if bin, ok := header(fields, "grpc-status-details-bin"); ok {
-		raw, err := decodeBinary(bin)
+		raw, err := grpcwire.DecodeBinary(bin)
 		if err != nil {
 			return &StatusError{Code: codeInternal, Message: "malformed grpc-status-details-bin"}
 		}
@@ -311,34 +298,6 @@ func lostError(ctx context.Context, err error) error {
 		return &StatusError{Code: codeUnavailable, Message: "connection lost"}
 	}
 	return &StatusError{Code: codeUnavailable, Message: "connection error: " + err.Error()}
-}
-
-// decodeBinary reads a -bin header: base64, padded or not.
-func decodeBinary(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
-}
-
-// decodeMessage undoes grpc-message's percent-encoding; a malformed
-// escape is kept as it is.
-func decodeMessage(v string) string {
-	if !strings.Contains(v, "%") {
-		return v
-	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] == '%' && i+2 < len(v) {
-			if n, err := strconv.ParseUint(v[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(v[i])
-	}
-	return b.String()
 }
 
 // dialUnix connects to a unix socket and returns it as a blocking file (no

@@ -20,7 +20,6 @@ package grpclite
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -32,6 +31,7 @@ import (
 	"strings"
 	"time"
 
+	"coily.dev/coily/client/grpcwire"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -238,10 +238,10 @@ func (s *Stream) readError(err error) error {
 func (s *Stream) checkHeaders() error {
 	r := s.resp
 	if r.StatusCode != http.StatusOK {
-		return s.finish(status.Errorf(httpCode(r.StatusCode), "grpclite: unexpected HTTP status %d", r.StatusCode))
+		return s.finish(status.Errorf(codes.Code(grpcwire.HTTPCode(r.StatusCode)), "grpclite: unexpected HTTP status %d", r.StatusCode))
 	}
 	ct := r.Header.Get("Content-Type")
-	if ct != "application/grpc" && !strings.HasPrefix(ct, "application/grpc+") && !strings.HasPrefix(ct, "application/grpc;") {
+	if !grpcwire.IsContentType(ct) {
 		return s.finish(status.Errorf(codes.Unknown, "grpclite: unexpected content type %q", ct))
 	}
 	if _, ok := r.Header["Grpc-Status"]; ok {
@@ -272,7 +272,7 @@ func headerStatus(h http.Header) error {
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpclite: malformed grpc-status %q", h.Get("Grpc-Status"))
 	}
-	msg := decodeMessage(h.Get("Grpc-Message"))
+	msg := grpcwire.DecodeMessage(h.Get("Grpc-Message"))
 	bin := h.Get("Grpc-Status-Details-Bin")
 	if bin == "" {
 		if code == 0 {
@@ -280,7 +280,7 @@ func headerStatus(h http.Header) error {
 		}
 		return status.Error(codes.Code(code), msg)
 	}
-	raw, err := decodeBinary(bin)
+	raw, err := grpcwire.DecodeBinary(bin)
 	if err != nil {
 		return status.Errorf(codes.Internal, "grpclite: malformed grpc-status-details-bin: %v", err)
 	}
@@ -295,34 +295,6 @@ func headerStatus(h http.Header) error {
 		return nil
 	}
 	return status.ErrorProto(st)
-}
-
-// decodeBinary reads a -bin header: base64, padded or not.
-func decodeBinary(v string) ([]byte, error) {
-	if len(v)%4 == 0 {
-		return base64.StdEncoding.DecodeString(v)
-	}
-	return base64.RawStdEncoding.DecodeString(v)
-}
-
-// decodeMessage undoes grpc-message's percent-encoding; a malformed
-// escape is kept as it is, as grpc-go does.
-func decodeMessage(v string) string {
-	if !strings.Contains(v, "%") {
-		return v
-	}
-	var b strings.Builder
-	for i := 0; i < len(v); i++ {
-		if v[i] == '%' && i+2 < len(v) {
-			if n, err := strconv.ParseUint(v[i+1:i+3], 16, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 2
-				continue
-			}
-		}
-		b.WriteByte(v[i])
-	}
-	return b.String()
 }
 
 // frame is req as a gRPC message: a zero flag byte, the length, the bytes.
@@ -379,24 +351,6 @@ func transportError(ctx context.Context, err error) error {
 		err = ue.Err
 	}
 	return status.Error(codes.Unavailable, fmt.Sprintf("connection error: %v", err))
-}
-
-// httpCode maps an HTTP status that is not 200 to a gRPC code, as the
-// gRPC spec says (http-grpc-status-mapping.md).
-func httpCode(c int) codes.Code {
-	switch c {
-	case http.StatusBadRequest:
-		return codes.Internal
-	case http.StatusUnauthorized:
-		return codes.Unauthenticated
-	case http.StatusForbidden:
-		return codes.PermissionDenied
-	case http.StatusNotFound:
-		return codes.Unimplemented
-	case http.StatusTooManyRequests, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return codes.Unavailable
-	}
-	return codes.Unknown
 }
 
 // lastErr keeps the last error of the body's own Read: net/http reports a

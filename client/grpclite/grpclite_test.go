@@ -368,16 +368,6 @@ func TestTimeout(t *testing.T) {
 	}
 }
 
-func TestDecodeMessage(t *testing.T) {
-	for in, want := range map[string]string{
-		"plain": "plain", "100%25": "100%", "%C3%BC": "ü", "bad%zz": "bad%zz", "end%4": "end%4", "%": "%", "%%41": "%A",
-	} {
-		if got := decodeMessage(in); got != want {
-			t.Errorf("decodeMessage(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // FuzzAnswer feeds a stream body and trailers to the reader: it must end
 // with io.EOF or a status, never panic, and read no message past a
 // failure.
