@@ -61,7 +61,6 @@ type StatusError struct {
 	Code       int32  // the gRPC code
 	Message    string // the server's message (untrusted text)
 	Reason     string // the refusal code from coily's ErrorInfo, if any
-	AuditID    string
 	RetryAfter time.Duration
 }
 
@@ -276,7 +275,7 @@ func trailerStatus(fields []hpack.HeaderField) error {
 		if d.code != e.Code {
 			return &StatusError{Code: codeInternal, Message: fmt.Sprintf("grpc-status-details-bin code %d does not match grpc-status %d", d.code, e.Code)}
 		}
-		e.Message, e.Reason, e.AuditID, e.RetryAfter = d.message, d.reason, d.auditID, d.retryAfter
+		e.Message, e.Reason, e.RetryAfter = d.message, d.reason, d.retryAfter
 	}
 	if e.Code == codeOK {
 		return nil

@@ -37,7 +37,6 @@ func (r Request) marshal() []byte {
 type Exit struct {
 	Code            int32    // field 1
 	Signal          int32    // field 2
-	AuditID         string   // field 6
 	EgressDenied    []string // field 7
 	SSHAgentRefused []string // field 8
 }
@@ -175,8 +174,6 @@ func unmarshalExit(b []byte, e *Exit) error {
 				e.Signal = int32(x)
 			}
 			return n
-		case 6:
-			return stringField(typ, v, &e.AuditID)
 		case 7, 8:
 			n := stringField(typ, v, &s)
 			if num == 7 {
@@ -230,14 +227,13 @@ func unmarshalSecondsNanos(b []byte) (int64, int32, error) {
 }
 
 // statusDetails is what a google.rpc.Status's details say to coily: the
-// ErrorInfo of domain coily.dev (its reason, the refusal code, and
-// metadata's audit_id) and a RetryInfo's delay.
+// ErrorInfo of domain coily.dev (its reason, the refusal code) and a
+// RetryInfo's delay.
 type statusDetails struct {
 	code       int32
 	message    string
 	reason     string
 	domain     string
-	auditID    string
 	retryAfter time.Duration
 }
 
@@ -308,43 +304,22 @@ func unmarshalAny(b []byte, d *statusDetails) error {
 	return nil
 }
 
-// unmarshalErrorInfo reads reason (1), domain (2) and metadata (3, a
-// map<string, string>: entries of key 1, value 2).
+// unmarshalErrorInfo reads reason (1) and domain (2); the metadata (3)
+// names the refusal's audit record, which coily exec prints only as JSON,
+// a case coily-exec hands to it.
 func unmarshalErrorInfo(b []byte, d *statusDetails) error {
-	var reason, domain, auditID string
+	var reason, domain string
 	err := fields(b, func(num protowire.Number, typ protowire.Type, v []byte) int {
-		var sub []byte
 		switch num {
 		case 1:
 			return stringField(typ, v, &reason)
 		case 2:
 			return stringField(typ, v, &domain)
-		case 3:
-			n := bytesField(typ, v, &sub)
-			if n < 0 {
-				return n
-			}
-			var key, value string
-			if fields(sub, func(num protowire.Number, typ protowire.Type, v []byte) int {
-				switch num {
-				case 1:
-					return stringField(typ, v, &key)
-				case 2:
-					return stringField(typ, v, &value)
-				}
-				return skip(num, typ, v)
-			}) != nil {
-				return -1
-			}
-			if key == "audit_id" {
-				auditID = value
-			}
-			return n
 		}
 		return skip(num, typ, v)
 	})
 	if err == nil && domain == refusalDomain {
-		d.reason, d.domain, d.auditID = reason, domain, auditID
+		d.reason, d.domain = reason, domain
 	}
 	return err
 }

@@ -41,7 +41,7 @@ func TestWireMatchesGenerated(t *testing.T) {
 		{"empty output", out(coilyv1.Stream_STREAM_STDOUT, ""), response{output: []byte{}}},
 		{"exit", &coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: &coilyv1.ExecExit{ExitCode: 3, Signal: 9, Duration: durationpb.New(time.Second),
 			StdoutTruncated: true, AuditId: "A9", EgressDenied: []string{"evil.example:443 (not allowed)"}, SshAgentRefused: []string{"key", "two"}}}},
-			response{exit: &Exit{Code: 3, Signal: 9, AuditID: "A9", EgressDenied: []string{"evil.example:443 (not allowed)"}, SSHAgentRefused: []string{"key", "two"}}}},
+			response{exit: &Exit{Code: 3, Signal: 9, EgressDenied: []string{"evil.example:443 (not allowed)"}, SSHAgentRefused: []string{"key", "two"}}}},
 		{"negative exit code", &coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: &coilyv1.ExecExit{ExitCode: -1}}}, response{exit: &Exit{Code: -1}}},
 		{"approval", &coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: &coilyv1.Approval{Id: "ap1", Rule: "push", Argv: []string{"git", "push"},
 			ExpiresAt: timestamppb.New(expires), Env: map[string]string{"A": "b"}}}}, response{approval: &Approval{ID: "ap1", Rule: "push", ExpiresAt: expires}}},
@@ -68,7 +68,7 @@ func TestWireMatchesGenerated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d != (statusDetails{code: 8, message: "slow down", reason: "policy-deny", domain: "coily.dev", auditID: "A7", retryAfter: 1500 * time.Millisecond}) {
+	if d != (statusDetails{code: 8, message: "slow down", reason: "policy-deny", domain: "coily.dev", retryAfter: 1500 * time.Millisecond}) {
 		t.Errorf("status read as %+v", d)
 	}
 }
@@ -84,7 +84,7 @@ func sameResponse(a, b response) bool {
 	if (a.exit == nil) != (b.exit == nil) || (a.approval == nil) != (b.approval == nil) {
 		return false
 	}
-	if a.exit != nil && (a.exit.Code != b.exit.Code || a.exit.Signal != b.exit.Signal || a.exit.AuditID != b.exit.AuditID ||
+	if a.exit != nil && (a.exit.Code != b.exit.Code || a.exit.Signal != b.exit.Signal ||
 		!slices.Equal(a.exit.EgressDenied, b.exit.EgressDenied) || !slices.Equal(a.exit.SSHAgentRefused, b.exit.SSHAgentRefused)) {
 		return false
 	}
@@ -102,7 +102,7 @@ func TestWireKnowsEveryField(t *testing.T) {
 		{&coilyv1.ExecRequest{}, []protoreflect.FieldNumber{1, 2}, []protoreflect.FieldNumber{3, 4, 5, 6}}, // timeout, note, env, cwd: coily exec's flags (handed off)
 		{&coilyv1.ExecResponse{}, []protoreflect.FieldNumber{2, 3, 4}, []protoreflect.FieldNumber{1}},      // started: nothing to show
 		{&coilyv1.ExecOutput{}, []protoreflect.FieldNumber{1, 2}, nil},
-		{&coilyv1.ExecExit{}, []protoreflect.FieldNumber{1, 2, 6, 7, 8}, []protoreflect.FieldNumber{3, 4, 5}}, // duration, truncation flags: coily exec shows none either
+		{&coilyv1.ExecExit{}, []protoreflect.FieldNumber{1, 2, 7, 8}, []protoreflect.FieldNumber{3, 4, 5, 6}}, // duration, truncation flags, audit id: coily exec shows none either
 		{&coilyv1.Approval{}, []protoreflect.FieldNumber{1, 5, 7}, []protoreflect.FieldNumber{2, 3, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15, 16}},
 	} {
 		fields := tc.msg.ProtoReflect().Descriptor().Fields()

@@ -85,10 +85,10 @@ func main() {
 }
 
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
-	if len(args) > 0 && filepath.Base(args[0]) == dispatcher && !(len(args) > 3 && args[1] == "exec" && args[2] == "--") {
+	argv, whole, code := commandLine(args, stdout, stderr)
+	if whole {
 		return handOff(args[1:], "", stderr) // coily status, coily exec --timeout …: coily-client's
 	}
-	argv, code := commandLine(args, stdout, stderr)
 	if argv == nil {
 		return code
 	}
@@ -140,18 +140,22 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 }
 
 // commandLine reads the command to run: the arguments after an optional
-// "--", or, when this binary is called by another name (a shim), that
-// name and every argument. A nil argv means exit with code.
-func commandLine(args []string, stdout, stderr io.Writer) ([]string, int) {
+// "--"; called by another name (a shim), that name and every argument;
+// called as coily, the ARGV of `coily exec -- ARGV...`, or whole when the
+// command line is any other (coily-client's, unchanged). A nil argv
+// without whole means exit with code.
+func commandLine(args []string, stdout, stderr io.Writer) (argv []string, whole bool, code int) {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return nil, exitUsage
+		return nil, false, exitUsage
 	}
 	switch name := filepath.Base(args[0]); {
-	case name == dispatcher: // coily exec -- ARGV... (run saw to the rest)
-		return args[3:], 0
+	case name == dispatcher && len(args) > 3 && args[1] == "exec" && args[2] == "--":
+		return args[3:], false, 0
+	case name == dispatcher:
+		return nil, true, 0
 	case name != self && !strings.HasPrefix(name, self+"."):
-		return append([]string{name}, args[1:]...), 0
+		return append([]string{name}, args[1:]...), false, 0
 	}
 	rest := args[1:]
 	switch {
@@ -159,19 +163,19 @@ func commandLine(args []string, stdout, stderr io.Writer) ([]string, int) {
 		rest = rest[1:]
 	case len(rest) > 0 && (rest[0] == "-h" || rest[0] == "--help" || rest[0] == "help"):
 		fmt.Fprint(stdout, usage)
-		return nil, 0
+		return nil, false, 0
 	case len(rest) > 0 && rest[0] == "--version":
 		fmt.Fprintln(stdout, self, version)
-		return nil, 0
+		return nil, false, 0
 	case len(rest) > 0 && strings.HasPrefix(rest[0], "-"):
 		printLine(stderr, "coily-exec: unknown flag %s: coily-exec takes none (use coily exec)", rest[0])
-		return nil, exitUsage
+		return nil, false, exitUsage
 	}
 	if len(rest) == 0 {
 		fmt.Fprint(stderr, usage)
-		return nil, exitUsage
+		return nil, false, exitUsage
 	}
-	return rest, 0
+	return rest, false, 0
 }
 
 // handOffReason says why coily exec, not this process, must make the
