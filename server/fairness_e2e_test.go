@@ -63,6 +63,29 @@ type relayResult struct {
 
 type relayChan <-chan relayResult
 
+// answer waits (at most 30 s) for the relayed request's answer.
+func (c relayChan) answer(t *testing.T) relayResult {
+	t.Helper()
+	select {
+	case rr := <-c:
+		return rr
+	case <-time.After(30 * time.Second):
+		t.Fatal("no answer")
+	}
+	return relayResult{}
+}
+
+// reloadPolicy writes text as the policy and reloads it.
+func reloadPolicy(t *testing.T, in *testserver.Instance, text string) {
+	t.Helper()
+	if err := os.WriteFile(in.PolicyPath, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := in.Server.ReloadPolicy(context.Background(), in.PolicyPath); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // relayAsync relays a request of sandbox:demo in the background.
 func (e *relayEnv) relayAsync(t *testing.T, confirm bool, argv ...string) relayChan {
 	t.Helper()
@@ -316,19 +339,9 @@ func TestApprovedAfterReloadDecidedAgain(t *testing.T) {
 `, `  - principals: ["sandbox:nobody"]
     roles: [sandboxed]
 `, 1)
-	if err := os.WriteFile(e.in.PolicyPath, []byte(revoked), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.in.Server.ReloadPolicy(context.Background(), e.in.PolicyPath); err != nil {
-		t.Fatal(err)
-	}
+	reloadPolicy(t, e.in, revoked)
 	approve(t, e, ap.GetId())
-	select {
-	case rr := <-waiting:
-		rr.wantRefused(t, refusal.PolicyDeny, "the policy changed while the request waited for approval")
-	case <-time.After(30 * time.Second):
-		t.Fatal("no answer")
-	}
+	waiting.answer(t).wantRefused(t, refusal.PolicyDeny, "the policy changed while the request waited for approval")
 	if _, err := os.Stat(marker); err == nil {
 		t.Fatal("the command ran under the revoked grant")
 	}
@@ -340,35 +353,17 @@ func TestApprovedAfterReloadDecidedAgain(t *testing.T) {
 func TestApprovedAfterRuleChangedAskedAgain(t *testing.T) {
 	e := newFairEnv(t, "{concurrency: 2}", 0)
 	pol := strings.Replace(fairPolicy, "%s", "{concurrency: 2}", 1)
-	reload := func(text string) {
-		t.Helper()
-		if err := os.WriteFile(e.in.PolicyPath, []byte(text), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := e.in.Server.ReloadPolicy(context.Background(), e.in.PolicyPath); err != nil {
-			t.Fatal(err)
-		}
-	}
+	reload := func(text string) { t.Helper(); reloadPolicy(t, e.in, text) }
 	waiting := e.relayAsync(t, true, "/bin/echo", "same")
 	ap := pendingApproval(t, e)
 	reload(pol + "# a comment: the rules are as they were\n")
 	approve(t, e, ap.GetId())
-	select {
-	case rr := <-waiting:
-		rr.wantExit(t, "same\n")
-	case <-time.After(30 * time.Second):
-		t.Fatal("no answer")
-	}
+	waiting.answer(t).wantExit(t, "same\n")
 	waiting = e.relayAsync(t, true, "/bin/echo", "widened")
 	ap = pendingApproval(t, e)
 	reload(strings.Replace(pol, "flags: any, sandbox: native}\n  - {name: sh", "flags: any, sandbox: native, timeout: 2h}\n  - {name: sh", 1))
 	approve(t, e, ap.GetId())
-	select {
-	case rr := <-waiting:
-		rr.wantRefused(t, refusal.PolicyDeny, `rule "echo" is not what was approved`)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no answer")
-	}
+	waiting.answer(t).wantRefused(t, refusal.PolicyDeny, `rule "echo" is not what was approved`)
 }
 
 // A rule that stayed the same while its workspace moved (the policy's
@@ -390,19 +385,9 @@ func TestApprovedAfterWorkspaceMovedAskedAgain(t *testing.T) {
 	e.key = k.GetKey().GetSecret()
 	waiting := e.relayAsync(t, true, "/usr/bin/touch", "planted")
 	ap := pendingApproval(t, e)
-	if err := os.WriteFile(in.PolicyPath, []byte(pol(b)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := in.Server.ReloadPolicy(context.Background(), in.PolicyPath); err != nil {
-		t.Fatal(err)
-	}
+	reloadPolicy(t, in, pol(b))
 	approve(t, e, ap.GetId())
-	select {
-	case rr := <-waiting:
-		rr.wantRefused(t, refusal.PolicyDeny, `rule "touch" is not what was approved`)
-	case <-time.After(30 * time.Second):
-		t.Fatal("no answer")
-	}
+	waiting.answer(t).wantRefused(t, refusal.PolicyDeny, `rule "touch" is not what was approved`)
 	for _, dir := range []string{a, b} {
 		if _, err := os.Stat(filepath.Join(dir, "planted")); err == nil {
 			t.Fatalf("the command ran in %s", dir)

@@ -300,7 +300,8 @@ func headerStatus(h http.Header) error {
 // frame is req as a gRPC message: a zero flag byte, the length, the bytes.
 func frame(req proto.Message) ([]byte, error) {
 	b := make([]byte, 5, 5+proto.Size(req))
-	b, err := proto.MarshalOptions{}.MarshalAppend(b, req)
+	// The size is known now: the marshal need not work it out again.
+	b, err := proto.MarshalOptions{UseCachedSize: true}.MarshalAppend(b, req)
 	if err != nil {
 		return nil, err
 	}

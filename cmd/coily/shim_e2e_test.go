@@ -1,8 +1,6 @@
 package main
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -60,21 +58,13 @@ commands:
 		t.Fatalf("shim list: %+v", r)
 	}
 
+	env := []string{"PATH=" + shims + ":/usr/bin:/bin", "COILY_SOCKET=" + p.socket, "HOME=" + t.TempDir()}
 	agent := func(stdin, script string) (int, string, string) {
 		t.Helper()
-		cmd := exec.Command("/bin/sh", "-c", script)
-		cmd.Dir = t.TempDir()
-		cmd.Env = []string{"PATH=" + shims + ":/usr/bin:/bin", "COILY_SOCKET=" + p.socket, "HOME=" + t.TempDir()}
-		cmd.Stdin = strings.NewReader(stdin)
-		var out, errb bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &errb
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if err != nil && !errors.As(err, &ee) {
-			t.Fatal(err)
-		}
-		return cmd.ProcessState.ExitCode(), out.String(), errb.String()
+		r := runWith(t, env, []byte(stdin), "/bin/sh", "-c", script)
+		return r.code, r.stdout, r.stderr
 	}
+
 	code, out, errOut := agent("", "gh --version && git status --short --branch")
 	if code != 0 || !strings.Contains(out, "gh version") || !strings.Contains(out, "## main") || !strings.Contains(out, "?? new.txt") {
 		t.Fatalf("gh --version && git status through the shims: exit %d\nstdout %s\nstderr %s\n%s", code, out, errOut, p.log)
