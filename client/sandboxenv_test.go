@@ -44,6 +44,10 @@ func TestDetectSandbox(t *testing.T) {
 		{"four-word user + /sessions itself", map[string]string{"LOGNAME": "a-b-c-d", "HOME": "/sessions"}, false},
 		{"home escaping /sessions", map[string]string{"HOME": "/sessions/../root", "LOGNAME": user}, false},
 		{"home under /sessions-x", map[string]string{"HOME": "/sessionsx/a", "LOGNAME": user}, false},
+		{"user+v4-mapped loopback proxy", map[string]string{"LOGNAME": user, "HTTP_PROXY": "http://[::ffff:127.0.0.1]:8080", "HTTPS_PROXY": proxy}, true},
+		{"user+zoned loopback proxy", map[string]string{"LOGNAME": user, "HTTP_PROXY": "http://[::1%25lo]:8080", "HTTPS_PROXY": proxy}, false},
+		{"user with an empty word", map[string]string{"LOGNAME": "brave--otter", "HOME": home}, false},
+		{"user with a digit, home", map[string]string{"LOGNAME": "brave-qu1et-otter", "HTTP_PROXY": proxy, "HTTPS_PROXY": proxy}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := DetectSandbox(envOf(tt.env)); got != tt.want {

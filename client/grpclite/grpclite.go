@@ -121,8 +121,8 @@ func (c *Conn) Invoke(ctx context.Context, method string, req, resp proto.Messag
 // NewStream sends req as the call's only message and returns the stream
 // of answers (a unary call's single answer included) once the answer's
 // headers have come; its error is a failure to reach the server, and the
-// server's status comes from RecvMsg. A stream read to its end is released; one left before must be
-// closed, which cancels the call.
+// server's status comes from RecvMsg. A stream read to its end is
+// released; one left before must be closed, which cancels the call.
 func (c *Conn) NewStream(ctx context.Context, method string, req proto.Message, opts ...CallOption) (*Stream, error) {
 	o := callOptions{maxRecv: DefaultMaxRecvSize}
 	for _, opt := range opts {

@@ -108,5 +108,5 @@ func loopbackProxy(v string) bool {
 		return true
 	}
 	ip, err := netip.ParseAddr(host)
-	return err == nil && ip.Unmap().IsLoopback()
+	return err == nil && ip.Zone() == "" && ip.Unmap().IsLoopback() // as net.ParseIP read it: no zone
 }
