@@ -75,13 +75,16 @@ import (
 // Record is one audited event. The Log fills ID, Seq, Time, Prev and Hash;
 // callers fill the rest.
 type Record struct {
-	ID         string            `json:"id"`   // set by Log: "A" + 12-digit zero-padded Seq
-	Seq        uint64            `json:"seq"`  // set by Log: 1-based, monotonic across all files
-	Time       time.Time         `json:"time"` // set by Log from Config.Now, UTC
-	Prev       string            `json:"prev"` // set by Log: hex SHA-256 of the previous line
-	Event      string            `json:"event"`
-	Method     string            `json:"method,omitempty"` // gRPC full method name
-	RequestID  string            `json:"request_id,omitempty"`
+	ID        string    `json:"id"`   // set by Log: "A" + 12-digit zero-padded Seq
+	Seq       uint64    `json:"seq"`  // set by Log: 1-based, monotonic across all files
+	Time      time.Time `json:"time"` // set by Log from Config.Now, UTC
+	Prev      string    `json:"prev"` // set by Log: hex SHA-256 of the previous line
+	Event     string    `json:"event"`
+	Method    string    `json:"method,omitempty"` // gRPC full method name
+	RequestID string    `json:"request_id,omitempty"`
+	// RelayID is a relayed request's descriptor id (the name of its
+	// answer), apart from RequestID, which is always the server's own.
+	RelayID    string            `json:"relay_id,omitempty"`
 	Principal  string            `json:"principal,omitempty"`
 	Transport  string            `json:"transport,omitempty"` // "local", "tailnet", "relay"
 	Peer       string            `json:"peer,omitempty"`      // e.g. "uid=1000" or a node name

@@ -192,12 +192,13 @@ func Find(dir, id string) (Record, error) {
 	return found, nil
 }
 
-// FindRequest returns every record with the given request ID, oldest
-// first, or an error wrapping ErrNotFound if there is none.
+// FindRequest returns every record with the given request ID (or, for a
+// relayed request, its descriptor's id), oldest first, or an error
+// wrapping ErrNotFound if there is none.
 func FindRequest(dir, requestID string) ([]Record, error) {
 	var out []Record
 	err := scan(dir, func(r Record) error {
-		if r.RequestID == requestID {
+		if r.RequestID == requestID || r.RelayID == requestID {
 			out = append(out, r)
 		}
 		return nil

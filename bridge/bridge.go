@@ -81,6 +81,10 @@ type Refusal struct {
 	// AuditID is the server's audit record of the refusal, if any; the
 	// refused response carries it.
 	AuditID string
+	// Held marks the refusal of a second request under an id another
+	// request of the sandbox holds: it is not that id's answer, so the
+	// bridge writes it nowhere and deletes the request file.
+	Held bool
 }
 
 func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
@@ -89,8 +93,8 @@ func (r *Refusal) Error() string { return r.Code + ": " + r.Message }
 type Relayer interface {
 	// Relay returns the response file's bytes. An error that is a
 	// *Refusal is definitive (the bridge writes a refused response with
-	// it); any other error is transient (the request stays and is retried
-	// with backoff).
+	// it, unless it is Held); any other error is transient (the request
+	// stays and is retried with backoff).
 	Relay(ctx context.Context, sandbox, id string, request []byte) ([]byte, error)
 	// Teardown relays a teardown file. It is deleted once relayed or
 	// refused (a *Refusal); on any other error it stays and is retried

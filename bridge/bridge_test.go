@@ -858,3 +858,33 @@ func TestManyAtOnce(t *testing.T) {
 		t.Fatalf("%d relays (want %d), %d at once (want at most 3)", len(rel.relays), len(ids), rel.peak)
 	}
 }
+
+// A second request under an id another request holds never replaces the
+// first's answer: not the server's refusal of it (held), nor the bridge's
+// own refusal of a file it cannot read.
+func TestAnswerNeverReplacedBySecondRequest(t *testing.T) {
+	mount := newMount(t)
+	rel := &fakeRelayer{relay: func(id string, n int) ([]byte, error) {
+		if n == 0 {
+			return exitResponse(id, "ok\n"), nil
+		}
+		return nil, &Refusal{Code: "replay-detected", Message: "request id already used for a different request", Held: true}
+	}}
+	start(t, rel, Config{}, mount)
+	id := descriptor.NewID()
+	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
+	wantOK(t, response(t, mount, id))
+
+	yaml := path(mount, descriptor.RequestsDir, id+".yaml")
+	put(t, mount, descriptor.RequestsDir, id+".yaml", []byte("id: "+id+"\nargv: [/bin/false]\n"))
+	waitFor(t, "the second request to be deleted", func() bool { return !exists(yaml) })
+	fifo := path(mount, descriptor.RequestsDir, descriptor.FileName(id))
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the FIFO to be deleted", func() bool { return !exists(fifo) })
+	wantOK(t, response(t, mount, id))
+	if n := len(rel.relayed()); n != 2 {
+		t.Errorf("relayed %d times, want 2 (the FIFO is never relayed)", n)
+	}
+}

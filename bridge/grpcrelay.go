@@ -39,6 +39,10 @@ func (r relayer) Relay(ctx context.Context, sandbox, id string, request []byte) 
 	if err != nil {
 		return nil, relayError(ctx, err)
 	}
+	if resp.GetDuplicate() {
+		return nil, &Refusal{Code: string(refusal.ReplayDetected), Held: true,
+			Message: "request id already used for a different request"}
+	}
 	if len(resp.GetResponse()) == 0 {
 		return nil, &Refusal{Code: string(refusal.Internal), Message: "the server sent an empty response"}
 	}

@@ -269,6 +269,11 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 		return settled
 	case errors.As(err, &bad):
 		log.Warn("refused a request file", "reason", "the file "+bad.reason)
+		if m.answered(id) {
+			// The id has an answer its client has not read yet: a file the
+			// bridge cannot read never replaces it.
+			return m.drop(log, d, name, fid)
+		}
 		resp, merr := refusedResponse(id, descriptor.CodeBadRequest, "the request file "+bad.reason, "")
 		if merr != nil {
 			log.Error("cannot encode a refusal", "err", merr)
@@ -281,6 +286,10 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 	resp, err := m.relayer.Relay(ctx, m.Sandbox, id, data)
 	var ref *Refusal
 	switch {
+	case errors.As(err, &ref) && ref.Held:
+		// Another request holds the id: its client reads that one's answer.
+		log.Warn("relay refused: the id is another request's; no answer written", "code", ref.Code)
+		return m.drop(log, d, name, fid)
 	case errors.As(err, &ref):
 		log.Warn("relay refused", "code", ref.Code, "message", ref.Message)
 		if resp, err = refusedResponse(id, ref.Code, ref.Message, ref.AuditID); err != nil {
@@ -310,6 +319,22 @@ func (m *mount) answer(log *slog.Logger, d *dir, id, name string, fid fileID, re
 	}
 	if err := unlinkSame(d.fd, name, fid); err != nil {
 		log.Error("cannot delete an answered request; leaving it alone while it is there", "err", err)
+		return leave
+	}
+	return settled
+}
+
+// answered reports whether responses/ holds an answer for id.
+func (m *mount) answered(id string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(m.respFd, descriptor.FileName(id), &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
+// drop deletes a request file that gets no answer of its own (if the name
+// still leads to the file that was read).
+func (m *mount) drop(log *slog.Logger, d *dir, name string, fid fileID) outcome {
+	if err := unlinkSame(d.fd, name, fid); err != nil {
+		log.Error("cannot delete a request file; leaving it alone while it is there", "err", err)
 		return leave
 	}
 	return settled

@@ -117,6 +117,7 @@ type recordView struct {
 	Event      string            `json:"event"`
 	Method     string            `json:"method,omitempty"`
 	RequestID  string            `json:"request_id,omitempty"`
+	RelayID    string            `json:"relay_id,omitempty"`
 	Principal  string            `json:"principal,omitempty"`
 	Transport  string            `json:"transport,omitempty"`
 	Peer       string            `json:"peer,omitempty"`
@@ -252,7 +253,7 @@ func stateName(s string) string {
 
 func newRecordView(r audit.Record) recordView {
 	out := recordView{ID: vt(r.ID), Seq: r.Seq, Time: stamp(r.Time), Event: vt(r.Event), Method: vt(r.Method),
-		RequestID: vt(r.RequestID), Principal: vt(r.Principal), Transport: vt(r.Transport), Peer: vt(r.Peer),
+		RequestID: vt(r.RequestID), RelayID: vt(r.RelayID), Principal: vt(r.Principal), Transport: vt(r.Transport), Peer: vt(r.Peer),
 		Argv: r.Argv, Decision: vt(r.Decision), Code: vt(r.Code), Reason: vt(r.Reason), Rule: vt(r.Rule),
 		Sandbox: vt(r.Sandbox), ExitCode: r.ExitCode, Signal: r.Signal, DurationMS: r.DurationMS, Killed: r.Killed}
 	if len(r.Argv) > 0 {

@@ -29,6 +29,9 @@ type Bwrap struct {
 	// Cgroups is where per-command cgroups are made (see FindCgroups);
 	// nil: resource limits are rlimits only.
 	Cgroups *Cgroups
+	// Fleet holds every sandbox from Wrap to Close, for a lockout to kill
+	// (nil: none is held).
+	Fleet *Fleet
 }
 
 // In proxied mode, where the bridge and the proxy socket appear.

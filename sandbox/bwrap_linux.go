@@ -63,7 +63,8 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err := closeOnExecFrom(3); err != nil {
 		return nil, fmt.Errorf("%w: mark descriptors close-on-exec: %v", ErrUnavailable, err)
 	}
-	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs}
+	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs, fleet: b.Fleet}
+	b.Fleet.add(c)
 	ok := false
 	defer func() {
 		if !ok {

@@ -161,7 +161,7 @@ func TestBwrapSetupFailureClassified(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		startErr := conf.Start(context.Background(), cmd.Process.Pid)
+		startErr := conf.Start(context.Background(), cmd.Process)
 		if startErr != nil {
 			conf.Signal(syscall.SIGKILL)
 		}

@@ -277,6 +277,23 @@ func removeCgroup(dir string) {
 	}
 }
 
+// killAll kills every process of every command cgroup of this server
+// (same Prefix): what the kernel holds, whatever the server remembers.
+func (g *Cgroups) killAll() {
+	if g == nil {
+		return
+	}
+	entries, err := os.ReadDir(g.Dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if e.IsDir() && strings.HasPrefix(e.Name(), g.Prefix) {
+			(&execCgroup{dir: filepath.Join(g.Dir, e.Name())}).kill()
+		}
+	}
+}
+
 // Cleanup kills and removes command cgroups a previous run of this server
 // (same Prefix) left behind.
 func (g *Cgroups) Cleanup() int {

@@ -32,10 +32,13 @@ type Confinement struct {
 	roots    []*writableRoot
 	cgroup   *execCgroup
 
-	mu       sync.Mutex // guards the three below, shared with Signal
-	bwrapPid int        // bwrap, the outer namespace's init (host pid)
-	initPid  int        // the sandbox's own init (host pid), once started
-	started  bool       // the start gate is open: the command may run
+	fleet *Fleet // holds it from Wrap to Close
+
+	mu      sync.Mutex  // guards the four below, shared with Signal
+	bwrap   *os.Process // bwrap, the outer namespace's init (signalled by pidfd)
+	initPid int         // the sandbox's own init (host pid), once started
+	started bool        // the start gate is open: the command may run
+	killed  bool        // SIGKILLed: the gate never opens
 }
 
 // Running reports whether the command may have started: the sandbox's
@@ -118,6 +121,7 @@ func (c *Confinement) Close() {
 		return
 	}
 	c.AfterStart()
+	c.fleet.remove(c)
 	for _, f := range []**os.File{&c.status, &c.release} {
 		if *f != nil {
 			(*f).Close()

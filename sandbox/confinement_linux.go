@@ -20,18 +20,25 @@ import (
 // startTimeout bounds how long bwrap may take to build a sandbox.
 const startTimeout = 30 * time.Second
 
-// Start opens the start gate of a sandbox whose bwrap (pid) has started:
+// Start opens the start gate of a sandbox whose bwrap (proc) has started:
 // once bwrap has created the sandbox's first process, that process is
 // bounded (its cgroup, its rlimits, inherited by everything it starts)
 // and only then allowed to run the command. An error wraps ErrUnavailable;
 // the caller kills the process group and reads Setup for bwrap's reason.
-func (c *Confinement) Start(ctx context.Context, pid int) error {
+// A sandbox killed before its gate opened (Kill) never runs the command.
+func (c *Confinement) Start(ctx context.Context, proc *os.Process) error {
 	if c == nil || c.release == nil {
 		return nil
 	}
 	c.mu.Lock()
-	c.bwrapPid = pid
+	c.bwrap = proc
+	killed := c.killed
 	c.mu.Unlock()
+	if killed {
+		c.Signal(syscall.SIGKILL)
+		return fmt.Errorf("%w: the sandbox was killed before it started", ErrUnavailable)
+	}
+	pid := proc.Pid
 	deadline, ok := ctx.Deadline()
 	if !ok || time.Until(deadline) > startTimeout {
 		deadline = time.Now().Add(startTimeout)
@@ -52,6 +59,9 @@ func (c *Confinement) Start(ctx context.Context, pid int) error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.killed {
+		return fmt.Errorf("%w: the sandbox was killed before it started", ErrUnavailable)
+	}
 	c.initPid = init
 	if err := c.bound(); err != nil {
 		return fmt.Errorf("%w: %v", ErrUnavailable, err)
@@ -118,22 +128,40 @@ func (c *Confinement) Signal(sig syscall.Signal) {
 		sig = syscall.SIGKILL // the command has not run: nothing to let finish
 	}
 	if sig == syscall.SIGKILL || c.initPid <= 0 {
-		c.cgroup.kill()
-		if c.bwrapPid > 0 {
-			_ = unix.Kill(c.bwrapPid, unix.SIGKILL)
-		}
+		c.killLocked()
 		return
 	}
 	pids := descendants(c.initPid)
 	if len(pids) == 0 {
 		// The command has not forked from the sandbox's init yet (or has
 		// ended): nothing to terminate gracefully.
-		c.cgroup.kill()
-		_ = unix.Kill(c.bwrapPid, unix.SIGKILL)
+		c.killLocked()
 		return
 	}
 	for _, pid := range pids {
 		_ = unix.Kill(pid, sig)
+	}
+}
+
+// Kill SIGKILLs every process of the sandbox; one whose start gate is not
+// open yet never runs its command.
+func (c *Confinement) Kill() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.killLocked()
+}
+
+// killLocked kills the sandbox: its cgroup, and bwrap through its pidfd
+// (os.Process), so that a pid the kernel reused after bwrap was reaped is
+// never signalled.
+func (c *Confinement) killLocked() {
+	c.killed = true
+	c.cgroup.kill()
+	if c.bwrap != nil {
+		_ = c.bwrap.Signal(syscall.SIGKILL)
 	}
 }
 

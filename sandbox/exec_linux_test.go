@@ -25,7 +25,7 @@ func runWrapped(t *testing.T, cmd *exec.Cmd, p Profile) (string, error) {
 		t.Fatal(err)
 	}
 	conf.AfterStart()
-	startErr := conf.Start(context.Background(), cmd.Process.Pid)
+	startErr := conf.Start(context.Background(), cmd.Process)
 	_ = cmd.Wait()
 	if err := conf.Setup([]byte(out.String())); err != nil {
 		return out.String(), err

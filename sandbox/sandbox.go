@@ -65,6 +65,24 @@ func (r Registry) WithCgroups(g *Cgroups) Registry {
 	return out
 }
 
+// WithFleet returns the registry with bubblewrap holding every sandbox it
+// starts in f, from Wrap to Close, and f killing the command cgroups of
+// the registry's subtree (call it after WithCgroups).
+func (r Registry) WithFleet(f *Fleet) Registry {
+	out := Registry{}
+	for name, s := range r {
+		if b, ok := s.(Bwrap); ok {
+			b.Fleet = f
+			f.mu.Lock()
+			f.cgroups = b.Cgroups
+			f.mu.Unlock()
+			s = b
+		}
+		out[name] = s
+	}
+	return out
+}
+
 // Lookup returns the named backend, or an error wrapping ErrUnavailable.
 func (r Registry) Lookup(name string) (Sandbox, error) {
 	if s, ok := r[name]; ok {

@@ -174,7 +174,7 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 		err = cmd.Start()
 		conf.AfterStart()
 		if err == nil {
-			if err = conf.Start(ctx, cmd.Process.Pid); err == nil {
+			if err = conf.Start(ctx, cmd.Process); err == nil {
 				err = cmd.Wait()
 			}
 		}

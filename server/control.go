@@ -16,6 +16,7 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/store"
 )
 
@@ -133,6 +134,7 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 	for _, j := range s.jobs {
 		jobs = append(jobs, j)
 	}
+	boxes := s.fleet.Snapshot()
 	s.mu.Unlock()
 
 	// Only commands that were running are counted as killed; an admitted
@@ -143,7 +145,7 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 			killed++
 		}
 	}
-	s.escalate(jobs)
+	s.escalate(jobs, func() { s.killSandboxes(boxes, st) })
 	rejected := s.approvals.rejectAll()
 	rec := callerRecord(c, coilyv1grpc.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
@@ -172,11 +174,26 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 	return st, killed, err
 }
 
-// escalate SIGKILLs the jobs' process groups after the grace period.
-func (s *Server) escalate(jobs []*job) {
-	if len(jobs) == 0 {
-		return
+// killSandboxes is a lockout's last step: it kills the sandboxes that
+// were running at the lockout (boxes), whatever the job table says, and,
+// if the lockout st is still in force, every sandbox and command cgroup of
+// the server (none may run under a lockout; one started after an unlock
+// within the grace is left alone).
+func (s *Server) killSandboxes(boxes []*sandbox.Confinement, st store.Stop) {
+	for _, c := range boxes {
+		c.Kill()
 	}
+	s.mu.Lock()
+	still := s.stops.Lockout.Active && s.stops.Lockout.Since.Equal(st.Since)
+	s.mu.Unlock()
+	if still {
+		s.fleet.Kill()
+	}
+}
+
+// escalate SIGKILLs the jobs' process groups after the grace period, then
+// runs then (if not nil).
+func (s *Server) escalate(jobs []*job, then func()) {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
@@ -188,6 +205,9 @@ func (s *Server) escalate(jobs []*job) {
 		}
 		for _, j := range jobs {
 			j.signal(syscall.SIGKILL, refusal.LockoutActive)
+		}
+		if then != nil {
+			then()
 		}
 	}()
 }

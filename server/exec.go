@@ -33,7 +33,13 @@ import (
 
 // execution is one Exec request on its way through the pipeline.
 type execution struct {
-	id        string
+	// id is the server's own, unique across every transport.
+	id string
+	// relayID is the id of a relayed request's descriptor, which names its
+	// answer; "" for other transports. held marks a relayed request
+	// refused because another request holds its id (relay.go).
+	relayID   string
+	held      bool
 	caller    Caller
 	req       *coilyv1.ExecRequest
 	policy    *policy.Policy // the policy the request was admitted under
@@ -98,7 +104,7 @@ func (x *execution) finish() {
 // auditRecord starts an audit record describing the execution.
 func (x *execution) auditRecord(event string) audit.Record {
 	r := audit.Record{
-		Event: event, Method: cmp.Or(x.method, coilyv1grpc.CoilyService_Exec_FullMethodName), RequestID: x.id,
+		Event: event, Method: cmp.Or(x.method, coilyv1grpc.CoilyService_Exec_FullMethodName), RequestID: x.id, RelayID: x.relayID,
 		Principal: x.caller.Principal, Transport: x.caller.Transport, Peer: x.caller.Peer,
 		Argv: x.req.GetArgv(),
 	}

@@ -50,7 +50,7 @@ func (s *Server) killExec(ctx context.Context, c Caller, method, id, reason stri
 	running := j.signal(syscall.SIGTERM, refusal.CommandKilled)
 	if running {
 		rec.Killed = 1
-		s.escalate([]*job{j}) // SIGKILL after the grace (the first reason stays)
+		s.escalate([]*job{j}, nil) // SIGKILL after the grace (the first reason stays)
 	} else if j.cancel != nil {
 		j.cancel(errKilled) // ends a wait for an approval or a slot
 	}

@@ -96,7 +96,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 	go func() { exited <- cmd.Wait() }()
 	// The sandbox is bounded, then runs the command. If it cannot start,
 	// it is killed and the reason read from bwrap once it has exited.
-	startErr := conf.Start(ctx, pgid)
+	startErr := conf.Start(ctx, cmd.Process)
 	if startErr != nil {
 		j.signal(syscall.SIGKILL, "")
 	}

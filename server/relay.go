@@ -70,8 +70,8 @@ func (s *Server) Relay(ctx context.Context, req *coilyv1.RelayRequest) (*coilyv1
 	if _, ok := descriptor.IDFromName(descriptor.FileName(req.GetId())); !ok {
 		return nil, s.refuseControl(ctx, bridge, "relay", refusal.New(refusal.BadRequest, "id must be a lower-case UUID"))
 	}
-	id, resp := s.relay(ctx, bridge, s.policyFrom(ctx), req.GetSandbox(), req.GetId(), req.GetRequest())
-	return &coilyv1.RelayResponse{Response: resp, Id: id}, nil
+	id, resp, held := s.relay(ctx, bridge, s.policyFrom(ctx), req.GetSandbox(), req.GetId(), req.GetRequest())
+	return &coilyv1.RelayResponse{Response: resp, Id: id, Duplicate: held}, nil
 }
 
 // mayRelay checks that the bridge may relay for the sandbox (audited when
@@ -89,30 +89,39 @@ func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event str
 	return s.refuseControl(ctx, bridge, event, err)
 }
 
-// relay answers one descriptor with the bytes of its response file.
-func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (string, []byte) {
+// relay answers one descriptor with the bytes of its response file. held
+// reports a refusal of a second request under an id another request of the
+// sandbox holds (running or answered): that answer is not the id's, and
+// the bridge must not write it where the first request's client reads.
+func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
 	x := &execution{caller: Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
 		Peer: "bridge " + bridge.Principal + " " + bridge.Peer}, req: &coilyv1.ExecRequest{}, policy: pol,
-		method: coilyv1grpc.CoilyService_Relay_FullMethodName, id: fileID} // audited under the id the answer goes to
+		method: coilyv1grpc.CoilyService_Relay_FullMethodName,
+		// The execution's id is the server's own, as for every transport:
+		// the descriptor's id names only the answer (relayID), so nothing a
+		// sandbox writes can collide with, replace or remove another
+		// execution (the job table, the request records, the console's kill).
+		id: newID(), relayID: fileID}
 	d, canon, err := s.parseRequest(raw)
 	if err != nil {
-		return fileID, s.relayRefusal(ctx, x, fileID, err)
+		return fileID, s.relayRefusal(ctx, x, fileID, err), false
 	}
 	if d.ID != fileID {
-		return fileID, s.relayRefusal(ctx, x, fileID, refusal.New(refusal.BadRequest, "file named %q carries id %q", fileID, d.ID))
+		return fileID, s.relayRefusal(ctx, x, fileID, refusal.New(refusal.BadRequest, "file named %q carries id %q", fileID, d.ID)), false
 	}
 	if err := s.verify(sandbox, d.Sandbox, canon, d.HMAC); err != nil {
-		return d.ID, s.relayRefusal(ctx, x, d.ID, err)
+		return d.ID, s.relayRefusal(ctx, x, d.ID, err), false
 	}
 	sum := sha256.Sum256(canon)
 	hash := hex.EncodeToString(sum[:])
 	f, first := s.joinFlight(ctx, d.ID, sandbox, hash)
 	if !first {
-		return d.ID, s.waitFlight(ctx, x, f, hash)
+		resp := s.waitFlight(ctx, x, f, hash)
+		return d.ID, resp, x.held
 	}
-	resp := s.answerOnce(ctx, x, f, d)
+	resp = s.answerOnce(ctx, x, f, d)
 	s.landFlight(d.ID, f, resp)
-	return d.ID, resp
+	return d.ID, resp, x.held
 }
 
 // parseRequest parses a descriptor, a few at a time.
@@ -207,6 +216,7 @@ func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, f 
 	case rec.BodyHash == "" && rec.State == store.RelayDone: // a teardown that came first
 		return rec.Response
 	case rec.BodyHash != f.hash:
+		x.held = true
 		return s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
 	case rec.State == store.RelayDone:
 		return rec.Response
@@ -332,13 +342,14 @@ func (s *Server) recordTeardown(id, sandbox string) {
 // waitFlight answers a repeated relay with the running one's answer.
 func (s *Server) waitFlight(ctx context.Context, x *execution, f *flight, hash string) []byte {
 	if f.hash != hash {
-		return s.relayRefusal(ctx, x, x.id, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
+		x.held = true
+		return s.relayRefusal(ctx, x, x.relayID, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
 	}
 	select {
 	case <-f.done:
 		return f.resp
 	case <-ctx.Done():
-		return s.relayRefusal(ctx, x, x.id, refusal.New(refusal.Internal, "bridge went away while waiting"))
+		return s.relayRefusal(ctx, x, x.relayID, refusal.New(refusal.Internal, "bridge went away while waiting"))
 	}
 }
 
@@ -382,7 +393,7 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 		s.recordTeardown(t.ID, sandbox)
 	}
 	rec := callerRecord(bridge, coilyv1grpc.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
-	rec.RequestID = t.ID
+	rec.RelayID = t.ID
 	rec.Details = map[string]string{"sandbox": sandbox, "cancelled": fmt.Sprint(cancelled)}
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err

@@ -412,7 +412,7 @@ func wantTornDown(t *testing.T, e *relayEnv, id string, ch <-chan []byte, ap *co
 		t.Fatalf("the refusal's record %+v, want an exec.decision naming approval %s", rec, ap.GetId())
 	}
 	e.in.WaitAudit(t, func(a audit.Record) bool {
-		return a.Event == "relay.teardown" && a.RequestID == id && a.Details["cancelled"] == "true"
+		return a.Event == "relay.teardown" && a.RelayID == id && a.Details["cancelled"] == "true"
 	})
 	return got
 }
@@ -430,7 +430,7 @@ func TestRelayTeardownWhileAwaitingApproval(t *testing.T) {
 		t.Fatal("the teardown of a request waiting for approval says it cancelled nothing")
 	}
 	got := wantTornDown(t, e, id, answer, ap)
-	rec := e.in.WaitAudit(t, func(a audit.Record) bool { return a.RequestID == id && a.Event == "exec.decision" })
+	rec := e.in.WaitAudit(t, func(a audit.Record) bool { return a.RelayID == id && a.Event == "exec.decision" })
 	if rec.Details["approval_state"] != coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED.String() {
 		t.Fatalf("approval state in the refusal: %+v", rec.Details)
 	}

@@ -73,7 +73,7 @@ func wantAudited(t *testing.T, in *testserver.Instance, id string, r *descriptor
 		t.Fatalf("refusal %s of %s carries no audit_id", r.Code, id)
 	}
 	rec := in.WaitAudit(t, func(a audit.Record) bool { return a.ID == r.AuditID })
-	if rec.Decision != "refuse" || rec.Code != r.Code || rec.RequestID != id {
+	if rec.Decision != "refuse" || rec.Code != r.Code || rec.RelayID != id {
 		t.Fatalf("audit_id %s names %+v, not the refusal %s of %s", r.AuditID, rec, r.Code, id)
 	}
 }

@@ -218,13 +218,13 @@ func wantTornDown(t *testing.T, e *teardownEnv, id string, got []byte) audit.Rec
 		switch {
 		case a.ID == r.AuditID:
 			refused = &a
-		case a.Event == "relay.teardown" && a.RequestID == id:
+		case a.Event == "relay.teardown" && a.RelayID == id:
 			torn = a.Decision == "allow" && a.Details["cancelled"] == "true" && a.Details["sandbox"] == "demo"
-		case a.RequestID == id && a.Decision == "allow":
+		case a.RelayID == id && a.Decision == "allow":
 			t.Fatalf("a torn-down request was allowed: %+v", a)
 		}
 	}
-	if refused == nil || refused.Event != "exec.decision" || refused.Decision != "refuse" || refused.Code != r.Code || refused.RequestID != id {
+	if refused == nil || refused.Event != "exec.decision" || refused.Decision != "refuse" || refused.Code != r.Code || refused.RelayID != id {
 		t.Fatalf("audit_id %s names %+v, not the refusal of %s", r.AuditID, refused, id)
 	}
 	if !torn {
@@ -246,9 +246,9 @@ func wantNotAllowed(t *testing.T, e *teardownEnv, id string, cancelled bool) {
 	torn := false
 	for _, a := range auditRecords(t, e.s) {
 		switch {
-		case a.Event == "relay.teardown" && a.RequestID == id:
+		case a.Event == "relay.teardown" && a.RelayID == id:
 			torn = a.Decision == "allow" && a.Details["cancelled"] == fmt.Sprint(cancelled) && a.Details["sandbox"] == "demo"
-		case a.RequestID == id && a.Decision == "allow":
+		case a.RelayID == id && a.Decision == "allow":
 			t.Fatalf("a torn-down request was allowed: %+v", a)
 		}
 	}

@@ -136,6 +136,9 @@ type Server struct {
 	parsers  chan struct{} // bounds concurrent descriptor parsing
 	accepted atomic.Uint64 // relayed requests accepted, for pruning
 
+	// fleet holds every sandbox started and not yet over (sandbox.Fleet).
+	fleet *sandbox.Fleet
+
 	bg   sync.WaitGroup // lockout escalations
 	quit chan struct{}  // closed by Shutdown: escalations kill at once
 }
@@ -161,6 +164,10 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Sandboxes == nil {
 		cfg.Sandboxes = serverSandboxes(cfg)
 	}
+	// Every sandbox bubblewrap starts is held in the fleet until it is
+	// over: a lockout kills them all by it, whatever the job table says.
+	fleet := sandbox.NewFleet()
+	cfg.Sandboxes = cfg.Sandboxes.WithFleet(fleet)
 	if cfg.Users == nil {
 		cfg.Users = hostUsers{}
 	}
@@ -179,7 +186,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
 		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
-		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers)}
+		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers), fleet: fleet}
 	s.policy.Store(cfg.Policy)
 	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -262,6 +269,7 @@ func (s *Server) Shutdown() {
 		j.signal(sigKill, refusal.Internal)
 	}
 	s.mu.Unlock()
+	s.fleet.Kill()
 	s.auditFeed.close()
 	s.bg.Wait()
 	s.RemoveScratch()

@@ -188,6 +188,7 @@ func detailLines(r audit.Record) []string {
 		}
 	}
 	add("request", r.RequestID)
+	add("relay id", r.RelayID)
 	add("method", r.Method)
 	add("transport", r.Transport)
 	if r.Principal != "" {

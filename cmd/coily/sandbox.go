@@ -239,7 +239,7 @@ func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInp
 	if err != nil {
 		return 0, err
 	}
-	startErr := conf.Start(ctx, cmd.Process.Pid)
+	startErr := conf.Start(ctx, cmd.Process)
 	if startErr != nil {
 		conf.Signal(syscall.SIGKILL)
 	}

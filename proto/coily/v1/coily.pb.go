@@ -2171,7 +2171,12 @@ type RelayResponse struct {
 	Response []byte `protobuf:"bytes,1,opt,name=response,proto3" json:"response,omitempty"`
 	// The request id, as the descriptor gave it ("" when it could not be
 	// read).
-	Id            string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	// The response refuses a second request under an id another request of
+	// the sandbox holds (running, or answered): it is not that id's answer,
+	// and the bridge writes it nowhere (it deletes the request file), so
+	// that the first request's client still reads its own answer.
+	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2218,6 +2223,13 @@ func (x *RelayResponse) GetId() string {
 		return x.Id
 	}
 	return ""
+}
+
+func (x *RelayResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
 }
 
 // RelayTeardownRequest carries one teardown file.
@@ -2742,10 +2754,11 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\fRelayRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x18\n" +
 	"\arequest\x18\x02 \x01(\fR\arequest\x12\x0e\n" +
-	"\x02id\x18\x03 \x01(\tR\x02id\";\n" +
+	"\x02id\x18\x03 \x01(\tR\x02id\"Y\n" +
 	"\rRelayResponse\x12\x1a\n" +
 	"\bresponse\x18\x01 \x01(\fR\bresponse\x12\x0e\n" +
-	"\x02id\x18\x02 \x01(\tR\x02id\"\\\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x1c\n" +
+	"\tduplicate\x18\x03 \x01(\bR\tduplicate\"\\\n" +
 	"\x14RelayTeardownRequest\x12\x18\n" +
 	"\asandbox\x18\x01 \x01(\tR\asandbox\x12\x1a\n" +
 	"\bteardown\x18\x02 \x01(\fR\bteardown\x12\x0e\n" +
