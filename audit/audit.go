@@ -99,6 +99,11 @@ type Record struct {
 	DurationMS float64           `json:"duration_ms,omitempty"`
 	Killed     int               `json:"killed,omitempty"` // processes killed by a lockout
 	Details    map[string]string `json:"details,omitempty"`
+	// Lists are the details that are lists (the environment names a
+	// request passed, the entries a command's scan quarantined…): each
+	// item whole, never joined into one string, so that no item can forge
+	// another by holding a separator.
+	Lists map[string][]string `json:"lists,omitempty"`
 	// Leases are the ids of the dynamic-secret leases a command's
 	// credentials came with (never a value); at most MaxLeases.
 	Leases []string `json:"leases,omitempty"`

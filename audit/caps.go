@@ -18,6 +18,9 @@ const (
 	maxArgBytes   = 1 << 10 // one argument
 	maxTextBytes  = 1 << 10 // reason, principal, peer, one detail value
 	maxDetailKeys = 32
+	maxLists      = 16  // keys of Lists
+	maxListItems  = 64  // items of one list
+	maxItemBytes  = 512 // one item
 )
 
 // capRecord cuts r's caller-supplied fields to the caps.
@@ -66,6 +69,7 @@ func capRecord(r *Record) {
 		r.Egress[i].Host = cutText(r.Egress[i].Host, 256)
 		r.Egress[i].Reason = cutText(r.Egress[i].Reason, maxTextBytes)
 	}
+	capLists(r)
 	r.Reason = capText(r, "reason", r.Reason)
 	r.Principal = capText(r, "principal", r.Principal)
 	r.Peer = capText(r, "peer", r.Peer)
@@ -107,6 +111,34 @@ func capRecord(r *Record) {
 		}
 		r.Details[key] = renamed[k]
 	}
+}
+
+// capLists bounds the lists: keys, items per list, bytes per item; what
+// was cut is counted in Details["<key>_cut"] (lists past maxLists in
+// Details["lists_cut"]). The lists are copied, never changed in place.
+func capLists(r *Record) {
+	if len(r.Lists) == 0 {
+		return
+	}
+	out := make(map[string][]string, min(len(r.Lists), maxLists))
+	for i, k := range slices.Sorted(maps.Keys(r.Lists)) {
+		if i == maxLists {
+			setDetail(r, "lists_cut", strconv.Itoa(len(r.Lists))+" lists, "+strconv.Itoa(maxLists)+" kept")
+			break
+		}
+		items := r.Lists[k]
+		key := cutText(k, 64)
+		if n := len(items); n > maxListItems {
+			setDetail(r, key+"_cut", strconv.Itoa(n)+" items, "+strconv.Itoa(maxListItems)+" kept")
+			items = items[:maxListItems]
+		}
+		kept := make([]string, len(items))
+		for j, it := range items {
+			kept[j] = cutText(it, maxItemBytes)
+		}
+		out[key] = kept
+	}
+	r.Lists = out
 }
 
 func anyLonger(list []string, n int) bool {

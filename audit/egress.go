@@ -6,7 +6,7 @@ import "coily.dev/coily/egress"
 func EgressRows(rows []egress.Row) []EgressRow {
 	var out []EgressRow
 	for _, r := range rows {
-		out = append(out, EgressRow{Host: r.Host, Port: r.Port, Decision: string(r.Decision), Reason: r.Reason,
+		out = append(out, EgressRow{Host: r.Host.String(), Port: r.Port, Decision: string(r.Decision), Reason: r.Reason,
 			Conns: r.Conns, Failures: r.Failures, BytesUp: r.BytesUp, BytesDown: r.BytesDown,
 			DurationMS: float64(r.Duration.Microseconds()) / 1000, First: r.First, Last: r.Last})
 	}

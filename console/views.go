@@ -111,29 +111,30 @@ type egressRowView struct {
 }
 
 type recordView struct {
-	ID         string            `json:"id"`
-	Seq        uint64            `json:"seq"`
-	Time       string            `json:"time"`
-	Event      string            `json:"event"`
-	Method     string            `json:"method,omitempty"`
-	RequestID  string            `json:"request_id,omitempty"`
-	RelayID    string            `json:"relay_id,omitempty"`
-	Principal  string            `json:"principal,omitempty"`
-	Transport  string            `json:"transport,omitempty"`
-	Peer       string            `json:"peer,omitempty"`
-	Argv       []string          `json:"argv,omitempty"`
-	ArgvText   string            `json:"argv_text,omitempty"`
-	Decision   string            `json:"decision,omitempty"`
-	Code       string            `json:"code,omitempty"`
-	Reason     string            `json:"reason,omitempty"`
-	Rule       string            `json:"rule,omitempty"`
-	Sandbox    string            `json:"sandbox,omitempty"`
-	ExitCode   *int              `json:"exit_code,omitempty"`
-	Signal     int               `json:"signal,omitempty"`
-	DurationMS float64           `json:"duration_ms,omitempty"`
-	Killed     int               `json:"killed,omitempty"`
-	Details    map[string]string `json:"details,omitempty"`
-	Egress     []egressRowView   `json:"egress,omitempty"`
+	ID         string              `json:"id"`
+	Seq        uint64              `json:"seq"`
+	Time       string              `json:"time"`
+	Event      string              `json:"event"`
+	Method     string              `json:"method,omitempty"`
+	RequestID  string              `json:"request_id,omitempty"`
+	RelayID    string              `json:"relay_id,omitempty"`
+	Principal  string              `json:"principal,omitempty"`
+	Transport  string              `json:"transport,omitempty"`
+	Peer       string              `json:"peer,omitempty"`
+	Argv       []string            `json:"argv,omitempty"`
+	ArgvText   string              `json:"argv_text,omitempty"`
+	Decision   string              `json:"decision,omitempty"`
+	Code       string              `json:"code,omitempty"`
+	Reason     string              `json:"reason,omitempty"`
+	Rule       string              `json:"rule,omitempty"`
+	Sandbox    string              `json:"sandbox,omitempty"`
+	ExitCode   *int                `json:"exit_code,omitempty"`
+	Signal     int                 `json:"signal,omitempty"`
+	DurationMS float64             `json:"duration_ms,omitempty"`
+	Killed     int                 `json:"killed,omitempty"`
+	Details    map[string]string   `json:"details,omitempty"`
+	Lists      map[string][]string `json:"lists,omitempty"`
+	Egress     []egressRowView     `json:"egress,omitempty"`
 }
 
 var vt = visible.Text
@@ -258,6 +259,12 @@ func newRecordView(r audit.Record) recordView {
 		Sandbox: vt(r.Sandbox), ExitCode: r.ExitCode, Signal: r.Signal, DurationMS: r.DurationMS, Killed: r.Killed}
 	if len(r.Argv) > 0 {
 		out.ArgvText = visible.Argv(r.Argv)
+	}
+	if len(r.Lists) > 0 {
+		out.Lists = make(map[string][]string, len(r.Lists))
+		for k, v := range r.Lists {
+			out.Lists[vt(k)] = texts(v)
+		}
 	}
 	if len(r.Details) > 0 {
 		out.Details = make(map[string]string, len(r.Details))

@@ -206,7 +206,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 
 func findRow(rows []Row, host string, d Decision) (Row, bool) {
 	for _, r := range rows {
-		if r.Host == host && r.Decision == d {
+		if r.Host.String() == host && r.Decision == d {
 			return r, true
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -13,6 +14,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"coily.dev/coily/cmdtext"
+	"coily.dev/coily/scrub"
 )
 
 // Resolver resolves a host name; *net.Resolver implements it.
@@ -40,6 +44,10 @@ type Config struct {
 	Shared      *Budget       // a server-wide connection cap shared with other proxies; nil: none
 	Now         func() time.Time
 	Logger      *slog.Logger
+	// Secrets are the exec's credentials: what the command asks for (a
+	// host, a TLS server name) is shown, logged and audited only with
+	// their forms redacted (cmdtext).
+	Secrets *scrub.Set
 }
 
 const (
@@ -145,7 +153,11 @@ func (p *Proxy) admit(nc net.Conn) {
 		p.mu.Unlock()
 		go func() { // never stall the accept loop on a slow client
 			defer p.wg.Done()
-			nc.SetWriteDeadline(time.Now().Add(time.Second))
+			// The request head is read first (bounded), so that the client,
+			// which writes it before it reads, reads the refusal instead of
+			// failing its write on a closed connection.
+			nc.SetDeadline(time.Now().Add(time.Second))
+			skipHead(nc)
 			writeStatus(nc, http.StatusServiceUnavailable, msg)
 			nc.Close()
 		}()
@@ -183,7 +195,7 @@ func (p *Proxy) Close() error {
 }
 
 // Rows is a snapshot of the aggregated rows, sorted by host, port, decision.
-func (p *Proxy) Rows() []Row { return p.rows.list() }
+func (p *Proxy) Rows() []Row { return p.rows.list(p.cfg.Secrets) }
 
 // conn is one client connection and, once dialed, its upstream.
 type conn struct {
@@ -289,7 +301,10 @@ func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req 
 func (p *Proxy) open(t Target, d Decision, reason, message string, start time.Time, attrs ...any) rowKey {
 	key, fresh := p.rows.start(rowKey{host: t.Host, port: t.Port, decision: d}, reason, message, start)
 	if fresh { // once per row: a flood of connections is not a flood of log lines
-		args := append([]any{"rule", p.cfg.Rule, "target", t.String(), "decision", d, "reason", reason}, attrs...)
+		args := []any{"rule", p.cfg.Rule, "target", cmdtext.New(p.cfg.Secrets, t.String()), "decision", d, "reason", reason}
+		for i := 0; i+1 < len(attrs); i += 2 { // values the command sent (a TLS server name)
+			args = append(args, attrs[i], cmdtext.New(p.cfg.Secrets, fmt.Sprint(attrs[i+1])))
+		}
 		p.cfg.Logger.Info("egress", args...)
 	}
 	return key
@@ -374,6 +389,26 @@ func writeStatus(w net.Conn, status int, msg string) {
 	body := msg + "\n"
 	fmt.Fprintf(w, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Coily-Egress: refused\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
+}
+
+// skipHead reads r up to the end of a request head (an empty line), at
+// most maxHeaderBytes, until the reader's deadline.
+func skipHead(r io.Reader) {
+	var last [4]byte
+	buf := make([]byte, 512)
+	for read := 0; read < maxHeaderBytes; {
+		n, err := r.Read(buf)
+		for _, b := range buf[:n] {
+			last = [4]byte{last[1], last[2], last[3], b}
+			if last == [4]byte{'\r', '\n', '\r', '\n'} {
+				return
+			}
+		}
+		read += n
+		if err != nil {
+			return
+		}
+	}
 }
 
 // headLimit caps the bytes read while n >= 0; n < 0 lifts the cap.

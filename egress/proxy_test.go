@@ -132,7 +132,7 @@ func checkGet(t *testing.T, c *http.Client, req *http.Request, want string) {
 
 func rowFor(rows []Row, host string, port int, d Decision) (Row, bool) {
 	for _, r := range rows {
-		if r.Host == host && r.Port == port && r.Decision == d {
+		if r.Host.String() == host && r.Port == port && r.Decision == d {
 			return r, true
 		}
 	}

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"coily.dev/coily/cmdtext"
+	"coily.dev/coily/scrub"
 )
 
 // Decision is what the proxy did with a request.
@@ -19,13 +22,15 @@ const (
 // Row aggregates the connections to one (Host, Port) with one Decision.
 // Reason is the latest reason given for a denial (empty for allow).
 // Failures counts connections let through that could not be established
-// (name not found, connection refused).
+// (name not found, connection refused). Host and Message are what the
+// command asked for and the sentence that refused it: command-controlled,
+// so made safe to show (cmdtext) with the exec's secrets.
 type Row struct {
-	Host      string        `json:"host"`
+	Host      cmdtext.Text  `json:"host"`
 	Port      int           `json:"port"`
 	Decision  Decision      `json:"decision"`
 	Reason    string        `json:"reason,omitempty"`
-	Message   string        `json:"message,omitempty"` // the latest denial's sentence
+	Message   cmdtext.Text  `json:"message,omitempty"` // the latest denial's sentence
 	Conns     int           `json:"connections"`
 	Failures  int           `json:"failures,omitempty"`
 	BytesUp   int64         `json:"bytes_up"`
@@ -33,6 +38,12 @@ type Row struct {
 	Duration  time.Duration `json:"duration"`
 	First     time.Time     `json:"first"`
 	Last      time.Time     `json:"last"`
+}
+
+// row is a Row as the proxy counts it, with the host and message raw.
+type row struct {
+	Row
+	host, message string
 }
 
 type rowKey struct {
@@ -44,7 +55,7 @@ type rowKey struct {
 // rows is the concurrency-safe table of Rows.
 type rows struct {
 	mu sync.Mutex
-	m  map[rowKey]*Row
+	m  map[rowKey]*row
 	n  map[Decision]int // rows per decision, overflow rows included
 }
 
@@ -68,30 +79,30 @@ func (r *rows) start(k rowKey, reason, message string, now time.Time) (rowKey, b
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.m == nil {
-		r.m, r.n = map[rowKey]*Row{}, map[Decision]int{}
+		r.m, r.n = map[rowKey]*row{}, map[Decision]int{}
 	}
 	limit := MaxRows
 	if k.decision == Deny {
 		limit = MaxDenyRows
 	}
-	row := r.m[k]
-	if row == nil && r.n[k.decision] >= limit {
+	e := r.m[k]
+	if e == nil && r.n[k.decision] >= limit {
 		k = rowKey{host: OtherHosts, decision: k.decision}
-		row = r.m[k]
+		e = r.m[k]
 	}
-	fresh := row == nil
+	fresh := e == nil
 	if fresh {
-		row = &Row{Host: k.host, Port: k.port, Decision: k.decision, First: now}
-		r.m[k] = row
+		e = &row{Row: Row{Port: k.port, Decision: k.decision, First: now}, host: k.host}
+		r.m[k] = e
 		r.n[k.decision]++
 	}
-	row.Conns++
-	row.Last = now
+	e.Conns++
+	e.Last = now
 	if reason != "" {
-		row.Reason = reason
+		e.Reason = reason
 	}
 	if message != "" {
-		row.Message = message
+		e.message = message
 	}
 	return k, fresh
 }
@@ -100,31 +111,37 @@ func (r *rows) start(k rowKey, reason, message string, now time.Time) (rowKey, b
 func (r *rows) finish(k rowKey, up, down int64, d time.Duration, failed bool, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	row := r.m[k]
-	if row == nil {
+	e := r.m[k]
+	if e == nil {
 		return
 	}
-	row.BytesUp += up
-	row.BytesDown += down
-	row.Duration += d
+	e.BytesUp += up
+	e.BytesDown += down
+	e.Duration += d
 	if failed {
-		row.Failures++
+		e.Failures++
 	}
-	if now.After(row.Last) {
-		row.Last = now
+	if now.After(e.Last) {
+		e.Last = now
 	}
 }
 
-// list is a copy of the rows sorted by host, port, decision.
-func (r *rows) list() []Row {
+// list is a copy of the rows sorted by host, port, decision, their host
+// and message made safe to show with secrets.
+func (r *rows) list(secrets *scrub.Set) []Row {
 	r.mu.Lock()
-	out := make([]Row, 0, len(r.m))
-	for _, row := range r.m {
-		out = append(out, *row)
+	raw := make([]row, 0, len(r.m))
+	for _, e := range r.m {
+		raw = append(raw, *e)
 	}
 	r.mu.Unlock()
-	slices.SortFunc(out, func(a, b Row) int {
-		return cmp.Or(cmp.Compare(a.Host, b.Host), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision))
+	slices.SortFunc(raw, func(a, b row) int {
+		return cmp.Or(cmp.Compare(a.host, b.host), cmp.Compare(a.Port, b.Port), cmp.Compare(a.Decision, b.Decision))
 	})
+	out := make([]Row, len(raw))
+	for i, e := range raw {
+		out[i] = e.Row
+		out[i].Host, out[i].Message = cmdtext.New(secrets, e.host), cmdtext.New(secrets, e.message)
+	}
 	return out
 }

@@ -28,7 +28,7 @@ func TestRowsBounded(t *testing.T) {
 		t.Fatalf("allow row past MaxRows: %+v, fresh %v", k, fresh)
 	}
 	r.finish(k, 10, 20, 0, false, now)
-	list := r.list()
+	list := r.list(nil)
 	if want := MaxDenyRows + 1 + MaxRows + 1; len(list) != want {
 		t.Fatalf("%d rows, want %d", len(list), want)
 	}
@@ -41,7 +41,7 @@ func TestRowsBounded(t *testing.T) {
 		t.Fatalf("counted %d connections and %d bytes up, want %d and %d", conns, up, wantConns, wantUp)
 	}
 	for _, row := range list {
-		if row.Host == OtherHosts && row.Decision == Deny && (row.Conns != 100 || row.Port != 0 || row.Message != "msg") {
+		if row.Host.String() == OtherHosts && row.Decision == Deny && (row.Conns != 100 || row.Port != 0 || row.Message.String() != "msg") {
 			t.Fatalf("overflow row: %+v", row)
 		}
 	}

@@ -17,7 +17,8 @@
 //   - v itself;
 //   - base64 of v: StdEncoding, RawStdEncoding, URLEncoding, RawURLEncoding;
 //   - url.QueryEscape(v) and url.PathEscape(v), when they differ from v;
-//   - hex of v, lower case and upper case.
+//   - hex of v, lower case and upper case;
+//   - base32 of v (StdEncoding), padded and not, upper case and lower case.
 //
 // Forms with identical bytes are kept once, under the name of the first secret
 // (in the order given to NewSet) that produced them. Values shorter than MinLen
@@ -54,8 +55,8 @@
 //     secret: base64 works in 3-byte groups, so the secret's bytes are encoded
 //     differently depending on their offset in the larger input (for example
 //     "Authorization: Basic " + base64("user:" + token));
-//   - encodings other than those listed (base32, quoted-printable, JSON
-//     \u escapes, HTML entities, mixed-case hex, percent-encoding of every
+//   - encodings other than those listed (quoted-printable, JSON \u
+//     escapes, HTML entities, mixed-case hex, percent-encoding of every
 //     byte, ...), and arbitrary transforms: compression, encryption, hashing
 //     (a hash is not the secret, but may confirm a guess), reversal, rot13;
 //   - a secret split across separate commands or streams (half on stdout,
@@ -64,6 +65,16 @@
 //   - a secret printed character by character with separators or formatting
 //     between the characters (spaces, newlines, ANSI escape sequences);
 //   - values shorter than MinLen.
+//
+// # Names a command makes
+//
+// RedactText is for the short texts a command controls that are not its
+// output: a host it asked its proxy for, a file name it made, an ssh
+// extension name. There a secret also hides split by dots into DNS labels,
+// or with its case changed (host names are case-insensitive): after the
+// exact forms, every run of name characters (letters, digits, '.', '-',
+// '_') is compared with its case folded and those separators dropped, and
+// a run holding a folded form whole is redacted whole.
 //
 // # Concurrency
 //
@@ -74,6 +85,7 @@ package scrub
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -107,6 +119,9 @@ type form struct {
 // MinLen bytes are not scrubbed; empty values are ignored. A Set is immutable
 // and safe for concurrent use; a nil *Set redacts nothing.
 type Set struct {
+	// folded are the forms folded as RedactText compares names (foldName),
+	// by replacement; only those at least minFolded long.
+	folded  []form
 	forms   []form     // longest first
 	byFirst [256][]int // indexes into forms by first byte, longest first
 	maxLen  int        // length of the longest form, 0 if none
@@ -131,6 +146,10 @@ func NewSet(secrets []Secret) *Set {
 			}
 			seen[f] = true
 			s.forms = append(s.forms, form{text: []byte(f), replacement: replacement})
+			if ff := foldName(f); len(ff) >= minFolded && !seen["\x00"+ff] {
+				seen["\x00"+ff] = true
+				s.folded = append(s.folded, form{text: []byte(ff), replacement: replacement})
+			}
 		}
 	}
 	// Longest first. Equal-length forms never both match at one position
@@ -161,7 +180,72 @@ func formsOf(v string) []string {
 	if p := url.PathEscape(v); p != v {
 		fs = append(fs, p)
 	}
-	return append(fs, h, strings.ToUpper(h))
+	b32 := base32.StdEncoding.EncodeToString(b)
+	raw32 := base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)
+	return append(fs, h, strings.ToUpper(h), b32, strings.ToLower(b32), raw32, strings.ToLower(raw32))
+}
+
+// minFolded is the shortest folded form RedactText looks for in names: a
+// shorter one would match ordinary host and file names.
+const minFolded = 8
+
+// foldName folds a name as RedactText compares them: lower case, without
+// the separators '.', '-' and '_'.
+func foldName(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.' || c == '-' || c == '_':
+		case c >= 'A' && c <= 'Z':
+			b.WriteByte(c + 'a' - 'A')
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+// nameByte reports whether c belongs to a run RedactText folds.
+func nameByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' ||
+		c == '=' || c == '+' || c == '/' || c == '%'
+}
+
+// RedactText redacts a short text a command controls (see "Names a
+// command makes"): the exact forms, then every run of name characters that
+// holds a secret's form once folded, whole.
+func (s *Set) RedactText(str string) string {
+	str = s.RedactString(str)
+	if s == nil || len(s.folded) == 0 {
+		return str
+	}
+	var b strings.Builder
+	for i := 0; i < len(str); {
+		if !nameByte(str[i]) {
+			b.WriteByte(str[i])
+			i++
+			continue
+		}
+		j := i
+		for j < len(str) && nameByte(str[j]) {
+			j++
+		}
+		b.WriteString(s.foldedRun(str[i:j]))
+		i = j
+	}
+	return b.String()
+}
+
+// foldedRun returns run, or the replacement of the first secret whose
+// folded form it holds.
+func (s *Set) foldedRun(run string) string {
+	f := foldName(run)
+	for _, ff := range s.folded {
+		if strings.Contains(f, string(ff.text)) {
+			return string(ff.replacement)
+		}
+	}
+	return run
 }
 
 // MaxLen is the length of the longest form: a Writer holds back at most

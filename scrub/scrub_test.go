@@ -2,6 +2,7 @@ package scrub
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -31,6 +32,10 @@ func refForms(v string) []string {
 		base64.RawURLEncoding.EncodeToString(b),
 		hex.EncodeToString(b),
 		strings.ToUpper(hex.EncodeToString(b)),
+		base32.StdEncoding.EncodeToString(b),
+		strings.ToLower(base32.StdEncoding.EncodeToString(b)),
+		base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b),
+		strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b)),
 	}
 	if q := url.QueryEscape(v); q != v {
 		fs = append(fs, q)
@@ -684,4 +689,58 @@ func BenchmarkWriter(b *testing.B) {
 		}
 		w.Flush()
 	}
+}
+
+// Names a command makes carry a secret split into DNS labels, case
+// changed, in hex or base32: RedactText takes the whole name out.
+func TestRedactText(t *testing.T) {
+	const tok = "ghp_Secret0123456789abcdefXYZ"
+	s := NewSet([]Secret{{Name: "GH_TOKEN", Value: tok}})
+	b := []byte(tok)
+	hexTok := hex.EncodeToString(b)
+	b32 := strings.ToLower(base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b))
+	for _, c := range []struct{ in, want string }{
+		{"plain.example.com", "plain.example.com"},
+		{tok + ".evil.test", "[REDACTED:GH_TOKEN].evil.test"},
+		{strings.ToLower(tok) + ".evil.test", "[REDACTED:GH_TOKEN]"},
+		{"ghp-secret.0123456789.abcdefxyz.evil.test:443", "[REDACTED:GH_TOKEN]:443"},
+		{hexTok[:40] + "." + hexTok[40:] + ".evil.test", "[REDACTED:GH_TOKEN]"},
+		{b32[:30] + "." + b32[30:] + ".evil.test", "[REDACTED:GH_TOKEN]"},
+		{"egress to " + strings.ToUpper(tok) + ".x refused", "egress to [REDACTED:GH_TOKEN] refused"},
+		{"a file named dir/" + tok[:10] + "-" + tok[10:], "a file named [REDACTED:GH_TOKEN]"},
+		{"short.secr.et", "short.secr.et"},
+	} {
+		if got := s.RedactText(c.in); got != c.want {
+			t.Errorf("RedactText(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
+	var nilSet *Set
+	if got := nilSet.RedactText("x." + tok); got != "x."+tok {
+		t.Errorf("nil set: %q", got)
+	}
+}
+
+func FuzzRedactText(f *testing.F) {
+	const tok = "ghp_Secret0123456789abcdefXYZ"
+	s := NewSet([]Secret{{Name: "T", Value: tok}})
+	for _, seed := range []string{"", "a.b", tok, strings.ToUpper(tok) + ".x", "ghp-secret.0123456789.abcdefxyz"} {
+		f.Add(seed)
+	}
+	folded := foldName(tok)
+	f.Fuzz(func(t *testing.T, in string) {
+		out := s.RedactText(in)
+		if strings.Contains(out, tok) {
+			t.Fatalf("RedactText(%q) = %q keeps the secret", in, out)
+		}
+		for i := 0; i < len(out); {
+			j := i
+			for j < len(out) && nameByte(out[j]) {
+				j++
+			}
+			if strings.Contains(foldName(out[i:j]), folded) {
+				t.Fatalf("RedactText(%q) = %q keeps a folded form in %q", in, out, out[i:j])
+			}
+			i = max(j, i+1)
+		}
+	})
 }

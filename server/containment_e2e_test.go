@@ -220,7 +220,7 @@ echo x > keep.txt && mkdir -p plain node_modules/pkg && echo x > plain/.npmrc &&
 		}
 	}
 	rec := lastResult(t, c.in)
-	if q := rec.Details["quarantined"]; !strings.Contains(q, ".envrc") || !strings.Contains(q, "sub/.git") {
+	if q := strings.Join(rec.Lists["quarantined"], "\n"); !strings.Contains(q, ".envrc") || !strings.Contains(q, "sub/.git") {
 		t.Errorf("audit details %v do not list the quarantined entries", rec.Details)
 	}
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"coily.dev/coily/audit"
@@ -41,7 +42,7 @@ func TestFailedControlRecords(t *testing.T) {
 			lock = &recs[i]
 		}
 	}
-	if key == nil || key.Decision != "refuse" || key.Code != string(refusal.Internal) || key.Details["sandboxes"] != "demo" || key.Details["error"] == "" {
+	if key == nil || key.Decision != "refuse" || key.Code != string(refusal.Internal) || !slices.Equal(key.Lists["sandboxes"], []string{"demo"}) || key.Details["error"] == "" {
 		t.Fatalf("key.issue record %+v", key)
 	}
 	if lock == nil || lock.Decision != "allow" || lock.Details["error"] == "" || lock.Details["keys_error"] == "" {

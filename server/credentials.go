@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 
 	"coily.dev/coily/gitcred"
 	"coily.dev/coily/keystore"
@@ -132,19 +131,19 @@ func gitCredentials(r *policy.Rule) []gitcred.Credential {
 }
 
 // credentialNames lists "NAME=reference" pairs for the audit log.
-func credentialNames(creds map[string]keystore.Ref) string {
+func credentialNames(creds map[string]keystore.Ref) []string {
 	parts := make([]string, 0, len(creds))
 	for _, name := range slices.Sorted(maps.Keys(creds)) {
 		parts = append(parts, name+"="+creds[name].String())
 	}
-	return strings.Join(parts, ",")
+	return parts
 }
 
 // gitCredentialNames lists "host:port=reference" pairs for the audit log.
-func gitCredentialNames(creds []policy.GitCredential) string {
+func gitCredentialNames(creds []policy.GitCredential) []string {
 	parts := make([]string, 0, len(creds))
 	for _, g := range creds {
 		parts = append(parts, g.Address()+"="+g.Password.String())
 	}
-	return strings.Join(parts, ",")
+	return parts
 }

@@ -47,7 +47,7 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 		resolver = egress.Pinned{Hosts: eg.Hosts, Next: net.DefaultResolver}
 	}
 	p, err := egress.New(egress.Config{Rule: x.rule.Name, Allowlist: allow, Mode: mode, Resolver: resolver, Shared: s.egress,
-		MaxConns: eg.MaxConns, MaxBytes: eg.MaxBytes, Now: s.cfg.Now, Logger: s.log})
+		MaxConns: eg.MaxConns, MaxBytes: eg.MaxBytes, Now: s.cfg.Now, Logger: s.log, Secrets: x.scrub})
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy of rule %q", x.rule.Name)
 	}
@@ -142,8 +142,8 @@ const maxDeniedSentences = 16
 func deniedSentences(rows []egress.Row) []string {
 	var out []string
 	for _, row := range rows {
-		if row.Decision == egress.Deny && row.Message != "" && len(out) < maxDeniedSentences {
-			out = append(out, strings.TrimPrefix(row.Message, "coily: "))
+		if row.Decision == egress.Deny && row.Message.String() != "" && len(out) < maxDeniedSentences {
+			out = append(out, strings.TrimPrefix(row.Message.String(), "coily: "))
 		}
 	}
 	return out

@@ -9,9 +9,9 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
+	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
@@ -114,33 +114,21 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.box != nil {
 		r.Sandbox = x.box.Name()
 	}
-	details := map[string]string{}
 	if n := x.req.GetNote(); n != "" {
-		details["note"] = n
-	}
-	if len(x.wouldDeny) > 0 {
-		details["would_deny"] = strings.Join(x.wouldDeny, ",")
+		setDetail(&r, "note", n)
 	}
 	if a := x.approval; a != nil {
-		details["approval_id"], details["approval_state"], details["approved_by"] = a.GetId(), a.GetState().String(), a.GetDecidedBy()
+		setDetail(&r, "approval_id", a.GetId())
+		setDetail(&r, "approval_state", a.GetState().String())
+		setDetail(&r, "approved_by", a.GetDecidedBy())
 	}
-	if len(x.req.GetEnv()) > 0 {
-		details["env"] = strings.Join(slices.Sorted(maps.Keys(x.req.GetEnv())), ",") // names only, never values
-	}
-	if x.rule != nil && len(x.rule.Credentials) > 0 {
-		details["credentials"] = credentialNames(x.rule.Credentials) // names and references, never values
-	}
-	if x.rule != nil && len(x.rule.GitCredentials) > 0 {
-		details["git_credentials"] = gitCredentialNames(x.rule.GitCredentials) // hosts and references, never values
-	}
-	if x.rule != nil && len(x.rule.SSHKeys) > 0 {
-		details["ssh_keys"] = sshKeyNames(x.rule.SSHKeys) // references and hosts, never keys
-	}
+	setList(&r, "would_deny", x.wouldDeny)
+	setList(&r, "env", slices.Sorted(maps.Keys(x.req.GetEnv()))) // names only, never values
 	if x.rule != nil {
-		x.githubAppDetails(details) // the App, repository, permissions and expiry, never the token
-	}
-	if len(details) > 0 {
-		r.Details = details
+		setList(&r, "credentials", credentialNames(x.rule.Credentials))           // names and references, never values
+		setList(&r, "git_credentials", gitCredentialNames(x.rule.GitCredentials)) // hosts and references, never values
+		setList(&r, "ssh_keys", sshKeyNames(x.rule.SSHKeys))                      // references and hosts, never keys
+		x.githubAppDetails(&r)                                                    // the App, repository, permissions and expiry, never the token
 	}
 	r.Leases = x.leases.ids // lease ids, never values
 	return r
@@ -373,6 +361,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	}
 	s.release(x)
 	s.metrics.execRefused(x)
+	err = scrubRefusal(x.scrub, err)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
@@ -550,7 +539,8 @@ func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr erro
 	if qerr == nil {
 		return
 	}
-	reason := fmt.Sprintf("workspace %q could not be checked after request %s: %v", x.rule.Workspace, x.id, qerr)
+	// The error names what the command made: shown only made safe.
+	reason := cmdtext.New(x.scrub, fmt.Sprintf("workspace %q could not be checked after request %s: %v", x.rule.Workspace, x.id, qerr)).String()
 	s.log.Error("locking out: "+reason, "request_id", x.id)
 	if _, _, lerr := s.lockout(context.WithoutCancel(ctx), serverCaller, reason); lerr != nil {
 		s.log.Error("lockout after a failed workspace check", "err", lerr)
@@ -567,14 +557,12 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
 	if len(x.rule.SSHKeys) > 0 {
-		if rec.Details == nil {
-			rec.Details = map[string]string{}
-		}
-		sshAgentDetails(x.sshAgent, rec.Details)
+		sshAgentDetails(x.sshAgent, &rec)
 	}
-	addReport(&rec, res.report)
+	addReport(&rec, res.report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	s.metrics.execEnded(x, res)
+	runErr = scrubRefusal(x.scrub, runErr)
 	if runErr != nil {
 		s.metrics.execRefused(x)
 		r := refusal.As(runErr)

@@ -166,9 +166,10 @@ func summaryRecord(b *refusalBatch) audit.Record {
 	return audit.Record{Event: EventRefusalSummary, Principal: b.sample.Principal, Transport: b.sample.Transport,
 		Peer: b.sample.Peer, Decision: "refuse", Code: b.sample.Code,
 		Reason: fmt.Sprintf("%d more refusals of this caller were counted, not recorded one by one", b.count),
-		Details: map[string]string{"count": strconv.Itoa(b.count), "codes": strings.Join(codes, ","),
+		Details: map[string]string{"count": strconv.Itoa(b.count),
 			"first": b.first.UTC().Format(time.RFC3339Nano), "last": b.last.UTC().Format(time.RFC3339Nano),
-			"recorded_in_window": strconv.Itoa(b.recorded), "sample_method": b.sample.Method}}
+			"recorded_in_window": strconv.Itoa(b.recorded), "sample_method": b.sample.Method},
+		Lists: map[string][]string{"codes": codes}}
 }
 
 // floodKey names the caller of a refusal: its principal, else what stays

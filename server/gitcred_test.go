@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,7 +89,7 @@ func TestChildEnvGitCredentials(t *testing.T) {
 	if string(out) != "[REDACTED:COILY_GIT_PASS_0] [REDACTED:COILY_GIT_PASS_1]" {
 		t.Errorf("git passwords are not redacted: %s", out)
 	}
-	if d := x.auditRecord("exec.result").Details["git_credentials"]; d != "git.example.com:8443=file:git,ghe.example.com:443=file:ghe" {
+	if d := x.auditRecord("exec.result").Lists["git_credentials"]; !slices.Equal(d, []string{"git.example.com:8443=file:git", "ghe.example.com:443=file:ghe"}) {
 		t.Errorf("audit details git_credentials = %q", d)
 	}
 }

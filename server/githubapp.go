@@ -173,18 +173,18 @@ func (s *Server) endGitHubToken(ctx context.Context, x *execution, rec *audit.Re
 // github_app: the App, installation and key reference, the repository
 // and permissions asked for and, once minted, the token's expiry and
 // granted permissions. Never the token.
-func (x *execution) githubAppDetails(details map[string]string) {
+func (x *execution) githubAppDetails(rec *audit.Record) {
 	g := x.rule.GitHubApp
 	if g == nil {
 		return
 	}
-	details["github_app"] = fmt.Sprintf("app %s installation %d key %s api %s", g.AppID, g.InstallationID, g.PrivateKey, g.API)
+	setDetail(rec, "github_app", fmt.Sprintf("app %s installation %d key %s api %s", g.AppID, g.InstallationID, g.PrivateKey, g.API))
 	if x.ghRepo != (ghapp.Repository{}) {
-		details["github_app_repository"] = x.ghRepo.String()
+		setDetail(rec, "github_app_repository", x.ghRepo.String())
 	}
-	details["github_app_permissions"] = g.Permissions.String()
+	setDetail(rec, "github_app_permissions", g.Permissions.String())
 	if t := x.ghToken; t != nil {
-		details["github_app_token_expires"] = t.token.ExpiresAt.UTC().Format(time.RFC3339)
-		details["github_app_token_permissions"] = t.token.Permissions.String()
+		setDetail(rec, "github_app_token_expires", t.token.ExpiresAt.UTC().Format(time.RFC3339))
+		setDetail(rec, "github_app_token_permissions", t.token.Permissions.String())
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"strings"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -79,7 +78,7 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 func (s *Server) replaceKeys(ctx context.Context, c Caller, event string, names []string) ([]store.Key, error) {
 	keys, err := s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
 	rec := callerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
-	rec.Details = map[string]string{"sandboxes": joinNames(names)}
+	rec.Lists = map[string][]string{"sandboxes": names}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err
 	}
@@ -115,5 +114,3 @@ func newKey(string) ([]byte, error) {
 func keyProto(k store.Key) *coilyv1.SandboxKey {
 	return &coilyv1.SandboxKey{Sandbox: k.Sandbox, Secret: k.Secret, Generation: int32(k.Generation), Created: timestamppb.New(k.Created)}
 }
-
-func joinNames(names []string) string { return strings.Join(names, ",") }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -149,9 +148,7 @@ func (s *Server) endLeases(ctx context.Context, x *execution, rec *audit.Record)
 		rec.Details = map[string]string{}
 	}
 	rec.Details["leases_revoked"] = strconv.Itoa(len(held) - len(failed))
-	if len(failed) > 0 {
-		rec.Details["lease_revoke_failed"] = strings.Join(failed, "; ")
-	}
+	setList(rec, "lease_revoke_failed", failed)
 	if n := x.leases.renewals.Load(); n > 0 {
 		rec.Details["lease_renewals"] = strconv.FormatInt(n, 10)
 	}

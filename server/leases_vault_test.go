@@ -179,7 +179,7 @@ func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 			t.Errorf("%s record carries leases %q, want [%s]", rec.Event, rec.Leases, held.ID)
 		}
 	}
-	if res.Details["leases_revoked"] != "1" || res.Details["lease_revoke_failed"] != "" {
+	if res.Details["leases_revoked"] != "1" || len(res.Lists["lease_revoke_failed"]) != 0 {
 		t.Errorf("result details %v", res.Details)
 	}
 
@@ -286,7 +286,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		t.Fatalf("the exec took %s to end with Vault unreachable", took)
 	}
 	res, err := audit.Find(in.Audit.Dir(), exit.GetAuditId())
-	if err != nil || res.Details["leases_revoked"] != "0" || !strings.Contains(res.Details["lease_revoke_failed"], held.ID) {
+	if err != nil || res.Details["leases_revoked"] != "0" || !strings.Contains(strings.Join(res.Lists["lease_revoke_failed"], "\n"), held.ID) {
 		t.Fatalf("result %v, %v; want the failed revocation named", res.Details, err)
 	}
 	if !lv.alive(t, held.ID) {

@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -42,9 +43,9 @@ func TestMetricsRegistryOnce(t *testing.T) {
 func TestMetricsEgress(t *testing.T) {
 	s, reg := newTestMetrics(t)
 	x := &execution{rule: &policy.Rule{Name: "gh"}, egress: []egress.Row{
-		{Host: "api.github.com", Port: 443, Decision: egress.Allow, Conns: 2, BytesUp: 100, BytesDown: 5000},
-		{Host: "evil.example", Port: 443, Decision: egress.Deny, Conns: 3},
-		{Host: "other.example", Port: 443, Decision: egress.ObserveDeny, Conns: 1, BytesUp: 10, BytesDown: 20},
+		{Host: cmdtext.New(nil, "api.github.com"), Port: 443, Decision: egress.Allow, Conns: 2, BytesUp: 100, BytesDown: 5000},
+		{Host: cmdtext.New(nil, "evil.example"), Port: 443, Decision: egress.Deny, Conns: 3},
+		{Host: cmdtext.New(nil, "other.example"), Port: 443, Decision: egress.ObserveDeny, Conns: 1, BytesUp: 10, BytesDown: 20},
 	}}
 	s.metrics.execEnded(x, runResult{duration: 1500 * time.Millisecond})
 	for _, c := range []struct {
@@ -174,7 +175,7 @@ func BenchmarkMetricsPerExec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := &execution{rule: &policy.Rule{Name: "gh"}, egress: []egress.Row{{Host: "api.github.com", Port: 443,
+	x := &execution{rule: &policy.Rule{Name: "gh"}, egress: []egress.Row{{Host: cmdtext.New(nil, "api.github.com"), Port: 443,
 		Decision: egress.Allow, Conns: 1, BytesUp: 100, BytesDown: 1000}}}
 	res := runResult{duration: 2 * time.Millisecond}
 	b.ReportAllocs()

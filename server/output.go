@@ -52,17 +52,28 @@ func (o *output) finish(runErr error) error {
 		flushErr = errors.Join(flushErr, o.w[st].Flush())
 	}
 	if runErr != nil {
-		r := refusal.As(runErr)
-		scrubbed := &refusal.Error{Code: r.Code, Msg: o.set.RedactString(r.Msg), RetryAfter: r.RetryAfter}
-		if r.Detail != nil {
-			scrubbed.Detail = errors.New(o.set.RedactString(r.Detail.Error()))
-		}
-		return scrubbed
+		return scrubRefusal(o.set, runErr)
 	}
 	if flushErr != nil {
 		return refusal.Wrap(refusal.Internal, flushErr, "caller went away")
 	}
 	return nil
+}
+
+// scrubRefusal redacts the credentials of an execution from its refusal,
+// whose message may quote what the command made or said (its stderr, a
+// file name, a host): every refusal an execution answers and audits passes
+// here.
+func scrubRefusal(set *scrub.Set, err error) error {
+	if err == nil || set == nil || set.MaxLen() == 0 {
+		return err
+	}
+	r := refusal.As(err)
+	scrubbed := &refusal.Error{Code: r.Code, Msg: set.RedactText(r.Msg), RetryAfter: r.RetryAfter, AuditID: r.AuditID}
+	if r.Detail != nil {
+		scrubbed.Detail = errors.New(set.RedactText(r.Detail.Error()))
+	}
+	return scrubbed
 }
 
 // streamWriter sends what a scrub.Writer lets through as chunks of one

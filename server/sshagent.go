@@ -9,6 +9,8 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"coily.dev/coily/audit"
+	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sshagent"
@@ -63,7 +65,7 @@ func (s *Server) startSSHAgent(x *execution, eg *egressRun) (*sshAgentRun, error
 		return nil, refusal.Wrap(refusal.Internal, err, "rule %q: ssh agent", x.rule.Name)
 	}
 	ag, err := sshagent.New(sshagent.Config{Rule: x.rule.Name, Keys: keys, PinnedFor: pinnedFor(x.rule),
-		Logger: s.log.With("request_id", x.id)})
+		Logger: s.log.With("request_id", x.id), Secrets: x.scrub})
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "rule %q: ssh agent", x.rule.Name)
 	}
@@ -134,14 +136,12 @@ func (r *sshAgentRun) stop() sshagent.Report {
 }
 
 // sshAgentDetails are the audit record's details of the exec's agent:
-// how many signatures it made, and its refusals.
-func sshAgentDetails(rep sshagent.Report, details map[string]string) {
-	details["ssh_agent_signed"] = strconv.Itoa(rep.Signed)
-	if len(rep.Refused) > 0 {
-		details["ssh_agent_refused"] = strings.Join(rep.Refused, "; ")
-	}
+// how many signatures it made, and its refusals (a list).
+func sshAgentDetails(rep sshagent.Report, rec *audit.Record) {
+	setDetail(rec, "ssh_agent_signed", strconv.Itoa(rep.Signed))
+	setList(rec, "ssh_agent_refused", cmdtext.Strings(rep.Refused))
 	if rep.More > 0 {
-		details["ssh_agent_refused_more"] = strconv.Itoa(rep.More)
+		setDetail(rec, "ssh_agent_refused_more", strconv.Itoa(rep.More))
 	}
 }
 
@@ -150,16 +150,16 @@ func sshAgentDetails(rep sshagent.Report, details map[string]string) {
 func agentSentences(rule string, rep sshagent.Report) []string {
 	var out []string
 	for _, s := range rep.Refused {
-		out = append(out, fmt.Sprintf("ssh agent of rule %q %s", rule, s))
+		out = append(out, fmt.Sprintf("ssh agent of rule %q %s", rule, s.String()))
 	}
 	return out
 }
 
 // sshKeyNames lists "reference=hosts" pairs for the audit log.
-func sshKeyNames(keys []policy.SSHKey) string {
+func sshKeyNames(keys []policy.SSHKey) []string {
 	parts := make([]string, 0, len(keys))
 	for _, k := range keys {
 		parts = append(parts, k.Key.String()+"="+k.HostList())
 	}
-	return strings.Join(parts, " ")
+	return parts
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/pem"
+	"slices"
 	"strings"
 	"testing"
 
@@ -66,7 +67,7 @@ func TestFetchSSHKeys(t *testing.T) {
 	if out := x.scrub.Redact([]byte(base64.StdEncoding.EncodeToString([]byte(key)))); strings.Contains(string(out), key[40:60]) {
 		t.Errorf("the key is not redacted from output")
 	}
-	if d := x.auditRecord("exec.result").Details["ssh_keys"]; d != "file:deploy=git.example.com" {
+	if d := x.auditRecord("exec.result").Lists["ssh_keys"]; !slices.Equal(d, []string{"file:deploy=git.example.com"}) {
 		t.Errorf("audit details ssh_keys = %q", d)
 	}
 	keys, err := agentKeys(r, x.sshSigners)

@@ -6,7 +6,9 @@ import (
 	"sync"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/scrub"
 
 	"errors"
 	"os"
@@ -142,23 +144,33 @@ func (w *workspaceLocks) lock(ctx context.Context, root string) (func(), error) 
 // addReport records what the sandbox observed in the result's audit
 // record: protected entries the command created and that were
 // quarantined, and how it was bounded.
-func addReport(rec *audit.Record, r sandbox.Report) {
-	if len(r.Quarantined) == 0 && len(r.Restored) == 0 && r.QuarantineErr == nil && r.Limits == "" {
-		return
+func addReport(rec *audit.Record, r sandbox.Report, secrets *scrub.Set) {
+	// The names are the command's: made safe to show with its secrets.
+	setList(rec, "quarantined", cmdtext.Strings(cmdtext.List(secrets, r.Quarantined)))
+	setList(rec, "restored_modes", cmdtext.Strings(cmdtext.List(secrets, r.Restored)))
+	if r.QuarantineErr != nil {
+		setDetail(rec, "quarantine_error", cmdtext.New(secrets, r.QuarantineErr.Error()).String())
 	}
+	if r.Limits != "" {
+		setDetail(rec, "limits", r.Limits)
+	}
+}
+
+// setDetail sets one detail of rec.
+func setDetail(rec *audit.Record, key, value string) {
 	if rec.Details == nil {
 		rec.Details = map[string]string{}
 	}
-	if len(r.Quarantined) > 0 {
-		rec.Details["quarantined"] = strings.Join(r.Quarantined, ",")
+	rec.Details[key] = value
+}
+
+// setList sets one list of rec, unless it has no items.
+func setList(rec *audit.Record, key string, items []string) {
+	if len(items) == 0 {
+		return
 	}
-	if len(r.Restored) > 0 {
-		rec.Details["restored_modes"] = strings.Join(r.Restored, ",")
+	if rec.Lists == nil {
+		rec.Lists = map[string][]string{}
 	}
-	if r.QuarantineErr != nil {
-		rec.Details["quarantine_error"] = r.QuarantineErr.Error()
-	}
-	if r.Limits != "" {
-		rec.Details["limits"] = r.Limits
-	}
+	rec.Lists[key] = items
 }

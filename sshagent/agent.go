@@ -10,6 +10,9 @@ import (
 	"sync"
 
 	"golang.org/x/crypto/ssh"
+
+	"coily.dev/coily/cmdtext"
+	"coily.dev/coily/scrub"
 )
 
 // Bounds of one agent.
@@ -56,6 +59,10 @@ type Config struct {
 	// host key, one per distinct refusal, and a summary when the agent
 	// closes: a command that asks for signatures in a loop fills no log.
 	Logger *slog.Logger
+	// Secrets are the exec's credentials: a refusal quotes what the
+	// command sent (an extension or algorithm name) only with their
+	// forms redacted (cmdtext).
+	Secrets *scrub.Set
 }
 
 // Report is what an agent did: how many signatures it made, and why it
@@ -63,7 +70,7 @@ type Config struct {
 // More counts the refusals after those).
 type Report struct {
 	Signed  int
-	Refused []string
+	Refused []cmdtext.Text
 	More    int
 }
 
@@ -242,8 +249,9 @@ func (a *Agent) refuseLocked(sentence string) {
 	case a.refused[sentence]:
 	case len(a.report.Refused) < MaxRefusals:
 		a.refused[sentence] = true
-		a.report.Refused = append(a.report.Refused, sentence)
-		a.cfg.Logger.Warn("ssh agent refused", "rule", a.cfg.Rule, "reason", sentence)
+		text := cmdtext.New(a.cfg.Secrets, sentence)
+		a.report.Refused = append(a.report.Refused, text)
+		a.cfg.Logger.Warn("ssh agent refused", "rule", a.cfg.Rule, "reason", text)
 	default:
 		// A command that asks for many different refusals fills no log:
 		// the rest are counted.

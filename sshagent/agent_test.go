@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,9 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"coily.dev/coily/cmdtext"
+	"coily.dev/coily/internal/canary"
+	"coily.dev/coily/scrub"
 	"coily.dev/coily/sshagent"
 )
 
@@ -71,7 +75,7 @@ func bind(t *testing.T, c agent.ExtendedAgent, host ssh.Signer, sid []byte) erro
 func (r *rig) refused(t *testing.T, want string) {
 	t.Helper()
 	for _, s := range r.a.Report().Refused {
-		if strings.Contains(s, want) {
+		if strings.Contains(s.String(), want) {
 			return
 		}
 	}
@@ -394,4 +398,46 @@ func TestNewRefusesBadConfig(t *testing.T) {
 			t.Errorf("%s: accepted", name)
 		}
 	}
+}
+
+// What a command names in its requests (an extension's name, a signature
+// algorithm) reaches the exec's answer, the audit log and the server's log
+// only with the exec's credentials redacted, even spelled with its case
+// changed or split.
+func TestRefusalsCarryNoSecret(t *testing.T) {
+	const token = "ghp_AgentCanary0123456789abc"
+	host := newSigner(t)
+	var logs bytes.Buffer
+	a, err := sshagent.New(sshagent.Config{Rule: "git-ssh", Keys: []sshagent.Key{
+		{Name: "file:deploy", Signer: newSigner(t), HostKeys: []ssh.PublicKey{host.PublicKey()}, Hosts: "git.example.com"},
+	}, Logger: slog.New(slog.NewTextHandler(&logs, nil)), Secrets: scrub.NewSet([]scrub.Secret{{Name: "TOKEN", Value: token}})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(shortTemp(t), "agent.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Start(l)
+	t.Cleanup(a.Close)
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cl := agent.NewClient(c)
+	for _, name := range []string{token + "@x", strings.ToLower(token), token[:12] + "." + token[12:]} {
+		if _, err := cl.Extension(name, nil); err == nil {
+			t.Fatalf("extension %q accepted", name)
+		}
+	}
+	rep := a.Report()
+	if len(rep.Refused) != 3 {
+		t.Fatalf("refusals: %q", rep.Refused)
+	}
+	cn := canary.New(t)
+	cn.AddString("TOKEN", token)
+	cn.CheckText("the agent's refusals", cmdtext.Strings(rep.Refused)...)
+	cn.CheckText("the agent's log", logs.String())
 }

@@ -98,7 +98,7 @@ func TestAgentSignaturesBounded(t *testing.T) {
 	}
 	rep := a.Report()
 	if rep.Signed != sshagent.DefaultMaxSignatures || len(rep.Refused) != 2 || rep.More != 0 ||
-		!strings.Contains(rep.Refused[0], "refused to sign with key file:a: the agent made its 1000 signatures for this exec already") {
+		!strings.Contains(rep.Refused[0].String(), "refused to sign with key file:a: the agent made its 1000 signatures for this exec already") {
 		t.Fatalf("report %+v", rep)
 	}
 	a.Close()
@@ -141,7 +141,7 @@ func TestAgentMaxSignatures(t *testing.T) {
 			t.Fatalf("signature %d: %v", i+1, err)
 		}
 	}
-	if rep := a.Report(); rep.Signed != 3 || len(rep.Refused) != 1 || !strings.Contains(rep.Refused[0], "its 3 signatures") {
+	if rep := a.Report(); rep.Signed != 3 || len(rep.Refused) != 1 || !strings.Contains(rep.Refused[0].String(), "its 3 signatures") {
 		t.Fatalf("report %+v", rep)
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/sshagent"
 )
@@ -129,7 +130,7 @@ func TestOpenSSHThroughAgent(t *testing.T) {
 	r := a.Report()
 	want := fmt.Sprintf("refused the session with host key %s (pinned for %s): the rule pins it for no host of its ssh_keys; it signs nothing more on that connection",
 		ssh.FingerprintSHA256(e.hostKeys[1]), e.host(1))
-	if r.Signed != 1 || len(r.Refused) != 2 || r.Refused[0] != want || !strings.Contains(r.Refused[1], "a session bind was refused on its connection") {
+	if r.Signed != 1 || len(r.Refused) != 2 || r.Refused[0].String() != want || !strings.Contains(r.Refused[1].String(), "a session bind was refused on its connection") {
 		t.Fatalf("report %+v\nwant the bind refused: %s", r, want)
 	}
 }
@@ -173,7 +174,7 @@ func TestOpenSSHToolsRefused(t *testing.T) {
 	}
 	for _, want := range []string{"refused to add a key", "refused to remove all keys", "refused to remove a key", "refused to add a constrained key",
 		"refused to sign with key file:deploy: no session is bound"} {
-		if !slices.ContainsFunc(r.Refused, func(s string) bool { return strings.Contains(s, want) }) {
+		if !slices.ContainsFunc(r.Refused, func(s cmdtext.Text) bool { return strings.Contains(s.String(), want) }) {
 			t.Errorf("no refusal %q in %q", want, r.Refused)
 		}
 	}

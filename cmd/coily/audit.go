@@ -208,6 +208,11 @@ func detailLines(r audit.Record) []string {
 	for _, k := range slices.Sorted(maps.Keys(r.Details)) {
 		add("detail", cli.ShellWord(k)+"="+cli.ShellWord(r.Details[k]))
 	}
+	for _, k := range slices.Sorted(maps.Keys(r.Lists)) {
+		for _, item := range r.Lists[k] { // one line an item: no item can pass for two
+			add("list", cli.ShellWord(k)+" "+cli.ShellWord(item))
+		}
+	}
 	return out
 }
 

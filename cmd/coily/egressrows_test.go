@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/egress"
 
 	"coily.dev/coily/internal/visibletest"
@@ -59,7 +60,7 @@ func TestHumanUnits(t *testing.T) {
 // The rows sandbox exec prints are the ones the server records.
 func TestAuditRows(t *testing.T) {
 	now := time.Date(2026, 11, 25, 4, 46, 23, 0, time.UTC)
-	got := audit.EgressRows([]egress.Row{{Host: "h.example", Port: 443, Decision: egress.ObserveDeny, Reason: "not-allowlisted", Conns: 2,
+	got := audit.EgressRows([]egress.Row{{Host: cmdtext.New(nil, "h.example"), Port: 443, Decision: egress.ObserveDeny, Reason: "not-allowlisted", Conns: 2,
 		Failures: 1, BytesUp: 5, BytesDown: 7, Duration: 1500 * time.Microsecond, First: now, Last: now.Add(time.Second)}})
 	want := audit.EgressRow{Host: "h.example", Port: 443, Decision: "observe-deny", Reason: "not-allowlisted", Conns: 2,
 		Failures: 1, BytesUp: 5, BytesDown: 7, DurationMS: 1.5, First: now, Last: now.Add(time.Second)}

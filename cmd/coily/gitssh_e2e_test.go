@@ -76,7 +76,7 @@ git push -q origin main`
 	}
 	var rows []egress.Row
 	for _, row := range proxy.Rows() {
-		if row.Host == gitHost && row.Port == port && row.Decision == egress.Allow {
+		if row.Host.String() == gitHost && row.Port == port && row.Decision == egress.Allow {
 			rows = append(rows, row)
 		}
 	}

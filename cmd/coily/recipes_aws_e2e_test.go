@@ -220,7 +220,7 @@ func TestRecipeAwsStaticKV(t *testing.T) {
 		t.Fatalf("the stand-in served keys %q, want the KV key twice", got)
 	}
 	for _, rec := range egressRecords(t, dir) {
-		if rec.Rule != "aws-s3-ls" || len(rec.Leases) != 0 || !strings.Contains(rec.Details["credentials"], "vault:secret/coily/aws#secret_access_key") {
+		if rec.Rule != "aws-s3-ls" || len(rec.Leases) != 0 || !strings.Contains(strings.Join(rec.Lists["credentials"], "\n"), "vault:secret/coily/aws#secret_access_key") {
 			t.Errorf("record %+v: want the references named, no lease", rec)
 		}
 	}

