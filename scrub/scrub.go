@@ -208,7 +208,7 @@ func foldName(s string) string {
 // nameByte reports whether c belongs to a run RedactText folds.
 func nameByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' ||
-		c == '=' || c == '+' || c == '/' || c == '%'
+		c == '=' || c == '+'
 }
 
 // RedactText redacts a short text a command controls (see "Names a

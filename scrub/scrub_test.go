@@ -707,7 +707,7 @@ func TestRedactText(t *testing.T) {
 		{hexTok[:40] + "." + hexTok[40:] + ".evil.test", "[REDACTED:GH_TOKEN]"},
 		{b32[:30] + "." + b32[30:] + ".evil.test", "[REDACTED:GH_TOKEN]"},
 		{"egress to " + strings.ToUpper(tok) + ".x refused", "egress to [REDACTED:GH_TOKEN] refused"},
-		{"a file named dir/" + tok[:10] + "-" + tok[10:], "a file named [REDACTED:GH_TOKEN]"},
+		{"a file named dir/" + tok[:10] + "-" + tok[10:], "a file named dir/[REDACTED:GH_TOKEN]"},
 		{"short.secr.et", "short.secr.et"},
 	} {
 		if got := s.RedactText(c.in); got != c.want {
