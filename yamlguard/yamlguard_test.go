@@ -3,6 +3,7 @@ package yamlguard
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"math/rand"
@@ -220,4 +221,21 @@ func FuzzCheck(f *testing.F) {
 		}
 		agrees(t, "input", data, false)
 	})
+}
+
+func TestCheckExpanded(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"a: &a [x, x, x]\nb: &b [*a, *a, *a]\nc: [*b, *b, *b]\n", "line 3:4: more than 30 values with aliases expanded"},
+		{"a: &a [1, *a]\n", "line 1:11: an alias inside its own anchor"},
+		{"a: &a [x, x]\nb: [*a, *a]\n", ""},
+	} {
+		var root yaml.Node
+		if err := yaml.Unmarshal([]byte(c.in), &root); err != nil {
+			t.Fatal(err)
+		}
+		err := CheckExpanded(&root, 30)
+		if got := fmt.Sprint(err); (c.want == "" && err != nil) || (c.want != "" && got != c.want) {
+			t.Errorf("%q: %v; want %q", c.in, err, c.want)
+		}
+	}
 }
