@@ -143,7 +143,14 @@ func (s *scanner) skipToToken() {
 
 // skipLine moves to the next line break.
 func (s *scanner) skipLine() {
-	for s.i < len(s.data) && s.breakLen(s.i) == 0 {
+	for s.i < len(s.data) {
+		if c := s.data[s.i]; c >= ' ' && c < 0x80 {
+			s.i, s.col, s.idx = s.i+1, s.col+1, s.idx+1
+			continue
+		}
+		if s.breakLen(s.i) > 0 {
+			return
+		}
 		s.advance()
 	}
 }

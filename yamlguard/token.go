@@ -165,10 +165,14 @@ func (s *scanner) tagName() {
 func (s *scanner) quoted(q byte) {
 	s.advance()
 	for s.i < len(s.data) {
-		if s.docMarker() {
+		c := s.data[s.i]
+		if s.col > 0 && (plainByte[c] && c != '\\' && c != q || flowByte[c]) {
+			s.i, s.col, s.idx = s.i+1, s.col+1, s.idx+1
+			continue
+		}
+		if s.col == 0 && s.docMarker() {
 			return
 		}
-		c := s.data[s.i]
 		switch {
 		case q == '\'' && c == '\'':
 			s.advance()
@@ -203,12 +207,16 @@ func (s *scanner) plain() {
 		if s.docMarker() || s.data[s.i] == '#' {
 			break
 		}
-		for !s.blankz(s.i) {
+		for s.i < len(s.data) {
 			c := s.data[s.i]
-			if c == ':' && s.blankz(s.i+1) {
+			if plainByte[c] || s.flow == 0 && c < 0x80 && flowByte[c] {
+				s.i, s.col, s.idx = s.i+1, s.col+1, s.idx+1
+				continue
+			}
+			if s.blankz(s.i) || c == ':' && s.blankz(s.i+1) {
 				break
 			}
-			if s.flow > 0 && (c == ',' || c == '?' || c == '[' || c == ']' || c == '{' || c == '}') {
+			if s.flow > 0 && flowByte[c] {
 				break
 			}
 			s.advance()
@@ -297,4 +305,18 @@ func (s *scanner) blockBreaks(indent *int) bool {
 		*indent = max(maxIndent, s.indent()+1, 1)
 	}
 	return true
+}
+
+// plainByte: ASCII that goes on a plain scalar anywhere (not a blank, a
+// break, ':' or a flow indicator); flowByte: the flow indicators.
+var plainByte, flowByte [256]bool
+
+func init() {
+	for c := '!'; c < 0x7f; c++ {
+		plainByte[c] = true
+	}
+	plainByte[':'] = false
+	for _, c := range ",?[]{}" {
+		plainByte[c], flowByte[c] = false, true
+	}
 }

@@ -239,3 +239,41 @@ func TestCheckExpanded(t *testing.T) {
 		}
 	}
 }
+
+// A request's worth of YAML: the scan costs next to nothing beside the
+// reader's parse of the same bytes.
+const benchDoc = `version: 1
+id: 0f8fad5b-d9cb-469f-a165-70867728950e
+created_at: 2026-01-02T03:04:05Z
+nonce: 9b2f0c6e1d4a4f3b8c7e6a5d4c3b2a19
+sandbox: agent-1
+argv: [git, status, --short]
+cwd: src
+env: {LANG: C.UTF-8, GIT_PAGER: cat}
+stdin: "hello\n"
+timeout: 60
+requires_confirm: false
+note: check the tree
+hmac: abababababababababababababababababababababababababababababababab
+`
+
+func BenchmarkCheck(b *testing.B) {
+	data := []byte(benchDoc)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		if err := Check(data, testLimits); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReader(b *testing.B) {
+	data := []byte(benchDoc)
+	b.SetBytes(int64(len(data)))
+	for b.Loop() {
+		var n yaml.Node
+		if err := yaml.Unmarshal(data, &n); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
