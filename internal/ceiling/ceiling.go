@@ -6,6 +6,8 @@
 // The ceiling is RLIMIT_DATA, which covers the Go heap (private writable
 // mappings) and not the address space the runtime only reserves: past it
 // the runtime cannot grow the heap and the child dies "out of memory".
+// Under the race detector, whose shadow memory counts too, it is 8 times
+// higher.
 //
 // A test calls Child first; in the child it returns the case to run (and
 // the ceiling is in force), and the test prints its answer with Report. In
@@ -60,6 +62,7 @@ func Report(answer string) {
 // likely), naming how much time it took.
 func Run(t *testing.T, name string, limit uint64, d time.Duration) (string, error) {
 	t.Helper()
+	limit *= raceFactor
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.timeout="+(d+10*time.Second).String())
