@@ -17,7 +17,8 @@
 // or anything that is not JSON, is read as exactly one YAML document, and
 // only what maps onto JSON is allowed: no anchors, aliases, merge keys or
 // tags, no floats or nulls, no duplicate or non-string member names, at most
-// MaxDepth levels and MaxNodes values. Plain YAML scalars follow YAML 1.2's
+// MaxDepth levels and MaxNodes values, member names of at most MaxKeyLen
+// characters. Plain YAML scalars follow YAML 1.2's
 // core schema (true/True/TRUE are booleans, yes/on are strings, a plain
 // timestamp is a string, an unquoted 123 is an integer). Integers must be
 // plain decimal within ±(2^53-1). Every field then has its own rule; unknown
@@ -30,9 +31,10 @@
 // written as their canonical JSON followed by a newline.
 //
 // Cost: JSON input is read in time and memory linear in its size, with a
-// small constant. The YAML library builds its whole node tree before the
-// limits can be applied, so a hostile YAML file of MaxSize bytes made of
-// tiny scalars costs about a second of CPU and some 250 MB of short-lived
-// allocation before it is refused; callers should read one file at a time
-// per sandbox.
+// small constant, its limits applied as it goes. YAML input is bounded on
+// its raw bytes first (package yamlguard: size, depth, values, key length),
+// so the YAML library, which builds its whole node tree before the limits
+// can be applied, never sees more than about twice MaxNodes values; a
+// hostile file costs a linear scan to refuse. The reader that locates YAML
+// syntax errors (package yamlpos) bounds its own input too.
 package descriptor

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"coily.dev/coily/internal/hostileyaml"
 )
 
 // fuzzSeeds are the table's inputs (the huge ones left out: the fuzzer
@@ -20,6 +22,9 @@ func fuzzSeeds(f *testing.F) {
 		}
 	}
 	f.Add([]byte(billionLaughs))
+	for _, c := range hostileyaml.Cases(yamlDoc(), 4<<10, MaxDepth, MaxNodes) {
+		f.Add(c.Data)
+	}
 	out, err := MarshalRequest(goldenRequest(), testKey())
 	if err != nil {
 		f.Fatal(err)

@@ -132,6 +132,9 @@ func (p *jsonParser) object(depth int, path string) (*value, *jsonError) {
 		if err != nil {
 			return nil, err
 		}
+		if p.strict && utf8.RuneCountInString(key) > MaxKeyLen {
+			return nil, p.fail(false, path, keyOff, "a member name longer than %d characters", MaxKeyLen)
+		}
 		mpath := ""
 		if p.strict {
 			mpath = memberPath(path, key)

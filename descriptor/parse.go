@@ -17,6 +17,9 @@ const (
 	// MaxNodes is the most values (mappings, sequences, member names and
 	// scalars) a file may hold.
 	MaxNodes = 20000
+	// MaxKeyLen is the longest member name, in characters (the YAML reader
+	// takes no longer key).
+	MaxKeyLen = 1024
 )
 
 var bom = []byte{0xef, 0xbb, 0xbf}

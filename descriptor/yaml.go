@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"coily.dev/coily/yamlguard"
 	"coily.dev/coily/yamlpos"
 )
 
@@ -17,7 +18,9 @@ import (
 // document and converts it to a value tree, refusing everything beyond the
 // JSON data model: anchors, aliases, merge keys, tags, floats, nulls,
 // duplicate or non-string member names, and trees deeper than maxDepth or
-// larger than maxNodes.
+// larger than maxNodes. The depth, the values and the length of keys are
+// bounded on the raw bytes first (package yamlguard), before the YAML
+// reader builds anything.
 func parseYAML(data []byte, maxDepth, maxNodes int) (*value, error) {
 	for _, c := range []struct {
 		r    string
@@ -31,6 +34,11 @@ func parseYAML(data []byte, maxDepth, maxNodes int) (*value, error) {
 			e.Line, e.Column = lineCol(data, i)
 			return nil, e
 		}
+	}
+	// Aliases are refused below; until then they are values like any other.
+	lim := yamlguard.Limits{MaxBytes: MaxSize, MaxDepth: maxDepth, MaxNodes: maxNodes, MaxAliases: maxNodes, MaxKeyLen: MaxKeyLen}
+	if err := yamlguard.Check(data, lim); err != nil {
+		return nil, guardError(err)
 	}
 	root, err := decodeOneYAML(data)
 	if err != nil {
@@ -71,6 +79,16 @@ func decodeOneYAML(data []byte) (root *yaml.Node, err error) {
 		return nil, badf("not a single YAML document")
 	}
 	return doc.Content[0], nil
+}
+
+// guardError turns a refusal of yamlguard into a refusal of the file.
+func guardError(err error) *Error {
+	e := badf("%s", err.Error())
+	var g *yamlguard.Error
+	if errors.As(err, &g) {
+		e.Line, e.Column, e.Msg = g.Line, g.Column, g.Msg
+	}
+	return e
 }
 
 // yamlError turns a YAML reader error into a refusal. The reader's messages

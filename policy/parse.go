@@ -20,11 +20,27 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/yamlguard"
 	"coily.dev/coily/yamlpos"
 )
 
-// MaxFileSize bounds a policy file; larger files are refused.
-const MaxFileSize = 4 << 20
+// Bounds on a policy file, checked on its bytes before the YAML reader
+// sees them (package yamlguard); values counted with aliases expanded too,
+// before the file is decoded (which expands them).
+const (
+	// MaxFileSize bounds a policy file; larger files are refused.
+	MaxFileSize = 4 << 20
+	// MaxDepth bounds nesting (the top-level mapping is depth 1).
+	MaxDepth = 32
+	// MaxValues bounds the values (mappings, sequences, keys, scalars).
+	MaxValues = 200000
+	// MaxAliases bounds the aliases (*name).
+	MaxAliases = 1000
+	// MaxKeyLen bounds a key, in characters.
+	MaxKeyLen = 1024
+)
+
+var fileLimits = yamlguard.Limits{MaxBytes: MaxFileSize, MaxDepth: MaxDepth, MaxNodes: MaxValues, MaxAliases: MaxAliases, MaxKeyLen: MaxKeyLen}
 
 // Error is a policy load failure that points at the offending place.
 type Error struct {
@@ -125,6 +141,9 @@ func Parse(name string, data []byte) (*Policy, error) {
 	if err := checkPrintable(name, data); err != nil {
 		return nil, err
 	}
+	if err := yamlguard.Check(data, fileLimits); err != nil {
+		return nil, guardError(name, err)
+	}
 	var root yaml.Node
 	if err := yaml.Unmarshal(data, &root); err != nil {
 		e := yamlError(name, err).(*Error)
@@ -135,6 +154,9 @@ func Parse(name string, data []byte) (*Policy, error) {
 	}
 	if len(root.Content) == 0 {
 		return nil, &Error{File: name, Msg: "empty policy"}
+	}
+	if err := yamlguard.CheckExpanded(&root, MaxValues); err != nil {
+		return nil, guardError(name, err)
 	}
 	var f fileV1
 	dec := yaml.NewDecoder(bytes.NewReader(data))
@@ -176,6 +198,16 @@ func checkPrintable(name string, data []byte) error {
 		return &Error{File: name, Line: line, Column: col, Msg: fmt.Sprintf("control character %U is not allowed", r)}
 	}
 	return nil
+}
+
+// guardError turns a refusal of yamlguard into an *Error.
+func guardError(name string, err error) error {
+	e := &Error{File: name, Msg: err.Error()}
+	var g *yamlguard.Error
+	if errors.As(err, &g) {
+		e.Line, e.Column, e.Msg = g.Line, g.Column, g.Msg
+	}
+	return e
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)(?:, column (\d+))?: `)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/hostileyaml"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/sandbox"
 )
@@ -469,6 +470,9 @@ func FuzzParse(f *testing.F) {
 			}
 			f.Add(data)
 		}
+	}
+	for _, c := range hostileyaml.Cases("version: 1\n", 2<<10, policy.MaxDepth, policy.MaxValues) {
+		f.Add(c.Data)
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := policy.Parse("fuzz.yaml", data)

@@ -7,12 +7,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
+	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/server"
@@ -202,6 +204,35 @@ func TestPolicyLiveReload(t *testing.T) {
 	})
 	if r := execArgv(t, in, "/bin/true"); r.err != nil {
 		t.Fatalf("last good policy not in force after the file went: %v", r.err)
+	}
+}
+
+// A hostile policy file, 4 MiB of nested brackets after a valid start, is
+// refused (with its place) and audited; the last good policy stays in
+// force, and refusing it costs little memory. Before the YAML reader was
+// bounded, it ran the server out of memory.
+func TestPolicyReloadRefusesHostileFile(t *testing.T) {
+	in := testserver.Start(t, testserver.Options{WatchPolicy: true})
+	if r := execArgv(t, in, "/bin/echo", "before"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	prefix := testserver.LocalPolicy + "x: "
+	hostile := prefix + strings.Repeat("[", policy.MaxFileSize-len(prefix))
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	writeAtomically(t, in.PolicyPath, hostile)
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == server.EventPolicyReload && r.Decision == "refuse" })
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	line := strings.Count(testserver.LocalPolicy, "\n") + 1
+	if want := fmt.Sprintf("policy.yaml:%d:%d: nested more than %d deep", line, 3+policy.MaxDepth, policy.MaxDepth); !strings.Contains(rec.Reason, want) || rec.Code != string(refusal.BadRequest) {
+		t.Fatalf("reload refusal = %s %q; want %s and %q", rec.Code, rec.Reason, refusal.BadRequest, want)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 256<<20 {
+		t.Errorf("refusing the file allocated %d MiB", grew>>20)
+	}
+	if r := execArgv(t, in, "/bin/echo", "still"); r.err != nil {
+		t.Fatalf("last good policy not in force: %v", r.err)
 	}
 }
 

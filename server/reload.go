@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -61,7 +62,7 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 	if age := now.Sub(before.ModTime()); age < quiet {
 		return nil, fmt.Errorf("%w (modified %s ago)", errPolicyChanging, age.Round(time.Millisecond))
 	}
-	data, err := os.ReadFile(path)
+	data, err := readAtMost(path, policy.MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
@@ -74,12 +75,30 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 	}
 	// Size and mtime miss a rewrite of the same length within the clock's
 	// granularity: a second read must hash the same.
-	again, err := os.ReadFile(path)
+	again, err := readAtMost(path, policy.MaxFileSize)
 	if err != nil {
 		return nil, err
 	}
 	if sha256.Sum256(again) != sha256.Sum256(data) {
 		return nil, fmt.Errorf("%w (changed while read)", errPolicyChanging)
+	}
+	return data, nil
+}
+
+// readAtMost reads the file at path, refusing one that holds more than max
+// bytes by the time it is read (it may have grown since it was measured).
+func readAtMost(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, fmt.Errorf("policy file larger than %d bytes", max)
 	}
 	return data, nil
 }

@@ -7,7 +7,11 @@
 // collection the opening bracket is reported.
 //
 // It never panics on any input (it recovers), and it reads nothing but the
-// bytes given.
+// bytes given. The second reader costs memory with the square of the
+// nesting and hundreds of bytes a token, so Locate gives up (ok false) on
+// input past bounds it checks itself, before that reader sees it, by counts
+// that hold however a reader tokenizes: bytes, words, flow brackets, and
+// block entries on a line.
 package yamlpos
 
 import (
@@ -30,6 +34,9 @@ type Pos struct {
 // it cannot tell (the second reader accepts data, or fails without a
 // place).
 func Locate(data []byte) (p Pos, ok bool) {
+	if !bounded(data) {
+		return Pos{}, false
+	}
 	defer func() {
 		if recover() != nil {
 			p, ok = Pos{}, false

@@ -3,6 +3,8 @@ package yamlpos
 import (
 	"strings"
 	"testing"
+
+	"coily.dev/coily/internal/hostileyaml"
 )
 
 var cases = []struct {
@@ -37,6 +39,9 @@ func TestLocate(t *testing.T) {
 func FuzzLocate(f *testing.F) {
 	for _, c := range cases {
 		f.Add(c.text)
+	}
+	for _, c := range hostileyaml.Cases("version: 1\n", 2<<10, 8, 20000) {
+		f.Add(string(c.Data))
 	}
 	f.Fuzz(func(t *testing.T, text string) {
 		p, ok := Locate([]byte(text))
