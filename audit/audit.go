@@ -37,8 +37,9 @@
 // Changing, removing, inserting or reordering a line is detected by Verify
 // and reported as a *BrokenError naming the first bad line. Truncating the
 // end of the log, or rewriting a whole suffix of it with recomputed hashes,
-// cannot be detected from the log alone: anchor Report.Last elsewhere for
-// that.
+// cannot be detected from the log alone: a Head recorded elsewhere (the
+// server keeps Log.Head in its state file, told by SetAnchor) can, with
+// CheckHead.
 //
 // # Failure handling
 //

@@ -178,64 +178,6 @@ func TestRecordCaps(t *testing.T) {
 	mustVerify(t, dir)
 }
 
-// The lockout state the log tells: lockouts, unlocks, an unlock that could
-// not be persisted, checkpoints.
-func TestLastLockout(t *testing.T) {
-	dir := t.TempDir()
-	c := newClock(oct)
-	state, by := "inactive", ""
-	l, err := Open(Config{Dir: dir, Now: c.Now, MaxFileSize: 1 << 10,
-		Checkpoint: func() map[string]string { return map[string]string{"lockout": state, "lockout_by": by} }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	add := func(r Record) {
-		t.Helper()
-		if _, err := l.Append(context.Background(), r); err != nil {
-			t.Fatal(err)
-		}
-		// As the server's checkpoint reports its state.
-		switch {
-		case r.Event == EventLockout && state != "active":
-			state, by = "active", r.Principal
-		case r.Event == EventUnlock && r.Decision == "allow":
-			state, by = "inactive", r.Principal
-		case r.Event == EventUnlock && r.Code == "internal":
-			state, by = "active", r.Principal
-		}
-	}
-	check := func(active bool, by string) {
-		t.Helper()
-		st, err := LastLockout(dir)
-		if err != nil || !st.Known || st.Active != active || st.By != by {
-			t.Fatalf("LastLockout = %+v, %v; want active %v by %q", st, err, active, by)
-		}
-	}
-	if st, err := LastLockout(t.TempDir()); err != nil || st.Known {
-		t.Fatalf("empty log: %+v %v", st, err)
-	}
-	add(Record{Event: "exec.decision", Decision: "allow"})
-	check(false, "")
-	add(Record{Event: EventLockout, Decision: "allow", Principal: "tag:owner", Reason: "r"})
-	check(true, "tag:owner")
-	add(Record{Event: EventLockout, Decision: "allow", Principal: "tag:other"})
-	check(true, "tag:owner") // the first lockout's record stands
-	add(Record{Event: EventUnlock, Decision: "refuse", Code: "permission-denied", Principal: "tag:agent"})
-	check(true, "tag:owner")
-	add(Record{Event: EventUnlock, Decision: "allow", Principal: "local:root"})
-	check(false, "local:root")
-	add(Record{Event: EventUnlock, Decision: "refuse", Code: "internal", Principal: "local:root"})
-	check(true, "local:root") // not persisted: still locked
-	add(Record{Event: EventUnlock, Decision: "allow", Principal: "local:root"})
-	check(false, "local:root")
-	state, by = "active", "cp" // what the next checkpoint says wins over older records
-	for range 20 {
-		add(Record{Event: "exec.decision", Decision: "refuse"})
-	}
-	check(true, "cp")
-}
-
 var _ = time.Second
 
 // A record keeps at most MaxEgressRows egress rows, where the command

@@ -20,6 +20,7 @@ type Log struct {
 	now        func() time.Time
 	maxSize    int64
 	checkpoint func() map[string]string
+	anchor     func(Head) // SetAnchor
 
 	mu     sync.Mutex
 	f      *os.File // newest file, nil until the first file exists
@@ -28,8 +29,13 @@ type Log struct {
 	seq    uint64   // Seq of the last line on disk
 	head   string   // hex SHA-256 of the last line on disk
 	broken error    // the last write/sync failure, until a retry succeeds
+	// durable is the last line known to be synced (Head).
+	durable Head
 	// pending is set when lines were written to f but not yet fsynced.
 	pending bool
+	// rotated is set when an append closed a file, until append tells
+	// the anchor.
+	rotated bool
 	closed  bool
 }
 
@@ -37,8 +43,9 @@ type Log struct {
 // needed. It recovers Seq and the chain head from the last line of the
 // newest non-empty file; if that line is torn or does not verify on its
 // own, Open returns an error wrapping ErrCorrupt (a *BrokenError; Torn
-// says whether Repair can mend it). Open does not verify the whole chain:
-// use Verify for that.
+// says whether Repair can mend it). It syncs the file holding that line
+// (an earlier run may have died before it did), so Head is durable from
+// the start. Open does not verify the whole chain: use Verify for that.
 func Open(cfg Config) (*Log, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("audit: open: no directory configured")
@@ -60,15 +67,20 @@ func Open(cfg Config) (*Log, error) {
 	}
 	l := &Log{dir: cfg.Dir, now: now, head: zeroHash, maxSize: maxSize, checkpoint: cfg.Checkpoint}
 	for i := len(files) - 1; i >= 0; i-- {
-		rec, h, ok, err := lastRecord(filepath.Join(cfg.Dir, files[i].name))
+		path := filepath.Join(cfg.Dir, files[i].name)
+		rec, h, ok, err := lastRecord(path)
 		if err != nil {
 			return nil, fmt.Errorf("audit: open: %w", err)
 		}
 		if ok {
+			if err := syncFile(path); err != nil {
+				return nil, fmt.Errorf("audit: open: %w", err)
+			}
 			l.seq, l.head = rec.Seq, h
 			break
 		}
 	}
+	l.durable = Head{Seq: l.seq, Hash: l.head}
 	if len(files) > 0 {
 		newest := files[len(files)-1]
 		f, err := openAppend(filepath.Join(cfg.Dir, newest.name))
@@ -122,6 +134,15 @@ func lastRecord(path string) (rec Record, lineHash string, ok bool, err error) {
 	return rec, lineHash, true, nil
 }
 
+// syncFile fsyncs the file at path.
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(f.Sync(), f.Close())
+}
+
 func openAppend(path string) (*os.File, error) {
 	return os.OpenFile(path, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 }
@@ -155,7 +176,18 @@ func (l *Log) append(ctx context.Context, r Record, durable bool) (Record, error
 		return Record{}, errors.New("audit: append: record has no event")
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	out, err := l.appendLocked(ctx, r, durable)
+	rotated, anchor, head := l.rotated, l.anchor, l.durable
+	l.rotated = false
+	l.mu.Unlock()
+	if rotated && anchor != nil {
+		anchor(head)
+	}
+	return out, err
+}
+
+// appendLocked is append with l.mu held.
+func (l *Log) appendLocked(ctx context.Context, r Record, durable bool) (Record, error) {
 	if l.closed {
 		return Record{}, fmt.Errorf("audit: append: %w", ErrClosed)
 	}
@@ -189,6 +221,9 @@ func (l *Log) writeRecord(f *os.File, r Record, t time.Time, durable bool) (Reco
 		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, err)
 	}
 	l.seq, l.head = r.Seq, hashHex(line[:len(line)-1])
+	if durable {
+		l.durable = Head{Seq: l.seq, Hash: l.head}
+	}
 	r.Hash = selfHash
 	return r, nil
 }
@@ -226,6 +261,7 @@ func (l *Log) recover() error {
 	}
 	l.broken = nil
 	l.pending = false
+	l.durable = Head{Seq: l.seq, Hash: l.head}
 	return nil
 }
 
@@ -269,6 +305,8 @@ func (l *Log) fileFor(t time.Time, durable bool) (*os.File, error) {
 			l.pending = false
 		}
 		_ = l.f.Close()
+		// Every line of the file closed is on disk: an anchor to tell.
+		l.durable, l.rotated = Head{Seq: l.seq, Hash: l.head}, true
 	}
 	previous := l.file.name
 	l.f, l.file, l.size = f, next, fi.Size()
@@ -307,20 +345,35 @@ func syncDir(dir string) error {
 }
 
 // Close closes the log. Later Appends fail with ErrClosed. Closing twice is
-// a no-op.
+// a no-op. The anchor (SetAnchor) is told the durable head last.
 func (l *Log) Close() error {
 	l.mu.Lock()
-	defer l.mu.Unlock()
 	if l.closed {
+		l.mu.Unlock()
 		return nil
 	}
 	l.closed = true
+	err := l.closeFile()
+	anchor, head := l.anchor, l.durable
+	l.mu.Unlock()
+	if anchor != nil {
+		anchor(head)
+	}
+	return err
+}
+
+// closeFile syncs what is pending and closes the newest file. Must be
+// called with l.mu held.
+func (l *Log) closeFile() error {
 	if l.f == nil {
 		return nil
 	}
 	var syncErr error
 	if l.pending {
 		syncErr = l.f.Sync()
+	}
+	if syncErr == nil {
+		l.durable = Head{Seq: l.seq, Hash: l.head}
 	}
 	if err := errors.Join(syncErr, l.f.Close()); err != nil {
 		return fmt.Errorf("audit: close: %w", err)

@@ -13,6 +13,8 @@
 //     failed audit write fails the request;
 //   - a lockout is in force in memory before its persistence is attempted, and
 //     no command admitted after it can start;
+//   - it never starts more open than its state file or its audit log says it
+//     was, nor unlocked beside a log that lost records (stateguard.go);
 //   - refusals become gRPC status errors in exactly one place (the
 //     interceptors, through package refusal);
 //   - metric labels are bounded: rule names of the policy, refusal codes
@@ -138,6 +140,10 @@ type Server struct {
 
 	// fleet holds every sandbox started and not yet over (sandbox.Fleet).
 	fleet *sandbox.Fleet
+	// anchorMu serialises recording the audit head (anchor.go); anchored
+	// is the seq last recorded.
+	anchorMu sync.Mutex
+	anchored uint64
 
 	bg   sync.WaitGroup // lockout escalations
 	quit chan struct{}  // closed by Shutdown: escalations kill at once
@@ -145,9 +151,9 @@ type Server struct {
 
 // New returns a server restored to the stop state recorded in the store,
 // cross-checked against the audit log (stateguard.go): it never starts more
-// open than the log says it was. An unreadable state is an error: the
-// server must not start unlocked because it could not read that it was
-// locked.
+// open than the log says it was, and starts locked out when the log lost
+// records the store saw. An unreadable state is an error: the server must
+// not start unlocked because it could not read that it was locked.
 func New(cfg Config) (*Server, error) {
 	if cfg.Policy == nil || cfg.Store == nil || cfg.Audit == nil {
 		return nil, errors.New("server: Policy, Store and Audit are required")
@@ -194,10 +200,12 @@ func New(cfg Config) (*Server, error) {
 	s.metrics.rules(cfg.Policy)
 	s.approvals.observe = s.metrics.approvalEnded
 	s.configureNotifier(cfg.Policy)
-	if err := s.crossCheckLockout(); err != nil {
+	if err := s.crossCheckState(); err != nil {
 		return nil, err
 	}
 	cfg.Audit.SetCheckpoint(s.checkpoint)
+	cfg.Audit.SetAnchor(s.anchorHead)
+	s.anchor()
 	if s.stops.Lockout.Active {
 		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
 	}
@@ -319,5 +327,8 @@ func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (
 		return out, err
 	}
 	s.log.Info("decision", append(attrs, "audit_id", out.ID)...)
+	if anchorsHead(out) {
+		s.anchor()
+	}
 	return out, nil
 }

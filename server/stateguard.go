@@ -2,7 +2,12 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
 	"time"
 
 	"coily.dev/coily/audit"
@@ -10,61 +15,178 @@ import (
 	"coily.dev/coily/store"
 )
 
-// EventStateRestore is the audit record of a lockout the server put back
-// at start because its state file had lost it.
-const EventStateRestore = "state.restore"
+// EventStateRestore is the audit record of the stops the server put back,
+// or imposed, at start because its state file and the audit log disagreed.
+const EventStateRestore = audit.EventStateRestore
 
-// crossCheckLockout makes sure the server does not come up more open than
-// it went down. The state file's lockout is checked against the last
-// lockout or unlock the audit log records, and against the log's mere
-// existence:
+// crossCheckState makes sure the server does not come up more open than it
+// went down, taking for each stop control the more restrictive of what the
+// state file and the audit log say:
+//   - the log's last word is a lockout, a pause or a principal's pause of
+//     itself the state file does not have (an older state file put back,
+//     a state written unpersisted): it is restored from the log;
 //   - the state file was missing or empty (store.DB.Created) while the log
-//     holds records: the state was lost (a deleted, zeroed or replaced
-//     file), so the server starts locked out;
-//   - the log's last word is a lockout the state file does not have: the
-//     lockout is restored from the log;
-//   - a lockout in the state file stands whatever the log says (the more
-//     restrictive wins).
+//     holds records: the state was lost, so the server starts locked out;
+//   - the log no longer holds the head the state file recorded
+//     (audit.CheckHead): records were cut off its end or rewritten, so the
+//     server starts locked out, naming both.
 //
-// A restored lockout is persisted and audited (state.restore).
-func (s *Server) crossCheckLockout() error {
-	if s.stops.Lockout.Active {
-		return nil
-	}
-	records := s.cfg.Audit.Records()
-	logged, err := audit.LastLockout(s.cfg.Audit.Dir())
+// What it restores is persisted, logged and audited in one state.restore
+// record that says what disagreed. The head is recorded afresh at start
+// (anchor), but after a log found short only once its lockout is
+// persisted: until then every start finds it again.
+func (s *Server) crossCheckState() error {
+	dir := s.cfg.Audit.Dir()
+	logged, err := audit.LastStops(dir)
 	if err != nil {
-		return fmt.Errorf("server: read the lockout state from the audit log: %w", err)
+		return fmt.Errorf("server: read the stop state from the audit log: %w", err)
 	}
-	var st store.Stop
-	switch {
-	case logged.Active:
-		st = store.Stop{Active: true, By: logged.By, Reason: logged.Reason, Since: logged.Since}
-		if st.Since.IsZero() {
-			st.Since = s.cfg.Now()
-		}
-		st.Reason = fmt.Sprintf("%s [restored at start from audit record %s: %s said unlocked]", st.Reason, logged.ID, s.cfg.Store.Path())
-	case s.cfg.Store.Created() && records > 0:
-		st = store.Stop{Active: true, By: serverCaller.Principal, Since: s.cfg.Now(), Reason: fmt.Sprintf(
+	head, err := s.cfg.Store.AuditHead()
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("server: %w", err)
+	}
+	s.anchored = head.Seq // never recorded further back in this run, but below
+	r := restoring{s: s, stops: s.stops, details: map[string]string{"state_file": s.cfg.Store.Path()}}
+	r.fromLog(logged)
+	if s.cfg.Store.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
+		r.lock(serverCaller.Principal, s.cfg.Now(), fmt.Sprintf(
 			"%s was missing or empty while the audit log holds %d records: the state was lost, so coily started locked out; "+
-				"check what happened (coily state check, coily audit tail), then unlock", s.cfg.Store.Path(), records)}
-	default:
+				"check what happened (coily state check, coily audit tail), then unlock", s.cfg.Store.Path(), s.cfg.Audit.Records()))
+		r.found = append(r.found, "state file missing or empty")
+	}
+	short, err := r.checkHead(dir, head)
+	if err != nil {
+		return err
+	}
+	if len(r.found) == 0 {
 		return nil
 	}
-	s.log.Error("starting locked out: the state file had lost the lockout", "reason", st.Reason)
-	s.stops.Lockout = st
-	rec := callerRecord(serverCaller, "", EventStateRestore, st.Reason)
-	rec.Decision, rec.Details = "allow", map[string]string{"state_file": s.cfg.Store.Path()}
-	if logged.ID != "" {
-		rec.Details["from_record"] = logged.ID
+	persisted, err := r.apply()
+	if err != nil {
+		return err
 	}
-	if err := s.cfg.Store.SetLockout(st); err != nil {
-		rec.Code, rec.Details["error"] = string(refusal.Internal), err.Error()
-	}
-	if _, err := s.record(context.Background(), rec); err != nil {
-		return fmt.Errorf("server: audit the restored lockout: %w", err)
+	switch {
+	case short && persisted:
+		s.anchored = 0 // the log as it is now, from here on
+	case short:
+		// The lockout is in force but not in the state file: the head
+		// stays as recorded, so that the next start finds it again.
+		s.anchored = math.MaxUint64
 	}
 	return nil
+}
+
+// restoring is the stop state crossCheckState arrives at.
+type restoring struct {
+	s       *Server
+	stops   store.Stops
+	lockout bool // the lockout changed
+	pauses  bool // the pause or a self-pause changed
+	found   []string
+	details map[string]string
+}
+
+// fromLog takes each stop the log has active and the state file has not.
+func (r *restoring) fromLog(logged audit.Stops) {
+	file := r.s.cfg.Store.Path()
+	if l := logged.Lockout; l.Active && !r.stops.Lockout.Active {
+		r.lock(l.By, l.Since, fmt.Sprintf("%s [restored at start from audit record %s: %s said unlocked]", l.Reason, l.ID, file))
+		r.found = append(r.found, fmt.Sprintf("lockout: audit record %s says locked out, the state file unlocked", l.ID))
+		r.details["from_record"] = l.ID
+	}
+	if p := logged.Pause; p.Active && !r.stops.Pause.Active {
+		r.stops.Pause = r.stop(p.By, p.Since, fmt.Sprintf("%s [restored at start from audit record %s: %s said not paused]", p.Reason, p.ID, file))
+		r.pauses = true
+		r.found = append(r.found, fmt.Sprintf("pause: audit record %s says paused, the state file not", p.ID))
+		r.details[audit.CheckpointPause], r.details["pause_from_record"] = "active", p.ID
+	}
+	restored := map[string]audit.Stop{}
+	for _, who := range slices.Sorted(maps.Keys(logged.SelfPauses)) {
+		p := logged.SelfPauses[who]
+		if old, ok := r.stops.SelfPauses[who]; ok && old.Active {
+			continue
+		}
+		self := maps.Clone(r.stops.SelfPauses)
+		if self == nil {
+			self = map[string]store.Stop{}
+		}
+		self[who] = r.stop(who, p.Since, fmt.Sprintf("paused itself [restored at start from audit record %s: %s said not paused]", p.ID, file))
+		r.stops.SelfPauses, r.pauses = self, true
+		restored[who] = audit.Stop{Active: true, Since: self[who].Since}
+		r.found = append(r.found, fmt.Sprintf("%s's pause of itself: audit record %s says paused, the state file not", who, p.ID))
+	}
+	if len(restored) > 0 {
+		r.details[audit.CheckpointSelfPauses] = audit.SelfPausesDetail(restored)
+	}
+}
+
+// checkHead locks out when the log no longer holds the recorded head.
+func (r *restoring) checkHead(dir string, h store.AuditHead) (short bool, err error) {
+	err = audit.CheckHead(dir, audit.Head{Seq: h.Seq, Hash: h.Hash})
+	var herr *audit.HeadError
+	if !errors.As(err, &herr) {
+		if err != nil {
+			return false, fmt.Errorf("server: check the audit log against the head %s recorded: %w", r.s.cfg.Store.Path(), err)
+		}
+		return false, nil
+	}
+	why := fmt.Sprintf("%s (recorded in %s at %s)", strings.TrimPrefix(herr.Error(), "audit: "), r.s.cfg.Store.Path(),
+		h.At.UTC().Format("2006-01-02T15:04:05Z"))
+	r.found = append(r.found, why)
+	r.details["audit_head_recorded"] = fmt.Sprintf("%d %s", h.Seq, h.Hash)
+	r.details["audit_head_found"] = fmt.Sprintf("%d %s", herr.Last.Seq, herr.Last.Hash)
+	r.lock(serverCaller.Principal, r.s.cfg.Now(), why+": coily started locked out. Find out what removed them "+
+		"(coily audit verify, coily audit tail, a copy of the log kept elsewhere), then unlock (coily unlock)")
+	return true, nil
+}
+
+// lock locks out, or adds why to the reason of the lockout in force (the
+// state file's keeps its by and since).
+func (r *restoring) lock(by string, since time.Time, why string) {
+	r.details[audit.CheckpointLockout] = "active"
+	switch {
+	case r.lockout:
+		r.stops.Lockout.Reason += "; " + why
+	case r.stops.Lockout.Active:
+		r.stops.Lockout.Reason += " [at start: " + why + "]"
+	default:
+		r.stops.Lockout = r.stop(by, since, why)
+	}
+	r.lockout = true
+}
+
+func (r *restoring) stop(by string, since time.Time, reason string) store.Stop {
+	if since.IsZero() {
+		since = r.s.cfg.Now()
+	}
+	return store.Stop{Active: true, By: by, Reason: reason, Since: since}
+}
+
+// apply puts the state in force, persists what changed, and logs and
+// audits what disagreed. persisted is false when a write failed (the
+// state is in force in memory all the same).
+func (r *restoring) apply() (persisted bool, err error) {
+	s := r.s
+	s.stops = r.stops
+	var errs []error
+	if r.lockout {
+		errs = append(errs, s.cfg.Store.SetLockout(r.stops.Lockout))
+	}
+	if r.pauses {
+		errs = append(errs, s.cfg.Store.SetPauses(r.stops.Pause, r.stops.SelfPauses))
+	}
+	reason := strings.Join(r.found, "; ")
+	s.log.Error("starting more restricted than the state file: it disagrees with the audit log", "found", reason,
+		"locked_out", s.stops.Lockout.Active)
+	rec := callerRecord(serverCaller, "", EventStateRestore, reason)
+	rec.Decision, rec.Details = "allow", r.details
+	if perr := errors.Join(errs...); perr != nil {
+		rec.Code, rec.Details["error"] = string(refusal.Internal), perr.Error()
+	}
+	if _, err := s.record(context.Background(), rec); err != nil {
+		return false, fmt.Errorf("server: audit the restored stop state: %w", err)
+	}
+	return errors.Join(errs...) == nil, nil
 }
 
 // checkpoint is what opens every new audit file: the stop state as the
@@ -75,16 +197,13 @@ func (s *Server) checkpoint() map[string]string {
 	if err != nil {
 		return map[string]string{"state_error": err.Error()}
 	}
-	out := map[string]string{"lockout": "inactive", "pause": "inactive"}
-	if st.Lockout.Active {
-		out["lockout"] = "active"
+	self := map[string]audit.Stop{}
+	for who, p := range st.SelfPauses {
+		self[who] = auditStop(p)
 	}
-	if st.Pause.Active {
-		out["pause"] = "active"
-	}
-	out["lockout_by"], out["lockout_reason"] = st.Lockout.By, st.Lockout.Reason
-	if !st.Lockout.Since.IsZero() {
-		out["lockout_since"] = st.Lockout.Since.UTC().Format(time.RFC3339Nano)
-	}
-	return out
+	return audit.Stops{Lockout: auditStop(st.Lockout), Pause: auditStop(st.Pause), SelfPauses: self}.CheckpointDetails()
+}
+
+func auditStop(s store.Stop) audit.Stop {
+	return audit.Stop{Active: s.Active, By: s.By, Reason: s.Reason, Since: s.Since}
 }

@@ -1,6 +1,7 @@
 // Package store owns coily's persistent state in one bbolt file: the stop
-// controls (lockout, pause), a record of every Exec request, and the
-// dynamic-secret leases in use (until they are revoked).
+// controls (lockout, pause), the audit chain's head as last recorded, a
+// record of every Exec request, and the dynamic-secret leases in use (until
+// they are revoked).
 //
 // Invariants:
 //   - every write is a committed, fsynced bbolt transaction before it returns;
@@ -82,7 +83,7 @@ func Open(path string) (*DB, error) {
 	case fi.Size() < 2*int64(os.Getpagesize()) || fi.Size()%int64(os.Getpagesize()) != 0:
 		return nil, damaged(path, fmt.Errorf("%d bytes is not a whole number of pages", fi.Size()))
 	}
-	db, err := openChecked(path)
+	db, err := openChecked(path, &bolt.Options{Timeout: OpenTimeout})
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +105,7 @@ func Open(path string) (*DB, error) {
 // openChecked opens the file with bbolt and runs its consistency check,
 // turning a fault on the mapping (a file truncated under bbolt: SIGBUS) or
 // a panic inside bbolt into ErrDamaged.
-func openChecked(path string) (db *bolt.DB, err error) {
+func openChecked(path string, opts *bolt.Options) (db *bolt.DB, err error) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if p := recover(); p != nil {
@@ -114,7 +115,7 @@ func openChecked(path string) (db *bolt.DB, err error) {
 			db, err = nil, damaged(path, fmt.Errorf("%v", p))
 		}
 	}()
-	db, err = bolt.Open(path, 0o600, &bolt.Options{Timeout: OpenTimeout})
+	db, err = bolt.Open(path, 0o600, opts)
 	if err != nil {
 		if errors.Is(err, berrors.ErrTimeout) {
 			return nil, fmt.Errorf("store: %s is locked by another process (is another coily serving this state dir?): %w", path, err)

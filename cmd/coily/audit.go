@@ -8,16 +8,19 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cli"
+	"coily.dev/coily/store"
 )
 
 // auditCmd is `coily audit`: the subcommands read the log files directly,
@@ -39,7 +42,7 @@ whole chain, and the repair of a torn last record.`,
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
 				return func(_ context.Context, e *env) int { return auditShow(e, e.args[0], *asJSON) }
 			}}),
-		command(a, spec{use: "verify [--json]", short: "check the whole hash chain, across rotated files",
+		command(a, spec{use: "verify [--json]", short: "check the whole hash chain, across rotated files, and that it holds the head the state file recorded",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the report as JSON")
 				return func(_ context.Context, e *env) int { return auditVerify(e, auditDir(e), *asJSON) }
@@ -100,10 +103,25 @@ func auditShow(e *env, id string, asJSON bool) int {
 	return 0
 }
 
+// auditVerify checks the whole chain, then that the log still holds the
+// head the state file beside it recorded (a log cut back is whole, but
+// short).
 func auditVerify(e *env, dir string, asJSON bool) int {
 	rep, err := audit.Verify(dir)
+	head, note := recordedHead(filepath.Join(filepath.Dir(dir), "coily.db"))
+	if err == nil && head.Seq > 0 {
+		if err = audit.CheckHead(dir, audit.Head{Seq: head.Seq, Hash: head.Hash}); err != nil {
+			err = fmt.Errorf("%w (the head the state file recorded at %s)", err, head.At.UTC().Format(time.RFC3339))
+		}
+	}
 	if asJSON {
 		out := map[string]any{"ok": err == nil, "records": rep.Lines, "files": rep.Files, "head": rep.Last}
+		if head.Seq > 0 {
+			out["recorded_head"] = map[string]any{"seq": head.Seq, "hash": head.Hash, "at": head.At}
+		}
+		if note != "" {
+			out["recorded_head_unchecked"] = note
+		}
 		if err != nil {
 			out["error"] = err.Error()
 		}
@@ -117,8 +135,37 @@ func auditVerify(e *env, dir string, asJSON bool) int {
 	}
 	if !asJSON {
 		printLine(e.stdout, "audit log OK: %d records in %d file(s); head %s", rep.Lines, rep.Files, rep.Last)
+		switch {
+		case head.Seq > 0:
+			printLine(e.stdout, "it holds the head the state file recorded (record %d)", head.Seq)
+		case note != "":
+			printLine(e.stdout, "the state file's recorded head was not checked: %s", note)
+		}
 	}
 	return 0
+}
+
+// recordedHead reads the audit head the state file at path recorded,
+// read-only. A state file that is missing or records none is no head and
+// no note; one that cannot be read (a running server holds it: the server
+// checks the head when it next starts) is a note saying why.
+func recordedHead(path string) (store.AuditHead, string) {
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return store.AuditHead{}, ""
+	}
+	db, err := store.OpenReadOnly(path, 200*time.Millisecond)
+	if err != nil {
+		return store.AuditHead{}, err.Error()
+	}
+	defer db.Close()
+	h, err := db.AuditHead()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return store.AuditHead{}, ""
+	case err != nil:
+		return store.AuditHead{}, err.Error()
+	}
+	return h, ""
 }
 
 // auditRepair cuts a torn last line (a crash or a full disk mid-write) and

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -21,9 +23,10 @@ import (
 // directly, with the server stopped (bbolt locks the file while it runs).
 func stateCmd(a *cli.App) *cobra.Command {
 	return group("state", "the state file, with the server stopped: check, rebuild",
-		`Check the state file (coily.db: lockout and pause, nonces, rate buckets, request records, keys) against
-the audit log, or rebuild it from what can be rebuilt and start locked out (docs/operations.md).`,
-		command(a, spec{use: "check", short: "check the state file and compare its lockout with the audit log's",
+		`Check the state file (coily.db: lockout and pause, the audit log's recorded head, nonces, rate buckets,
+request records, keys) against the audit log, or rebuild it from what can be rebuilt and start locked out
+(docs/operations.md).`,
+		command(a, spec{use: "check", short: "check the state file against the audit log: its stops, the log's recorded head",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				return func(_ context.Context, e *env) int { return stateCheck(e, e.global.StateDir) }
 			}}),
@@ -35,10 +38,12 @@ the audit log, or rebuild it from what can be rebuilt and start locked out (docs
 }
 
 // stateCheck opens the state file (bbolt's consistency check included),
-// reads the stop controls, and compares the lockout with the audit log's.
-// It exits 0 when the file is sound and agrees with the log.
+// reads the stop controls, and compares them with the audit log's; it
+// checks that the log still holds the head the state file recorded. It
+// exits 0 when the file is sound and agrees with the log.
 func stateCheck(e *env, dir string) int {
 	path := filepath.Join(dir, "coily.db")
+	auditDir := filepath.Join(dir, "audit")
 	ok := true
 	say := func(good bool, format string, args ...any) {
 		mark := "ok   "
@@ -47,11 +52,11 @@ func stateCheck(e *env, dir string) int {
 		}
 		printLine(e.stdout, mark+format, args...)
 	}
-	logged, lerr := audit.LastLockout(filepath.Join(dir, "audit"))
+	logged, lerr := audit.LastStops(auditDir)
 	if errors.Is(lerr, os.ErrNotExist) {
-		logged, lerr = audit.LockoutState{}, nil // no log yet
+		logged, lerr = audit.Stops{}, nil // no log yet
 	}
-	say(lerr == nil, "audit log: last lockout state %s", describeLogged(logged, lerr))
+	say(lerr == nil, "audit log: last lockout state %s", describeLogged(logged.Lockout, lerr))
 	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
 		say(false, "%s is missing: the server will start locked out if the audit log has records", path)
 		return exitFor(ok)
@@ -72,11 +77,60 @@ func stateCheck(e *env, dir string) int {
 		say(false, "stop state: %v", err)
 		return exitFor(ok)
 	}
-	say(true, "lockout %s, pause %s", onOff(st.Lockout.Active), onOff(st.Pause.Active))
-	if logged.Known && logged.Active && !st.Lockout.Active {
-		say(false, "the audit log's last word is a lockout (%s) the state file does not have: the server restores it at start", logged.ID)
+	say(true, "lockout %s, pause %s, %d principal(s) paused themselves", onOff(st.Lockout.Active), onOff(st.Pause.Active), countActive(st.SelfPauses))
+	for _, d := range stopDisagreements(st, logged) {
+		say(false, "%s: the server restores it at start", d)
 	}
+	checkHead(db, auditDir, say)
 	return exitFor(ok)
+}
+
+// stopDisagreements lists the stops the audit log has active and the state
+// file has not.
+func stopDisagreements(st store.Stops, logged audit.Stops) []string {
+	var out []string
+	if l := logged.Lockout; l.Active && !st.Lockout.Active {
+		out = append(out, fmt.Sprintf("the audit log's last word is a lockout (%s) the state file does not have", l.ID))
+	}
+	if p := logged.Pause; p.Active && !st.Pause.Active {
+		out = append(out, fmt.Sprintf("the audit log's last word is a pause (%s) the state file does not have", p.ID))
+	}
+	for _, who := range slices.Sorted(maps.Keys(logged.SelfPauses)) {
+		if !st.SelfPauses[who].Active {
+			out = append(out, fmt.Sprintf("the audit log has %s paused itself (%s), the state file not", cli.ShellWord(who), logged.SelfPauses[who].ID))
+		}
+	}
+	return out
+}
+
+// checkHead says whether the audit log still holds the head the state
+// file recorded.
+func checkHead(db *store.DB, auditDir string, say func(bool, string, ...any)) {
+	h, err := db.AuditHead()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		say(true, "audit head: none recorded yet (the server records it when it next starts)")
+		return
+	case err != nil:
+		say(false, "%v", err)
+		return
+	}
+	if err := audit.CheckHead(auditDir, audit.Head{Seq: h.Seq, Hash: h.Hash}); err != nil {
+		say(false, "%v (the head %s recorded at %s): the server starts locked out; find out what removed them, then unlock",
+			err, db.Path(), h.At.UTC().Format(time.RFC3339))
+		return
+	}
+	say(true, "the audit log holds the head the state file recorded (record %d)", h.Seq)
+}
+
+func countActive(m map[string]store.Stop) int {
+	n := 0
+	for _, s := range m {
+		if s.Active {
+			n++
+		}
+	}
+	return n
 }
 
 // stateRebuild keeps a damaged state file aside and makes a new one that
@@ -113,8 +167,15 @@ func stateRebuild(e *env, dir string) int {
 	}
 	log, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
 	if err == nil {
-		_, err = log.Append(context.Background(), audit.Record{Event: "state.rebuild", Principal: who, Transport: "local",
-			Decision: "allow", Reason: reason, Details: map[string]string{"kept_aside": aside}})
+		_, err = log.Append(context.Background(), audit.Record{Event: audit.EventStateRebuild, Principal: who, Transport: "local",
+			Decision: "allow", Reason: reason, Details: map[string]string{"kept_aside": aside, audit.CheckpointLockout: "active"}})
+		if err == nil {
+			// The new state file starts from the log as it is.
+			h := log.Head()
+			if err = db.SetAuditHead(store.AuditHead{Seq: h.Seq, Hash: h.Hash, At: time.Now()}); err != nil {
+				err = fmt.Errorf("recorded, but its head could not be: %w", err)
+			}
+		}
 		log.Close()
 	}
 	if err != nil {
@@ -128,7 +189,7 @@ func stateRebuild(e *env, dir string) int {
 	return 0
 }
 
-func describeLogged(l audit.LockoutState, err error) string {
+func describeLogged(l audit.Stop, err error) string {
 	switch {
 	case err != nil:
 		return err.Error()

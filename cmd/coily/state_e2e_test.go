@@ -145,3 +145,54 @@ func dirSnapshot(t *testing.T, dir string) string {
 	}
 	return b.String()
 }
+
+// Records cut off the audit log's end leave a log that verifies on its
+// own: `audit verify` and `state check` compare it with the head the state
+// file recorded and fail, naming both; the server starts locked out.
+func TestCLIShortAuditLog(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	p.run(t, "exec", "--", "/bin/echo", "hi")
+	if r := p.run(t, "lockout", "--reason", "drill"); r.code != 0 {
+		t.Fatalf("lockout: %+v", r)
+	}
+	p.stop()
+	if r := runCoily(t, nil, "audit", "verify", "--state-dir", dir); r.code != 0 || !strings.Contains(r.stdout, "it holds the head the state file recorded") {
+		t.Fatalf("verify before the cut: %+v", r)
+	}
+	// Cut the log back to before the lockout, as one who can write the
+	// state directory could.
+	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	data, err := os.ReadFile(files[0])
+	if err != nil || len(files) != 1 {
+		t.Fatalf("%v %v", files, err)
+	}
+	at := strings.Index(string(data), `"event":"lockout"`)
+	if at < 0 {
+		t.Fatal("no lockout record")
+	}
+	if err := os.Truncate(files[0], int64(strings.LastIndexByte(string(data[:at]), '\n')+1)); err != nil {
+		t.Fatal(err)
+	}
+	r := runCoily(t, nil, "audit", "verify", "--state-dir", dir)
+	if r.code != 1 || !strings.Contains(r.stderr, "FAILED: audit: the log ends at record") || !strings.Contains(r.stderr, "records were removed from its end") {
+		t.Fatalf("verify of the short log: %+v", r)
+	}
+	r = runCoily(t, nil, "audit", "verify", "--json", "--state-dir", dir)
+	if r.code != 1 || !strings.Contains(r.stdout, `"ok":false`) || !strings.Contains(r.stdout, `"recorded_head":{`) {
+		t.Fatalf("verify --json of the short log: %+v", r)
+	}
+	r = runCoily(t, nil, "state", "check", "--state-dir", dir)
+	if r.code != 1 || !strings.Contains(r.stdout, "FAIL audit: the log ends at record") {
+		t.Fatalf("state check of the short log: %+v", r)
+	}
+	p = startServe(t, dir, examplePolicy(t))
+	if r := p.run(t, "status"); !lockedOut.MatchString(r.stdout) || !strings.Contains(r.stdout, "records were removed") {
+		t.Fatalf("status after the cut: %+v", r)
+	}
+	// Beside the running server (which holds the state file), verify
+	// checks the chain and says it could not read the head.
+	if r := runCoily(t, nil, "audit", "verify", "--state-dir", dir); r.code != 0 || !strings.Contains(r.stdout, "recorded head was not checked") {
+		t.Fatalf("verify beside the server: %+v", r)
+	}
+}

@@ -73,6 +73,9 @@ type Options struct {
 	// unit seam for HTTP handler tests, e.g. WhoIsTags); ignored with
 	// Tailnet.
 	WhoIs server.WhoIsFunc
+	// AuditMaxFileSize rotates the audit log's files at this size; 0
+	// means audit.DefaultMaxFileSize.
+	AuditMaxFileSize int64
 }
 
 // Instance is a running server and a client connected to it.
@@ -125,7 +128,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.db, err = store.Open(filepath.Join(opts.StateDir, "coily.db")); err != nil {
 		t.Fatal(err)
 	}
-	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit")}); err != nil {
+	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit"), MaxFileSize: opts.AuditMaxFileSize}); err != nil {
 		t.Fatal(err)
 	}
 	scratch := opts.StateDir

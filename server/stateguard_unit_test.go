@@ -1,0 +1,85 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/policy"
+	"coily.dev/coily/store"
+)
+
+// A log found short while the state file takes no writes: the server
+// starts locked out all the same, audits that the lockout is not
+// persisted, and keeps the recorded head as it was for the rest of the
+// run (the state file writable again later), so that the next start
+// finds the short log again.
+func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
+	dir := t.TempDir()
+	polPath := filepath.Join(dir, "policy.yaml")
+	if err := os.WriteFile(polPath, []byte(matrixPolicy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := policy.Load(polPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { al.Close() })
+	for range 3 {
+		if _, err := al.Append(context.Background(), audit.Record{Event: "exec.decision", Decision: "refuse"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dbPath := filepath.Join(dir, "coily.db")
+	recorded := store.AuditHead{Seq: 5, Hash: strings.Repeat("ab", 32)} // two records past the log's end
+	rw, err := store.Open(dbPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rw.SetAuditHead(recorded); err != nil {
+		t.Fatal(err)
+	}
+	rw.Close()
+	ro, err := store.OpenReadOnly(dbPath, store.OpenTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(Config{Policy: pol, Store: ro, Audit: al, ServerUID: 1000, Users: fakeUsers{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := s.stops.Lockout; !l.Active || !strings.Contains(l.Reason, "records were removed") {
+		t.Fatalf("started with lockout %+v", l)
+	}
+	recs, err := audit.Tail(al.Dir(), 1)
+	if err != nil || recs[0].Event != EventStateRestore || recs[0].Code != "internal" || recs[0].Details["error"] == "" {
+		t.Fatalf("state.restore record %+v %v", recs, err)
+	}
+	ro.Close()
+	if s.cfg.Store, err = store.Open(dbPath); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.cfg.Store.Close() })
+	for range 5 { // past the recorded head, each one recording it
+		rec := callerRecord(serverCaller, "", "lockout", "again")
+		rec.Decision = "allow"
+		if _, err := s.record(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if h, err := s.cfg.Store.AuditHead(); err != nil || h.Seq != recorded.Seq || h.Hash != recorded.Hash {
+		t.Fatalf("the head became %+v, %v; want it kept at %+v", h, err, recorded)
+	}
+	var herr *audit.HeadError
+	if err := audit.CheckHead(al.Dir(), audit.Head{Seq: recorded.Seq, Hash: recorded.Hash}); !errors.As(err, &herr) {
+		t.Fatalf("the next start would not find it: %v", err)
+	}
+}
