@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -63,7 +64,7 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err := closeOnExecFrom(3); err != nil {
 		return nil, fmt.Errorf("%w: mark descriptors close-on-exec: %v", ErrUnavailable, err)
 	}
-	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs}
+	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs, budget: p.ScanBudget}
 	ok := false
 	defer func() {
 		if !ok {
@@ -308,7 +309,8 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 		return nil, err
 	}
 	for _, r := range roots {
-		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite, reach: "workspace"})
+		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite, reach: "workspace"},
+			mount{op: "--tmpfs", dst: filepath.Join(r.path, QuarantineDir), size: denyTmpfsBytes, rank: rankDeny})
 		for _, e := range r.found {
 			op := "--ro-bind-fd"
 			if e.writable {
@@ -335,8 +337,10 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 }
 
 // openRoots opens and scans every host-backed writable root (the private
-// home is a tmpfs, not the host directory).
+// home is a tmpfs, not the host directory), making its quarantine
+// directory first.
 func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
+	c.since = time.Now().Add(-time.Second)
 	for _, path := range p.WritePaths {
 		if path == p.Home {
 			continue
@@ -350,7 +354,10 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 		if err := writableBy(dir, path, c.user); err != nil {
 			return nil, err
 		}
-		found, err := scanRoot(dir, path, p.Writable, true)
+		if r.quarantine, err = openQuarantine(dir); err != nil {
+			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
+		}
+		found, err := scanRoot(dir, path, p.Writable, true, p.ScanBudget)
 		if err != nil {
 			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
 		}
