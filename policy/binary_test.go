@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 	"testing"
+	"time"
 
 	"coily.dev/coily/policy"
 )
