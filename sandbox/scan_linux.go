@@ -734,3 +734,17 @@ func gitConfigPaths(text string) []gitConfigPath {
 	}
 	return out
 }
+
+// CheckWorkspace runs the scan before a command on the workspace at root
+// (an absolute path, no link in it) and returns how many protected
+// entries it found: an error says why the next command there would be
+// refused. It changes nothing.
+func CheckWorkspace(root string, budget ScanBudget) (int, error) {
+	dir, err := openRoot(root)
+	if err != nil {
+		return 0, err
+	}
+	defer dir.Close()
+	found, err := scanRoot(dir, root, nil, false, budget)
+	return len(found), err
+}
