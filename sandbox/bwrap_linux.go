@@ -50,7 +50,8 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if p.SSHAgent != "" && !unixSocket(p.SSHAgent) {
 		return nil, fmt.Errorf("%w: ssh agent %s is not a unix socket", ErrUnavailable, p.SSHAgent)
 	}
-	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied})
+	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied,
+		AllowGroupWrite: groupWritable()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
 	}

@@ -14,12 +14,13 @@ import (
 )
 
 // The modes a command leaves are the owner's to give (docs/sandbox.md,
-// "Modes"): after the command, every entry of a writable root that
-// changed while it ran (its change time not before the scan before it)
-// loses write access for others, the sticky, setuid and setgid bits, and
-// write access for the group unless the server's umask gives it. So no
-// other local user can plant files there, or change them, between two
-// commands, for the next scan to take for the owner's.
+// "Modes"): the seccomp filter refuses chmod's widening, and after the
+// command every directory of a writable root, and every other entry of a
+// directory, that changed while it ran (change time not before the scan
+// before it) loses write access for others, the sticky, setuid and setgid
+// bits, and write access for the group unless the server's umask gives
+// it. So no other local user can plant files there, or change them,
+// between two commands, for the next scan to take for the owner's.
 
 // normalise restores the mode of the entry name of dir (rel in the root)
 // after the command, recording it in fixed.
@@ -52,7 +53,7 @@ func (s *scanner) fixMode(dir *os.File, name, rel string, st unix.Stat_t) {
 func (s *scanner) wantMode(st unix.Stat_t) uint32 {
 	mode := st.Mode & 0o7777
 	typ := st.Mode & unix.S_IFMT
-	if typ == unix.S_IFLNK || !s.since.IsZero() && time.Unix(st.Ctim.Unix()).Before(s.since) {
+	if typ == unix.S_IFLNK || !s.changedSince(st) {
 		return mode // a link has no mode of its own; unchanged entries are the owner's
 	}
 	mode &^= 0o002 | unix.S_ISVTX | unix.S_ISUID | unix.S_ISGID
@@ -60,6 +61,12 @@ func (s *scanner) wantMode(st unix.Stat_t) uint32 {
 		mode &^= 0o020
 	}
 	return mode
+}
+
+// changedSince reports whether an entry changed since the scan before
+// the command (always, when that is unknown).
+func (s *scanner) changedSince(st unix.Stat_t) bool {
+	return s.since.IsZero() || !time.Unix(st.Ctim.Unix()).Before(s.since)
 }
 
 // chmodNoFollow changes the mode of name in dir, never through a link:

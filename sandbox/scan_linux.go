@@ -269,13 +269,17 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 		return nil, fmt.Errorf("workspace has more than %d entries: too large to protect", s.maxEntries)
 	}
 	workTree := q.rel == "" || slices.ContainsFunc(entries, func(e dirent) bool { return e.name == GitName })
+	// Files can have been widened only by being made or moved here (the
+	// seccomp filter refuses chmod's widening): looked at where the
+	// directory changed while the command ran.
+	changed := s.post && s.changedSince(st)
 	var subdirs []queued
 	for _, e := range entries {
 		child := path.Join(q.rel, e.name)
 		if q.rel == "" && e.name == QuarantineDir {
 			continue // the server's own, hidden from every command
 		}
-		if s.post {
+		if s.post && (e.typ == unix.DT_DIR || changed) {
 			s.normalise(dir, e, child)
 		}
 		switch {

@@ -199,18 +199,31 @@ func umaskGroupWrite(t *testing.T) bool {
 	return false
 }
 
-// Modes a command set are taken back after it: nothing in the workspace,
-// the workspace itself included, is left writable by others or sticky,
-// nor writable by the group where the server's umask withholds it, so no
+// Modes a command sets are the owner's to give: chmod cannot give others
+// write access or the sticky bit (nor the group write access where the
+// server's umask withholds it), and what the command made under a umask
+// of its own is taken back after it. Nothing in the workspace, the
+// workspace itself included, is left writable by others or sticky, so no
 // other local user can plant files there between two commands.
 func TestContainmentModesNormalised(t *testing.T) {
 	c := startContainment(t, "")
-	ran(t, "widen", c.sh(t, "chmod 0777 . && mkdir -p d1 d2 && chmod 1777 d1 && chmod 0777 d2 && echo x > f && chmod 0666 f && echo y > g && chmod 0664 g"))
 	group := os.FileMode(0)
 	if umaskGroupWrite(t) {
 		group = 0o020
 	}
-	for name, want := range map[string]os.FileMode{".": 0o755 | group, "d1": 0o755 | group, "d2": 0o755 | group, "f": 0o644 | group, "g": 0o644 | group} {
+	ran(t, "setup", c.sh(t, "mkdir d0 && echo x > f0"))
+	attempts := []string{"chmod 0777 .", "chmod 1777 d0", "chmod o+w d0", "chmod 0666 f0", "chmod +t f0"}
+	if group == 0 {
+		attempts = append(attempts, "chmod g+w f0", "chmod 0775 d0")
+	}
+	for _, a := range attempts {
+		if r := c.sh(t, a); r.err != nil || r.exit.GetExitCode() == 0 {
+			t.Errorf("%s: %+v", a, r)
+		}
+	}
+	ran(t, "widen by umask", c.sh(t, "umask 000 && mkdir d1 && echo x > f && mkdir -p d2/sub && echo y > d2/sub/g"))
+	for name, want := range map[string]os.FileMode{".": 0o755, "d0": 0o755, "f0": 0o644, "d1": 0o755 | group, "d2/sub": 0o755 | group,
+		"f": 0o644 | group, "d2/sub/g": 0o644 | group} {
 		fi, err := os.Lstat(filepath.Join(c.ws, name))
 		if err != nil {
 			t.Fatal(err)
@@ -219,7 +232,7 @@ func TestContainmentModesNormalised(t *testing.T) {
 			t.Errorf("%s: %v, want %v", name, got, want)
 		}
 	}
-	if r := lastResult(t, c.in).Details["restored_modes"]; !strings.Contains(r, "d1") || !strings.Contains(r, "f") {
+	if r := lastResult(t, c.in).Details["restored_modes"]; !strings.Contains(r, "d1") || !strings.Contains(r, "d2/sub/g") {
 		t.Errorf("restored_modes %q", r)
 	}
 	ran(t, "the next command", c.sh(t, "true"))
