@@ -214,7 +214,7 @@ func CheckWritable(names []string) error {
 	known := WritableNames()
 	for _, n := range names {
 		if !slices.Contains(known, n) {
-			return fmt.Errorf("writable: %q is not a protected name (want one of %s)", n, strings.Join(known, ", "))
+			return fmt.Errorf("writable: %q is not a protected name (want .git, .git/NAME for one of %s, or a protected name such as .vscode, .envrc, .env, .claude, .venv: docs/sandbox.md lists them)", n, strings.Join(GitDirCodeNames[:5], ", ")+", git's operation state")
 		}
 	}
 	return nil
