@@ -137,5 +137,7 @@ func (c *digestCache) put(path string, id fileIdentity, sum string) {
 // openNoFollow opens a file for reading, refusing a symbolic link as its
 // last component.
 func openNoFollow(path string) (*os.File, error) {
-	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC, 0)
+	// O_NONBLOCK: a FIFO put in the binary's place (in a workspace, by a
+	// command) opens at once and is refused as no regular file.
+	return os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_CLOEXEC|syscall.O_NONBLOCK, 0)
 }

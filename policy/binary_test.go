@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"coily.dev/coily/policy"
 )
@@ -535,5 +536,40 @@ func wantOwnedRefused(t *testing.T, r *policy.Rule, bin string, uid int) {
 	if want := "pinned binary " + bin + " is writable by the server's user"; !strings.Contains(err.Error(), want) ||
 		!strings.Contains(err.Error(), "make it root-owned") {
 		t.Fatalf("refusal %q does not say %q and the fix", err, want)
+	}
+}
+
+// A FIFO put in place of a rule's binary (in a workspace, by a command)
+// is refused at once, never waited on for a writer.
+func TestOpenBinaryFIFO(t *testing.T) {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "tool")
+	copyFile(t, "/bin/true", bin)
+	p := onePolicy(t, `
+  - name: tool
+    binary: `+bin+`
+`)
+	r := rule(t, p, "tool")
+	if err := os.Remove(bin); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(bin, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		f, err := r.OpenBinary()
+		if f != nil {
+			f.Close()
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "not a regular file") {
+			t.Fatalf("OpenBinary() on a FIFO = %v, want not a regular file", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("OpenBinary() blocked on a FIFO")
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -49,7 +50,8 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if p.SSHAgent != "" && !unixSocket(p.SSHAgent) {
 		return nil, fmt.Errorf("%w: ssh agent %s is not a unix socket", ErrUnavailable, p.SSHAgent)
 	}
-	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied})
+	prog, err := SeccompFilter(arch, SeccompOptions{AllowUnixSockets: len(p.UnixSockets) > 0 || p.Network == NetworkProxied,
+		AllowGroupWrite: groupWritable()})
 	if err != nil {
 		return nil, fmt.Errorf("%w: seccomp filter: %v", ErrUnavailable, err)
 	}
@@ -63,7 +65,7 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err := closeOnExecFrom(3); err != nil {
 		return nil, fmt.Errorf("%w: mark descriptors close-on-exec: %v", ErrUnavailable, err)
 	}
-	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs, fleet: b.Fleet}
+	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs, budget: p.ScanBudget, fleet: b.Fleet}
 	b.Fleet.add(c)
 	ok := false
 	defer func() {
@@ -309,7 +311,8 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 		return nil, err
 	}
 	for _, r := range roots {
-		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite, reach: "workspace"})
+		out = append(out, mount{op: "--bind-fd", file: r.dir, dst: r.path, rank: rankWrite, reach: "workspace"},
+			mount{op: "--tmpfs", dst: filepath.Join(r.path, QuarantineDir), size: denyTmpfsBytes, rank: rankDeny})
 		for _, e := range r.found {
 			op := "--ro-bind-fd"
 			if e.writable {
@@ -336,8 +339,10 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 }
 
 // openRoots opens and scans every host-backed writable root (the private
-// home is a tmpfs, not the host directory).
+// home is a tmpfs, not the host directory), making its quarantine
+// directory first.
 func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
+	c.since = time.Now().Add(-time.Second)
 	for _, path := range p.WritePaths {
 		if path == p.Home {
 			continue
@@ -351,7 +356,10 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 		if err := writableBy(dir, path, c.user); err != nil {
 			return nil, err
 		}
-		found, err := scanRoot(dir, path, p.Writable, true)
+		if r.quarantine, err = openQuarantine(dir); err != nil {
+			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
+		}
+		found, err := scanRoot(dir, path, p.Writable, true, p.ScanBudget)
 		if err != nil {
 			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
 		}

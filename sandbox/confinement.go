@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 )
 
 // Confinement is what a backend keeps for one wrapped command: files the
@@ -30,6 +31,8 @@ type Confinement struct {
 	user     *User // who the sandbox runs as on the host; nil: the caller's user
 	writable []string
 	roots    []*writableRoot
+	budget   ScanBudget // of the roots' scans
+	since    time.Time  // the scan before the command began (a second early: file times use a coarse clock)
 	cgroup   *execCgroup
 
 	fleet *Fleet // holds it from Wrap to Close
@@ -53,17 +56,25 @@ func (c *Confinement) Running() bool {
 	return c.started
 }
 
-// Report is what a confinement observed about one command.
+// Report is what a confinement observed about one command. Paths are
+// relative to their workspace.
 type Report struct {
-	// Quarantined are protected entries the command created (relative to
-	// their workspace), renamed with QuarantineSuffix.
+	// Quarantined are protected entries the command created, moved to
+	// the workspace's QuarantineDir.
 	Quarantined []string
-	// Restored are directories the command had made unreadable, made
-	// readable again to be checked.
+	// Aside are directories the next scan could not cover (deeper than
+	// ScanMaxDepth, or made by the command past the scan's entries),
+	// moved to the QuarantineDir too.
+	Aside []string
+	// Restored are entries whose modes were restored: directories the
+	// command had made unreadable (made readable again to be checked),
+	// and entries it made writable by others (or by the group, where the
+	// server's umask withholds it), sticky, setuid or setgid.
 	Restored []string
-	// QuarantineErr says what could not be checked or quarantined: the
-	// workspace may hold something planted (the server locks out).
-	QuarantineErr error
+	// Unchecked says, one line each, what could not be checked or moved
+	// aside: the workspace may hold something planted, and the server
+	// refuses it until its owner has looked.
+	Unchecked []string
 	// Limits says how the command was bounded: "rlimit" (per process:
 	// memory and processes of one process, not of the whole command), or
 	// "cgroup(memory,pids,kill)+rlimit" and its partial forms, naming what
@@ -129,7 +140,7 @@ func (c *Confinement) Close() {
 		}
 	}
 	for _, r := range c.roots {
-		r.dir.Close()
+		r.close()
 	}
 	c.roots = nil
 	c.cgroup.remove()

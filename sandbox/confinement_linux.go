@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -188,8 +187,9 @@ func descendants(pid int) []int {
 
 // Finish runs once the command and every process of its sandbox have
 // ended: protected entries the command created in a writable root are
-// quarantined (renamed, so that no host tool loads them), and the cgroup
-// is removed. id names the quarantined entries.
+// moved to its quarantine directory (so that no host tool loads them),
+// with what the next scan could not cover, modes the command widened are
+// restored, and the cgroup is removed. id names the moved entries.
 func (c *Confinement) Finish(id string) Report {
 	var r Report
 	if c == nil {
@@ -202,25 +202,63 @@ func (c *Confinement) Finish(id string) Report {
 		c.cgroup = nil
 	}
 	for _, root := range c.roots {
-		q, restored, err := root.quarantine(c.writable, id)
-		r.Quarantined = append(r.Quarantined, q...)
-		r.Restored = append(r.Restored, restored...)
-		r.QuarantineErr = errors.Join(r.QuarantineErr, err)
+		res := root.check(c.writable, id, c.since, c.budget)
+		r.Quarantined = append(r.Quarantined, res.quarantined...)
+		r.Aside = append(r.Aside, res.aside...)
+		r.Restored = append(r.Restored, res.restored...)
+		for _, err := range unjoin(res.err) {
+			r.Unchecked = append(r.Unchecked, err.Error())
+		}
 	}
 	return r
 }
 
-// quarantine renames the protected entries that are new since the scan
-// before the command (compared by identity, not by path: a protected entry
-// the command moved along with its parent is still the owner's) and that
-// the rule may not write. Directories the command made unreadable are
-// made readable again and scanned; what cannot be scanned is an error.
-func (r *writableRoot) quarantine(writable []string, id string) (done, restored []string, errs error) {
-	s := &scanner{root: r.dir, rootPath: r.path, writable: writable, post: true}
-	if err := s.run(); err != nil {
-		return nil, nil, fmt.Errorf("scan %s after the command: %w", r.path, err)
+// unjoin splits errors.Join's result into its errors.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
 	}
-	restored, errs = s.fixed, s.errs
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// checked is what the check after a command did to one root.
+type checked struct {
+	quarantined, aside, restored []string
+	err                          error // what could not be checked or moved aside
+}
+
+// check scans the root after the command and moves to its quarantine
+// directory the protected entries that are new since the scan before it
+// (compared by identity, not by path: a protected entry the command moved
+// along with its parent is still the owner's) and that the rule may not
+// write, and the directories the next scan could not cover. Directories
+// the command made unreadable are made readable again and scanned, modes
+// it widened restored.
+func (r *writableRoot) check(writable []string, id string, since time.Time, budget ScanBudget) checked {
+	s := newScanner(r.dir, r.path, writable, budget)
+	s.post, s.since, s.groupWrite = true, since, groupWritable()
+	if err := s.run(); err != nil {
+		return checked{err: fmt.Errorf("scan %s after the command: %w", r.path, err)}
+	}
+	res := checked{restored: s.fixed, err: s.errs}
+	m := &mover{r: r, id: id}
+	done, err := m.moveAll(r.fresh(s.out, writable), "protected")
+	res.quarantined, res.err = done, errors.Join(res.err, err)
+	res.aside, err = m.moveAll(s.aside, "beyond the scan")
+	res.err = errors.Join(res.err, err, m.record())
+	return res
+}
+
+// fresh returns the protected entries out holds that the scan before the
+// command did not find and the rule may not write.
+func (r *writableRoot) fresh(out []protected, writable []string) []string {
 	// An entry was there before when it is the same file: one bound
 	// read-only stays alive (and keeps its inode number) whatever the
 	// command does; one the rule lets the command write must also be at
@@ -239,38 +277,12 @@ func (r *writableRoot) quarantine(writable []string, id string) (done, restored 
 			before[at{"", e.dev, e.ino}] = true
 		}
 	}
-	var fresh []protected
-	for _, e := range s.out {
+	var fresh []string
+	for _, e := range out {
 		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) {
 			continue
 		}
-		fresh = append(fresh, e)
+		fresh = append(fresh, e.rel)
 	}
-	slices.SortFunc(fresh, func(a, b protected) int { return strings.Compare(a.rel, b.rel) })
-	for _, e := range fresh {
-		if slices.ContainsFunc(done, func(d string) bool { return strings.HasPrefix(e.rel, d+"/") }) {
-			continue // inside an entry already quarantined
-		}
-		if err := r.rename(e.rel, id); err != nil {
-			errs = errors.Join(errs, fmt.Errorf("quarantine %s: %w", e.rel, err))
-			continue
-		}
-		done = append(done, e.rel)
-	}
-	return done, restored, errs
-}
-
-// rename moves rel aside, by descriptor, never replacing anything.
-func (r *writableRoot) rename(rel, id string) error {
-	dir := r.dir
-	if parent := path.Dir(rel); parent != "." {
-		f, err := openDeep(r.dir, parent, unix.O_PATH|unix.O_DIRECTORY)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		dir = f
-	}
-	base := path.Base(rel)
-	return unix.Renameat2(int(dir.Fd()), base, int(dir.Fd()), base+QuarantineSuffix+id, unix.RENAME_NOREPLACE)
+	return fresh
 }

@@ -34,6 +34,8 @@ type ProfileInput struct {
 	UserHomes []string
 	// Writable opts protected entries in (a rule's `writable:`).
 	Writable []string
+	// ScanBudget bounds the workspace's scans (zero: the defaults).
+	ScanBudget ScanBudget
 	// Exec and ExecPath: the program, opened by the caller (Profile.Exec).
 	Exec     *os.File
 	ExecPath string
@@ -77,7 +79,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
 		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, SSHAgent: in.SSHAgent, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
-		Writable: in.Writable, Exec: in.Exec, ExecPath: in.ExecPath, ExecName: in.ExecName, Limits: in.Limits,
+		Writable: in.Writable, ScanBudget: in.ScanBudget, Exec: in.Exec, ExecPath: in.ExecPath, ExecName: in.ExecName, Limits: in.Limits,
 		CAFile: in.CAFile, User: in.User,
 	}
 	if in.Workspace != "" {

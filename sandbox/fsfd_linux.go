@@ -225,3 +225,27 @@ func openDeep(root *os.File, rel string, flags int) (*os.File, error) {
 	own = false
 	return dir, nil
 }
+
+// errNotRegular reports something other than a regular file where coily
+// reads one.
+var errNotRegular = errors.New("is not a regular file")
+
+// openRegular opens name in dir for reading without ever blocking on what
+// a command made: O_NONBLOCK (a FIFO opens at once, and so does a
+// socket's refusal) and O_NOFOLLOW, then anything but a regular file is
+// refused (errNotRegular) before a byte is read.
+func openRegular(dir *os.File, name string) (*os.File, error) {
+	f, err := openAt(dir, name, unix.O_RDONLY|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, err
+	}
+	st, err := statFD(f)
+	if err == nil && st.Mode&unix.S_IFMT != unix.S_IFREG {
+		err = &os.PathError{Op: "open", Path: f.Name(), Err: errNotRegular}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}

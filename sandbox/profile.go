@@ -72,6 +72,9 @@ type Profile struct {
 	// Writable names protected entries the command may write anyway (see
 	// WritableNames): a rule's `writable:`.
 	Writable []string
+	// ScanBudget bounds the scans of the writable roots before and after
+	// the command (zero fields: the defaults).
+	ScanBudget ScanBudget
 	// DenyPaths are hidden even inside a Read- or WritePath (secrets, the
 	// server's own state).
 	DenyPaths []string

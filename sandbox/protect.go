@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 )
 
 // The protected classes (docs/sandbox.md, "Protected paths"): what the host
@@ -21,7 +22,7 @@ const GitName = ".git"
 // every git work tree found in one: where shells, direnv, editors, package
 // managers and git look for configuration that runs code or redirects
 // credentials. A name that does not exist yet and is created by a command
-// is quarantined after it (see QuarantineSuffix).
+// is quarantined after it (see QuarantineDir).
 var ProtectedNames = slices.Concat([]string{
 	// git, beyond the control directory itself; Mercurial's control
 	// directory (.hg/hgrc runs hooks).
@@ -66,8 +67,54 @@ func lefthookConfigs() []string {
 // inside dependency trees (node_modules): tools read them from every
 // directory up from where they run (direnv, cargo, yarn, mise) or from
 // each package of a monorepo (npm, pnpm, bun).
-var AnyDepthNames = []string{".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "bunfig.toml", ".cargo",
-	"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml"}
+var AnyDepthNames = slices.Concat([]string{".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs", "bunfig.toml", ".cargo",
+	"mise.toml", ".mise.toml", "mise.local.toml", ".mise.local.toml"},
+	AgentNames, AutoloadNames)
+
+// AgentNames are what AI coding agents and agent-driven editors load from
+// the folder they are started in (any folder of a monorepo): hooks and
+// commands they run (.claude/settings.json, .gemini/settings.json, Kiro's
+// hooks, opencode's plugins), the MCP servers they start (.mcp.json,
+// .cursor/mcp.json, .roo/mcp.json, .continue/mcpServers), the lint and
+// test commands aider runs (.aider.conf.yml), and editors' tasks and
+// language servers (.zed, .helix). ".aider*" is a prefix.
+var AgentNames = []string{".claude", ".mcp.json", ".cursor", ".cursorrules", ".codex", ".gemini", ".windsurf",
+	".windsurfrules", ".continue", ".roo", ".roomodes", ".clinerules", ".kiro", ".amazonq", ".junie", ".opencode",
+	"opencode.json", "opencode.jsonc", ".crush.json", "crush.json", ".aider*", ".zed", ".helix", ".lazy.lua"}
+
+// AutoloadNames are loaded by tools as they start in a directory or one
+// below it: Emacs's directory variables (eval: runs Lisp), dotenv files
+// (read by direnv's dotenv, mise, docker compose, python-dotenv, editors'
+// Python and Node integrations: NODE_OPTIONS, PYTHONSTARTUP or
+// LD_PRELOAD there run code), and a Python virtual environment (uv, poetry
+// and editors run .venv/bin/python as they open the project). ".env.*" is
+// a prefix.
+var AutoloadNames = []string{".dir-locals.el", ".dir-locals-2.el", ".env", ".env.*", ".flaskenv", ".venv"}
+
+// anyDepth holds AnyDepthNames without their prefixes, for lookups.
+var anyDepth = func() map[string]bool {
+	m := map[string]bool{}
+	for _, n := range AnyDepthNames {
+		if !strings.HasSuffix(n, "*") {
+			m[n] = true
+		}
+	}
+	return m
+}()
+
+// anyDepthName returns the AnyDepthNames entry name matches ("" if
+// none): itself, or a prefix pattern (".env.*", ".aider*").
+func anyDepthName(name string) string {
+	switch {
+	case anyDepth[name]:
+		return name
+	case strings.HasPrefix(name, ".env.") && len(name) > len(".env."):
+		return ".env.*"
+	case strings.HasPrefix(name, ".aider"):
+		return ".aider*"
+	}
+	return ""
+}
 
 // GitDirCodeNames are the entries of a git directory through which git
 // runs code or reads configuration: hooks, config (core.hooksPath,
@@ -75,13 +122,79 @@ var AnyDepthNames = []string{".envrc", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnp
 // (attributes select drivers), and commondir (which redirects all of it).
 // In a git directory a rule may write (Writable ".git"), these stay
 // read-only unless named as ".git/NAME".
-var GitDirCodeNames = []string{"config", "config.worktree", "hooks", "info", "commondir"}
+var GitDirCodeNames = slices.Concat([]string{"config", "config.worktree", "hooks", "info", "commondir"}, GitStateNames)
 
-// QuarantineSuffix is inserted into the name of a protected entry that a
-// command created: after the command, NAME becomes
-// NAME.coily-quarantine-ID, inert for git, shells and editors, and kept
-// for the owner to inspect.
-const QuarantineSuffix = ".coily-quarantine-"
+// GitStateNames are a git directory's operation state (git's path.c,
+// sequencer.c, bisect.c, notes-merge.c): what `git rebase --continue`,
+// `git cherry-pick --continue`, `git am --continue`, `git merge
+// --continue`, `git commit` or `git bisect` on the host picks up and acts
+// on. An interactive rebase's todo list runs its `exec` lines; a merge or
+// squash message becomes the owner's commit's. Protected like the code
+// entries, even in a git directory the rule may write: read-only when
+// present, quarantined once created, unless named as ".git/NAME".
+var GitStateNames = []string{"rebase-merge", "rebase-apply", "sequencer", "REBASE_HEAD",
+	"MERGE_HEAD", "MERGE_MSG", "MERGE_MODE", "MERGE_AUTOSTASH", "MERGE_RR", "AUTO_MERGE", "SQUASH_MSG",
+	"CHERRY_PICK_HEAD", "REVERT_HEAD",
+	"BISECT_LOG", "BISECT_START", "BISECT_TERMS", "BISECT_EXPECTED_REV", "BISECT_ANCESTORS_OK",
+	"BISECT_NAMES", "BISECT_HEAD", "BISECT_RUN", "BISECT_FIRST_PARENT",
+	"NOTES_MERGE_PARTIAL", "NOTES_MERGE_REF", "NOTES_MERGE_WORKTREE"}
+
+// gitCodeName returns the Writable name (".git/NAME") that opts in the
+// git directory entry name, "" when it is no code or state entry. A
+// BISECT_ name git adds later counts too (".git/BISECT_*").
+func gitCodeName(name string) string {
+	switch {
+	case slices.Contains(GitDirCodeNames, name):
+		return GitName + "/" + name
+	case strings.HasPrefix(name, "BISECT_"):
+		return GitName + "/BISECT_*"
+	}
+	return ""
+}
+
+// QuarantineDir is the server's own directory at the top of every named
+// workspace: the protected entries a command created, and what it left
+// that the next scan could not cover (too deep, too many entries), are
+// moved there after it, under short names the server chooses (REQUEST-N),
+// with a manifest per command (REQUEST.json) naming where each was. It is
+// made before the first command, mode 0700, and hidden from every command
+// (an empty read-only tmpfs over it), so no command can read, change or
+// fill it; the scans skip it.
+const QuarantineDir = ".coily-quarantine"
+
+// ScanBudget bounds a scan of a writable root. Before the command, a
+// workspace beyond it refuses the command; after it, what lies beyond the
+// entries is moved aside when the command made it, and a scan that still
+// cannot finish within the budget leaves the workspace refused until its
+// owner has looked (Report.Unchecked).
+type ScanBudget struct {
+	// Time bounds each scan (default 60 s).
+	Time time.Duration
+	// Entries bounds the entries the scan before a command covers
+	// (default 500 000); the scan after a command covers up to four times
+	// as many, moving aside the directories the command made past the
+	// bound.
+	Entries int
+}
+
+// Default scan bounds; directories deeper than ScanMaxDepth are refused
+// before a command and moved aside after it.
+const (
+	DefaultScanTime    = 60 * time.Second
+	DefaultScanEntries = 500_000
+	ScanMaxDepth       = 64
+)
+
+// WithDefaults fills zero fields with the defaults.
+func (b ScanBudget) WithDefaults() ScanBudget {
+	if b.Time <= 0 {
+		b.Time = DefaultScanTime
+	}
+	if b.Entries <= 0 {
+		b.Entries = DefaultScanEntries
+	}
+	return b
+}
 
 // WritableNames lists what Profile.Writable (a rule's `writable:`) may
 // name: ".git" (the data of git directories: objects, refs, index…, and
@@ -92,6 +205,7 @@ func WritableNames() []string {
 	for _, n := range GitDirCodeNames {
 		out = append(out, GitName+"/"+n)
 	}
+	out = append(out, GitName+"/BISECT_*")
 	return append(append(out, ProtectedNames...), AnyDepthNames...)
 }
 
@@ -100,7 +214,7 @@ func CheckWritable(names []string) error {
 	known := WritableNames()
 	for _, n := range names {
 		if !slices.Contains(known, n) {
-			return fmt.Errorf("writable: %q is not a protected name (want one of %s)", n, strings.Join(known, ", "))
+			return fmt.Errorf("writable: %q is not a protected name (want .git, .git/NAME for one of %s, or a protected name such as .vscode, .envrc, .env, .claude, .venv: docs/sandbox.md lists them)", n, strings.Join(GitDirCodeNames[:5], ", ")+", git's operation state")
 		}
 	}
 	return nil
@@ -151,14 +265,17 @@ func (e protected) optName() string {
 	case kindGitDir, kindGitFile:
 		return GitName
 	case kindGitCode:
-		return GitName + "/" + path.Base(e.rel)
+		return gitCodeName(path.Base(e.rel))
 	case kindNamed:
 		return GitName + "/hooks"
 	}
-	for _, n := range slices.Concat(ProtectedNames, AnyDepthNames) {
+	for _, n := range ProtectedNames {
 		if e.rel == n || len(e.rel) > len(n) && e.rel[len(e.rel)-len(n)-1:] == "/"+n {
 			return n
 		}
+	}
+	if n := anyDepthName(path.Base(e.rel)); n != "" {
+		return n
 	}
 	return path.Base(e.rel)
 }
@@ -166,7 +283,16 @@ func (e protected) optName() string {
 // writableRoot is a host directory bound read-write, with what its scan
 // found before the command ran.
 type writableRoot struct {
-	path  string
-	dir   *os.File
-	found []protected
+	path       string
+	dir        *os.File
+	quarantine *os.File // its QuarantineDir
+	found      []protected
+}
+
+// close closes the root's descriptors.
+func (r *writableRoot) close() {
+	r.dir.Close()
+	if r.quarantine != nil {
+		r.quarantine.Close()
+	}
 }

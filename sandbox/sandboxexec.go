@@ -291,12 +291,25 @@ func sbplProtectedClasses(roots, writable []string) []string {
 			}
 			for _, n := range AnyDepthNames {
 				if !slices.Contains(writable, n) {
-					out = append(out, `(regex #"^`+sbplRegexQuote(form)+`/(.+/)?`+sbplRegexQuote(n)+`(/|$)")`)
+					out = append(out, `(regex #"^`+sbplRegexQuote(form)+`/(.+/)?`+sbplNameRegex(n)+`(/|$)")`)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// sbplNameRegex is a name of AnyDepthNames as a Seatbelt regex: a prefix
+// pattern (".env.*", ".aider*") matches one path component beginning so.
+func sbplNameRegex(n string) string {
+	prefix, ok := strings.CutSuffix(n, "*")
+	if !ok {
+		return sbplRegexQuote(n)
+	}
+	if strings.HasSuffix(prefix, ".") {
+		return sbplRegexQuote(prefix) + "[^/]+"
+	}
+	return sbplRegexQuote(prefix) + "[^/]*"
 }
 
 // sbplRegexQuote escapes a path for a Seatbelt regex literal.

@@ -6,23 +6,42 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
 
-// scanned is a writable root scanned before a command, as Wrap does.
-func scanned(t *testing.T, root string, writable []string) *writableRoot {
+// scannedRoot is a writable root scanned before a command, as Wrap does,
+// and when.
+type scannedRoot struct {
+	*writableRoot
+	since time.Time
+}
+
+// scanned scans root before a command, as Wrap does.
+func scanned(t testing.TB, root string, writable []string) scannedRoot {
 	t.Helper()
+	since := time.Now().Add(-time.Second)
 	dir, err := openRoot(root)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { dir.Close() })
-	found, err := scanRoot(dir, root, writable, false)
-	if err != nil {
+	r := &writableRoot{path: root, dir: dir}
+	t.Cleanup(r.close)
+	if r.quarantine, err = openQuarantine(dir); err != nil {
 		t.Fatal(err)
 	}
-	return &writableRoot{path: root, dir: dir, found: found}
+	if r.found, err = scanRoot(dir, root, writable, false, ScanBudget{}); err != nil {
+		t.Fatal(err)
+	}
+	return scannedRoot{r, since}
+}
+
+// quarantine checks the root after a command, as Finish does, and returns
+// what it moved and restored and what it could not check.
+func (r scannedRoot) quarantine(writable []string, id string) (done, restored []string, err error) {
+	res := r.check(writable, id, r.since, ScanBudget{})
+	return append(res.quarantined, res.aside...), res.restored, res.err
 }
 
 func write(t *testing.T, path, data string) {

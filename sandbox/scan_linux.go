@@ -9,17 +9,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
-)
-
-// Bounds of the scan before a command. A workspace beyond them cannot be
-// protected, so a command in it is refused (the class is "anywhere in the
-// workspace"). The scan after a command has no bounds: what the command
-// made, it must not hide by making much of it.
-const (
-	scanMaxEntries = 500_000
-	scanMaxDepth   = 64
 )
 
 // ErrProtectedLink reports a symbolic link at a protected name: coily never
@@ -29,7 +21,9 @@ var ErrProtectedLink = errors.New("protected name is a symbolic link")
 
 // scanner walks a writable root by descriptor, one directory at a time
 // (each opened from the root with openat2, never following a link), so
-// that neither depth nor width exhausts descriptors.
+// that neither depth nor width exhausts descriptors. It never blocks on
+// what a command made: directories are opened O_DIRECTORY (a FIFO fails
+// at once), files read only once opened O_NONBLOCK and found regular.
 type scanner struct {
 	root     *os.File
 	rootPath string // the root's host path: absolute paths in git config are resolved against it
@@ -41,9 +35,25 @@ type scanner struct {
 	// extra are paths (relative) the protected git configuration names
 	// (core.hooksPath, include.path) inside the root: protected too.
 	extra []string
-	// fixed lists directories whose permissions were restored (post).
+	// fixed lists entries whose permissions were restored (post).
 	fixed []string
+	// aside lists directories (post) the next scan before a command could
+	// not cover: deeper than ScanMaxDepth, or made by the command past
+	// the entries bound. They are moved to the quarantine directory.
+	aside []string
 	errs  error // post: what could not be scanned
+
+	deadline   time.Time // the scan's time budget
+	maxEntries int       // before: refuse past it; after: move new directories aside past it
+	since      time.Time // post: when the command may have started changing things
+	groupWrite bool      // post: group write is the server's umask's to give
+}
+
+// newScanner is a scanner of root within budget.
+func newScanner(root *os.File, rootPath string, writable []string, budget ScanBudget) *scanner {
+	budget = budget.WithDefaults()
+	return &scanner{root: root, rootPath: rootPath, writable: writable,
+		deadline: time.Now().Add(budget.Time), maxEntries: budget.Entries}
 }
 
 // scanRoot finds every protected entry of the writable root (see
@@ -53,8 +63,9 @@ type scanner struct {
 // (submodules' and worktrees' included). It never follows a symbolic
 // link. With open, each entry is returned opened (O_PATH), the caller
 // closing them. rootPath is the root's host path.
-func scanRoot(root *os.File, rootPath string, writable []string, open bool) ([]protected, error) {
-	s := &scanner{root: root, rootPath: rootPath, writable: writable, open: open}
+func scanRoot(root *os.File, rootPath string, writable []string, open bool, budget ScanBudget) ([]protected, error) {
+	s := newScanner(root, rootPath, writable, budget)
+	s.open = open
 	if err := s.run(); err != nil {
 		s.close()
 		return nil, err
@@ -83,8 +94,19 @@ func (s *scanner) run() error {
 	queue := []queued{{}}
 	seen := map[[2]uint64]bool{}
 	for len(queue) > 0 {
+		if err := s.inBudget(); err != nil {
+			if s.post {
+				s.errs = errors.Join(s.errs, err)
+				return nil
+			}
+			return err
+		}
 		q := queue[0]
 		queue = queue[1:]
+		if s.post && q.rel != "" && s.entries > s.maxEntries && s.madeByCommand(q.rel) {
+			s.aside = append(s.aside, q.rel) // made past the bound: moved aside unread
+			continue
+		}
 		dir, err := s.openDir(q.rel)
 		if err != nil {
 			if s.post {
@@ -96,6 +118,10 @@ func (s *scanner) run() error {
 		subdirs, err := s.visit(dir, q, seen)
 		dir.Close()
 		if err != nil {
+			if s.post && errors.Is(err, errTooMany) && q.rel != "" && s.madeByCommand(q.rel) {
+				s.aside = append(s.aside, q.rel)
+				continue
+			}
 			if s.post {
 				s.errs = errors.Join(s.errs, err)
 				continue
@@ -106,6 +132,24 @@ func (s *scanner) run() error {
 	}
 	return s.protectNamed()
 }
+
+// postEntries is how many entries the scan after a command covers, in
+// multiples of the bound before: past it, the workspace is left refused.
+const postEntries = 4
+
+// inBudget reports a scan past its time or entries budget.
+func (s *scanner) inBudget() error {
+	if time.Now().After(s.deadline) {
+		return fmt.Errorf("%w: the scan took longer than its budget", ErrScanBudget)
+	}
+	if s.post && s.entries > postEntries*s.maxEntries {
+		return fmt.Errorf("%w: more than %d entries after the command", ErrScanBudget, postEntries*s.maxEntries)
+	}
+	return nil
+}
+
+// ErrScanBudget reports a scan that ran out of its time or entries.
+var ErrScanBudget = errors.New("workspace scan out of budget")
 
 // openDir opens a directory of the walk. One the command made unreadable
 // (its user is the server's) is made readable again after the command:
@@ -142,11 +186,18 @@ func (s *scanner) openDir(rel string) (*os.File, error) {
 // the command took it away (see reach).
 func (s *scanner) reachRoot() error {
 	st, err := statFD(s.root)
-	if err != nil || !s.post || st.Mode&0o500 == 0o500 {
+	if err != nil || !s.post {
 		return nil
 	}
-	if err := unix.Fchmod(int(s.root.Fd()), st.Mode&0o7777|0o700); err != nil {
-		return fmt.Errorf("scan the workspace: unreadable, and its mode cannot be restored: %w", err)
+	want := s.wantMode(st)
+	if st.Mode&0o500 != 0o500 {
+		want |= 0o700 // made unreadable: the owner's access back
+	}
+	if want == st.Mode&0o7777 {
+		return nil
+	}
+	if err := unix.Fchmod(int(s.root.Fd()), want); err != nil {
+		return fmt.Errorf("scan the workspace: its mode cannot be restored: %w", err)
 	}
 	s.fixed = append(s.fixed, ".")
 	return nil
@@ -210,25 +261,40 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 	} else {
 		seen[key] = true
 	}
-	entries, err := readDir(dir)
+	entries, err := readDir(dir, s.left())
 	if err != nil {
 		return nil, fmt.Errorf("scan %s: %w", displayRel(q.rel), err)
 	}
-	if s.entries += len(entries); s.entries > scanMaxEntries && !s.post {
-		return nil, fmt.Errorf("workspace has more than %d entries: too large to protect", scanMaxEntries)
+	if s.entries += len(entries); s.entries > s.maxEntries && !s.post {
+		return nil, fmt.Errorf("workspace has more than %d entries: too large to protect", s.maxEntries)
 	}
 	workTree := q.rel == "" || slices.ContainsFunc(entries, func(e dirent) bool { return e.name == GitName })
+	// Files can have been widened only by being made or moved here (the
+	// seccomp filter refuses chmod's widening): looked at where the
+	// directory changed while the command ran.
+	changed := s.post && s.changedSince(st)
 	var subdirs []queued
 	for _, e := range entries {
 		child := path.Join(q.rel, e.name)
+		if q.rel == "" && e.name == QuarantineDir {
+			continue // the server's own, hidden from every command
+		}
+		if s.post && (e.typ == unix.DT_DIR || changed) {
+			s.normalise(dir, e, child)
+		}
 		switch {
 		case e.name == GitName:
 			if err := s.gitEntry(dir, e, child); err != nil {
 				return nil, err
 			}
 			continue
-		case workTree && isProtectedName(e.name), !q.deps && slices.Contains(AnyDepthNames, e.name):
+		case workTree && isProtectedName(e.name):
 			if err := s.add(dir, e, child, kindName, slices.Contains(s.writable, e.name)); err != nil {
+				return nil, err
+			}
+			continue
+		case !q.deps && anyDepthName(e.name) != "":
+			if err := s.add(dir, e, child, kindName, slices.Contains(s.writable, anyDepthName(e.name))); err != nil {
 				return nil, err
 			}
 			continue
@@ -270,8 +336,12 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 			}
 			continue
 		}
-		if q.depth+1 >= scanMaxDepth && !s.post {
-			return nil, fmt.Errorf("workspace is deeper than %d directories at %s: too deep to protect (remove or flatten it)", scanMaxDepth, child)
+		if q.depth+1 >= ScanMaxDepth {
+			if s.post {
+				s.aside = append(s.aside, child) // the next scan would refuse: moved aside unread
+				continue
+			}
+			return nil, fmt.Errorf("workspace is deeper than %d directories at %s: too deep to protect (remove or flatten it)", ScanMaxDepth, child)
 		}
 		subdirs = append(subdirs, queued{rel: child, depth: q.depth + 1, deps: q.deps || e.name == "node_modules"})
 	}
@@ -285,7 +355,7 @@ func (s *scanner) nestedNames(dir *os.File, parent, rel string) error {
 		return s.fail(err)
 	}
 	defer sub.Close()
-	entries, err := readDir(sub)
+	entries, err := readDir(sub, s.left())
 	if err != nil {
 		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
 	}
@@ -333,18 +403,18 @@ func (s *scanner) gitDir(parent *os.File, e dirent, rel string) error {
 // into its submodules' git directories and its worktrees' admin
 // directories.
 func (s *scanner) gitCode(dir *os.File, rel string, depth int) error {
-	entries, err := readDir(dir)
+	entries, err := readDir(dir, s.left())
 	if err != nil {
 		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
 	}
-	if depth > scanMaxDepth {
+	if depth > ScanMaxDepth {
 		return fmt.Errorf("git directory %s is too deep to protect", rel)
 	}
 	for _, e := range entries {
 		child := path.Join(rel, e.name)
 		switch {
-		case slices.Contains(GitDirCodeNames, e.name):
-			if err := s.add(dir, e, child, kindGitCode, slices.Contains(s.writable, GitName+"/"+e.name)); err != nil {
+		case gitCodeName(e.name) != "":
+			if err := s.add(dir, e, child, kindGitCode, slices.Contains(s.writable, gitCodeName(e.name))); err != nil {
 				return err
 			}
 		case (e.name == "modules" || e.name == "worktrees") && e.typ == unix.DT_DIR:
@@ -367,7 +437,7 @@ func (s *scanner) gitNested(dir *os.File, name, rel string, depth int) error {
 	if isGitDir(sub) || path.Base(path.Dir(rel)) == "worktrees" {
 		return s.gitCode(sub, rel, depth+1)
 	}
-	entries, err := readDir(sub)
+	entries, err := readDir(sub, s.left())
 	if err != nil {
 		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
 	}
@@ -463,14 +533,18 @@ func isGitDir(dir *os.File) bool {
 	return has("HEAD") && (has("objects") || has("refs") || has("commondir"))
 }
 
+// errTooMany reports a directory holding more entries than a scan covers.
+var errTooMany = fmt.Errorf("%w: a directory with more entries than the scan covers", ErrScanBudget)
+
 // dirent is one directory entry.
 type dirent struct {
 	name string
 	typ  uint8 // unix.DT_*; DT_UNKNOWN resolved with fstatat
 }
 
-// readDir lists dir's entries with their types, without following links.
-func readDir(dir *os.File) ([]dirent, error) {
+// readDir lists dir's entries with their types, without following links:
+// at most max of them (errTooMany past it).
+func readDir(dir *os.File, max int) ([]dirent, error) {
 	// A fresh descriptor: ReadDir keeps a cursor in the file.
 	f, err := openBeneath(dir, "", unix.O_RDONLY|unix.O_DIRECTORY)
 	if err != nil {
@@ -496,6 +570,9 @@ func readDir(dir *os.File) ([]dirent, error) {
 				}
 			}
 			out = append(out, dirent{name: de.Name(), typ: typ})
+		}
+		if len(out) > max {
+			return out, errTooMany
 		}
 		if errors.Is(err, io.EOF) || len(list) == 0 {
 			return out, nil
@@ -525,6 +602,16 @@ func displayRel(rel string) string {
 	return rel
 }
 
+// left is how many more entries the scan may read: past the bound, one
+// more (to tell it was passed).
+func (s *scanner) left() int {
+	bound := s.maxEntries
+	if s.post {
+		bound *= postEntries
+	}
+	return max(1, bound+1-s.entries)
+}
+
 // configNamedPaths reads a git directory's config (gitDirRel relative to
 // the workspace) for the paths it names that git will run or load: the
 // hooks directory (core.hooksPath; relative to the work tree) and included
@@ -532,9 +619,9 @@ func displayRel(rel string) string {
 // It returns those inside the workspace, relative to it; an absolute path
 // counts when it resolves inside rootPath, the workspace's host path.
 func configNamedPaths(gitDir *os.File, gitDirRel, rootPath string) []string {
-	f, err := openAt(gitDir, "config", unix.O_RDONLY)
+	f, err := openRegular(gitDir, "config")
 	if err != nil {
-		return nil
+		return nil // absent, or no regular file: nothing git would read as its config
 	}
 	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
@@ -650,4 +737,18 @@ func gitConfigPaths(text string) []gitConfigPath {
 		}
 	}
 	return out
+}
+
+// CheckWorkspace runs the scan before a command on the workspace at root
+// (an absolute path, no link in it) and returns how many protected
+// entries it found: an error says why the next command there would be
+// refused. It changes nothing.
+func CheckWorkspace(root string, budget ScanBudget) (int, error) {
+	dir, err := openRoot(root)
+	if err != nil {
+		return 0, err
+	}
+	defer dir.Close()
+	found, err := scanRoot(dir, root, nil, false, budget)
+	return len(found), err
 }

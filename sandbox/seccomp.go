@@ -16,6 +16,10 @@ type SeccompOptions struct {
 	// socket and socketpair alike (the rule names sockets it may use, or
 	// the network is proxied).
 	AllowUnixSockets bool
+	// AllowGroupWrite lets chmod give the group write access (the
+	// server's umask gives it); write access for others and the sticky
+	// bit are always refused.
+	AllowGroupWrite bool
 }
 
 // SeccompArch is a supported architecture.

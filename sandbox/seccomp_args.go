@@ -14,6 +14,8 @@ const (
 	afNetlink    = 16
 	netlinkRoute = 0
 	setuidSetgid = 0o6000 // S_ISUID|S_ISGID
+	widening     = 0o1002 // S_ISVTX|S_IWOTH: what chmod may not give
+	groupWrite   = 0o020  // S_IWGRP
 )
 
 // SocketFamilies describes, for documentation and tests, the address
@@ -44,6 +46,11 @@ type argCheck struct {
 //     open, openat, creat, mknod, mknodat, mkdir, mkdirat. (openat2 carries
 //     its mode in memory the filter cannot read: it gets ENOSYS, so libc and
 //     Go fall back to openat.)
+//   - a change of mode (ModeChangeSyscalls) giving others write access or
+//     the sticky bit, or the group write access unless
+//     SeccompOptions.AllowGroupWrite: the workspace's modes are the
+//     owner's (a creation's mode is the umask's: the check after the
+//     command takes back what it widened).
 func argumentChecks(o SeccompOptions) ([]argCheck, error) {
 	checks := []argCheck{
 		{name: "clone", body: func() ([]bpf.Instruction, error) {
@@ -92,10 +99,17 @@ func argumentChecks(o SeccompOptions) ([]argCheck, error) {
 		{"open", 2, true}, {"openat", 3, false}, {"creat", 1, true},
 		{"mknod", 1, true}, {"mknodat", 2, false}, {"mkdir", 1, true}, {"mkdirat", 2, false},
 	} {
+		refused := uint32(setuidSetgid)
+		if _, ok := ModeChangeSyscalls[m.name]; ok {
+			refused |= widening
+			if !o.AllowGroupWrite {
+				refused |= groupWrite
+			}
+		}
 		checks = append(checks, argCheck{name: m.name, x86Only: m.x86Only, body: func() ([]bpf.Instruction, error) {
 			return assemble(func(a *asm) {
 				a.load(m.arg)
-				a.jump(bpf.JumpBitsSet, setuidSetgid, "eperm", "allow")
+				a.jump(bpf.JumpBitsSet, refused, "eperm", "allow")
 			})
 		}})
 	}
@@ -109,6 +123,12 @@ var ModeCheckedSyscalls = map[string]int{
 	"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2, "open": 2, "openat": 3, "creat": 1,
 	"mknod": 1, "mknodat": 2, "mkdir": 1, "mkdirat": 2,
 }
+
+// ModeChangeSyscalls lists, for documentation and tests, the calls that
+// change a mode, with the mode argument's index: besides the setuid and
+// setgid bits, they may not give others write access or the sticky bit,
+// nor the group write access unless SeccompOptions.AllowGroupWrite.
+var ModeChangeSyscalls = map[string]int{"chmod": 1, "fchmod": 1, "fchmodat": 2, "fchmodat2": 2}
 
 // asm assembles one check with local labels: "allow" and "eperm" are
 // placed at its end; "" as a target is the next instruction.

@@ -22,7 +22,7 @@ import (
 
 var seccompArches = []SeccompArch{SeccompAMD64, SeccompARM64}
 
-var seccompOptionSets = []SeccompOptions{{}, {AllowUnixSockets: true}}
+var seccompOptionSets = []SeccompOptions{{}, {AllowUnixSockets: true}, {AllowGroupWrite: true}}
 
 // unixSysnums parses the SYS_* constants of golang.org/x/sys/unix for arch
 // from its source (the constants of another architecture cannot be
@@ -405,6 +405,16 @@ func TestSeccompProgramSemantics(t *testing.T) {
 					check(name+" setuid", call(name, args(0o4755)...), eperm)
 					check(name+" setgid", call(name, args(0o2755)...), eperm)
 					check(name+" setuid in the upper half (ignored by the kernel)", call(name, args(0o4755<<32|0o755)...), allow)
+					widen, group := uint32(allow), uint32(allow)
+					if _, ok := ModeChangeSyscalls[name]; ok {
+						widen = eperm
+						if !o.AllowGroupWrite {
+							group = eperm
+						}
+					}
+					check(name+" 0666", call(name, args(0o666)...), widen)
+					check(name+" 1755", call(name, args(0o1755)...), widen)
+					check(name+" 0775", call(name, args(0o775)...), group)
 				}
 
 				check("personality(PER_LINUX)", call("personality", 0), allow)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
@@ -28,7 +29,7 @@ func copyCAFile(r *policy.Rule, scratch string) (*os.File, error) {
 	if r.CAFile == "" {
 		return nil, nil
 	}
-	f, err := os.Open(r.CAFile)
+	f, err := openCAFile(r.CAFile)
 	if err != nil {
 		return nil, caRefusal(r, err)
 	}
@@ -62,6 +63,13 @@ func writeCACopy(dir string, data []byte) (*os.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// openCAFile opens a ca_file for reading without blocking on it: it may
+// lie in a workspace, where a command can put a FIFO in its place
+// (checkCAFile then refuses anything but a regular file).
+func openCAFile(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
 }
 
 func caRefusal(r *policy.Rule, err error) error {

@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"time"
 
-	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
@@ -403,7 +402,7 @@ func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
 		return refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace)
 	}
 	x.onDone(unlock)
-	return nil
+	return s.workspaceUsable(ctx, x)
 }
 
 // startProxy starts the exec's own egress proxy when its rule's network
@@ -464,7 +463,7 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
 		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
-		UserHomes: s.userHomes(), Writable: x.rule.Writable, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
+		UserHomes: s.userHomes(), Writable: x.rule.Writable, ScanBudget: s.cfg.ScanBudget, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
 		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser,
 	}))
 	if msg, ok := accessRefusal(x, err); ok {
@@ -521,7 +520,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	x.sshAgent = x.ag.stop() // the agent and its connections end with the command
 	x.egress = x.eg.stop()   // every tunnel too, and their directory goes
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
-	s.lockoutIfUnchecked(ctx, x, res.report.QuarantineErr)
+	s.refuseUnchecked(ctx, x, res.report.Unchecked)
 	// The command is over: free its slot before the caller hears so, or
 	// the caller's next request could find it still taken.
 	s.release(x)
@@ -530,21 +529,6 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	}
 	s.saveRequest(req)
 	return err
-}
-
-// lockoutIfUnchecked locks out when the workspace could not be checked
-// after the command (qerr): it may hold something planted that coily could
-// not check or move aside, so nothing runs until a human has looked.
-func (s *Server) lockoutIfUnchecked(ctx context.Context, x *execution, qerr error) {
-	if qerr == nil {
-		return
-	}
-	// The error names what the command made: shown only made safe.
-	reason := cmdtext.New(x.scrub, fmt.Sprintf("workspace %q could not be checked after request %s: %v", x.rule.Workspace, x.id, qerr)).String()
-	s.log.Error("locking out: "+reason, "request_id", x.id)
-	if _, _, lerr := s.lockout(context.WithoutCancel(ctx), serverCaller, reason); lerr != nil {
-		s.log.Error("lockout after a failed workspace check", "err", lerr)
-	}
 }
 
 // finishExec records the outcome in the audit log (fsynced, which also

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
-	"os"
 	"time"
 
 	"coily.dev/coily/audit"
@@ -101,7 +100,7 @@ func githubTransport(r *policy.Rule) (*http.Transport, error) {
 	if r.CAFile == "" {
 		return tr, nil
 	}
-	f, err := os.Open(r.CAFile)
+	f, err := openCAFile(r.CAFile)
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -19,10 +18,10 @@ func TestAddReportNamesAreItems(t *testing.T) {
 	set := scrub.NewSet([]scrub.Secret{{Name: "TOKEN", Value: tok}})
 	var rec audit.Record
 	addReport(&rec, sandbox.Report{
-		Quarantined:   []string{"a,b/.envrc", "c/.git", "x\x1b[2Jy/.npmrc", strings.ToLower(tok) + "/.envrc"},
-		Restored:      []string{"d,e"},
-		QuarantineErr: errors.New("quarantine " + tok[:10] + "." + tok[10:] + "/.git: file name too long"),
-		Limits:        "rlimit",
+		Quarantined: []string{"a,b/.envrc", "c/.git", "x\x1b[2Jy/.npmrc", strings.ToLower(tok) + "/.envrc"},
+		Restored:    []string{"d,e"},
+		Unchecked:   []string{"quarantine " + tok[:10] + "." + tok[10:] + "/.git: file name too long"},
+		Limits:      "rlimit",
 	}, set)
 	want := []string{"a,b/.envrc", "c/.git", `x\x1b[2Jy/.npmrc`, "[REDACTED:TOKEN]/.envrc"}
 	if got := rec.Lists["quarantined"]; !slices.Equal(got, want) {
@@ -31,8 +30,8 @@ func TestAddReportNamesAreItems(t *testing.T) {
 	if got := rec.Lists["restored_modes"]; !slices.Equal(got, []string{"d,e"}) {
 		t.Errorf("restored_modes = %q", got)
 	}
-	if e := rec.Details["quarantine_error"]; strings.Contains(strings.ToLower(strings.ReplaceAll(e, ".", "")), strings.ToLower(tok)) ||
+	if e := strings.Join(rec.Lists["unchecked"], "\n"); strings.Contains(strings.ToLower(strings.ReplaceAll(e, ".", "")), strings.ToLower(tok)) ||
 		!strings.Contains(e, "[REDACTED:TOKEN]") {
-		t.Errorf("quarantine_error = %q", e)
+		t.Errorf("unchecked = %q", e)
 	}
 }

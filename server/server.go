@@ -75,6 +75,9 @@ type Config struct {
 	ScratchDir string
 	// StateDir and Socket are the server's own; every sandbox hides them.
 	StateDir, Socket string
+	// ScanBudget bounds the scans of a workspace before and after each
+	// command (zero: the sandbox's defaults).
+	ScanBudget sandbox.ScanBudget
 	// OwnFiles are the server's other files (the policy, the credentials
 	// file, Vault token and secret-id files, the auth key file): every
 	// sandbox hides them too.

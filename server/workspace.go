@@ -2,8 +2,10 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cmdtext"
@@ -141,6 +143,76 @@ func (w *workspaceLocks) lock(ctx context.Context, root string) (func(), error) 
 	}
 }
 
+// refuseUnchecked refuses the execution's workspace when the check after
+// the command could not cover it (unchecked, one line each): it may hold
+// something planted that coily could not check or move aside, so no rule
+// using it runs until its owner has looked and repaired it. Other
+// workspaces, and the server, go on. Only when even the refusal cannot be
+// kept does the server lock out (fail closed).
+func (s *Server) refuseUnchecked(ctx context.Context, x *execution, unchecked []string) {
+	if len(unchecked) == 0 || x.root == "" || x.root == x.home {
+		return
+	}
+	ctx = context.WithoutCancel(ctx)
+	// The lines name what the command made: kept, logged, audited and
+	// shown to later callers only made safe, with this exec's secrets.
+	unchecked = cmdtext.Strings(cmdtext.List(x.scrub, unchecked))
+	w := RefusedWorkspace{Workspace: x.rule.Workspace, Root: x.root, Request: x.id, Since: s.cfg.Now(), Reasons: unchecked}
+	rec := callerRecord(serverCaller, "", EventWorkspaceRefused, fmt.Sprintf("workspace %q could not be checked after request %s: refused until `coily workspace repair %s`", w.Workspace, x.id, w.Workspace))
+	rec.RequestID = x.id
+	rec.Details = map[string]string{"workspace": w.Workspace}
+	rec.Lists = map[string][]string{"unchecked": unchecked}
+	err := RefuseWorkspace(s.cfg.StateDir, w)
+	if err != nil {
+		rec.Details["refusal_error"] = err.Error()
+	}
+	if _, aerr := s.record(ctx, rec); aerr != nil {
+		s.log.Error("audit a refused workspace", "err", aerr)
+	}
+	if err == nil {
+		s.log.Error("workspace refused: "+rec.Reason, "request_id", x.id, "unchecked", unchecked)
+		return
+	}
+	reason := fmt.Sprintf("workspace %q could not be checked after request %s, and its refusal could not be kept (%v): %s", w.Workspace, x.id, err, strings.Join(unchecked, "; "))
+	s.log.Error("locking out: "+reason, "request_id", x.id)
+	if _, _, lerr := s.lockout(ctx, serverCaller, reason); lerr != nil {
+		s.log.Error("lockout after a failed workspace check", "err", lerr)
+	}
+}
+
+// EventWorkspaceRefused and EventWorkspaceRepaired are the audit events of
+// a workspace's refusal and of its repair.
+const (
+	EventWorkspaceRefused  = "workspace.refused"
+	EventWorkspaceRepaired = "workspace.repair"
+)
+
+// workspaceUsable refuses a command in a refused workspace, naming the
+// repair, and audits a repair made since the last command there.
+func (s *Server) workspaceUsable(ctx context.Context, x *execution) error {
+	if rep, ok, _ := workspaceRefusal(s.cfg.StateDir, x.root, repairedSuffix); ok {
+		rec := audit.Record{Event: EventWorkspaceRepaired, Principal: rep.RepairedBy, Transport: "local", Decision: "allow",
+			Reason:  fmt.Sprintf("workspace %q repaired (refused after request %s)", rep.Workspace, rep.Request),
+			Details: map[string]string{"workspace": rep.Workspace, "refused_request": rep.Request, "repaired": rep.Repaired.UTC().Format(time.RFC3339)}}
+		if _, err := s.record(ctx, rec); err != nil {
+			return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
+		}
+		if err := os.Remove(workspaceFile(s.cfg.StateDir, x.root, repairedSuffix)); err != nil {
+			s.log.Error("remove a workspace's repair record", "err", err)
+		}
+	}
+	w, ok, err := workspaceRefusal(s.cfg.StateDir, x.root, refusedSuffix)
+	if !ok {
+		return nil
+	}
+	why := strings.Join(w.Reasons, "; ")
+	if err != nil {
+		why = err.Error()
+	}
+	return refusal.New(refusal.SandboxUnavailable, "workspace %q is refused since %s: it could not be checked after request %s (%s); its owner looks at it (and at its %s directory), then runs `coily workspace repair %s` on the trust point",
+		x.rule.Workspace, w.Since.UTC().Format(time.RFC3339), w.Request, why, sandbox.QuarantineDir, x.rule.Workspace)
+}
+
 // addReport records what the sandbox observed in the result's audit
 // record: protected entries the command created and that were
 // quarantined, and how it was bounded.
@@ -148,9 +220,8 @@ func addReport(rec *audit.Record, r sandbox.Report, secrets *scrub.Set) {
 	// The names are the command's: made safe to show with its secrets.
 	setList(rec, "quarantined", cmdtext.Strings(cmdtext.List(secrets, r.Quarantined)))
 	setList(rec, "restored_modes", cmdtext.Strings(cmdtext.List(secrets, r.Restored)))
-	if r.QuarantineErr != nil {
-		setDetail(rec, "quarantine_error", cmdtext.New(secrets, r.QuarantineErr.Error()).String())
-	}
+	setList(rec, "moved_aside", cmdtext.Strings(cmdtext.List(secrets, r.Aside)))
+	setList(rec, "unchecked", cmdtext.Strings(cmdtext.List(secrets, r.Unchecked)))
 	if r.Limits != "" {
 		setDetail(rec, "limits", r.Limits)
 	}

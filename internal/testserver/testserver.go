@@ -27,6 +27,7 @@ import (
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
 )
@@ -76,6 +77,8 @@ type Options struct {
 	// AuditMaxFileSize rotates the audit log's files at this size; 0
 	// means audit.DefaultMaxFileSize.
 	AuditMaxFileSize int64
+	// ScanBudget bounds the workspace scans (zero: the defaults).
+	ScanBudget sandbox.ScanBudget
 }
 
 // Instance is a running server and a client connected to it.
@@ -140,7 +143,8 @@ func Start(t testing.TB, opts Options) *Instance {
 	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
-		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs}
+		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs,
+		ScanBudget: opts.ScanBudget}
 	var tl net.Listener
 	if opts.Tailnet {
 		tl = in.startTailnet(t, &cfg)
