@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/server"
 	"coily.dev/coily/visible"
 )
 
@@ -16,34 +17,34 @@ import (
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	c.pages(mux)
-	mux.HandleFunc("GET /api/whoami", c.apiWhoAmI)
-	mux.HandleFunc("GET /api/status", c.apiStatus)
-	mux.HandleFunc("GET /api/approvals", c.apiApprovals)
-	mux.HandleFunc("GET /api/approvals/stream", c.apiApprovalStream)
-	mux.HandleFunc("POST /api/approvals/{id}/approve", c.apiDecide(true))
-	mux.HandleFunc("POST /api/approvals/{id}/deny", c.apiDecide(false))
-	mux.HandleFunc("POST /api/lockout", c.apiLockout)
-	mux.HandleFunc("POST /api/pause", c.apiPause)
-	mux.HandleFunc("POST /api/resume", c.apiResume)
-	mux.HandleFunc("POST /api/execs/{request_id}/kill", c.apiKill)
-	mux.HandleFunc("GET /api/audit/stream", c.apiAuditStream)
-	// Everything else under /api/ answers JSON too: another method on a
-	// known path, or no such path.
+	c.handle(mux, "GET /api/whoami", server.WebPage, c.apiWhoAmI)
+	c.handle(mux, "GET /api/status", server.WebStatus, c.apiStatus)
+	c.handle(mux, "GET /api/approvals", server.WebApprovals, c.apiApprovals)
+	c.handle(mux, "GET /api/approvals/stream", server.WebWatchApprovals, c.apiApprovalStream)
+	c.handle(mux, "POST /api/approvals/{id}/approve", server.WebDecide, c.apiDecide(true))
+	c.handle(mux, "POST /api/approvals/{id}/deny", server.WebDecide, c.apiDecide(false))
+	c.handle(mux, "POST /api/lockout", server.WebLockout, c.apiLockout)
+	c.handle(mux, "POST /api/pause", server.WebPause, c.apiPause)
+	c.handle(mux, "POST /api/resume", server.WebResume, c.apiResume)
+	c.handle(mux, "POST /api/execs/{request_id}/kill", server.WebKill, c.apiKill)
+	c.handle(mux, "GET /api/audit/stream", server.WebAudit, c.apiAuditStream)
+	// Everything else under /api/ answers JSON too, to a caller admitted
+	// as for a page: another method on a known path, or no such path.
 	for _, p := range []string{"/api/whoami", "/api/status", "/api/approvals", "/api/approvals/stream", "/api/approvals/{id}/approve",
 		"/api/approvals/{id}/deny", "/api/lockout", "/api/pause", "/api/resume", "/api/execs/{request_id}/kill",
 		"/api/audit/stream"} {
-		mux.HandleFunc(p, func(w http.ResponseWriter, _ *http.Request) {
+		c.handle(mux, p, server.WebPage, func(w http.ResponseWriter, _ *request) {
 			writeError(w, http.StatusMethodNotAllowed, refusal.New(refusal.BadRequest, "method not allowed"))
 		})
 	}
-	mux.HandleFunc("/api/", func(w http.ResponseWriter, _ *http.Request) {
+	c.handle(mux, "/api/", server.WebPage, func(w http.ResponseWriter, _ *request) {
 		writeError(w, http.StatusNotFound, refusal.New(refusal.BadRequest, "no such API path"))
 	})
 	return mux
 }
 
-func (c *Console) apiWhoAmI(w http.ResponseWriter, r *http.Request) {
-	who, err := c.cfg.Server.WebWhoAmI(r)
+func (c *Console) apiWhoAmI(w http.ResponseWriter, r *request) {
+	who, err := c.cfg.Server.WebWhoAmI(r.Request)
 	if err != nil {
 		writeError(w, 0, err)
 		return
@@ -56,8 +57,8 @@ func (c *Console) apiWhoAmI(w http.ResponseWriter, r *http.Request) {
 		"caller": callerView{Principal: vt(who.Principal), Peer: vt(who.Peer), Roles: texts(who.Roles), Permissions: texts(perms)}})
 }
 
-func (c *Console) apiStatus(w http.ResponseWriter, r *http.Request) {
-	v, err := c.cfg.Server.WebStatus(r)
+func (c *Console) apiStatus(w http.ResponseWriter, r *request) {
+	v, err := c.cfg.Server.WebStatus(r.Request)
 	if err != nil {
 		writeError(w, 0, err)
 		return
@@ -68,8 +69,8 @@ func (c *Console) apiStatus(w http.ResponseWriter, r *http.Request) {
 	}{true, newStatusView(v, c.cfg.Dev, c.cfg.Now())})
 }
 
-func (c *Console) apiApprovals(w http.ResponseWriter, r *http.Request) {
-	list, err := c.cfg.Server.WebApprovals(r)
+func (c *Console) apiApprovals(w http.ResponseWriter, r *request) {
+	list, err := c.cfg.Server.WebApprovals(r.Request)
 	if err != nil {
 		writeError(w, 0, err)
 		return
@@ -82,12 +83,12 @@ func (c *Console) apiApprovals(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, map[string]any{"ok": true, "now": stamp(now), "approvals": out})
 }
 
-func (c *Console) apiDecide(approve bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		note, err := parseBody(r, "note")
+func (c *Console) apiDecide(approve bool) handler {
+	return func(w http.ResponseWriter, r *request) {
+		note, err := r.text("note")
 		if err == nil {
 			var a = r.PathValue("id")
-			ap, derr := c.cfg.Server.WebDecide(r, a, approve, note)
+			ap, derr := c.cfg.Server.WebDecide(r.Request, a, approve, note)
 			if derr == nil {
 				writeJSON(w, map[string]any{"ok": true, "approval": newApprovalView(ap, nil, c.cfg.Now())})
 				return
@@ -98,10 +99,10 @@ func (c *Console) apiDecide(approve bool) http.HandlerFunc {
 	}
 }
 
-func (c *Console) apiLockout(w http.ResponseWriter, r *http.Request) {
-	reason, err := parseBody(r, "reason")
+func (c *Console) apiLockout(w http.ResponseWriter, r *request) {
+	reason, err := r.text("reason")
 	if err == nil {
-		resp, lerr := c.cfg.Server.WebLockout(r, reason)
+		resp, lerr := c.cfg.Server.WebLockout(r.Request, reason)
 		if lerr == nil {
 			writeJSON(w, map[string]any{"ok": true, "lockout": stopOf(resp.GetLockout()), "killed": resp.GetKilled()})
 			return
@@ -111,10 +112,10 @@ func (c *Console) apiLockout(w http.ResponseWriter, r *http.Request) {
 	writeError(w, 0, err)
 }
 
-func (c *Console) apiPause(w http.ResponseWriter, r *http.Request) {
-	reason, err := parseBody(r, "reason")
+func (c *Console) apiPause(w http.ResponseWriter, r *request) {
+	reason, err := r.text("reason")
 	if err == nil {
-		resp, perr := c.cfg.Server.WebPause(r, reason)
+		resp, perr := c.cfg.Server.WebPause(r.Request, reason)
 		if perr == nil {
 			writeJSON(w, map[string]any{"ok": true, "pause": stopOf(resp.GetPause()), "running": resp.GetRunning()})
 			return
@@ -124,10 +125,10 @@ func (c *Console) apiPause(w http.ResponseWriter, r *http.Request) {
 	writeError(w, 0, err)
 }
 
-func (c *Console) apiResume(w http.ResponseWriter, r *http.Request) {
-	reason, err := parseBody(r, "reason")
+func (c *Console) apiResume(w http.ResponseWriter, r *request) {
+	reason, err := r.text("reason")
 	if err == nil {
-		resp, rerr := c.cfg.Server.WebResume(r, reason)
+		resp, rerr := c.cfg.Server.WebResume(r.Request, reason)
 		if rerr == nil {
 			writeJSON(w, map[string]any{"ok": true, "pause": stopOf(resp.GetPause())})
 			return
@@ -137,11 +138,11 @@ func (c *Console) apiResume(w http.ResponseWriter, r *http.Request) {
 	writeError(w, 0, err)
 }
 
-func (c *Console) apiKill(w http.ResponseWriter, r *http.Request) {
-	reason, err := parseBody(r, "reason")
+func (c *Console) apiKill(w http.ResponseWriter, r *request) {
+	reason, err := r.text("reason")
 	if err == nil {
 		id := r.PathValue("request_id")
-		running, kerr := c.cfg.Server.WebKill(r, id, reason)
+		running, kerr := c.cfg.Server.WebKill(r.Request, id, reason)
 		if kerr == nil {
 			writeJSON(w, map[string]any{"ok": true, "request_id": vt(id), "running": running})
 			return

@@ -14,22 +14,40 @@ import (
 // maxBody bounds a POST body: one short text field.
 const maxBody = 4 << 10
 
-// parseBody reads a POST's optional body: nothing at all (a bare POST, as
-// ntfy's http action sends), or a JSON object with at most the one field
-// the action takes ("note" for a decision, "reason" for the others), a
-// string. A body of another type, another field, a second value or
-// anything malformed is refused with bad-request: a field a newer page
-// sent and this server ignored would be lost silently. The text itself
-// is checked by the server (its limits and characters).
-func parseBody(r *http.Request, field string) (string, error) {
-	data, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
-	if err != nil {
-		return "", refusal.Wrap(refusal.BadRequest, err, "could not read the request body")
+// readBody reads an admitted request's body (admit.go): a POST's, at most
+// maxBody bytes, within the server's ReadTimeout; any other request must
+// have none. A body refused here is not read any further.
+func readBody(w http.ResponseWriter, r *http.Request, raw io.ReadCloser) ([]byte, error) {
+	if r.Method != http.MethodPost {
+		if r.ContentLength != 0 {
+			return nil, refusal.New(refusal.BadRequest, "this request takes no body")
+		}
+		return nil, nil
 	}
-	return decodeBody(r.Header.Get("Content-Type"), data, field)
+	if r.ContentLength > maxBody {
+		return nil, refusal.New(refusal.BadRequest, "request body over %d bytes", maxBody)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, raw, maxBody))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		return nil, refusal.New(refusal.BadRequest, "request body over %d bytes", maxBody)
+	case err != nil:
+		return nil, refusal.Wrap(refusal.BadRequest, err, "could not read the request body")
+	}
+	return data, nil
 }
 
-// decodeBody is parseBody's parser, over the Content-Type and the bytes.
+// decodeBody parses a POST's optional body: nothing at all (a bare POST,
+// as ntfy's http action sends), or a JSON object with at most the one
+// field the action takes ("note" for a decision, "reason" for the
+// others), a string. A body of another type, another field, a second
+// value or anything malformed is refused with bad-request: a field a
+// newer page sent and this server ignored would be lost silently. The
+// text itself is checked by the server (its limits and characters).
 func decodeBody(contentType string, data []byte, field string) (string, error) {
 	if len(data) > maxBody {
 		return "", refusal.New(refusal.BadRequest, "request body over %d bytes", maxBody)

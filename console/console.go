@@ -9,6 +9,10 @@
 //     cookie, token or password; the console sets no cookie at all;
 //   - every action is the server's own (package server audits it as its
 //     gRPC twin); the console renders and routes, it decides nothing;
+//   - nothing of a request's body is read before its caller is admitted
+//     for its route's action (admit.go); a refused request's connection
+//     is closed unread, and every connection is bounded in time, in
+//     header size and in number per tailnet address (server.HTTPLimits);
 //   - a state-changing request must be same-origin (Go's
 //     http.CrossOriginProtection) and name one of the console's own host
 //     names (no DNS rebinding); refusals of either are audited;
@@ -51,7 +55,10 @@ type Config struct {
 	// Heartbeat is the interval of a stream's keep-alive and of its
 	// re-authorization (a revoked grant ends it); 0 means 15 s.
 	Heartbeat time.Duration
-	Now       func() time.Time
+	// Limits bound the console's connections (zero fields:
+	// server.DefaultWebLimits): its timeouts and each peer's cap.
+	Limits server.HTTPLimits
+	Now    func() time.Time
 }
 
 // Console is the web console. Its streams end when the server shuts down
@@ -61,11 +68,12 @@ type Console struct {
 	log     *slog.Logger
 	handler http.Handler
 	hosts   map[string]bool
+	limits  server.HTTPLimits
 
 	ctx    context.Context // ended by Close: ends every stream
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	srvs   []*http.Server
+	srvs   []*server.HTTPServer
 	wg     sync.WaitGroup
 }
 
@@ -86,7 +94,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}}
+	c := &Console{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}, limits: cfg.Limits.Or(server.DefaultWebLimits)}
 	for _, h := range cfg.Hosts {
 		c.hosts[normalHost(h)] = true
 	}
@@ -98,16 +106,19 @@ func New(cfg Config) (*Console, error) {
 // ServeHTTP serves the console.
 func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.handler.ServeHTTP(w, r) }
 
-// Serve serves the console on l until Close; it returns nil once closed.
+// Serve serves the console on l (a tailnet listener) until Close; it
+// returns nil once closed. Its connections are bounded by Config.Limits:
+// each peer's are capped, and their refusals audited.
 func (c *Console) Serve(l net.Listener) error {
-	srv := &http.Server{Handler: c, ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute,
-		MaxHeaderBytes: 64 << 10, BaseContext: func(net.Listener) context.Context { return c.ctx },
-		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)}
-	return c.serve(srv, l)
+	return c.serve(c, l)
 }
 
-// serve runs srv on l, tracked so that Close stops it.
-func (c *Console) serve(srv *http.Server, l net.Listener) error {
+// serve runs h on l under the console's limits, tracked so that Close
+// stops it.
+func (c *Console) serve(h http.Handler, l net.Listener) error {
+	srv := c.cfg.Server.WebHTTPServer(h, c.limits)
+	srv.BaseContext = func(net.Listener) context.Context { return c.ctx }
+	srv.ErrorLog = slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)
 	c.mu.Lock()
 	if c.ctx.Err() != nil {
 		c.mu.Unlock()

@@ -11,6 +11,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"coily.dev/coily/server"
 )
 
 // Gateway brings a console that serves on a tailnet node to a browser on
@@ -44,28 +46,17 @@ func (g *Gateway) Serve(l net.Listener) error {
 	if g.Logger == nil {
 		g.Logger = slog.Default()
 	}
+	lim := server.DefaultWebLimits
 	self := l.Addr().String()
 	_, port, _ := net.SplitHostPort(self)
 	hosts := map[string]bool{self: true, "localhost:" + port: true}
-	proxy := &httputil.ReverseProxy{
-		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.SetURL(&url.URL{Scheme: "http", Host: g.Target})
-			pr.Out.Host = g.Host
-			if o := pr.In.Header.Get("Origin"); o == "http://"+pr.In.Host {
-				pr.Out.Header.Set("Origin", "http://"+g.Host)
-			}
-		},
-		Transport: &http.Transport{DialContext: g.Dial, MaxIdleConns: 8, IdleConnTimeout: time.Minute,
-			ResponseHeaderTimeout: 30 * time.Second},
-		FlushInterval: -1, // event streams as they come
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			g.Logger.Warn("console gateway: the console did not answer", "err", err)
-			http.Error(w, "coily dev: the console did not answer", http.StatusBadGateway)
-		},
-	}
+	proxy := g.proxy(lim.PeerConns * 3 / 4)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, BaseContext: func(net.Listener) context.Context { return ctx },
+	// The console's limits, but for WriteTimeout: an event stream is an
+	// answer that lasts (the console bounds each of its events).
+	srv := &http.Server{ReadHeaderTimeout: lim.ReadHeaderTimeout, ReadTimeout: lim.ReadTimeout, IdleTimeout: lim.IdleTimeout,
+		MaxHeaderBytes: lim.MaxHeaderBytes, BaseContext: func(net.Listener) context.Context { return ctx },
 		ErrorLog: slog.NewLogLogger(g.Logger.Handler(), slog.LevelDebug),
 		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			if !hosts[r.Host] {
@@ -88,6 +79,29 @@ func (g *Gateway) Serve(l net.Listener) error {
 		return fmt.Errorf("console gateway: %w", err)
 	}
 	return nil
+}
+
+// proxy forwards requests to the console over at most conns connections:
+// every request reaches the console from the gateway's one node, so it
+// keeps under the console's cap per peer, and a busy browser waits for a
+// connection rather than being refused.
+func (g *Gateway) proxy(conns int) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.SetURL(&url.URL{Scheme: "http", Host: g.Target})
+			pr.Out.Host = g.Host
+			if o := pr.In.Header.Get("Origin"); o == "http://"+pr.In.Host {
+				pr.Out.Header.Set("Origin", "http://"+g.Host)
+			}
+		},
+		Transport: &http.Transport{DialContext: g.Dial, MaxIdleConns: 8, MaxConnsPerHost: conns,
+			IdleConnTimeout: time.Minute, ResponseHeaderTimeout: 30 * time.Second},
+		FlushInterval: -1, // event streams as they come
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			g.Logger.Warn("console gateway: the console did not answer", "err", err)
+			http.Error(w, "coily dev: the console did not answer", http.StatusBadGateway)
+		},
+	}
 }
 
 // Close stops the gateway, its streams included.

@@ -3,6 +3,8 @@ package console
 import (
 	"net/http"
 	"strings"
+
+	"coily.dev/coily/server"
 )
 
 // contentSecurityPolicy allows the console's own script and style files
@@ -20,10 +22,14 @@ const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 
 // is audited by the server (WebRefuse). API reads from another site are
 // refused too (fetch metadata): a page of another origin has no business
 // loading them, even where the browser would not let it read them.
+//
+// It also withholds every request's body until the request is admitted
+// for its route's action (admit.go).
 func (c *Console) guard(next http.Handler) http.Handler {
 	cop := http.NewCrossOriginProtection()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		securityHeaders(w.Header())
+		r = withhold(r)
 		switch {
 		case !c.hosts[normalHost(r.Host)]:
 			c.refuseGuard(w, r, http.StatusMisdirectedRequest, "this console does not answer to that host name")
@@ -50,13 +56,12 @@ func crossSite(r *http.Request) bool {
 	return true
 }
 
+// refuseGuard audits and answers a refusal of the guard, reading nothing
+// more of the connection.
 func (c *Console) refuseGuard(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	err := c.cfg.Server.WebRefuse(r, msg)
-	if isAPI(r.URL.Path) {
-		writeError(w, status, err)
-		return
-	}
-	pageErrorStatus(w, status, err)
+	server.HangUp(w)
+	answerError(w, r, status, err)
 }
 
 // securityHeaders sets the headers every response carries.

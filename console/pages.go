@@ -17,31 +17,24 @@ import (
 //go:embed static
 var static embed.FS
 
-// pages registers the pages and their files: each request is admitted
-// (any caller holding a permission; the API decides the rest).
+// pages registers the pages and their files, each served to a caller
+// admitted as for a page (any caller holding a permission; the API
+// decides the rest).
 func (c *Console) pages(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", c.page("index.html"))
-	mux.HandleFunc("GET /approvals/{id}", c.page("approval.html"))
-	mux.HandleFunc("GET /audit", c.page("audit.html"))
-	mux.HandleFunc("GET /static/{name}", func(w http.ResponseWriter, r *http.Request) {
-		c.page(path.Base(r.PathValue("name")))(w, r)
+	c.handle(mux, "GET /{$}", server.WebPage, page("index.html"))
+	c.handle(mux, "GET /approvals/{id}", server.WebPage, page("approval.html"))
+	c.handle(mux, "GET /audit", server.WebPage, page("audit.html"))
+	c.handle(mux, "GET /static/{name}", server.WebPage, func(w http.ResponseWriter, r *request) {
+		page(path.Base(r.PathValue("name")))(w, r)
 	})
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		if err := c.cfg.Server.WebAdmit(r, server.WebPage); err != nil {
-			pageError(w, err)
-			return
-		}
+	c.handle(mux, "/", server.WebPage, func(w http.ResponseWriter, _ *request) {
 		pageError(w, refusal.New(refusal.BadRequest, "no such page"))
 	})
 }
 
-// page serves one embedded file to an admitted caller.
-func (c *Console) page(name string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if err := c.cfg.Server.WebAdmit(r, server.WebPage); err != nil {
-			pageError(w, err)
-			return
-		}
+// page serves one embedded file.
+func page(name string) handler {
+	return func(w http.ResponseWriter, _ *request) {
 		data, err := fs.ReadFile(static, "static/"+name)
 		if err != nil {
 			pageError(w, refusal.New(refusal.BadRequest, "no such file"))

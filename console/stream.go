@@ -12,23 +12,32 @@ import (
 )
 
 // An event stream (text/event-stream, read by the pages' EventSource).
+// It outlives the server's WriteTimeout: each event has that long to be
+// written instead, so a client that stops reading is cut off then.
 type eventStream struct {
-	w  http.ResponseWriter
-	rc *http.ResponseController
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration // to write one event
 }
 
 // startStream answers 200 with the stream's headers and its reconnection
 // delay, flushed at once: the client sees the stream open (EventSource's
 // "open") before the first event, which may be a heartbeat away.
-func startStream(w http.ResponseWriter) *eventStream {
+func (c *Console) startStream(w http.ResponseWriter) *eventStream {
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
 	h.Set("X-Accel-Buffering", "no")
+	s := &eventStream{w: w, rc: http.NewResponseController(w), timeout: c.limits.WriteTimeout}
+	s.deadline()
 	w.WriteHeader(http.StatusOK)
-	s := &eventStream{w: w, rc: http.NewResponseController(w)}
 	_, _ = fmt.Fprint(w, "retry: 1000\n\n")
 	_ = s.rc.Flush()
 	return s
+}
+
+// deadline gives the next event its time to be written.
+func (s *eventStream) deadline() {
+	_ = s.rc.SetWriteDeadline(time.Now().Add(s.timeout)) // a recorder has none
 }
 
 // send writes one event: its name, id (none when empty) and JSON data
@@ -38,6 +47,7 @@ func (s *eventStream) send(event, id string, v any) error {
 	if err != nil {
 		return err
 	}
+	s.deadline()
 	if id != "" {
 		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
 			return err
@@ -50,6 +60,7 @@ func (s *eventStream) send(event, id string, v any) error {
 }
 
 func (s *eventStream) ping() error {
+	s.deadline()
 	if _, err := fmt.Fprint(s.w, ": ping\n\n"); err != nil {
 		return err
 	}
@@ -68,27 +79,24 @@ func (s *eventStream) refused(err error) {
 // the last one back in Last-Event-ID, and gets what it missed, as far as
 // the backlog reaches). The stream re-checks the caller's right every
 // heartbeat: a revoked grant ends it.
-func (c *Console) apiAuditStream(w http.ResponseWriter, r *http.Request) {
-	f, ferr := parseFilter(r.URL.RawQuery, server.MaxAuditBacklog)
+func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
+	f, err := parseFilter(r.URL.RawQuery, server.MaxAuditBacklog)
+	if err != nil {
+		writeError(w, 0, err)
+		return
+	}
 	lastID, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
 	backlog := f.backlog
 	if lastID > 0 {
 		backlog = server.MaxAuditBacklog
 	}
-	if ferr != nil {
-		if err := c.cfg.Server.WebAdmit(r, server.WebAudit); err != nil {
-			ferr = err // a caller without the right learns only that
-		}
-		writeError(w, 0, ferr)
-		return
-	}
-	st, err := c.cfg.Server.WebAudit(r, backlog)
+	st, err := c.cfg.Server.WebAudit(r.Request, backlog)
 	if err != nil {
 		writeError(w, 0, err)
 		return
 	}
 	defer st.Close()
-	es := startStream(w)
+	es := c.startStream(w)
 	var last uint64
 	for _, rec := range st.Backlog {
 		last = rec.Seq
@@ -120,7 +128,7 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-beat.C:
-			if err := c.cfg.Server.WebAdmit(r, server.WebAudit); err != nil {
+			if err := c.cfg.Server.WebAdmit(r.Request, server.WebAudit); err != nil {
 				es.refused(err)
 				return
 			}
@@ -134,14 +142,14 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *http.Request) {
 // apiApprovalStream streams the approvals' changes (as WatchApprovals):
 // each pending one first, then every change, as events "approval". The
 // pages fetch /api/approvals for the details when one arrives.
-func (c *Console) apiApprovalStream(w http.ResponseWriter, r *http.Request) {
-	wa, err := c.cfg.Server.WebWatchApprovals(r)
+func (c *Console) apiApprovalStream(w http.ResponseWriter, r *request) {
+	wa, err := c.cfg.Server.WebWatchApprovals(r.Request)
 	if err != nil {
 		writeError(w, 0, err)
 		return
 	}
 	defer wa.Close()
-	es := startStream(w)
+	es := c.startStream(w)
 	beat := time.NewTicker(c.cfg.Heartbeat)
 	defer beat.Stop()
 	for {
@@ -160,7 +168,7 @@ func (c *Console) apiApprovalStream(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 		case <-beat.C:
-			if err := c.cfg.Server.WebAdmit(r, server.WebWatchApprovals); err != nil {
+			if err := c.cfg.Server.WebAdmit(r.Request, server.WebWatchApprovals); err != nil {
 				es.refused(err)
 				return
 			}

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"tailscale.com/tsnet"
 )
@@ -121,9 +120,7 @@ func Redirector(url string, hosts []string) http.Handler {
 }
 
 // ServeRedirect serves Redirector on l until Close (with the console's
-// other servers).
+// other servers), under the console's limits.
 func (c *Console) ServeRedirect(l net.Listener, url string) error {
-	srv := &http.Server{Handler: Redirector(url, c.cfg.Hosts), ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog: slog.NewLogLogger(c.log.Handler(), slog.LevelDebug)}
-	return c.serve(srv, l)
+	return c.serve(Redirector(url, c.cfg.Hosts), l)
 }

@@ -113,6 +113,7 @@ if [ "$(id -u)" = 0 ]; then
   CGO_ENABLED=0 go build -o "$u/bin/seccompprobe" ./internal/seccompprobe
   go test -c -o "$u/bin/sandbox.test" ./sandbox
   go test -c -o "$u/bin/server.test" ./server
+  go test -tags $T -c -o "$u/bin/console.test" ./console
   go test -tags $T -c -o "$u/bin/coily.test" ./cmd/coily
   go test -c -o "$u/bin/sshagent.test" ./sshagent
   go test -c -o "$u/bin/notify.test" ./notify
@@ -127,7 +128,8 @@ if [ "$(id -u)" = 0 ]; then
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp' &&
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|PeerConns|LockoutStops' &&
+    asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
     asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
   status=$?

@@ -31,7 +31,8 @@ const DefaultMetricsPort = 9464
 // With identify set (the tailnet listener), each request's caller is
 // identified as a gRPC call on the tailnet is (WhoIs on its address) and
 // must hold the metrics permission; a refusal is audited and counted like
-// any other, and answered 401 or 403 with its code. Without it, no
+// any other, and answered 401 or 403 with its code, reading nothing more
+// of the connection (HangUp). Without it, no
 // identity is asked: it is for a listener the operator bound to a local
 // address for a local Prometheus.
 func (s *Server) OpsHandler(identify bool) http.Handler {
@@ -52,11 +53,26 @@ func (s *Server) OpsHandler(identify bool) http.Handler {
 			if re.Code == refusal.Unauthenticated {
 				status = http.StatusUnauthorized
 			}
+			HangUp(w)
 			plain(w, status, fmt.Sprintf("%s: %s\n", re.Code, re.Msg))
 			return
 		}
 		mux.ServeHTTP(w, r)
 	})
+}
+
+// opsMethodConn names, in the audit, the refusals of a connection past
+// its peer's cap on the tailnet listener ("http:" and a path is a
+// request's; a path begins with "/").
+const opsMethodConn = "http:connection"
+
+// OpsServer is the HTTP server of OpsHandler(identify) under lim (zero
+// fields: DefaultOpsLimits). With identify (the tailnet listener) each
+// peer's connections are capped too; a refusal is audited as
+// http:connection and counted like any other. The local listener has no
+// cap: every caller there is one address.
+func (s *Server) OpsServer(identify bool, lim HTTPLimits) *HTTPServer {
+	return s.newHTTPServer(s.OpsHandler(identify), lim.Or(DefaultOpsLimits), identify, TransportTailnet, opsMethodConn)
 }
 
 // admitOps identifies a tailnet request's caller and checks the metrics

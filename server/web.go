@@ -63,6 +63,9 @@ const (
 	// webMethodGuard names the refusals of the console's request guard
 	// (WebRefuse): a request from another origin, or for another host.
 	webMethodGuard = "web:guard"
+	// webMethodConn names the refusals of a connection past its peer's
+	// cap (WebHTTPServer).
+	webMethodConn = "web:connection"
 )
 
 // webActions names the authorization table entry of each action.
@@ -355,6 +358,14 @@ func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
 		return nil, err
 	}
 	return &w, nil
+}
+
+// WebHTTPServer is an HTTP server for h (the console, or its redirect to
+// HTTPS) on the tailnet node, under lim (zero fields: DefaultWebLimits):
+// each peer's connections are capped, and a refusal is audited as
+// web:connection.
+func (s *Server) WebHTTPServer(h http.Handler, lim HTTPLimits) *HTTPServer {
+	return s.newHTTPServer(h, lim.Or(DefaultWebLimits), true, TransportWeb, webMethodConn)
 }
 
 // WebRefuse audits a console request its guard refused before any action

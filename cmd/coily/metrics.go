@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"net/http"
 	"strconv"
 	"time"
 
@@ -28,7 +27,7 @@ func metricsRegistry() (*prometheus.Registry, error) {
 
 // opsServers are the HTTP servers of the operations endpoints.
 type opsServers struct {
-	servers []*http.Server
+	servers []*server.HTTPServer
 	done    chan error
 }
 
@@ -43,7 +42,7 @@ func startOps(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 			return nil, fmt.Errorf("metrics listener: %w", err)
 		}
 		warnIfNotLoopback(log, l.Addr())
-		ops.serve(l, srv.OpsHandler(false))
+		ops.serve(l, srv.OpsServer(false, server.HTTPLimits{}))
 		log.Info("serving metrics", "addr", l.Addr().String(), "identity", "none (local address)")
 	}
 	if node != nil && o.metricsTailnetPort > 0 {
@@ -52,16 +51,16 @@ func startOps(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 			ops.close()
 			return nil, fmt.Errorf("tailnet metrics listener: %w", err)
 		}
-		ops.serve(l, srv.OpsHandler(true))
+		ops.serve(l, srv.OpsServer(true, server.HTTPLimits{}))
 		log.Info("serving metrics", "addr", net.JoinHostPort(node.Hostname, strconv.Itoa(o.metricsTailnetPort)),
 			"identity", "tailnet, metrics permission")
 	}
 	return ops, nil
 }
 
-func (ops *opsServers) serve(l net.Listener, h http.Handler) {
-	hs := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
-		WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10}
+// serve runs hs on l (its timeouts and, on the tailnet, its cap per peer
+// are server.DefaultOpsLimits).
+func (ops *opsServers) serve(l net.Listener, hs *server.HTTPServer) {
 	ops.servers = append(ops.servers, hs)
 	go func() { ops.done <- hs.Serve(l) }()
 }
