@@ -35,7 +35,7 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
 	}
 	rec := callerRecord(c, coilyv1grpc.CoilyService_IssueKey_FullMethodName, "key.issue", "")
-	rec.Details = map[string]string{"sandboxes": name}
+	rec.Lists = map[string][]string{"sandboxes": {name}}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -116,7 +117,7 @@ func TestPeerConnsCapAndRecords(t *testing.T) {
 		refused[0].Transport != TransportWeb || refused[0].Peer != "100.64.0.7:10" {
 		t.Fatalf("refusals recorded: %+v", refused)
 	}
-	if sums[0].Details["count"] != "5" || sums[0].Details["codes"] != "rate-limit=5" || sums[0].Peer != "100.64.0.7:10" {
+	if sums[0].Details["count"] != "5" || !slices.Equal(sums[0].Lists["codes"], []string{"rate-limit=5"}) || sums[0].Peer != "100.64.0.7:10" {
 		t.Fatalf("summary: %+v", sums[0])
 	}
 	if got := rateLimited(t, s); got != 6 {
