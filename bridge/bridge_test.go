@@ -860,13 +860,18 @@ func TestManyAtOnce(t *testing.T) {
 }
 
 // A second request under an id another request holds never replaces the
-// first's answer: not the server's refusal of it (held), nor the bridge's
-// own refusal of a file it cannot read.
+// first's answer: not the server's refusal of it while the first runs
+// (held) or once it is answered (replay-detected, while the first's answer
+// waits for its client), nor the bridge's own refusal of a file it cannot
+// read.
 func TestAnswerNeverReplacedBySecondRequest(t *testing.T) {
 	mount := newMount(t)
 	rel := &fakeRelayer{relay: func(id string, n int) ([]byte, error) {
-		if n == 0 {
+		switch n {
+		case 0:
 			return exitResponse(id, "ok\n"), nil
+		case 1:
+			return nil, &Refusal{Code: "replay-detected", Message: "request id already used for a different request"}
 		}
 		return nil, &Refusal{Code: "replay-detected", Message: "request id already used for a different request", Held: true}
 	}}
@@ -875,16 +880,28 @@ func TestAnswerNeverReplacedBySecondRequest(t *testing.T) {
 	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), requestBody(id))
 	wantOK(t, response(t, mount, id))
 
-	yaml := path(mount, descriptor.RequestsDir, id+".yaml")
-	put(t, mount, descriptor.RequestsDir, id+".yaml", []byte("id: "+id+"\nargv: [/bin/false]\n"))
-	waitFor(t, "the second request to be deleted", func() bool { return !exists(yaml) })
+	for _, name := range []string{id + ".yaml", descriptor.FileName(id)} { // answered, then held
+		p := path(mount, descriptor.RequestsDir, name)
+		put(t, mount, descriptor.RequestsDir, name, []byte("id: "+id+"\nargv: [/bin/false]\n"))
+		waitFor(t, "the second request to be deleted", func() bool { return !exists(p) })
+	}
 	fifo := path(mount, descriptor.RequestsDir, descriptor.FileName(id))
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, "the FIFO to be deleted", func() bool { return !exists(fifo) })
 	wantOK(t, response(t, mount, id))
-	if n := len(rel.relayed()); n != 2 {
-		t.Errorf("relayed %d times, want 2 (the FIFO is never relayed)", n)
+	if n := len(rel.relayed()); n != 3 {
+		t.Errorf("relayed %d times, want 3 (the FIFO is never relayed)", n)
+	}
+	// Held: never written, even where no answer waits.
+	if err := os.Remove(path(mount, descriptor.ResponsesDir, descriptor.FileName(id))); err != nil {
+		t.Fatal(err)
+	}
+	p := path(mount, descriptor.RequestsDir, descriptor.FileName(id))
+	put(t, mount, descriptor.RequestsDir, descriptor.FileName(id), []byte("id: "+id+"\nargv: [/bin/true]\n"))
+	waitFor(t, "the held request to be deleted", func() bool { return !exists(p) })
+	if exists(path(mount, descriptor.ResponsesDir, descriptor.FileName(id))) {
+		t.Errorf("a held refusal was written")
 	}
 }

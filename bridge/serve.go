@@ -290,6 +290,11 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 		// Another request holds the id: its client reads that one's answer.
 		log.Warn("relay refused: the id is another request's; no answer written", "code", ref.Code)
 		return m.drop(log, d, name, fid)
+	case errors.As(err, &ref) && ref.Code == string(refusal.ReplayDetected) && m.answered(id):
+		// Another request's answer waits for its client: a refusal of a
+		// second request under its id never replaces it.
+		log.Warn("relay refused: the id has an answer waiting; no answer written", "code", ref.Code)
+		return m.drop(log, d, name, fid)
 	case errors.As(err, &ref):
 		log.Warn("relay refused", "code", ref.Code, "message", ref.Message)
 		if resp, err = refusedResponse(id, ref.Code, ref.Message, ref.AuditID); err != nil {

@@ -91,8 +91,8 @@ func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event str
 
 // relay answers one descriptor with the bytes of its response file. held
 // reports a refusal of a second request under an id another request of the
-// sandbox holds (running or answered): that answer is not the id's, and
-// the bridge must not write it where the first request's client reads.
+// sandbox is running under: that answer is not the id's, and the bridge
+// must not write it where the first request's client will read its own.
 func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
 	x := &execution{caller: Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
 		Peer: "bridge " + bridge.Principal + " " + bridge.Peer}, req: &coilyv1.ExecRequest{}, policy: pol,
@@ -216,7 +216,6 @@ func (s *Server) recorded(ctx context.Context, x *execution, rec store.Relay, f 
 	case rec.BodyHash == "" && rec.State == store.RelayDone: // a teardown that came first
 		return rec.Response
 	case rec.BodyHash != f.hash:
-		x.held = true
 		return s.relayRefusal(ctx, x, rec.ID, refusal.New(refusal.ReplayDetected, "request id already used for a different request"))
 	case rec.State == store.RelayDone:
 		return rec.Response

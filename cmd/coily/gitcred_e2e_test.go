@@ -124,7 +124,7 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	if strings.Contains(audit, token) || strings.Contains(p.log.String(), token) {
 		t.Fatal("the token is in the audit log or the server's log")
 	}
-	if want := `"git_credentials":"git.test:` + g.Port + `=file:gittoken"`; !strings.Contains(audit, want) {
+	if want := `"git_credentials":["git.test:` + g.Port + `=file:gittoken"]`; !strings.Contains(audit, want) {
 		t.Fatalf("the audit log does not name the git credential (%s)", want)
 	}
 }

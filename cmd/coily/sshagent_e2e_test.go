@@ -13,6 +13,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -224,11 +225,11 @@ git push -q ` + shellQuote(otherURL) + ` main`)
 		t.Fatalf("%d exec.result records", len(recs))
 	}
 	ref := fmt.Sprintf("vault:secret/coily/deploy#private_key=[%s]:%d", gitHost, git.port)
-	if d := recs[0].Details; d["ssh_keys"] != ref || d["ssh_agent_signed"] != "2" || d["ssh_agent_refused"] != "" {
-		t.Errorf("first record's details %v: want ssh_keys %s, 2 signatures (clone, push), no refusal", d, ref)
+	if d, l := recs[0].Details, recs[0].Lists; !slices.Equal(l["ssh_keys"], []string{ref}) || d["ssh_agent_signed"] != "2" || len(l["ssh_agent_refused"]) != 0 {
+		t.Errorf("first record's details %v %v: want ssh_keys %s, 2 signatures (clone, push), no refusal", d, l, ref)
 	}
-	if d := recs[1].Details; d["ssh_agent_signed"] != "0" || !strings.Contains(d["ssh_agent_refused"], other.fp) {
-		t.Errorf("second record's details %v: want no signature and the refused session", d)
+	if d, l := recs[1].Details, recs[1].Lists; d["ssh_agent_signed"] != "0" || !strings.Contains(strings.Join(l["ssh_agent_refused"], "\n"), other.fp) {
+		t.Errorf("second record's details %v %v: want no signature and the refused session", d, l)
 	}
 	if row, ok := findRow(recs[0].Egress, gitHost, git.port, "allow"); !ok || row.Conns != 2 {
 		t.Errorf("rows %+v, want one allow row with 2 connections (clone, push)", recs[0].Egress)

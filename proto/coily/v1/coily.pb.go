@@ -2173,9 +2173,9 @@ type RelayResponse struct {
 	// read).
 	Id string `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
 	// The response refuses a second request under an id another request of
-	// the sandbox holds (running, or answered): it is not that id's answer,
-	// and the bridge writes it nowhere (it deletes the request file), so
-	// that the first request's client still reads its own answer.
+	// the sandbox is running under: it is not that id's answer, and the
+	// bridge writes it nowhere (it deletes the request file), so that the
+	// first request's client reads its own answer when it comes.
 	Duplicate     bool `protobuf:"varint,3,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
