@@ -48,3 +48,29 @@ func TestCapRecordKeyCollisions(t *testing.T) {
 		t.Fatalf("a value was overwritten: %v", r.Details)
 	}
 }
+
+// Lists are capped in keys, items and bytes, each cut counted, and the
+// caller's slices are never changed.
+func TestCapRecordLists(t *testing.T) {
+	items := make([]string, 3*maxListItems)
+	for i := range items {
+		items[i] = strings.Repeat("i", 2*maxItemBytes)
+	}
+	r := Record{Lists: map[string][]string{"big": items, "a-small": {"a,b", "c"}}}
+	for i := range maxLists {
+		r.Lists["k"+strings.Repeat("x", i)] = []string{"x"}
+	}
+	capRecord(&r)
+	if len(r.Lists) != maxLists || r.Details["lists_cut"] == "" {
+		t.Fatalf("%d lists kept (cut %q), want %d", len(r.Lists), r.Details["lists_cut"], maxLists)
+	}
+	if got := r.Lists["big"]; len(got) != maxListItems || len(got[0]) != maxItemBytes || r.Details["big_cut"] == "" {
+		t.Errorf("big: %d items of %d bytes, cut %q", len(got), len(got[0]), r.Details["big_cut"])
+	}
+	if got := r.Lists["a-small"]; len(got) != 2 || got[0] != "a,b" {
+		t.Errorf("a-small: %q", got)
+	}
+	if len(items[0]) != 2*maxItemBytes {
+		t.Errorf("the caller's item was changed")
+	}
+}
