@@ -59,13 +59,20 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if err != nil {
 		return nil, err
 	}
+	procUser := runAs // who bwrap and the command run as on the host
+	if d := p.Dynamic; d != nil {
+		if runAs == nil || d.User.IsZero() || d.MountDir == "" {
+			return nil, fmt.Errorf("%w: a uid of its own is for a root caller's sandbox, with a mount directory", ErrUnavailable)
+		}
+		procUser = &d.User
+	}
 	p.Limits = p.Limits.WithDefaults()
 	// Nothing the server holds open reaches the sandbox but what is passed
 	// below: descriptors inherited or opened without O_CLOEXEC included.
 	if err := closeOnExecFrom(3); err != nil {
 		return nil, fmt.Errorf("%w: mark descriptors close-on-exec: %v", ErrUnavailable, err)
 	}
-	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs, budget: p.ScanBudget, fleet: b.Fleet}
+	c := &Confinement{limits: p.Limits, writable: p.Writable, user: runAs, budget: p.ScanBudget, fleet: b.Fleet, dynamic: p.Dynamic}
 	b.Fleet.add(c)
 	ok := false
 	defer func() {
@@ -93,7 +100,7 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if p.CAFile != nil {
 		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.CAFile, dst: CAPath, rank: rankProtect, reach: "the CA bundle"})
 	}
-	if err := reachableBy(mounts, runAs); err != nil {
+	if err := reachableBy(mounts, procUser); err != nil {
 		return nil, err
 	}
 	hasArgv0 := atLeast(version, bwrapArgv0)
@@ -131,9 +138,12 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	c.status, c.release = statusR, blockW
 	c.childFiles = append([]*os.File{filter, statusW, blockR}, c.childFiles...)
 	cmd.Path, cmd.Args = bwrap, append([]string{"bwrap"}, args...)
+	if p.Dynamic != nil {
+		cmd.Path, cmd.Args = rlimitArgs(p.Dynamic.Pool.prlimit, p.Limits, bwrap, args)
+	}
 	cmd.Env, cmd.Dir = slices.Clone(p.Env), "" // bwrap passes its environment on: exactly p.Env
 	cmd.ExtraFiles = append([]*os.File{filter, statusW, blockR, blockW}, binds...)
-	cmd.SysProcAttr = outerNamespaces(runAs)
+	cmd.SysProcAttr = outerNamespaces(procUser, p.Dynamic != nil)
 	if c.cgroup != nil {
 		// bwrap is born in the command's cgroup (clone3's CLONE_INTO_CGROUP):
 		// moving a process later costs the kernel an RCU grace period.
@@ -156,11 +166,22 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 // capabilities and builds the sandbox as it does for any user, in a
 // user namespace of its own inside this one; a root caller's sandbox holds
 // runAs's credentials on the host, never root's.
-func outerNamespaces(runAs *User) *syscall.SysProcAttr {
+//
+// A command with a uid of its own (dynamic) gets no user namespace here:
+// root makes the PID namespace alone and the child switches to runAs, so
+// that the user namespace bwrap makes is owned by runAs. The kernel counts
+// per-user limits of a namespace's processes against its owner, all the
+// way up: under a namespace root made, every sandbox would share root's.
+func outerNamespaces(runAs *User, dynamic bool) *syscall.SysProcAttr {
 	attr := &syscall.SysProcAttr{
 		Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWPID,
 		Setpgid:    true,
 		Pdeathsig:  syscall.SIGKILL, // set after the switch, which would clear it
+	}
+	if dynamic {
+		attr.Cloneflags = syscall.CLONE_NEWPID
+		attr.Credential = &syscall.Credential{Uid: uint32(runAs.UID), Gid: uint32(runAs.GID), Groups: []uint32{}}
+		return attr
 	}
 	uid, gid := os.Getuid(), os.Getgid()
 	if runAs != nil {
@@ -356,6 +377,10 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 		if err := writableBy(dir, path, c.user); err != nil {
 			return nil, err
 		}
+		if err := c.idmap(r, len(c.roots)); err != nil {
+			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
+		}
+		dir = r.dir // the idmapped one, for a uid of its own
 		if r.quarantine, err = openQuarantine(dir); err != nil {
 			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
 		}

@@ -36,6 +36,10 @@ type Confinement struct {
 	cgroup   *execCgroup
 
 	fleet *Fleet // holds it from Wrap to Close
+	// dynamic is the command's own uid, if it has one; detach undoes the
+	// idmapped mounts of its roots (Close).
+	dynamic *Dynamic
+	detach  []func()
 
 	mu      sync.Mutex  // guards the four below, shared with Signal
 	bwrap   *os.Process // bwrap, the outer namespace's init (signalled by pidfd)
@@ -143,6 +147,10 @@ func (c *Confinement) Close() {
 		r.close()
 	}
 	c.roots = nil
+	for _, d := range c.detach {
+		d()
+	}
+	c.detach = nil
 	c.cgroup.remove()
 	c.cgroup = nil
 }

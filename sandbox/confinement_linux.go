@@ -92,25 +92,54 @@ func onlyChild(pid int) (int, error) {
 // command (everything it starts inherits them); its cgroup, if any, it
 // was born in.
 func (c *Confinement) bound() error {
-	l := c.limits
-	cpu := int64((l.CPU + time.Second - 1) / time.Second)
-	set := []struct {
-		res int
-		v   int64
-	}{
-		{unix.RLIMIT_NOFILE, l.OpenFiles}, {unix.RLIMIT_FSIZE, l.FileSize}, {unix.RLIMIT_CORE, 0},
-		{unix.RLIMIT_NPROC, l.Processes}, {unix.RLIMIT_DATA, l.Memory}, {unix.RLIMIT_CPU, cpu},
+	if c.dynamic != nil {
+		return nil // bwrap was started under them (rlimitArgs)
 	}
-	for _, s := range set {
-		if s.v <= 0 && s.res != unix.RLIMIT_CORE {
-			continue
-		}
+	for _, s := range c.limits.rlimits() {
 		lim := unix.Rlimit{Cur: uint64(s.v), Max: uint64(s.v)}
 		if err := unix.Prlimit(c.initPid, s.res, &lim, nil); err != nil {
 			return fmt.Errorf("prlimit %d: %w", s.res, err)
 		}
 	}
 	return nil
+}
+
+// rlimit is one resource limit to set.
+type rlimit struct {
+	res  int
+	name string // prlimit(1)'s option
+	v    int64
+}
+
+// rlimits are the limits l sets per process.
+func (l Limits) rlimits() []rlimit {
+	cpu := int64((l.CPU + time.Second - 1) / time.Second)
+	var out []rlimit
+	for _, s := range []rlimit{
+		{unix.RLIMIT_NOFILE, "nofile", l.OpenFiles}, {unix.RLIMIT_FSIZE, "fsize", l.FileSize}, {unix.RLIMIT_CORE, "core", 0},
+		{unix.RLIMIT_NPROC, "nproc", l.Processes}, {unix.RLIMIT_DATA, "data", l.Memory}, {unix.RLIMIT_CPU, "cpu", cpu},
+	} {
+		if s.v > 0 || s.res == unix.RLIMIT_CORE {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// rlimitArgs starts bwrap, for a command with a uid of its own, under the
+// rlimits through prlimit(1), which sets them on itself and runs bwrap:
+// bwrap's user namespace is then that uid's, and root has no capability
+// over its processes by ownership (setting a limit on the sandbox's init
+// at the start gate would need CAP_SYS_RESOURCE, which containers and
+// hardened hosts withhold). Everything of the sandbox inherits them.
+func rlimitArgs(prlimit string, l Limits, bwrap string, args []string) (string, []string) {
+	argv := []string{"prlimit"}
+	for _, s := range l.rlimits() {
+		v := strconv.FormatInt(s.v, 10)
+		argv = append(argv, "--"+s.name+"="+v+":"+v)
+	}
+	argv = append(argv, "--", bwrap)
+	return prlimit, append(argv, args...)
 }
 
 // Signal sends sig to the sandbox's processes. SIGKILL kills them all

@@ -48,6 +48,8 @@ type ProfileInput struct {
 	CAFile *os.File
 	// User is who a root caller's command runs as (Profile.User).
 	User User
+	// Dynamic is the command's own uid, if it has one (Profile.Dynamic).
+	Dynamic *Dynamic
 }
 
 // SecretPaths are denied under every home in ProfileInput.UserHomes.
@@ -80,7 +82,7 @@ func DefaultProfile(in ProfileInput) Profile {
 		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, SSHAgent: in.SSHAgent, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, ScanBudget: in.ScanBudget, Exec: in.Exec, ExecPath: in.ExecPath, ExecName: in.ExecName, Limits: in.Limits,
-		CAFile: in.CAFile, User: in.User,
+		CAFile: in.CAFile, User: in.User, Dynamic: in.Dynamic,
 	}
 	if in.Workspace != "" {
 		p.WritePaths = append(p.WritePaths, in.Workspace)

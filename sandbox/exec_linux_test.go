@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -26,6 +27,10 @@ func runWrapped(t *testing.T, cmd *exec.Cmd, p Profile) (string, error) {
 	}
 	conf.AfterStart()
 	startErr := conf.Start(context.Background(), cmd.Process)
+	if startErr != nil {
+		t.Logf("start: %v", startErr)
+		conf.Signal(syscall.SIGKILL) // the gate stays shut: nothing else ends it
+	}
 	_ = cmd.Wait()
 	if err := conf.Setup([]byte(out.String())); err != nil {
 		return out.String(), err

@@ -126,6 +126,21 @@ type Profile struct {
 	// proxy socket, the known hosts file, the bridge) must be open to this
 	// user: a writable root writable, the socket writable, files readable.
 	User User
+	// Dynamic, when set (bwrap, a root caller), is the uid of this
+	// command alone (UIDPool) it runs as, with User's group: its writable
+	// roots are bound through idmapped mounts attached in MountDir (a
+	// private directory of the caller's, searchable by Dynamic), so that
+	// User's files show as Dynamic's and what it writes is stored as User's.
+	// What the sandbox is given by descriptor but the writable roots must
+	// then be open to Dynamic instead of User.
+	Dynamic *Dynamic
+}
+
+// Dynamic is a command's own uid and where its idmapped mounts go.
+type Dynamic struct {
+	Pool     *UIDPool
+	User     User
+	MountDir string
 }
 
 // Validate checks that every path is absolute and clean and that the

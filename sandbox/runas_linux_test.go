@@ -103,7 +103,7 @@ func sameFile(t *testing.T, f *os.File, path string) bool {
 // supplementary groups (setgroups allowed in that namespace only to empty
 // them). Never host uid 0 for a root caller.
 func TestBwrapOuterNamespaces(t *testing.T) {
-	attr := outerNamespaces(nil)
+	attr := outerNamespaces(nil, false)
 	uid, gid := os.Getuid(), os.Getgid()
 	if attr.Credential != nil || attr.GidMappingsEnableSetgroups ||
 		!slices.Equal(attr.UidMappings, []syscall.SysProcIDMap{{ContainerID: uid, HostID: uid, Size: 1}}) ||
@@ -111,7 +111,7 @@ func TestBwrapOuterNamespaces(t *testing.T) {
 		t.Errorf("unprivileged: %+v", attr)
 	}
 	u := &User{Name: "nobody", UID: 65534, GID: 65533}
-	attr = outerNamespaces(u)
+	attr = outerNamespaces(u, false)
 	if c := attr.Credential; c == nil || c.Uid != 65534 || c.Gid != 65533 || c.Groups == nil || len(c.Groups) != 0 || c.NoSetGroups ||
 		!attr.GidMappingsEnableSetgroups ||
 		!slices.Equal(attr.UidMappings, []syscall.SysProcIDMap{{ContainerID: 65534, HostID: 65534, Size: 1}}) ||

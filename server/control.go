@@ -177,8 +177,9 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 // killSandboxes is a lockout's last step: it kills the sandboxes that
 // were running at the lockout (boxes), whatever the job table says, and,
 // if the lockout st is still in force, every sandbox and command cgroup of
-// the server (none may run under a lockout; one started after an unlock
-// within the grace is left alone).
+// the server and every process of the uids it gives its commands (none may
+// run under a lockout; one started after an unlock within the grace is
+// left alone).
 func (s *Server) killSandboxes(boxes []*sandbox.Confinement, st store.Stop) {
 	for _, c := range boxes {
 		c.Kill()
@@ -188,6 +189,7 @@ func (s *Server) killSandboxes(boxes []*sandbox.Confinement, st store.Stop) {
 	s.mu.Unlock()
 	if still {
 		s.fleet.Kill()
+		s.uids.KillAll() // every process of every uid this server holds
 	}
 }
 

@@ -61,7 +61,7 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 		run.KnownHosts = filepath.Join(dir, "known_hosts")
 		err := os.WriteFile(run.KnownHosts, pins, 0o600)
 		if err == nil {
-			err = s.giveToSandbox(run.KnownHosts) // read through its descriptor by the sandbox's ssh
+			err = s.giveToSandbox(x, run.KnownHosts) // read through its descriptor by the sandbox's ssh
 		}
 		if err != nil {
 			os.RemoveAll(dir)
@@ -82,7 +82,7 @@ func (s *Server) startEgress(x *execution) (*egressRun, error) {
 		if err == nil {
 			// Connecting takes write access to the socket: the sandbox's
 			// user gets it, in a directory only the server can enter.
-			if err = s.giveToSandbox(run.Socket); err != nil {
+			if err = s.giveToSandbox(x, run.Socket); err != nil {
 				l.Close()
 			}
 		}

@@ -46,6 +46,10 @@ type execution struct {
 	wouldDeny []string
 	approval  *coilyv1.Approval
 	box       sandbox.Sandbox
+	// user is who its sandbox runs as on the host (zero: the server
+	// itself); dynamic marks a uid of its own from the server's pool.
+	user    sandbox.User
+	dynamic bool
 	exe       *os.File          // the rule's binary, opened and checked (prepare)
 	secrets   map[string]string // fetched credentials, by variable name
 	leases    execLeases        // the leases they came with (leases.go)
@@ -121,6 +125,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 		setDetail(&r, "approval_state", a.GetState().String())
 		setDetail(&r, "approved_by", a.GetDecidedBy())
 	}
+	if x.dynamic {
+		setDetail(&r, "sandbox_uid", strconv.Itoa(x.user.UID)) // the command's own (sandbox.UIDPool)
+	}
 	setList(&r, "would_deny", x.wouldDeny)
 	setList(&r, "env", slices.Sorted(maps.Keys(x.req.GetEnv()))) // names only, never values
 	if x.rule != nil {
@@ -170,6 +177,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 		s.openBinary,       //    the rule's binary, opened and its pin checked
 		s.fetchCredentials, // 8. credentials, fail closed
 		s.lookupSandbox,    // 9. the rule's sandbox backend
+		s.chooseUser,       // 9. who it runs as on the host
 		s.makeHome,         // 9. a private home in the scratch directory
 		s.lockWorkspace,    // 9. the workspace, one command at a time
 		s.startProxy,       // 9. the exec's egress proxy (proxied rules)
@@ -375,7 +383,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 // makeHome creates the execution's private home in the scratch directory,
 // removed once it is over (a crash leaves it to the next start's sweep).
 func (s *Server) makeHome(_ context.Context, x *execution) error {
-	home, err := scratchDir(s.cfg.ScratchDir)
+	home, err := scratchDir(s.cfg.ScratchDir, scratchPrefix)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "could not create a working directory")
 	}
@@ -459,12 +467,16 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 	if limits.CPU == 0 {
 		limits.CPU = s.timeout(x)
 	}
+	dynamic, err := s.dynamicUser(x)
+	if err != nil {
+		return err
+	}
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
 		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, ScanBudget: s.cfg.ScanBudget, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
-		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser,
+		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser, Dynamic: dynamic,
 	}))
 	if msg, ok := accessRefusal(x, err); ok {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "%s", msg)

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -11,8 +12,10 @@ import (
 	"testing"
 
 	"coily.dev/coily/internal/testserver"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/server"
 )
 
 // The containment of a server running as root (`coily serve --allow-root`,
@@ -53,8 +56,21 @@ func TestContainmentRootServerRunsAsSandboxUser(t *testing.T) {
 	}
 	uid, gid := sandboxIDs()
 	ids := func(n int) string { s := strconv.Itoa(n); return s + "\t" + s + "\t" + s + "\t" + s }
+	inside := uid
+	if os.Geteuid() == 0 {
+		// A uid of its own, from the server's range; its group the
+		// sandbox user's.
+		fields := strings.Fields(statusField(r.stdout, "Uid"))
+		inside, _ = strconv.Atoi(fields[0])
+		if inside < sandbox.DefaultUIDFirst || inside >= sandbox.DefaultUIDFirst+sandbox.DefaultUIDCount {
+			t.Errorf("uid %d: not one of the server's range", inside)
+		}
+		if rec := lastResult(t, c.in); rec.Details["sandbox_uid"] != strconv.Itoa(inside) {
+			t.Errorf("the audit record names sandbox uid %q, want %d", rec.Details["sandbox_uid"], inside)
+		}
+	}
 	for field, want := range map[string]string{
-		"Uid": ids(uid), "Gid": ids(gid), "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
+		"Uid": ids(inside), "Gid": ids(gid), "CapEff": "0000000000000000", "CapPrm": "0000000000000000",
 		"CapBnd": "0000000000000000", "CapAmb": "0000000000000000", "NoNewPrivs": "1", "Seccomp": "2",
 	} {
 		if got := statusField(r.stdout, field); got != want {
@@ -119,12 +135,24 @@ func TestContainmentRootServerCannotReadRootFiles(t *testing.T) {
 
 // A named workspace a root server's sandbox user cannot write (owned by
 // root here) is refused before anything runs, with a message naming the
-// workspace, its owner, the user and the fix; one it cannot reach (a
-// directory above it closed to others) likewise. coily never changes who
-// owns a workspace. An unprivileged server's sandboxes run as itself: its
-// own workspace is no refusal.
+// workspace, its owner, the user and the fix. coily never changes who owns
+// a workspace. One the sandbox user cannot reach (a directory above it
+// closed to others) runs when each command has a uid of its own (the
+// server binds it through an idmapped mount of its own, which bubblewrap
+// reaches), and is refused likewise when commands share the sandbox user's
+// uid (bubblewrap, running as that user, walks the path again). An
+// unprivileged server's sandboxes run as itself: its own workspace is no
+// refusal.
 func TestContainmentRootServerWorkspaceOwner(t *testing.T) {
 	requireBwrap(t)
+	for _, shared := range []bool{false, true} {
+		t.Run(fmt.Sprintf("shared uid %v", shared), func(t *testing.T) {
+			rootServerWorkspaceOwner(t, server.UIDRange{Off: shared})
+		})
+	}
+}
+
+func rootServerWorkspaceOwner(t *testing.T, uids server.UIDRange) {
 	top := t.TempDir()
 	ws, hidden := filepath.Join(top, "ws"), filepath.Join(top, "closed", "ws")
 	for _, d := range []string{ws, hidden} {
@@ -144,7 +172,7 @@ func TestContainmentRootServerWorkspaceOwner(t *testing.T) {
 	if err := os.Chmod(filepath.Dir(hidden), 0o700); err != nil {
 		t.Fatal(err)
 	}
-	in := testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
+	in := testserver.Start(t, testserver.Options{SandboxUIDs: uids, Policy: fmt.Sprintf(`version: 1
 workspaces: {owned-by-root: %s, out-of-reach: %s}
 roles: {operator: {permissions: [exec], commands: ["*"]}}
 commands:
@@ -172,6 +200,12 @@ commands:
 		t.Error("the workspace's owner was changed")
 	}
 	r = execArgv(t, in, "/bin/ls")
+	if !uids.Off {
+		if r.err != nil || r.exit.GetExitCode() != 0 {
+			t.Fatalf("a workspace out of the sandbox user's reach, through an idmapped mount: %+v", r)
+		}
+		return
+	}
 	wantCode(t, r.err, refusal.SandboxUnavailable)
 	for _, want := range []string{`"out-of-reach"`, hidden, "cannot be reached", filepath.Dir(hidden), "chmod o+x"} {
 		if !strings.Contains(r.err.Error(), want) {
@@ -205,4 +239,68 @@ func rootOnlyEtcFiles(t *testing.T, n int) []string {
 	}
 	walk("/etc", 1)
 	return out
+}
+
+// Per-user kernel limits never couple two commands of a root server, nor
+// a command and the server: each command runs as a uid of its own, which
+// also owns the user namespace bubblewrap makes (the kernel counts a
+// namespace's inotify instances, and more, against its owner). One command
+// holding every inotify instance its uid may have leaves another its own,
+// and root (the server) its own. An unprivileged server's commands share
+// its uid and these limits (docs/sandbox.md says so).
+func TestContainmentRootServerOwnUIDs(t *testing.T) {
+	requireBwrap(t)
+	dir := t.TempDir()
+	testserver.SandboxWorkspace(t, dir)
+	probe := filepath.Join(dir, buildProbe(t, dir))
+	in := testserver.Start(t, testserver.Options{Policy: fmt.Sprintf(`version: 1
+limits: {concurrency: 4, per_principal: 4}
+roles: {operator: {permissions: [exec, lockout], commands: ["*"]}}
+commands:
+  - {name: probe, binary: %s, args: ["**"], timeout: 5m}
+`, probe)})
+	data, err := os.ReadFile("/proc/sys/fs/inotify/max_user_instances")
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit, _ := strconv.Atoi(strings.TrimSpace(string(data)))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	st, err := in.Client.API.Exec(ctx, &coilyv1.ExecRequest{Argv: []string{probe, "inotify", strconv.Itoa(limit), "10m"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held string
+	for !strings.Contains(held, "\n") {
+		m, err := st.Recv()
+		if err != nil {
+			t.Fatalf("the holder: %v (%q)", err, held)
+		}
+		held += string(m.GetOutput().GetData())
+	}
+	got := func(out string) int {
+		var n, of int
+		fmt.Sscanf(out, "inotify %d of %d", &n, &of)
+		return n
+	}
+	r := execArgv(t, in, probe, "inotify", "10")
+	own, ownErr := syscall.InotifyInit1(syscall.IN_CLOEXEC)
+	if ownErr == nil {
+		syscall.Close(own)
+	}
+	if os.Geteuid() != 0 {
+		// Shared: the holder's instances are the server's user's.
+		t.Logf("an unprivileged server: the holder got %d of %d, the other %q, the server's own: %v", got(held), limit, r.stdout, ownErr)
+		return
+	}
+	if got(held) != limit {
+		t.Errorf("the holder got %d of its %d inotify instances: something else of its uid had them", got(held), limit)
+	}
+	if r.err != nil || got(r.stdout) != 10 {
+		t.Errorf("another command, while the holder has its uid's every inotify instance: %q %v", r.stdout, r.err)
+	}
+	if ownErr != nil {
+		t.Errorf("the server's own inotify_init, while a command holds its uid's every instance: %v", ownErr)
+	}
+	cancel()
 }

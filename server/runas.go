@@ -1,11 +1,13 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 
+	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
 )
 
@@ -30,14 +32,54 @@ func chooseSandboxUser(cfg *Config) error {
 	return nil
 }
 
+// sandboxUIDs makes the pool a root server gives each command a uid of
+// its own from, unless told not to; a server not running as root has none
+// (its commands run as itself).
+func sandboxUIDs(cfg Config) (*sandbox.UIDPool, error) {
+	r := cfg.SandboxUIDs
+	if cfg.SandboxUser.IsZero() || r.Off {
+		return nil, nil
+	}
+	if r.First == 0 && r.Count == 0 {
+		r.First, r.Count = sandbox.DefaultUIDFirst, sandbox.DefaultUIDCount
+	}
+	p, err := sandbox.NewUIDPool(r.First, r.Count, cfg.SandboxUser)
+	if err != nil {
+		return nil, fmt.Errorf("server: %w", err)
+	}
+	cfg.Logger.Info("every sandboxed command runs as a uid of its own", "first", r.First, "count", r.Count,
+		"files_owned_by", cfg.SandboxUser.String())
+	return p, nil
+}
+
+// chooseUser settles who the execution's sandbox runs as on the host: for
+// a root server, a uid of its own from the pool (bubblewrap only),
+// released once none of its processes is left; else the sandbox user, or
+// the server itself.
+func (s *Server) chooseUser(_ context.Context, x *execution) error {
+	x.user = s.cfg.SandboxUser
+	if s.uids == nil || x.box.Name() != (sandbox.Bwrap{}).Name() {
+		return nil
+	}
+	u, err := s.uids.Acquire()
+	if err != nil {
+		return refusal.Wrap(refusal.ConcurrencyBusy, err, "no sandbox uid is free")
+	}
+	x.user, x.dynamic = u, true
+	x.onDone(func() {
+		s.uids.Release(u, func(err error) { s.log.Error("sandbox uid kept", "err", err) })
+	})
+	return nil
+}
+
 // giveToSandbox makes a file the server created for a sandbox (the egress
-// proxy's socket, the known hosts file) the sandbox user's, so that a
-// root server's sandbox can use it through the descriptor it is bound by:
-// the file stays in the server's private directory, which the sandbox's
-// user cannot reach by path. A server not running as root has nothing to
-// give: its sandboxes run as itself.
-func (s *Server) giveToSandbox(path string) error {
-	u := s.cfg.SandboxUser
+// proxy's socket, the known hosts file) the execution's sandbox user's, so
+// that a root server's sandbox can use it through the descriptor it is
+// bound by: the file stays in the server's private directory, which the
+// sandbox's user cannot reach by path. A server not running as root has
+// nothing to give: its sandboxes run as itself.
+func (s *Server) giveToSandbox(x *execution, path string) error {
+	u := x.user
 	if u.IsZero() {
 		return nil
 	}
@@ -77,4 +119,24 @@ func listenUnix(path string) (net.Listener, error) {
 		return nil, fmt.Errorf("socket %s: %w", path, err)
 	}
 	return l, nil
+}
+
+// dynamicUser is the profile's uid of the execution's own, with a private
+// directory (0711, for the command's uid to pass) its workspace's
+// idmapped mount is attached in, detached and removed once the execution
+// is over; nil when it has none.
+func (s *Server) dynamicUser(x *execution) (*sandbox.Dynamic, error) {
+	if !x.dynamic {
+		return nil, nil
+	}
+	dir, err := newPrivateDir(s.cfg.ScratchDir, sandbox.MountPrefix, 0o711)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "could not create the workspace's mount directory")
+	}
+	x.onDone(func() {
+		if err := removeMountDir(dir); err != nil {
+			s.log.Error("mount directory left in place", "dir", dir, "err", err)
+		}
+	})
+	return &sandbox.Dynamic{Pool: s.uids, User: x.user, MountDir: dir}, nil
 }

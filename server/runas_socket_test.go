@@ -33,7 +33,7 @@ func TestScratchDirName(t *testing.T) {
 	parent := t.TempDir()
 	seen := map[string]bool{}
 	for range 50 {
-		dir, err := scratchDir(parent)
+		dir, err := scratchDir(parent, scratchPrefix)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -55,11 +55,44 @@ func prepareScratch(cfg *Config) error {
 		return fmt.Errorf("scratch dir: %w", err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), scratchPrefix) {
-			if err := os.RemoveAll(filepath.Join(cfg.ScratchDir, e.Name())); err != nil {
+		dir := filepath.Join(cfg.ScratchDir, e.Name())
+		switch {
+		case strings.HasPrefix(e.Name(), sandbox.MountPrefix):
+			// A crashed command's idmapped workspace: detached, never
+			// removed through.
+			if err := removeMountDir(dir); err != nil {
+				return fmt.Errorf("scratch dir: a crashed command's %s: %w", e.Name(), err)
+			}
+		case strings.HasPrefix(e.Name(), scratchPrefix):
+			if err := sandbox.DetachUnder(dir); err != nil {
+				return fmt.Errorf("scratch dir: a crashed command's %s: %w", e.Name(), err)
+			}
+			if err := os.RemoveAll(dir); err != nil {
 				return fmt.Errorf("scratch dir: remove a crashed command's %s: %w", e.Name(), err)
 			}
 		}
+	}
+	return nil
+}
+
+// removeMountDir detaches what is mounted under dir, then removes dir and
+// the mount points in it, which are empty once detached: never a walk
+// that could reach into a workspace.
+func removeMountDir(dir string) error {
+	if err := sandbox.DetachUnder(dir); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	if err := os.Remove(dir); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
 	}
 	return nil
 }
@@ -123,12 +156,22 @@ func openScratchToSandbox(cfg *Config) error {
 // directory: private to the server, except that a root server's sandbox
 // user may pass through it (0711) to reach the files given to it.
 func (s *Server) privateDir() (string, error) {
-	dir, err := scratchDir(s.cfg.ScratchDir)
-	if err != nil || s.cfg.SandboxUser.IsZero() {
+	mode := os.FileMode(0o700)
+	if !s.cfg.SandboxUser.IsZero() {
+		mode = 0o711
+	}
+	return newPrivateDir(s.cfg.ScratchDir, scratchPrefix, mode)
+}
+
+// newPrivateDir makes a directory in parent named prefix and 128 random
+// bits (see scratchDir), with mode.
+func newPrivateDir(parent, prefix string, mode os.FileMode) (string, error) {
+	dir, err := scratchDir(parent, prefix)
+	if err != nil || mode == 0o700 {
 		return dir, err
 	}
-	if err := os.Chmod(dir, 0o711); err != nil {
-		os.RemoveAll(dir)
+	if err := os.Chmod(dir, mode); err != nil {
+		os.Remove(dir)
 		return "", err
 	}
 	return dir, nil
@@ -139,13 +182,13 @@ func (s *Server) privateDir() (string, error) {
 // sandbox's user (0711), so the name is what keeps any other process of
 // that user from reaching an execution's sockets and files; os.MkdirTemp's
 // 32 bits are too few to rely on.
-func scratchDir(parent string) (string, error) {
+func scratchDir(parent, prefix string) (string, error) {
 	for range 8 {
 		b := make([]byte, 16)
 		if _, err := rand.Read(b); err != nil {
 			return "", err
 		}
-		dir := filepath.Join(parent, scratchPrefix+hex.EncodeToString(b))
+		dir := filepath.Join(parent, prefix+hex.EncodeToString(b))
 		switch err := os.Mkdir(dir, 0o700); {
 		case err == nil:
 			return dir, nil

@@ -87,6 +87,11 @@ type Config struct {
 	// server not running as root runs its sandboxes as itself and must
 	// leave it zero. New sets it.
 	SandboxUser sandbox.User
+	// SandboxUIDs is the range a server running as root gives each
+	// bubblewrap command a uid of its own from (sandbox.UIDPool); zero
+	// means sandbox.DefaultUIDFirst and DefaultUIDCount. Off shares the
+	// sandbox user's uid between all commands instead.
+	SandboxUIDs UIDRange
 	// EgressConns caps the egress connections open at once across every
 	// exec's proxy (each exec has its own cap too); 0 means 256.
 	EgressConns int
@@ -143,6 +148,9 @@ type Server struct {
 
 	// fleet holds every sandbox started and not yet over (sandbox.Fleet).
 	fleet *sandbox.Fleet
+	// uids gives a root server's commands a uid each (nil: they share
+	// the sandbox user's, or run as the server).
+	uids *sandbox.UIDPool
 	// anchorMu serialises recording the audit head (anchor.go); anchored
 	// is the seq last recorded.
 	anchorMu sync.Mutex
@@ -150,6 +158,12 @@ type Server struct {
 
 	bg   sync.WaitGroup // lockout escalations
 	quit chan struct{}  // closed by Shutdown: escalations kill at once
+}
+
+// UIDRange is Config.SandboxUIDs.
+type UIDRange struct {
+	First, Count int
+	Off          bool
 }
 
 // New returns a server restored to the stop state recorded in the store,
@@ -168,6 +182,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	if err := prepareScratch(&cfg); err != nil {
+		return nil, err
+	}
+	uids, err := sandboxUIDs(cfg)
+	if err != nil {
 		return nil, err
 	}
 	if cfg.Sandboxes == nil {
@@ -195,7 +213,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
 		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
-		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers), fleet: fleet}
+		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers), fleet: fleet,
+		uids: uids}
 	s.policy.Store(cfg.Policy)
 	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -281,6 +300,7 @@ func (s *Server) Shutdown() {
 	}
 	s.mu.Unlock()
 	s.fleet.Kill()
+	s.uids.KillAll()
 	s.auditFeed.close()
 	s.bg.Wait()
 	s.RemoveScratch()

@@ -74,7 +74,7 @@ func (s *Server) startSSHAgent(x *execution, eg *egressRun) (*sshAgentRun, error
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "rule %q: ssh agent listener", x.rule.Name)
 	}
-	if err := s.giveToSandbox(sock); err != nil { // a root server's sandbox user connects through its descriptor
+	if err := s.giveToSandbox(x, sock); err != nil { // a root server's sandbox user connects through its descriptor
 		l.Close()
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "rule %q: ssh agent listener", x.rule.Name)
 	}

@@ -63,6 +63,8 @@ type serveOptions struct {
 	// sandboxUser is who a root server's sandboxes run as (zero: the
 	// default, nobody).
 	sandboxUser sandbox.User
+	// sandboxUIDs is the range of a root server's uid per command.
+	sandboxUIDs server.UIDRange
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -83,7 +85,7 @@ type serveFlagValues struct {
 	policyPath, group, logFormat, authKeyFile, metricsListen *string
 	tailnet, allowRoot, web, webHTTP                         *bool
 	metricsPort, egressConns                                 *int
-	sandboxUser                                              *string
+	sandboxUser, sandboxUIDs                                 *string
 	ks                                                       *keystoreFlags
 }
 
@@ -101,6 +103,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.web = boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")
 	f.webHTTP = boolFlag(fs, "web-http", "COILY_WEB_HTTP", "serve the web console over HTTP on :80 even where the tailnet offers certificates (a certificate publishes the node's name in Certificate Transparency logs)")
 	f.sandboxUser = sandboxUserFlag(fs)
+	f.sandboxUIDs = sandboxUIDsFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
@@ -117,6 +120,13 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
+	uids, err := parseSandboxUIDs(*f.sandboxUIDs)
+	if err == nil && *f.sandboxUIDs != "" && os.Geteuid() != 0 {
+		err = fmt.Errorf("--sandbox-uids applies when coily runs as root; it runs as uid %d, and so do its sandboxes", os.Geteuid())
+	}
+	if err != nil {
+		return usage(e, "serve: %v", err)
+	}
 	log := newLogger(e, *logFormat)
 	if os.Geteuid() == 0 {
 		if !*allowRoot {
@@ -130,7 +140,7 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	}
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
-		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs,
+		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
 		web: *f.web, webHTTP: *f.webHTTP}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
@@ -222,7 +232,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	}
 	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version,
 		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
-		SandboxUser: o.sandboxUser}
+		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()

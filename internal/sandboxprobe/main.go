@@ -19,7 +19,7 @@ import (
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Println("usage: sandboxprobe unix|tcp|ptrace|socket|socketpair|setuid|fds [ARGS...]")
+		fmt.Println("usage: sandboxprobe unix|tcp|ptrace|socket|socketpair|setuid|fds|inotify [ARGS...]")
 		os.Exit(2)
 	}
 	out, err := probe(os.Args[1], os.Args[2:])
@@ -76,6 +76,20 @@ func probe(what string, args []string) (string, error) {
 			}
 		}
 		return "ok", syscall.Chmod(arg(0), 0o4755)
+	case "inotify": // N [HOLD]: make N inotify instances, print how many it got, keep them HOLD (a duration) after
+		got := 0
+		var err error
+		for range num(0) {
+			if _, err = syscall.InotifyInit1(syscall.IN_CLOEXEC); err != nil {
+				break
+			}
+			got++
+		}
+		fmt.Printf("inotify %d of %d\n", got, num(0))
+		if d, perr := time.ParseDuration(arg(1)); perr == nil {
+			time.Sleep(d) // held until the test kills it
+		}
+		return "done", err
 	case "fds": // the descriptors open in this process, but the one listing them
 		// Raw calls: the os package would open descriptors of its own
 		// (the runtime's poller).

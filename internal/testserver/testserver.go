@@ -79,6 +79,9 @@ type Options struct {
 	AuditMaxFileSize int64
 	// ScanBudget bounds the workspace scans (zero: the defaults).
 	ScanBudget sandbox.ScanBudget
+	// SandboxUIDs is server.Config.SandboxUIDs (a root server's uid per
+	// command; zero: the default range).
+	SandboxUIDs server.UIDRange
 }
 
 // Instance is a running server and a client connected to it.
@@ -144,7 +147,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs,
-		ScanBudget: opts.ScanBudget}
+		ScanBudget: opts.ScanBudget, SandboxUIDs: opts.SandboxUIDs}
 	var tl net.Listener
 	if opts.Tailnet {
 		tl = in.startTailnet(t, &cfg)
