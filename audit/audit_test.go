@@ -447,3 +447,30 @@ func BenchmarkAppend(b *testing.B) {
 		}
 	}
 }
+
+// A relayed request's descriptor id finds its records, but never adds a
+// sandbox's records to another execution's: a sandbox choosing a running
+// execution's id as its descriptor's does not show in that execution's.
+func TestFindRequestByRelayID(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	for _, r := range []Record{
+		{Event: "exec.result", RequestID: "victim"},
+		{Event: "exec.result", RequestID: "server-chosen", RelayID: "victim"},
+		{Event: "exec.result", RequestID: "server-chosen-2", RelayID: "relay-1"},
+	} {
+		if _, err := l.Append(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := FindRequest(dir, "victim"); err != nil || len(got) != 1 || got[0].RelayID != "" {
+		t.Errorf("by the execution's id: %+v %v", got, err)
+	}
+	if got, err := FindRequest(dir, "relay-1"); err != nil || len(got) != 1 || got[0].RequestID != "server-chosen-2" {
+		t.Errorf("by a descriptor's id: %+v %v", got, err)
+	}
+}

@@ -192,19 +192,26 @@ func Find(dir, id string) (Record, error) {
 	return found, nil
 }
 
-// FindRequest returns every record with the given request ID (or, for a
-// relayed request, its descriptor's id), oldest first, or an error
-// wrapping ErrNotFound if there is none.
+// FindRequest returns every record with the given request ID, oldest
+// first; when there is none, those of a relayed request whose descriptor
+// had that id (RelayID: a sandbox chooses it, so it never adds records to
+// an execution's own); else an error wrapping ErrNotFound.
 func FindRequest(dir, requestID string) ([]Record, error) {
-	var out []Record
+	var out, relayed []Record
 	err := scan(dir, func(r Record) error {
-		if r.RequestID == requestID || r.RelayID == requestID {
+		switch {
+		case r.RequestID == requestID:
 			out = append(out, r)
+		case r.RelayID == requestID:
+			relayed = append(relayed, r)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, err
+	}
+	if len(out) == 0 {
+		out = relayed
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("audit: request %q: %w", requestID, ErrNotFound)

@@ -566,3 +566,25 @@ func TestServedDuringLockout(t *testing.T) {
 		}
 	}
 }
+
+// A path the mux would clean answers no redirect of its own before any
+// route admits the caller: it is refused by the guard, audited, and its
+// body left unread.
+func TestGuardRefusesUncleanPaths(t *testing.T) {
+	f := start(t)
+	for _, p := range []string{"//api/lockout", "/api/./lockout", "/x/../api/lockout", "/api//lockout", "/api/lockout/.."} {
+		r := httptest.NewRequest("POST", "http://coily"+p, strings.NewReader(`{"reason":"x"}`))
+		r.URL.Path = p // httptest cleans nothing, but say it
+		r.RemoteAddr, r.Host = stranger, "coily"
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		f.c.ServeHTTP(w, r)
+		if w.Code != http.StatusBadRequest || w.Header().Get("Location") != "" {
+			t.Errorf("%s: %d (Location %q), want 400 and no redirect", p, w.Code, w.Header().Get("Location"))
+		}
+	}
+	f.in.WaitAudit(t, func(r audit.Record) bool { return r.Method == "web:guard" && strings.Contains(r.Reason, "not clean") })
+	if st, _ := f.in.Client.API.Status(context.Background(), &coilyv1.StatusRequest{}); st.GetLockout().GetActive() {
+		t.Fatal("an unclean path locked out")
+	}
+}

@@ -2,6 +2,7 @@ package console
 
 import (
 	"net/http"
+	"path"
 	"strings"
 
 	"coily.dev/coily/server"
@@ -40,9 +41,24 @@ func (c *Console) guard(next http.Handler) http.Handler {
 		case strings.HasPrefix(r.URL.Path, "/api/") && crossSite(r):
 			c.refuseGuard(w, r, http.StatusForbidden, "cross-site read of the API refused")
 			return
+		case !cleanPath(r.URL.Path):
+			// The mux would answer a redirect itself, before any route
+			// admits the caller (and after reading its body).
+			c.refuseGuard(w, r, http.StatusBadRequest, "request path is not clean")
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// cleanPath reports whether p is a path the mux routes as it is: rooted,
+// and unchanged by path.Clean (but for a trailing slash).
+func cleanPath(p string) bool {
+	if p == "" || p[0] != '/' {
+		return false
+	}
+	c := path.Clean(p)
+	return c == p || c+"/" == p
 }
 
 // crossSite reports whether a browser says the request comes from a page

@@ -70,11 +70,11 @@
 //
 // RedactText is for the short texts a command controls that are not its
 // output: a host it asked its proxy for, a file name it made, an ssh
-// extension name. There a secret also hides split by dots into DNS labels,
-// or with its case changed (host names are case-insensitive): after the
-// exact forms, every run of name characters (letters, digits, '.', '-',
-// '_') is compared with its case folded and those separators dropped, and
-// a run holding a folded form whole is redacted whole.
+// extension name. There a secret also hides split into DNS labels or path
+// components, spaced out, or with its case changed (host names are
+// case-insensitive): after the exact forms, the text's letters and digits
+// alone, their case folded, are compared with the forms folded alike, and
+// the stretch of the text each folded form spans is redacted.
 //
 // # Concurrency
 //
@@ -189,63 +189,79 @@ func formsOf(v string) []string {
 // shorter one would match ordinary host and file names.
 const minFolded = 8
 
-// foldName folds a name as RedactText compares them: lower case, without
-// the separators '.', '-' and '_'.
+// foldName folds a text as RedactText compares it: its ASCII letters, in
+// lower case, and digits; nothing else.
 func foldName(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); i++ {
-		switch c := s[i]; {
-		case c == '.' || c == '-' || c == '_':
-		case c >= 'A' && c <= 'Z':
-			b.WriteByte(c + 'a' - 'A')
-		default:
+		if c, ok := foldByte(s[i]); ok {
 			b.WriteByte(c)
 		}
 	}
 	return b.String()
 }
 
-// nameByte reports whether c belongs to a run RedactText folds.
-func nameByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '-' || c == '_' ||
-		c == '=' || c == '+'
+// foldByte is c as foldName keeps it, and whether it keeps it.
+func foldByte(c byte) (byte, bool) {
+	switch {
+	case c >= 'a' && c <= 'z', c >= '0' && c <= '9':
+		return c, true
+	case c >= 'A' && c <= 'Z':
+		return c + 'a' - 'A', true
+	}
+	return 0, false
 }
 
 // RedactText redacts a short text a command controls (see "Names a
-// command makes"): the exact forms, then every run of name characters that
-// holds a secret's form once folded, whole.
+// command makes"): the exact forms first; then, comparing the text's
+// letters and digits alone with the case folded, every stretch of the
+// text from the first to the last character of a secret's folded form,
+// whatever separates them.
 func (s *Set) RedactText(str string) string {
 	str = s.RedactString(str)
 	if s == nil || len(s.folded) == 0 {
 		return str
 	}
-	var b strings.Builder
-	for i := 0; i < len(str); {
-		if !nameByte(str[i]) {
-			b.WriteByte(str[i])
-			i++
-			continue
+	folded := make([]byte, 0, len(str))
+	at := make([]int, 0, len(str)) // folded[i] is str[at[i]]
+	for i := 0; i < len(str); i++ {
+		if c, ok := foldByte(str[i]); ok {
+			folded, at = append(folded, c), append(at, i)
 		}
-		j := i
-		for j < len(str) && nameByte(str[j]) {
-			j++
-		}
-		b.WriteString(s.foldedRun(str[i:j]))
-		i = j
 	}
-	return b.String()
-}
-
-// foldedRun returns run, or the replacement of the first secret whose
-// folded form it holds.
-func (s *Set) foldedRun(run string) string {
-	f := foldName(run)
+	type span struct {
+		from, to    int // str[from:to]
+		replacement []byte
+	}
+	var spans []span
 	for _, ff := range s.folded {
-		if strings.Contains(f, string(ff.text)) {
-			return string(ff.replacement)
+		for from := 0; ; {
+			k := bytes.Index(folded[from:], ff.text)
+			if k < 0 {
+				break
+			}
+			k += from
+			spans = append(spans, span{at[k], at[k+len(ff.text)-1] + 1, ff.replacement})
+			from = k + 1
 		}
 	}
-	return run
+	if len(spans) == 0 {
+		return str
+	}
+	slices.SortFunc(spans, func(a, b span) int { return a.from - b.from })
+	var b strings.Builder
+	last := 0
+	for i := 0; i < len(spans); {
+		from, to, repl := spans[i].from, spans[i].to, spans[i].replacement
+		for i++; i < len(spans) && spans[i].from < to; i++ { // overlapping: one redaction
+			to = max(to, spans[i].to)
+		}
+		b.WriteString(str[last:from])
+		b.Write(repl)
+		last = to
+	}
+	b.WriteString(str[last:])
+	return b.String()
 }
 
 // MaxLen is the length of the longest form: a Writer holds back at most
