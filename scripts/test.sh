@@ -128,9 +128,9 @@ if [ "$(id -u)" = 0 ]; then
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|PeerConns|LockoutStops' &&
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|PeerConns|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|ShortLog|StateCrossCheck|PolicyReloadRefusesHostile' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
-    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
+    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
   status=$?
   set -e
