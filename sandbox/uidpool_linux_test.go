@@ -117,3 +117,98 @@ func TestBwrapDynamicUID(t *testing.T) {
 		t.Errorf("still mounted: %v", points)
 	}
 }
+
+// The idmap maps every id to itself but the sandbox user's, which maps to
+// the command's uid; the command's uid has no id of its own in it (an
+// on-disk file of that uid shows as nobody's, and none is ever made).
+func TestIdmapExtents(t *testing.T) {
+	for _, c := range []struct{ owner, uid int }{{65534, 0x70000000}, {1000, 500}, {0x7fffffff, 5}} {
+		ext := idmapExtents(c.owner, c.uid)
+		mapDown := func(id int) (int, bool) {
+			for _, e := range ext {
+				if id >= e.ContainerID && id < e.ContainerID+e.Size {
+					return e.HostID + id - e.ContainerID, true
+				}
+			}
+			return 0, false
+		}
+		for _, id := range []int{0, 1, c.owner - 1, c.owner + 1, c.uid - 1, c.uid + 1, maxID} {
+			if id == c.owner || id == c.uid {
+				continue
+			}
+			if got, ok := mapDown(id); !ok || got != id {
+				t.Errorf("%+v: %d maps to %d %v, want itself", c, id, got, ok)
+			}
+		}
+		if got, ok := mapDown(c.owner); !ok || got != c.uid {
+			t.Errorf("%+v: the owner maps to %d %v", c, got, ok)
+		}
+		if _, ok := mapDown(c.uid); ok {
+			t.Errorf("%+v: the command's uid has an id of its own", c)
+		}
+		taken := 0 // extents whose host ids hold the command's uid
+		for _, e := range ext {
+			if c.uid >= e.HostID && c.uid < e.HostID+e.Size {
+				taken++
+			}
+		}
+		if taken != 1 {
+			t.Errorf("%+v: the command's uid is in %d extents' host ids, want 1", c, taken)
+		}
+		if len(ext) > 340 {
+			t.Errorf("%d extents", len(ext))
+		}
+	}
+}
+
+// Two pools over one range (two servers, or tests, on one host) never
+// hand out the same uid at once; a released uid is handed out again.
+func TestUIDPoolsShareARange(t *testing.T) {
+	a := testPool(t)
+	if a == nil {
+		return
+	}
+	first, count := a.Range()
+	b, err := NewUIDPool(first, count, a.Owner())
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := map[int]bool{}
+	var users []User
+	for i := 0; i < count; i++ {
+		p := a
+		if i%2 == 1 {
+			p = b
+		}
+		u, err := p.Acquire()
+		if err != nil {
+			t.Fatalf("acquire %d of %d: %v", i+1, count, err)
+		}
+		if held[u.UID] {
+			t.Fatalf("uid %d handed out twice", u.UID)
+		}
+		held[u.UID] = true
+		users = append(users, u)
+	}
+	if _, err := a.Acquire(); err == nil {
+		t.Fatal("a uid past the range's")
+	}
+	a.Release(users[0], func(err error) { t.Error(err) })
+	a.Wait()
+	if u, err := a.Acquire(); err != nil || u.UID != users[0].UID {
+		t.Fatalf("after a release: %v %v, want uid %d again", u, err, users[0].UID)
+	}
+}
+
+// A range holding a host user, the sandbox user or uid 0 is refused.
+func TestUIDPoolRefusesHostIDs(t *testing.T) {
+	if testPool(t) == nil {
+		return
+	}
+	owner := DefaultUser()
+	for _, r := range [][2]int{{0, 10}, {owner.UID - 1, 3}, {1, 5}, {1<<32 - 3, 4}} {
+		if _, err := NewUIDPool(r[0], r[1], owner); err == nil {
+			t.Errorf("range %d+%d accepted", r[0], r[1])
+		}
+	}
+}
