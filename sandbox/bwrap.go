@@ -148,7 +148,7 @@ func bwrapArgs(p *Profile, mounts []mount, exec string, argv []string, argv0 boo
 			}
 		case "--symlink":
 			args = append(args, m.op, m.src, m.dst)
-		case "--ro-bind-fd", "--bind-fd":
+		case "--ro-bind-fd", "--bind-fd", "--ro-bind-data":
 			args = append(args, m.op, strconv.Itoa(firstBindFD+len(files)), m.dst)
 			files = append(files, m.file)
 		default:

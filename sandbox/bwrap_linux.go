@@ -100,6 +100,14 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	if p.CAFile != nil {
 		mounts = append(mounts, mount{op: "--ro-bind-fd", file: p.CAFile, dst: CAPath, rank: rankProtect, reach: "the CA bundle"})
 	}
+	if d := p.Dynamic; d != nil {
+		m, err := passwdFor(d.User, p.Home)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		c.childFiles = append(c.childFiles, m.file)
+		mounts = append(mounts, m)
+	}
 	if err := reachableBy(mounts, procUser); err != nil {
 		return nil, err
 	}

@@ -2,8 +2,10 @@ package sandbox
 
 import (
 	"bufio"
+	"cmp"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -113,4 +115,47 @@ func (c *Confinement) idmap(r *writableRoot, i int) error {
 	r.dir.Close()
 	r.dir = f
 	return nil
+}
+
+// passwdFor is the sandbox's /etc/passwd for a command with a uid of its
+// own: the host's, and a line naming that uid (ssh, and other tools that
+// look their user up, refuse to run as a uid no entry names), given to
+// bubblewrap as data (it copies it into the sandbox, read-only).
+func passwdFor(u User, home string) (mount, error) {
+	host, err := readBounded("/etc/passwd", 4<<20)
+	if err != nil {
+		return mount{}, fmt.Errorf("/etc/passwd: %w", err)
+	}
+	if len(host) > 0 && host[len(host)-1] != '\n' {
+		host = append(host, '\n')
+	}
+	line := fmt.Sprintf("%s:x:%d:%d:coily sandbox:%s:/usr/sbin/nologin\n", u.Name, u.UID, u.GID, cmp.Or(home, "/"))
+	fd, err := unix.MemfdCreate("coily-passwd", unix.MFD_CLOEXEC)
+	if err != nil {
+		return mount{}, fmt.Errorf("passwd: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "passwd")
+	if _, err := f.Write(append(host, line...)); err != nil {
+		f.Close()
+		return mount{}, fmt.Errorf("passwd: %w", err)
+	}
+	if _, err := f.Seek(0, 0); err != nil {
+		f.Close()
+		return mount{}, fmt.Errorf("passwd: %w", err)
+	}
+	return mount{op: "--ro-bind-data", file: f, dst: "/etc/passwd", rank: rankDeny}, nil
+}
+
+// readBounded reads at most limit bytes of path, refusing a longer file.
+func readBounded(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err == nil && int64(len(data)) > limit {
+		err = fmt.Errorf("longer than %d bytes", limit)
+	}
+	return data, err
 }

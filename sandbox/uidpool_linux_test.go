@@ -91,13 +91,13 @@ func TestBwrapDynamicUID(t *testing.T) {
 	if err := os.Chmod(mnt, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("/bin/sh", "-c", "id -u; stat -c %u owned; echo more >> owned && mkdir made && echo y > made/new && chmod 600 owned && echo wrote")
+	cmd := exec.Command("/bin/sh", "-c", "id -u; stat -c %u owned; echo more >> owned && mkdir made && echo y > made/new && chmod 600 owned && echo wrote && id -un")
 	out, err := runWrapped(t, cmd, DefaultProfile(ProfileInput{Workspace: ws, Dir: ws, Home: t.TempDir(), Env: []string{"PATH=/usr/bin:/bin"},
 		User: owner, Dynamic: &Dynamic{Pool: pool, User: u, MountDir: mnt}}))
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	want := strconv.Itoa(u.UID) + "\n" + strconv.Itoa(u.UID) + "\nwrote\n"
+	want := strconv.Itoa(u.UID) + "\n" + strconv.Itoa(u.UID) + "\nwrote\n" + u.Name + "\n" // named: ssh looks it up
 	if out != want {
 		t.Errorf("inside: %q, want %q", out, want)
 	}
