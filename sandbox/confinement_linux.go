@@ -225,10 +225,9 @@ func (c *Confinement) Finish(id string) Report {
 		return r
 	}
 	r.Limits = "rlimit"
-	if c.cgroup != nil {
-		r.Limits = c.cgroup.describe()
-		c.cgroup.remove()
-		c.cgroup = nil
+	if cg := c.takeCgroup(); cg != nil {
+		r.Limits = cg.describe()
+		cg.remove()
 	}
 	for _, root := range c.roots {
 		res := root.check(c.writable, id, c.since, c.budget)
