@@ -272,6 +272,12 @@ type checked struct {
 func (r *writableRoot) check(writable []string, id string, since time.Time, budget ScanBudget) checked {
 	s := newScanner(r.dir, r.path, writable, budget)
 	s.post, s.since, s.groupWrite = true, since, groupWritable()
+	s.known = map[[2]uint64]bool{}
+	for _, e := range r.found {
+		if e.kind == kindGitDir {
+			s.known[[2]uint64{e.dev, e.ino}] = true
+		}
+	}
 	if err := s.run(); err != nil {
 		return checked{err: fmt.Errorf("scan %s after the command: %w", r.path, err)}
 	}
@@ -285,7 +291,11 @@ func (r *writableRoot) check(writable []string, id string, since time.Time, budg
 }
 
 // fresh returns the protected entries out holds that the scan before the
-// command did not find and the rule may not write.
+// command did not find and the rule may not write. A bare repository (a
+// git directory by any name but .git, outside modules/ and worktrees/)
+// is fresh whatever the rule may write: Writable ".git" keeps the
+// repositories a command makes under that name, never a work tree
+// dressed as one.
 func (r *writableRoot) fresh(out []protected, writable []string) []string {
 	// An entry was there before when it is the same file: one bound
 	// read-only stays alive (and keeps its inode number) whatever the
@@ -307,7 +317,7 @@ func (r *writableRoot) fresh(out []protected, writable []string) []string {
 	}
 	var fresh []string
 	for _, e := range out {
-		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) {
+		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) && !e.bare() {
 			continue
 		}
 		fresh = append(fresh, e.rel)
