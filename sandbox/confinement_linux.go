@@ -281,12 +281,19 @@ func (r *writableRoot) check(writable []string, id string, since time.Time, budg
 	if err := s.run(); err != nil {
 		return checked{err: fmt.Errorf("scan %s after the command: %w", r.path, err)}
 	}
-	res := checked{restored: s.fixed, err: s.errs}
-	m := &mover{r: r, id: id}
+	res := checked{err: s.errs}
+	// The moves have a budget of their own: a scan that took its whole
+	// budget still moves what it found.
+	m := &mover{r: r, id: id, deadline: time.Now().Add(budget.WithDefaults().Time), moved: map[string]bool{}}
 	done, err := m.moveAll(r.fresh(s.out, writable), "protected")
 	res.quarantined, res.err = done, errors.Join(res.err, err)
-	res.aside, err = m.moveAll(s.aside, "beyond the scan")
-	res.err = errors.Join(res.err, err, m.record())
+	aside := make([]protected, len(s.aside))
+	for i, rel := range s.aside {
+		aside[i] = protected{rel: rel}
+	}
+	res.aside, err = m.moveAll(aside, "beyond the scan")
+	res.restored = append(s.fixed, m.restored...)
+	res.err = errors.Join(res.err, err, m.record(), m.recordUnmoved())
 	return res
 }
 
@@ -296,7 +303,7 @@ func (r *writableRoot) check(writable []string, id string, since time.Time, budg
 // is fresh whatever the rule may write: Writable ".git" keeps the
 // repositories a command makes under that name, never a work tree
 // dressed as one.
-func (r *writableRoot) fresh(out []protected, writable []string) []string {
+func (r *writableRoot) fresh(out []protected, writable []string) []protected {
 	// An entry was there before when it is the same file: one bound
 	// read-only stays alive (and keeps its inode number) whatever the
 	// command does; one the rule lets the command write must also be at
@@ -315,12 +322,12 @@ func (r *writableRoot) fresh(out []protected, writable []string) []string {
 			before[at{"", e.dev, e.ino}] = true
 		}
 	}
-	var fresh []string
+	var fresh []protected
 	for _, e := range out {
 		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) && !e.bare() {
 			continue
 		}
-		fresh = append(fresh, e.rel)
+		fresh = append(fresh, e)
 	}
 	return fresh
 }

@@ -37,6 +37,9 @@ type scanner struct {
 	// known are the git directories (device, inode) the scan before the
 	// command found (post): only their configuration is read.
 	known map[[2]uint64]bool
+	// unmoved are the entries an earlier check could not move aside
+	// (before): refused wherever they are found.
+	unmoved map[[2]uint64]unmoved
 	// fixed lists entries whose permissions were restored (post).
 	fixed []string
 	// aside lists directories (post) the next scan before a command could
@@ -68,7 +71,11 @@ func newScanner(root *os.File, rootPath string, writable []string, budget ScanBu
 func scanRoot(root *os.File, rootPath string, writable []string, open bool, budget ScanBudget) ([]protected, error) {
 	s := newScanner(root, rootPath, writable, budget)
 	s.open = open
-	if err := s.run(); err != nil {
+	err := s.loadUnmoved()
+	if err == nil {
+		err = s.run()
+	}
+	if err != nil {
 		s.close()
 		return nil, err
 	}
@@ -186,16 +193,14 @@ func (s *scanner) openDir(rel string) (*os.File, error) {
 }
 
 // reachRoot gives the root back its owner's access after the command, if
-// the command took it away (see reach).
+// the command took it away (see reach): all of it, as the rules using
+// the workspace write there (chmod 555 . would refuse the next command).
 func (s *scanner) reachRoot() error {
 	st, err := statFD(s.root)
 	if err != nil || !s.post {
 		return nil
 	}
-	want := s.wantMode(st)
-	if st.Mode&0o500 != 0o500 {
-		want |= 0o700 // made unreadable: the owner's access back
-	}
+	want := s.wantMode(st) | 0o700
 	if want == st.Mode&0o7777 {
 		return nil
 	}
@@ -437,6 +442,9 @@ func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writab
 	var st unix.Stat_t
 	if err := unix.Fstatat(int(dir.Fd()), e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil // gone
+	}
+	if u, ok := s.unmoved[[2]uint64{st.Dev, st.Ino}]; ok {
+		return u.refusal(rel)
 	}
 	p := protected{rel: rel, kind: kind, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, writable: writable, dev: st.Dev, ino: st.Ino}
 	switch st.Mode & unix.S_IFMT {
