@@ -49,7 +49,7 @@ func (m *mover) recordUnmoved() error {
 	if err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(append(all, m.unmoved...), "", "  ")
+	data, err := json.Marshal(append(all, m.unmoved...))
 	if err != nil {
 		return err
 	}
