@@ -268,7 +268,8 @@ type checked struct {
 // along with its parent is still the owner's) and that the rule may not
 // write, and the directories the next scan could not cover. Directories
 // the command made unreadable are made readable again and scanned, modes
-// it widened restored.
+// it widened restored. The moves have a deadline of their own; what is
+// left unmoved is recorded (recordUnmoved).
 func (r *writableRoot) check(writable []string, id string, since time.Time, budget ScanBudget) checked {
 	s := newScanner(r.dir, r.path, writable, budget)
 	s.post, s.since, s.groupWrite = true, since, groupWritable()
@@ -282,8 +283,7 @@ func (r *writableRoot) check(writable []string, id string, since time.Time, budg
 		return checked{err: fmt.Errorf("scan %s after the command: %w", r.path, err)}
 	}
 	res := checked{err: s.errs}
-	// The moves have a budget of their own: a scan that took its whole
-	// budget still moves what it found.
+	// A scan that took its whole budget still moves what it found.
 	m := &mover{r: r, id: id, deadline: time.Now().Add(budget.WithDefaults().Time), moved: map[string]bool{}}
 	done, err := m.moveAll(r.fresh(s.out, writable), "protected")
 	res.quarantined, res.err = done, errors.Join(res.err, err)

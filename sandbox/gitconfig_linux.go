@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -62,7 +63,7 @@ func (s *scanner) configPaths(gitDir *os.File, gitDirRel string) error {
 		if strings.HasPrefix(v, "~") || strings.HasPrefix(v, "%(prefix)") {
 			continue // the owner's home, outside any workspace
 		}
-		if strings.Count(v, "/") >= maxPathParts {
+		if len(strings.Split(strings.Trim(v, "/"), "/")) > maxPathParts {
 			return fmt.Errorf("%s/config names a path of more than %d components: coily cannot check it", gitDirRel, maxPathParts)
 		}
 		base := workTree
@@ -71,7 +72,7 @@ func (s *scanner) configPaths(gitDir *os.File, gitDirRel string) error {
 		}
 		abs := v
 		if !path.IsAbs(v) {
-			abs = path.Join(s.rootPath, base, v)
+			abs = s.rootPath + "/" + base + "/" + v // not cleaned: inRoot resolves its ".."
 		}
 		rel, ok, err := s.inRoot(abs)
 		if err != nil {
@@ -84,21 +85,26 @@ func (s *scanner) configPaths(gitDir *os.File, gitDirRel string) error {
 	return nil
 }
 
-// inRoot returns abs relative to the root when it lies inside it: as
-// written, or through symbolic links outside the root (a home reached
-// through a link, say), which the command cannot change. A path
-// lexically inside the root is taken as it is. Any other is resolved
-// from "/" one component at a time, each opened by descriptor (O_PATH,
-// never following it) and counted as an entry of the scan, following
-// links as the kernel would (at most 40; past them git finds nothing
-// either), until it reaches the root; the rest is taken as written, as
-// links inside the root are not followed (protectNamed refuses a link at
-// the named path itself). An absent component, or one that cannot be
-// looked at, ends it: outside the root, nothing is the command's.
+// inRoot returns abs, an absolute path, relative to the root when it
+// lies inside it: as written, or through symbolic links outside the root
+// (a home reached through a link, say), which the command cannot change.
+// A path with no ".." lexically inside the root is taken as it is. Any
+// other is resolved from "/" one component at a time, as the kernel does
+// (".." the parent of what was resolved), each opened by descriptor
+// (O_PATH, never following it) and counted as an entry of the scan,
+// following links (at most 40; past them git finds nothing either),
+// until it reaches the root; the rest is taken as written, as links
+// inside the root are not followed (protectNamed refuses a link at the
+// named path itself). An absent component, or one that cannot be looked
+// at, ends it: outside the root, nothing is the command's.
 func (s *scanner) inRoot(abs string) (string, bool, error) {
-	abs = path.Clean(abs)
-	if rel, ok := relUnder(abs, s.rootPath); ok {
-		return inside(rel)
+	if !path.IsAbs(abs) {
+		return "", false, nil
+	}
+	if !slices.Contains(strings.Split(abs, "/"), "..") {
+		if rel, ok := relUnder(path.Clean(abs), s.rootPath); ok {
+			return inside(rel)
+		}
 	}
 	w := &walker{cur: "/", fd: -1}
 	defer w.close()

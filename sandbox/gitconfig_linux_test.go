@@ -30,7 +30,7 @@ func resolveRoot(t testing.TB) (base, root string) {
 	}
 	for name, target := range map[string]string{
 		"alias": root, "rel-alias": "ws", "chain": "alias", "loop": "loop", "back": "ws/../outside",
-		"dots": strings.Repeat("./", 300) + "ws", "proc": "/proc/self/root" + root,
+		"dots": strings.Repeat("./", 300) + "ws", "proc": "/proc/self/root" + root, "into": "ws/sub", "away": "outside",
 	} {
 		if err := os.Symlink(target, filepath.Join(base, name)); err != nil {
 			t.Fatal(err)
@@ -57,8 +57,12 @@ func TestConfigPathInRoot(t *testing.T) {
 		{base + "/chain/x", "x", false},
 		{base + "/proc/x", "x", false},
 		{"/proc/self/root" + base + "/alias/x", "x", false},
-		{base + "/absent/../ws/x", "x", false}, // taken as written: protected all the same
+		{base + "/absent/../ws/x", "", false}, // ".." resolved as the kernel does
 		{base + "/alias/../ws/x", "x", false},
+		{base + "/into/../sub/x", "sub/x", false},
+		{base + "/away/../ws/x", "x", false},
+		{root + "/sub/../../ws/x", "x", false},
+		{root + "/../outside/x", "", false},
 		{base + "/loop/x", "", false},
 		{base + "/file/x", "", false},
 		{base + "/outside/x", "", false},

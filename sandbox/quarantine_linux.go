@@ -181,6 +181,9 @@ func (m *mover) record() error {
 // maxMoveErrors bounds the failed moves reported one by one.
 const maxMoveErrors = 16
 
+// errMoveTime reports an entry left past the moves' deadline.
+var errMoveTime = fmt.Errorf("%w: not moved in time", ErrScanBudget)
+
 // moveAll moves the entries (sorted, none inside one already moved)
 // until the mover's deadline; those it could not move are recorded.
 func (m *mover) moveAll(entries []protected, why string) (done []string, errs error) {
@@ -190,7 +193,7 @@ func (m *mover) moveAll(entries []protected, why string) (done []string, errs er
 		if m.inside(e.rel) {
 			continue
 		}
-		err := fmt.Errorf("%w: not moved in time", ErrScanBudget)
+		err := errMoveTime
 		if !time.Now().After(m.deadline) {
 			err = m.move(e, why)
 		}
