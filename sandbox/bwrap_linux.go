@@ -397,6 +397,7 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 			return nil, fmt.Errorf("%w: workspace %s: %v", ErrUnavailable, path, err)
 		}
 		r.found = found
+		dropUnmoved(r.quarantine) // what an earlier check could not move is gone
 		for _, e := range found {
 			c.childFiles = append(c.childFiles, e.file)
 		}

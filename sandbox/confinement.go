@@ -41,7 +41,7 @@ type Confinement struct {
 	dynamic *Dynamic
 	detach  []func()
 
-	mu      sync.Mutex  // guards the four below, shared with Signal
+	mu      sync.Mutex  // guards cgroup and the four below, shared with Signal
 	bwrap   *os.Process // bwrap, the outer namespace's init (signalled by pidfd)
 	initPid int         // the sandbox's own init (host pid), once started
 	started bool        // the start gate is open: the command may run
@@ -151,8 +151,17 @@ func (c *Confinement) Close() {
 		d()
 	}
 	c.detach = nil
-	c.cgroup.remove()
+	c.takeCgroup().remove()
+}
+
+// takeCgroup returns the command's cgroup, if any, and forgets it, under
+// the lock a lockout's Kill reads it with.
+func (c *Confinement) takeCgroup() *execCgroup {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cg := c.cgroup
 	c.cgroup = nil
+	return cg
 }
 
 func firstLine(b []byte) string {

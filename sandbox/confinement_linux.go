@@ -225,10 +225,9 @@ func (c *Confinement) Finish(id string) Report {
 		return r
 	}
 	r.Limits = "rlimit"
-	if c.cgroup != nil {
-		r.Limits = c.cgroup.describe()
-		c.cgroup.remove()
-		c.cgroup = nil
+	if cg := c.takeCgroup(); cg != nil {
+		r.Limits = cg.describe()
+		cg.remove()
 	}
 	for _, root := range c.roots {
 		res := root.check(c.writable, id, c.since, c.budget)
@@ -269,25 +268,42 @@ type checked struct {
 // along with its parent is still the owner's) and that the rule may not
 // write, and the directories the next scan could not cover. Directories
 // the command made unreadable are made readable again and scanned, modes
-// it widened restored.
+// it widened restored. The moves have a deadline of their own; what is
+// left unmoved is recorded (recordUnmoved).
 func (r *writableRoot) check(writable []string, id string, since time.Time, budget ScanBudget) checked {
 	s := newScanner(r.dir, r.path, writable, budget)
 	s.post, s.since, s.groupWrite = true, since, groupWritable()
+	s.known = map[[2]uint64]bool{}
+	for _, e := range r.found {
+		if e.kind == kindGitDir {
+			s.known[[2]uint64{e.dev, e.ino}] = true
+		}
+	}
 	if err := s.run(); err != nil {
 		return checked{err: fmt.Errorf("scan %s after the command: %w", r.path, err)}
 	}
-	res := checked{restored: s.fixed, err: s.errs}
-	m := &mover{r: r, id: id}
+	res := checked{err: s.errs}
+	// A scan that took its whole budget still moves what it found.
+	m := &mover{r: r, id: id, deadline: time.Now().Add(budget.WithDefaults().Time), moved: map[string]bool{}}
 	done, err := m.moveAll(r.fresh(s.out, writable), "protected")
 	res.quarantined, res.err = done, errors.Join(res.err, err)
-	res.aside, err = m.moveAll(s.aside, "beyond the scan")
-	res.err = errors.Join(res.err, err, m.record())
+	aside := make([]protected, len(s.aside))
+	for i, rel := range s.aside {
+		aside[i] = protected{rel: rel}
+	}
+	res.aside, err = m.moveAll(aside, "beyond the scan")
+	res.restored = append(s.fixed, m.restored...)
+	res.err = errors.Join(res.err, err, m.record(), m.recordUnmoved())
 	return res
 }
 
 // fresh returns the protected entries out holds that the scan before the
-// command did not find and the rule may not write.
-func (r *writableRoot) fresh(out []protected, writable []string) []string {
+// command did not find and the rule may not write. A bare repository (a
+// git directory by any name but .git, outside modules/ and worktrees/)
+// is fresh whatever the rule may write: Writable ".git" keeps the
+// repositories a command makes under that name, never a work tree
+// dressed as one.
+func (r *writableRoot) fresh(out []protected, writable []string) []protected {
 	// An entry was there before when it is the same file: one bound
 	// read-only stays alive (and keeps its inode number) whatever the
 	// command does; one the rule lets the command write must also be at
@@ -306,12 +322,12 @@ func (r *writableRoot) fresh(out []protected, writable []string) []string {
 			before[at{"", e.dev, e.ino}] = true
 		}
 	}
-	var fresh []string
+	var fresh []protected
 	for _, e := range out {
-		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) {
+		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) && !e.bare() {
 			continue
 		}
-		fresh = append(fresh, e.rel)
+		fresh = append(fresh, e)
 	}
 	return fresh
 }

@@ -85,8 +85,13 @@ func chmodNoFollow(dir *os.File, name string, mode uint32, was unix.Stat_t) erro
 	if st.Dev != was.Dev || st.Ino != was.Ino || st.Mode&unix.S_IFMT == unix.S_IFLNK {
 		return errChanged
 	}
-	// chmod through /proc/self/fd follows the descriptor's own link to
-	// the very inode opened (fchmod refuses an O_PATH descriptor).
+	return chmodFD(f, mode)
+}
+
+// chmodFD changes the mode of f's file, f opened O_PATH or not: chmod
+// through /proc/self/fd follows the descriptor's own link to the very
+// inode opened (fchmod refuses an O_PATH descriptor).
+func chmodFD(f *os.File, mode uint32) error {
 	return unix.Chmod("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), mode)
 }
 

@@ -280,6 +280,12 @@ func (e protected) optName() string {
 	return path.Base(e.rel)
 }
 
+// bare reports a git directory git would take for a bare repository: one
+// not named .git (those of submodules and worktrees are not entries).
+func (e protected) bare() bool {
+	return e.kind == kindGitDir && path.Base(e.rel) != GitName
+}
+
 // writableRoot is a host directory bound read-write, with what its scan
 // found before the command ran.
 type writableRoot struct {

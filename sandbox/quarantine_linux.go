@@ -75,20 +75,27 @@ type manifest struct {
 
 // mover moves entries of a root to its quarantine directory under names
 // of its own (ID-N): short whatever the entry's name, so the rename
-// always fits.
+// always fits. What it cannot move (or not before its deadline) it
+// records as unmoved.
 type mover struct {
-	r    *writableRoot
-	id   string
-	done []moved
+	r        *writableRoot
+	id       string
+	deadline time.Time
+	done     []moved
+	moved    map[string]bool // the paths in done
+	restored []string        // given their owner's write access to be moved
+	unmoved  []unmoved
 }
 
-// move moves rel aside, by descriptor, never replacing anything.
-func (m *mover) move(rel, why string) error {
+// move moves e aside, by descriptor, never replacing anything. Where the
+// command took write access away from it or its parent (chmod 555, which
+// seccomp allows), their owner gets it back (restored), then it moves.
+func (m *mover) move(e protected, why string) error {
 	if m.r.quarantine == nil {
 		return fmt.Errorf("no quarantine directory")
 	}
 	dir := m.r.dir
-	if parent := path.Dir(rel); parent != "." {
+	if parent := path.Dir(e.rel); parent != "." {
 		f, err := openDeep(m.r.dir, parent, unix.O_PATH|unix.O_DIRECTORY)
 		if err != nil {
 			return err
@@ -96,6 +103,19 @@ func (m *mover) move(rel, why string) error {
 		defer f.Close()
 		dir = f
 	}
+	err := m.rename(dir, e.rel, why)
+	if errors.Is(err, unix.EACCES) {
+		if werr := m.writeAccess(dir, e.rel); werr != nil {
+			return errors.Join(err, werr)
+		}
+		err = m.rename(dir, e.rel, why)
+	}
+	return err
+}
+
+// rename moves rel (in dir) to the quarantine directory under a name of
+// the mover's.
+func (m *mover) rename(dir *os.File, rel, why string) error {
 	for n := len(m.done) + 1; ; n++ {
 		name := m.id + "-" + strconv.Itoa(n)
 		err := unix.Renameat2(int(dir.Fd()), path.Base(rel), int(m.r.quarantine.Fd()), name, unix.RENAME_NOREPLACE)
@@ -104,9 +124,38 @@ func (m *mover) move(rel, why string) error {
 		}
 		if err == nil {
 			m.done = append(m.done, moved{Name: name, Path: rel, Why: why})
+			m.moved[rel] = true
 		}
 		return err
 	}
+}
+
+// writeAccess gives rel's parent (dir) its owner's write and search
+// access, and rel, a directory (moved to another parent, its ".." is
+// changed), its owner's write access, recording each it changes.
+func (m *mover) writeAccess(dir *os.File, rel string) error {
+	st, err := statFD(dir)
+	if err != nil {
+		return err
+	}
+	if st.Mode&0o300 != 0o300 {
+		if err := chmodFD(dir, st.Mode&0o7777|0o300); err != nil {
+			return fmt.Errorf("give its parent write access: %w", err)
+		}
+		m.restored = append(m.restored, path.Dir(rel))
+	}
+	name := path.Base(rel)
+	if err := unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR || st.Mode&0o200 != 0 {
+		return nil
+	}
+	if err := chmodNoFollow(dir, name, st.Mode&0o7777|0o200, st); err != nil {
+		return fmt.Errorf("give it write access: %w", err)
+	}
+	m.restored = append(m.restored, rel)
+	return nil
 }
 
 // record writes the manifest of what was moved (ID.json, or ID.N.json).
@@ -129,18 +178,48 @@ func (m *mover) record() error {
 	}
 }
 
-// moveAll moves the entries (sorted, none inside one already moved).
-func (m *mover) moveAll(rels []string, why string) (done []string, errs error) {
-	slices.Sort(rels)
-	for _, rel := range rels {
-		if slices.ContainsFunc(m.done, func(d moved) bool { return strings.HasPrefix(rel, d.Path+"/") || rel == d.Path }) {
-			continue // inside an entry already moved
-		}
-		if err := m.move(rel, why); err != nil {
-			errs = errors.Join(errs, fmt.Errorf("move %s aside: %w", rel, err))
+// maxMoveErrors bounds the failed moves reported one by one.
+const maxMoveErrors = 16
+
+// errMoveTime reports an entry left past the moves' deadline.
+var errMoveTime = fmt.Errorf("%w: not moved in time", ErrScanBudget)
+
+// moveAll moves the entries (sorted, none inside one already moved)
+// until the mover's deadline; those it could not move are recorded.
+func (m *mover) moveAll(entries []protected, why string) (done []string, errs error) {
+	slices.SortFunc(entries, func(a, b protected) int { return strings.Compare(a.rel, b.rel) })
+	failed := 0
+	for _, e := range entries {
+		if m.inside(e.rel) {
 			continue
 		}
-		done = append(done, rel)
+		err := errMoveTime
+		if !time.Now().After(m.deadline) {
+			err = m.move(e, why)
+		}
+		if err == nil {
+			done = append(done, e.rel)
+			continue
+		}
+		if e.ino != 0 {
+			m.unmoved = append(m.unmoved, unmoved{Path: e.rel, Request: m.id, Dev: e.dev, Ino: e.ino})
+		}
+		if failed++; failed <= maxMoveErrors {
+			errs = errors.Join(errs, fmt.Errorf("move %s aside: %w", e.rel, err))
+		}
+	}
+	if failed > maxMoveErrors {
+		errs = errors.Join(errs, fmt.Errorf("and %d more entries not moved aside", failed-maxMoveErrors))
 	}
 	return done, errs
+}
+
+// inside reports whether rel is, or is inside, an entry already moved.
+func (m *mover) inside(rel string) bool {
+	for ; rel != "." && rel != "/"; rel = path.Dir(rel) {
+		if m.moved[rel] {
+			return true
+		}
+	}
+	return false
 }

@@ -6,9 +6,7 @@ import (
 	"io"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -32,9 +30,16 @@ type scanner struct {
 	post     bool // after the command: record links and linked files, fix what hides, never give up
 	entries  int
 	out      []protected
+	have     map[string]bool // the paths in out
 	// extra are paths (relative) the protected git configuration names
 	// (core.hooksPath, include.path) inside the root: protected too.
 	extra []string
+	// known are the git directories (device, inode) the scan before the
+	// command found (post): only their configuration is read.
+	known map[[2]uint64]bool
+	// unmoved are the entries an earlier check could not move aside
+	// (before): refused wherever they are found.
+	unmoved map[[2]uint64]unmoved
 	// fixed lists entries whose permissions were restored (post).
 	fixed []string
 	// aside lists directories (post) the next scan before a command could
@@ -52,7 +57,7 @@ type scanner struct {
 // newScanner is a scanner of root within budget.
 func newScanner(root *os.File, rootPath string, writable []string, budget ScanBudget) *scanner {
 	budget = budget.WithDefaults()
-	return &scanner{root: root, rootPath: rootPath, writable: writable,
+	return &scanner{root: root, rootPath: rootPath, writable: writable, have: map[string]bool{},
 		deadline: time.Now().Add(budget.Time), maxEntries: budget.Entries}
 }
 
@@ -66,7 +71,11 @@ func newScanner(root *os.File, rootPath string, writable []string, budget ScanBu
 func scanRoot(root *os.File, rootPath string, writable []string, open bool, budget ScanBudget) ([]protected, error) {
 	s := newScanner(root, rootPath, writable, budget)
 	s.open = open
-	if err := s.run(); err != nil {
+	err := s.loadUnmoved()
+	if err == nil {
+		err = s.run()
+	}
+	if err != nil {
 		s.close()
 		return nil, err
 	}
@@ -84,7 +93,8 @@ func (s *scanner) close() {
 type queued struct {
 	rel   string
 	depth int
-	deps  bool // inside a dependency tree (node_modules): names there are not read by the host
+	deps  bool    // inside a dependency tree (node_modules): names there are not read by the host
+	git   gitWalk // in a git directory the rule may write, or on the way to one
 }
 
 func (s *scanner) run() error {
@@ -183,16 +193,14 @@ func (s *scanner) openDir(rel string) (*os.File, error) {
 }
 
 // reachRoot gives the root back its owner's access after the command, if
-// the command took it away (see reach).
+// the command took it away (see reach): all of it, as the rules using
+// the workspace write there (chmod 555 . would refuse the next command).
 func (s *scanner) reachRoot() error {
 	st, err := statFD(s.root)
 	if err != nil || !s.post {
 		return nil
 	}
-	want := s.wantMode(st)
-	if st.Mode&0o500 != 0o500 {
-		want |= 0o700 // made unreadable: the owner's access back
-	}
+	want := s.wantMode(st) | 0o700
 	if want == st.Mode&0o7777 {
 		return nil
 	}
@@ -268,7 +276,9 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 	if s.entries += len(entries); s.entries > s.maxEntries && !s.post {
 		return nil, fmt.Errorf("workspace has more than %d entries: too large to protect", s.maxEntries)
 	}
-	workTree := q.rel == "" || slices.ContainsFunc(entries, func(e dirent) bool { return e.name == GitName })
+	// The top of a git directory the rule may write counts as a work
+	// tree's: a work tree dressed as a bare repository is one.
+	workTree := q.rel == "" || q.git == inGitDir || slices.ContainsFunc(entries, func(e dirent) bool { return e.name == GitName })
 	// Files can have been widened only by being made or moved here (the
 	// seccomp filter refuses chmod's widening): looked at where the
 	// directory changed while the command ran.
@@ -282,70 +292,90 @@ func (s *scanner) visit(dir *os.File, q queued, seen map[[2]uint64]bool) ([]queu
 		if s.post && (e.typ == unix.DT_DIR || changed) {
 			s.normalise(dir, e, child)
 		}
-		switch {
-		case e.name == GitName:
-			if err := s.gitEntry(dir, e, child); err != nil {
-				return nil, err
-			}
-			continue
-		case workTree && isProtectedName(e.name):
-			if err := s.add(dir, e, child, kindName, slices.Contains(s.writable, e.name)); err != nil {
-				return nil, err
-			}
-			continue
-		case !q.deps && anyDepthName(e.name) != "":
-			if err := s.add(dir, e, child, kindName, slices.Contains(s.writable, anyDepthName(e.name))); err != nil {
-				return nil, err
-			}
-			continue
-		case workTree && slices.Contains(protectedParents(), e.name):
-			if e.typ == unix.DT_LNK {
-				// .config, .cargo, .bundle as a link: the names below it
-				// would be reached through the link.
-				if err := s.add(dir, e, child, kindName, false); err != nil {
-					return nil, err
-				}
-				continue
-			}
-			if err := s.nestedNames(dir, e.name, child); err != nil {
-				return nil, err
-			}
-		}
-		if e.typ != unix.DT_DIR {
-			continue
-		}
-		var st unix.Stat_t
-		if unix.Fstatat(int(dir.Fd()), e.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			continue // gone
-		}
-		if err := s.reach(dir, e.name, child, st.Mode); err != nil {
-			if err := s.fail(err); err != nil {
-				return nil, err
-			}
-			continue
-		}
-		sub, err := openAt(dir, e.name, unix.O_PATH|unix.O_DIRECTORY)
+		next, err := s.entry(dir, e, child, q, workTree)
 		if err != nil {
-			continue // gone
+			return nil, err
 		}
-		gitDir := isGitDir(sub)
-		sub.Close()
-		if gitDir {
-			if err := s.gitDir(dir, e, child); err != nil {
-				return nil, err
-			}
-			continue
+		if next != nil {
+			subdirs = append(subdirs, *next)
 		}
-		if q.depth+1 >= ScanMaxDepth {
-			if s.post {
-				s.aside = append(s.aside, child) // the next scan would refuse: moved aside unread
-				continue
-			}
-			return nil, fmt.Errorf("workspace is deeper than %d directories at %s: too deep to protect (remove or flatten it)", ScanMaxDepth, child)
-		}
-		subdirs = append(subdirs, queued{rel: child, depth: q.depth + 1, deps: q.deps || e.name == "node_modules"})
 	}
 	return subdirs, nil
+}
+
+// entry classifies the entry e of dir (child in the root), found by a
+// walk as q says, and returns the directory to walk next, if any.
+func (s *scanner) entry(dir *os.File, e dirent, child string, q queued, workTree bool) (*queued, error) {
+	if q.git != inTree {
+		if next, done, err := s.gitEntry(dir, e, child, q); done {
+			return next, err
+		}
+	}
+	switch {
+	case e.name == GitName:
+		if e.typ != unix.DT_DIR {
+			return nil, s.add(dir, e, child, kindGitFile, false)
+		}
+		return s.gitDir(dir, e, child, q)
+	case workTree && isProtectedName(e.name):
+		return nil, s.add(dir, e, child, kindName, slices.Contains(s.writable, e.name))
+	case !q.deps && anyDepthName(e.name) != "":
+		return nil, s.add(dir, e, child, kindName, slices.Contains(s.writable, anyDepthName(e.name)))
+	case workTree && slices.Contains(protectedParents(), e.name):
+		if e.typ == unix.DT_LNK {
+			// .config, .cargo, .bundle as a link: the names below it
+			// would be reached through the link.
+			return nil, s.add(dir, e, child, kindName, false)
+		}
+		if err := s.nestedNames(dir, e.name, child); err != nil {
+			return nil, err
+		}
+	}
+	if e.typ != unix.DT_DIR {
+		return nil, nil
+	}
+	isGit, ok, err := s.probe(dir, e, child)
+	switch {
+	case err != nil || !ok:
+		return nil, err
+	case isGit:
+		return s.gitDir(dir, e, child, q)
+	}
+	return s.next(child, q, inTree, e.name == "node_modules")
+}
+
+// probe readies the directory e of dir (child in the root) for the walk
+// (reach) and reports whether git would take it for a git directory. Not
+// ok: gone, or unreachable after the command (recorded).
+func (s *scanner) probe(dir *os.File, e dirent, child string) (isGit, ok bool, err error) {
+	var st unix.Stat_t
+	if unix.Fstatat(int(dir.Fd()), e.name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false, false, nil // gone
+	}
+	if err := s.reach(dir, e.name, child, st.Mode); err != nil {
+		return false, false, s.fail(err)
+	}
+	sub, err := openAt(dir, e.name, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return false, false, nil // gone
+	}
+	defer sub.Close()
+	return isGitDir(sub), true, nil
+}
+
+// next queues the directory child for a walk as how says, one level below
+// q; deps marks a dependency tree. Past ScanMaxDepth it is moved aside
+// unread after the command (the next scan would refuse it) and refuses
+// the command before it.
+func (s *scanner) next(child string, q queued, how gitWalk, deps bool) (*queued, error) {
+	if q.depth+1 >= ScanMaxDepth {
+		if s.post {
+			s.aside = append(s.aside, child)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("workspace is deeper than %d directories at %s: too deep to protect (remove or flatten it)", ScanMaxDepth, child)
+	}
+	return &queued{rel: child, depth: q.depth + 1, deps: q.deps || deps, git: how}, nil
 }
 
 // nestedNames adds the ProtectedNames below parent (".config/git", …).
@@ -370,95 +400,23 @@ func (s *scanner) nestedNames(dir *os.File, parent, rel string) error {
 	return nil
 }
 
-// gitEntry handles a .git entry: a git directory, a gitfile, or a link.
-func (s *scanner) gitEntry(dir *os.File, e dirent, rel string) error {
-	if e.typ != unix.DT_DIR {
-		return s.add(dir, e, rel, kindGitFile, false)
-	}
-	return s.gitDir(dir, e, rel)
-}
-
-// gitDir adds a git directory: read-only as a whole, or, when the rule may
-// write git data, read-write with its code entries read-only (and those of
-// its submodules and worktrees). The paths its configuration names inside
-// the workspace (core.hooksPath, include.path) are protected too.
-func (s *scanner) gitDir(parent *os.File, e dirent, rel string) error {
-	rw := slices.Contains(s.writable, GitName)
-	if err := s.add(parent, e, rel, kindGitDir, rw); err != nil {
-		return err
-	}
-	dir, err := s.openSub(parent, e.name, rel)
-	if err != nil || dir == nil {
-		return s.fail(err)
-	}
-	defer dir.Close()
-	s.extra = append(s.extra, configNamedPaths(dir, rel, s.rootPath)...)
-	if !rw {
-		return nil
-	}
-	return s.gitCode(dir, rel, 0)
-}
-
-// gitCode adds the code entries of a writable git directory, then recurses
-// into its submodules' git directories and its worktrees' admin
-// directories.
-func (s *scanner) gitCode(dir *os.File, rel string, depth int) error {
-	entries, err := readDir(dir, s.left())
-	if err != nil {
-		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
-	}
-	if depth > ScanMaxDepth {
-		return fmt.Errorf("git directory %s is too deep to protect", rel)
-	}
-	for _, e := range entries {
-		child := path.Join(rel, e.name)
-		switch {
-		case gitCodeName(e.name) != "":
-			if err := s.add(dir, e, child, kindGitCode, slices.Contains(s.writable, gitCodeName(e.name))); err != nil {
-				return err
-			}
-		case (e.name == "modules" || e.name == "worktrees") && e.typ == unix.DT_DIR:
-			if err := s.gitNested(dir, e.name, child, depth); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
-// gitNested walks modules/ (submodule git directories, possibly at any
-// depth: names may contain slashes) or worktrees/ (admin directories).
-func (s *scanner) gitNested(dir *os.File, name, rel string, depth int) error {
-	sub, err := s.openSub(dir, name, rel)
-	if err != nil || sub == nil {
-		return s.fail(err)
-	}
-	defer sub.Close()
-	if isGitDir(sub) || path.Base(path.Dir(rel)) == "worktrees" {
-		return s.gitCode(sub, rel, depth+1)
-	}
-	entries, err := readDir(sub, s.left())
-	if err != nil {
-		return s.fail(fmt.Errorf("scan %s: %w", rel, err))
-	}
-	for _, e := range entries {
-		if e.typ == unix.DT_DIR {
-			if err := s.gitNested(sub, e.name, path.Join(rel, e.name), depth+1); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // protectNamed adds what protected git configuration names inside the
 // workspace: a hooks directory (core.hooksPath, as husky sets it), an
 // included configuration file. Absent ones are looked for after the
 // command, like the protected names.
 func (s *scanner) protectNamed() error {
+	seen := map[string]bool{}
 	for _, rel := range s.extra {
+		if s.have[rel] || seen[rel] {
+			continue
+		}
+		seen[rel] = true
+		s.entries++
+		if err := s.inBudget(); err != nil {
+			return s.fail(err) // after the command: recorded, and the rest left
+		}
 		parentRel, name := path.Dir(rel), path.Base(rel)
-		parent, err := openBeneath(s.root, parentRel, unix.O_RDONLY|unix.O_DIRECTORY)
+		parent, err := openDeep(s.root, parentRel, unix.O_RDONLY|unix.O_DIRECTORY)
 		if err != nil {
 			continue // absent (or behind a link: nothing the host would read there)
 		}
@@ -478,18 +436,21 @@ func (s *scanner) protectNamed() error {
 // refused unless the rule may write it (then it is left alone: binding it
 // would follow it).
 func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writable bool) error {
-	if slices.ContainsFunc(s.out, func(p protected) bool { return p.rel == rel }) {
+	if s.have[rel] {
 		return nil
 	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(int(dir.Fd()), e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil // gone
 	}
+	if u, ok := s.unmoved[[2]uint64{st.Dev, st.Ino}]; ok {
+		return u.refusal(rel)
+	}
 	p := protected{rel: rel, kind: kind, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, writable: writable, dev: st.Dev, ino: st.Ino}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
 		if s.post {
-			s.out = append(s.out, p)
+			s.keep(p)
 			return nil
 		}
 		if writable {
@@ -517,20 +478,14 @@ func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writab
 		}
 		p.file = f
 	}
-	s.out = append(s.out, p)
+	s.keep(p)
 	return nil
 }
 
-// isGitDir reports whether dir may be taken by git for a git directory
-// (a bare repository, a submodule's): git's own test (a HEAD, objects/ and
-// refs/, through links and commondir) widened, so nothing git accepts is
-// missed: a HEAD of any kind beside objects, refs or commondir of any kind.
-func isGitDir(dir *os.File) bool {
-	var st unix.Stat_t
-	has := func(name string) bool {
-		return unix.Fstatat(int(dir.Fd()), name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
-	}
-	return has("HEAD") && (has("objects") || has("refs") || has("commondir"))
+// keep records p among the protected entries.
+func (s *scanner) keep(p protected) {
+	s.out = append(s.out, p)
+	s.have[p.rel] = true
 }
 
 // errTooMany reports a directory holding more entries than a scan covers.
@@ -610,133 +565,6 @@ func (s *scanner) left() int {
 		bound *= postEntries
 	}
 	return max(1, bound+1-s.entries)
-}
-
-// configNamedPaths reads a git directory's config (gitDirRel relative to
-// the workspace) for the paths it names that git will run or load: the
-// hooks directory (core.hooksPath; relative to the work tree) and included
-// files (include.path, includeIf.*.path; relative to the git directory).
-// It returns those inside the workspace, relative to it; an absolute path
-// counts when it resolves inside rootPath, the workspace's host path.
-func configNamedPaths(gitDir *os.File, gitDirRel, rootPath string) []string {
-	f, err := openRegular(gitDir, "config")
-	if err != nil {
-		return nil // absent, or no regular file: nothing git would read as its config
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
-	if err != nil {
-		return nil
-	}
-	workTree := path.Dir(gitDirRel)
-	var out []string
-	for _, kv := range gitConfigPaths(string(data)) {
-		base := workTree
-		if kv.include {
-			base = gitDirRel
-		}
-		v := kv.value
-		if strings.HasPrefix(v, "~") || strings.HasPrefix(v, "%(prefix)") {
-			continue // the owner's home, outside any workspace
-		}
-		abs := v
-		if !path.IsAbs(v) {
-			abs = path.Join(rootPath, base, v)
-		}
-		// Absolute, or relative and maybe out of the workspace and back in
-		// by its name: resolved against the workspace's host path.
-		if rel, ok := absInRoot(abs, rootPath); ok {
-			out = append(out, rel)
-		}
-	}
-	return out
-}
-
-// absInRoot returns abs relative to root when it lies inside root, as
-// written or through symbolic links outside root (a home reached through
-// a link, say): those the command cannot change. Links inside root are
-// not followed; protectNamed refuses a link at the named path itself.
-// A path outside root is not reported: the command cannot write there.
-func absInRoot(abs, root string) (string, bool) {
-	if root == "" {
-		return "", false
-	}
-	abs = path.Clean(abs)
-	rel, ok := relUnder(abs, root)
-	parts := strings.Split(strings.TrimPrefix(abs, "/"), "/")
-	for i := 1; !ok && i <= len(parts); i++ {
-		real, err := filepath.EvalSymlinks("/" + path.Join(parts[:i]...))
-		if err != nil {
-			return "", false // absent outside the workspace: nothing there is the command's
-		}
-		if rel, ok = relUnder(real, root); ok {
-			rel = path.Join(append([]string{rel}, parts[i:]...)...)
-		}
-	}
-	if !ok || rel == "." {
-		return "", false // the workspace itself is not a path git names
-	}
-	return rel, true
-}
-
-// relUnder returns p relative to root ("." for root itself) when p is
-// root or below it.
-func relUnder(p, root string) (string, bool) {
-	if p == root {
-		return ".", true
-	}
-	rest, ok := strings.CutPrefix(p, strings.TrimSuffix(root, "/")+"/")
-	return rest, ok && rest != ""
-}
-
-type gitConfigPath struct {
-	value   string
-	include bool // include.path / includeIf.*.path (else core.hooksPath)
-}
-
-// gitConfigPaths extracts core.hooksPath and include paths from a git
-// config file's text: sections "[core]", "[include]", "[includeIf …]",
-// keys case-insensitive, values optionally quoted.
-func gitConfigPaths(text string) []gitConfigPath {
-	var out []gitConfigPath
-	section := ""
-	for _, line := range strings.Split(text, "\n") {
-		line = strings.TrimSpace(line)
-		if line == "" || line[0] == '#' || line[0] == ';' {
-			continue
-		}
-		if line[0] == '[' {
-			end := strings.IndexByte(line, ']')
-			if end < 0 {
-				continue
-			}
-			head := strings.TrimSpace(line[1:end])
-			name, _, _ := strings.Cut(head, " ")
-			name, _, _ = strings.Cut(name, ".")
-			section = strings.ToLower(name)
-			line = strings.TrimSpace(line[end+1:])
-			if line == "" {
-				continue
-			}
-		}
-		key, value, ok := strings.Cut(line, "=")
-		if !ok {
-			continue
-		}
-		key = strings.ToLower(strings.TrimSpace(key))
-		value = strings.TrimSpace(value)
-		if i := strings.IndexAny(value, "#;"); i >= 0 && !strings.HasPrefix(value, `"`) {
-			value = strings.TrimSpace(value[:i])
-		}
-		value = strings.Trim(value, `"`)
-		switch {
-		case section == "core" && key == "hookspath" && value != "":
-			out = append(out, gitConfigPath{value: value})
-		case (section == "include" || section == "includeif") && key == "path" && value != "":
-			out = append(out, gitConfigPath{value: value, include: true})
-		}
-	}
-	return out
 }
 
 // CheckWorkspace runs the scan before a command on the workspace at root
