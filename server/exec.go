@@ -50,13 +50,13 @@ type execution struct {
 	// itself); dynamic marks a uid of its own from the server's pool.
 	user    sandbox.User
 	dynamic bool
-	exe       *os.File          // the rule's binary, opened and checked (prepare)
-	secrets   map[string]string // fetched credentials, by variable name
-	leases    execLeases        // the leases they came with (leases.go)
-	scrub     *scrub.Set        // their values' forms, redacted from output
-	job       *job
-	slot      bool // holds a concurrency slot
-	waiting   bool // counted among its principal's requests waiting for an approval or a slot
+	exe     *os.File          // the rule's binary, opened and checked (prepare)
+	secrets map[string]string // fetched credentials, by variable name
+	leases  execLeases        // the leases they came with (leases.go)
+	scrub   *scrub.Set        // their values' forms, redacted from output
+	job     *job
+	slot    bool // holds a concurrency slot
+	waiting bool // counted among its principal's requests waiting for an approval or a slot
 	// confirm asks for an approval even when the rule does not (a relayed
 	// descriptor's requires_confirm).
 	confirm bool
