@@ -2,32 +2,18 @@ package sandbox
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/gitfixture"
 )
 
 // benchCheckout makes a git checkout of 3000 files in 150 directories
 // (three levels), a few protected names among them.
 func benchCheckout(b *testing.B) string {
 	b.Helper()
-	root := b.TempDir()
-	if out, err := exec.Command("git", "init", "-q", root).CombinedOutput(); err != nil {
-		b.Fatalf("git init: %v %s", err, out)
-	}
-	for d := range 150 {
-		dir := filepath.Join(root, "pkg"+strconv.Itoa(d%10), "mod"+strconv.Itoa(d/10), "src")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		for f := range 20 {
-			if err := os.WriteFile(filepath.Join(dir, "file"+strconv.Itoa(f)+".go"), []byte("package x\n"), 0o644); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	root := gitfixture.Checkout(b, b.TempDir(), 150, 20)
 	for _, f := range []string{".envrc", "pkg1/.npmrc", ".vscode/settings.json"} {
 		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755); err != nil {
 			b.Fatal(err)

@@ -4,14 +4,12 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
 	"coily.dev/coily/internal/benchstat"
+	"coily.dev/coily/internal/gitfixture"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/sandbox"
@@ -26,21 +24,7 @@ func BenchmarkExecWorkspace(b *testing.B) {
 	if _, err := sandbox.BwrapPath(); err != nil {
 		b.Skip(err)
 	}
-	ws := filepath.Join(b.TempDir(), "ws")
-	if out, err := exec.Command("git", "init", "-q", ws).CombinedOutput(); err != nil {
-		b.Fatalf("git init: %v %s", err, out)
-	}
-	for d := range 150 {
-		dir := filepath.Join(ws, "pkg"+strconv.Itoa(d%10), "mod"+strconv.Itoa(d/10), "src")
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			b.Fatal(err)
-		}
-		for f := range 20 {
-			if err := os.WriteFile(filepath.Join(dir, "file"+strconv.Itoa(f)+".go"), []byte("package x\n"), 0o644); err != nil {
-				b.Fatal(err)
-			}
-		}
-	}
+	ws := gitfixture.Checkout(b, filepath.Join(b.TempDir(), "ws"), 150, 20)
 	testserver.SandboxWorkspace(b, ws)
 	in := testserver.Start(b, testserver.Options{Policy: fmt.Sprintf(`version: 1
 limits: {concurrency: 4}

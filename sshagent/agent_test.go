@@ -43,15 +43,22 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.a = a
-	r.sock = filepath.Join(shortTemp(t), "agent.sock")
-	l, err := net.Listen("unix", r.sock)
+	r.a, r.sock = a, serve(t, a)
+	return r
+}
+
+// serve serves a on a unix socket in the test's directory until the test
+// ends, and returns the socket's path.
+func serve(t *testing.T, a *sshagent.Agent) string {
+	t.Helper()
+	sock := filepath.Join(shortTemp(t), "agent.sock")
+	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
 	a.Start(l)
 	t.Cleanup(a.Close)
-	return r
+	return sock
 }
 
 // client is a fresh connection to the agent through x/crypto's client.
@@ -414,14 +421,7 @@ func TestRefusalsCarryNoSecret(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(shortTemp(t), "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start(l)
-	t.Cleanup(a.Close)
-	c, err := net.Dial("unix", sock)
+	c, err := net.Dial("unix", serve(t, a))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ package sshagent_test
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,14 +83,7 @@ func (e *sshEnv) agent(t *testing.T) (*sshagent.Agent, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sock := filepath.Join(shortTemp(t), "agent.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a.Start(l)
-	t.Cleanup(a.Close)
-	return a, sock
+	return a, serve(t, a)
 }
 
 // ssh runs the real ssh client against server i with the agent at sock
