@@ -119,6 +119,7 @@ func TestChaos(t *testing.T) {
 		{"DamagedDB", chaosDamagedDB},
 		{"SlowPolicyWrite", chaosSlowPolicy},
 		{"RefusalFlood", chaosRefusalFlood},
+		{"LockoutEveryTransport", chaosLockoutEvery},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			for _, r := range sc.run(t, rounds) {
