@@ -120,6 +120,7 @@ func TestChaos(t *testing.T) {
 		{"SlowPolicyWrite", chaosSlowPolicy},
 		{"RefusalFlood", chaosRefusalFlood},
 		{"LockoutEveryTransport", chaosLockoutEvery},
+		{"HostileWorkspace", chaosHostileWorkspace},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			for _, r := range sc.run(t, rounds) {
