@@ -29,8 +29,8 @@ func (a *chaosAudit) once(markers ...string) { a.groups = append(a.groups, marke
 // check reads stateDir's audit log (after the server stopped) and adds
 // what it found to res: a missing exec.result or a chain that does not
 // verify is a record lost; a second body of a group allowed is a command
-// run twice.
-func (a *chaosAudit) check(t *testing.T, stateDir string, res *chaosResult) {
+// run twice. It returns the markers allowed.
+func (a *chaosAudit) check(t *testing.T, stateDir string, res *chaosResult) map[string]string {
 	t.Helper()
 	recs, err := audit.Tail(filepath.Join(stateDir, "audit"), 1<<30)
 	if err != nil {
@@ -85,4 +85,5 @@ func (a *chaosAudit) check(t *testing.T, stateDir string, res *chaosResult) {
 		res.lost++
 		res.notes = append(res.notes, "audit verify: "+strings.TrimSpace(r.stdout+r.stderr))
 	}
+	return allowed
 }

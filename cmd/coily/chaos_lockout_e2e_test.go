@@ -363,8 +363,10 @@ func chaosLockoutEvery(t *testing.T, rounds int) []*chaosResult {
 	outcomes := map[string]int{}
 	var kills []time.Duration
 	strays := 0
+	relayedByPhase := make([][][]string, len(lockoutPhases))
 	for i := range rounds {
 		lr := r.lockoutRound(t, rng, i, res, a)
+		relayedByPhase[i%len(lockoutPhases)] = append(relayedByPhase[i%len(lockoutPhases)], lr.relayed...)
 		for k, v := range lr.outcomes {
 			outcomes[k] += v
 		}
@@ -381,7 +383,18 @@ func chaosLockoutEvery(t *testing.T, rounds int) []*chaosResult {
 		res.recover = append(res.recover, d)
 	}
 	r.serve.stop()
-	a.check(t, r.dir, res)
+	allowed := a.check(t, r.dir, res)
+	var admitted []string
+	for p, ids := range relayedByPhase {
+		n := 0
+		for _, bodies := range ids {
+			if slices.ContainsFunc(bodies, func(m string) bool { _, ok := allowed[m]; return ok }) {
+				n++
+			}
+		}
+		admitted = append(admitted, fmt.Sprintf("%s %d of %d", lockoutPhases[p], n, len(ids)))
+	}
+	res.notes = append(res.notes, "relayed ids with a body allowed before the lockout: "+strings.Join(admitted, ", "))
 	res.notes = append(res.notes, "answers: "+countsText(outcomes),
 		"from the lockout to the last process of the round gone: "+medianMax(kills),
 		fmt.Sprintf("answers the bridge wrote after the request's client had read its own (a second body's; no client reads them): %d", strays),
@@ -394,6 +407,7 @@ type lockoutRoundResult struct {
 	outcomes map[string]int // "transport: answer" -> how many
 	killedIn time.Duration  // from the lockout to no process left
 	strays   int            // answers left in the folder that no client read
+	relayed  [][]string     // the bodies relayed under each id
 }
 
 // lockoutRound runs one round: see chaosLockoutEvery.
@@ -406,6 +420,7 @@ func (r *lockoutRig) lockoutRound(t *testing.T, rng *rand.Rand, round int, res *
 		res.notes = append(res.notes, fmt.Sprintf("round %d (%s): ", round, lockoutPhases[phase])+fmt.Sprintf(format, args...))
 	}
 	mLocal, mUnderL, mR, mDupFile, mDupRPC := sleepMarker(rng), sleepMarker(rng), sleepMarker(rng), sleepMarker(rng), sleepMarker(rng)
+	out.relayed = [][]string{{mUnderL}, {mR, mDupFile, mDupRPC}}
 	// Each command ignores SIGTERM half the time: only the kill after the
 	// grace stops it. The local one always does.
 	sleeper := func(m string) []string {
