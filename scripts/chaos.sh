@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The chaos suite, full length (docs/reliability.md): kill -9 of the server
 # and of the bridge mid-exec, a full disk, a damaged state file, a slow
-# policy write and a refusal flood, each fault repeated ROUNDS times
-# (default 50). Prints the table of records lost, commands run twice,
-# requests unanswered, starts more open than before and seconds to
-# recover; exits non-zero if any count is not zero (rows marked KNOWN
-# included). The full disk needs root (a small tmpfs).
+# policy write, a refusal flood, a lockout of every transport and hostile
+# workspaces, each fault repeated ROUNDS times (default 50). Prints the
+# table of records lost, commands run twice, requests unanswered, starts
+# more open than before, commands that survived a lockout, requests of
+# others refused and seconds to recover; exits non-zero if any count is not
+# zero (rows marked KNOWN included). The full disk needs root (a small
+# tmpfs).
 # Usage: scripts/chaos.sh [ROUNDS] [REPORT.md]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +24,9 @@ grep -E -- '^\s*--- (FAIL|PASS|SKIP)|^(FAIL|ok)' "$report.log" || true
 echo
 echo "coily chaos suite: $rounds rounds, $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores"
 cat "$report"
-# Columns 5 to 8 of each scenario row: lost, twice, unanswered, more open.
-if awk -F'|' 'NR > 2 && /^\|/ { for (i = 5; i <= 8; i++) if ($i + 0 != 0) bad = 1 } END { exit !bad }' "$report"; then
+# Columns 5 to 10 of each scenario row: lost, twice, unanswered, more
+# open, survived lockout, others refused.
+if awk -F'|' 'NR > 2 && /^\|/ { for (i = 5; i <= 10; i++) if ($i + 0 != 0) bad = 1 } END { exit !bad }' "$report"; then
   echo "chaos: some count is not zero" >&2
   exit 1
 fi

@@ -131,6 +131,7 @@ if [ "$(id -u)" = 0 ]; then
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|PeerConns|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|ShortLog|StateCrossCheck|PolicyReloadRefusesHostile' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
     asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
+    asuser cmd/coily coily.test '^TestChaos$/^(LockoutEveryTransport|HostileWorkspace)$' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
   status=$?
   set -e

@@ -36,8 +36,13 @@ type chaosResult struct {
 	name                              string
 	rounds, requests                  int
 	lost, twice, unanswered, moreOpen int
-	recover                           []time.Duration
-	notes                             []string
+	// survived counts commands with a process alive after a lockout's
+	// grace; othersRefused requests of other workspaces or principals
+	// refused (a lockout nobody asked for included) after what a command
+	// left in its own workspace.
+	survived, othersRefused int
+	recover                 []time.Duration
+	notes                   []string
 	// known names an open issue that explains this row's counts: the row
 	// is reported (and scripts/chaos.sh fails on it) but does not fail
 	// the test, so the normal suite stays green while the issue is open.
@@ -57,7 +62,7 @@ func (r *chaosResult) failed() bool {
 }
 
 func (r *chaosResult) counts() int {
-	return r.lost + r.twice + r.unanswered + r.moreOpen
+	return r.lost + r.twice + r.unanswered + r.moreOpen + r.survived + r.othersRefused
 }
 
 // recoverText is the median and the worst time to recover, in seconds.
@@ -73,15 +78,15 @@ func (r *chaosResult) recoverText() string {
 // chaosTable renders the results as a Markdown table.
 func chaosTable(results []*chaosResult) string {
 	var b strings.Builder
-	b.WriteString("| scenario | rounds | requests | records lost | run twice | unanswered | starts more open | seconds to recover (median / max) |\n")
-	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+	b.WriteString("| scenario | rounds | requests | records lost | run twice | unanswered | starts more open | survived lockout | others refused | seconds to recover (median / max) |\n")
+	b.WriteString("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 	for _, r := range results {
 		name := r.name
 		if r.known != "" && r.counts() > 0 {
 			name += " (KNOWN: " + r.known + ")"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %s |\n",
-			name, r.rounds, r.requests, r.lost, r.twice, r.unanswered, r.moreOpen, r.recoverText())
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d | %d | %s |\n",
+			name, r.rounds, r.requests, r.lost, r.twice, r.unanswered, r.moreOpen, r.survived, r.othersRefused, r.recoverText())
 	}
 	for _, r := range results {
 		for _, n := range r.notes {
@@ -100,8 +105,8 @@ func TestChaos(t *testing.T) {
 	add := func(t *testing.T, r *chaosResult) {
 		results = append(results, r)
 		if r.failed() {
-			t.Errorf("%s: %d records lost, %d run twice, %d unanswered, %d starts more open; %s",
-				r.name, r.lost, r.twice, r.unanswered, r.moreOpen, strings.Join(r.notes, "; "))
+			t.Errorf("%s: %d records lost, %d run twice, %d unanswered, %d starts more open, %d survived a lockout, %d others refused; %s",
+				r.name, r.lost, r.twice, r.unanswered, r.moreOpen, r.survived, r.othersRefused, strings.Join(r.notes, "; "))
 		}
 	}
 	for _, sc := range []struct {
@@ -114,6 +119,8 @@ func TestChaos(t *testing.T) {
 		{"DamagedDB", chaosDamagedDB},
 		{"SlowPolicyWrite", chaosSlowPolicy},
 		{"RefusalFlood", chaosRefusalFlood},
+		{"LockoutEveryTransport", chaosLockoutEvery},
+		{"HostileWorkspace", chaosHostileWorkspace},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			for _, r := range sc.run(t, rounds) {

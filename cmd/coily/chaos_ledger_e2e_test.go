@@ -64,9 +64,14 @@ func newMarker() string {
 // start runs `coily exec -- /bin/sh -c SCRIPT` through tr; SCRIPT sees its
 // marker as $M, after the marker was appended to the run log.
 func (l *chaosLedger) start(tr chaosTransport, script string) *chaosCall {
+	return l.startArgv(tr, []string{"/bin/sh"}, script)
+}
+
+// startArgv is start with another shell's argv before -c (e.g. env sh).
+func (l *chaosLedger) startArgv(tr chaosTransport, shell []string, script string) *chaosCall {
 	c := &chaosCall{marker: newMarker(), done: make(chan struct{})}
 	full := "M=" + c.marker + "; echo $M >> " + l.runlog + "; " + script
-	args := append(append([]string{}, tr.args...), "exec", "--timeout", "60s", "--", "/bin/sh", "-c", full)
+	args := append(append(append(append([]string{}, tr.args...), "exec", "--timeout", "60s", "--"), shell...), "-c", full)
 	c.cmd = exec.Command(coilyBin, args...)
 	c.cmd.Env = append(os.Environ(), tr.env...)
 	c.cmd.Stdout, c.cmd.Stderr = &c.stdout, &c.stderr
