@@ -870,8 +870,8 @@ func TestAnswerNeverReplacedBySecondRequest(t *testing.T) {
 		switch n {
 		case 0:
 			return exitResponse(id, "ok\n"), nil
-		case 1:
-			return nil, &Refusal{Code: "replay-detected", Message: "request id already used for a different request"}
+		case 1: // as the server answers a second body once the first is answered: a refused response file
+			return refusedResponse(id, "replay-detected", "request id already used for a different request", "A000000000009")
 		}
 		return nil, &Refusal{Code: "replay-detected", Message: "request id already used for a different request", Held: true}
 	}}

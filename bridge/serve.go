@@ -269,11 +269,6 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 		return settled
 	case errors.As(err, &bad):
 		log.Warn("refused a request file", "reason", "the file "+bad.reason)
-		if m.answered(id) {
-			// The id has an answer its client has not read yet: a file the
-			// bridge cannot read never replaces it.
-			return m.drop(log, d, name, fid)
-		}
 		resp, merr := refusedResponse(id, descriptor.CodeBadRequest, "the request file "+bad.reason, "")
 		if merr != nil {
 			log.Error("cannot encode a refusal", "err", merr)
@@ -289,11 +284,6 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 	case errors.As(err, &ref) && ref.Held:
 		// Another request holds the id: its client reads that one's answer.
 		log.Warn("relay refused: the id is another request's; no answer written", "code", ref.Code)
-		return m.drop(log, d, name, fid)
-	case errors.As(err, &ref) && ref.Code == string(refusal.ReplayDetected) && m.answered(id):
-		// Another request's answer waits for its client: a refusal of a
-		// second request under its id never replaces it.
-		log.Warn("relay refused: the id has an answer waiting; no answer written", "code", ref.Code)
 		return m.drop(log, d, name, fid)
 	case errors.As(err, &ref):
 		log.Warn("relay refused", "code", ref.Code, "message", ref.Message)
@@ -312,8 +302,16 @@ func (m *mount) handleRequest(ctx context.Context, d *dir, id, name string) outc
 }
 
 // answer writes the response to responses/<id>.json, then deletes the
-// request (if the name still leads to the file that was answered).
+// request (if the name still leads to the file that was answered). A
+// refusal never replaces an answer waiting for its client there: it
+// refuses a second request under an id another request had (a second
+// body, a file the bridge cannot read, a request refused after the
+// first's), and the first's client must read its own answer.
 func (m *mount) answer(log *slog.Logger, d *dir, id, name string, fid fileID, resp []byte) outcome {
+	if m.answered(id) && refused(resp) {
+		log.Warn("a refusal of a request whose id has an answer waiting; no answer written")
+		return m.drop(log, d, name, fid)
+	}
 	switch err := writeFile(m.respFd, descriptor.FileName(id), resp); {
 	case errors.Is(err, errTargetDir):
 		log.Warn("cannot answer: a directory stands in the response's place; the answer is dropped",
@@ -329,10 +327,19 @@ func (m *mount) answer(log *slog.Logger, d *dir, id, name string, fid fileID, re
 	return settled
 }
 
-// answered reports whether responses/ holds an answer for id.
+// answered reports whether responses/ holds an answer for id: a regular
+// file (anything else there is replaced, never followed).
 func (m *mount) answered(id string) bool {
 	var st unix.Stat_t
-	return unix.Fstatat(m.respFd, descriptor.FileName(id), &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+	return unix.Fstatat(m.respFd, descriptor.FileName(id), &st, unix.AT_SYMLINK_NOFOLLOW) == nil &&
+		st.Mode&unix.S_IFMT == unix.S_IFREG
+}
+
+// refused reports whether a response file refuses its request (one that
+// cannot be read counts as a refusal: it replaces nothing).
+func refused(resp []byte) bool {
+	r, err := descriptor.ParseResponse(resp)
+	return err != nil || r.Outcome != descriptor.OutcomeExit
 }
 
 // drop deletes a request file that gets no answer of its own (if the name
