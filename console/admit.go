@@ -7,11 +7,12 @@ import (
 	"net/http"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/server"
 )
 
 // Every route of the console is one of the server's actions
-// (server.WebAction), and its handler runs only for a request the server
+// (access.WebAction), and its handler runs only for a request the server
 // has admitted for that action: the caller identified (WhoIs) and
 // authorized, a refusal audited. Nothing of a request's body is read
 // before that. The guard takes the body away from every request (what
@@ -36,7 +37,7 @@ func (r *request) text(field string) (string, error) {
 type handler func(w http.ResponseWriter, r *request)
 
 // handle registers h for pattern, as the action a.
-func (c *Console) handle(mux *http.ServeMux, pattern string, a server.WebAction, h handler) {
+func (c *Console) handle(mux *http.ServeMux, pattern string, a access.WebAction, h handler) {
 	mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) { c.admit(w, r, a, h) })
 }
 
@@ -44,7 +45,7 @@ func (c *Console) handle(mux *http.ServeMux, pattern string, a server.WebAction,
 // The request read, its answer has the write timeout from then on. (The
 // read deadline, the server's ReadTimeout, net/http lifts itself once a
 // request is read: an event stream is not cut short by it.)
-func (c *Console) admit(w http.ResponseWriter, r *http.Request, a server.WebAction, h handler) {
+func (c *Console) admit(w http.ResponseWriter, r *http.Request, a access.WebAction, h handler) {
 	if err := c.cfg.Server.WebAdmit(r, a); err != nil {
 		server.HangUp(w)
 		answerError(w, r, 0, err)

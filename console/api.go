@@ -5,8 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 	"coily.dev/coily/visible"
 )
 
@@ -17,27 +17,27 @@ import (
 func (c *Console) routes() http.Handler {
 	mux := http.NewServeMux()
 	c.pages(mux)
-	c.handle(mux, "GET /api/whoami", server.WebPage, c.apiWhoAmI)
-	c.handle(mux, "GET /api/status", server.WebStatus, c.apiStatus)
-	c.handle(mux, "GET /api/approvals", server.WebApprovals, c.apiApprovals)
-	c.handle(mux, "GET /api/approvals/stream", server.WebWatchApprovals, c.apiApprovalStream)
-	c.handle(mux, "POST /api/approvals/{id}/approve", server.WebDecide, c.apiDecide(true))
-	c.handle(mux, "POST /api/approvals/{id}/deny", server.WebDecide, c.apiDecide(false))
-	c.handle(mux, "POST /api/lockout", server.WebLockout, c.apiLockout)
-	c.handle(mux, "POST /api/pause", server.WebPause, c.apiPause)
-	c.handle(mux, "POST /api/resume", server.WebResume, c.apiResume)
-	c.handle(mux, "POST /api/execs/{request_id}/kill", server.WebKill, c.apiKill)
-	c.handle(mux, "GET /api/audit/stream", server.WebAudit, c.apiAuditStream)
+	c.handle(mux, "GET /api/whoami", access.WebPage, c.apiWhoAmI)
+	c.handle(mux, "GET /api/status", access.WebStatus, c.apiStatus)
+	c.handle(mux, "GET /api/approvals", access.WebApprovals, c.apiApprovals)
+	c.handle(mux, "GET /api/approvals/stream", access.WebWatchApprovals, c.apiApprovalStream)
+	c.handle(mux, "POST /api/approvals/{id}/approve", access.WebDecide, c.apiDecide(true))
+	c.handle(mux, "POST /api/approvals/{id}/deny", access.WebDecide, c.apiDecide(false))
+	c.handle(mux, "POST /api/lockout", access.WebLockout, c.apiLockout)
+	c.handle(mux, "POST /api/pause", access.WebPause, c.apiPause)
+	c.handle(mux, "POST /api/resume", access.WebResume, c.apiResume)
+	c.handle(mux, "POST /api/execs/{request_id}/kill", access.WebKill, c.apiKill)
+	c.handle(mux, "GET /api/audit/stream", access.WebAudit, c.apiAuditStream)
 	// Everything else under /api/ answers JSON too, to a caller admitted
 	// as for a page: another method on a known path, or no such path.
 	for _, p := range []string{"/api/whoami", "/api/status", "/api/approvals", "/api/approvals/stream", "/api/approvals/{id}/approve",
 		"/api/approvals/{id}/deny", "/api/lockout", "/api/pause", "/api/resume", "/api/execs/{request_id}/kill",
 		"/api/audit/stream"} {
-		c.handle(mux, p, server.WebPage, func(w http.ResponseWriter, _ *request) {
+		c.handle(mux, p, access.WebPage, func(w http.ResponseWriter, _ *request) {
 			writeError(w, http.StatusMethodNotAllowed, refusal.New(refusal.BadRequest, "method not allowed"))
 		})
 	}
-	c.handle(mux, "/api/", server.WebPage, func(w http.ResponseWriter, _ *request) {
+	c.handle(mux, "/api/", access.WebPage, func(w http.ResponseWriter, _ *request) {
 		writeError(w, http.StatusNotFound, refusal.New(refusal.BadRequest, "no such API path"))
 	})
 	return mux

@@ -7,8 +7,8 @@ import (
 	"net/http"
 	"path"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 )
 
 // static holds the pages and their files: plain HTML, CSS and JavaScript,
@@ -21,13 +21,13 @@ var static embed.FS
 // admitted as for a page (any caller holding a permission; the API
 // decides the rest).
 func (c *Console) pages(mux *http.ServeMux) {
-	c.handle(mux, "GET /{$}", server.WebPage, page("index.html"))
-	c.handle(mux, "GET /approvals/{id}", server.WebPage, page("approval.html"))
-	c.handle(mux, "GET /audit", server.WebPage, page("audit.html"))
-	c.handle(mux, "GET /static/{name}", server.WebPage, func(w http.ResponseWriter, r *request) {
+	c.handle(mux, "GET /{$}", access.WebPage, page("index.html"))
+	c.handle(mux, "GET /approvals/{id}", access.WebPage, page("approval.html"))
+	c.handle(mux, "GET /audit", access.WebPage, page("audit.html"))
+	c.handle(mux, "GET /static/{name}", access.WebPage, func(w http.ResponseWriter, r *request) {
 		page(path.Base(r.PathValue("name")))(w, r)
 	})
-	c.handle(mux, "/", server.WebPage, func(w http.ResponseWriter, _ *request) {
+	c.handle(mux, "/", access.WebPage, func(w http.ResponseWriter, _ *request) {
 		pageError(w, refusal.New(refusal.BadRequest, "no such page"))
 	})
 }

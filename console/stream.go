@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/server"
 )
@@ -128,7 +129,7 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
 				return
 			}
 		case <-beat.C:
-			if err := c.cfg.Server.WebAdmit(r.Request, server.WebAudit); err != nil {
+			if err := c.cfg.Server.WebAdmit(r.Request, access.WebAudit); err != nil {
 				es.refused(err)
 				return
 			}
@@ -168,7 +169,7 @@ func (c *Console) apiApprovalStream(w http.ResponseWriter, r *request) {
 				return
 			}
 		case <-beat.C:
-			if err := c.cfg.Server.WebAdmit(r.Request, server.WebWatchApprovals); err != nil {
+			if err := c.cfg.Server.WebAdmit(r.Request, access.WebWatchApprovals); err != nil {
 				es.refused(err)
 				return
 			}

@@ -5,6 +5,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"coily.dev/coily/access"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
@@ -12,7 +13,7 @@ import (
 
 // ListApprovals lists the pending approvals.
 func (s *Server) ListApprovals(ctx context.Context, _ *coilyv1.ListApprovalsRequest) (*coilyv1.ListApprovalsResponse, error) {
-	if _, err := callerFrom(ctx); err != nil {
+	if _, err := access.CallerFrom(ctx); err != nil {
 		return nil, err
 	}
 	return &coilyv1.ListApprovalsResponse{Approvals: s.approvals.list()}, nil
@@ -23,7 +24,7 @@ func (s *Server) ListApprovals(ctx context.Context, _ *coilyv1.ListApprovalsRequ
 // behind (it is then cut off and should reconnect).
 func (s *Server) WatchApprovals(_ *coilyv1.WatchApprovalsRequest, stream grpc.ServerStreamingServer[coilyv1.WatchApprovalsResponse]) error {
 	ctx := stream.Context()
-	if _, err := callerFrom(ctx); err != nil {
+	if _, err := access.CallerFrom(ctx); err != nil {
 		return err
 	}
 	ch, cancel := s.approvals.watch()
@@ -48,11 +49,11 @@ func (s *Server) WatchApprovals(_ *coilyv1.WatchApprovalsRequest, stream grpc.Se
 // Decide approves or denies a pending approval and audits the decision
 // with both the approver's and the requester's identity.
 func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coilyv1.DecideResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
-	rec := callerRecord(c, coilyv1grpc.CoilyService_Decide_FullMethodName, "approval.decide", req.GetNote())
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Decide_FullMethodName, "approval.decide", req.GetNote())
 	rec.Details = map[string]string{"approval_id": req.GetId(), "verdict": req.GetVerdict().String()}
 	a, err := s.decide(c, req)
 	if a != nil {
@@ -74,7 +75,7 @@ func (s *Server) Decide(ctx context.Context, req *coilyv1.DecideRequest) (*coily
 	return &coilyv1.DecideResponse{Approval: a}, nil
 }
 
-func (s *Server) decide(c Caller, req *coilyv1.DecideRequest) (*coilyv1.Approval, error) {
+func (s *Server) decide(c access.Caller, req *coilyv1.DecideRequest) (*coilyv1.Approval, error) {
 	if req.GetVerdict() == coilyv1.Verdict_VERDICT_UNSPECIFIED {
 		return nil, refusal.New(refusal.BadRequest, "verdict must be approve or deny")
 	}

@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
 
 func pendingExec(requester string) *execution {
-	return &execution{id: newID(), caller: Caller{Principal: requester},
+	return &execution{id: newID(), caller: access.Caller{Principal: requester},
 		req:  &coilyv1.ExecRequest{Argv: []string{"/usr/bin/git", "push", "--force"}, Note: "why"},
 		rule: &policy.Rule{Name: "git-push-force"}}
 }

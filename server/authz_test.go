@@ -1,17 +1,17 @@
 package server
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"testing"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
-	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
 )
 
@@ -107,112 +107,23 @@ func servedMethods(s *Server) []string {
 	return out
 }
 
-// A caller class is how a caller arrives: by uid on the local socket, or as
-// an already-identified principal (as the tailnet transport will produce).
-type callerClass struct {
-	name  string
-	uid   int    // local socket peer, when principal is empty
-	as    string // identified principal, bypassing the transport
-	allow []string
-}
-
-var (
-	everything  = []string{"*"}
-	healthRefl  = []string{"Check", "Watch", "List", "ServerReflectionInfo"}
-	agentMethod = append([]string{"Exec", "Pause", "Status", "ListCommands"}, healthRefl...)
-	watchMethod = append([]string{"Status"}, healthRefl...)
-	bridgeMeth  = append([]string{"Relay", "RelayTeardown"}, healthRefl...)
-)
-
-func TestAuthorizationMatrix(t *testing.T) {
+// TestServedMethodsInAuthorizationTable: every method the gRPC server
+// registers has an entry in access's table (access.TestAuthorizationMatrix
+// walks them all), and every gRPC method the table names is served.
+func TestServedMethodsInAuthorizationTable(t *testing.T) {
 	s := newUnitServer(t, matrixPolicy)
-	classes := []callerClass{
-		{name: "root", uid: 0, allow: everything},
-		{name: "server user", uid: 1000, allow: everything},
-		{name: "operator by name", uid: 1001, allow: everything},
-		{name: "operator by group", uid: 1002, allow: everything},
-		{name: "other local user", uid: 1003},
-		{name: "unknown uid", uid: 4242},
-		{name: "tagged agent", as: "tag:agent", allow: agentMethod},
-		{name: "agent by glob", as: "tag:ci-runner", allow: agentMethod},
-		{name: "status only", as: "tag:watch", allow: watchMethod},
-		{name: "bridge", as: "tag:bridge", allow: bridgeMeth},
-		{name: "principal with no grant", as: "alice@example.com"},
-	}
 	methods := servedMethods(s)
 	if len(methods) < 6 {
 		t.Fatalf("only %d methods served: %v", len(methods), methods)
 	}
 	for _, m := range methods {
-		if _, ok := methodPermissions[m]; !ok {
+		if _, ok := access.Lookup(m); !ok {
 			t.Errorf("method %s has no entry in the authorization table (it is refused; add an expectation)", m)
 		}
 	}
-	for m := range methodPermissions {
-		if !slices.Contains(methods, m) {
-			t.Errorf("authorization table names %s, which is not served", m)
+	for _, a := range access.Actions() {
+		if strings.HasPrefix(a, "/") && !slices.Contains(methods, a) {
+			t.Errorf("authorization table names %s, which is not served", a)
 		}
-	}
-	for _, c := range classes {
-		for _, m := range methods {
-			t.Run(c.name+shortMethod(m), func(t *testing.T) {
-				err := s.check(c, m)
-				want := slices.Contains(c.allow, "*") || slices.Contains(c.allow, shortMethod(m))
-				if want != (err == nil) {
-					t.Fatalf("%s calling %s: err=%v, want allowed=%v", c.name, m, err, want)
-				}
-				if err == nil {
-					return
-				}
-				code := refusal.As(err).Code
-				wantCode := refusal.PermissionDenied
-				if c.as == "" && c.name != "root" && !slices.Contains(c.allow, "*") {
-					wantCode = refusal.Unauthenticated
-				}
-				if code != wantCode {
-					t.Fatalf("%s calling %s: code %s, want %s", c.name, m, code, wantCode)
-				}
-			})
-		}
-	}
-}
-
-// check runs identification (for local classes) and authorization.
-func (s *Server) check(c callerClass, method string) error {
-	caller := Caller{Principal: c.as, Transport: "test"}
-	if c.as == "" {
-		var err error
-		p := localPeer{UID: c.uid}
-		p.User, p.Groups, p.LookupErr = s.cfg.Users.LookupUID(c.uid)
-		if caller, err = s.identifyLocal(p, s.Policy()); err != nil {
-			return err
-		}
-	}
-	return s.authorize(caller, method, s.Policy())
-}
-
-// Without an operator role in the policy, local operators keep the
-// baseline (they can always stop and unlock) but may not exec.
-func TestOperatorBaselineWithoutPolicyRole(t *testing.T) {
-	s := newUnitServer(t, "version: 1\ncommands:\n  - {name: echo, binary: /bin/echo, sandbox: native}\n")
-	want := map[string]bool{"Exec": false, "Lockout": true, "Unlock": true, "Pause": true, "Resume": true, "Status": true}
-	for _, m := range servedMethods(s) {
-		allowed, ok := want[shortMethod(m)]
-		if !ok {
-			continue
-		}
-		err := s.check(callerClass{uid: 0}, m)
-		if allowed != (err == nil) {
-			t.Errorf("root calling %s without an operator role: err=%v, want allowed=%v", m, err, allowed)
-		}
-	}
-}
-
-func TestUnknownMethodDenied(t *testing.T) {
-	s := newUnitServer(t, matrixPolicy)
-	err := s.check(callerClass{uid: 0}, "/coily.v1.CoilyService/Future")
-	var r *refusal.Error
-	if !errors.As(err, &r) || r.Code != refusal.PermissionDenied {
-		t.Fatalf("unknown method: %v", err)
 	}
 }

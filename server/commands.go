@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -16,7 +17,7 @@ import (
 // agents-md`). It says nothing a caller could not learn by trying: no
 // credential reference, workspace path or other caller's rule.
 func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequest) (*coilyv1.ListCommandsResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}

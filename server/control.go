@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/notify"
 	"coily.dev/coily/policy"
@@ -102,7 +103,7 @@ func (s *Server) release(x *execution) {
 // persists and audits. A persistence failure leaves the lockout in force in
 // memory and is reported to the caller.
 func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coilyv1.LockoutResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -116,12 +117,8 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	return &coilyv1.LockoutResponse{Lockout: stopProto(st), Killed: int32(killed)}, nil
 }
 
-// serverCaller is the server itself, when it locks out on its own (a
-// workspace it could not check after a command).
-var serverCaller = Caller{Principal: "coily", Transport: "server"}
-
 // lockout locks out for caller c: the steps of Lockout, after validation.
-func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.Stop, int, error) {
+func (s *Server) lockout(ctx context.Context, c access.Caller, reason string) (store.Stop, int, error) {
 	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
 	s.mu.Lock()
 	already := s.stops.Lockout.Active
@@ -147,7 +144,7 @@ func (s *Server) lockout(ctx context.Context, c Caller, reason string) (store.St
 	}
 	s.escalate(jobs, func() { s.killSandboxes(boxes, st) })
 	rejected := s.approvals.rejectAll()
-	rec := callerRecord(c, coilyv1grpc.CoilyService_Lockout_FullMethodName, "lockout", reason)
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
 	// Cached credentials are dropped (and the Vault token revoked when so
@@ -217,7 +214,7 @@ func (s *Server) escalate(jobs []*job, then func()) {
 // Unlock lifts a lockout. It persists first: if the new state cannot be
 // written, the server stays locked.
 func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coilyv1.UnlockResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +225,7 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
-	rec := callerRecord(c, coilyv1grpc.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
@@ -244,7 +241,7 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 // (its own new commands: those of its principal, which every node with
 // the same tag shares), so that no agent stops the others.
 func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1.PauseResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +263,7 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	persisted := s.cfg.Store.SetPause(st)
 	running := len(s.jobs)
 	s.mu.Unlock()
-	rec := callerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
 	err = s.recordControl(ctx, rec, "allow", persisted)
 	if !already {
 		s.notify(notify.Event{Kind: notify.KindPause, Stop: &notify.Stop{By: c.Principal, Reason: req.GetReason(), Running: running}})
@@ -280,7 +277,7 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 // pauseSelf pauses the caller's own new commands, persisted like the
 // server's pause and lifted by Resume. Memory and file change under s.mu,
 // so concurrent pauses and a Resume never leave them apart.
-func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coilyv1.PauseResponse, error) {
+func (s *Server) pauseSelf(ctx context.Context, c access.Caller, reason string) (*coilyv1.PauseResponse, error) {
 	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
 	s.mu.Lock()
 	if old, ok := s.stops.SelfPauses[c.Principal]; ok && old.Active {
@@ -300,7 +297,7 @@ func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coily
 		}
 	}
 	s.mu.Unlock()
-	rec := callerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", reason)
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", reason)
 	rec.Details = map[string]string{"scope": "self"}
 	if err := s.recordControl(ctx, rec, "allow", persisted); err != nil {
 		return nil, err
@@ -312,7 +309,7 @@ func (s *Server) pauseSelf(ctx context.Context, c Caller, reason string) (*coily
 
 // Resume lifts a pause, persisting first.
 func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coilyv1.ResumeResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -323,7 +320,7 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
-	rec := callerRecord(c, coilyv1grpc.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
 		return nil, err
 	}
@@ -338,7 +335,7 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 
 // Status reports the stop state, the caller and what runs.
 func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1.StatusResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -374,14 +371,6 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 var controlMethods = map[string]string{"lockout": "Lockout", "unlock": "Unlock", "pause": "Pause", "resume": "Resume",
 	"relay": "Relay", "relay.teardown": "RelayTeardown", "key.issue": "IssueKey", "key.rotate": "RotateKeys"}
 
-// callerRecord starts the audit record of a call by c: the one way every
-// record but an execution's (execution.auditRecord) and a flood's summary
-// is built.
-func callerRecord(c Caller, method, event, reason string) audit.Record {
-	return audit.Record{Event: event, Method: method, Principal: c.Principal, Transport: c.Transport,
-		Peer: c.Peer, Reason: reason}
-}
-
 // recordControl audits a control call with its decision. opErr is a failure
 // of the operation itself (e.g. persisting the state): it is audited as
 // internal and returned. An audit failure is returned as internal.
@@ -415,9 +404,9 @@ func outcome(err error) string {
 }
 
 // refuseControl audits a refused control call and returns the refusal.
-func (s *Server) refuseControl(ctx context.Context, c Caller, event string, err error) error {
+func (s *Server) refuseControl(ctx context.Context, c access.Caller, event string, err error) error {
 	r := refusal.As(err)
-	rec := callerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
+	rec := access.CallerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	out, aerr := s.record(ctx, rec)
 	if aerr != nil {

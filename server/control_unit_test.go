@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -16,8 +17,8 @@ import (
 // could not keep) is recorded as refused, never as allowed.
 func TestFailedControlRecords(t *testing.T) {
 	s := newUnitServer(t, matrixPolicy)
-	c := Caller{Principal: "local:root", Transport: TransportLocal, Roles: []string{"operator"}}
-	ctx := withCall(context.Background(), c, s.Policy())
+	c := access.Caller{Principal: "local:root", Transport: access.TransportLocal, Roles: []string{"operator"}}
+	ctx := access.WithCall(context.Background(), c, s.Policy())
 	if err := s.cfg.Store.Close(); err != nil { // every later store call fails
 		t.Fatal(err)
 	}

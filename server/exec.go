@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
@@ -39,7 +40,7 @@ type execution struct {
 	// refused because another request holds its id (relay.go).
 	relayID   string
 	held      bool
-	caller    Caller
+	caller    access.Caller
 	req       *coilyv1.ExecRequest
 	policy    *policy.Policy // the policy the request was admitted under
 	rule      *policy.Rule
@@ -145,7 +146,7 @@ func (x *execution) auditRecord(event string) audit.Record {
 // audited.
 func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
 	ctx := stream.Context()
-	caller, err := callerFrom(ctx) // 1–2. identified and authorized by the interceptor
+	caller, err := access.CallerFrom(ctx) // 1–2. identified and authorized by the interceptor
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 )
 
@@ -13,11 +14,11 @@ import (
 // fresh budget of records written one by one.
 func TestFloodKeyIsStableAcrossConnections(t *testing.T) {
 	cases := []struct{ a, b audit.Record }{
-		{audit.Record{Transport: TransportTailnet, Peer: "100.64.0.7:41000"}, audit.Record{Transport: TransportTailnet, Peer: "100.64.0.7:41001"}},
-		{audit.Record{Transport: TransportTailnet, Peer: "node.ts.net 100.64.0.7:1"}, audit.Record{Transport: TransportTailnet, Peer: "node.ts.net 100.64.0.7:2"}},
-		{audit.Record{Transport: TransportTailnet, Peer: "[fd7a:115c:a1e0::9]:1"}, audit.Record{Transport: TransportTailnet, Peer: "[fd7a:115c:a1e0::9]:2"}},
-		{audit.Record{Transport: TransportTailnet, Peer: "[::ffff:100.64.0.7]:1"}, audit.Record{Transport: TransportTailnet, Peer: "100.64.0.7:2"}},
-		{audit.Record{Transport: TransportLocal, Peer: "uid=1000 pid=17"}, audit.Record{Transport: TransportLocal, Peer: "uid=1000 pid=18"}},
+		{audit.Record{Transport: access.TransportTailnet, Peer: "100.64.0.7:41000"}, audit.Record{Transport: access.TransportTailnet, Peer: "100.64.0.7:41001"}},
+		{audit.Record{Transport: access.TransportTailnet, Peer: "node.ts.net 100.64.0.7:1"}, audit.Record{Transport: access.TransportTailnet, Peer: "node.ts.net 100.64.0.7:2"}},
+		{audit.Record{Transport: access.TransportTailnet, Peer: "[fd7a:115c:a1e0::9]:1"}, audit.Record{Transport: access.TransportTailnet, Peer: "[fd7a:115c:a1e0::9]:2"}},
+		{audit.Record{Transport: access.TransportTailnet, Peer: "[::ffff:100.64.0.7]:1"}, audit.Record{Transport: access.TransportTailnet, Peer: "100.64.0.7:2"}},
+		{audit.Record{Transport: access.TransportLocal, Peer: "uid=1000 pid=17"}, audit.Record{Transport: access.TransportLocal, Peer: "uid=1000 pid=18"}},
 	}
 	for _, tc := range cases {
 		if ka, kb := floodKey(tc.a), floodKey(tc.b); ka != kb {
@@ -25,11 +26,11 @@ func TestFloodKeyIsStableAcrossConnections(t *testing.T) {
 		}
 	}
 	distinct := []audit.Record{
-		{Transport: TransportTailnet, Peer: "100.64.0.7:1"},
-		{Transport: TransportTailnet, Peer: "100.64.0.8:1"},
-		{Transport: TransportLocal, Peer: "uid=1000 pid=1"},
-		{Transport: TransportLocal, Peer: "uid=1001 pid=1"},
-		{Principal: "tag:agent", Transport: TransportTailnet, Peer: "100.64.0.7:1"},
+		{Transport: access.TransportTailnet, Peer: "100.64.0.7:1"},
+		{Transport: access.TransportTailnet, Peer: "100.64.0.8:1"},
+		{Transport: access.TransportLocal, Peer: "uid=1000 pid=1"},
+		{Transport: access.TransportLocal, Peer: "uid=1001 pid=1"},
+		{Principal: "tag:agent", Transport: access.TransportTailnet, Peer: "100.64.0.7:1"},
 	}
 	seen := map[string]bool{}
 	for _, r := range distinct {
@@ -50,7 +51,7 @@ func TestFloodGuardReconnectsAndBound(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	batched := 0
 	for i := range 100 {
-		r := audit.Record{Transport: TransportTailnet, Peer: fmt.Sprintf("100.64.0.7:%d", 40000+i), Code: "unauthenticated"}
+		r := audit.Record{Transport: access.TransportTailnet, Peer: fmt.Sprintf("100.64.0.7:%d", 40000+i), Code: "unauthenticated"}
 		if b, _ := g.admit(floodKey(r), r, now); b != nil {
 			batched++
 		}
@@ -62,7 +63,7 @@ func TestFloodGuardReconnectsAndBound(t *testing.T) {
 	var last *refusalBatch
 	total := 0
 	for i := range maxFloodCallers + 3*floodBudget {
-		r := audit.Record{Transport: TransportTailnet, Peer: fmt.Sprintf("100.%d.%d.%d:1", 64+i>>16, i>>8&255, i&255), Code: "unauthenticated"}
+		r := audit.Record{Transport: access.TransportTailnet, Peer: fmt.Sprintf("100.%d.%d.%d:1", 64+i>>16, i>>8&255, i&255), Code: "unauthenticated"}
 		b, _ := g.admit(floodKey(r), r, now)
 		if b != nil {
 			last, total = b, b.count

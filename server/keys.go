@@ -7,6 +7,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -18,7 +19,7 @@ import (
 // IssueKey issues a sandbox's first descriptor signing key. A sandbox that
 // has one is refused: RotateKeys replaces it.
 func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*coilyv1.IssueKeyResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -34,7 +35,7 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 	if errors.Is(err, store.ErrKeyExists) {
 		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
 	}
-	rec := callerRecord(c, coilyv1grpc.CoilyService_IssueKey_FullMethodName, "key.issue", "")
+	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_IssueKey_FullMethodName, "key.issue", "")
 	rec.Lists = map[string][]string{"sandboxes": {name}}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err
@@ -44,7 +45,7 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 
 // RotateKeys replaces one sandbox's key, or every sandbox's.
 func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest) (*coilyv1.RotateKeysResponse, error) {
-	c, err := callerFrom(ctx)
+	c, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -75,9 +76,9 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 }
 
 // replaceKeys stores fresh keys for the sandboxes and audits it.
-func (s *Server) replaceKeys(ctx context.Context, c Caller, event string, names []string) ([]store.Key, error) {
+func (s *Server) replaceKeys(ctx context.Context, c access.Caller, event string, names []string) ([]store.Key, error) {
 	keys, err := s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
-	rec := callerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
+	rec := access.CallerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Lists = map[string][]string{"sandboxes": names}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
 		return nil, err

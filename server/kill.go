@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/refusal"
 )
@@ -21,8 +22,8 @@ const killEvent = "exec.kill"
 // approval or a slot) never starts, and its wait ends. Its caller is
 // answered command-killed. The kill is audited, refused or not, with the
 // request's principal, argv and rule.
-func (s *Server) killExec(ctx context.Context, c Caller, method, id, reason string) (bool, error) {
-	rec := callerRecord(c, method, killEvent, reason)
+func (s *Server) killExec(ctx context.Context, c access.Caller, method, id, reason string) (bool, error) {
+	rec := access.CallerRecord(c, method, killEvent, reason)
 	rec.RequestID = id
 	err := validateText("reason", reason)
 	if err == nil && (id == "" || len(id) > 64) {

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/refusal"
@@ -160,7 +161,7 @@ func (s *Server) endLeases(ctx context.Context, x *execution, rec *audit.Record)
 // next start.
 func (s *Server) revokeLeftovers(ctx context.Context, leftovers []store.Lease) {
 	for _, l := range leftovers {
-		rec := callerRecord(serverCaller, "", EventLeaseRevoke, fmt.Sprintf(
+		rec := access.CallerRecord(access.ServerCaller, "", EventLeaseRevoke, fmt.Sprintf(
 			"lease acquired %s by an earlier run of the server, which did not revoke it", l.Acquired.UTC().Format(time.RFC3339)))
 		rec.RequestID, rec.Rule, rec.Leases = l.RequestID, l.Rule, []string{l.ID}
 		err := s.cfg.Keystore.RevokeLease(ctx, keystore.Lease{Backend: l.Backend, ID: l.ID})

@@ -8,7 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"coily.dev/coily/policy"
+	"coily.dev/coily/access"
 	"coily.dev/coily/refusal"
 )
 
@@ -72,21 +72,15 @@ const opsMethodConn = "http:connection"
 // http:connection and counted like any other. The local listener has no
 // cap: every caller there is one address.
 func (s *Server) OpsServer(identify bool, lim HTTPLimits) *HTTPServer {
-	return s.newHTTPServer(s.OpsHandler(identify), lim.Or(DefaultOpsLimits), identify, TransportTailnet, opsMethodConn)
+	return s.newHTTPServer(s.OpsHandler(identify), lim.Or(DefaultOpsLimits), identify, access.TransportTailnet, opsMethodConn)
 }
 
 // admitOps identifies a tailnet request's caller and checks the metrics
-// permission; a refusal is audited (as a call to "http:" and the path).
+// permission (access.OpsEndpoints); a refusal is audited (as a call to
+// "http:" and the path).
 func (s *Server) admitOps(r *http.Request) error {
-	pol := s.Policy()
-	c, err := s.identifyTailnet(r.Context(), r.RemoteAddr)
-	if err == nil && !pol.Allows(c.Subject(), policy.PermMetrics) {
-		err = refusal.New(refusal.PermissionDenied, "%s may not read the metrics (the metrics permission)", c.Principal)
-	}
-	if err != nil {
-		return s.refuseCall(r.Context(), c, "http:"+opsPath(r.URL.Path), err)
-	}
-	return nil
+	_, err := s.gate.Admit(r.Context(), access.Ops(r.RemoteAddr, "http:"+opsPath(r.URL.Path)))
+	return err
 }
 
 // opsPath names a request's path in the audit: one of the endpoints, or

@@ -13,6 +13,7 @@ import (
 
 	"tailscale.com/tsnet"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/internal/testserver"
@@ -108,7 +109,7 @@ func TestTailnetMetricsPermission(t *testing.T) {
 	rec := in.WaitAudit(t, func(r audit.Record) bool {
 		return r.Method == "http:"+server.PathMetrics && r.Principal == "tag:agent"
 	})
-	if rec.Decision != "refuse" || rec.Code != "permission-denied" || rec.Transport != server.TransportTailnet {
+	if rec.Decision != "refuse" || rec.Code != "permission-denied" || rec.Transport != access.TransportTailnet {
 		t.Errorf("audit record of the refusal: %+v", rec)
 	}
 	if code, _ := get(t, agent, "GET", base+"/<script>"); code != http.StatusForbidden {
@@ -152,7 +153,7 @@ func TestTailnetOpsSlowPeers(t *testing.T) {
 		}
 	}
 	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Method == "http:connection" })
-	if rec.Principal != "tag:agent" || rec.Code != "rate-limit" || rec.Transport != server.TransportTailnet {
+	if rec.Principal != "tag:agent" || rec.Code != "rate-limit" || rec.Transport != access.TransportTailnet {
 		t.Errorf("connection refusal recorded as %+v", rec)
 	}
 	code, body := get(t, prom, "GET", base+server.PathMetrics)

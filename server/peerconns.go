@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/refusal"
 )
 
@@ -17,7 +18,7 @@ import (
 // per address, so it needs no identity, and an owner's device is not
 // held up by another's. Every refusal is counted in coily_refusals_total
 // (code rate-limit). They are audited per peer and floodWindow: the first
-// at once, through refuseCall (the peer identified by WhoIs where it can
+// at once, through access's Gate.Refuse (the peer identified by WhoIs where it can
 // be, and the flood accounting of every refusal applied), the others of
 // the window as one refusal.summary when it ends or the server closes.
 // So a flood of connections adds at most two records per peer and window
@@ -50,8 +51,8 @@ type peerConns struct {
 // connWindow is one peer's refused connections in the current window.
 type connWindow struct {
 	start       time.Time
-	caller      Caller // the peer, identified once its first refusal is
-	more        int    // refusals after the first, not yet recorded
+	caller      access.Caller // the peer, identified once its first refusal is
+	more        int           // refusals after the first, not yet recorded
 	first, last time.Time
 	timer       *time.Timer // writes the summary of more at the window's end
 }
@@ -134,7 +135,7 @@ func (p *peerConns) refuse(remote net.Addr) {
 		p.countLocked(addr, w, now)
 		return
 	}
-	w := &connWindow{start: now, caller: Caller{Transport: p.transport, Peer: peer}}
+	w := &connWindow{start: now, caller: access.Caller{Transport: p.transport, Peer: peer}}
 	p.windows[addr] = w
 	p.wg.Add(1)
 	go p.recordFirst(w, peer)
@@ -191,12 +192,12 @@ func (p *peerConns) recordFirst(w *connWindow, peer string) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, _ := p.s.identifyTailnet(ctx, peer) // an unidentified peer is recorded by its address
+	c, _ := p.s.gate.Tailnet(ctx, peer) // an unidentified peer is recorded by its address
 	c.Transport = p.transport
 	p.mu.Lock()
 	w.caller = c
 	p.mu.Unlock()
-	_ = p.s.refuseCall(ctx, c, p.method, refusal.New(refusal.RateLimit, connRefusalMsg, p.max))
+	_ = p.s.gate.Refuse(ctx, c, p.method, refusal.New(refusal.RateLimit, connRefusalMsg, p.max))
 }
 
 // summarise writes the summary of w's refusals not yet recorded.
@@ -211,7 +212,7 @@ func (p *peerConns) summarise(addr netip.Addr, w *connWindow) {
 	if n == 0 {
 		return
 	}
-	sample := callerRecord(c, p.method, "call", "")
+	sample := access.CallerRecord(c, p.method, "call", "")
 	sample.Code = string(refusal.RateLimit)
 	rec := summaryRecord(&refusalBatch{count: n, codes: map[string]int{sample.Code: n}, first: w.first, last: w.last,
 		sample: sample, recorded: 1})

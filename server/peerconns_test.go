@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 )
 
@@ -77,7 +78,7 @@ func connRecords(t *testing.T, s *Server) (refused, summaries []audit.Record) {
 // one summary when the window ends (or the server closes).
 func TestPeerConnsCapAndRecords(t *testing.T) {
 	s := newUnitServer(t, matrixPolicy)
-	p := newPeerConns(s, 2, TransportWeb, webMethodConn)
+	p := newPeerConns(s, 2, access.TransportWeb, webMethodConn)
 	p.window = 300 * time.Millisecond
 	accept := func(c *fakeConn) bool {
 		p.connState(c, http.StateNew)
@@ -114,7 +115,7 @@ func TestPeerConnsCapAndRecords(t *testing.T) {
 	}
 	refused, sums := connRecords(t, s)
 	if len(refused) != 1 || refused[0].Code != "rate-limit" || refused[0].Decision != "refuse" ||
-		refused[0].Transport != TransportWeb || refused[0].Peer != "100.64.0.7:10" {
+		refused[0].Transport != access.TransportWeb || refused[0].Peer != "100.64.0.7:10" {
 		t.Fatalf("refusals recorded: %+v", refused)
 	}
 	if sums[0].Details["count"] != "5" || !slices.Equal(sums[0].Lists["codes"], []string{"rate-limit=5"}) || sums[0].Peer != "100.64.0.7:10" {
@@ -141,7 +142,7 @@ func TestPeerConnsCapAndRecords(t *testing.T) {
 // bound, newcomers share one window, and nothing is lost from the count.
 func TestPeerConnsWindowsBounded(t *testing.T) {
 	s := newUnitServer(t, matrixPolicy)
-	p := newPeerConns(s, 1, TransportWeb, webMethodConn)
+	p := newPeerConns(s, 1, access.TransportWeb, webMethodConn)
 	p.maxWindows = 3
 	for i := range 10 {
 		peer := "100.64.1." + strconv.Itoa(i) + ":1"

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -60,7 +61,7 @@ func (f *flight) tornDown() bool { return errors.Is(context.Cause(f.ctx), errTea
 // Relay implements the descriptor path: DESIGN §4 step 4, then the Exec
 // pipeline, exactly once per request id.
 func (s *Server) Relay(ctx context.Context, req *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
-	bridge, err := callerFrom(ctx)
+	bridge, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -76,7 +77,7 @@ func (s *Server) Relay(ctx context.Context, req *coilyv1.RelayRequest) (*coilyv1
 
 // mayRelay checks that the bridge may relay for the sandbox (audited when
 // not).
-func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event string) error {
+func (s *Server) mayRelay(ctx context.Context, bridge access.Caller, sandbox, event string) error {
 	var err error
 	switch pol := s.policyFrom(ctx); {
 	case !policy.SandboxNamePattern.MatchString(sandbox):
@@ -93,8 +94,8 @@ func (s *Server) mayRelay(ctx context.Context, bridge Caller, sandbox, event str
 // reports a refusal of a second request under an id another request of the
 // sandbox is running under: that answer is not the id's, and the bridge
 // must not write it where the first request's client will read its own.
-func (s *Server) relay(ctx context.Context, bridge Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
-	x := &execution{caller: Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
+func (s *Server) relay(ctx context.Context, bridge access.Caller, pol *policy.Policy, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
+	x := &execution{caller: access.Caller{Principal: policy.SandboxPrincipal(sandbox), Transport: "relay",
 		Peer: "bridge " + bridge.Principal + " " + bridge.Peer}, req: &coilyv1.ExecRequest{}, policy: pol,
 		method: coilyv1grpc.CoilyService_Relay_FullMethodName,
 		// The execution's id is the server's own, as for every transport:
@@ -355,7 +356,7 @@ func (s *Server) waitFlight(ctx context.Context, x *execution, f *flight, hash s
 // RelayTeardown cancels a relayed request in flight, whatever step it is
 // at (docs/protocol.md §5), or records a teardown that came first.
 func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error) {
-	bridge, err := callerFrom(ctx)
+	bridge, err := access.CallerFrom(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -391,7 +392,7 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 	if f == nil {
 		s.recordTeardown(t.ID, sandbox)
 	}
-	rec := callerRecord(bridge, coilyv1grpc.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
+	rec := access.CallerRecord(bridge, coilyv1grpc.CoilyService_RelayTeardown_FullMethodName, "relay.teardown", "")
 	rec.RelayID = t.ID
 	rec.Details = map[string]string{"sandbox": sandbox, "cancelled": fmt.Sprint(cancelled)}
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {

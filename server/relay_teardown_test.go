@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -86,7 +87,7 @@ func newTeardownEnv(t *testing.T) *teardownEnv {
 	s := newUnitServer(t, teardownPolicy)
 	e := &teardownEnv{s: s, clock: &gatedClock{}}
 	s.cfg.Now = e.clock.now // before anything runs on it
-	e.ctx = withCall(context.Background(), Caller{Principal: "local:root", Transport: TransportLocal, Roles: []string{"operator"}}, s.Policy())
+	e.ctx = access.WithCall(context.Background(), access.Caller{Principal: "local:root", Transport: access.TransportLocal, Roles: []string{"operator"}}, s.Policy())
 	k, err := s.IssueKey(e.ctx, &coilyv1.IssueKeyRequest{Sandbox: "demo"})
 	if err != nil {
 		t.Fatal(err)

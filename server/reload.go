@@ -12,6 +12,7 @@ import (
 
 	"github.com/fsnotify/fsnotify"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
@@ -105,7 +106,7 @@ func readAtMost(path string, max int64) ([]byte, error) {
 
 // reloadRecord is the audit record of a reload of the file at path.
 func (s *Server) reloadRecord(path string) audit.Record {
-	rec := callerRecord(serverCaller, "", EventPolicyReload, "")
+	rec := access.CallerRecord(access.ServerCaller, "", EventPolicyReload, "")
 	rec.Details = map[string]string{"path": path, "old_sha256": s.Policy().SHA256}
 	return rec
 }

@@ -1,13 +1,12 @@
-// Package server owns coily's gRPC service: the identity interceptor, the
-// per-RPC authorization table, the Exec pipeline and the stop controls
-// (lockout and pause).
+// Package server owns coily's gRPC service: the interceptors that admit
+// every call through package access, the Exec pipeline and the stop
+// controls (lockout and pause).
 //
 // Invariants:
-//   - every call is identified by its transport before any handler runs, and
-//     an unidentifiable caller is refused with unauthenticated, never treated
-//     as anonymous;
-//   - every method has an entry in the authorization table; a method without
-//     one is refused (default deny);
+//   - every call is admitted by access before any handler runs: identified
+//     by its transport (an unidentifiable caller is refused with
+//     unauthenticated, never treated as anonymous) and authorized by the
+//     one table (a method without an entry is refused: default deny);
 //   - every Exec decision and every control call, allowed or refused, is
 //     written to the audit log before the caller gets its answer, and a
 //     failed audit write fails the request;
@@ -37,6 +36,7 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
@@ -62,10 +62,10 @@ type Config struct {
 	Keystore *keystore.Keystore
 	Logger   *slog.Logger
 	// Users resolves local-socket peers; nil means the host's user database.
-	Users UserLookup
+	Users access.UserLookup
 	// WhoIs identifies callers on other listeners (the tailnet); nil
 	// means such callers are refused.
-	WhoIs WhoIsFunc
+	WhoIs access.WhoIsFunc
 	// ServerUID is the uid the server runs as (a local operator by right).
 	ServerUID int
 	// KillGrace is the SIGTERM→SIGKILL delay of a lockout.
@@ -118,7 +118,8 @@ type Server struct {
 	approvals *approvals
 	metrics   *metrics
 	ready     readiness // the last readiness answer (ready.go)
-	whois     whoisCache
+	// gate admits every request: who calls, and what it may do.
+	gate *access.Gate
 	// egress is the server-wide egress connection budget.
 	egress *egress.Budget
 	// auditFeed hands appended records to the live audit stream.
@@ -196,7 +197,7 @@ func New(cfg Config) (*Server, error) {
 	fleet := sandbox.NewFleet()
 	cfg.Sandboxes = cfg.Sandboxes.WithFleet(fleet)
 	if cfg.Users == nil {
-		cfg.Users = hostUsers{}
+		cfg.Users = access.HostUsers{}
 	}
 	if cfg.KillGrace <= 0 {
 		cfg.KillGrace = DefaultKillGrace
@@ -216,6 +217,8 @@ func New(cfg Config) (*Server, error) {
 		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers), fleet: fleet,
 		uids: uids}
 	s.policy.Store(cfg.Policy)
+	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,
+		Record: s.record, Now: func() time.Time { return s.cfg.Now() }, Log: cfg.Logger})
 	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
@@ -265,7 +268,7 @@ func (s *Server) Policy() *policy.Policy { return s.policy.Load() }
 // server is built.
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
-		grpc.Creds(peerCredentials{users: s.cfg.Users}),
+		grpc.Creds(access.PeerCredentials(s.cfg.Users)),
 		grpc.ForceServerCodecV2(requestCodec{}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),

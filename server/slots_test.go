@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 )
@@ -12,7 +13,7 @@ func slotExec(t *testing.T, pol *policy.Policy, principal, rule string) *executi
 	t.Helper()
 	for _, r := range pol.Rules() {
 		if r.Name == rule {
-			return &execution{id: newID(), caller: Caller{Principal: principal}, policy: pol, rule: r}
+			return &execution{id: newID(), caller: access.Caller{Principal: principal}, policy: pol, rule: r}
 		}
 	}
 	t.Fatalf("no rule %q", rule)

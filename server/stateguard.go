@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -49,7 +50,7 @@ func (s *Server) crossCheckState() error {
 	r := restoring{s: s, stops: s.stops, details: map[string]string{"state_file": s.cfg.Store.Path()}}
 	r.fromLog(logged)
 	if s.cfg.Store.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
-		r.lock(serverCaller.Principal, s.cfg.Now(), fmt.Sprintf(
+		r.lock(access.ServerCaller.Principal, s.cfg.Now(), fmt.Sprintf(
 			"%s was missing or empty while the audit log holds %d records: the state was lost, so coily started locked out; "+
 				"check what happened (coily state check, coily audit tail), then unlock", s.cfg.Store.Path(), s.cfg.Audit.Records()))
 		r.found = append(r.found, "state file missing or empty")
@@ -135,7 +136,7 @@ func (r *restoring) checkHead(dir string, h store.AuditHead) (short bool, err er
 	r.found = append(r.found, why)
 	r.details["audit_head_recorded"] = fmt.Sprintf("%d %s", h.Seq, h.Hash)
 	r.details["audit_head_found"] = fmt.Sprintf("%d %s", herr.Last.Seq, herr.Last.Hash)
-	r.lock(serverCaller.Principal, r.s.cfg.Now(), why+": coily started locked out. Find out what removed them "+
+	r.lock(access.ServerCaller.Principal, r.s.cfg.Now(), why+": coily started locked out. Find out what removed them "+
 		"(coily audit verify, coily audit tail, a copy of the log kept elsewhere), then unlock (coily unlock)")
 	return true, nil
 }
@@ -178,7 +179,7 @@ func (r *restoring) apply() (persisted bool, err error) {
 	reason := strings.Join(r.found, "; ")
 	s.log.Error("starting more restricted than the state file: it disagrees with the audit log", "found", reason,
 		"locked_out", s.stops.Lockout.Active)
-	rec := callerRecord(serverCaller, "", EventStateRestore, reason)
+	rec := access.CallerRecord(access.ServerCaller, "", EventStateRestore, reason)
 	rec.Decision, rec.Details = "allow", r.details
 	if perr := errors.Join(errs...); perr != nil {
 		rec.Code, rec.Details["error"] = string(refusal.Internal), perr.Error()

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/store"
@@ -69,7 +70,7 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 	}
 	t.Cleanup(func() { s.cfg.Store.Close() })
 	for range 5 { // past the recorded head, each one recording it
-		rec := callerRecord(serverCaller, "", "lockout", "again")
+		rec := access.CallerRecord(access.ServerCaller, "", "lockout", "again")
 		rec.Decision = "allow"
 		if _, err := s.record(context.Background(), rec); err != nil {
 			t.Fatal(err)

@@ -15,13 +15,13 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 	"tailscale.com/tailcfg"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/client"
 	"coily.dev/coily/client/grpclite"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 )
 
 // tailnetPolicy grants by login (every untagged test node is a user of the
@@ -167,7 +167,7 @@ func invokeEmpty(conn *grpclite.Conn, method string, md protoreflect.MethodDescr
 func TestTailnetGrantRevokedOnOpenConnection(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: tailnetPolicy, Tailnet: true})
 	grant, _ := json.Marshal(map[string]any{"roles": []string{"agent"}})
-	in.Net.Control.SetGlobalAppCaps(tailcfg.PeerCapMap{server.AppCapability: {tailcfg.RawMessage(grant)}})
+	in.Net.Control.SetGlobalAppCaps(tailcfg.PeerCapMap{access.AppCapability: {tailcfg.RawMessage(grant)}})
 	capped := in.TailnetClient(t, "capped", "tag:capped")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
@@ -182,7 +182,7 @@ func TestTailnetGrantRevokedOnOpenConnection(t *testing.T) {
 	}
 	revoked := time.Now()
 	in.Net.Control.SetGlobalAppCaps(nil)
-	bound := server.WhoIsCacheTTL + 3*time.Second
+	bound := access.WhoIsCacheTTL + 3*time.Second
 	for {
 		_, err := tailExec(t, capped, "/bin/echo", "after")
 		if code(err) == refusal.PermissionDenied {
@@ -208,7 +208,7 @@ grants:
 `
 	in := testserver.Start(t, testserver.Options{Policy: pol, Tailnet: true})
 	grant, _ := json.Marshal(map[string]any{"roles": []string{"operator", "breaker"}})
-	in.Net.Control.SetGlobalAppCaps(tailcfg.PeerCapMap{server.AppCapability: {tailcfg.RawMessage(grant)}})
+	in.Net.Control.SetGlobalAppCaps(tailcfg.PeerCapMap{access.AppCapability: {tailcfg.RawMessage(grant)}})
 	capped := in.TailnetClient(t, "phone", "tag:phone")
 	ctx := context.Background()
 	deadline := time.Now().Add(20 * time.Second)

@@ -6,60 +6,32 @@ import (
 	"slices"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
-	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 )
 
 // The web console (package console) reaches the server through the Web
 // methods in this file, never around them. Each one:
 //
-//   - identifies the HTTP request's caller exactly as a gRPC call on the
-//     tailnet is identified: WhoIs on the request's remote address (the
-//     same cache, the same refusals: no tailnet address, no identity,
-//     Funnel, reserved names), never a header, cookie or token;
-//   - authorizes the action against the per-RPC authorization table: an
-//     action with a gRPC twin by that method's entry, the console's own
-//     actions by webOnlyPermissions (default deny);
-//   - refuses under a lockout what the interceptor refuses;
-//   - audits a refusal where it is decided, and then runs the twin's own
-//     handler, which audits the action as it does for gRPC, with the
-//     transport "web".
+//   - is admitted by access (Gate.Admit, access.Web): the HTTP request's
+//     caller is identified exactly as a gRPC call on the tailnet is
+//     identified: WhoIs on the request's remote address (the same cache,
+//     the same refusals: no tailnet address, no identity, Funnel, reserved
+//     names), never a header, cookie or token; the action is authorized
+//     against the one authorization table (an action with a gRPC twin by
+//     that method's entry, the console's own by theirs; default deny); a
+//     lockout refuses what it refuses over gRPC; a refusal is audited
+//     where it is decided;
+//   - then runs the twin's own handler, which audits the action as it
+//     does for gRPC, with the transport "web".
 
-// TransportWeb is the transport of callers reached through the web
-// console (identified over the tailnet).
-const TransportWeb = "web"
-
-// WebAction is what one console request asks to do.
-type WebAction string
-
-// The console's actions.
+// The audit's method names of the console's refusals that are no action
+// of the table ("web:" is no gRPC method's form, so none can be mistaken
+// for one).
 const (
-	// WebPage serves a page or one of its files: any caller that holds a
-	// permission.
-	WebPage      WebAction = "page"
-	WebStatus    WebAction = "status"    // as Status
-	WebApprovals WebAction = "approvals" // as ListApprovals
-	WebDecide    WebAction = "decide"    // as Decide
-	WebLockout   WebAction = "lockout"   // as Lockout
-	WebPause     WebAction = "pause"     // as Pause
-	WebResume    WebAction = "resume"    // as Resume
-	// WebKill kills one command: the lockout permission (a narrow lockout).
-	WebKill WebAction = "kill"
-	// WebAudit streams the audit log: the audit-read permission.
-	WebAudit WebAction = "audit"
-	// WebWatchApprovals streams the approvals' changes, as WatchApprovals.
-	WebWatchApprovals WebAction = "watch-approvals"
-)
-
-// The audit's method names of the console's own actions ("web:" is no
-// gRPC method's form, so none can be mistaken for one).
-const (
-	webMethodPage  = "web:page"
-	webMethodKill  = "web:kill"
-	webMethodAudit = "web:audit"
 	// webMethodGuard names the refusals of the console's request guard
 	// (WebRefuse): a request from another origin, or for another host.
 	webMethodGuard = "web:guard"
@@ -68,87 +40,12 @@ const (
 	webMethodConn = "web:connection"
 )
 
-// webActions names the authorization table entry of each action.
-var webActions = map[WebAction]string{
-	WebPage:      webMethodPage,
-	WebStatus:    coilyv1grpc.CoilyService_Status_FullMethodName,
-	WebApprovals: coilyv1grpc.CoilyService_ListApprovals_FullMethodName,
-	WebDecide:    coilyv1grpc.CoilyService_Decide_FullMethodName,
-	WebLockout:   coilyv1grpc.CoilyService_Lockout_FullMethodName,
-	WebPause:     coilyv1grpc.CoilyService_Pause_FullMethodName,
-	WebResume:    coilyv1grpc.CoilyService_Resume_FullMethodName,
-	WebKill:      webMethodKill,
-	WebAudit:     webMethodAudit,
-
-	WebWatchApprovals: coilyv1grpc.CoilyService_WatchApprovals_FullMethodName,
-}
-
-// webOnlyPermissions is the authorization table of the console's actions
-// that have no gRPC twin: a caller needs any one of the listed
-// permissions.
-var webOnlyPermissions = map[string][]policy.Permission{
-	webMethodPage: {anyPermission},
-	// Killing one command is a narrow lockout: whoever may stop every
-	// command may stop one.
-	webMethodKill:  {policy.PermLockout},
-	webMethodAudit: {policy.PermAuditRead},
-}
-
-// webServedWhileLocked are the console's own actions a lockout leaves
-// open: the pages (they show the lockout), killing (nothing runs, but a
-// kill refused for that would be a lie) and the audit (what happened).
-var webServedWhileLocked = map[string]bool{webMethodPage: true, webMethodKill: true, webMethodAudit: true}
-
-// WebActions lists every console action (for tests that walk them all).
-func WebActions() []WebAction {
-	out := make([]WebAction, 0, len(webActions))
-	for a := range webActions {
-		out = append(out, a)
-	}
-	slices.Sort(out)
-	return out
-}
-
-// admitWeb identifies and authorizes one console request for action a.
-// Refusals are audited here, as the interceptor audits gRPC refusals.
-func (s *Server) admitWeb(r *http.Request, a WebAction) (context.Context, error) {
-	ctx := r.Context()
-	pol := s.Policy() // one policy for the whole request
-	method, known := webActions[a]
-	c, err := s.identifyTailnet(ctx, r.RemoteAddr)
-	c.Transport = TransportWeb
-	switch {
-	case err != nil:
-	case !known:
-		method = "web:unknown"
-		err = refusal.New(refusal.PermissionDenied, "no such console action")
-	default:
-		err = s.authorizeWeb(c, method, pol)
-	}
-	if err == nil && !servedWhileLocked[method] && !webServedWhileLocked[method] {
-		err = s.checkLockout()
-	}
-	if err != nil {
-		return nil, s.refuseCall(ctx, c, method, err)
-	}
-	return withCall(ctx, c, pol), nil
-}
-
-// authorizeWeb checks the caller against the table entry of a console
-// action: the gRPC table's, or webOnlyPermissions'.
-func (s *Server) authorizeWeb(c Caller, method string, pol *policy.Policy) error {
-	if need, ok := webOnlyPermissions[method]; ok {
-		return authorizeNeed(c, method, need, pol)
-	}
-	return s.authorize(c, method, pol)
-}
-
 // webCall admits r for a, runs do with the admitted context, and logs a
 // failure's detail as the interceptor does; the error returned is a
 // refusal (refusal.As) with a caller-safe message.
-func (s *Server) webCall(r *http.Request, a WebAction, do func(ctx context.Context) error) error {
+func (s *Server) webCall(r *http.Request, a access.WebAction, do func(ctx context.Context) error) error {
 	start := time.Now()
-	ctx, err := s.admitWeb(r, a)
+	ctx, err := s.gate.Admit(r.Context(), access.Web(r.RemoteAddr, a))
 	if err == nil {
 		err = do(ctx)
 	}
@@ -166,7 +63,7 @@ func (s *Server) webCall(r *http.Request, a WebAction, do func(ctx context.Conte
 // WebAdmit identifies and authorizes r for a without doing anything else
 // (pages, and a stream's periodic re-check: a revoked grant ends it). A
 // refusal is audited.
-func (s *Server) WebAdmit(r *http.Request, a WebAction) error {
+func (s *Server) WebAdmit(r *http.Request, a access.WebAction) error {
 	return s.webCall(r, a, func(context.Context) error { return nil })
 }
 
@@ -183,8 +80,8 @@ type WebCaller struct {
 // for nothing else, so a caller is not refused, and audited, in a loop.
 func (s *Server) WebWhoAmI(r *http.Request) (WebCaller, error) {
 	var out WebCaller
-	err := s.webCall(r, WebPage, func(ctx context.Context) error {
-		c, err := callerFrom(ctx)
+	err := s.webCall(r, access.WebPage, func(ctx context.Context) error {
+		c, err := access.CallerFrom(ctx)
 		if err != nil {
 			return err
 		}
@@ -209,7 +106,7 @@ type WebStatusView struct {
 // WebStatus answers as Status does, with the Execs in flight.
 func (s *Server) WebStatus(r *http.Request) (*WebStatusView, error) {
 	var v WebStatusView
-	err := s.webCall(r, WebStatus, func(ctx context.Context) error {
+	err := s.webCall(r, access.WebStatus, func(ctx context.Context) error {
 		st, err := s.Status(ctx, &coilyv1.StatusRequest{})
 		if err != nil {
 			return err
@@ -227,7 +124,7 @@ func (s *Server) WebStatus(r *http.Request) (*WebStatusView, error) {
 // them, as ListApprovals does.
 func (s *Server) WebApprovals(r *http.Request) ([]PendingApproval, error) {
 	var out []PendingApproval
-	err := s.webCall(r, WebApprovals, func(ctx context.Context) error {
+	err := s.webCall(r, access.WebApprovals, func(ctx context.Context) error {
 		if _, err := s.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{}); err != nil {
 			return err
 		}
@@ -244,7 +141,7 @@ func (s *Server) WebDecide(r *http.Request, id string, approve bool, note string
 		v = coilyv1.Verdict_VERDICT_APPROVE
 	}
 	var a *coilyv1.Approval
-	err := s.webCall(r, WebDecide, func(ctx context.Context) error {
+	err := s.webCall(r, access.WebDecide, func(ctx context.Context) error {
 		resp, err := s.Decide(ctx, &coilyv1.DecideRequest{Id: id, Verdict: v, Note: note})
 		a = resp.GetApproval()
 		return err
@@ -255,7 +152,7 @@ func (s *Server) WebDecide(r *http.Request, id string, approve bool, note string
 // WebLockout locks out, as Lockout does.
 func (s *Server) WebLockout(r *http.Request, reason string) (*coilyv1.LockoutResponse, error) {
 	var out *coilyv1.LockoutResponse
-	err := s.webCall(r, WebLockout, func(ctx context.Context) (err error) {
+	err := s.webCall(r, access.WebLockout, func(ctx context.Context) (err error) {
 		out, err = s.Lockout(ctx, &coilyv1.LockoutRequest{Reason: reason})
 		return err
 	})
@@ -265,7 +162,7 @@ func (s *Server) WebLockout(r *http.Request, reason string) (*coilyv1.LockoutRes
 // WebPause pauses, as Pause does.
 func (s *Server) WebPause(r *http.Request, reason string) (*coilyv1.PauseResponse, error) {
 	var out *coilyv1.PauseResponse
-	err := s.webCall(r, WebPause, func(ctx context.Context) (err error) {
+	err := s.webCall(r, access.WebPause, func(ctx context.Context) (err error) {
 		out, err = s.Pause(ctx, &coilyv1.PauseRequest{Reason: reason})
 		return err
 	})
@@ -275,7 +172,7 @@ func (s *Server) WebPause(r *http.Request, reason string) (*coilyv1.PauseRespons
 // WebResume resumes, as Resume does.
 func (s *Server) WebResume(r *http.Request, reason string) (*coilyv1.ResumeResponse, error) {
 	var out *coilyv1.ResumeResponse
-	err := s.webCall(r, WebResume, func(ctx context.Context) (err error) {
+	err := s.webCall(r, access.WebResume, func(ctx context.Context) (err error) {
 		out, err = s.Resume(ctx, &coilyv1.ResumeRequest{Reason: reason})
 		return err
 	})
@@ -287,12 +184,12 @@ func (s *Server) WebResume(r *http.Request, reason string) (*coilyv1.ResumeRespo
 // (false: it had not started, and never will).
 func (s *Server) WebKill(r *http.Request, requestID, reason string) (bool, error) {
 	var running bool
-	err := s.webCall(r, WebKill, func(ctx context.Context) error {
-		c, err := callerFrom(ctx)
+	err := s.webCall(r, access.WebKill, func(ctx context.Context) error {
+		c, err := access.CallerFrom(ctx)
 		if err != nil {
 			return err
 		}
-		running, err = s.killExec(ctx, c, webMethodKill, requestID, reason)
+		running, err = s.killExec(ctx, c, access.WebMethodKill, requestID, reason)
 		return err
 	})
 	return running, err
@@ -319,7 +216,7 @@ const MaxAuditBacklog = 500
 // most MaxAuditBacklog), then every record as it is appended.
 func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
 	var st AuditStream
-	err := s.webCall(r, WebAudit, func(context.Context) error {
+	err := s.webCall(r, access.WebAudit, func(context.Context) error {
 		live, cancel := s.auditFeed.subscribe()
 		recs, err := s.cfg.Audit.Tail(min(max(backlog, 0), MaxAuditBacklog))
 		if err != nil {
@@ -349,7 +246,7 @@ type ApprovalWatch struct {
 // WebWatchApprovals subscribes to the approvals, as WatchApprovals does.
 func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
 	var w ApprovalWatch
-	err := s.webCall(r, WebWatchApprovals, func(context.Context) error {
+	err := s.webCall(r, access.WebWatchApprovals, func(context.Context) error {
 		ch, cancel := s.approvals.watch()
 		w = ApprovalWatch{Changes: ch, Done: s.quit, Close: cancel}
 		return nil
@@ -365,7 +262,7 @@ func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
 // each peer's connections are capped, and a refusal is audited as
 // web:connection.
 func (s *Server) WebHTTPServer(h http.Handler, lim HTTPLimits) *HTTPServer {
-	return s.newHTTPServer(h, lim.Or(DefaultWebLimits), true, TransportWeb, webMethodConn)
+	return s.newHTTPServer(h, lim.Or(DefaultWebLimits), true, access.TransportWeb, webMethodConn)
 }
 
 // WebRefuse audits a console request its guard refused before any action
@@ -373,10 +270,10 @@ func (s *Server) WebHTTPServer(h http.Handler, lim HTTPLimits) *HTTPServer {
 // browser is worth a record), identifying the caller if it can, and
 // returns the refusal (permission-denied with msg).
 func (s *Server) WebRefuse(r *http.Request, msg string) error {
-	c, err := s.identifyTailnet(r.Context(), r.RemoteAddr)
-	c.Transport = TransportWeb
+	c, err := s.gate.Tailnet(r.Context(), r.RemoteAddr)
+	c.Transport = access.TransportWeb
 	if err == nil {
 		err = refusal.New(refusal.PermissionDenied, "%s", msg)
 	}
-	return s.refuseCall(r.Context(), c, webMethodGuard, err)
+	return s.gate.Refuse(r.Context(), c, webMethodGuard, err)
 }

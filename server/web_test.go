@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -75,23 +76,23 @@ func webReq(method, path, remote string) *http.Request {
 // transport "web", and an action without an expectation fails the test.
 func TestWebAuthorizationMatrix(t *testing.T) {
 	in := startWeb(t)
-	allowed := map[server.WebAction][]string{
-		server.WebPage:           {"owner", "watch", "agent"},
-		server.WebStatus:         {"owner", "watch", "agent"},
-		server.WebApprovals:      {"owner"},
-		server.WebDecide:         {"owner"},
-		server.WebLockout:        {"owner"},
-		server.WebPause:          {"owner", "agent"},
-		server.WebResume:         {"owner"},
-		server.WebKill:           {"owner"},
-		server.WebAudit:          {"owner"},
-		server.WebWatchApprovals: {"owner"},
+	allowed := map[access.WebAction][]string{
+		access.WebPage:           {"owner", "watch", "agent"},
+		access.WebStatus:         {"owner", "watch", "agent"},
+		access.WebApprovals:      {"owner"},
+		access.WebDecide:         {"owner"},
+		access.WebLockout:        {"owner"},
+		access.WebPause:          {"owner", "agent"},
+		access.WebResume:         {"owner"},
+		access.WebKill:           {"owner"},
+		access.WebAudit:          {"owner"},
+		access.WebWatchApprovals: {"owner"},
 	}
 	classes := []struct{ name, addr string }{
 		{"owner", ownerAddr}, {"watch", watchAddr}, {"agent", agentAddr},
 		{"stranger", strangerAddr}, {"unknown", unknownAddr}, {"outside", outsideAddr},
 	}
-	for _, a := range server.WebActions() {
+	for _, a := range access.WebActions() {
 		want, ok := allowed[a]
 		if !ok {
 			t.Errorf("console action %q has no expectation", a)
@@ -116,13 +117,13 @@ func TestWebAuthorizationMatrix(t *testing.T) {
 			}
 		}
 	}
-	if err := in.Server.WebAdmit(webReq(http.MethodGet, "/", ownerAddr), server.WebAction("nope")); refusal.As(err).Code != refusal.PermissionDenied {
+	if err := in.Server.WebAdmit(webReq(http.MethodGet, "/", ownerAddr), access.WebAction("nope")); refusal.As(err).Code != refusal.PermissionDenied {
 		t.Errorf("unknown action: %v", err)
 	}
 	rec := in.WaitAudit(t, func(r audit.Record) bool {
 		return r.Method == "web:kill" && r.Principal == "tag:watch" && r.Decision == "refuse"
 	})
-	if rec.Transport != server.TransportWeb || rec.Code != string(refusal.PermissionDenied) {
+	if rec.Transport != access.TransportWeb || rec.Code != string(refusal.PermissionDenied) {
 		t.Errorf("refused kill audited as %+v", rec)
 	}
 }
@@ -146,7 +147,7 @@ func TestWebControlsAuditedAsTwins(t *testing.T) {
 	}
 	for _, ev := range []string{"pause", "resume", "lockout"} {
 		rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == ev && r.Decision == "allow" })
-		if rec.Transport != server.TransportWeb || rec.Peer == "" || rec.Method == "" {
+		if rec.Transport != access.TransportWeb || rec.Peer == "" || rec.Method == "" {
 			t.Errorf("%s audited as %+v", ev, rec)
 		}
 	}
@@ -224,7 +225,7 @@ func TestWebKillRunning(t *testing.T) {
 	default:
 	}
 	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "exec.kill" && r.Decision == "allow" })
-	if rec.RequestID != info.RequestID || rec.Principal != "tag:owner" || rec.Transport != server.TransportWeb ||
+	if rec.RequestID != info.RequestID || rec.Principal != "tag:owner" || rec.Transport != access.TransportWeb ||
 		rec.Reason != "runaway" || rec.Killed != 1 || rec.Details["requester"] != info.Principal || rec.Rule != "sh" {
 		t.Errorf("kill audited as %+v", rec)
 	}
@@ -299,7 +300,7 @@ func TestWebDecideRunsTheCommand(t *testing.T) {
 		t.Fatalf("approved exec: %+v", r)
 	}
 	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == "approval.decide" && r.Decision == "allow" })
-	if rec.Transport != server.TransportWeb || rec.Details["requester"] == "" || rec.Reason != "ok from the phone" {
+	if rec.Transport != access.TransportWeb || rec.Details["requester"] == "" || rec.Reason != "ok from the phone" {
 		t.Errorf("decision audited as %+v", rec)
 	}
 }

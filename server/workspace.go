@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/sandbox"
@@ -158,7 +159,7 @@ func (s *Server) refuseUnchecked(ctx context.Context, x *execution, unchecked []
 	// shown to later callers only made safe, with this exec's secrets.
 	unchecked = cmdtext.Strings(cmdtext.List(x.scrub, unchecked))
 	w := RefusedWorkspace{Workspace: x.rule.Workspace, Root: x.root, Request: x.id, Since: s.cfg.Now(), Reasons: unchecked}
-	rec := callerRecord(serverCaller, "", EventWorkspaceRefused, fmt.Sprintf("workspace %q could not be checked after request %s: refused until `coily workspace repair %s`", w.Workspace, x.id, w.Workspace))
+	rec := access.CallerRecord(access.ServerCaller, "", EventWorkspaceRefused, fmt.Sprintf("workspace %q could not be checked after request %s: refused until `coily workspace repair %s`", w.Workspace, x.id, w.Workspace))
 	rec.RequestID = x.id
 	rec.Details = map[string]string{"workspace": w.Workspace}
 	rec.Lists = map[string][]string{"unchecked": unchecked}
@@ -175,7 +176,7 @@ func (s *Server) refuseUnchecked(ctx context.Context, x *execution, unchecked []
 	}
 	reason := fmt.Sprintf("workspace %q could not be checked after request %s, and its refusal could not be kept (%v): %s", w.Workspace, x.id, err, strings.Join(unchecked, "; "))
 	s.log.Error("locking out: "+reason, "request_id", x.id)
-	if _, _, lerr := s.lockout(ctx, serverCaller, reason); lerr != nil {
+	if _, _, lerr := s.lockout(ctx, access.ServerCaller, reason); lerr != nil {
 		s.log.Error("lockout after a failed workspace check", "err", lerr)
 	}
 }

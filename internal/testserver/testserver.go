@@ -21,6 +21,7 @@ import (
 	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/client"
 	"coily.dev/coily/client/tsnode"
@@ -55,7 +56,7 @@ type Options struct {
 	// StateDir reuses a state directory (to test restarts); empty means a
 	// new temporary one.
 	StateDir  string
-	Users     server.UserLookup
+	Users     access.UserLookup
 	KillGrace time.Duration
 	// Log receives the server's log; nil discards it.
 	Log io.Writer
@@ -73,7 +74,7 @@ type Options struct {
 	// WhoIs identifies callers by remote address without a tailnet (a
 	// unit seam for HTTP handler tests, e.g. WhoIsTags); ignored with
 	// Tailnet.
-	WhoIs server.WhoIsFunc
+	WhoIs access.WhoIsFunc
 	// AuditMaxFileSize rotates the audit log's files at this size; 0
 	// means audit.DefaultMaxFileSize.
 	AuditMaxFileSize int64
@@ -273,7 +274,7 @@ func (in *Instance) TailnetClient(t testing.TB, hostname string, tags ...string)
 // of the addresses (an IP, any port) is a node of that name with those
 // tags (none: the user "<name>@example.com"); any other address is
 // unknown.
-func WhoIsTags(nodes map[string]FakeNode) server.WhoIsFunc {
+func WhoIsTags(nodes map[string]FakeNode) access.WhoIsFunc {
 	return func(_ context.Context, remote string) (*apitype.WhoIsResponse, error) {
 		ap, err := netip.ParseAddrPort(remote)
 		if err != nil {

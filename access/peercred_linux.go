@@ -1,4 +1,4 @@
-package server
+package access
 
 import (
 	"net"
@@ -11,10 +11,10 @@ func readPeerCred(c *net.UnixConn) (localPeer, error) {
 	if err != nil {
 		return localPeer{}, err
 	}
-	var cred *unix.Xucred
+	var cred *unix.Ucred
 	var credErr error
 	err = raw.Control(func(fd uintptr) {
-		cred, credErr = unix.GetsockoptXucred(int(fd), unix.SOL_LOCAL, unix.LOCAL_PEERCRED)
+		cred, credErr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED)
 	})
 	if err != nil {
 		return localPeer{}, err
@@ -22,9 +22,5 @@ func readPeerCred(c *net.UnixConn) (localPeer, error) {
 	if credErr != nil {
 		return localPeer{}, credErr
 	}
-	p := localPeer{UID: int(cred.Uid), PID: -1}
-	if cred.Ngroups > 0 {
-		p.GID = int(cred.Groups[0])
-	}
-	return p, nil
+	return localPeer{UID: int(cred.Uid), GID: int(cred.Gid), PID: int(cred.Pid)}, nil
 }

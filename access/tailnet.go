@@ -1,4 +1,4 @@
-package server
+package access
 
 import (
 	"context"
@@ -15,9 +15,6 @@ import (
 
 	"coily.dev/coily/refusal"
 )
-
-// TransportTailnet is the transport of callers reached over the tailnet.
-const TransportTailnet = "tailnet"
 
 // AppCapability is the tailnet app capability coily reads from WhoIs: a
 // list of JSON objects {"roles": [...], "commands": [...]}, granting roles
@@ -51,37 +48,39 @@ type whoisCache struct {
 	m  map[string]whoisEntry
 }
 
-// identifyTailnet maps a tailnet peer to a principal: its tags when it is
-// tagged (the first, sorted; the others are aliases), else its user's
-// login. The coily app capability adds roles and rule names.
-func (s *Server) identifyTailnet(ctx context.Context, remote string) (Caller, error) {
-	if s.cfg.WhoIs == nil {
+// Tailnet identifies the tailnet peer at remote ("ip:port") by WhoIs: its
+// tags when it is tagged (the first, sorted; the others are aliases), else
+// its user's login. The coily app capability adds roles and rule names. It
+// returns the caller (with Peer filled even on refusal, for the audit) and
+// a refusal when the peer cannot be identified.
+func (g *Gate) Tailnet(ctx context.Context, remote string) (Caller, error) {
+	if g.cfg.WhoIs == nil {
 		return Caller{Peer: remote}, refusal.New(refusal.Unauthenticated, "transport does not identify callers")
 	}
-	now := s.cfg.Now()
-	s.whois.mu.Lock()
-	e, ok := s.whois.m[remote]
-	s.whois.mu.Unlock()
+	now := g.cfg.Now()
+	g.whois.mu.Lock()
+	e, ok := g.whois.m[remote]
+	g.whois.mu.Unlock()
 	if ok && now.Before(e.expires) {
 		return e.caller, e.err
 	}
-	c, err := s.lookupTailnet(ctx, remote)
-	s.whois.mu.Lock()
-	if s.whois.m == nil || len(s.whois.m) > 4096 {
-		s.whois.m = map[string]whoisEntry{} // bounded: drop everything rather than grow
+	c, err := g.lookupTailnet(ctx, remote)
+	g.whois.mu.Lock()
+	if g.whois.m == nil || len(g.whois.m) > 4096 {
+		g.whois.m = map[string]whoisEntry{} // bounded: drop everything rather than grow
 	}
-	s.whois.m[remote] = whoisEntry{caller: c, err: err, expires: now.Add(WhoIsCacheTTL)}
-	s.whois.mu.Unlock()
+	g.whois.m[remote] = whoisEntry{caller: c, err: err, expires: now.Add(WhoIsCacheTTL)}
+	g.whois.mu.Unlock()
 	return c, err
 }
 
-func (s *Server) lookupTailnet(ctx context.Context, remote string) (Caller, error) {
+func (g *Gate) lookupTailnet(ctx context.Context, remote string) (Caller, error) {
 	c := Caller{Transport: TransportTailnet, Peer: remote}
 	ap, err := netip.ParseAddrPort(remote)
 	if err != nil || !tailnetAddr(ap.Addr()) {
 		return c, refusal.New(refusal.Unauthenticated, "connection is not from a tailnet address")
 	}
-	w, err := s.cfg.WhoIs(ctx, remote)
+	w, err := g.cfg.WhoIs(ctx, remote)
 	if err != nil || w == nil || w.Node == nil {
 		return c, refusal.Wrap(refusal.Unauthenticated, err, "tailnet peer %s could not be identified", remote)
 	}
@@ -104,7 +103,7 @@ func (s *Server) lookupTailnet(ctx context.Context, remote string) (Caller, erro
 	grants, err := tailcfg.UnmarshalCapJSON[capGrant](w.CapMap, AppCapability)
 	if err != nil {
 		// One malformed value voids the capability: it grants nothing.
-		s.log.Warn("ignoring malformed coily app capability", "peer", c.Peer, "err", err)
+		g.log.Warn("ignoring malformed coily app capability", "peer", c.Peer, "err", err)
 		return c, nil
 	}
 	for _, g := range grants {
@@ -138,7 +137,7 @@ func checkTailnetNames(principal string, aliases []string, tagged bool) error {
 			}
 			continue
 		}
-		if lower == serverCaller.Principal || slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(lower, p) }) {
+		if lower == ServerCaller.Principal || slices.ContainsFunc(reservedPrefixes, func(p string) bool { return strings.HasPrefix(lower, p) }) {
 			return refusal.New(refusal.Unauthenticated, "tailnet login %q collides with a reserved principal form", name)
 		}
 	}

@@ -1,4 +1,4 @@
-package server
+package access
 
 import (
 	"context"
@@ -23,12 +23,16 @@ type localPeer struct {
 // AuthType implements credentials.AuthInfo.
 func (localPeer) AuthType() string { return "peercred" }
 
-// peerCredentials is the server's transport credentials. On a unix socket it
-// reads the peer's credentials from the kernel (SO_PEERCRED) and resolves
-// the uid once per connection; whether that user is a local operator is
-// decided per call, against the policy in force. Other connections pass
-// through unidentified and are refused by the identity interceptor until a
-// transport that can identify them is added.
+// PeerCredentials are the gRPC server's transport credentials. On a unix
+// socket they read the peer's credentials from the kernel (SO_PEERCRED)
+// and resolve the uid with users once per connection; whether that user is
+// a local operator is decided per call (Admit), against the policy in
+// force. Other connections pass through unidentified, to be identified by
+// WhoIs (Gate.Tailnet) or refused.
+func PeerCredentials(users UserLookup) credentials.TransportCredentials {
+	return peerCredentials{users: users}
+}
+
 type peerCredentials struct {
 	users UserLookup
 }

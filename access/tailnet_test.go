@@ -1,11 +1,14 @@
-package server
+package access
 
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/tailcfg"
@@ -77,9 +80,9 @@ func TestLookupTailnet(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := newUnitServer(t, matrixPolicy)
+			s := newTestGate(t, tablePolicy)
 			s.cfg.WhoIs = func(context.Context, string) (*apitype.WhoIsResponse, error) { return tt.who, tt.err }
-			c, err := s.identifyTailnet(context.Background(), tt.remote)
+			c, err := s.Tailnet(context.Background(), tt.remote)
 			if tt.code != "" {
 				if refusal.As(err).Code != tt.code || c.Principal != "" {
 					t.Fatalf("caller %+v err %v, want %s", c, err, tt.code)
@@ -96,7 +99,7 @@ func TestLookupTailnet(t *testing.T) {
 
 // Identities are reused within WhoIsCacheTTL and looked up again after.
 func TestWhoIsCacheBound(t *testing.T) {
-	s := newUnitServer(t, matrixPolicy)
+	s := newTestGate(t, tablePolicy)
 	now := time.Unix(1_800_000_000, 0)
 	s.cfg.Now = func() time.Time { return now }
 	calls := 0
@@ -106,13 +109,69 @@ func TestWhoIsCacheBound(t *testing.T) {
 		return &apitype.WhoIsResponse{Node: &tailcfg.Node{Name: "n.", Tags: slices.Clone(tags)}}, nil
 	}
 	ctx := context.Background()
-	c1, _ := s.identifyTailnet(ctx, "100.64.0.5:9")
+	c1, _ := s.Tailnet(ctx, "100.64.0.5:9")
 	tags = []string{"tag:stranger"} // the tag changes on the control plane
 	now = now.Add(WhoIsCacheTTL - time.Millisecond)
-	c2, _ := s.identifyTailnet(ctx, "100.64.0.5:9")
+	c2, _ := s.Tailnet(ctx, "100.64.0.5:9")
 	now = now.Add(2 * time.Millisecond)
-	c3, _ := s.identifyTailnet(ctx, "100.64.0.5:9")
+	c3, _ := s.Tailnet(ctx, "100.64.0.5:9")
 	if calls != 2 || c1.Principal != "tag:agent" || c2.Principal != "tag:agent" || c3.Principal != "tag:stranger" {
 		t.Fatalf("calls %d, principals %s %s %s", calls, c1.Principal, c2.Principal, c3.Principal)
 	}
+}
+
+// FuzzTailnetIdentity: whatever a WhoIs answers (tags, login, the app
+// capability's values) and whatever the remote address, an identity
+// accepted is a tag or a login that is no reserved principal form and
+// holds no control character or space; nothing panics.
+func FuzzTailnetIdentity(f *testing.F) {
+	f.Add("100.64.0.7:4242", "alice@example.com", "", "", `{"roles":["agent"]}`)
+	f.Add("100.64.0.8:1", "", "tag:zeta", "tag:agent", `{"commands":["gh-issue-create"]}`)
+	f.Add("[fd7a:115c:a1e0::9]:1", "", "tag:x", "", `not json`)
+	f.Add("100.64.0.13:1", "tag:owner", "", "", "")
+	f.Add("100.64.0.13:1", "local:root", "", "", "")
+	f.Add("100.64.0.13:1", "SandBox:demo", "", "", "")
+	f.Add("100.64.0.13:1", "coily", "", "", "")
+	f.Add("100.64.0.13:1", "eve@x\nlocal:root", "", "", "")
+	f.Add("100.64.0.13:1", "", "tag:a", "local:root", "")
+	f.Add("100.64.0.13:1", "", "tag:", "", "")
+	f.Add("100.115.92.5:1", "alice@example.com", "", "", "")
+	f.Add("192.0.2.1:443", "alice@example.com", "", "", "")
+	f.Add("not-an-address", "", "", "", "")
+	f.Fuzz(func(t *testing.T, remote, login, tag1, tag2, capValue string) {
+		var tags []string
+		for _, tag := range []string{tag1, tag2} {
+			if tag != "" {
+				tags = append(tags, tag)
+			}
+		}
+		w := &apitype.WhoIsResponse{Node: &tailcfg.Node{Name: "n.", Tags: tags},
+			CapMap: tailcfg.PeerCapMap{AppCapability: []tailcfg.RawMessage{tailcfg.RawMessage(capValue)}}}
+		if login != "" {
+			w.UserProfile = &tailcfg.UserProfile{LoginName: login}
+		}
+		g := New(Config{Log: slog.New(slog.DiscardHandler), WhoIs: func(context.Context, string) (*apitype.WhoIsResponse, error) { return w, nil }})
+		c, err := g.Tailnet(context.Background(), remote)
+		if err != nil {
+			if c.Principal != "" || refusal.As(err).Code != refusal.Unauthenticated {
+				t.Fatalf("refused %+v with %v", c, err)
+			}
+			return
+		}
+		if len(c.Roles) > 0 {
+			t.Fatalf("a tailnet caller got transport roles: %+v", c)
+		}
+		for _, name := range append([]string{c.Principal}, c.Aliases...) {
+			lower := strings.ToLower(name)
+			switch {
+			case strings.ContainsFunc(name, func(r rune) bool { return r <= ' ' || unicode.IsSpace(r) || unicode.IsControl(r) }):
+				t.Fatalf("name %q holds a control character or space", name)
+			case len(tags) > 0 && (!strings.HasPrefix(name, "tag:") || name == "tag:"):
+				t.Fatalf("tagged node named %q", name)
+			case len(tags) == 0 && (lower == ServerCaller.Principal || strings.HasPrefix(lower, "local:") ||
+				strings.HasPrefix(lower, "sandbox:") || strings.HasPrefix(lower, "tag:")):
+				t.Fatalf("login %q takes a reserved form", name)
+			}
+		}
+	})
 }
