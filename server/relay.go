@@ -179,7 +179,7 @@ func (s *Server) answerOnce(ctx context.Context, x *execution, f *flight, d *des
 		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return s.relayRefusal(ctx, x, d.ID, err)
 	}
-	if err := s.stopped(x.caller.Principal); err != nil {
+	if err := s.stops.Stopped(x.caller.Principal); err != nil {
 		return s.relayRefusal(ctx, x, d.ID, err)
 	}
 	if f.tornDown() { // a teardown came while it was checked: as if it came first
@@ -291,8 +291,8 @@ func (s *Server) relayRefusal(ctx context.Context, x *execution, id string, err 
 // answering it (first is false). A flight that starts while a teardown of
 // id is being recorded starts torn down.
 func (s *Server) joinFlight(ctx context.Context, id, sandbox, hash string) (f *flight, first bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
 	if f := s.flights[id]; f != nil {
 		return f, false
 	}
@@ -310,7 +310,7 @@ func (s *Server) joinFlight(ctx context.Context, id, sandbox, hash string) (f *f
 // not use its id up (refused before row 15, e.g. while the server was
 // paused), relayed again later it never runs.
 func (s *Server) landFlight(id string, f *flight, resp []byte) {
-	s.mu.Lock()
+	s.relayMu.Lock()
 	f.resp = resp
 	delete(s.flights, id)
 	close(f.done)
@@ -318,7 +318,7 @@ func (s *Server) landFlight(id string, f *flight, resp []byte) {
 	if torn {
 		s.torn[tornKey(id, f.sandbox)]++
 	}
-	s.mu.Unlock()
+	s.relayMu.Unlock()
 	if torn {
 		s.recordTeardown(id, f.sandbox)
 	}
@@ -326,15 +326,21 @@ func (s *Server) landFlight(id string, f *flight, resp []byte) {
 
 func tornKey(id, sandbox string) string { return sandbox + "\x00" + id }
 
+func decr(m map[string]int, k string) {
+	if m[k]--; m[k] <= 0 {
+		delete(m, k)
+	}
+}
+
 // recordTeardown records the answer of a request torn down before it
 // started (tombstone), then stops marking it torn. The caller marked it
-// (s.torn, under s.mu) as it found no flight for it or landed its torn
+// (s.torn, under s.relayMu) as it found no flight for it or landed its torn
 // flight: a relay of the id that starts before the record is written
 // starts torn down.
 func (s *Server) recordTeardown(id, sandbox string) {
 	_, _ = s.tombstone(id, sandbox) // logged
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.relayMu.Lock()
+	defer s.relayMu.Unlock()
 	decr(s.torn, tornKey(id, sandbox))
 }
 
@@ -378,7 +384,7 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 	if now := s.cfg.Now(); t.CreatedAt.Before(now.Add(-RelayMaxAge)) || t.CreatedAt.After(now.Add(RelayMaxSkew)) {
 		return nil, s.refuseControl(ctx, bridge, "relay.teardown", refusal.New(refusal.StaleRequest, "teardown created %s", t.CreatedAtRaw))
 	}
-	s.mu.Lock()
+	s.relayMu.Lock()
 	f := s.flights[t.ID]
 	cancelled := f != nil && f.sandbox == sandbox && f.ctx.Err() == nil
 	switch {
@@ -387,7 +393,7 @@ func (s *Server) RelayTeardown(ctx context.Context, req *coilyv1.RelayTeardownRe
 	case f == nil:
 		s.torn[tornKey(t.ID, sandbox)]++
 	}
-	s.mu.Unlock()
+	s.relayMu.Unlock()
 	if f == nil {
 		s.recordTeardown(t.ID, sandbox)
 	}
