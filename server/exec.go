@@ -36,10 +36,8 @@ type execution struct {
 	// id is the server's own, unique across every transport.
 	id string
 	// relayID is the id of a relayed request's descriptor, which names its
-	// answer; "" for other transports. held marks a relayed request
-	// refused because another request holds its id (relay.go).
+	// answer; "" for other transports.
 	relayID   string
-	held      bool
 	caller    Caller
 	req       *coilyv1.ExecRequest
 	policy    *policy.Policy // the policy the request was admitted under

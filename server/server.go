@@ -43,6 +43,7 @@ import (
 	"coily.dev/coily/policy"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/relay"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
@@ -129,22 +130,12 @@ type Server struct {
 	// concurrency slots, under a lock of its own (package stops).
 	stops *stops.Controls
 
-	// relayMu guards flights and torn; it is never held with another lock.
-	relayMu sync.Mutex
-	// flights are the relayed requests being answered, by id.
-	flights map[string]*flight
-	// torn counts the teardowns being recorded for ids with no flight, by
-	// sandbox and id (tornKey): a flight of one starts torn down.
-	torn map[string]int
+	// relay answers relayed requests exactly once (package relay).
+	relay *relay.Relayer
 	// workspaces serialises commands per named workspace.
 	workspaces stops.Workspaces
 	// flood counts refusals past each caller's budget (flood.go).
 	flood floodGuard
-	// boot names this server's run in relay records: a record accepted by
-	// another boot was interrupted by a restart.
-	boot     string
-	parsers  chan struct{} // bounds concurrent descriptor parsing
-	accepted atomic.Uint64 // relayed requests accepted, for pruning
 
 	// uids gives a root server's commands a uid each (nil: they share
 	// the sandbox user's, or run as the server).
@@ -154,7 +145,7 @@ type Server struct {
 	anchorMu sync.Mutex
 	anchored uint64
 
-	bg   sync.WaitGroup  // relayed runs and the revocation of leftover leases
+	bg   sync.WaitGroup  // the revocation of leftover leases
 	quit <-chan struct{} // closed by Shutdown (stops.Controls.Quit)
 }
 
@@ -211,8 +202,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: controls, started: cfg.Now(),
 		quit: controls.Quit(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
-		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers),
 		uids: uids}
+	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
@@ -290,6 +281,7 @@ func (s *Server) Shutdown() {
 	s.stops.Shutdown()
 	s.auditFeed.close()
 	s.stops.Wait()
+	s.relay.Wait()
 	s.bg.Wait()
 	s.RemoveScratch()
 }
