@@ -5,8 +5,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"syscall"
-	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -17,63 +15,19 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/sandbox"
+	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 )
 
-const sigKill = syscall.SIGKILL
-
 // checkLockout refuses while the server is locked out.
-func (s *Server) checkLockout() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if l := s.stops.Lockout; l.Active {
-		return lockoutRefusal(l)
-	}
-	return nil
-}
+func (s *Server) checkLockout() error { return s.stops.CheckLockout() }
 
-func lockoutRefusal(l store.Stop) error {
-	return refusal.New(refusal.LockoutActive, "server is locked out since %s by %s; an operator must unlock it", l.Since.UTC().Format(time.RFC3339), l.By)
-}
-
-// admitJob checks the stop controls and, if they allow it, registers a job
-// under the same lock, so that a concurrent Lockout either refuses this
-// request or sees (and kills) its job.
-func (s *Server) admitJob(x *execution, cancel context.CancelCauseFunc) (*job, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.stoppedLocked(x.caller.Principal); err != nil {
-		return nil, err
-	}
-	id := x.id
-	j := &job{id: id, principal: x.caller.Principal, argv: x.req.GetArgv(), admitted: s.cfg.Now(), cancel: cancel}
-	s.jobs[id] = j
-	return j, nil
-}
-
-// stopped is the refusal the stop state gives a new request of principal,
-// if any.
-func (s *Server) stopped(principal string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.stoppedLocked(principal)
-}
-
-func (s *Server) stoppedLocked(principal string) error {
-	if s.closing {
-		return refusal.New(refusal.Internal, "server is shutting down")
-	}
-	if l := s.stops.Lockout; l.Active {
-		return lockoutRefusal(l)
-	}
-	if p := s.stops.Pause; p.Active {
-		return refusal.New(refusal.PauseActive, "server is paused since %s by %s", p.Since.UTC().Format(time.RFC3339), p.By)
-	}
-	if p, ok := s.stops.SelfPauses[principal]; ok && p.Active {
-		return refusal.New(refusal.PauseActive, "%s paused itself since %s; an owner resumes it (coily resume)", principal, p.Since.UTC().Format(time.RFC3339))
-	}
-	return nil
+// admitJob checks the stop controls and, if they allow it, registers the
+// execution's job under the same lock (stops.Controls.Admit), so that a
+// concurrent Lockout either refuses this request or sees (and kills) its
+// job.
+func (s *Server) admitJob(x *execution, cancel context.CancelCauseFunc) (*stops.Job, error) {
+	return s.stops.Admit(x.id, x.caller.Principal, x.req.GetArgv(), cancel)
 }
 
 // release forgets an execution's job, frees its concurrency slot (handing
@@ -81,19 +35,11 @@ func (s *Server) stoppedLocked(principal string) error {
 // waiting. It is idempotent: the pipeline calls it on refusal and when
 // answered.
 func (s *Server) release(x *execution) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if x.job != nil {
-		delete(s.jobs, x.job.id)
-		x.job = nil
-	}
+	s.stops.Release(x.job, &x.claim)
+	x.job = nil
 	if x.exe != nil {
 		x.exe.Close()
 		x.exe = nil
-	}
-	s.slots.unwait(x)
-	if s.slots.free(x) {
-		s.slots.handOff()
 	}
 }
 
@@ -119,30 +65,7 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 
 // lockout locks out for caller c: the steps of Lockout, after validation.
 func (s *Server) lockout(ctx context.Context, c access.Caller, reason string) (store.Stop, int, error) {
-	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
-	s.mu.Lock()
-	already := s.stops.Lockout.Active
-	if already {
-		st = s.stops.Lockout // keep the first lockout's record
-	}
-	s.stops.Lockout = st
-	s.slots.refuseQueued(lockoutRefusal(st))
-	jobs := make([]*job, 0, len(s.jobs))
-	for _, j := range s.jobs {
-		jobs = append(jobs, j)
-	}
-	boxes := s.fleet.Snapshot()
-	s.mu.Unlock()
-
-	// Only commands that were running are counted as killed; an admitted
-	// one that had not started yet is stopped before it starts.
-	killed := 0
-	for _, j := range jobs {
-		if j.signal(syscall.SIGTERM, refusal.LockoutActive) {
-			killed++
-		}
-	}
-	s.escalate(jobs, func() { s.killSandboxes(boxes, st) })
+	st, already, killed := s.stops.Lockout(store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()})
 	rejected := s.approvals.rejectAll()
 	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
@@ -161,7 +84,7 @@ func (s *Server) lockout(ctx context.Context, c access.Caller, reason string) (s
 	}
 	// The lockout is in force even if it cannot be persisted; the caller
 	// learns that it will not survive a restart.
-	err := s.recordControl(ctx, rec, "allow", s.cfg.Store.SetLockout(st))
+	err := s.recordControl(ctx, rec, "allow", s.stops.PersistLockout(st))
 	if !already {
 		// In force whether or not it could be persisted: the owner hears
 		// of it either way.
@@ -169,46 +92,6 @@ func (s *Server) lockout(ctx context.Context, c access.Caller, reason string) (s
 			Killed: killed, Rejected: rejected}})
 	}
 	return st, killed, err
-}
-
-// killSandboxes is a lockout's last step: it kills the sandboxes that
-// were running at the lockout (boxes), whatever the job table says, and,
-// if the lockout st is still in force, every sandbox and command cgroup of
-// the server and every process of the uids it gives its commands (none may
-// run under a lockout; one started after an unlock within the grace is
-// left alone).
-func (s *Server) killSandboxes(boxes []*sandbox.Confinement, st store.Stop) {
-	for _, c := range boxes {
-		c.Kill()
-	}
-	s.mu.Lock()
-	still := s.stops.Lockout.Active && s.stops.Lockout.Since.Equal(st.Since)
-	s.mu.Unlock()
-	if still {
-		s.fleet.Kill()
-		s.uids.KillAll() // every process of every uid this server holds
-	}
-}
-
-// escalate SIGKILLs the jobs' process groups after the grace period, then
-// runs then (if not nil).
-func (s *Server) escalate(jobs []*job, then func()) {
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		t := time.NewTimer(s.cfg.KillGrace)
-		defer t.Stop()
-		select {
-		case <-t.C:
-		case <-s.quit:
-		}
-		for _, j := range jobs {
-			j.signal(syscall.SIGKILL, refusal.LockoutActive)
-		}
-		if then != nil {
-			then()
-		}
-	}()
 }
 
 // Unlock lifts a lockout. It persists first: if the new state cannot be
@@ -222,17 +105,13 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 		return nil, s.refuseControl(ctx, c, "unlock", err)
 	}
 	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	// Loosening: audited first, so a failed audit changes nothing.
 	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Unlock_FullMethodName, "unlock", req.GetReason())
-	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+	err = s.stops.Unlock(st, func() error { return s.recordControl(ctx, rec, "allow", nil) },
+		func(err error) error { return s.recordControl(ctx, rec, "refuse", err) })
+	if err != nil {
 		return nil, err
 	}
-	if err := s.cfg.Store.SetLockout(st); err != nil {
-		return nil, s.recordControl(ctx, rec, "refuse", err)
-	}
-	s.stops.Lockout = st
 	return &coilyv1.UnlockResponse{Lockout: stopProto(st)}, nil
 }
 
@@ -251,18 +130,7 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	if !slices.Contains(s.policyFrom(ctx).Permissions(c.Subject()), policy.PermPause) {
 		return s.pauseSelf(ctx, c, req.GetReason())
 	}
-	st := store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
-	s.mu.Lock()
-	already := s.stops.Pause.Active
-	if already {
-		st = s.stops.Pause
-	}
-	s.stops.Pause = st // a restriction: in force even if it cannot be persisted
-	// Written under the lock, so that a Resume cannot land between memory
-	// and file (the server would come back paused after a restart).
-	persisted := s.cfg.Store.SetPause(st)
-	running := len(s.jobs)
-	s.mu.Unlock()
+	st, already, running, persisted := s.stops.Pause(store.Stop{Active: true, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()})
 	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", req.GetReason())
 	err = s.recordControl(ctx, rec, "allow", persisted)
 	if !already {
@@ -275,28 +143,9 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 }
 
 // pauseSelf pauses the caller's own new commands, persisted like the
-// server's pause and lifted by Resume. Memory and file change under s.mu,
-// so concurrent pauses and a Resume never leave them apart.
+// server's pause and lifted by Resume (stops.Controls.PauseSelf).
 func (s *Server) pauseSelf(ctx context.Context, c access.Caller, reason string) (*coilyv1.PauseResponse, error) {
-	st := store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()}
-	s.mu.Lock()
-	if old, ok := s.stops.SelfPauses[c.Principal]; ok && old.Active {
-		st = old
-	}
-	pauses := maps.Clone(s.stops.SelfPauses)
-	if pauses == nil {
-		pauses = map[string]store.Stop{}
-	}
-	pauses[c.Principal] = st
-	s.stops.SelfPauses = pauses // a restriction: in force even if it cannot be persisted
-	persisted := s.cfg.Store.SetSelfPauses(pauses)
-	running := 0
-	for _, j := range s.jobs {
-		if j.principal == c.Principal {
-			running++
-		}
-	}
-	s.mu.Unlock()
+	st, running, persisted := s.stops.PauseSelf(c.Principal, store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()})
 	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Pause_FullMethodName, "pause", reason)
 	rec.Details = map[string]string{"scope": "self"}
 	if err := s.recordControl(ctx, rec, "allow", persisted); err != nil {
@@ -317,19 +166,15 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 		return nil, s.refuseControl(ctx, c, "resume", err)
 	}
 	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	// Loosening: audited first, so a failed audit changes nothing.
+	// Loosening: audited first, so a failed audit changes nothing. The
+	// server's pause and every principal's pause of itself are lifted
+	// together, in one write, or not at all.
 	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Resume_FullMethodName, "resume", req.GetReason())
-	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
+	err = s.stops.Resume(st, func() error { return s.recordControl(ctx, rec, "allow", nil) },
+		func(err error) error { return s.recordControl(ctx, rec, "refuse", err) })
+	if err != nil {
 		return nil, err
 	}
-	// The server's pause and every principal's pause of itself are
-	// lifted together, in one write, or not at all.
-	if err := s.cfg.Store.SetPauses(st, nil); err != nil {
-		return nil, s.recordControl(ctx, rec, "refuse", err)
-	}
-	s.stops.Pause, s.stops.SelfPauses = st, nil
 	return &coilyv1.ResumeResponse{Pause: stopProto(st)}, nil
 }
 
@@ -344,13 +189,11 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 	for _, p := range pol.Permissions(c.Subject()) {
 		perms = append(perms, string(p))
 	}
-	s.mu.Lock()
-	stops, running := s.stops, len(s.jobs)
-	s.mu.Unlock()
+	state, running := s.stops.State()
 	var self []*coilyv1.StopState
 	seesAll := slices.Contains(perms, string(policy.PermStatus))
-	for _, who := range slices.Sorted(maps.Keys(stops.SelfPauses)) {
-		if st := stops.SelfPauses[who]; st.Active && (seesAll || who == c.Principal) {
+	for _, who := range slices.Sorted(maps.Keys(state.SelfPauses)) {
+		if st := state.SelfPauses[who]; st.Active && (seesAll || who == c.Principal) {
 			p := stopProto(st)
 			p.Principal = who
 			self = append(self, p)
@@ -358,7 +201,7 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 	}
 	return &coilyv1.StatusResponse{
 		SelfPauses: self,
-		Lockout:    stopProto(stops.Lockout), Pause: stopProto(stops.Pause),
+		Lockout:    stopProto(state.Lockout), Pause: stopProto(state.Pause),
 		Caller: &coilyv1.Caller{Principal: c.Principal, Transport: c.Transport, Roles: pol.Roles(c.Subject()),
 			Permissions: perms, Peer: c.Peer},
 		Running: int32(running), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),

@@ -28,6 +28,7 @@ import (
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/sshagent"
+	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 )
 
@@ -36,10 +37,8 @@ type execution struct {
 	// id is the server's own, unique across every transport.
 	id string
 	// relayID is the id of a relayed request's descriptor, which names its
-	// answer; "" for other transports. held marks a relayed request
-	// refused because another request holds its id (relay.go).
+	// answer; "" for other transports.
 	relayID   string
-	held      bool
 	caller    access.Caller
 	req       *coilyv1.ExecRequest
 	policy    *policy.Policy // the policy the request was admitted under
@@ -55,9 +54,10 @@ type execution struct {
 	secrets map[string]string // fetched credentials, by variable name
 	leases  execLeases        // the leases they came with (leases.go)
 	scrub   *scrub.Set        // their values' forms, redacted from output
-	job     *job
-	slot    bool // holds a concurrency slot
-	waiting bool // counted among its principal's requests waiting for an approval or a slot
+	job     *stops.Job
+	// claim is its hold on the concurrency slots (a slot, or a place
+	// among its principal's requests waiting for an approval or a slot).
+	claim stops.Claim
 	// confirm asks for an approval even when the rule does not (a relayed
 	// descriptor's requires_confirm).
 	confirm bool
@@ -230,7 +230,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
-	x.job.decided(x.rule.Name, "")
+	x.job.Decided(x.rule.Name, "")
 	return nil
 }
 
@@ -239,10 +239,19 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 // approval holds no slot while a human decides: it counts as waiting, and
 // takes its slot once approved (waitSlot).
 func (s *Server) admitSlot(_ context.Context, x *execution) error {
+	x.claim = stops.Claim{Principal: x.caller.Principal, Rule: x.rule, Policy: x.policy}
 	if x.needsApproval() {
-		return s.admitWaiter(x)
+		return s.stops.AdmitWaiter(&x.claim)
 	}
-	return s.acquireSlot(x)
+	return s.stops.TakeSlot(&x.claim)
+}
+
+// waitSlot takes a slot for an approved request, waiting for one if none
+// is free (stops.Controls.WaitSlot), under the rule and policy it was
+// decided again under.
+func (s *Server) waitSlot(ctx context.Context, x *execution) error {
+	x.claim.Rule, x.claim.Policy = x.rule, x.policy
+	return s.stops.WaitSlot(ctx, &x.claim)
 }
 
 // takeToken spends one token of the rule's rate limit for this principal.
@@ -273,8 +282,8 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 		return nil
 	}
 	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
-	x.job.decided(x.rule.Name, ap.a.GetId())
-	defer x.job.decided(x.rule.Name, "")
+	x.job.Decided(x.rule.Name, ap.a.GetId())
+	defer x.job.Decided(x.rule.Name, "")
 	rec := x.auditRecord("approval.request")
 	if rec.Details == nil {
 		rec.Details = map[string]string{}
@@ -364,7 +373,7 @@ func (s *Server) lookupSandbox(_ context.Context, x *execution) error {
 // refuseExec audits a refusal and returns it (or internal, when even the
 // refusal cannot be audited).
 func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error {
-	if x.job != nil && x.job.stopReason() == refusal.CommandKilled && refusal.As(err).Code != refusal.CommandKilled {
+	if x.job != nil && x.job.StopReason() == refusal.CommandKilled && refusal.As(err).Code != refusal.CommandKilled {
 		err = refusal.Wrap(refusal.CommandKilled, err, "killed before it ran")
 	}
 	s.release(x)
@@ -406,7 +415,7 @@ func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
 	if root == x.home {
 		return nil
 	}
-	unlock, err := s.workspaces.lock(ctx, root)
+	unlock, err := s.workspaces.Lock(ctx, root)
 	if err != nil {
 		return refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace)
 	}

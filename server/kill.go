@@ -2,15 +2,12 @@ package server
 
 import (
 	"context"
-	"maps"
-	"slices"
 	"strconv"
-	"strings"
-	"syscall"
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/stops"
 )
 
 // killEvent is the audit event of one command killed on its own.
@@ -29,31 +26,19 @@ func (s *Server) killExec(ctx context.Context, c access.Caller, method, id, reas
 	if err == nil && (id == "" || len(id) > 64) {
 		err = refusal.New(refusal.BadRequest, "request id must be 1 to 64 bytes")
 	}
-	var j *job
+	var info ExecInfo
+	var running bool
 	if err == nil {
-		s.mu.Lock()
-		j = s.jobs[id]
-		s.mu.Unlock()
-		switch {
-		case j == nil:
-			err = refusal.New(refusal.BadRequest, "no command with request id %q is in flight", id)
-		case j.ended():
-			err = refusal.New(refusal.BadRequest, "request %s has already ended", id)
-		}
+		info, running, err = s.stops.Kill(id)
 	}
 	if err != nil {
 		rec.RequestID = "" // the caller's text, refused: not copied
 		return false, s.refuseControlRecord(ctx, rec, err)
 	}
-	info := j.info()
 	rec.Argv, rec.Rule = info.Argv, info.Rule
 	rec.Details = map[string]string{"requester": info.Principal}
-	running := j.signal(syscall.SIGTERM, refusal.CommandKilled)
 	if running {
 		rec.Killed = 1
-		s.escalate([]*job{j}, nil) // SIGKILL after the grace (the first reason stays)
-	} else if j.cancel != nil {
-		j.cancel(errKilled) // ends a wait for an approval or a slot
 	}
 	rec.Details["running"] = strconv.FormatBool(running)
 	if err := s.recordControl(ctx, rec, "allow", nil); err != nil {
@@ -61,9 +46,6 @@ func (s *Server) killExec(ctx context.Context, c access.Caller, method, id, reas
 	}
 	return running, nil
 }
-
-// errKilled is the cause of an execution's context ended by a kill.
-var errKilled = refusal.New(refusal.CommandKilled, "killed before it ran")
 
 // refuseControlRecord audits a refused control call described by rec and
 // returns the refusal (internal when even that cannot be audited).
@@ -77,20 +59,8 @@ func (s *Server) refuseControlRecord(ctx context.Context, rec audit.Record, err 
 	return refusal.WithAudit(err, out.ID)
 }
 
+// ExecInfo describes one admitted Exec for the web console.
+type ExecInfo = stops.ExecInfo
+
 // inFlight lists the Execs admitted and not yet answered, oldest first.
-func (s *Server) inFlight() []ExecInfo {
-	s.mu.Lock()
-	jobs := slices.Collect(maps.Values(s.jobs))
-	s.mu.Unlock()
-	out := make([]ExecInfo, 0, len(jobs))
-	for _, j := range jobs {
-		out = append(out, j.info())
-	}
-	slices.SortFunc(out, func(a, b ExecInfo) int {
-		if c := a.Admitted.Compare(b.Admitted); c != 0 {
-			return c
-		}
-		return strings.Compare(a.RequestID, b.RequestID)
-	})
-	return out
-}
+func (s *Server) inFlight() []ExecInfo { return s.stops.InFlight() }

@@ -200,11 +200,10 @@ func ruleLabel(x *execution) string {
 
 // stopGauge reads the lockout (or the pause) as 1 or 0.
 func (s *Server) stopGauge(lockout bool) float64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	st := s.stops.Pause
+	state, _ := s.stops.State()
+	st := state.Pause
 	if lockout {
-		st = s.stops.Lockout
+		st = state.Lockout
 	}
 	if st.Active {
 		return 1
@@ -213,9 +212,8 @@ func (s *Server) stopGauge(lockout bool) float64 {
 }
 
 func (s *Server) jobCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.jobs)
+	_, running := s.stops.State()
+	return running
 }
 
 // appendAudit appends r (fsynced when durable) and observes the write.

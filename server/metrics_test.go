@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -13,13 +14,15 @@ import (
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/stops"
+	"coily.dev/coily/store"
 )
 
 // newTestMetrics registers metrics for a bare server on a new registry.
 func newTestMetrics(t *testing.T) (*Server, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s := &Server{approvals: newApprovals(time.Now), jobs: map[string]*job{}}
+	s := &Server{approvals: newApprovals(time.Now), stops: bareControls(t)}
 	m, err := newMetrics(reg, s, "test")
 	if err != nil {
 		t.Fatal(err)
@@ -27,6 +30,21 @@ func newTestMetrics(t *testing.T) (*Server, *prometheus.Registry) {
 	s.metrics = m
 	s.approvals.observe = m.approvalEnded
 	return s, reg
+}
+
+// bareControls are stop controls on a new state file, for a bare server.
+func bareControls(tb testing.TB) *stops.Controls {
+	tb.Helper()
+	db, err := store.Open(filepath.Join(tb.TempDir(), "coily.db"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	c, err := stops.New(stops.Config{Store: db})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
 }
 
 // A registry serves one server: a second registration is an error, not a
@@ -170,7 +188,7 @@ func count(c prometheus.Collector) int {
 // Run: go test -run '^$' -bench MetricsPerExec ./server/
 func BenchmarkMetricsPerExec(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	s := &Server{approvals: newApprovals(time.Now), jobs: map[string]*job{}}
+	s := &Server{approvals: newApprovals(time.Now), stops: bareControls(b)}
 	m, err := newMetrics(reg, s, "bench")
 	if err != nil {
 		b.Fatal(err)

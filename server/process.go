@@ -14,6 +14,7 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/stops"
 )
 
 // chunkSize is the largest output chunk forwarded in one message.
@@ -52,7 +53,7 @@ type runResult struct {
 // when emit fails (the caller went away), and after the command exits (so
 // no stray child outlives the request). id names what the sandbox
 // quarantines.
-func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confinement, id string, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
+func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.Confinement, id string, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
 	var res runResult
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -81,10 +82,10 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 		return res, refusal.Wrap(refusal.Internal, err, "could not start %s", cmd.Path)
 	}
 	pgid := cmd.Process.Pid
-	if !j.started(pgid, conf) {
+	if !j.Started(pgid, conf) {
 		_ = cmd.Wait()
-		j.finished()
-		return res, refusal.New(j.stopReason(), "stopped before it started")
+		j.Finished()
+		return res, refusal.New(j.StopReason(), "stopped before it started")
 	}
 
 	chunks := make(chan chunk, 16)
@@ -98,7 +99,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 	// it is killed and the reason read from bwrap once it has exited.
 	startErr := conf.Start(ctx, cmd.Process)
 	if startErr != nil {
-		j.signal(syscall.SIGKILL, "")
+		j.Signal(syscall.SIGKILL, "")
 	}
 
 	var waitErr error
@@ -109,7 +110,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 		case c := <-chunks:
 			if emitErr == nil {
 				if emitErr = emit(c); emitErr != nil {
-					j.signal(syscall.SIGKILL, refusal.Internal)
+					j.Signal(syscall.SIGKILL, refusal.Internal)
 				}
 			}
 		case <-readers:
@@ -119,8 +120,8 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 			res.duration = time.Since(start)
 			// Kill whatever the command left behind in its group, then stop
 			// waiting for output that a process outside the group may hold.
-			j.signal(syscall.SIGKILL, "")
-			j.finished()
+			j.Signal(syscall.SIGKILL, "")
+			j.Finished()
 			deadline := time.Now().Add(drainAfterExit)
 			_ = outR.SetReadDeadline(deadline)
 			_ = errR.SetReadDeadline(deadline)
@@ -130,7 +131,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 			if errors.Is(context.Cause(ctx), errTimeout) {
 				why = refusal.CommandTimeout
 			}
-			j.signal(syscall.SIGKILL, why)
+			j.Signal(syscall.SIGKILL, why)
 		}
 	}
 	// Each reader sent its chunks before signalling that it was done, but
@@ -141,7 +142,7 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 		}
 	}
 	res.report = conf.Finish(id)
-	if j.stopReason() == "" {
+	if j.StopReason() == "" {
 		if err := conf.Setup(errHead); err != nil {
 			return res, refusal.Wrap(refusal.SandboxUnavailable, err, "%v", err)
 		}
@@ -153,8 +154,8 @@ func runCommand(ctx context.Context, j *job, cmd *exec.Cmd, conf *sandbox.Confin
 }
 
 // finish turns how the command ended into a result or a refusal.
-func finish(j *job, cmd *exec.Cmd, res runResult, waitErr, emitErr error) (runResult, error) {
-	switch why := j.stopReason(); why {
+func finish(j *stops.Job, cmd *exec.Cmd, res runResult, waitErr, emitErr error) (runResult, error) {
+	switch why := j.StopReason(); why {
 	case "":
 	case refusal.CommandTimeout:
 		return res, refusal.New(why, "command exceeded its timeout and was killed")

@@ -59,10 +59,7 @@ func (s *Server) checkReady(ctx context.Context) []string {
 			problems = append(problems, component+": "+oneLine(msg))
 		}
 	}
-	s.mu.Lock()
-	closing := s.closing
-	s.mu.Unlock()
-	if closing {
+	if s.stops.Closing() {
 		problems = append(problems, "server: shutting down")
 	}
 	pol := s.Policy()

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -36,7 +37,8 @@ commands:
 `
 
 // gatedClock is the server's clock, which can hold the next reading a
-// given server function makes. A relayed request reads it in answerOnce
+// given function of the server or its relayer (package relay) makes. A
+// relayed request reads it in answerOnce
 // at its freshness check (row 12 of docs/protocol.md §7.3), after it is
 // in flight and before it is accepted; in takeToken when its rule has a
 // rate limit, in the pipeline before its command is readied; a teardown
@@ -49,12 +51,18 @@ type gatedClock struct {
 }
 
 func (c *gatedClock) now() time.Time {
-	var caller string
-	if pc, _, _, ok := runtime.Caller(1); ok {
-		caller = runtime.FuncForPC(pc).Name()
+	// The reader is the caller, or its caller when the clock is read
+	// through the server's (package relay reads s.cfg.Now by a closure).
+	var callers []string
+	for skip := 1; skip <= 2; skip++ {
+		if pc, _, _, ok := runtime.Caller(skip); ok {
+			callers = append(callers, runtime.FuncForPC(pc).Name())
+		}
 	}
 	c.mu.Lock()
-	hold := c.in != "" && strings.HasSuffix(caller, ".(*Server)."+c.in)
+	hold := c.in != "" && slices.ContainsFunc(callers, func(f string) bool {
+		return strings.HasSuffix(f, ".(*Server)."+c.in) || strings.HasSuffix(f, ".(*Relayer)."+c.in)
+	})
 	if hold {
 		c.in = ""
 	}

@@ -1,6 +1,6 @@
 // Package server owns coily's gRPC service: the interceptors that admit
-// every call through package access, the Exec pipeline and the stop
-// controls (lockout and pause).
+// every call through package access, the Exec pipeline and the handlers of
+// the stop controls (lockout and pause), whose state is package stops.
 //
 // Invariants:
 //   - every call is admitted by access before any handler runs: identified
@@ -43,7 +43,9 @@ import (
 	"coily.dev/coily/policy"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/relay"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 )
 
@@ -125,30 +127,17 @@ type Server struct {
 	// auditFeed hands appended records to the live audit stream.
 	auditFeed auditFeed
 
-	mu    sync.Mutex
-	stops store.Stops
-	jobs  map[string]*job
-	slots slots // concurrency slots (slots.go)
-	// closing refuses new admissions once shutdown has begun.
-	closing bool
+	// stops holds the lockout and pauses, the job table and the
+	// concurrency slots, under a lock of its own (package stops).
+	stops *stops.Controls
 
-	// flights are the relayed requests being answered, by id.
-	flights map[string]*flight
-	// torn counts the teardowns being recorded for ids with no flight, by
-	// sandbox and id (tornKey): a flight of one starts torn down.
-	torn map[string]int
+	// relay answers relayed requests exactly once (package relay).
+	relay *relay.Relayer
 	// workspaces serialises commands per named workspace.
-	workspaces workspaceLocks
+	workspaces stops.Workspaces
 	// flood counts refusals past each caller's budget (flood.go).
 	flood floodGuard
-	// boot names this server's run in relay records: a record accepted by
-	// another boot was interrupted by a restart.
-	boot     string
-	parsers  chan struct{} // bounds concurrent descriptor parsing
-	accepted atomic.Uint64 // relayed requests accepted, for pruning
 
-	// fleet holds every sandbox started and not yet over (sandbox.Fleet).
-	fleet *sandbox.Fleet
 	// uids gives a root server's commands a uid each (nil: they share
 	// the sandbox user's, or run as the server).
 	uids *sandbox.UIDPool
@@ -157,8 +146,8 @@ type Server struct {
 	anchorMu sync.Mutex
 	anchored uint64
 
-	bg   sync.WaitGroup // lockout escalations
-	quit chan struct{}  // closed by Shutdown: escalations kill at once
+	bg   sync.WaitGroup  // the revocation of leftover leases
+	quit <-chan struct{} // closed by Shutdown (stops.Controls.Quit)
 }
 
 // UIDRange is Config.SandboxUIDs.
@@ -208,14 +197,14 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
 	}
-	stops, err := cfg.Store.Stops()
+	controls, err := stops.New(stops.Config{Store: cfg.Store, Fleet: fleet, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now})
 	if err != nil {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, stops: stops, jobs: map[string]*job{}, started: cfg.Now(),
-		quit: make(chan struct{}), slots: newSlots(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
-		flights: map[string]*flight{}, torn: map[string]int{}, boot: newID(), parsers: make(chan struct{}, relayParsers), fleet: fleet,
+	s := &Server{cfg: cfg, log: cfg.Logger, stops: controls, started: cfg.Now(),
+		quit: controls.Quit(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
 		uids: uids}
+	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,
 		Record: s.record, Now: func() time.Time { return s.cfg.Now() }, Log: cfg.Logger})
@@ -231,8 +220,8 @@ func New(cfg Config) (*Server, error) {
 	cfg.Audit.SetCheckpoint(s.checkpoint)
 	cfg.Audit.SetAnchor(s.anchorHead)
 	s.anchor()
-	if s.stops.Lockout.Active {
-		s.log.Warn("starting locked out", "by", s.stops.Lockout.By, "reason", s.stops.Lockout.Reason)
+	if st, _ := s.stops.State(); st.Lockout.Active {
+		s.log.Warn("starting locked out", "by", st.Lockout.By, "reason", st.Lockout.Reason)
 	}
 	logAbsentBinaries(s, cfg.Policy)
 	s.startLeftoverRevocation()
@@ -292,19 +281,10 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // will be no one left to answer) and waits for lockout escalations to end.
 // Call it before stopping the gRPC server so that Exec streams end promptly.
 func (s *Server) Shutdown() {
-	s.mu.Lock()
-	if !s.closing {
-		close(s.quit)
-	}
-	s.closing = true
-	s.slots.refuseQueued(refusal.New(refusal.Internal, "server is shutting down"))
-	for _, j := range s.jobs {
-		j.signal(sigKill, refusal.Internal)
-	}
-	s.mu.Unlock()
-	s.fleet.Kill()
-	s.uids.KillAll()
+	s.stops.Shutdown()
 	s.auditFeed.close()
+	s.stops.Wait()
+	s.relay.Wait()
 	s.bg.Wait()
 	s.RemoveScratch()
 }

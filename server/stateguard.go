@@ -47,7 +47,8 @@ func (s *Server) crossCheckState() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.anchored = head.Seq // never recorded further back in this run, but below
-	r := restoring{s: s, stops: s.stops, details: map[string]string{"state_file": s.cfg.Store.Path()}}
+	state, _ := s.stops.State()
+	r := restoring{s: s, stops: state, details: map[string]string{"state_file": s.cfg.Store.Path()}}
 	r.fromLog(logged)
 	if s.cfg.Store.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
 		r.lock(access.ServerCaller.Principal, s.cfg.Now(), fmt.Sprintf(
@@ -168,33 +169,26 @@ func (r *restoring) stop(by string, since time.Time, reason string) store.Stop {
 // state is in force in memory all the same).
 func (r *restoring) apply() (persisted bool, err error) {
 	s := r.s
-	s.stops = r.stops
-	var errs []error
-	if r.lockout {
-		errs = append(errs, s.cfg.Store.SetLockout(r.stops.Lockout))
-	}
-	if r.pauses {
-		errs = append(errs, s.cfg.Store.SetPauses(r.stops.Pause, r.stops.SelfPauses))
-	}
+	perr := s.stops.Restore(r.stops, r.lockout, r.pauses)
 	reason := strings.Join(r.found, "; ")
 	s.log.Error("starting more restricted than the state file: it disagrees with the audit log", "found", reason,
-		"locked_out", s.stops.Lockout.Active)
+		"locked_out", r.stops.Lockout.Active)
 	rec := access.CallerRecord(access.ServerCaller, "", EventStateRestore, reason)
 	rec.Decision, rec.Details = "allow", r.details
-	if perr := errors.Join(errs...); perr != nil {
+	if perr != nil {
 		rec.Code, rec.Details["error"] = string(refusal.Internal), perr.Error()
 	}
 	if _, err := s.record(context.Background(), rec); err != nil {
 		return false, fmt.Errorf("server: audit the restored stop state: %w", err)
 	}
-	return errors.Join(errs...) == nil, nil
+	return perr == nil, nil
 }
 
 // checkpoint is what opens every new audit file: the stop state as the
-// state file holds it (read without the server's lock, which an audit
-// write may be made under).
+// state file holds it (read without the stop controls' lock, which an
+// audit write may be made under).
 func (s *Server) checkpoint() map[string]string {
-	st, err := s.cfg.Store.Stops()
+	st, err := s.stops.Persisted()
 	if err != nil {
 		return map[string]string{"state_error": err.Error()}
 	}

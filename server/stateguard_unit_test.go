@@ -57,8 +57,8 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := s.stops.Lockout; !l.Active || !strings.Contains(l.Reason, "records were removed") {
-		t.Fatalf("started with lockout %+v", l)
+	if st, _ := s.stops.State(); !st.Lockout.Active || !strings.Contains(st.Lockout.Reason, "records were removed") {
+		t.Fatalf("started with lockout %+v", st.Lockout)
 	}
 	recs, err := audit.Tail(al.Dir(), 1)
 	if err != nil || recs[0].Event != EventStateRestore || recs[0].Code != "internal" || recs[0].Details["error"] == "" {

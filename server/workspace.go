@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"coily.dev/coily/access"
@@ -107,41 +106,6 @@ func homeWithin(root string, extra []string) string {
 		}
 	}
 	return ""
-}
-
-// workspaceLocks serialises commands in each named workspace.
-type workspaceLocks struct {
-	mu   sync.Mutex
-	busy map[string]chan struct{} // closed when the holder is done
-}
-
-// lock waits until no other command runs in the workspace at root, or ctx
-// ends. The returned function releases it.
-func (w *workspaceLocks) lock(ctx context.Context, root string) (func(), error) {
-	for {
-		w.mu.Lock()
-		if w.busy == nil {
-			w.busy = map[string]chan struct{}{}
-		}
-		held, ok := w.busy[root]
-		if !ok {
-			done := make(chan struct{})
-			w.busy[root] = done
-			w.mu.Unlock()
-			return func() {
-				w.mu.Lock()
-				delete(w.busy, root)
-				w.mu.Unlock()
-				close(done)
-			}, nil
-		}
-		w.mu.Unlock()
-		select {
-		case <-held:
-		case <-ctx.Done():
-			return nil, context.Cause(ctx)
-		}
-	}
 }
 
 // refuseUnchecked refuses the execution's workspace when the check after

@@ -1,19 +1,19 @@
-package server
+package stops
 
 import (
+	"errors"
 	"strings"
 	"testing"
 
-	"coily.dev/coily/access"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 )
 
-func slotExec(t *testing.T, pol *policy.Policy, principal, rule string) *execution {
+func slotExec(t *testing.T, pol *policy.Policy, principal, rule string) *Claim {
 	t.Helper()
 	for _, r := range pol.Rules() {
 		if r.Name == rule {
-			return &execution{id: newID(), caller: access.Caller{Principal: principal}, policy: pol, rule: r}
+			return &Claim{Principal: principal, Policy: pol, Rule: r}
 		}
 	}
 	t.Fatalf("no rule %q", rule)
@@ -35,16 +35,16 @@ commands:
 	}
 	sl := newSlots()
 	x1, x2 := slotExec(t, pol, "p1", "a"), slotExec(t, pol, "p2", "b")
-	for _, x := range []*execution{x1, x2} {
+	for _, x := range []*Claim{x1, x2} {
 		if err := sl.take(x); err != nil {
 			t.Fatal(err)
 		}
 	}
-	queue := func(x *execution) *slotWaiter {
+	queue := func(x *Claim) *slotWaiter {
 		if err := sl.wait(x); err != nil {
 			t.Fatal(err)
 		}
-		w := &slotWaiter{x: x, done: make(chan struct{})}
+		w := &slotWaiter{cl: x, done: make(chan struct{})}
 		sl.queue = append(sl.queue, w)
 		return w
 	}
@@ -52,7 +52,7 @@ commands:
 	granted := func(w *slotWaiter) bool {
 		select {
 		case <-w.done:
-			return w.err == nil && w.x.slot
+			return w.err == nil && w.cl.held
 		default:
 			return false
 		}
@@ -77,7 +77,7 @@ commands:
 		t.Fatalf("counts %+v", sl)
 	}
 	// Freeing twice frees once.
-	if !sl.free(w1.x) || sl.free(w1.x) || sl.running != 1 {
+	if !sl.free(w1.cl) || sl.free(w1.cl) || sl.running != 1 {
 		t.Fatalf("double free: running %d", sl.running)
 	}
 
@@ -95,7 +95,7 @@ func TestSlotWaitingCap(t *testing.T) {
 		t.Fatal(err)
 	}
 	sl := newSlots()
-	var xs []*execution
+	var xs []*Claim
 	for range pol.PerPrincipal() {
 		x := slotExec(t, pol, "p", "b")
 		if err := sl.wait(x); err != nil {
@@ -114,4 +114,12 @@ func TestSlotWaitingCap(t *testing.T) {
 	if sl.waiting["p"] != pol.PerPrincipal()-1 {
 		t.Fatalf("waiting %d after one unwait (twice)", sl.waiting["p"])
 	}
+}
+
+func codeOf(err error) refusal.Code {
+	var r *refusal.Error
+	if errors.As(err, &r) {
+		return r.Code
+	}
+	return ""
 }

@@ -1,14 +1,29 @@
-package server
+package stops
 
 import (
 	"context"
 
+	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 )
 
+// Claim is one request's hold on the concurrency slots: who asks, under
+// which rule and which policy's caps. The request fills in Rule and Policy
+// before it takes or waits for a slot; the controls keep the rest.
+type Claim struct {
+	Principal string
+	Rule      *policy.Rule
+	Policy    *policy.Policy
+	held      bool // holds a concurrency slot
+	waiting   bool // counted among its principal's requests waiting for an approval or a slot
+}
+
+// Held reports whether the claim holds a slot.
+func (cl *Claim) Held() bool { return cl.held }
+
 // slots counts the concurrency slots in use and the requests waiting for
 // an approval or a slot. Counts live in memory: the commands they count do
-// not survive a restart either. Guarded by Server.mu.
+// not survive a restart either. Guarded by Controls.mu.
 type slots struct {
 	running      int            // slots in use, server-wide
 	perRule      map[string]int // by rule
@@ -25,8 +40,8 @@ type slots struct {
 
 // slotWaiter is an approved request waiting for a slot.
 type slotWaiter struct {
-	x    *execution
-	done chan struct{} // closed once granted (x.slot) or refused (err)
+	cl   *Claim
+	done chan struct{} // closed once granted (cl.held) or refused (err)
 	err  error
 }
 
@@ -34,15 +49,15 @@ func newSlots() slots {
 	return slots{perRule: map[string]int{}, perPrincipal: map[string]int{}, perBoth: map[string]int{}, waiting: map[string]int{}}
 }
 
-func bothKey(x *execution) string { return x.caller.Principal + "\x00" + x.rule.Name }
+func bothKey(cl *Claim) string { return cl.Principal + "\x00" + cl.Rule.Name }
 
-// take gives x a slot, or says which cap refuses it: the rule's cap for
+// take gives cl a slot, or says which cap refuses it: the rule's cap for
 // one principal, the principal's, the rule's, then the server's. Each
-// execution is held to the policy it was admitted under.
-func (sl *slots) take(x *execution) error {
-	p, r, pol := x.caller.Principal, x.rule, x.policy
+// request is held to the policy it was admitted under.
+func (sl *slots) take(cl *Claim) error {
+	p, r, pol := cl.Principal, cl.Rule, cl.Policy
 	switch {
-	case r.PerPrincipal > 0 && sl.perBoth[bothKey(x)] >= r.PerPrincipal:
+	case r.PerPrincipal > 0 && sl.perBoth[bothKey(cl)] >= r.PerPrincipal:
 		return refusal.New(refusal.ConcurrencyBusy, "principal cap of rule %q: %s already runs %d of its commands (its per_principal); retry when one finishes", r.Name, p, r.PerPrincipal)
 	case sl.perPrincipal[p] >= pol.PerPrincipal():
 		return refusal.New(refusal.ConcurrencyBusy, "principal cap: %s already runs %d command(s) (limits.per_principal); retry when one finishes", p, pol.PerPrincipal())
@@ -54,21 +69,21 @@ func (sl *slots) take(x *execution) error {
 	sl.running++
 	sl.perRule[r.Name]++
 	sl.perPrincipal[p]++
-	sl.perBoth[bothKey(x)]++
-	x.slot = true
+	sl.perBoth[bothKey(cl)]++
+	cl.held = true
 	return nil
 }
 
-// free gives back x's slot, if it holds one, and reports whether it did.
-func (sl *slots) free(x *execution) bool {
-	if !x.slot {
+// free gives back cl's slot, if it holds one, and reports whether it did.
+func (sl *slots) free(cl *Claim) bool {
+	if !cl.held {
 		return false
 	}
 	sl.running--
-	decr(sl.perRule, x.rule.Name)
-	decr(sl.perPrincipal, x.caller.Principal)
-	decr(sl.perBoth, bothKey(x))
-	x.slot = false
+	decr(sl.perRule, cl.Rule.Name)
+	decr(sl.perPrincipal, cl.Principal)
+	decr(sl.perBoth, bothKey(cl))
+	cl.held = false
 	return true
 }
 
@@ -78,23 +93,23 @@ func decr(m map[string]int, k string) {
 	}
 }
 
-// wait counts x among its principal's waiting requests, unless the
+// wait counts cl among its principal's waiting requests, unless the
 // principal already has its cap of them.
-func (sl *slots) wait(x *execution) error {
-	p, limit := x.caller.Principal, x.policy.PerPrincipal()
+func (sl *slots) wait(cl *Claim) error {
+	p, limit := cl.Principal, cl.Policy.PerPrincipal()
 	if sl.waiting[p] >= limit {
 		return refusal.New(refusal.ConcurrencyBusy, "principal cap: %s already has %d request(s) waiting for an approval or a slot (limits.per_principal); retry when one is decided", p, limit)
 	}
 	sl.waiting[p]++
-	x.waiting = true
+	cl.waiting = true
 	return nil
 }
 
-// unwait stops counting x as waiting.
-func (sl *slots) unwait(x *execution) {
-	if x.waiting {
-		decr(sl.waiting, x.caller.Principal)
-		x.waiting = false
+// unwait stops counting cl as waiting.
+func (sl *slots) unwait(cl *Claim) {
+	if cl.waiting {
+		decr(sl.waiting, cl.Principal)
+		cl.waiting = false
 	}
 }
 
@@ -102,8 +117,8 @@ func (sl *slots) unwait(x *execution) {
 func (sl *slots) handOff() {
 	kept := sl.queue[:0]
 	for _, w := range sl.queue {
-		if sl.take(w.x) == nil {
-			sl.unwait(w.x)
+		if sl.take(w.cl) == nil {
+			sl.unwait(w.cl)
 			close(w.done)
 			continue
 		}
@@ -122,56 +137,56 @@ func (sl *slots) refuseQueued(err error) {
 	sl.queue = nil
 }
 
-// acquireSlot takes a concurrency slot for a request that needs no
+// TakeSlot takes a concurrency slot for a request that needs no
 // approval; refused with concurrency-busy naming the cap reached.
-func (s *Server) acquireSlot(x *execution) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slots.take(x)
+func (c *Controls) TakeSlot(cl *Claim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slots.take(cl)
 }
 
-// admitWaiter counts a request that needs an approval among its
+// AdmitWaiter counts a request that needs an approval among its
 // principal's waiting ones: it takes its slot only once approved.
-func (s *Server) admitWaiter(x *execution) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.slots.wait(x)
+func (c *Controls) AdmitWaiter(cl *Claim) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.slots.wait(cl)
 }
 
-// waitSlot takes a slot for an approved request, waiting for one if none
+// WaitSlot takes a slot for an approved request, waiting for one if none
 // is free: a human approved it, so it is not refused for want of a slot.
 // It waits ahead of new requests until a slot its caps allow is freed,
 // the caller goes away, or a lockout or shutdown ends the wait.
-func (s *Server) waitSlot(ctx context.Context, x *execution) error {
-	s.mu.Lock()
-	if x.slot {
-		s.mu.Unlock()
+func (c *Controls) WaitSlot(ctx context.Context, cl *Claim) error {
+	c.mu.Lock()
+	if cl.held {
+		c.mu.Unlock()
 		return nil
 	}
-	if err := s.haltedLocked(); err != nil {
-		s.mu.Unlock()
+	if err := c.haltedLocked(); err != nil {
+		c.mu.Unlock()
 		return err
 	}
-	if s.slots.take(x) == nil {
-		s.slots.unwait(x)
-		s.mu.Unlock()
+	if c.slots.take(cl) == nil {
+		c.slots.unwait(cl)
+		c.mu.Unlock()
 		return nil
 	}
-	w := &slotWaiter{x: x, done: make(chan struct{})}
-	s.slots.queue = append(s.slots.queue, w)
-	s.mu.Unlock()
+	w := &slotWaiter{cl: cl, done: make(chan struct{})}
+	c.slots.queue = append(c.slots.queue, w)
+	c.mu.Unlock()
 
 	select {
 	case <-w.done:
 	case <-ctx.Done():
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	select {
 	case <-w.done:
-		return w.err // granted (x.slot) or refused
+		return w.err // granted (cl.held) or refused
 	default:
-		s.slots.queue = removeWaiter(s.slots.queue, w)
+		c.slots.queue = removeWaiter(c.slots.queue, w)
 		return refusal.Wrap(refusal.Internal, ctx.Err(), "request cancelled while waiting for a slot")
 	}
 }
@@ -183,16 +198,4 @@ func removeWaiter(q []*slotWaiter, w *slotWaiter) []*slotWaiter {
 		}
 	}
 	return q
-}
-
-// haltedLocked is the refusal that ends every wait: shutdown or lockout
-// (a pause lets what was admitted before it run). Must hold s.mu.
-func (s *Server) haltedLocked() error {
-	if s.closing {
-		return refusal.New(refusal.Internal, "server is shutting down")
-	}
-	if l := s.stops.Lockout; l.Active {
-		return lockoutRefusal(l)
-	}
-	return nil
 }

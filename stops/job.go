@@ -1,8 +1,10 @@
-package server
+package stops
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -11,9 +13,9 @@ import (
 	"coily.dev/coily/sandbox"
 )
 
-// job is one admitted Exec: registered before its command starts, so that a
+// Job is one admitted Exec: registered before its command starts, so that a
 // Lockout can never miss it, and removed when it has been answered.
-type job struct {
+type Job struct {
 	id string
 	// What the web console lists of it: who asked, for what, since when.
 	principal string
@@ -32,10 +34,10 @@ type job struct {
 	done     bool
 }
 
-// started records the command's process group and sandbox. It reports
+// Started records the command's process group and sandbox. It reports
 // false when the job was stopped before it started, in which case the
 // group has been killed and the caller must not let the command run.
-func (j *job) started(pgid int, conf *sandbox.Confinement) bool {
+func (j *Job) Started(pgid int, conf *sandbox.Confinement) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.pgid, j.conf = pgid, conf
@@ -47,19 +49,19 @@ func (j *job) started(pgid int, conf *sandbox.Confinement) bool {
 	return true
 }
 
-// finished marks the command's process group as gone, so later signals are
+// Finished marks the command's process group as gone, so later signals are
 // not sent to a process group id the kernel may have reused.
-func (j *job) finished() {
+func (j *Job) Finished() {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.done = true
 }
 
-// signal records why the job is being stopped (the first reason wins) and
+// Signal records why the job is being stopped (the first reason wins) and
 // sends sig to its whole process group and sandbox. Once the command has
 // exited it does nothing: a command that finished is answered with its
 // real exit status. It reports whether a running command was signalled.
-func (j *job) signal(sig syscall.Signal, why refusal.Code) bool {
+func (j *Job) Signal(sig syscall.Signal, why refusal.Code) bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.done {
@@ -94,32 +96,81 @@ type ExecInfo struct {
 	ApprovalID string
 }
 
-// info describes the job.
-func (j *job) info() ExecInfo {
+// Info describes the job.
+func (j *Job) Info() ExecInfo {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return ExecInfo{RequestID: j.id, Principal: j.principal, Argv: slices.Clone(j.argv), Rule: j.rule,
 		Admitted: j.admitted, Running: j.pgid > 0 && !j.done, ApprovalID: j.approval}
 }
 
-// decided records the rule that allowed the job, and the approval it waits
+// Decided records the rule that allowed the job, and the approval it waits
 // for (empty: none).
-func (j *job) decided(rule, approval string) {
+func (j *Job) Decided(rule, approval string) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.rule, j.approval = rule, approval
 }
 
-// ended reports whether the job's command has exited.
-func (j *job) ended() bool {
+// Ended reports whether the job's command has exited.
+func (j *Job) Ended() bool {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.done
 }
 
-// stopReason reports why coily stopped the job, "" if it did not.
-func (j *job) stopReason() refusal.Code {
+// StopReason reports why coily stopped the job, "" if it did not.
+func (j *Job) StopReason() refusal.Code {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.stop
+}
+
+// ErrKilled is the cause of a request's context ended by a kill before
+// its command ran.
+var ErrKilled = refusal.New(refusal.CommandKilled, "killed before it ran")
+
+// Kill stops one admitted request by its id: a running command's process
+// group and sandbox get SIGTERM, then SIGKILL after the kill grace, as in
+// a lockout; one that has not started (waiting for an approval or a slot)
+// never starts, and its wait ends. It returns the job as it was found and
+// whether its command was running; an id with no job, or whose command has
+// ended, is refused (bad-request).
+func (c *Controls) Kill(id string) (info ExecInfo, running bool, err error) {
+	c.mu.Lock()
+	j := c.jobs[id]
+	c.mu.Unlock()
+	switch {
+	case j == nil:
+		return ExecInfo{}, false, refusal.New(refusal.BadRequest, "no command with request id %q is in flight", id)
+	case j.Ended():
+		return ExecInfo{}, false, refusal.New(refusal.BadRequest, "request %s has already ended", id)
+	}
+	info = j.Info()
+	running = j.Signal(syscall.SIGTERM, refusal.CommandKilled)
+	if running {
+		c.escalate([]*Job{j}, nil) // SIGKILL after the grace (the first reason stays)
+	} else if j.cancel != nil {
+		j.cancel(ErrKilled) // ends a wait for an approval or a slot
+	}
+	return info, running, nil
+}
+
+// InFlight lists the requests admitted and not yet answered, oldest
+// first.
+func (c *Controls) InFlight() []ExecInfo {
+	c.mu.Lock()
+	jobs := slices.Collect(maps.Values(c.jobs))
+	c.mu.Unlock()
+	out := make([]ExecInfo, 0, len(jobs))
+	for _, j := range jobs {
+		out = append(out, j.Info())
+	}
+	slices.SortFunc(out, func(a, b ExecInfo) int {
+		if c := a.Admitted.Compare(b.Admitted); c != 0 {
+			return c
+		}
+		return strings.Compare(a.RequestID, b.RequestID)
+	})
+	return out
 }

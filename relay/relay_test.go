@@ -1,0 +1,179 @@
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"coily.dev/coily/descriptor"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
+)
+
+// fakeExec stands for the server's pipeline: it counts runs and
+// refusals; a run waits for release when it is set.
+type fakeExec struct {
+	mu      sync.Mutex
+	runs    int
+	refused []refusal.Code
+	started chan struct{} // closed as a run starts, when set
+	release chan struct{} // a run waits for it, when set
+}
+
+func (f *fakeExec) Refuse(_ context.Context, err error) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.refused = append(f.refused, refusal.As(err).Code)
+	return err
+}
+
+func (f *fakeExec) Admit(*descriptor.Request) error { return nil }
+
+func (f *fakeExec) Run(ctx context.Context, out Sender) error {
+	f.mu.Lock()
+	f.runs++
+	f.mu.Unlock()
+	if f.started != nil {
+		close(f.started)
+	}
+	if f.release != nil {
+		select {
+		case <-f.release:
+		case <-ctx.Done():
+			return refusal.Wrap(refusal.Internal, context.Cause(ctx), "cancelled")
+		}
+	}
+	return out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Exit{Exit: &coilyv1.ExecExit{Duration: durationpb.New(0)}}})
+}
+
+type relayEnv struct {
+	r   *Relayer
+	key []byte
+}
+
+func newRelayEnv(t *testing.T) *relayEnv {
+	t.Helper()
+	db, err := store.Open(filepath.Join(t.TempDir(), "coily.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	key := make([]byte, descriptor.KeySize)
+	_, _ = rand.Read(key)
+	if _, err := db.IssueKey("demo", key, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r := New(Config{Store: db, Logger: slog.New(slog.DiscardHandler), Now: time.Now})
+	t.Cleanup(r.Wait)
+	return &relayEnv{r: r, key: key}
+}
+
+func (e *relayEnv) request(t *testing.T, id string, argv ...string) []byte {
+	t.Helper()
+	file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(),
+		Nonce: strings.ReplaceAll(descriptor.NewID(), "-", ""), Sandbox: "demo", Argv: argv}, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func outcome(t *testing.T, resp []byte) *descriptor.Response {
+	t.Helper()
+	r, err := descriptor.ParseResponse(resp)
+	if err != nil {
+		t.Fatalf("response %q: %v", resp, err)
+	}
+	return r
+}
+
+// A request id runs once: a repeat of the same body is answered from its
+// record, another body under it is refused, and held while the first runs
+// (its answer is not the id's).
+func TestRelayExactlyOnce(t *testing.T) {
+	e := newRelayEnv(t)
+	id := descriptor.NewID()
+	first := e.request(t, id, "/bin/true")
+	x := &fakeExec{started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan []byte, 1)
+	go func() {
+		_, resp, _ := e.r.Relay(context.Background(), x, "demo", id, first)
+		done <- resp
+	}()
+	<-x.started
+	other := &fakeExec{}
+	_, resp, held := e.r.Relay(context.Background(), other, "demo", id, e.request(t, id, "/bin/false"))
+	if r := outcome(t, resp); !held || r.Code != string(refusal.ReplayDetected) {
+		t.Fatalf("second body while the first runs: held %v, %+v", held, r)
+	}
+	close(x.release)
+	answer := <-done
+	if r := outcome(t, answer); r.Outcome != descriptor.OutcomeExit {
+		t.Fatalf("first: %+v", r)
+	}
+	again := &fakeExec{}
+	_, resp, held = e.r.Relay(context.Background(), again, "demo", id, first)
+	if held || string(resp) != string(answer) || again.runs != 0 {
+		t.Fatalf("repeat: held %v, ran %d, answer %q, want %q", held, again.runs, resp, answer)
+	}
+	_, resp, held = e.r.Relay(context.Background(), other, "demo", id, e.request(t, id, "/bin/false"))
+	if r := outcome(t, resp); held || r.Code != string(refusal.ReplayDetected) || other.runs != 0 {
+		t.Fatalf("second body after the first: held %v, %+v", held, r)
+	}
+	if x.runs != 1 {
+		t.Fatalf("ran %d times", x.runs)
+	}
+}
+
+// A teardown that comes first makes the request never run; one while it
+// runs cancels it.
+func TestRelayTeardowns(t *testing.T) {
+	e := newRelayEnv(t)
+	teardown := func(id string) bool {
+		td, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: time.Now().UTC(),
+			Nonce: strings.ReplaceAll(descriptor.NewID(), "-", ""), Sandbox: "demo"}, e.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancelled, err := e.r.Teardown("demo", id, td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cancelled
+	}
+	early := descriptor.NewID()
+	if teardown(early) {
+		t.Fatal("cancelled a request not in flight")
+	}
+	x := &fakeExec{}
+	_, resp, _ := e.r.Relay(context.Background(), x, "demo", early, e.request(t, early, "/bin/true"))
+	if r := outcome(t, resp); x.runs != 0 || r.Code != string(refusal.Internal) || !strings.Contains(r.Message, "teardown") {
+		t.Fatalf("after its teardown: ran %d, %+v", x.runs, r)
+	}
+
+	id := descriptor.NewID()
+	x = &fakeExec{started: make(chan struct{}), release: make(chan struct{})}
+	done := make(chan []byte, 1)
+	go func() {
+		_, resp, _ := e.r.Relay(context.Background(), x, "demo", id, e.request(t, id, "/bin/true"))
+		done <- resp
+	}()
+	<-x.started
+	if !teardown(id) {
+		t.Fatal("teardown of a running request cancelled nothing")
+	}
+	if r := outcome(t, <-done); r.Code != string(refusal.Internal) || !strings.Contains(r.Message, "teardown") {
+		t.Fatalf("torn down while running: %+v", r)
+	}
+	if _, err := e.r.Teardown("demo", id, []byte("not: a teardown")); err == nil {
+		t.Fatal("a hostile teardown was accepted")
+	}
+}
