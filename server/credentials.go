@@ -98,7 +98,11 @@ func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
 // which no caller-passed variable can replace (policy refuses the
 // overlap).
 func (x *execution) childEnv() map[string]string {
-	if len(x.secrets) == 0 && x.rule.CAFile == "" && len(x.rule.SSHKeys) == 0 {
+	var attached map[string]string
+	if x.run != nil {
+		attached = x.run.Env
+	}
+	if len(x.secrets) == 0 && len(attached) == 0 && len(x.rule.SSHKeys) == 0 {
 		return x.req.GetEnv()
 	}
 	env := maps.Clone(x.req.GetEnv())
@@ -109,11 +113,7 @@ func (x *execution) childEnv() map[string]string {
 	if len(x.rule.GitCredentials) > 0 {
 		maps.Copy(env, gitcred.Env(sandbox.BridgePath, gitCredentials(x.rule)))
 	}
-	if x.rule.CAFile != "" {
-		for _, k := range sandbox.CAEnv {
-			env[k] = sandbox.CAPath
-		}
-	}
+	maps.Copy(env, attached)
 	if len(x.rule.SSHKeys) > 0 {
 		env["SSH_AUTH_SOCK"] = sandbox.SSHAgentPath
 	}

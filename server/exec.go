@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/ghapp"
@@ -77,15 +78,19 @@ type execution struct {
 	// decision's); ghToken the token minted, revoked when it is over.
 	ghRepo  ghapp.Repository
 	ghToken *githubAppToken
+	// attached are what the execution carries besides its command (its
+	// rule's, package attach), in the order they are readied; run is
+	// what they were readied for and what they give the command.
+	attached []attach.Attachment
+	run      *attach.Run
 
 	// What step 9 readies for the run, in the order it is readied: the
 	// private home (scratch, removed after), the workspace root and the
-	// working directory in it, the egress proxy, the ssh agent, the rule's CA bundle, and
-	// the command wrapped in its sandbox.
+	// working directory in it, the egress proxy, the ssh agent, the
+	// attachments, and the command wrapped in its sandbox.
 	home, root, dir string
 	eg              *egressRun
 	ag              *sshAgentRun
-	ca              *os.File
 	cmd             *exec.Cmd
 	conf            *sandbox.Confinement
 	// undo holds what the readying steps must undo once the execution is
@@ -135,6 +140,9 @@ func (x *execution) auditRecord(event string) audit.Record {
 		setList(&r, "git_credentials", gitCredentialNames(x.rule.GitCredentials)) // hosts and references, never values
 		setList(&r, "ssh_keys", sshKeyNames(x.rule.SSHKeys))                      // references and hosts, never keys
 		x.githubAppDetails(&r)                                                    // the App, repository, permissions and expiry, never the token
+		for _, a := range x.attached {
+			a.Describe(&r)
+		}
 	}
 	r.Leases = x.leases.ids // lease ids, never values
 	return r
@@ -182,7 +190,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 		s.lockWorkspace,    // 9. the workspace, one command at a time
 		s.startProxy,       // 9. the exec's egress proxy (proxied rules)
 		s.startAgent,       // 9. the exec's ssh agent (rules with ssh_keys)
-		s.openCA,           // 9. the rule's CA bundle
+		s.attach,           // 9. what the execution carries (package attach)
 		s.wrapSandbox,      // 9. the command inside its sandbox
 		s.stillWanted,      //    not cancelled while it was readied
 	} {
@@ -229,6 +237,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
+	x.attached = attachmentsOf(x)
 	x.job.decided(x.rule.Name, "")
 	return nil
 }
@@ -323,6 +332,7 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q is not what was approved; ask again", x.rule.Name)
 	}
 	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
+	x.attached = attachmentsOf(x)
 	return nil
 }
 
@@ -373,6 +383,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	s.endCredentials(ctx, x, &rec)
+	x.closeAttachments(ctx, &attach.End{Record: &rec})
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
@@ -442,21 +453,6 @@ func (s *Server) startAgent(_ context.Context, x *execution) error {
 	return nil
 }
 
-// openCA copies the rule's CA bundle, if it names one, for the sandbox to
-// bind (removed once the execution is over).
-func (s *Server) openCA(_ context.Context, x *execution) error {
-	ca, err := copyCAFile(x.rule, s.cfg.ScratchDir)
-	if err != nil || ca == nil {
-		return err
-	}
-	x.ca = ca
-	x.onDone(func() {
-		ca.Close()
-		os.Remove(ca.Name())
-	})
-	return nil
-}
-
 // wrapSandbox builds the command (argv[0] as the caller gave it, the
 // rule's binary) and wraps it in the rule's sandbox with the default
 // profile.
@@ -474,9 +470,9 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
-		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
+		Binds:     x.binds(),
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, ScanBudget: s.cfg.ScanBudget, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
-		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser, Dynamic: dynamic,
+		Limits: limits, User: s.cfg.SandboxUser, Dynamic: dynamic,
 	}))
 	if msg, ok := accessRefusal(x, err); ok {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "%s", msg)
@@ -550,6 +546,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
+	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true})
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	rec.Egress = audit.EgressRows(x.egress)
 	if len(x.rule.SSHKeys) > 0 {
