@@ -10,9 +10,13 @@ package attach
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
+	"net"
+	"os"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/keystore"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/scrub"
@@ -94,4 +98,57 @@ type End struct {
 	Result bool
 	// Exit is the answer's exit event, nil when there is none.
 	Exit *coilyv1.ExecExit
+}
+
+// ListenUnix listens on a unix socket at path that only its owner may
+// connect to (0600, whatever the umask), for Run.Give to hand to the
+// sandbox's user: no other process of that user, or of the server's
+// group, reaches an exec's agent or proxy through it. (Between bind and
+// chmod it has the umask's mode, in a directory whose 128-bit random name
+// nobody else knows: see Run.PrivateDir.)
+func ListenUnix(path string) (net.Listener, error) {
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("socket %s: %w", path, err)
+	}
+	return l, nil
+}
+
+// Credentialed is an attachment that needs credentials, fetched with the
+// rule's (step 8), every failure refusing the exec before anything runs.
+type Credentialed interface {
+	Attachment
+	// Refs are the references it needs, by the name it is given their
+	// values under: never a variable of the child (policy reserves the
+	// names), only a label of their redaction.
+	Refs() map[string]keystore.Ref
+	// Take takes its values out of vals, which then become the child's
+	// environment, and returns those it took: they never reach the child,
+	// but are redacted from its output all the same. A value it cannot
+	// use is the exec's refusal (credential-unavailable, naming the
+	// reference, never the value).
+	Take(ctx context.Context, vals map[string]string) ([]scrub.Secret, error)
+}
+
+// SetDetail sets one detail of rec.
+func SetDetail(rec *audit.Record, key, value string) {
+	if rec.Details == nil {
+		rec.Details = map[string]string{}
+	}
+	rec.Details[key] = value
+}
+
+// SetList sets one list of rec, unless it has no items.
+func SetList(rec *audit.Record, key string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	if rec.Lists == nil {
+		rec.Lists = map[string][]string{}
+	}
+	rec.Lists[key] = items
 }

@@ -5,13 +5,21 @@ import (
 
 	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/cabundle"
-	"coily.dev/coily/sandbox"
+	"coily.dev/coily/attach/egressproxy"
+	"coily.dev/coily/attach/sshkeys"
+	"coily.dev/coily/scrub"
 )
 
-// attachmentsOf are what an execution under rule r carries, in the order
+// attachmentsOf are what x carries under its rule, in the order
 // they are readied (package attach).
-func attachmentsOf(x *execution) []attach.Attachment {
+func (s *Server) attachmentsOf(x *execution) []attach.Attachment {
 	var out []attach.Attachment
+	if p := egressproxy.New(x.rule, s.egress, s.cfg.Now); p != nil {
+		out = append(out, p)
+	}
+	if k := sshkeys.New(x.rule); k != nil {
+		out = append(out, k) // after the proxy, whose socket it needs
+	}
 	if b := cabundle.New(x.rule.Name, x.rule.CAFile); b != nil {
 		out = append(out, b)
 	}
@@ -45,21 +53,19 @@ func (x *execution) closeAttachments(ctx context.Context, end *attach.End) {
 	}
 }
 
-// binds are what the sandbox binds of the execution's egress proxy, ssh
-// agent and attachments.
-func (x *execution) binds() []sandbox.Bind {
-	var out []sandbox.Bind
-	if p := x.eg.socket(); p != "" {
-		out = append(out, sandbox.Bind{At: sandbox.ProxySocketPath, Path: p})
+// takeCredentials has each credentialed attachment take its values out
+// of vals, and returns what they took (redacted all the same). On a
+// refusal, what was taken so far is returned with it.
+func (x *execution) takeCredentials(ctx context.Context, vals map[string]string) ([]scrub.Secret, error) {
+	var taken []scrub.Secret
+	for _, a := range x.attached {
+		if c, ok := a.(attach.Credentialed); ok {
+			t, err := c.Take(ctx, vals)
+			taken = append(taken, t...)
+			if err != nil {
+				return taken, err
+			}
+		}
 	}
-	if a := x.eg.addr(); a != "" {
-		out = append(out, sandbox.Bind{At: sandbox.ProxyAddrBind, Path: a})
-	}
-	if k := x.eg.knownHosts(); k != "" {
-		out = append(out, sandbox.Bind{At: sandbox.KnownHostsPath, Path: k})
-	}
-	if a := x.ag.socket(); a != "" {
-		out = append(out, sandbox.Bind{At: sandbox.SSHAgentPath, Path: a})
-	}
-	return append(out, x.run.Binds...)
+	return taken, nil
 }

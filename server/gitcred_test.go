@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"coily.dev/coily/attach"
+	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -53,12 +54,12 @@ func credServer(t *testing.T, lines string) *Server {
 // any credential) and, with ca_file, the CA variables; nothing else
 // changes what the caller passed.
 func TestChildEnvGitCredentials(t *testing.T) {
-	ca := filepath.Join(t.TempDir(), "ca.pem")
-	if err := os.WriteFile(ca, []byte(testCA), 0o600); err != nil {
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, []byte(testCA), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := gitRule(t, `    env: [GIT_AUTHOR_NAME]
-    ca_file: `+ca+`
+    ca_file: `+caFile+`
     credentials: {GH_TOKEN: "file:gh"}
     git_credentials:
       - {host: "git.example.com:8443", password: "file:git"}
@@ -69,13 +70,12 @@ func TestChildEnvGitCredentials(t *testing.T) {
 	if err := s.fetchCredentials(context.Background(), x); err != nil {
 		t.Fatal(err)
 	}
-	x.run = &attach.Run{Scratch: t.TempDir()}
-	for _, a := range attachmentsOf(x) {
-		if err := a.Prepare(context.Background(), x.run); err != nil {
-			t.Fatal(err)
-		}
-		defer a.Close(context.Background(), &attach.End{})
+	x.run = &attach.Run{Scratch: t.TempDir()} // the CA variables come with the bundle (attach/cabundle)
+	ca := cabundle.New(r.Name, r.CAFile)
+	if err := ca.Prepare(context.Background(), x.run); err != nil {
+		t.Fatal(err)
 	}
+	defer ca.Close(context.Background(), &attach.End{})
 	env := x.childEnv()
 	want := map[string]string{
 		"GIT_AUTHOR_NAME": "a", "GH_TOKEN": "gh-secret-3",

@@ -59,8 +59,8 @@ func TestCheckCAFile(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			scratch := t.TempDir()
 			b, run, err := prepare(c.path, scratch)
-			defer b.Close(context.Background(), &attach.End{})
 			f := b.copy
+			t.Cleanup(func() { b.Close(context.Background(), &attach.End{}) })
 			switch {
 			case c.err == "" && (err != nil || f == nil):
 				t.Fatalf("refused: %v", err)
