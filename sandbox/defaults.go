@@ -15,13 +15,10 @@ type ProfileInput struct {
 	Workspace, Home, Dir string
 	Env                  []string
 	Network              Network
-	// ProxySocket and ProxyAddr locate the egress proxy in proxied mode
-	// (see Profile): its unix socket, its loopback TCP address.
-	ProxySocket, ProxyAddr string
-	// KnownHosts is a known_hosts file for ssh (Profile.KnownHosts).
-	KnownHosts string
-	// SSHAgent is the exec's ssh agent socket (Profile.SSHAgent).
-	SSHAgent    string
+	// Binds are what the exec's attachments make visible inside the
+	// sandbox (the egress proxy, the known hosts file, the ssh agent, the
+	// CA bundle), each at the place reserved for it.
+	Binds       []Bind
 	UnixSockets []string
 	// StateDir and Socket are the server's own; always denied.
 	StateDir, Socket string
@@ -44,8 +41,6 @@ type ProfileInput struct {
 	ExecName string
 	// Limits bound the command.
 	Limits Limits
-	// CAFile is the rule's CA bundle, opened by the caller (Profile.CAFile).
-	CAFile *os.File
 	// User is who a root caller's command runs as (Profile.User).
 	User User
 	// Dynamic is the command's own uid, if it has one (Profile.Dynamic).
@@ -78,11 +73,13 @@ var SystemDenyPaths = []string{
 // system deny sets and the server's own state hidden.
 func DefaultProfile(in ProfileInput) Profile {
 	p := Profile{
-		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, ProxySocket: in.ProxySocket,
-		ProxyAddr: in.ProxyAddr, KnownHosts: in.KnownHosts, SSHAgent: in.SSHAgent, UnixSockets: in.UnixSockets,
+		Env: in.Env, Dir: in.Dir, Home: in.Home, Network: in.Network, UnixSockets: in.UnixSockets,
 		Files:    resolvedFiles("/etc/resolv.conf", "/etc/localtime"),
 		Writable: in.Writable, ScanBudget: in.ScanBudget, Exec: in.Exec, ExecPath: in.ExecPath, ExecName: in.ExecName, Limits: in.Limits,
-		CAFile: in.CAFile, User: in.User, Dynamic: in.Dynamic,
+		User: in.User, Dynamic: in.Dynamic,
+	}
+	for _, b := range in.Binds {
+		p.bind(b)
 	}
 	if in.Workspace != "" {
 		p.WritePaths = append(p.WritePaths, in.Workspace)

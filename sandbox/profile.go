@@ -134,6 +134,10 @@ type Profile struct {
 	// What the sandbox is given by descriptor but the writable roots must
 	// then be open to Dynamic instead of User.
 	Dynamic *Dynamic
+
+	// unknownBinds are the places of binds DefaultProfile had no field
+	// for (Validate refuses them).
+	unknownBinds []string
 }
 
 // Dynamic is a command's own uid and where its idmapped mounts go.
@@ -146,6 +150,9 @@ type Dynamic struct {
 // Validate checks that every path is absolute and clean and that the
 // network mode is known.
 func (p *Profile) Validate() error {
+	if err := p.checkBinds(); err != nil {
+		return err
+	}
 	if _, err := ParseNetwork(string(p.Network)); err != nil {
 		return err
 	}

@@ -122,7 +122,7 @@ func TestSandboxExecEnv(t *testing.T) {
 }
 
 func TestDefaultProfileCarriesProxyAddr(t *testing.T) {
-	p := DefaultProfile(ProfileInput{Home: "/h", Dir: "/h", Network: NetworkProxied, ProxyAddr: "127.0.0.1:3128"})
+	p := DefaultProfile(ProfileInput{Home: "/h", Dir: "/h", Network: NetworkProxied, Binds: []Bind{{At: ProxyAddrBind, Path: "127.0.0.1:3128"}}})
 	if p.ProxyAddr != "127.0.0.1:3128" {
 		t.Fatalf("ProxyAddr = %q", p.ProxyAddr)
 	}

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 
+	"coily.dev/coily/attach"
 	"coily.dev/coily/gitcred"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
@@ -23,7 +24,7 @@ import (
 // before anything can use them, and revoked when the execution ends
 // (endLeases).
 func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
-	refs := credentialRefs(x.rule)
+	refs := x.credentialRefs()
 	if len(refs) == 0 {
 		return nil
 	}
@@ -53,15 +54,20 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 			return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
 		}
 	}
-	secrets := make([]scrub.Secret, 0, len(vals)+1)
-	for _, name := range slices.Sorted(maps.Keys(vals)) {
-		secrets = append(secrets, scrub.Secret{Name: name, Value: vals[name]})
+	taken, err := x.takeCredentials(ctx, vals)
+	all := maps.Clone(vals) // what was taken never reaches the child, but never leaves either
+	for _, t := range taken {
+		all[t.Name] = t.Value
+	}
+	secrets := make([]scrub.Secret, 0, len(all)+1)
+	for _, name := range slices.Sorted(maps.Keys(all)) {
+		secrets = append(secrets, scrub.Secret{Name: name, Value: all[name]})
 	}
 	if hasAppKey { // the App's key never reaches the child, but never leaves either
 		secrets = append(secrets, scrub.Secret{Name: githubAppKeyVar, Value: appKey})
 	}
-	x.scrub = scrub.NewSet(secrets) // ssh keys too: they never reach the child, but never leave either
-	if x.sshSigners, err = takeSSHKeys(x.rule, vals); err != nil {
+	x.scrub = scrub.NewSet(secrets)
+	if err != nil {
 		return err
 	}
 	x.secrets = vals
@@ -70,11 +76,18 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 
 // credentialRefs are the references to fetch, by the child's variable:
 // the rule's credentials, each git credential's password under
-// gitcred.PasswordVar, each ssh key under sshKeyVar and the GitHub App's
-// key under githubAppKeyVar (policy reserves those names; the keys are
-// taken out before the environment is built).
-func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
-	if len(r.GitCredentials) == 0 && len(r.SSHKeys) == 0 && r.GitHubApp == nil {
+// gitcred.PasswordVar, the GitHub App's key under githubAppKeyVar and
+// what each credentialed attachment needs (policy reserves those names;
+// the keys are taken out before the environment is built).
+func (x *execution) credentialRefs() map[string]keystore.Ref {
+	r := x.rule
+	var more []map[string]keystore.Ref
+	for _, a := range x.attached {
+		if c, ok := a.(attach.Credentialed); ok {
+			more = append(more, c.Refs())
+		}
+	}
+	if len(r.GitCredentials) == 0 && len(more) == 0 && r.GitHubApp == nil {
 		return r.Credentials
 	}
 	refs := maps.Clone(r.Credentials)
@@ -84,8 +97,8 @@ func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
 	for i, g := range r.GitCredentials {
 		refs[gitcred.PasswordVar(i)] = g.Password
 	}
-	for i, k := range r.SSHKeys {
-		refs[sshKeyVar(i)] = k.Key
+	for _, m := range more {
+		maps.Copy(refs, m)
 	}
 	if r.GitHubApp != nil {
 		refs[githubAppKeyVar] = r.GitHubApp.PrivateKey
@@ -98,7 +111,11 @@ func credentialRefs(r *policy.Rule) map[string]keystore.Ref {
 // which no caller-passed variable can replace (policy refuses the
 // overlap).
 func (x *execution) childEnv() map[string]string {
-	if len(x.secrets) == 0 && x.rule.CAFile == "" && len(x.rule.SSHKeys) == 0 {
+	var attached map[string]string
+	if x.run != nil {
+		attached = x.run.Env
+	}
+	if len(x.secrets) == 0 && len(attached) == 0 {
 		return x.req.GetEnv()
 	}
 	env := maps.Clone(x.req.GetEnv())
@@ -109,14 +126,7 @@ func (x *execution) childEnv() map[string]string {
 	if len(x.rule.GitCredentials) > 0 {
 		maps.Copy(env, gitcred.Env(sandbox.BridgePath, gitCredentials(x.rule)))
 	}
-	if x.rule.CAFile != "" {
-		for _, k := range sandbox.CAEnv {
-			env[k] = sandbox.CAPath
-		}
-	}
-	if len(x.rule.SSHKeys) > 0 {
-		env["SSH_AUTH_SOCK"] = sandbox.SSHAgentPath
-	}
+	maps.Copy(env, attached)
 	return env
 }
 

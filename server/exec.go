@@ -15,19 +15,17 @@ import (
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
-	"golang.org/x/crypto/ssh"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
-	"coily.dev/coily/egress"
 	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
-	"coily.dev/coily/sshagent"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 )
@@ -67,26 +65,21 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	// out receives the execution's events (approval, output, exit).
 	out sender
-	// egress is what its egress proxy saw (proxied network only).
-	egress []egress.Row
-	// sshSigners hold the private keys of the rule's ssh_keys, in order:
-	// for the exec's ssh agent only.
-	sshSigners []ssh.Signer
-	// sshAgent is what the exec's ssh agent did (ssh_keys only).
-	sshAgent sshagent.Report
 	// ghRepo is the repository the rule's github_app token is for (the
 	// decision's); ghToken the token minted, revoked when it is over.
 	ghRepo  ghapp.Repository
 	ghToken *githubAppToken
+	// attached are what the execution carries besides its command (its
+	// rule's, package attach), in the order they are readied; run is
+	// what they were readied for and what they give the command.
+	attached []attach.Attachment
+	run      *attach.Run
 
 	// What step 9 readies for the run, in the order it is readied: the
 	// private home (scratch, removed after), the workspace root and the
-	// working directory in it, the egress proxy, the ssh agent, the rule's CA bundle, and
-	// the command wrapped in its sandbox.
+	// working directory in it, the attachments (x.run), and the command
+	// wrapped in its sandbox.
 	home, root, dir string
-	eg              *egressRun
-	ag              *sshAgentRun
-	ca              *os.File
 	cmd             *exec.Cmd
 	conf            *sandbox.Confinement
 	// undo holds what the readying steps must undo once the execution is
@@ -134,8 +127,10 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.rule != nil {
 		setList(&r, "credentials", credentialNames(x.rule.Credentials))           // names and references, never values
 		setList(&r, "git_credentials", gitCredentialNames(x.rule.GitCredentials)) // hosts and references, never values
-		setList(&r, "ssh_keys", sshKeyNames(x.rule.SSHKeys))                      // references and hosts, never keys
 		x.githubAppDetails(&r)                                                    // the App, repository, permissions and expiry, never the token
+		for _, a := range x.attached {
+			a.Describe(&r)
+		}
 	}
 	r.Leases = x.leases.ids // lease ids, never values
 	return r
@@ -181,9 +176,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 		s.chooseUser,       // 9. who it runs as on the host
 		s.makeHome,         // 9. a private home in the scratch directory
 		s.lockWorkspace,    // 9. the workspace, one command at a time
-		s.startProxy,       // 9. the exec's egress proxy (proxied rules)
-		s.startAgent,       // 9. the exec's ssh agent (rules with ssh_keys)
-		s.openCA,           // 9. the rule's CA bundle
+		s.attach,           // 9. what the execution carries: egress proxy, ssh agent, CA bundle (package attach)
 		s.wrapSandbox,      // 9. the command inside its sandbox
 		s.stillWanted,      //    not cancelled while it was readied
 	} {
@@ -230,6 +223,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
+	x.attached = s.attachmentsOf(x)
 	x.job.Decided(x.rule.Name, "")
 	return nil
 }
@@ -333,6 +327,7 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q is not what was approved; ask again", x.rule.Name)
 	}
 	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
+	x.attached = s.attachmentsOf(x)
 	return nil
 }
 
@@ -383,6 +378,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 	s.endCredentials(ctx, x, &rec)
+	x.closeAttachments(ctx, &attach.End{Record: &rec})
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
 		return refusal.Wrap(refusal.Internal, aerr, "audit log unavailable")
@@ -423,50 +419,6 @@ func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
 	return s.workspaceUsable(ctx, x)
 }
 
-// startProxy starts the exec's own egress proxy when its rule's network
-// is proxied; it stops with the command (runExec) or when the execution
-// is over.
-func (s *Server) startProxy(_ context.Context, x *execution) error {
-	if x.rule.Network != policy.NetworkProxied {
-		return nil
-	}
-	eg, err := s.startEgress(x)
-	if err != nil {
-		return err
-	}
-	x.eg = eg
-	x.onDone(func() { eg.stop() })
-	return nil
-}
-
-// startAgent starts the exec's ssh agent when its rule has ssh_keys: it
-// ends with the command (runExec), as the proxy does, or when the
-// execution is over.
-func (s *Server) startAgent(_ context.Context, x *execution) error {
-	ag, err := s.startSSHAgent(x, x.eg)
-	if err != nil {
-		return err
-	}
-	x.ag = ag
-	x.onDone(func() { ag.stop() })
-	return nil
-}
-
-// openCA copies the rule's CA bundle, if it names one, for the sandbox to
-// bind (removed once the execution is over).
-func (s *Server) openCA(_ context.Context, x *execution) error {
-	ca, err := copyCAFile(x.rule, s.cfg.ScratchDir)
-	if err != nil || ca == nil {
-		return err
-	}
-	x.ca = ca
-	x.onDone(func() {
-		ca.Close()
-		os.Remove(ca.Name())
-	})
-	return nil
-}
-
 // wrapSandbox builds the command (argv[0] as the caller gave it, the
 // rule's binary) and wraps it in the rule's sandbox with the default
 // profile.
@@ -484,9 +436,9 @@ func (s *Server) wrapSandbox(ctx context.Context, x *execution) error {
 	conf, err := x.box.Wrap(ctx, cmd, sandbox.DefaultProfile(sandbox.ProfileInput{
 		Workspace: x.root, Home: x.home, Dir: x.dir, Env: sandbox.Environ(x.home, x.childEnv()),
 		Network: sandbox.Network(x.rule.Network), StateDir: s.cfg.StateDir, Socket: s.cfg.Socket, OwnFiles: s.cfg.OwnFiles,
-		ProxySocket: x.eg.socket(), ProxyAddr: x.eg.addr(), KnownHosts: x.eg.knownHosts(), SSHAgent: x.ag.socket(),
+		Binds:     x.run.Binds,
 		UserHomes: s.userHomes(), Writable: x.rule.Writable, ScanBudget: s.cfg.ScanBudget, Exec: x.exe, ExecPath: x.rule.Resolved, ExecName: x.rule.Binary,
-		Limits: limits, CAFile: x.ca, User: s.cfg.SandboxUser, Dynamic: dynamic,
+		Limits: limits, User: s.cfg.SandboxUser, Dynamic: dynamic,
 	}))
 	if msg, ok := accessRefusal(x, err); ok {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "%s", msg)
@@ -539,8 +491,6 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
 	stopLeases()
 	runErr = out.finish(runErr)
-	x.sshAgent = x.ag.stop() // the agent and its connections end with the command
-	x.egress = x.eg.stop()   // every tunnel too, and their directory goes
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	s.refuseUnchecked(ctx, x, res.report.Unchecked)
 	// The command is over: free its slot before the caller hears so, or
@@ -560,14 +510,12 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
+	exit := &coilyv1.ExecExit{}
+	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the proxy, the agent and their connections too
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
-	rec.Egress = audit.EgressRows(x.egress)
-	if len(x.rule.SSHKeys) > 0 {
-		sshAgentDetails(x.sshAgent, &rec)
-	}
 	addReport(&rec, res.report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
-	s.metrics.execEnded(x, res)
+	s.metrics.execEnded(x, res, rec.Egress)
 	runErr = scrubRefusal(x.scrub, runErr)
 	if runErr != nil {
 		s.metrics.execRefused(x)
@@ -586,11 +534,11 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	case runErr != nil:
 		return nil, refusal.WithAudit(runErr, out.ID)
 	}
-	return &coilyv1.ExecExit{
-		ExitCode: int32(res.exitCode), Signal: int32(res.signal), Duration: durationpb.New(res.duration),
-		StdoutTruncated: res.truncated[coilyv1.Stream_STREAM_STDOUT],
-		StderrTruncated: res.truncated[coilyv1.Stream_STREAM_STDERR], AuditId: out.ID,
-		EgressDenied: deniedSentences(x.egress), SshAgentRefused: agentSentences(x.rule.Name, x.sshAgent)}, nil
+	exit.ExitCode, exit.Signal, exit.Duration = int32(res.exitCode), int32(res.signal), durationpb.New(res.duration)
+	exit.StdoutTruncated = res.truncated[coilyv1.Stream_STREAM_STDOUT]
+	exit.StderrTruncated = res.truncated[coilyv1.Stream_STREAM_STDERR]
+	exit.AuditId = out.ID
+	return exit, nil
 }
 
 // saveRequest stores the request record, after the caller has its answer.

@@ -2,13 +2,14 @@ package server
 
 import (
 	"context"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"coily.dev/coily/attach"
+	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -53,8 +54,12 @@ func credServer(t *testing.T, lines string) *Server {
 // any credential) and, with ca_file, the CA variables; nothing else
 // changes what the caller passed.
 func TestChildEnvGitCredentials(t *testing.T) {
+	caFile := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(caFile, []byte(testCA), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	r := gitRule(t, `    env: [GIT_AUTHOR_NAME]
-    ca_file: /etc/coily/ca.pem
+    ca_file: `+caFile+`
     credentials: {GH_TOKEN: "file:gh"}
     git_credentials:
       - {host: "git.example.com:8443", password: "file:git"}
@@ -65,6 +70,12 @@ func TestChildEnvGitCredentials(t *testing.T) {
 	if err := s.fetchCredentials(context.Background(), x); err != nil {
 		t.Fatal(err)
 	}
+	x.run = &attach.Run{Scratch: t.TempDir()} // the CA variables come with the bundle (attach/cabundle)
+	ca := cabundle.New(r.Name, r.CAFile)
+	if err := ca.Prepare(context.Background(), x.run); err != nil {
+		t.Fatal(err)
+	}
+	defer ca.Close(context.Background(), &attach.End{})
 	env := x.childEnv()
 	want := map[string]string{
 		"GIT_AUTHOR_NAME": "a", "GH_TOKEN": "gh-secret-3",
@@ -105,69 +116,5 @@ func TestGitCredentialUnusableValue(t *testing.T) {
 		if refusal.As(err).Code != refusal.CredentialUnavailable || !strings.Contains(err.Error(), "file:git") {
 			t.Errorf("%q: %v", file, err)
 		}
-	}
-}
-
-func TestCheckCAFile(t *testing.T) {
-	dir := t.TempDir()
-	write := func(name, data string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(data), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	good := write("good.pem", "# a bundle\n"+testCA+"\n"+testCA)
-	if err := os.Symlink(good, filepath.Join(dir, "link.pem")); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		name, path, err string
-	}{
-		{"bundle", good, ""},
-		{"link to a bundle", filepath.Join(dir, "link.pem"), ""},
-		{"key", write("key.pem", testCA+"-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIA==\n-----END PRIVATE KEY-----\n"), `type "PRIVATE KEY"`},
-		{"not PEM", write("shadow", "root:$6$salt$hash:19000:0:99999:7:::\n"), "no PEM certificate"},
-		{"empty", write("empty.pem", ""), "no PEM certificate"},
-		{"broken block", write("broken.pem", testCA+"-----BEGIN CERTIFICATE-----\nnot base64!\n"), "malformed"},
-		{"directory", dir, "not a regular file"},
-		{"missing", filepath.Join(dir, "nope.pem"), "no such file"},
-		{"too big", write("big.pem", testCA+strings.Repeat("#\n", maxCAFile/2)), "larger than"},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			scratch := t.TempDir()
-			f, err := copyCAFile(&policy.Rule{Name: "r", CAFile: c.path}, scratch)
-			if f != nil {
-				defer os.Remove(f.Name())
-				defer f.Close()
-			}
-			switch {
-			case c.err == "" && (err != nil || f == nil):
-				t.Fatalf("refused: %v", err)
-			case c.err != "" && (err == nil || f != nil):
-				t.Fatal("accepted")
-			case c.err != "" && (refusal.As(err).Code != refusal.SandboxUnavailable || !strings.Contains(err.Error(), c.err)):
-				t.Fatalf("error %v, want %q", err, c.err)
-			case c.err != "":
-				return
-			}
-			// What the sandbox binds is a copy of what was checked, in the
-			// scratch directory, readable by any user (the original is
-			// 0600): a root server's sandbox user reads it.
-			fi, err := f.Stat()
-			if err != nil || fi.Mode().Perm() != 0o444 || filepath.Dir(f.Name()) != scratch {
-				t.Fatalf("copy %s: %v %v", f.Name(), fi.Mode(), err)
-			}
-			if orig, _ := os.Stat(good); os.SameFile(orig, fi) {
-				t.Fatal("the original is bound, not a copy")
-			}
-			got, _ := io.ReadAll(f)
-			if want, _ := os.ReadFile(good); string(got) != string(want) {
-				t.Fatalf("copy differs: %q", got)
-			}
-		})
-	}
-	if f, err := copyCAFile(&policy.Rule{}, dir); f != nil || err != nil {
-		t.Fatalf("no ca_file: %v %v", f, err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"net/netip"
 	"time"
 
+	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
@@ -100,12 +101,7 @@ func githubTransport(r *policy.Rule) (*http.Transport, error) {
 	if r.CAFile == "" {
 		return tr, nil
 	}
-	f, err := openCAFile(r.CAFile)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := checkCAFile(f) // what the command trusts, checked the same way
+	data, err := cabundle.Read(r.CAFile) // what the command trusts, checked the same way
 	if err != nil {
 		return nil, err
 	}

@@ -153,20 +153,20 @@ func (m *metrics) execRan(x *execution, res runResult) {
 }
 
 // execEnded records what a command that started cost: its run time and
-// its egress.
-func (m *metrics) execEnded(x *execution, res runResult) {
+// its egress (its result record's rows).
+func (m *metrics) execEnded(x *execution, res runResult, rows []audit.EgressRow) {
 	rule := ruleLabel(x)
 	if res.duration > 0 {
 		m.execDuration.WithLabelValues(rule).Observe(res.duration.Seconds())
 	}
 	var up, down int64
-	for _, row := range x.egress {
+	for _, row := range rows {
 		up, down = up+row.BytesUp, down+row.BytesDown
-		if row.Decision == egress.Deny || row.Decision == egress.ObserveDeny {
-			m.egressDenials.WithLabelValues(rule, string(row.Decision)).Add(float64(row.Conns))
+		if d := egress.Decision(row.Decision); d == egress.Deny || d == egress.ObserveDeny {
+			m.egressDenials.WithLabelValues(rule, row.Decision).Add(float64(row.Conns))
 		}
 	}
-	if len(x.egress) > 0 {
+	if len(rows) > 0 {
 		m.egressBytes.WithLabelValues(rule, "up").Add(float64(up))
 		m.egressBytes.WithLabelValues(rule, "down").Add(float64(down))
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"coily.dev/coily/audit"
 	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
@@ -60,12 +61,13 @@ func TestMetricsRegistryOnce(t *testing.T) {
 // the exec's rule; hosts never become labels.
 func TestMetricsEgress(t *testing.T) {
 	s, reg := newTestMetrics(t)
-	x := &execution{rule: &policy.Rule{Name: "gh"}, egress: []egress.Row{
+	x := &execution{rule: &policy.Rule{Name: "gh"}}
+	rows := audit.EgressRows([]egress.Row{
 		{Host: cmdtext.New(nil, "api.github.com"), Port: 443, Decision: egress.Allow, Conns: 2, BytesUp: 100, BytesDown: 5000},
 		{Host: cmdtext.New(nil, "evil.example"), Port: 443, Decision: egress.Deny, Conns: 3},
 		{Host: cmdtext.New(nil, "other.example"), Port: 443, Decision: egress.ObserveDeny, Conns: 1, BytesUp: 10, BytesDown: 20},
-	}}
-	s.metrics.execEnded(x, runResult{duration: 1500 * time.Millisecond})
+	})
+	s.metrics.execEnded(x, runResult{duration: 1500 * time.Millisecond}, rows)
 	for _, c := range []struct {
 		got  prometheus.Metric
 		want float64
@@ -193,13 +195,14 @@ func BenchmarkMetricsPerExec(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	x := &execution{rule: &policy.Rule{Name: "gh"}, egress: []egress.Row{{Host: cmdtext.New(nil, "api.github.com"), Port: 443,
-		Decision: egress.Allow, Conns: 1, BytesUp: 100, BytesDown: 1000}}}
+	x := &execution{rule: &policy.Rule{Name: "gh"}}
+	rows := audit.EgressRows([]egress.Row{{Host: cmdtext.New(nil, "api.github.com"), Port: 443,
+		Decision: egress.Allow, Conns: 1, BytesUp: 100, BytesDown: 1000}})
 	res := runResult{duration: 2 * time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {
 		m.auditWritten(50*time.Microsecond, false, nil)
-		m.execEnded(x, res)
+		m.execEnded(x, res, rows)
 		m.execRan(x, res)
 		m.auditWritten(900*time.Microsecond, true, nil)
 	}

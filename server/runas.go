@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 
 	"coily.dev/coily/refusal"
@@ -101,24 +100,6 @@ func accessRefusal(x *execution, err error) (string, bool) {
 		return fmt.Sprintf("workspace %q of rule %q: %v", x.rule.Workspace, x.rule.Name, err), true
 	}
 	return fmt.Sprintf("rule %q: %v", x.rule.Name, err), true
-}
-
-// listenUnix listens on a unix socket at path that only its owner may
-// connect to (0600, whatever the umask), for giveToSandbox to hand to
-// the sandbox's user: no other process of that user, or of the server's
-// group, reaches an exec's agent or proxy through it. (Between bind and
-// chmod it has the umask's mode, in a directory whose 128-bit random name
-// nobody else knows: see scratchDir.)
-func listenUnix(path string) (net.Listener, error) {
-	l, err := net.Listen("unix", path)
-	if err != nil {
-		return nil, err
-	}
-	if err := os.Chmod(path, 0o600); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("socket %s: %w", path, err)
-	}
-	return l, nil
 }
 
 // dynamicUser is the profile's uid of the execution's own, with a private

@@ -12,9 +12,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"coily.dev/coily/attach/sshkeys"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/sandbox"
 )
 
 // sshKeyPEM makes an OpenSSH private key file.
@@ -54,28 +54,23 @@ func TestFetchSSHKeys(t *testing.T) {
 	// The credentials file holds one line per value: the key in base64.
 	s := credServer(t, "deploy="+base64.StdEncoding.EncodeToString([]byte(key))+"\ngh=gh-secret-3\n")
 	x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
+	x.attached = (&Server{}).attachmentsOf(x)
 	if err := s.fetchCredentials(context.Background(), x); err != nil {
 		t.Fatal(err)
 	}
-	if len(x.sshSigners) != 1 || string(x.sshSigners[0].PublicKey().Marshal()) != string(pub.Marshal()) {
-		t.Fatalf("signers %v", x.sshSigners)
+	if k := x.attached[1].(*sshkeys.Keys); !k.Holds(pub) {
+		t.Fatalf("the agent's keys do not hold %v", pub)
 	}
+	// The agent's socket and SSH_AUTH_SOCK come with it (attach/sshkeys).
 	env := x.childEnv()
-	if len(env) != 2 || env["GH_TOKEN"] != "gh-secret-3" || env["SSH_AUTH_SOCK"] != sandbox.SSHAgentPath {
-		t.Fatalf("child env %v: want GH_TOKEN and SSH_AUTH_SOCK only", env)
+	if len(env) != 1 || env["GH_TOKEN"] != "gh-secret-3" {
+		t.Fatalf("child env %v: want GH_TOKEN only", env)
 	}
 	if out := x.scrub.Redact([]byte(base64.StdEncoding.EncodeToString([]byte(key)))); strings.Contains(string(out), key[40:60]) {
 		t.Errorf("the key is not redacted from output")
 	}
 	if d := x.auditRecord("exec.result").Lists["ssh_keys"]; !slices.Equal(d, []string{"file:deploy=git.example.com"}) {
 		t.Errorf("audit details ssh_keys = %q", d)
-	}
-	keys, err := agentKeys(r, x.sshSigners)
-	if err != nil || len(keys) != 1 || len(keys[0].HostKeys) != 1 || keys[0].Hosts != "git.example.com" {
-		t.Fatalf("agent keys %+v, %v", keys, err)
-	}
-	if got := pinnedFor(r)["SHA256:hqvtsyY+9zLXCmFN1eJY3Rya8nzGse7iriFkbnGQC78"]; got != "git.example.com,other.example.com" {
-		t.Errorf("pinnedFor = %q", got)
 	}
 }
 
@@ -95,6 +90,7 @@ func TestFetchSSHKeyUnusable(t *testing.T) {
 			lines += "deploy=" + value + "\n"
 		}
 		x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
+		x.attached = (&Server{}).attachmentsOf(x)
 		err := credServer(t, lines).fetchCredentials(context.Background(), x)
 		if refusal.As(err).Code != refusal.CredentialUnavailable || !strings.Contains(err.Error(), "file:deploy") {
 			t.Errorf("%s: %v", name, err)

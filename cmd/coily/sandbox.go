@@ -142,9 +142,15 @@ func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
 	if in.User, err = sandboxUser(*sbUser); err != nil {
 		return usage("%v", err)
 	}
-	in.ProxySocket = *proxy
-	if in.KnownHosts, err = knownHostsFlag(*knownHosts, mode); err != nil {
+	if *proxy != "" {
+		in.Binds = append(in.Binds, sandbox.Bind{At: sandbox.ProxySocketPath, Path: *proxy})
+	}
+	kh, err := knownHostsFlag(*knownHosts, mode)
+	if err != nil {
 		return usage("%v", err)
+	}
+	if kh != "" {
+		in.Binds = append(in.Binds, sandbox.Bind{At: sandbox.KnownHostsPath, Path: kh})
 	}
 	if *workspace != "" {
 		// Resolved here, by the operator's command line: the sandbox opens
@@ -168,7 +174,7 @@ func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
 			printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
 			return 125
 		}
-		in.ProxySocket = own.socket
+		in.Binds = append(in.Binds, sandbox.Bind{At: sandbox.ProxySocketPath, Path: own.socket})
 	}
 	code, err := runConfined(ctx, defaultBackend(), in, e.args, e.stdin, e.stdout, e.stderr)
 	if own != nil {
