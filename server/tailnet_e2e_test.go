@@ -19,7 +19,7 @@ import (
 	"coily.dev/coily/client/grpclite"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
-	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
+	"coily.dev/coily/proto/coily/v1/coilyv1connect"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/server"
 )
@@ -123,7 +123,7 @@ func TestTailnetStrangerRefusedEverywhere(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: tailnetPolicy, Tailnet: true})
 	stranger := in.TailnetClient(t, "stranger", "tag:stranger")
 	descs := []protoreflect.ServiceDescriptor{
-		coilyv1grpc.File_coily_v1_service_proto.Services().ByName("CoilyService"),
+		coilyv1connect.File_coily_v1_service_proto.Services().ByName("CoilyService"),
 		healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health"),
 		reflectionpb.File_grpc_reflection_v1_reflection_proto.Services().ByName("ServerReflection"),
 	}
