@@ -83,27 +83,27 @@ type CoilyServiceClient interface {
 	// command produced them, then one `exit` event. A refusal before start, a
 	// timeout, a lockout or an internal failure after start ends the stream with
 	// an error status instead of `exit`.
-	Exec(context.Context, *connect.Request[v1.ExecRequest]) (*connect.ServerStreamForClient[v1.ExecResponse], error)
+	Exec(context.Context, *v1.ExecRequest) (*connect.ServerStreamForClient[v1.ExecResponse], error)
 	// Lockout persists the nuclear stop: kills every running command and
 	// refuses everything until Unlock.
-	Lockout(context.Context, *connect.Request[v1.LockoutRequest]) (*connect.Response[v1.LockoutResponse], error)
+	Lockout(context.Context, *v1.LockoutRequest) (*v1.LockoutResponse, error)
 	// Unlock lifts a lockout. By default only the local operator may call it.
-	Unlock(context.Context, *connect.Request[v1.UnlockRequest]) (*connect.Response[v1.UnlockResponse], error)
+	Unlock(context.Context, *v1.UnlockRequest) (*v1.UnlockResponse, error)
 	// Pause refuses new Execs while running ones finish.
-	Pause(context.Context, *connect.Request[v1.PauseRequest]) (*connect.Response[v1.PauseResponse], error)
+	Pause(context.Context, *v1.PauseRequest) (*v1.PauseResponse, error)
 	// Resume lifts a pause.
-	Resume(context.Context, *connect.Request[v1.ResumeRequest]) (*connect.Response[v1.ResumeResponse], error)
+	Resume(context.Context, *v1.ResumeRequest) (*v1.ResumeResponse, error)
 	// Status reports the stop state, the caller's identity and what runs.
-	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
+	Status(context.Context, *v1.StatusRequest) (*v1.StatusResponse, error)
 	// ListApprovals lists the approvals waiting for a decision.
-	ListApprovals(context.Context, *connect.Request[v1.ListApprovalsRequest]) (*connect.Response[v1.ListApprovalsResponse], error)
+	ListApprovals(context.Context, *v1.ListApprovalsRequest) (*v1.ListApprovalsResponse, error)
 	// WatchApprovals streams the pending approvals, then every change to any
 	// approval (created, approved, denied, expired, cancelled, rejected), for
 	// phones and dashboards.
-	WatchApprovals(context.Context, *connect.Request[v1.WatchApprovalsRequest]) (*connect.ServerStreamForClient[v1.WatchApprovalsResponse], error)
+	WatchApprovals(context.Context, *v1.WatchApprovalsRequest) (*connect.ServerStreamForClient[v1.WatchApprovalsResponse], error)
 	// Decide approves or denies a pending approval. The requester may never
 	// decide its own request.
-	Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error)
+	Decide(context.Context, *v1.DecideRequest) (*v1.DecideResponse, error)
 	// Relay runs a signed request descriptor written by a network-less
 	// sandbox, relayed by a bridge (docs/protocol.md). The server checks that
 	// the caller may relay for the sandbox, the signature, freshness and
@@ -111,17 +111,17 @@ type CoilyServiceClient interface {
 	// repeated with the same id gets the recorded answer (or waits for the
 	// running one). The answer is the response file's content; refusals are
 	// carried inside it, not as an error status.
-	Relay(context.Context, *connect.Request[v1.RelayRequest]) (*connect.Response[v1.RelayResponse], error)
+	Relay(context.Context, *v1.RelayRequest) (*v1.RelayResponse, error)
 	// RelayTeardown cancels a relayed request (a signed teardown file).
-	RelayTeardown(context.Context, *connect.Request[v1.RelayTeardownRequest]) (*connect.Response[v1.RelayTeardownResponse], error)
+	RelayTeardown(context.Context, *v1.RelayTeardownRequest) (*v1.RelayTeardownResponse, error)
 	// IssueKey issues the first signing key of a sandbox.
-	IssueKey(context.Context, *connect.Request[v1.IssueKeyRequest]) (*connect.Response[v1.IssueKeyResponse], error)
+	IssueKey(context.Context, *v1.IssueKeyRequest) (*v1.IssueKeyResponse, error)
 	// RotateKeys replaces one sandbox's signing key, or every sandbox's.
-	RotateKeys(context.Context, *connect.Request[v1.RotateKeysRequest]) (*connect.Response[v1.RotateKeysResponse], error)
+	RotateKeys(context.Context, *v1.RotateKeysRequest) (*v1.RotateKeysResponse, error)
 	// ListCommands lists the command rules the caller may run under the
 	// policy in force, with what the owner's deny rules refuse for them: what
 	// `coily agents-md` tells an agent.
-	ListCommands(context.Context, *connect.Request[v1.ListCommandsRequest]) (*connect.Response[v1.ListCommandsResponse], error)
+	ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error)
 }
 
 // NewCoilyServiceClient constructs a client for the coily.v1.CoilyService service. By default, it
@@ -241,73 +241,121 @@ type coilyServiceClient struct {
 }
 
 // Exec calls coily.v1.CoilyService.Exec.
-func (c *coilyServiceClient) Exec(ctx context.Context, req *connect.Request[v1.ExecRequest]) (*connect.ServerStreamForClient[v1.ExecResponse], error) {
-	return c.exec.CallServerStream(ctx, req)
+func (c *coilyServiceClient) Exec(ctx context.Context, req *v1.ExecRequest) (*connect.ServerStreamForClient[v1.ExecResponse], error) {
+	return c.exec.CallServerStream(ctx, connect.NewRequest(req))
 }
 
 // Lockout calls coily.v1.CoilyService.Lockout.
-func (c *coilyServiceClient) Lockout(ctx context.Context, req *connect.Request[v1.LockoutRequest]) (*connect.Response[v1.LockoutResponse], error) {
-	return c.lockout.CallUnary(ctx, req)
+func (c *coilyServiceClient) Lockout(ctx context.Context, req *v1.LockoutRequest) (*v1.LockoutResponse, error) {
+	response, err := c.lockout.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Unlock calls coily.v1.CoilyService.Unlock.
-func (c *coilyServiceClient) Unlock(ctx context.Context, req *connect.Request[v1.UnlockRequest]) (*connect.Response[v1.UnlockResponse], error) {
-	return c.unlock.CallUnary(ctx, req)
+func (c *coilyServiceClient) Unlock(ctx context.Context, req *v1.UnlockRequest) (*v1.UnlockResponse, error) {
+	response, err := c.unlock.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Pause calls coily.v1.CoilyService.Pause.
-func (c *coilyServiceClient) Pause(ctx context.Context, req *connect.Request[v1.PauseRequest]) (*connect.Response[v1.PauseResponse], error) {
-	return c.pause.CallUnary(ctx, req)
+func (c *coilyServiceClient) Pause(ctx context.Context, req *v1.PauseRequest) (*v1.PauseResponse, error) {
+	response, err := c.pause.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Resume calls coily.v1.CoilyService.Resume.
-func (c *coilyServiceClient) Resume(ctx context.Context, req *connect.Request[v1.ResumeRequest]) (*connect.Response[v1.ResumeResponse], error) {
-	return c.resume.CallUnary(ctx, req)
+func (c *coilyServiceClient) Resume(ctx context.Context, req *v1.ResumeRequest) (*v1.ResumeResponse, error) {
+	response, err := c.resume.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Status calls coily.v1.CoilyService.Status.
-func (c *coilyServiceClient) Status(ctx context.Context, req *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error) {
-	return c.status.CallUnary(ctx, req)
+func (c *coilyServiceClient) Status(ctx context.Context, req *v1.StatusRequest) (*v1.StatusResponse, error) {
+	response, err := c.status.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ListApprovals calls coily.v1.CoilyService.ListApprovals.
-func (c *coilyServiceClient) ListApprovals(ctx context.Context, req *connect.Request[v1.ListApprovalsRequest]) (*connect.Response[v1.ListApprovalsResponse], error) {
-	return c.listApprovals.CallUnary(ctx, req)
+func (c *coilyServiceClient) ListApprovals(ctx context.Context, req *v1.ListApprovalsRequest) (*v1.ListApprovalsResponse, error) {
+	response, err := c.listApprovals.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // WatchApprovals calls coily.v1.CoilyService.WatchApprovals.
-func (c *coilyServiceClient) WatchApprovals(ctx context.Context, req *connect.Request[v1.WatchApprovalsRequest]) (*connect.ServerStreamForClient[v1.WatchApprovalsResponse], error) {
-	return c.watchApprovals.CallServerStream(ctx, req)
+func (c *coilyServiceClient) WatchApprovals(ctx context.Context, req *v1.WatchApprovalsRequest) (*connect.ServerStreamForClient[v1.WatchApprovalsResponse], error) {
+	return c.watchApprovals.CallServerStream(ctx, connect.NewRequest(req))
 }
 
 // Decide calls coily.v1.CoilyService.Decide.
-func (c *coilyServiceClient) Decide(ctx context.Context, req *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error) {
-	return c.decide.CallUnary(ctx, req)
+func (c *coilyServiceClient) Decide(ctx context.Context, req *v1.DecideRequest) (*v1.DecideResponse, error) {
+	response, err := c.decide.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // Relay calls coily.v1.CoilyService.Relay.
-func (c *coilyServiceClient) Relay(ctx context.Context, req *connect.Request[v1.RelayRequest]) (*connect.Response[v1.RelayResponse], error) {
-	return c.relay.CallUnary(ctx, req)
+func (c *coilyServiceClient) Relay(ctx context.Context, req *v1.RelayRequest) (*v1.RelayResponse, error) {
+	response, err := c.relay.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // RelayTeardown calls coily.v1.CoilyService.RelayTeardown.
-func (c *coilyServiceClient) RelayTeardown(ctx context.Context, req *connect.Request[v1.RelayTeardownRequest]) (*connect.Response[v1.RelayTeardownResponse], error) {
-	return c.relayTeardown.CallUnary(ctx, req)
+func (c *coilyServiceClient) RelayTeardown(ctx context.Context, req *v1.RelayTeardownRequest) (*v1.RelayTeardownResponse, error) {
+	response, err := c.relayTeardown.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // IssueKey calls coily.v1.CoilyService.IssueKey.
-func (c *coilyServiceClient) IssueKey(ctx context.Context, req *connect.Request[v1.IssueKeyRequest]) (*connect.Response[v1.IssueKeyResponse], error) {
-	return c.issueKey.CallUnary(ctx, req)
+func (c *coilyServiceClient) IssueKey(ctx context.Context, req *v1.IssueKeyRequest) (*v1.IssueKeyResponse, error) {
+	response, err := c.issueKey.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // RotateKeys calls coily.v1.CoilyService.RotateKeys.
-func (c *coilyServiceClient) RotateKeys(ctx context.Context, req *connect.Request[v1.RotateKeysRequest]) (*connect.Response[v1.RotateKeysResponse], error) {
-	return c.rotateKeys.CallUnary(ctx, req)
+func (c *coilyServiceClient) RotateKeys(ctx context.Context, req *v1.RotateKeysRequest) (*v1.RotateKeysResponse, error) {
+	response, err := c.rotateKeys.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // ListCommands calls coily.v1.CoilyService.ListCommands.
-func (c *coilyServiceClient) ListCommands(ctx context.Context, req *connect.Request[v1.ListCommandsRequest]) (*connect.Response[v1.ListCommandsResponse], error) {
-	return c.listCommands.CallUnary(ctx, req)
+func (c *coilyServiceClient) ListCommands(ctx context.Context, req *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error) {
+	response, err := c.listCommands.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
 }
 
 // CoilyServiceHandler is an implementation of the coily.v1.CoilyService service.
@@ -317,27 +365,27 @@ type CoilyServiceHandler interface {
 	// command produced them, then one `exit` event. A refusal before start, a
 	// timeout, a lockout or an internal failure after start ends the stream with
 	// an error status instead of `exit`.
-	Exec(context.Context, *connect.Request[v1.ExecRequest], *connect.ServerStream[v1.ExecResponse]) error
+	Exec(context.Context, *v1.ExecRequest, *connect.ServerStream[v1.ExecResponse]) error
 	// Lockout persists the nuclear stop: kills every running command and
 	// refuses everything until Unlock.
-	Lockout(context.Context, *connect.Request[v1.LockoutRequest]) (*connect.Response[v1.LockoutResponse], error)
+	Lockout(context.Context, *v1.LockoutRequest) (*v1.LockoutResponse, error)
 	// Unlock lifts a lockout. By default only the local operator may call it.
-	Unlock(context.Context, *connect.Request[v1.UnlockRequest]) (*connect.Response[v1.UnlockResponse], error)
+	Unlock(context.Context, *v1.UnlockRequest) (*v1.UnlockResponse, error)
 	// Pause refuses new Execs while running ones finish.
-	Pause(context.Context, *connect.Request[v1.PauseRequest]) (*connect.Response[v1.PauseResponse], error)
+	Pause(context.Context, *v1.PauseRequest) (*v1.PauseResponse, error)
 	// Resume lifts a pause.
-	Resume(context.Context, *connect.Request[v1.ResumeRequest]) (*connect.Response[v1.ResumeResponse], error)
+	Resume(context.Context, *v1.ResumeRequest) (*v1.ResumeResponse, error)
 	// Status reports the stop state, the caller's identity and what runs.
-	Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error)
+	Status(context.Context, *v1.StatusRequest) (*v1.StatusResponse, error)
 	// ListApprovals lists the approvals waiting for a decision.
-	ListApprovals(context.Context, *connect.Request[v1.ListApprovalsRequest]) (*connect.Response[v1.ListApprovalsResponse], error)
+	ListApprovals(context.Context, *v1.ListApprovalsRequest) (*v1.ListApprovalsResponse, error)
 	// WatchApprovals streams the pending approvals, then every change to any
 	// approval (created, approved, denied, expired, cancelled, rejected), for
 	// phones and dashboards.
-	WatchApprovals(context.Context, *connect.Request[v1.WatchApprovalsRequest], *connect.ServerStream[v1.WatchApprovalsResponse]) error
+	WatchApprovals(context.Context, *v1.WatchApprovalsRequest, *connect.ServerStream[v1.WatchApprovalsResponse]) error
 	// Decide approves or denies a pending approval. The requester may never
 	// decide its own request.
-	Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error)
+	Decide(context.Context, *v1.DecideRequest) (*v1.DecideResponse, error)
 	// Relay runs a signed request descriptor written by a network-less
 	// sandbox, relayed by a bridge (docs/protocol.md). The server checks that
 	// the caller may relay for the sandbox, the signature, freshness and
@@ -345,17 +393,17 @@ type CoilyServiceHandler interface {
 	// repeated with the same id gets the recorded answer (or waits for the
 	// running one). The answer is the response file's content; refusals are
 	// carried inside it, not as an error status.
-	Relay(context.Context, *connect.Request[v1.RelayRequest]) (*connect.Response[v1.RelayResponse], error)
+	Relay(context.Context, *v1.RelayRequest) (*v1.RelayResponse, error)
 	// RelayTeardown cancels a relayed request (a signed teardown file).
-	RelayTeardown(context.Context, *connect.Request[v1.RelayTeardownRequest]) (*connect.Response[v1.RelayTeardownResponse], error)
+	RelayTeardown(context.Context, *v1.RelayTeardownRequest) (*v1.RelayTeardownResponse, error)
 	// IssueKey issues the first signing key of a sandbox.
-	IssueKey(context.Context, *connect.Request[v1.IssueKeyRequest]) (*connect.Response[v1.IssueKeyResponse], error)
+	IssueKey(context.Context, *v1.IssueKeyRequest) (*v1.IssueKeyResponse, error)
 	// RotateKeys replaces one sandbox's signing key, or every sandbox's.
-	RotateKeys(context.Context, *connect.Request[v1.RotateKeysRequest]) (*connect.Response[v1.RotateKeysResponse], error)
+	RotateKeys(context.Context, *v1.RotateKeysRequest) (*v1.RotateKeysResponse, error)
 	// ListCommands lists the command rules the caller may run under the
 	// policy in force, with what the owner's deny rules refuse for them: what
 	// `coily agents-md` tells an agent.
-	ListCommands(context.Context, *connect.Request[v1.ListCommandsRequest]) (*connect.Response[v1.ListCommandsResponse], error)
+	ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error)
 }
 
 // NewCoilyServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -365,85 +413,85 @@ type CoilyServiceHandler interface {
 // and JSON codecs. They also support gzip compression.
 func NewCoilyServiceHandler(svc CoilyServiceHandler, opts ...connect.HandlerOption) (string, http.Handler) {
 	coilyServiceMethods := File_coily_v1_service_proto.Services().ByName("CoilyService").Methods()
-	coilyServiceExecHandler := connect.NewServerStreamHandler(
+	coilyServiceExecHandler := connect.NewServerStreamHandlerSimple(
 		CoilyServiceExecProcedure,
 		svc.Exec,
 		connect.WithSchema(coilyServiceMethods.ByName("Exec")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceLockoutHandler := connect.NewUnaryHandler(
+	coilyServiceLockoutHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceLockoutProcedure,
 		svc.Lockout,
 		connect.WithSchema(coilyServiceMethods.ByName("Lockout")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceUnlockHandler := connect.NewUnaryHandler(
+	coilyServiceUnlockHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceUnlockProcedure,
 		svc.Unlock,
 		connect.WithSchema(coilyServiceMethods.ByName("Unlock")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServicePauseHandler := connect.NewUnaryHandler(
+	coilyServicePauseHandler := connect.NewUnaryHandlerSimple(
 		CoilyServicePauseProcedure,
 		svc.Pause,
 		connect.WithSchema(coilyServiceMethods.ByName("Pause")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceResumeHandler := connect.NewUnaryHandler(
+	coilyServiceResumeHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceResumeProcedure,
 		svc.Resume,
 		connect.WithSchema(coilyServiceMethods.ByName("Resume")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceStatusHandler := connect.NewUnaryHandler(
+	coilyServiceStatusHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceStatusProcedure,
 		svc.Status,
 		connect.WithSchema(coilyServiceMethods.ByName("Status")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceListApprovalsHandler := connect.NewUnaryHandler(
+	coilyServiceListApprovalsHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceListApprovalsProcedure,
 		svc.ListApprovals,
 		connect.WithSchema(coilyServiceMethods.ByName("ListApprovals")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceWatchApprovalsHandler := connect.NewServerStreamHandler(
+	coilyServiceWatchApprovalsHandler := connect.NewServerStreamHandlerSimple(
 		CoilyServiceWatchApprovalsProcedure,
 		svc.WatchApprovals,
 		connect.WithSchema(coilyServiceMethods.ByName("WatchApprovals")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceDecideHandler := connect.NewUnaryHandler(
+	coilyServiceDecideHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceDecideProcedure,
 		svc.Decide,
 		connect.WithSchema(coilyServiceMethods.ByName("Decide")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceRelayHandler := connect.NewUnaryHandler(
+	coilyServiceRelayHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceRelayProcedure,
 		svc.Relay,
 		connect.WithSchema(coilyServiceMethods.ByName("Relay")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceRelayTeardownHandler := connect.NewUnaryHandler(
+	coilyServiceRelayTeardownHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceRelayTeardownProcedure,
 		svc.RelayTeardown,
 		connect.WithSchema(coilyServiceMethods.ByName("RelayTeardown")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceIssueKeyHandler := connect.NewUnaryHandler(
+	coilyServiceIssueKeyHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceIssueKeyProcedure,
 		svc.IssueKey,
 		connect.WithSchema(coilyServiceMethods.ByName("IssueKey")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceRotateKeysHandler := connect.NewUnaryHandler(
+	coilyServiceRotateKeysHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceRotateKeysProcedure,
 		svc.RotateKeys,
 		connect.WithSchema(coilyServiceMethods.ByName("RotateKeys")),
 		connect.WithHandlerOptions(opts...),
 	)
-	coilyServiceListCommandsHandler := connect.NewUnaryHandler(
+	coilyServiceListCommandsHandler := connect.NewUnaryHandlerSimple(
 		CoilyServiceListCommandsProcedure,
 		svc.ListCommands,
 		connect.WithSchema(coilyServiceMethods.ByName("ListCommands")),
@@ -488,58 +536,58 @@ func NewCoilyServiceHandler(svc CoilyServiceHandler, opts ...connect.HandlerOpti
 // UnimplementedCoilyServiceHandler returns CodeUnimplemented from all methods.
 type UnimplementedCoilyServiceHandler struct{}
 
-func (UnimplementedCoilyServiceHandler) Exec(context.Context, *connect.Request[v1.ExecRequest], *connect.ServerStream[v1.ExecResponse]) error {
+func (UnimplementedCoilyServiceHandler) Exec(context.Context, *v1.ExecRequest, *connect.ServerStream[v1.ExecResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Exec is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Lockout(context.Context, *connect.Request[v1.LockoutRequest]) (*connect.Response[v1.LockoutResponse], error) {
+func (UnimplementedCoilyServiceHandler) Lockout(context.Context, *v1.LockoutRequest) (*v1.LockoutResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Lockout is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Unlock(context.Context, *connect.Request[v1.UnlockRequest]) (*connect.Response[v1.UnlockResponse], error) {
+func (UnimplementedCoilyServiceHandler) Unlock(context.Context, *v1.UnlockRequest) (*v1.UnlockResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Unlock is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Pause(context.Context, *connect.Request[v1.PauseRequest]) (*connect.Response[v1.PauseResponse], error) {
+func (UnimplementedCoilyServiceHandler) Pause(context.Context, *v1.PauseRequest) (*v1.PauseResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Pause is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Resume(context.Context, *connect.Request[v1.ResumeRequest]) (*connect.Response[v1.ResumeResponse], error) {
+func (UnimplementedCoilyServiceHandler) Resume(context.Context, *v1.ResumeRequest) (*v1.ResumeResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Resume is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Status(context.Context, *connect.Request[v1.StatusRequest]) (*connect.Response[v1.StatusResponse], error) {
+func (UnimplementedCoilyServiceHandler) Status(context.Context, *v1.StatusRequest) (*v1.StatusResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Status is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) ListApprovals(context.Context, *connect.Request[v1.ListApprovalsRequest]) (*connect.Response[v1.ListApprovalsResponse], error) {
+func (UnimplementedCoilyServiceHandler) ListApprovals(context.Context, *v1.ListApprovalsRequest) (*v1.ListApprovalsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.ListApprovals is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) WatchApprovals(context.Context, *connect.Request[v1.WatchApprovalsRequest], *connect.ServerStream[v1.WatchApprovalsResponse]) error {
+func (UnimplementedCoilyServiceHandler) WatchApprovals(context.Context, *v1.WatchApprovalsRequest, *connect.ServerStream[v1.WatchApprovalsResponse]) error {
 	return connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.WatchApprovals is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Decide(context.Context, *connect.Request[v1.DecideRequest]) (*connect.Response[v1.DecideResponse], error) {
+func (UnimplementedCoilyServiceHandler) Decide(context.Context, *v1.DecideRequest) (*v1.DecideResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Decide is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) Relay(context.Context, *connect.Request[v1.RelayRequest]) (*connect.Response[v1.RelayResponse], error) {
+func (UnimplementedCoilyServiceHandler) Relay(context.Context, *v1.RelayRequest) (*v1.RelayResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.Relay is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) RelayTeardown(context.Context, *connect.Request[v1.RelayTeardownRequest]) (*connect.Response[v1.RelayTeardownResponse], error) {
+func (UnimplementedCoilyServiceHandler) RelayTeardown(context.Context, *v1.RelayTeardownRequest) (*v1.RelayTeardownResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.RelayTeardown is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) IssueKey(context.Context, *connect.Request[v1.IssueKeyRequest]) (*connect.Response[v1.IssueKeyResponse], error) {
+func (UnimplementedCoilyServiceHandler) IssueKey(context.Context, *v1.IssueKeyRequest) (*v1.IssueKeyResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.IssueKey is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) RotateKeys(context.Context, *connect.Request[v1.RotateKeysRequest]) (*connect.Response[v1.RotateKeysResponse], error) {
+func (UnimplementedCoilyServiceHandler) RotateKeys(context.Context, *v1.RotateKeysRequest) (*v1.RotateKeysResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.RotateKeys is not implemented"))
 }
 
-func (UnimplementedCoilyServiceHandler) ListCommands(context.Context, *connect.Request[v1.ListCommandsRequest]) (*connect.Response[v1.ListCommandsResponse], error) {
+func (UnimplementedCoilyServiceHandler) ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.ListCommands is not implemented"))
 }
