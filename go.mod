@@ -3,6 +3,7 @@ module coily.dev/coily
 go 1.26.6
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/chromedp/cdproto v0.159.0
 	github.com/chromedp/chromedp v0.23.0
 	github.com/fsnotify/fsnotify v1.10.1

@@ -8,15 +8,21 @@ import (
 	"strings"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/tailnet"
 )
 
-// Dial connects to the server the global settings name, in this order: the
-// local socket when --socket is on the command line; a transport the
-// binary adds (Dialers: an embedded tailnet node, a coily dev tailnet);
-// --server through this machine's tailscale; the local socket.
+// Dial connects to the server the settings name (client.Settings.Where,
+// the resolver every client uses): the local socket when --socket is on
+// the command line; a transport the binary adds (Dialers: an embedded
+// tailnet node, a coily dev tailnet); --server through this machine's
+// tailscale; the local socket. A route the environment names that this
+// binary has no transport for (COILY_DEV in a build without coily dev,
+// COILY_TSNET in the lean client) is refused, never taken for the local
+// socket.
 func (a *App) Dial(ctx context.Context) (*client.Client, error) {
-	if a.GivenOnCommandLine("socket") {
-		return client.DialLocal(a.g.SocketPath())
+	s := a.Settings()
+	if s.SocketNamed {
+		return client.DialLocal(s.SocketPath())
 	}
 	for _, d := range a.Dialers {
 		c, err := d(ctx, a)
@@ -24,13 +30,29 @@ func (a *App) Dial(ctx context.Context) (*client.Client, error) {
 			return c, err
 		}
 	}
-	if a.g.Server != "" {
-		if err := CheckServer(a.g.Server); err != nil {
+	switch route := s.Where(false); route {
+	case client.RouteDev, client.RouteTsnet:
+		return nil, Usagef("%s is set, but this %s has no %s transport (the development build, go build -tags coilydev ./cmd/coily, has every one)",
+			map[client.Route]string{client.RouteDev: "COILY_DEV", client.RouteTsnet: "COILY_TSNET"}[route], a.Name, route)
+	case client.RouteServer:
+		if err := CheckServer(s.Server); err != nil {
 			return nil, err
 		}
-		return client.DialServer(ctx, a.g.Server)
+		return tailnet.DialServer(ctx, s.Server)
 	}
-	return client.DialLocal(a.g.SocketPath())
+	return client.DialLocal(s.SocketPath())
+}
+
+// Settings are where the server is, from the global flags and the
+// environment; a transport the binary adds reads its own flags.
+func (a *App) Settings() client.Settings {
+	env := client.SettingsFromEnv(a.Getenv)
+	s := client.Settings{Socket: a.g.Socket, StateDir: a.g.StateDir, Server: a.g.Server, Tsnet: env.Tsnet, Dev: env.Dev,
+		SocketNamed: a.GivenOnCommandLine("socket"), Sandbox: env.Sandbox}
+	for _, f := range append([]string{"socket", "server"}, a.TransportFlags...) {
+		s.Named = s.Named || a.GivenOnCommandLine(f)
+	}
+	return s
 }
 
 // CheckServer refuses a --server value no transport could dial, as a
@@ -72,17 +94,7 @@ func (a *App) withClient(ctx context.Context, asJSON bool, call func(*client.Cli
 // inSandbox reports whether exec should use the filesystem transport: this
 // process runs in a network-less sandbox (client.DetectSandbox) and the
 // command line names no transport.
-func (a *App) inSandbox(transportFlags ...string) bool {
-	if !client.DetectSandbox(a.Getenv) {
-		return false
-	}
-	for _, f := range append([]string{"socket", "server"}, transportFlags...) {
-		if a.GivenOnCommandLine(f) {
-			return false
-		}
-	}
-	return true
-}
+func (a *App) inSandbox() bool { return a.Settings().Where(true) == client.RouteFolder }
 
 // sandboxClient is the filesystem transport: the shared folder from
 // COILY_MOUNT or the working directory up, the key from COILY_KEY_FILE or

@@ -11,7 +11,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/client"
-	"coily.dev/coily/client/fastexec"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -135,7 +134,7 @@ func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 func (a *App) sendStdin(mode string) (bool, error) {
 	send, notice, err := stdinDecision(mode, a.stdinState)
 	if notice {
-		PrintLine(a.Stderr, "%s: standard input not sent: nothing to read on it within %v (--stdin=true sends it anyway, --stdin=false silences this)", a.Name, fastexec.StdinWait)
+		PrintLine(a.Stderr, "%s: standard input not sent: nothing to read on it within %v (--stdin=true sends it anyway, --stdin=false silences this)", a.Name, client.StdinWait)
 	}
 	return send, err
 }
@@ -146,7 +145,7 @@ func (a *App) sendStdin(mode string) (bool, error) {
 // caller would feed the tool. A pipe a harness leaves open without writing
 // to it is not read, so the command is not held up by it; notice says to
 // tell the user so. state is looked at only for auto.
-func stdinDecision(mode string, state func() fastexec.StdinState) (send, notice bool, err error) {
+func stdinDecision(mode string, state func() client.StdinState) (send, notice bool, err error) {
 	switch strings.ToLower(mode) {
 	case stdinAlways, "1", "yes":
 		return true, false, nil
@@ -154,9 +153,9 @@ func stdinDecision(mode string, state func() fastexec.StdinState) (send, notice 
 		return false, false, nil
 	case stdinAuto:
 		switch state() {
-		case fastexec.StdinReady:
+		case client.StdinReady:
 			return true, false, nil
-		case fastexec.StdinIdle:
+		case client.StdinIdle:
 			return false, true, nil
 		}
 		return false, false, nil
@@ -164,14 +163,14 @@ func stdinDecision(mode string, state func() fastexec.StdinState) (send, notice 
 	return false, false, fmt.Errorf("--stdin %q: want true, false or auto", mode)
 }
 
-// stdinState looks at the App's standard input (fastexec.LookAtStdin).
-func (a *App) stdinState() fastexec.StdinState { return fastexec.LookAtStdin(a.Stdin) }
+// stdinState looks at the App's standard input (client.LookAtStdin).
+func (a *App) stdinState() client.StdinState { return client.LookAtStdin(a.Stdin) }
 
 // execTransport picks how exec reaches coily: through the shared folder
 // when this process runs in a network-less sandbox and the command line
 // names no transport, else the connection Dial picks. done releases it.
 func (a *App) execTransport(ctx context.Context) (execer, func(), error) {
-	if a.inSandbox(a.transportFlags()...) {
+	if a.inSandbox() {
 		fc, err := a.sandboxClient()
 		if err != nil {
 			return nil, nil, fmt.Errorf("sandbox mode (%s=0 turns it off): %w", client.EnvSandboxRuntime, err)
@@ -188,8 +187,6 @@ func (a *App) execTransport(ctx context.Context) (execer, func(), error) {
 	}
 	return c, func() { c.Close() }, nil
 }
-
-func (a *App) transportFlags() []string { return a.TransportFlags }
 
 // parseEnv reads --env: NAME=VALUE pairs, or bare NAMEs whose value comes
 // from this process's environment.

@@ -1,10 +1,9 @@
 package cli
 
 import (
+	"coily.dev/coily/client"
 	"strings"
 	"testing"
-
-	"coily.dev/coily/client/fastexec"
 )
 
 // --stdin decides from the mode, and for auto from what standard input
@@ -14,29 +13,29 @@ import (
 func TestStdinDecision(t *testing.T) {
 	for _, tc := range []struct {
 		mode   string
-		state  fastexec.StdinState
+		state  client.StdinState
 		send   bool
 		notice bool
 		err    bool
 	}{
-		{"auto", fastexec.StdinNotFile, false, false, false},
-		{"auto", fastexec.StdinTerminal, false, false, false},
-		{"auto", fastexec.StdinReady, true, false, false},
-		{"auto", fastexec.StdinIdle, false, true, false},
-		{"AUTO", fastexec.StdinReady, true, false, false},
-		{"true", fastexec.StdinIdle, true, false, false},
-		{"1", fastexec.StdinTerminal, true, false, false},
-		{"yes", fastexec.StdinNotFile, true, false, false},
-		{"false", fastexec.StdinReady, false, false, false},
-		{"0", fastexec.StdinIdle, false, false, false},
-		{"no", fastexec.StdinReady, false, false, false},
-		{"", fastexec.StdinIdle, false, false, false},
-		{"sometimes", fastexec.StdinReady, false, false, true},
-		{"auto\n", fastexec.StdinReady, false, false, true},
-		{"truee", fastexec.StdinReady, false, false, true},
+		{"auto", client.StdinNotFile, false, false, false},
+		{"auto", client.StdinTerminal, false, false, false},
+		{"auto", client.StdinReady, true, false, false},
+		{"auto", client.StdinIdle, false, true, false},
+		{"AUTO", client.StdinReady, true, false, false},
+		{"true", client.StdinIdle, true, false, false},
+		{"1", client.StdinTerminal, true, false, false},
+		{"yes", client.StdinNotFile, true, false, false},
+		{"false", client.StdinReady, false, false, false},
+		{"0", client.StdinIdle, false, false, false},
+		{"no", client.StdinReady, false, false, false},
+		{"", client.StdinIdle, false, false, false},
+		{"sometimes", client.StdinReady, false, false, true},
+		{"auto\n", client.StdinReady, false, false, true},
+		{"truee", client.StdinReady, false, false, true},
 	} {
 		looked := false
-		state := func() fastexec.StdinState { looked = true; return tc.state }
+		state := func() client.StdinState { looked = true; return tc.state }
 		send, notice, err := stdinDecision(tc.mode, state)
 		if send != tc.send || notice != tc.notice || (err != nil) != tc.err {
 			t.Errorf("%q with %v: send %v notice %v err %v; want %v %v error %v", tc.mode, tc.state, send, notice, err, tc.send, tc.notice, tc.err)

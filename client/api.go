@@ -2,121 +2,113 @@ package client
 
 import (
 	"context"
+	"errors"
+	"io"
 
-	"google.golang.org/protobuf/proto"
+	"connectrpc.com/connect"
 
-	"coily.dev/coily/client/grpclite"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/proto/coily/v1/coilyv1connect"
 )
 
-// servicePrefix begins every method's full name (proto/coily/v1/service.proto).
-const servicePrefix = "/coily.v1.CoilyService/"
+// API is the coily service's calls (proto/coily/v1/service.proto): the
+// stubs connect-go's generator made (coilyv1connect), speaking gRPC, so
+// the client links no grpc-go. Their errors are gRPC status errors
+// (statusError), and the two streaming calls return a Stream. A test
+// checks that it has every method of the service, with the service's
+// types.
+type API struct {
+	coilyv1connect.CoilyServiceClient
+	// relay is the same calls with the larger bound on one answer that
+	// Relay needs (MaxRelayAnswer).
+	relay coilyv1connect.CoilyServiceClient
+}
 
-// API is the coily service's calls (proto/coily/v1/service.proto), made
-// over grpclite rather than grpc-go's generated client, so the client
-// does not link grpc-go. A test checks that it has every method of the
-// service, with the service's types.
-type API struct{ conn *grpclite.Conn }
+func newAPI(c *Conn) API {
+	stubs := func(maxRecv int) coilyv1connect.CoilyServiceClient {
+		opts := append(options(maxRecv), connect.WithInterceptors(statusInterceptor{}))
+		return coilyv1connect.NewCoilyServiceClient(c.http, c.base, opts...)
+	}
+	return API{CoilyServiceClient: stubs(DefaultMaxRecvSize), relay: stubs(MaxRelayAnswer)}
+}
+
+// Exec runs one command; see the service's documentation.
+func (a API) Exec(ctx context.Context, in *coilyv1.ExecRequest) (*Stream[coilyv1.ExecResponse], error) {
+	return stream(a.CoilyServiceClient.Exec(ctx, in))
+}
+
+// WatchApprovals streams the pending approvals, then every change.
+func (a API) WatchApprovals(ctx context.Context, in *coilyv1.WatchApprovalsRequest) (*Stream[coilyv1.WatchApprovalsResponse], error) {
+	return stream(a.CoilyServiceClient.WatchApprovals(ctx, in))
+}
+
+// Relay runs a signed request descriptor a bridge relays; its answer may
+// be as large as MaxRelayAnswer.
+func (a API) Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
+	return a.relay.Relay(ctx, in)
+}
 
 // Stream is the answers of a server-streaming call: Recv returns io.EOF
 // after the last when the call ended well, else the call's status.
-type Stream[T any] struct{ s *grpclite.Stream }
-
-// Recv returns the next answer.
-func (s *Stream[T]) Recv() (*T, error) {
-	m := new(T)
-	if err := s.s.RecvMsg(any(m).(proto.Message)); err != nil {
-		return nil, err
-	}
-	return m, nil
+type Stream[T any] struct {
+	s *connect.ServerStreamForClient[T]
 }
 
-// Close cancels the call if it still runs.
-func (s *Stream[T]) Close() { s.s.Close() }
-
-func unary[T any](ctx context.Context, a API, method string, in proto.Message, opts ...grpclite.CallOption) (*T, error) {
-	out := new(T)
-	if err := a.conn.Invoke(ctx, servicePrefix+method, in, any(out).(proto.Message), opts...); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-func stream[T any](ctx context.Context, a API, method string, in proto.Message) (*Stream[T], error) {
-	s, err := a.conn.NewStream(ctx, servicePrefix+method, in)
+func stream[T any](s *connect.ServerStreamForClient[T], err error) (*Stream[T], error) {
 	if err != nil {
 		return nil, err
 	}
 	return &Stream[T]{s: s}, nil
 }
 
-// Exec runs one command; see the service's documentation.
-func (a API) Exec(ctx context.Context, in *coilyv1.ExecRequest) (*Stream[coilyv1.ExecResponse], error) {
-	return stream[coilyv1.ExecResponse](ctx, a, "Exec", in)
+// Recv returns the next answer.
+func (s *Stream[T]) Recv() (*T, error) {
+	if s.s.Receive() {
+		return s.s.Msg(), nil
+	}
+	if err := s.s.Err(); err != nil {
+		return nil, err
+	}
+	return nil, io.EOF
 }
 
-// Lockout stops everything until Unlock.
-func (a API) Lockout(ctx context.Context, in *coilyv1.LockoutRequest) (*coilyv1.LockoutResponse, error) {
-	return unary[coilyv1.LockoutResponse](ctx, a, "Lockout", in)
+// Close cancels the call if it still runs.
+func (s *Stream[T]) Close() { _ = s.s.Close() }
+
+// statusInterceptor makes every error of a call a gRPC status error
+// (statusError).
+type statusInterceptor struct{}
+
+func (statusInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		resp, err := next(ctx, req)
+		return resp, statusError(ctx, err)
+	}
 }
 
-// Unlock lifts a lockout.
-func (a API) Unlock(ctx context.Context, in *coilyv1.UnlockRequest) (*coilyv1.UnlockResponse, error) {
-	return unary[coilyv1.UnlockResponse](ctx, a, "Unlock", in)
+func (statusInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return func(ctx context.Context, spec connect.Spec) connect.StreamingClientConn {
+		return statusConn{StreamingClientConn: next(ctx, spec), ctx: ctx}
+	}
 }
 
-// Pause refuses new Execs (the caller's own, without the pause permission).
-func (a API) Pause(ctx context.Context, in *coilyv1.PauseRequest) (*coilyv1.PauseResponse, error) {
-	return unary[coilyv1.PauseResponse](ctx, a, "Pause", in)
+func (statusInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return next
 }
 
-// Resume lifts a pause.
-func (a API) Resume(ctx context.Context, in *coilyv1.ResumeRequest) (*coilyv1.ResumeResponse, error) {
-	return unary[coilyv1.ResumeResponse](ctx, a, "Resume", in)
+// statusConn is a streaming call whose errors are gRPC status errors; the
+// stream's clean end (io.EOF) stays as it is.
+type statusConn struct {
+	connect.StreamingClientConn
+	ctx context.Context
 }
 
-// Status reports the stop state, the caller's identity and what runs.
-func (a API) Status(ctx context.Context, in *coilyv1.StatusRequest) (*coilyv1.StatusResponse, error) {
-	return unary[coilyv1.StatusResponse](ctx, a, "Status", in)
-}
+func (c statusConn) Send(m any) error    { return keepEOF(c.ctx, c.StreamingClientConn.Send(m)) }
+func (c statusConn) Receive(m any) error { return keepEOF(c.ctx, c.StreamingClientConn.Receive(m)) }
 
-// ListApprovals lists the approvals waiting for a decision.
-func (a API) ListApprovals(ctx context.Context, in *coilyv1.ListApprovalsRequest) (*coilyv1.ListApprovalsResponse, error) {
-	return unary[coilyv1.ListApprovalsResponse](ctx, a, "ListApprovals", in)
-}
-
-// WatchApprovals streams the pending approvals, then every change.
-func (a API) WatchApprovals(ctx context.Context, in *coilyv1.WatchApprovalsRequest) (*Stream[coilyv1.WatchApprovalsResponse], error) {
-	return stream[coilyv1.WatchApprovalsResponse](ctx, a, "WatchApprovals", in)
-}
-
-// Decide approves or denies a pending approval.
-func (a API) Decide(ctx context.Context, in *coilyv1.DecideRequest) (*coilyv1.DecideResponse, error) {
-	return unary[coilyv1.DecideResponse](ctx, a, "Decide", in)
-}
-
-// Relay runs a signed request descriptor a bridge relays; its answer may
-// be as large as MaxRelayAnswer.
-func (a API) Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
-	return unary[coilyv1.RelayResponse](ctx, a, "Relay", in, grpclite.MaxRecvSize(MaxRelayAnswer))
-}
-
-// RelayTeardown cancels a relayed request.
-func (a API) RelayTeardown(ctx context.Context, in *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error) {
-	return unary[coilyv1.RelayTeardownResponse](ctx, a, "RelayTeardown", in)
-}
-
-// IssueKey issues the first signing key of a sandbox.
-func (a API) IssueKey(ctx context.Context, in *coilyv1.IssueKeyRequest) (*coilyv1.IssueKeyResponse, error) {
-	return unary[coilyv1.IssueKeyResponse](ctx, a, "IssueKey", in)
-}
-
-// RotateKeys replaces one sandbox's signing key, or every sandbox's.
-func (a API) RotateKeys(ctx context.Context, in *coilyv1.RotateKeysRequest) (*coilyv1.RotateKeysResponse, error) {
-	return unary[coilyv1.RotateKeysResponse](ctx, a, "RotateKeys", in)
-}
-
-// ListCommands lists the command rules the caller may run.
-func (a API) ListCommands(ctx context.Context, in *coilyv1.ListCommandsRequest) (*coilyv1.ListCommandsResponse, error) {
-	return unary[coilyv1.ListCommandsResponse](ctx, a, "ListCommands", in)
+func keepEOF(ctx context.Context, err error) error {
+	if errors.Is(err, io.EOF) {
+		return err
+	}
+	return statusError(ctx, err)
 }

@@ -7,7 +7,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
 
-	"coily.dev/coily/proto/coily/v1/coilyv1grpc"
+	"coily.dev/coily/proto/coily/v1/coilyv1connect"
 )
 
 // TestAPIHasEveryMethod: API is written by hand (so the client does not
@@ -15,7 +15,7 @@ import (
 // service, taking the method's request and returning its answer (or a
 // Stream of them), and nothing the service lacks.
 func TestAPIHasEveryMethod(t *testing.T) {
-	sd := coilyv1grpc.File_coily_v1_service_proto.Services().ByName("CoilyService")
+	sd := coilyv1connect.File_coily_v1_service_proto.Services().ByName("CoilyService")
 	api := reflect.TypeFor[API]()
 	if api.NumMethod() != sd.Methods().Len() {
 		t.Errorf("API has %d methods, the service %d", api.NumMethod(), sd.Methods().Len())

@@ -16,12 +16,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"coily.dev/coily/client/fastexec"
-	"coily.dev/coily/client/grpclite"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
+
+// DefaultPort is the port coily serves gRPC on over the tailnet.
+const DefaultPort = 7443
 
 // RefusedExit is the exit code of a refused or failed call, chosen (as by
 // env(1) and timeout(1)) to stay apart from the command's own codes.
@@ -34,7 +35,7 @@ const MaxRelayAnswer = descriptor.MaxResponseSize + 64<<10
 
 // Client is a connection to a coily server.
 type Client struct {
-	conn *grpclite.Conn
+	conn *Conn
 	API  API
 	// RateLimitRetries bounds how often a rate-limit refusal is retried.
 	RateLimitRetries int
@@ -63,14 +64,14 @@ func DialLocal(socket string) (*Client, error) {
 // ("localhost" on a unix socket, else host:port); cleanup, if any, runs on
 // Close (it releases what the transport holds, such as a tailnet node).
 func New(dial func(ctx context.Context) (net.Conn, error), authority string, cleanup func()) *Client {
-	conn := grpclite.New(dial, authority)
-	return &Client{conn: conn, API: API{conn: conn}, RateLimitRetries: fastexec.RateLimitRetries,
-		MaxRetryDelay: fastexec.MaxRetryDelay, cleanup: cleanup}
+	conn := newConn(dial, authority)
+	return &Client{conn: conn, API: newAPI(conn), RateLimitRetries: RateLimitRetries,
+		MaxRetryDelay: MaxRetryDelay, cleanup: cleanup}
 }
 
 // Conn returns the underlying connection, for calls of other services
 // (health, reflection) and of methods by name.
-func (c *Client) Conn() *grpclite.Conn { return c.conn }
+func (c *Client) Conn() *Conn { return c.conn }
 
 // Close closes the connection and whatever its transport holds.
 func (c *Client) Close() error {
@@ -86,23 +87,9 @@ func (c *Client) Close() error {
 // refusal (always before the command starts) is retried after the delay the
 // server asks for; every other refusal fails fast.
 func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
-	return retryRateLimited(ctx, c.RateLimitRetries, fastexec.FirstBackoff, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
+	return retryRateLimited(ctx, c.RateLimitRetries, FirstBackoff, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
 		return c.execOnce(ctx, req, stdout, stderr)
 	})
-}
-
-// retryRateLimited runs once, retrying a rate-limit refusal up to retries
-// times: after the delay the refusal asks for, or else after a backoff
-// that starts at first and doubles; every delay is capped at maxDelay.
-// Every other outcome is returned at once.
-func retryRateLimited(ctx context.Context, retries int, first, maxDelay time.Duration, once func() (*coilyv1.ExecExit, error)) (*coilyv1.ExecExit, error) {
-	return fastexec.RetryRateLimited(ctx, retries, first, maxDelay, func(err error) (time.Duration, bool) {
-		var r *refusal.Error
-		if errors.As(err, &r) && r.Code == refusal.RateLimit {
-			return r.RetryAfter, true
-		}
-		return 0, false
-	}, once)
 }
 
 func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Builds the pinned development tools into ./bin: buf, protoc-gen-go,
-# protoc-gen-go-grpc, staticcheck, grpcurl and nfpm. Versions are pinned by
-# the tool directives of tools/go.mod, tools/buf/go.mod (buf needs newer
-# protobuf internals than the pinned protoc-gen-go, hence its own module)
-# and tools/nfpm/go.mod (nfpm, which scripts/release.sh packages with, has
+# protoc-gen-go-grpc, protoc-gen-connect-go, staticcheck, grpcurl and
+# nfpm. Versions are pinned by the tool directives of tools/go.mod,
+# tools/buf/go.mod (buf needs newer protobuf internals than the pinned
+# protoc-gen-go, hence its own module) and tools/nfpm/go.mod (nfpm, which scripts/release.sh packages with, has
 # dependencies of its own that the other tools need not share).
 set -euo pipefail
 cd "$(dirname "$0")/.."

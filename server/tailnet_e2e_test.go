@@ -17,11 +17,11 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/client"
-	"coily.dev/coily/client/grpclite"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
-	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
+	"coily.dev/coily/proto/coily/v1/coilyv1connect"
 	"coily.dev/coily/refusal"
+	"google.golang.org/protobuf/proto"
 )
 
 // tailnetPolicy grants by login (every untagged test node is a user of the
@@ -123,7 +123,7 @@ func TestTailnetStrangerRefusedEverywhere(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: tailnetPolicy, Tailnet: true})
 	stranger := in.TailnetClient(t, "stranger", "tag:stranger")
 	descs := []protoreflect.ServiceDescriptor{
-		coilyv1grpc.File_coily_v1_service_proto.Services().ByName("CoilyService"),
+		coilyv1connect.File_coily_v1_service_proto.Services().ByName("CoilyService"),
 		healthpb.File_grpc_health_v1_health_proto.Services().ByName("Health"),
 		reflectionpb.File_grpc_reflection_v1_reflection_proto.Services().ByName("ServerReflection"),
 	}
@@ -146,7 +146,7 @@ func TestTailnetStrangerRefusedEverywhere(t *testing.T) {
 
 // invokeEmpty calls a method with an empty request, whatever its shape
 // (a client-streaming one gets that one message, then the end).
-func invokeEmpty(conn *grpclite.Conn, method string, md protoreflect.MethodDescriptor) error {
+func invokeEmpty(conn *client.Conn, method string, md protoreflect.MethodDescriptor) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	req := dynamicpb.NewMessage(md.Input())
@@ -154,12 +154,13 @@ func invokeEmpty(conn *grpclite.Conn, method string, md protoreflect.MethodDescr
 	if !md.IsStreamingClient() && !md.IsStreamingServer() {
 		return conn.Invoke(ctx, method, req, resp)
 	}
-	s, err := conn.NewStream(ctx, method, req)
+	s, err := conn.NewStream(ctx, method, req, func() proto.Message { return resp }, 0)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
-	return s.RecvMsg(resp)
+	_, err = s.Recv()
+	return err
 }
 
 // A grant taken away while a connection stays open stops working within

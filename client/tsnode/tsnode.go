@@ -3,7 +3,7 @@
 // so that later commands reuse it instead of joining afresh, and a node on
 // a `coily dev` tailnet. Only the full coily binary links it (it carries
 // the whole tailnet stack); the lean coily-client dials through the
-// operating system's tailscale instead (client.DialServer).
+// operating system's tailscale instead (tailnet.DialServer).
 //
 // Invariants: a node's state directory is used by one process at a time
 // (a lock file); concurrent commands take further directories of a small

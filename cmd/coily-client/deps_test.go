@@ -48,13 +48,13 @@ func TestLeanClientLinksNoServer(t *testing.T) {
 		"github.com/zalando/go-keyring", "go.etcd.io/bbolt", "tailscale.com/tsnet", "tailscale.com/wgengine/magicsock",
 		"tailscale.com/tstest", "tailscale.com/derp/derpserver", "github.com/prometheus/client_golang",
 		"testing",
-		// grpc-go's client and transport: calls go over client/grpclite.
+		// grpc-go's client and transport: calls go over connect-go.
 		"google.golang.org/grpc/internal/transport", "google.golang.org/grpc/balancer",
 		"google.golang.org/grpc/resolver",
 	}
 	// Forbidden themselves, not their subpackages: grpc-go's status and
-	// codes (which link no transport) read the server's refusals, and
-	// HTTP/2's header compression is client/fastexec's.
+	// codes (which link no transport) read the server's refusals; HTTP/2
+	// is Go's own in net/http.
 	forbiddenExact := []string{"google.golang.org/grpc", "golang.org/x/net/http2"}
 	for _, target := range []struct{ goos, goarch string }{{"linux", "amd64"}, {"linux", "arm64"}, {"darwin", "arm64"}, {"android", "arm64"}} {
 		t.Run(target.goos+"/"+target.goarch, func(t *testing.T) {

@@ -1,10 +1,9 @@
 // Command coily-exec runs one command on the coily trust point, as
 // `coily exec -- COMMAND ARG...` does, in a process that does next to
-// nothing else: it speaks the one call to the local socket itself
-// (client/fastexec) and links neither gRPC, the protobuf runtime, net/http
-// nor the command line of coily, so that an agent's every `gh` or `git`
-// costs little more than the command on the trust point
-// (docs/benchmarks.md).
+// nothing else: one Exec on the local socket with coily's client (package
+// client, the stack every client uses), without the command line of
+// coily, so that an agent's every `gh` or `git` costs little more than the
+// command on the trust point (docs/benchmarks.md).
 //
 //	coily-exec [--] COMMAND [ARG...]
 //
@@ -17,11 +16,14 @@
 // It takes no flags. Standard input is sent as `--stdin=auto` sends it,
 // output streams back, and the exit code is the command's, or 124 (out of
 // time), 125 (refused: "coily: refused (CODE): message" on stderr), 69
-// (the server cannot be reached), 128+N (interrupted by signal N). Any
-// other case — a sandbox's shared folder, a tailnet server, a COILY_*
-// setting of coily exec's (fastexec.HandOffEnv) — is handed to
-// `coily exec` (coily-client or coily beside this binary, else coily on
-// PATH), which replaces this process.
+// (the server cannot be reached), 128+N (interrupted by signal N). Where
+// the server is comes from the resolver every client uses
+// (client.SettingsFromEnv); any route but the local socket — a sandbox's
+// shared folder, a tailnet server, a `coily dev` (COILY_DEV) — and any
+// COILY_* setting of coily exec's flags (client.ExecEnv) is handed to `coily
+// exec` (coily-client or coily beside this binary, else coily on PATH;
+// coily first for COILY_DEV, which only the development build reaches),
+// which replaces this process.
 package main
 
 import (
@@ -38,9 +40,10 @@ import (
 	"syscall"
 	"time"
 
-	"coily.dev/coily/client/fastexec"
-	"coily.dev/coily/client/sandboxenv"
-	"coily.dev/coily/client/statedir"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+
+	"coily.dev/coily/client"
 	"coily.dev/coily/visible"
 )
 
@@ -87,56 +90,51 @@ func main() {
 func run(args []string, getenv func(string) string, stdin io.Reader, stdout, stderr io.Writer) int {
 	argv, whole, code := commandLine(args, stdout, stderr)
 	if whole {
-		return handOff(args[1:], "", stderr) // coily status, coily exec --timeout …: coily-client's
+		return handOff(args[1:], "", false, stderr) // coily status, coily exec --timeout …: coily-client's
 	}
 	if argv == nil {
 		return code
 	}
-	if why := handOffReason(getenv); why != "" {
-		return handOff(append([]string{"exec", "--"}, argv...), why, stderr)
+	settings := client.SettingsFromEnv(getenv)
+	if why := handOffReason(settings, getenv); why != "" {
+		return handOff(append([]string{"exec", "--"}, argv...), why, settings.Where(true) == client.RouteDev, stderr)
 	}
-	socket := getenv("COILY_SOCKET")
-	if socket == "" {
-		dir := getenv("COILY_STATE_DIR")
-		if dir == "" {
-			dir = statedir.Default()
-		}
-		socket = statedir.Socket(dir)
-	}
-	req := fastexec.Request{Argv: argv}
-	switch fastexec.LookAtStdin(stdin) {
-	case fastexec.StdinReady:
+	req := &coilyv1.ExecRequest{Argv: argv}
+	switch client.LookAtStdin(stdin) {
+	case client.StdinReady:
 		data, err := io.ReadAll(io.LimitReader(stdin, maxStdin+1))
 		if err != nil || len(data) > maxStdin {
 			printLine(stderr, "coily: stdin: more than %d bytes or unreadable", maxStdin)
 			return exitRefused
 		}
 		req.Stdin = data
-	case fastexec.StdinIdle:
-		printLine(stderr, "coily: standard input not sent: nothing to read on it within %v (COILY_STDIN=true sends it anyway, COILY_STDIN=false silences this)", fastexec.StdinWait)
+	case client.StdinIdle:
+		printLine(stderr, "coily: standard input not sent: nothing to read on it within %v (COILY_STDIN=true sends it anyway, COILY_STDIN=false silences this)", client.StdinWait)
 	}
 	ctx, interrupted := signals()
-	call := fastexec.Call{Socket: socket, Stdout: stdout, Stderr: stderr, OnApproval: func(ap fastexec.Approval) {
+	c, err := client.DialLocal(settings.SocketPath())
+	if err != nil {
+		return refused(stderr, err)
+	}
+	defer c.Close()
+	c.OnApproval = func(ap *coilyv1.Approval) {
 		printLine(stderr, "coily: rule %q needs approval %s (expires %s); an approver runs: coily approvals approve %s",
-			ap.Rule, ap.ID, ap.ExpiresAt.Local().Format(time.Kitchen), ap.ID)
-	}}
-	exit, err := call.Run(ctx, req)
+			ap.GetRule(), ap.GetId(), ap.GetExpiresAt().AsTime().Local().Format(time.Kitchen), ap.GetId())
+	}
+	exit, err := c.Exec(ctx, req, stdout, stderr)
 	if sig := interrupted(); err != nil && sig != 0 {
 		return 128 + sig
 	}
 	if err != nil {
 		return refused(stderr, err)
 	}
-	for _, s := range exit.EgressDenied {
+	for _, s := range exit.GetEgressDenied() {
 		printLine(stderr, "coily: egress refused: %s", s)
 	}
-	for _, s := range exit.SSHAgentRefused {
+	for _, s := range exit.GetSshAgentRefused() {
 		printLine(stderr, "coily: %s", s)
 	}
-	if exit.Signal > 0 {
-		return 128 + int(exit.Signal)
-	}
-	return int(exit.Code)
+	return client.ExitCode(exit)
 }
 
 // commandLine reads the command to run: the arguments after an optional
@@ -179,13 +177,16 @@ func commandLine(args []string, stdout, stderr io.Writer) (argv []string, whole 
 }
 
 // handOffReason says why coily exec, not this process, must make the
-// call: a sandbox (the shared folder's transport) or a setting this
-// client does not read (fastexec.HandOffEnv). "" for the plain case.
-func handOffReason(getenv func(string) string) string {
-	if sandboxenv.Detect(getenv) {
+// call: the resolver's route is not the local socket, or a setting of
+// exec's is set (client.ExecEnv). "" for the plain case.
+func handOffReason(s client.Settings, getenv func(string) string) string {
+	switch route := s.Where(true); {
+	case route == client.RouteFolder:
 		return "in a sandbox"
+	case route != client.RouteSocket:
+		return "the server is reached by " + string(route)
 	}
-	for _, name := range fastexec.HandOffEnv {
+	for _, name := range client.ExecEnv {
 		if getenv(name) != "" {
 			return name + " is set"
 		}
@@ -198,7 +199,7 @@ func handOffReason(getenv func(string) string) string {
 // coily-client or coily beside this binary, else coily on PATH, never
 // with this binary itself (coily may be a link to it). It returns only
 // when none can be run.
-func handOff(args []string, why string, stderr io.Writer) int {
+func handOff(args []string, why string, fullFirst bool, stderr io.Writer) int {
 	if os.Getenv(handedOff) != "" {
 		// A coily-exec handed this here: another copy of it stands where
 		// coily was looked for. Stop rather than hand it round again.
@@ -213,6 +214,9 @@ func handOff(args []string, why string, stderr io.Writer) int {
 		}
 		dir := filepath.Dir(exe)
 		candidates = append(candidates, filepath.Join(dir, "coily-client"), filepath.Join(dir, "coily"))
+		if fullFirst { // coily dev: the lean coily-client cannot join its tailnet
+			candidates[0], candidates[1] = candidates[1], candidates[0]
+		}
 	}
 	if p, err := exec.LookPath("coily"); err == nil {
 		candidates = append(candidates, p)
@@ -254,17 +258,16 @@ func signals() (context.Context, func() int) {
 // refused prints a call that ended without an exit event, as coily exec
 // does (cli.Refusal), and returns its exit code.
 func refused(stderr io.Writer, err error) int {
-	var st *fastexec.StatusError
-	if !errors.As(err, &st) {
-		printLine(stderr, "coily: refused (internal): %s", err.Error())
-		return exitRefused
+	var r *refusal.Error
+	if !errors.As(err, &r) {
+		r = refusal.FromStatus(err)
 	}
-	if st.Unreachable() {
-		printLine(stderr, "coily: server unreachable: %s", st.Message)
+	if client.Unreachable(err) {
+		printLine(stderr, "coily: server unreachable: %s", r.Msg)
 		return exitUnreachable
 	}
-	printLine(stderr, "coily: refused (%s): %s", st.Refusal(), st.Message)
-	if st.Refusal() == "command-timeout" {
+	printLine(stderr, "coily: refused (%s): %s", r.Code, r.Msg)
+	if r.Code == refusal.CommandTimeout {
 		return exitTimeout
 	}
 	return exitRefused

@@ -1,4 +1,4 @@
-package grpclite
+package client
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/net/http/httpguts"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	spb "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
@@ -40,7 +42,7 @@ func grpcServer(t *testing.T, handle func(method string, s grpc.ServerStream) er
 	go func() { _ = g.Serve(ln) }()
 	t.Cleanup(g.Stop)
 	var d net.Dialer
-	c := New(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }, "localhost")
+	c := newConn(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }, "localhost")
 	t.Cleanup(func() { c.Close() })
 	return c
 }
@@ -101,14 +103,14 @@ func TestAgainstGRPCGo(t *testing.T) {
 		t.Errorf("server's deadline %v, client's %v", deadline, want)
 	}
 
-	s, err := c.NewStream(ctx(t), "/t.T/Three", wrapperspb.String(""))
+	s, err := c.NewStream(ctx(t), "/t.T/Three", wrapperspb.String(""), newString, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
 	for {
 		m := new(wrapperspb.StringValue)
-		err := s.RecvMsg(m)
+		err := recvMsg(s, m)
 		if err == io.EOF {
 			break
 		}
@@ -130,19 +132,19 @@ func TestAgainstGRPCGo(t *testing.T) {
 		t.Errorf("detail: %v", st.Details()[0])
 	}
 
-	s, err = c.NewStream(ctx(t), "/t.T/AfterTwo", wrapperspb.String(""))
+	s, err = c.NewStream(ctx(t), "/t.T/AfterTwo", wrapperspb.String(""), newString, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for range 2 {
-		if err := s.RecvMsg(out); err != nil {
+		if err := recvMsg(s, out); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.RecvMsg(out); status.Code(err) != codes.ResourceExhausted {
+	if err := recvMsg(s, out); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("third RecvMsg: %v", err)
 	}
-	if err := s.RecvMsg(out); status.Code(err) != codes.ResourceExhausted {
+	if err := recvMsg(s, out); status.Code(err) != codes.ResourceExhausted {
 		t.Fatalf("after the end: %v", err)
 	}
 
@@ -153,9 +155,27 @@ func TestAgainstGRPCGo(t *testing.T) {
 	if err := c.Invoke(ctx(t), "/t.T/Big", wrapperspb.String(""), big); status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("5 MiB answer at the default limit: %v", err)
 	}
-	if err := c.Invoke(ctx(t), "/t.T/Big", wrapperspb.String(""), big, MaxRecvSize(6<<20)); err != nil || len(big.GetValue()) != 5<<20 {
+	s, err = c.NewStream(ctx(t), "/t.T/Big", wrapperspb.String(""), func() proto.Message { return big }, 6<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, err := s.Recv(); err != nil || len(big.GetValue()) != 5<<20 || m.Message != big {
 		t.Errorf("5 MiB answer under a 6 MiB limit: %v, %d bytes", err, len(big.GetValue()))
 	}
+}
+
+func newString() proto.Message { return new(wrapperspb.StringValue) }
+func newBytes() proto.Message  { return new(wrapperspb.BytesValue) }
+
+// recvMsg reads the stream's next answer into into.
+func recvMsg(s *Stream[Message], into proto.Message) error {
+	m, err := s.Recv()
+	if err != nil {
+		return err
+	}
+	proto.Reset(into)
+	proto.Merge(into, m.Message)
+	return nil
 }
 
 // TestLargeRequest: a request larger than HTTP/2's initial windows goes
@@ -196,16 +216,16 @@ func TestCancelReachesServer(t *testing.T) {
 	})
 	for _, how := range []string{"context", "close"} {
 		cctx, cancel := context.WithCancel(context.Background())
-		s, err := c.NewStream(cctx, "/t.T/Wait", wrapperspb.String(""))
+		s, err := c.NewStream(cctx, "/t.T/Wait", wrapperspb.String(""), newString, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := s.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+		if err := recvMsg(s, new(wrapperspb.StringValue)); err != nil {
 			t.Fatal(err)
 		}
 		if how == "context" {
 			cancel()
-			if err := s.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.Canceled {
+			if err := recvMsg(s, new(wrapperspb.StringValue)); status.Code(err) != codes.Canceled {
 				t.Errorf("RecvMsg after cancel: %v", err)
 			}
 		} else {
@@ -223,7 +243,7 @@ func TestCancelReachesServer(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	var d net.Dialer
 	sock := t.TempDir() + "/nobody.sock"
-	c := New(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }, "localhost")
+	c := newConn(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }, "localhost")
 	defer c.Close()
 	if err := c.Invoke(ctx(t), "/t.T/X", wrapperspb.String(""), new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable {
 		t.Errorf("no server: %v", err)
@@ -249,9 +269,10 @@ type hostileAnswer struct {
 	wantMsgs int // messages read before the status
 }
 
+// msg is m as a gRPC message: a zero flag byte, the length, the bytes.
 func msg(m proto.Message) []byte {
-	b, _ := frame(m)
-	return b
+	b, _ := proto.Marshal(m)
+	return append(binary.BigEndian.AppendUint32([]byte{0}, uint32(len(b))), b...)
 }
 
 func detailsBin(t testing.TB, code codes.Code, raw bool) string {
@@ -279,8 +300,10 @@ func hostileAnswers(t testing.TB) []hostileAnswer {
 		{name: "HTML", status: 200, header: http.Header{"Content-Type": {"text/html"}}, body: []byte("<html>"), wantCode: codes.Unknown},
 		{name: "grpc-web content type", status: 200, header: http.Header{"Content-Type": {"application/grpc-web"}}, wantCode: codes.Unknown},
 		{name: "no status", status: 200, header: grpcCT, body: msg(wrapperspb.String("a")), wantCode: codes.Internal, wantMsgs: 1},
-		{name: "status not a number", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"zero"}}, wantCode: codes.Internal},
-		{name: "negative status", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"-1"}}, wantCode: codes.Internal},
+		// connect-go calls an unreadable status Unknown (grpclite said
+		// Internal): either reads as refusal code internal.
+		{name: "status not a number", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"zero"}}, wantCode: codes.Unknown},
+		{name: "negative status", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"-1"}}, wantCode: codes.Unknown},
 		{name: "status out of range", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"99"}}, wantCode: codes.Code(99)},
 		{name: "compressed message", status: 200, header: grpcCT, body: compressed, trailer: ok, wantCode: codes.Internal},
 		{name: "2 GiB length", status: 200, header: grpcCT, body: huge, trailer: ok, wantCode: codes.ResourceExhausted},
@@ -291,7 +314,10 @@ func hostileAnswers(t testing.TB) []hostileAnswer {
 		{name: "trailers-only OK", status: 200, header: http.Header{"Content-Type": {"application/grpc"}, "Grpc-Status": {"0"}}, wantCode: codes.OK},
 		{name: "details", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.PermissionDenied, false)}}, wantCode: codes.PermissionDenied},
 		{name: "details unpadded", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.PermissionDenied, true)}}, wantCode: codes.PermissionDenied},
-		{name: "details of another code", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"0"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.PermissionDenied, false)}}, wantCode: codes.Internal},
+		// grpc-status 0 is OK whatever the details say (connect-go reads
+		// details of errors only); a stream that ends OK without the
+		// answer a call needs is still a failure (Exec: no exit event).
+		{name: "details of another code", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"0"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.PermissionDenied, false)}}, wantCode: codes.OK},
 		{name: "details not base64", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {"!!!"}}, wantCode: codes.Internal},
 		{name: "details not a Status", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {base64.StdEncoding.EncodeToString([]byte{0xff, 0xff})}}, wantCode: codes.Internal},
 	}
@@ -306,10 +332,30 @@ func TestHostileAnswers(t *testing.T) {
 	for _, a := range answers {
 		byName[a.name] = a
 	}
+	c := hostileServer(t, func(name string) hostileAnswer { return byName[name] })
+
+	for _, a := range answers {
+		t.Run(a.name, func(t *testing.T) {
+			n, err := readAll(ctx(t), c, a.name)
+			if status.Code(err) != a.wantCode || n != a.wantMsgs {
+				t.Errorf("got %v after %d messages, want %v after %d", err, n, a.wantCode, a.wantMsgs)
+			}
+			// A unary call succeeds only with exactly one answer and OK.
+			err = c.Invoke(ctx(t), "/t.T/"+a.name, wrapperspb.String(""), new(wrapperspb.StringValue))
+			if ok := a.wantCode == codes.OK && a.wantMsgs == 1; (err == nil) != ok {
+				t.Errorf("as a unary call: %v", err)
+			}
+		})
+	}
+}
+
+// hostileServer is an HTTP/2 server on a unix socket that answers each
+// call /t.T/NAME with answer(NAME); it returns a Conn to it.
+func hostileServer(t testing.TB, answer func(name string) hostileAnswer) *Conn {
 	h2 := new(http.Protocols)
 	h2.SetUnencryptedHTTP2(true)
 	srv := &http.Server{Protocols: h2, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := byName[strings.TrimPrefix(r.URL.Path, "/t.T/")]
+		a := answer(strings.TrimPrefix(r.URL.Path, "/t.T/"))
 		for k, v := range a.header {
 			w.Header()[k] = v
 		}
@@ -330,79 +376,56 @@ func TestHostileAnswers(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { srv.Close() })
 	var d net.Dialer
-	c := New(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }, "localhost")
-	defer c.Close()
-
-	for _, a := range answers {
-		t.Run(a.name, func(t *testing.T) {
-			s, err := c.NewStream(ctx(t), "/t.T/"+a.name, wrapperspb.String(""))
-			n := 0
-			for err == nil {
-				err = s.RecvMsg(new(wrapperspb.StringValue))
-				if err == nil {
-					n++
-				}
-			}
-			if err == io.EOF {
-				err = nil
-			}
-			if status.Code(err) != a.wantCode || n != a.wantMsgs {
-				t.Errorf("got %v after %d messages, want %v after %d", err, n, a.wantCode, a.wantMsgs)
-			}
-		})
-	}
+	c := newConn(func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }, "localhost")
+	t.Cleanup(func() { c.Close() })
+	return c
 }
 
-func TestTimeout(t *testing.T) {
-	for _, tt := range []struct {
-		d    time.Duration
-		want string
-	}{
-		{0, "1n"}, {-time.Second, "1n"}, {time.Nanosecond, "1n"}, {99999999, "99999999n"},
-		{100 * time.Millisecond, "100000u"}, {90 * time.Second, "90000000u"}, {30 * time.Hour, "108000S"},
-		{1000 * time.Hour, "3600000S"}, {1 << 62, "76861434M"}, {1<<63 - 1, "2562048H"},
-	} {
-		if got := timeout(tt.d); got != tt.want {
-			t.Errorf("timeout(%v) = %q, want %q", tt.d, got, tt.want)
+// readAll reads the answers of a call of /t.T/name to its end: how many
+// came, and the status (nil for OK). Reading again after the end says the
+// same.
+func readAll(ctx context.Context, c *Conn, name string) (int, error) {
+	s, err := c.NewStream(ctx, "/t.T/"+name, wrapperspb.String(""), newString, 0)
+	n := 0
+	for err == nil {
+		_, err = s.Recv()
+		if err == nil {
+			n++
 		}
 	}
+	if s != nil {
+		if _, again := s.Recv(); again != err && !(errors.Is(again, io.EOF) && errors.Is(err, io.EOF)) {
+			return n, fmt.Errorf("after the end: %v, then %v", err, again)
+		}
+	}
+	if err == io.EOF {
+		err = nil
+	}
+	return n, err
 }
 
-// FuzzAnswer feeds a stream body and trailers to the reader: it must end
-// with io.EOF or a status, never panic, and read no message past a
-// failure.
+// FuzzAnswer has a server answer a stream body and trailers: the call
+// must end with io.EOF or a status, never panic, and say the same when
+// read again after its end.
 func FuzzAnswer(f *testing.F) {
 	for _, a := range hostileAnswers(f) {
 		f.Add(a.body, a.trailer.Get("Grpc-Status"), a.trailer.Get("Grpc-Message"), a.trailer.Get("Grpc-Status-Details-Bin"))
 	}
+	var cur hostileAnswer
+	c := hostileServer(f, func(string) hostileAnswer { return cur })
 	f.Fuzz(func(t *testing.T, body []byte, code, message, details string) {
 		tr := http.Header{}
-		if code != "" {
-			tr.Set("Grpc-Status", code)
-		}
-		if message != "" {
-			tr.Set("Grpc-Message", message)
-		}
-		if details != "" {
-			tr.Set("Grpc-Status-Details-Bin", details)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		s := &Stream{ctx: ctx, cancel: cancel, max: DefaultMaxRecvSize,
-			resp: &http.Response{Body: io.NopCloser(bytes.NewReader(body)), Trailer: tr}}
-		for i := 0; ; i++ {
-			err := s.RecvMsg(new(wrapperspb.BytesValue))
-			if err == nil {
-				continue
+		for k, v := range map[string]string{"Grpc-Status": code, "Grpc-Message": message, "Grpc-Status-Details-Bin": details} {
+			if v != "" && httpguts.ValidHeaderFieldValue(v) {
+				tr.Set(k, v)
 			}
-			if err != io.EOF {
-				if _, ok := status.FromError(err); !ok {
-					t.Fatalf("not a status: %v", err)
-				}
+		}
+		cur = hostileAnswer{status: 200, header: http.Header{"Content-Type": {"application/grpc"}}, body: body, trailer: tr}
+		_, err := readAll(context.Background(), c, "fuzz")
+		if err != nil {
+			if _, ok := status.FromError(err); !ok {
+				t.Fatalf("not a status: %v", err)
 			}
-			if again := s.RecvMsg(new(wrapperspb.BytesValue)); again != err {
-				t.Fatalf("after the end: %v, then %v", err, again)
-			}
-			return
 		}
 	})
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"coily.dev/coily/cli"
-	"coily.dev/coily/client/fastexec"
+	"coily.dev/coily/client"
 )
 
 // TestCoilyExecKnowsEveryExecSetting: every COILY_* twin that can change
@@ -30,8 +30,8 @@ func TestCoilyExecKnowsEveryExecSetting(t *testing.T) {
 	check := func(f *pflag.Flag) {
 		for _, env := range f.Annotations["coily_env"] {
 			seen++
-			if !slices.Contains(fastexec.HandOffEnv, env) && !slices.Contains(fastexec.ReadEnv, env) {
-				t.Errorf("--%s's twin %s is neither read by coily-exec nor handed to coily exec (client/fastexec/env.go)", f.Name, env)
+			if !slices.Contains(client.ExecEnv, env) && !slices.Contains(client.WhereEnv, env) {
+				t.Errorf("--%s's twin %s is neither read by the resolver nor handed by coily-exec to coily exec (client/where.go)", f.Name, env)
 			}
 		}
 	}

@@ -1,4 +1,4 @@
-package grpclite
+package client
 
 import (
 	"context"

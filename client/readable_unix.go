@@ -1,6 +1,6 @@
 //go:build unix
 
-package fastexec
+package client
 
 import (
 	"os"

@@ -1,4 +1,9 @@
-package client
+// Package tailnet reaches a coily server over the operating system's
+// tailscale (coily --server): through tailscaled's LocalAPI, or as plain
+// TCP to the server's MagicDNS name. It is a package of its own so that
+// a client that never uses it (coily-exec, the shims) does not link
+// tailscale's LocalAPI client.
+package tailnet
 
 import (
 	"context"
@@ -10,17 +15,16 @@ import (
 	"time"
 
 	"tailscale.com/client/local"
+
+	"coily.dev/coily/client"
 )
 
-// DefaultPort is the port coily serves gRPC on over the tailnet.
-const DefaultPort = 7443
-
-// hostPort adds DefaultPort to a bare host.
+// hostPort adds client.DefaultPort to a bare host.
 func hostPort(server string) string {
 	if _, _, err := net.SplitHostPort(server); err == nil {
 		return server
 	}
-	return net.JoinHostPort(server, strconv.Itoa(DefaultPort))
+	return net.JoinHostPort(server, strconv.Itoa(client.DefaultPort))
 }
 
 // DialServer connects to a coily server over the operating system's
@@ -31,20 +35,20 @@ func hostPort(server string) string {
 // WireGuard encrypts and authenticates the link; the server identifies
 // this node with WhoIs. The connection is made lazily: the first call
 // reports an unreachable server.
-func DialServer(ctx context.Context, server string) (*Client, error) {
+func DialServer(ctx context.Context, server string) (*client.Client, error) {
 	target := hostPort(server)
 	host, portStr, _ := net.SplitHostPort(target)
 	port, err := strconv.ParseUint(portStr, 10, 16)
 	if err != nil {
-		return nil, &DialError{Err: fmt.Errorf("server %s: bad port", server)}
+		return nil, &client.DialError{Err: fmt.Errorf("server %s: bad port", server)}
 	}
 	lc := &local.Client{}
 	if localAPIUp(ctx, lc) {
-		return New(func(ctx context.Context) (net.Conn, error) {
+		return client.New(func(ctx context.Context) (net.Conn, error) {
 			return lc.DialTCP(ctx, host, uint16(port))
 		}, target, nil), nil
 	}
-	return New(dnsDialer(target, tailnetResolver(runtime.GOOS, os.Stat)), target, nil), nil
+	return client.New(dnsDialer(target, tailnetResolver(runtime.GOOS, os.Stat)), target, nil), nil
 }
 
 // resolvConf is where Go's own resolver finds the DNS servers to ask.

@@ -1,4 +1,4 @@
-package grpclite
+package client
 
 import (
 	"context"
@@ -69,7 +69,7 @@ func serveOn(t *testing.T, ln net.Listener, handle func(grpc.ServerStream) error
 
 func unixConn(sock string, wrap func(net.Conn) net.Conn) *Conn {
 	var d net.Dialer
-	return New(func(ctx context.Context) (net.Conn, error) {
+	return newConn(func(ctx context.Context) (net.Conn, error) {
 		c, err := d.DialContext(ctx, "unix", sock)
 		if err != nil || wrap == nil {
 			return c, err
@@ -114,9 +114,9 @@ func TestConnectionLostIsUnavailable(t *testing.T) {
 			go func() {
 				// NewStream returns once the answer's headers come: a
 				// server that has sent nothing yet holds it.
-				s, err := c.NewStream(ctx(t), "/t.T/Wait", wrapperspb.String(""), MaxRecvSize(64<<20))
+				s, err := c.NewStream(ctx(t), "/t.T/Wait", wrapperspb.String(""), newBytes, 64<<20)
 				for err == nil {
-					err = s.RecvMsg(new(wrapperspb.BytesValue))
+					err = recvMsg(s, new(wrapperspb.BytesValue))
 				}
 				ended <- err
 			}()
@@ -165,18 +165,18 @@ func TestCloseClosesTheConnection(t *testing.T) {
 	}
 	var closed atomic.Int32
 	c := unixConn(sock, func(nc net.Conn) net.Conn { return &closeCount{Conn: nc, n: &closed} })
-	s, err := c.NewStream(ctx(t), "/t.T/Echo", wrapperspb.String("wait"))
+	s, err := c.NewStream(ctx(t), "/t.T/Echo", wrapperspb.String("wait"), newString, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RecvMsg(new(wrapperspb.StringValue)); err != nil {
+	if err := recvMsg(s, new(wrapperspb.StringValue)); err != nil {
 		t.Fatal(err)
 	}
 	c.Close()
 	if closed.Load() != 1 {
 		t.Error("Close left a busy connection open")
 	}
-	if err := s.RecvMsg(new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable {
+	if err := recvMsg(s, new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable {
 		t.Errorf("a call cut by Close: %v", err)
 	}
 	if err := c.Invoke(ctx(t), "/t.T/Echo", wrapperspb.String("x"), new(wrapperspb.StringValue)); status.Code(err) != codes.Unavailable {
@@ -216,7 +216,7 @@ func TestConnectBounded(t *testing.T) {
 			held.Go(func() { defer c.Close(); _, _ = c.Read(make([]byte, 1<<16)); <-t.Context().Done() })
 		}
 	}()
-	blackhole := New(func(ctx context.Context) (net.Conn, error) { <-ctx.Done(); return nil, ctx.Err() }, "x")
+	blackhole := newConn(func(ctx context.Context) (net.Conn, error) { <-ctx.Done(); return nil, ctx.Err() }, "x")
 	for name, c := range map[string]*Conn{"silent": unixConn(sock, nil), "blackhole": blackhole} {
 		c.open.timeout = 300 * time.Millisecond
 		start := time.Now()

@@ -1,4 +1,4 @@
-package fastexec
+package client
 
 import (
 	"io"

@@ -1,4 +1,4 @@
-package client
+package tailnet
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/net/dns/dnsmessage"
+
+	"coily.dev/coily/client"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -76,7 +78,7 @@ func TestDNSDialerAsksTheNamedServer(t *testing.T) {
 
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	target := net.JoinHostPort(strings.TrimSuffix(name, "."), port)
-	c := New(dnsDialer(target, pc.LocalAddr().String()), target, nil)
+	c := client.New(dnsDialer(target, pc.LocalAddr().String()), target, nil)
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
