@@ -11,6 +11,7 @@ import (
 
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	reflectionpb "google.golang.org/grpc/reflection/grpc_reflection_v1"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 	"tailscale.com/tailcfg"
@@ -21,7 +22,6 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/proto/coily/v1/coilyv1connect"
 	"coily.dev/coily/refusal"
-	"google.golang.org/protobuf/proto"
 )
 
 // tailnetPolicy grants by login (every untagged test node is a user of the
