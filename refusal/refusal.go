@@ -26,7 +26,8 @@ const Domain = "coily.dev"
 // Code is a stable refusal code.
 type Code string
 
-// The refusal codes (DESIGN §8).
+// The refusal codes (docs/architecture.md#refusal-codes; when each is
+// emitted: docs/api.md#refusals).
 const (
 	Unauthenticated       Code = "unauthenticated"
 	PermissionDenied      Code = "permission-denied"

@@ -65,7 +65,7 @@ var SystemDenyPaths = []string{
 	"/etc/vault.d", "/var/lib/coily",
 }
 
-// DefaultProfile builds the profile of DESIGN §7: system directories
+// DefaultProfile builds the default profile (docs/sandbox.md): system directories
 // read-only (SystemReadPaths), resolv.conf and localtime resolved to their
 // real files, private /tmp and home, the workspace writable with its
 // protected classes read-only (every backend applies them: git control

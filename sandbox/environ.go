@@ -14,7 +14,7 @@ const GitAllowProtocol = "https:ssh:git:http"
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 // Environ is the environment of a sandboxed command, rebuilt from an
-// allowlist (DESIGN §7): DefaultPath, HOME and TMPDIR set to home, this
+// allowlist (docs/sandbox.md): DefaultPath, HOME and TMPDIR set to home, this
 // process's locale, time zone and terminal type (LANG, LC_*, TZ, TERM;
 // LANG defaults to C.UTF-8), then passed, the variables the caller may
 // pass (the policy checked their names). Nothing else of this process's

@@ -10,7 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Resolution by descriptor (DESIGN §7): every path under a writable root is
+// Resolution by descriptor (docs/sandbox.md): every path under a writable root is
 // opened relative to a descriptor of its parent, one component at a time or
 // with openat2, without following symbolic links, so that nothing a command
 // (or a repository) put in the workspace can redirect what coily binds,

@@ -136,7 +136,7 @@ func (x *execution) auditRecord(event string) audit.Record {
 	return r
 }
 
-// Exec implements the Exec pipeline (DESIGN §4). Each step either passes or
+// Exec implements the Exec pipeline (docs/architecture.md). Each step either passes or
 // refuses with a stable code; every refusal and the final result are
 // audited.
 func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
@@ -148,7 +148,7 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 	return s.execute(ctx, &execution{id: newID(), caller: caller, req: req, policy: s.policyFrom(ctx)}, stream)
 }
 
-// execute is the Exec pipeline of DESIGN §4, for every transport: each
+// execute is the Exec pipeline (docs/architecture.md), for every transport: each
 // step is a call that passes or refuses with a stable code; a refusal is
 // audited (refuseExec), and the run ends with its result audited
 // (runExec). Steps 1–2, identity and method authorization, ran in the
