@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
@@ -275,8 +276,9 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if !x.needsApproval() {
 		return nil
 	}
-	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
-	x.job.Decided(x.rule.Name, ap.a.GetId())
+	ap := s.approvals.Create(approvals.Request{ID: x.id, Requester: x.caller.Principal, Exec: x.req, Rule: x.rule}, x.rule.ConfirmTimeout)
+	asked := ap.Snapshot()
+	x.job.Decided(x.rule.Name, asked.GetId())
 	defer x.job.Decided(x.rule.Name, "")
 	rec := x.auditRecord("approval.request")
 	if rec.Details == nil {
@@ -285,19 +287,19 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if c := x.req.GetCwd(); c != "" {
 		rec.Details["cwd"] = c
 	}
-	if n := ap.a.GetStdinBytes(); n > 0 {
-		rec.Details["stdin_bytes"], rec.Details["stdin_sha256"] = strconv.FormatInt(n, 10), ap.a.GetStdinSha256()
+	if n := asked.GetStdinBytes(); n > 0 {
+		rec.Details["stdin_bytes"], rec.Details["stdin_sha256"] = strconv.FormatInt(n, 10), asked.GetStdinSha256()
 	}
 	if _, err := s.record(ctx, rec); err != nil {
-		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+		s.approvals.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}
-	if err := x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.snapshot(s.approvals)}}); err != nil {
-		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+	if err := x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.Snapshot()}}); err != nil {
+		s.approvals.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "caller went away")
 	}
 	s.notifyApproval(x, ap)
-	a, err := s.approvals.wait(ctx, ap)
+	a, err := s.approvals.Wait(ctx, ap)
 	x.approval = a
 	return err
 }

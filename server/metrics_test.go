@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/egress"
@@ -23,13 +24,13 @@ import (
 func newTestMetrics(t *testing.T) (*Server, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
-	s := &Server{approvals: newApprovals(time.Now), stops: bareControls(t)}
+	s := &Server{stops: bareControls(t)}
 	m, err := newMetrics(reg, s, "test")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.metrics = m
-	s.approvals.observe = m.approvalEnded
+	s.approvals = approvals.New(time.Now, m.approvalEnded)
 	return s, reg
 }
 
@@ -128,14 +129,15 @@ func TestMetricsResults(t *testing.T) {
 // under how it ended.
 func TestMetricsApprovals(t *testing.T) {
 	s, reg := newTestMetrics(t)
-	ap := s.approvals.create(pendingExec("tag:agent"), time.Minute)
+	ap := s.approvals.Create(approvals.Request{ID: newID(), Requester: "tag:agent",
+		Exec: &coilyv1.ExecRequest{Argv: []string{"/usr/bin/git", "push", "--force"}}, Rule: &policy.Rule{Name: "git-push-force"}}, time.Minute)
 	if v := gathered(t, reg, "coily_approvals_waiting"); v != 1 {
 		t.Fatalf("approvals waiting = %v, want 1", v)
 	}
-	if _, err := s.approvals.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); err != nil {
+	if _, err := s.approvals.Decide(ap.Snapshot().GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.approvals.wait(context.Background(), ap); err != nil {
+	if _, err := s.approvals.Wait(context.Background(), ap); err != nil {
 		t.Fatal(err)
 	}
 	if v := gathered(t, reg, "coily_approvals_waiting"); v != 0 {
@@ -190,7 +192,7 @@ func count(c prometheus.Collector) int {
 // Run: go test -run '^$' -bench MetricsPerExec ./server/
 func BenchmarkMetricsPerExec(b *testing.B) {
 	reg := prometheus.NewRegistry()
-	s := &Server{approvals: newApprovals(time.Now), stops: bareControls(b)}
+	s := &Server{approvals: approvals.New(time.Now, nil), stops: bareControls(b)}
 	m, err := newMetrics(reg, s, "bench")
 	if err != nil {
 		b.Fatal(err)

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/notify"
 	"coily.dev/coily/policy"
@@ -34,8 +35,8 @@ func (s *Server) configureNotifier(p *policy.Policy) {
 }
 
 // notifyApproval reports an approval waiting for a human.
-func (s *Server) notifyApproval(x *execution, ap *approval) {
-	a := ap.snapshot(s.approvals)
+func (s *Server) notifyApproval(x *execution, ap *approvals.Ticket) {
+	a := ap.Snapshot()
 	s.notify(notify.Event{Kind: notify.KindApproval, Approval: &notify.Approval{ID: a.GetId(), Rule: a.GetRule(),
 		Requester: a.GetRequester(), Argv: x.req.GetArgv(), Created: a.GetCreatedAt().AsTime(), Expires: a.GetExpiresAt().AsTime()}})
 }

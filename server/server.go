@@ -37,10 +37,12 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/relay"
@@ -117,7 +119,7 @@ type Server struct {
 	policy  atomic.Pointer[policy.Policy]
 	started time.Time
 
-	approvals *approvals
+	approvals *approvals.Queue
 	metrics   *metrics
 	ready     readiness // the last readiness answer (ready.go)
 	// gate admits every request: who calls, and what it may do.
@@ -202,8 +204,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: controls, started: cfg.Now(),
-		quit: controls.Quit(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
+		quit: controls.Quit(), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
 		uids: uids}
+	s.approvals = approvals.New(cfg.Now, func(st coilyv1.ApprovalState, waited time.Duration) { s.metrics.approvalEnded(st, waited) })
 	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,
@@ -212,7 +215,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
 	s.metrics.rules(cfg.Policy)
-	s.approvals.observe = s.metrics.approvalEnded
 	s.configureNotifier(cfg.Policy)
 	if err := s.crossCheckState(); err != nil {
 		return nil, err
