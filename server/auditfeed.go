@@ -1,7 +1,9 @@
 package server
 
 import (
+	"context"
 	"sync"
+	"time"
 
 	"coily.dev/coily/audit"
 )
@@ -70,4 +72,19 @@ func (f *auditFeed) close() {
 		delete(f.subs, ch)
 		close(ch)
 	}
+}
+
+// appendAudit appends r (fsynced when durable) and observes the write.
+func (s *Server) appendAudit(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
+	appendFn := s.cfg.Audit.AppendPending
+	if durable {
+		appendFn = s.cfg.Audit.Append
+	}
+	t0 := time.Now()
+	out, err := appendFn(ctx, r)
+	s.metrics.AuditWritten(time.Since(t0), durable, err)
+	if err == nil {
+		s.auditFeed.publish(out)
+	}
+	return out, err
 }

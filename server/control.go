@@ -265,3 +265,18 @@ func stopProto(st store.Stop) *coilyv1.StopState {
 	}
 	return out
 }
+
+// stopActive says whether the lockout (or the pause) is in force.
+func (s *Server) stopActive(lockout bool) bool {
+	state, _ := s.stops.State()
+	if lockout {
+		return state.Lockout.Active
+	}
+	return state.Pause.Active
+}
+
+// jobCount counts the Exec requests admitted and not yet answered.
+func (s *Server) jobCount() int {
+	_, running := s.stops.State()
+	return running
+}

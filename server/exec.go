@@ -374,7 +374,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 		err = refusal.Wrap(refusal.CommandKilled, err, "killed before it ran")
 	}
 	s.release(x)
-	s.metrics.execRefused(x)
+	s.metrics.ExecRefused(x.rule)
 	err = scrubRefusal(x.scrub, err)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
@@ -469,8 +469,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	rec.Decision = "allow"
 	dec, err := s.recordPending(ctx, rec)
 	if err != nil {
-		s.metrics.execRefused(x)
-		s.metrics.refused(string(refusal.Internal))
+		s.metrics.ExecRefused(x.rule)
+		s.metrics.Refused(string(refusal.Internal))
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable; command not run")
 	}
 	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
@@ -517,15 +517,15 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	addReport(&rec, res.report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
-	s.metrics.execEnded(x, res, rec.Egress)
+	s.metrics.ExecEnded(x.rule, res.duration, rec.Egress)
 	runErr = scrubRefusal(x.scrub, runErr)
 	if runErr != nil {
-		s.metrics.execRefused(x)
+		s.metrics.ExecRefused(x.rule)
 		r := refusal.As(runErr)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 		req.State, req.Code = store.RequestFailed, string(r.Code)
 	} else {
-		s.metrics.execRan(x, res)
+		s.metrics.ExecRan(x.rule, res.exitCode, res.signal)
 		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
 		req.ExitCode, req.Signal = res.exitCode, res.signal
 	}

@@ -127,11 +127,11 @@ func (p *peerConns) refuse(remote net.Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		p.s.metrics.refused(string(refusal.RateLimit)) // closing: counted, not recorded
+		p.s.metrics.Refused(string(refusal.RateLimit)) // closing: counted, not recorded
 		return
 	}
 	if w := p.windowLocked(&addr, now); w != nil {
-		p.s.metrics.refused(string(refusal.RateLimit)) // recorded in the window's summary
+		p.s.metrics.Refused(string(refusal.RateLimit)) // recorded in the window's summary
 		p.countLocked(addr, w, now)
 		return
 	}

@@ -41,6 +41,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/metrics"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
@@ -120,7 +121,7 @@ type Server struct {
 	started time.Time
 
 	approvals *approvals.Queue
-	metrics   *metrics
+	metrics   *metrics.Metrics
 	ready     readiness // the last readiness answer (ready.go)
 	// gate admits every request: who calls, and what it may do.
 	gate *access.Gate
@@ -206,15 +207,19 @@ func New(cfg Config) (*Server, error) {
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: controls, started: cfg.Now(),
 		quit: controls.Quit(), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
 		uids: uids}
-	s.approvals = approvals.New(cfg.Now, func(st coilyv1.ApprovalState, waited time.Duration) { s.metrics.approvalEnded(st, waited) })
+	// The approvals exist before the metrics that gauge them; none ends
+	// before New returns, so none is observed before the metrics exist.
+	s.approvals = approvals.New(cfg.Now, func(st coilyv1.ApprovalState, waited time.Duration) { s.metrics.ApprovalEnded(st, waited) })
 	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,
 		Record: s.record, Now: func() time.Time { return s.cfg.Now() }, Log: cfg.Logger})
-	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
+	gauges := metrics.Gauges{Lockout: func() bool { return s.stopActive(true) }, Pause: func() bool { return s.stopActive(false) },
+		ApprovalsWaiting: s.approvals.PendingCount, InFlight: s.jobCount}
+	if s.metrics, err = metrics.New(cfg.Metrics, gauges, cfg.Version); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	s.metrics.rules(cfg.Policy)
+	s.metrics.Rules(cfg.Policy)
 	s.configureNotifier(cfg.Policy)
 	if err := s.crossCheckState(); err != nil {
 		return nil, err
@@ -308,7 +313,7 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 
 func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
 	if r.Decision == "refuse" {
-		s.metrics.refused(r.Code)
+		s.metrics.Refused(r.Code)
 		s.notifyRefusal(r)
 	}
 	// The result of a command that ran is always recorded on its own (its
