@@ -5,6 +5,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/notify"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/recorder"
 )
 
 // Notifier hears the events the owner may want pushed to a phone or a
@@ -43,5 +44,5 @@ func (s *Server) notifyApproval(x *execution, ap *approvals.Ticket) {
 
 // notifyRefusal reports a refusal (the notifier counts them per caller).
 func (s *Server) notifyRefusal(r audit.Record) {
-	s.notify(notify.Event{Kind: notify.KindRefusal, Refusal: &notify.Refusal{Caller: floodKey(r), Code: r.Code}})
+	s.notify(notify.Event{Kind: notify.KindRefusal, Refusal: &notify.Refusal{Caller: recorder.CallerKey(r), Code: r.Code}})
 }

@@ -218,7 +218,7 @@ const MaxAuditBacklog = 500
 func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
 	var st AuditStream
 	err := s.webCall(r, access.WebAudit, func(context.Context) error {
-		live, cancel := s.auditFeed.subscribe()
+		live, cancel := s.recorder.Subscribe()
 		recs, err := s.cfg.Audit.Tail(min(max(backlog, 0), MaxAuditBacklog))
 		if err != nil {
 			cancel()

@@ -1,9 +1,7 @@
-package server
+package recorder
 
 import (
-	"context"
 	"sync"
-	"time"
 
 	"coily.dev/coily/audit"
 )
@@ -12,7 +10,7 @@ import (
 // off (it reconnects and reads the backlog again).
 const auditFeedBuffer = 256
 
-// auditFeed hands every record the server appends to the subscribers of
+// auditFeed hands every record the recorder appends to the subscribers of
 // the live audit log (the web console's stream). Records arrive in the
 // order their appends finished, which concurrent appends may make differ
 // from their sequence; a subscriber orders by Seq.
@@ -72,19 +70,4 @@ func (f *auditFeed) close() {
 		delete(f.subs, ch)
 		close(ch)
 	}
-}
-
-// appendAudit appends r (fsynced when durable) and observes the write.
-func (s *Server) appendAudit(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
-	appendFn := s.cfg.Audit.AppendPending
-	if durable {
-		appendFn = s.cfg.Audit.Append
-	}
-	t0 := time.Now()
-	out, err := appendFn(ctx, r)
-	s.metrics.AuditWritten(time.Since(t0), durable, err)
-	if err == nil {
-		s.auditFeed.publish(out)
-	}
-	return out, err
 }
