@@ -14,6 +14,7 @@ import (
 	"coily.dev/coily/console"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/recorder"
 	"coily.dev/coily/server"
 )
 
@@ -52,7 +53,7 @@ func TestSlowPeerHeldOff(t *testing.T) {
 	}
 	tc.c.Close()
 	sum := tc.in.WaitAudit(t, func(r audit.Record) bool {
-		return r.Event == server.EventRefusalSummary && r.Details["sample_method"] == "web:connection"
+		return r.Event == recorder.EventRefusalSummary && r.Details["sample_method"] == "web:connection"
 	})
 	if sum.Principal != "tag:stranger" || sum.Details["count"] != "2" {
 		t.Errorf("summary of the connection refusals: %+v", sum)

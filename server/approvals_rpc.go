@@ -16,7 +16,7 @@ func (s *Server) ListApprovals(ctx context.Context, _ *coilyv1.ListApprovalsRequ
 	if _, err := access.CallerFrom(ctx); err != nil {
 		return nil, err
 	}
-	return &coilyv1.ListApprovalsResponse{Approvals: s.approvals.list()}, nil
+	return &coilyv1.ListApprovalsResponse{Approvals: s.approvals.List()}, nil
 }
 
 // WatchApprovals streams the pending approvals, then every change, until
@@ -27,7 +27,7 @@ func (s *Server) WatchApprovals(_ *coilyv1.WatchApprovalsRequest, stream grpc.Se
 	if _, err := access.CallerFrom(ctx); err != nil {
 		return err
 	}
-	ch, cancel := s.approvals.watch()
+	ch, cancel := s.approvals.Watch()
 	defer cancel()
 	for {
 		select {
@@ -85,5 +85,5 @@ func (s *Server) decide(c access.Caller, req *coilyv1.DecideRequest) (*coilyv1.A
 	if len(req.GetId()) > 64 {
 		return nil, refusal.New(refusal.BadRequest, "approval id too long")
 	}
-	return s.approvals.decide(req.GetId(), c.Principal, req.GetVerdict(), req.GetNote())
+	return s.approvals.Decide(req.GetId(), c.Principal, req.GetVerdict(), req.GetNote())
 }

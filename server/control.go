@@ -66,7 +66,7 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 // lockout locks out for caller c: the steps of Lockout, after validation.
 func (s *Server) lockout(ctx context.Context, c access.Caller, reason string) (store.Stop, int, error) {
 	st, already, killed := s.stops.Lockout(store.Stop{Active: true, By: c.Principal, Reason: reason, Since: s.cfg.Now()})
-	rejected := s.approvals.rejectAll()
+	rejected := s.approvals.RejectAll()
 	rec := access.CallerRecord(c, coilyv1grpc.CoilyService_Lockout_FullMethodName, "lockout", reason)
 	rec.Killed = killed
 	rec.Details = map[string]string{"approvals_rejected": strconv.Itoa(rejected)}
@@ -206,7 +206,7 @@ func (s *Server) Status(ctx context.Context, _ *coilyv1.StatusRequest) (*coilyv1
 			Permissions: perms, Peer: c.Peer},
 		Running: int32(running), Version: s.cfg.Version, StartedAt: timestamppb.New(s.started),
 		PolicyPath: pol.Path, PolicySha256: pol.SHA256, Sandboxes: pol.Sandboxes(),
-		PendingApprovals: int32(s.approvals.pendingCount()),
+		PendingApprovals: int32(s.approvals.PendingCount()),
 	}, nil
 }
 
@@ -264,4 +264,19 @@ func stopProto(st store.Stop) *coilyv1.StopState {
 		out.Since = timestamppb.New(st.Since)
 	}
 	return out
+}
+
+// stopActive says whether the lockout (or the pause) is in force.
+func (s *Server) stopActive(lockout bool) bool {
+	state, _ := s.stops.State()
+	if lockout {
+		return state.Lockout.Active
+	}
+	return state.Pause.Active
+}
+
+// jobCount counts the Exec requests admitted and not yet answered.
+func (s *Server) jobCount() int {
+	_, running := s.stops.State()
+	return running
 }

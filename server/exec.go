@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/scrub"
 
@@ -275,8 +276,9 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if !x.needsApproval() {
 		return nil
 	}
-	ap := s.approvals.create(x, x.rule.ConfirmTimeout)
-	x.job.Decided(x.rule.Name, ap.a.GetId())
+	ap := s.approvals.Create(approvals.Request{ID: x.id, Requester: x.caller.Principal, Exec: x.req, Rule: x.rule}, x.rule.ConfirmTimeout)
+	asked := ap.Snapshot()
+	x.job.Decided(x.rule.Name, asked.GetId())
 	defer x.job.Decided(x.rule.Name, "")
 	rec := x.auditRecord("approval.request")
 	if rec.Details == nil {
@@ -285,19 +287,19 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if c := x.req.GetCwd(); c != "" {
 		rec.Details["cwd"] = c
 	}
-	if n := ap.a.GetStdinBytes(); n > 0 {
-		rec.Details["stdin_bytes"], rec.Details["stdin_sha256"] = strconv.FormatInt(n, 10), ap.a.GetStdinSha256()
+	if n := asked.GetStdinBytes(); n > 0 {
+		rec.Details["stdin_bytes"], rec.Details["stdin_sha256"] = strconv.FormatInt(n, 10), asked.GetStdinSha256()
 	}
 	if _, err := s.record(ctx, rec); err != nil {
-		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+		s.approvals.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}
-	if err := x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.snapshot(s.approvals)}}); err != nil {
-		s.approvals.settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+	if err := x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Approval{Approval: ap.Snapshot()}}); err != nil {
+		s.approvals.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "caller went away")
 	}
 	s.notifyApproval(x, ap)
-	a, err := s.approvals.wait(ctx, ap)
+	a, err := s.approvals.Wait(ctx, ap)
 	x.approval = a
 	return err
 }
@@ -372,7 +374,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 		err = refusal.Wrap(refusal.CommandKilled, err, "killed before it ran")
 	}
 	s.release(x)
-	s.metrics.execRefused(x)
+	s.metrics.ExecRefused(x.rule)
 	err = scrubRefusal(x.scrub, err)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
@@ -467,8 +469,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	rec.Decision = "allow"
 	dec, err := s.recordPending(ctx, rec)
 	if err != nil {
-		s.metrics.execRefused(x)
-		s.metrics.refused(string(refusal.Internal))
+		s.metrics.ExecRefused(x.rule)
+		s.metrics.Refused(string(refusal.Internal))
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable; command not run")
 	}
 	req := store.Request{ID: x.id, Principal: x.caller.Principal, Rule: x.rule.Name, Argv: x.req.GetArgv(),
@@ -515,15 +517,15 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	addReport(&rec, res.report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
-	s.metrics.execEnded(x, res, rec.Egress)
+	s.metrics.ExecEnded(x.rule, res.duration, rec.Egress)
 	runErr = scrubRefusal(x.scrub, runErr)
 	if runErr != nil {
-		s.metrics.execRefused(x)
+		s.metrics.ExecRefused(x.rule)
 		r := refusal.As(runErr)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 		req.State, req.Code = store.RequestFailed, string(r.Code)
 	} else {
-		s.metrics.execRan(x, res)
+		s.metrics.ExecRan(x.rule, res.exitCode, res.signal)
 		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
 		req.ExitCode, req.Signal = res.exitCode, res.signal
 	}

@@ -10,8 +10,8 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
+	"coily.dev/coily/recorder"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 )
 
 // A refusal flood from one caller grows the audit log by kilobytes, not
@@ -57,7 +57,7 @@ func TestRefusalFloodIsCountedNotWritten(t *testing.T) {
 	counted, one, summaries := 0, 0, 0
 	for _, rec := range recs {
 		switch {
-		case rec.Event == server.EventRefusalSummary:
+		case rec.Event == recorder.EventRefusalSummary:
 			n, _ := strconv.Atoi(rec.Details["count"])
 			counted += n
 			summaries++

@@ -15,8 +15,8 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/recorder"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 )
 
 // withUnknown returns req carrying raw extra bytes, as a hostile or newer
@@ -89,7 +89,7 @@ func TestHostileExecRequests(t *testing.T) {
 	refused, want := 0, len(tests)-1
 	for _, rec := range recs {
 		switch {
-		case rec.Event == server.EventRefusalSummary:
+		case rec.Event == recorder.EventRefusalSummary:
 			n, _ := strconv.Atoi(rec.Details["count"])
 			refused += n
 		case rec.Code == string(refusal.BadRequest):

@@ -1,9 +1,11 @@
 package server
 
 import (
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/notify"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/recorder"
 )
 
 // Notifier hears the events the owner may want pushed to a phone or a
@@ -34,13 +36,13 @@ func (s *Server) configureNotifier(p *policy.Policy) {
 }
 
 // notifyApproval reports an approval waiting for a human.
-func (s *Server) notifyApproval(x *execution, ap *approval) {
-	a := ap.snapshot(s.approvals)
+func (s *Server) notifyApproval(x *execution, ap *approvals.Ticket) {
+	a := ap.Snapshot()
 	s.notify(notify.Event{Kind: notify.KindApproval, Approval: &notify.Approval{ID: a.GetId(), Rule: a.GetRule(),
 		Requester: a.GetRequester(), Argv: x.req.GetArgv(), Created: a.GetCreatedAt().AsTime(), Expires: a.GetExpiresAt().AsTime()}})
 }
 
 // notifyRefusal reports a refusal (the notifier counts them per caller).
 func (s *Server) notifyRefusal(r audit.Record) {
-	s.notify(notify.Event{Kind: notify.KindRefusal, Refusal: &notify.Refusal{Caller: floodKey(r), Code: r.Code}})
+	s.notify(notify.Event{Kind: notify.KindRefusal, Refusal: &notify.Refusal{Caller: recorder.CallerKey(r), Code: r.Code}})
 }

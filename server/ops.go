@@ -100,7 +100,7 @@ func (s *Server) serveReadyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	msg := "ready\n"
-	if s.stopGauge(true) == 1 {
+	if s.stopActive(true) {
 		msg = "ready (locked out: commands are refused until an operator unlocks; a state, not unreadiness)\n"
 	}
 	plain(w, http.StatusOK, msg)

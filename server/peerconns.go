@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/recorder"
 	"coily.dev/coily/refusal"
 )
 
@@ -17,7 +18,7 @@ import (
 // before a byte of it is read, whoever the peer is: the cap is counted
 // per address, so it needs no identity, and an owner's device is not
 // held up by another's. Every refusal is counted in coily_refusals_total
-// (code rate-limit). They are audited per peer and floodWindow: the first
+// (code rate-limit). They are audited per peer and recorder.Window: the first
 // at once, through access's Gate.Refuse (the peer identified by WhoIs where it can
 // be, and the flood accounting of every refusal applied), the others of
 // the window as one refusal.summary when it ends or the server closes.
@@ -37,7 +38,7 @@ type peerConns struct {
 	s                 *Server
 	max               int
 	transport, method string
-	window            time.Duration // floodWindow
+	window            time.Duration // recorder.Window
 	maxWindows        int           // maxConnWindows
 
 	mu      sync.Mutex
@@ -58,7 +59,7 @@ type connWindow struct {
 }
 
 func newPeerConns(s *Server, max int, transport, method string) *peerConns {
-	return &peerConns{s: s, max: max, transport: transport, method: method, window: floodWindow, maxWindows: maxConnWindows,
+	return &peerConns{s: s, max: max, transport: transport, method: method, window: recorder.Window, maxWindows: maxConnWindows,
 		open: map[netip.Addr]int{}, held: map[net.Conn]netip.Addr{}, windows: map[netip.Addr]*connWindow{}}
 }
 
@@ -127,11 +128,11 @@ func (p *peerConns) refuse(remote net.Addr) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		p.s.metrics.refused(string(refusal.RateLimit)) // closing: counted, not recorded
+		p.s.metrics.Refused(string(refusal.RateLimit)) // closing: counted, not recorded
 		return
 	}
 	if w := p.windowLocked(&addr, now); w != nil {
-		p.s.metrics.refused(string(refusal.RateLimit)) // recorded in the window's summary
+		p.s.metrics.Refused(string(refusal.RateLimit)) // recorded in the window's summary
 		p.countLocked(addr, w, now)
 		return
 	}
@@ -214,9 +215,8 @@ func (p *peerConns) summarise(addr netip.Addr, w *connWindow) {
 	}
 	sample := access.CallerRecord(c, p.method, "call", "")
 	sample.Code = string(refusal.RateLimit)
-	rec := summaryRecord(&refusalBatch{count: n, codes: map[string]int{sample.Code: n}, first: w.first, last: w.last,
-		sample: sample, recorded: 1})
-	if _, err := p.s.appendAudit(context.Background(), rec, true); err != nil {
+	rec := recorder.Summary(sample, n, map[string]int{sample.Code: n}, w.first, w.last, 1)
+	if _, err := p.s.recorder.Append(context.Background(), rec, true); err != nil {
 		p.s.log.Error("audit write failed: connection refusals' summary", "peer", c.Peer, "count", n, "err", err)
 		return
 	}

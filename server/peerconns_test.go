@@ -12,6 +12,7 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/recorder"
 )
 
 // fakeConn is an accepted connection from remote.
@@ -65,7 +66,7 @@ func connRecords(t *testing.T, s *Server) (refused, summaries []audit.Record) {
 		switch {
 		case r.Method == webMethodConn:
 			refused = append(refused, r)
-		case r.Event == EventRefusalSummary && r.Details["sample_method"] == webMethodConn:
+		case r.Event == recorder.EventRefusalSummary && r.Details["sample_method"] == webMethodConn:
 			summaries = append(summaries, r)
 		}
 	}

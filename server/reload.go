@@ -144,7 +144,7 @@ func (s *Server) applyPolicy(ctx context.Context, path string, data []byte) erro
 		return fmt.Errorf("policy reload not applied: %w", err)
 	}
 	s.policy.Store(p)
-	s.metrics.rules(p)
+	s.metrics.Rules(p)
 	s.configureNotifier(p)
 	logAbsentBinaries(s, p)
 	return nil

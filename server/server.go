@@ -37,11 +37,15 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
+	"coily.dev/coily/metrics"
 	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
+	"coily.dev/coily/recorder"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/relay"
 	"coily.dev/coily/sandbox"
@@ -117,15 +121,16 @@ type Server struct {
 	policy  atomic.Pointer[policy.Policy]
 	started time.Time
 
-	approvals *approvals
-	metrics   *metrics
+	approvals *approvals.Queue
+	metrics   *metrics.Metrics
 	ready     readiness // the last readiness answer (ready.go)
 	// gate admits every request: who calls, and what it may do.
 	gate *access.Gate
 	// egress is the server-wide egress connection budget.
 	egress *egress.Budget
-	// auditFeed hands appended records to the live audit stream.
-	auditFeed auditFeed
+	// recorder writes the audit records: refusal floods counted, every
+	// append observed and fed to the live audit stream (package recorder).
+	recorder *recorder.Recorder
 
 	// stops holds the lockout and pauses, the job table and the
 	// concurrency slots, under a lock of its own (package stops).
@@ -135,8 +140,6 @@ type Server struct {
 	relay *relay.Relayer
 	// workspaces serialises commands per named workspace.
 	workspaces stops.Workspaces
-	// flood counts refusals past each caller's budget (flood.go).
-	flood floodGuard
 
 	// uids gives a root server's commands a uid each (nil: they share
 	// the sandbox user's, or run as the server).
@@ -202,17 +205,29 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, stops: controls, started: cfg.Now(),
-		quit: controls.Quit(), approvals: newApprovals(cfg.Now), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
+		quit: controls.Quit(), egress: egress.NewBudget(cmp.Or(cfg.EgressConns, 256)),
 		uids: uids}
+	// The approvals exist before the metrics that gauge them; none ends
+	// before New returns, so none is observed before the metrics exist.
+	s.approvals = approvals.New(cfg.Now, func(st coilyv1.ApprovalState, waited time.Duration) { s.metrics.ApprovalEnded(st, waited) })
+	s.recorder = recorder.New(recorder.Config{Audit: cfg.Audit, Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() },
+		Written: func(took time.Duration, durable bool, err error) { s.metrics.AuditWritten(took, durable, err) },
+		Refused: func(r audit.Record) { s.metrics.Refused(r.Code); s.notifyRefusal(r) },
+		Recorded: func(r audit.Record) {
+			if anchorsHead(r) {
+				s.anchor()
+			}
+		}})
 	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,
 		Record: s.record, Now: func() time.Time { return s.cfg.Now() }, Log: cfg.Logger})
-	if s.metrics, err = newMetrics(cfg.Metrics, s, cfg.Version); err != nil {
+	gauges := metrics.Gauges{Lockout: func() bool { return s.stopActive(true) }, Pause: func() bool { return s.stopActive(false) },
+		ApprovalsWaiting: s.approvals.PendingCount, InFlight: s.jobCount}
+	if s.metrics, err = metrics.New(cfg.Metrics, gauges, cfg.Version); err != nil {
 		return nil, fmt.Errorf("server: metrics: %w", err)
 	}
-	s.metrics.rules(cfg.Policy)
-	s.approvals.observe = s.metrics.approvalEnded
+	s.metrics.Rules(cfg.Policy)
 	s.configureNotifier(cfg.Policy)
 	if err := s.crossCheckState(); err != nil {
 		return nil, err
@@ -282,7 +297,7 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // Call it before stopping the gRPC server so that Exec streams end promptly.
 func (s *Server) Shutdown() {
 	s.stops.Shutdown()
-	s.auditFeed.close()
+	s.recorder.Close()
 	s.stops.Wait()
 	s.relay.Wait()
 	s.bg.Wait()
@@ -305,36 +320,5 @@ func (s *Server) recordPending(ctx context.Context, r audit.Record) (audit.Recor
 }
 
 func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
-	if r.Decision == "refuse" {
-		s.metrics.refused(r.Code)
-		s.notifyRefusal(r)
-	}
-	// The result of a command that ran is always recorded on its own (its
-	// decision was, and slots bound how many run): how it ended, what was
-	// quarantined, what bounded it must not fold into a count.
-	if r.Decision == "refuse" && r.Event != "exec.result" {
-		key := floodKey(r)
-		if b, lead := s.flood.admit(key, r, s.cfg.Now()); b != nil {
-			// Counted in the caller's refusal.summary, written before
-			// this refusal is answered (flood.go).
-			return s.summarise(ctx, key, b, lead)
-		}
-	}
-	out, err := s.appendAudit(ctx, r, durable)
-	attrs := []any{"event", r.Event, "principal", r.Principal, "transport", r.Transport,
-		"peer", r.Peer, "decision", r.Decision}
-	for _, kv := range [][2]string{{"code", r.Code}, {"rule", r.Rule}, {"request_id", r.RequestID}, {"reason", r.Reason}} {
-		if kv[1] != "" {
-			attrs = append(attrs, kv[0], kv[1])
-		}
-	}
-	if err != nil {
-		s.log.Error("audit write failed", append(attrs, "err", err)...)
-		return out, err
-	}
-	s.log.Info("decision", append(attrs, "audit_id", out.ID)...)
-	if anchorsHead(out) {
-		s.anchor()
-	}
-	return out, nil
+	return s.recorder.Record(ctx, r, durable)
 }

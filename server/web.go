@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -122,13 +123,13 @@ func (s *Server) WebStatus(r *http.Request) (*WebStatusView, error) {
 
 // WebApprovals lists the pending approvals with the rules that asked for
 // them, as ListApprovals does.
-func (s *Server) WebApprovals(r *http.Request) ([]PendingApproval, error) {
-	var out []PendingApproval
+func (s *Server) WebApprovals(r *http.Request) ([]approvals.Pending, error) {
+	var out []approvals.Pending
 	err := s.webCall(r, access.WebApprovals, func(ctx context.Context) error {
 		if _, err := s.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{}); err != nil {
 			return err
 		}
-		out = s.approvals.detailed()
+		out = s.approvals.Detailed()
 		return nil
 	})
 	return out, err
@@ -217,7 +218,7 @@ const MaxAuditBacklog = 500
 func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
 	var st AuditStream
 	err := s.webCall(r, access.WebAudit, func(context.Context) error {
-		live, cancel := s.auditFeed.subscribe()
+		live, cancel := s.recorder.Subscribe()
 		recs, err := s.cfg.Audit.Tail(min(max(backlog, 0), MaxAuditBacklog))
 		if err != nil {
 			cancel()
@@ -247,7 +248,7 @@ type ApprovalWatch struct {
 func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
 	var w ApprovalWatch
 	err := s.webCall(r, access.WebWatchApprovals, func(context.Context) error {
-		ch, cancel := s.approvals.watch()
+		ch, cancel := s.approvals.Watch()
 		w = ApprovalWatch{Changes: ch, Done: s.quit, Close: cancel}
 		return nil
 	})

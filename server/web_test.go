@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -246,7 +247,7 @@ func TestWebKillWaitingForApproval(t *testing.T) {
 	in := startWeb(t)
 	done := make(chan result, 1)
 	go func() { done <- execArgv(t, in, "/bin/echo", "confirm", "never") }()
-	var pending []server.PendingApproval
+	var pending []approvals.Pending
 	testserver.Poll(t, 10*time.Second, "pending approval", func() bool {
 		var err error
 		pending, err = in.Server.WebApprovals(webReq(http.MethodGet, "/api/approvals", ownerAddr))
@@ -282,7 +283,7 @@ func TestWebDecideRunsTheCommand(t *testing.T) {
 	in := startWeb(t)
 	done := make(chan result, 1)
 	go func() { done <- execArgv(t, in, "/bin/echo", "confirm", "ship it") }()
-	var pending []server.PendingApproval
+	var pending []approvals.Pending
 	testserver.Poll(t, 10*time.Second, "pending approval", func() bool {
 		pending, _ = in.Server.WebApprovals(webReq(http.MethodGet, "/", ownerAddr))
 		return len(pending) == 1

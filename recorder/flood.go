@@ -1,4 +1,4 @@
-package server
+package recorder
 
 import (
 	"context"
@@ -34,6 +34,10 @@ const (
 	// EventRefusalSummary is the record of refusals counted, not written.
 	EventRefusalSummary = "refusal.summary"
 )
+
+// Window is the span over which a caller's refusals are counted against
+// its budget (the connection cap's summaries use it too).
+const Window = floodWindow
 
 type floodGuard struct {
 	mu      sync.Mutex
@@ -136,7 +140,7 @@ func (g *floodGuard) take(caller string, b *refusalBatch, now time.Time) {
 // the batch, writes its summary and wakes the others; the others wait for
 // it (or for their caller to go away: their count is in the batch). The
 // record returned is the summary that counts the refusal.
-func (s *Server) summarise(ctx context.Context, caller string, b *refusalBatch, lead bool) (audit.Record, error) {
+func (r *Recorder) summarise(ctx context.Context, caller string, b *refusalBatch, lead bool) (audit.Record, error) {
 	if !lead {
 		select {
 		case <-b.done:
@@ -148,10 +152,10 @@ func (s *Server) summarise(ctx context.Context, caller string, b *refusalBatch, 
 	if wait := time.Until(b.notBefore); wait > 0 {
 		time.Sleep(wait) // the leader's own answer waits too: that is the throttle
 	}
-	s.flood.take(caller, b, s.cfg.Now())
-	b.rec, b.err = s.appendAudit(context.WithoutCancel(ctx), summaryRecord(b), true)
+	r.flood.take(caller, b, r.cfg.Now())
+	b.rec, b.err = r.Append(context.WithoutCancel(ctx), summaryRecord(b), true)
 	if b.err != nil {
-		s.log.Error("audit write failed: refusal summary", "caller", caller, "count", b.count, "err", b.err)
+		r.cfg.Log.Error("audit write failed: refusal summary", "caller", caller, "count", b.count, "err", b.err)
 	}
 	close(b.done)
 	return b.rec, b.err
@@ -159,18 +163,29 @@ func (s *Server) summarise(ctx context.Context, caller string, b *refusalBatch, 
 
 // summaryRecord is the audit record of a closed batch.
 func summaryRecord(b *refusalBatch) audit.Record {
+	return Summary(b.sample, b.count, b.codes, b.first, b.last, b.recorded)
+}
+
+// Summary is the refusal.summary record of count refusals like sample
+// (its caller, method and code), by code, between first and last, after
+// recorded refusals of the caller were recorded one by one.
+func Summary(sample audit.Record, count int, byCode map[string]int, first, last time.Time, recorded int) audit.Record {
 	var codes []string
-	for _, code := range slices.Sorted(maps.Keys(b.codes)) {
-		codes = append(codes, code+"="+strconv.Itoa(b.codes[code]))
+	for _, code := range slices.Sorted(maps.Keys(byCode)) {
+		codes = append(codes, code+"="+strconv.Itoa(byCode[code]))
 	}
-	return audit.Record{Event: EventRefusalSummary, Principal: b.sample.Principal, Transport: b.sample.Transport,
-		Peer: b.sample.Peer, Decision: "refuse", Code: b.sample.Code,
-		Reason: fmt.Sprintf("%d more refusals of this caller were counted, not recorded one by one", b.count),
-		Details: map[string]string{"count": strconv.Itoa(b.count),
-			"first": b.first.UTC().Format(time.RFC3339Nano), "last": b.last.UTC().Format(time.RFC3339Nano),
-			"recorded_in_window": strconv.Itoa(b.recorded), "sample_method": b.sample.Method},
+	return audit.Record{Event: EventRefusalSummary, Principal: sample.Principal, Transport: sample.Transport,
+		Peer: sample.Peer, Decision: "refuse", Code: sample.Code,
+		Reason: fmt.Sprintf("%d more refusals of this caller were counted, not recorded one by one", count),
+		Details: map[string]string{"count": strconv.Itoa(count),
+			"first": first.UTC().Format(time.RFC3339Nano), "last": last.UTC().Format(time.RFC3339Nano),
+			"recorded_in_window": strconv.Itoa(recorded), "sample_method": sample.Method},
 		Lists: map[string][]string{"codes": codes}}
 }
+
+// CallerKey names the caller of a refusal, as the flood control counts
+// it (floodKey).
+func CallerKey(r audit.Record) string { return floodKey(r) }
 
 // floodKey names the caller of a refusal: its principal, else what stays
 // the same across its connections and processes — the address of a

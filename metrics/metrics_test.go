@@ -1,58 +1,54 @@
-package server
+package metrics
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cmdtext"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/stops"
-	"coily.dev/coily/store"
 )
 
+// bare is a server's metrics on a new registry, with the approvals they
+// gauge; the server is neither locked out nor paused, and runs nothing.
+type bare struct {
+	metrics   *Metrics
+	approvals *approvals.Queue
+}
+
 // newTestMetrics registers metrics for a bare server on a new registry.
-func newTestMetrics(t *testing.T) (*Server, *prometheus.Registry) {
-	t.Helper()
+func newTestMetrics(tb testing.TB) (*bare, *prometheus.Registry) {
+	tb.Helper()
 	reg := prometheus.NewRegistry()
-	s := &Server{approvals: newApprovals(time.Now), stops: bareControls(t)}
-	m, err := newMetrics(reg, s, "test")
+	s := &bare{}
+	m, err := New(reg, bareGauges(s), "test")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	s.metrics = m
-	s.approvals.observe = m.approvalEnded
+	s.approvals = approvals.New(time.Now, m.ApprovalEnded)
 	return s, reg
 }
 
-// bareControls are stop controls on a new state file, for a bare server.
-func bareControls(tb testing.TB) *stops.Controls {
-	tb.Helper()
-	db, err := store.Open(filepath.Join(tb.TempDir(), "coily.db"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { db.Close() })
-	c, err := stops.New(stops.Config{Store: db})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
+func bareGauges(s *bare) Gauges {
+	no := func() bool { return false }
+	return Gauges{Lockout: no, Pause: no, InFlight: func() int { return 0 },
+		ApprovalsWaiting: func() int { return s.approvals.PendingCount() }}
 }
 
 // A registry serves one server: a second registration is an error, not a
 // panic or a silent merge.
 func TestMetricsRegistryOnce(t *testing.T) {
 	_, reg := newTestMetrics(t)
-	if _, err := newMetrics(reg, &Server{}, "test"); err == nil {
+	if _, err := New(reg, bareGauges(&bare{}), "test"); err == nil {
 		t.Fatal("registering a second server's metrics on the same registry succeeded")
 	}
 }
@@ -61,13 +57,13 @@ func TestMetricsRegistryOnce(t *testing.T) {
 // the exec's rule; hosts never become labels.
 func TestMetricsEgress(t *testing.T) {
 	s, reg := newTestMetrics(t)
-	x := &execution{rule: &policy.Rule{Name: "gh"}}
+	x := &policy.Rule{Name: "gh"}
 	rows := audit.EgressRows([]egress.Row{
 		{Host: cmdtext.New(nil, "api.github.com"), Port: 443, Decision: egress.Allow, Conns: 2, BytesUp: 100, BytesDown: 5000},
 		{Host: cmdtext.New(nil, "evil.example"), Port: 443, Decision: egress.Deny, Conns: 3},
 		{Host: cmdtext.New(nil, "other.example"), Port: 443, Decision: egress.ObserveDeny, Conns: 1, BytesUp: 10, BytesDown: 20},
 	})
-	s.metrics.execEnded(x, runResult{duration: 1500 * time.Millisecond}, rows)
+	s.metrics.ExecEnded(x, 1500*time.Millisecond, rows)
 	for _, c := range []struct {
 		got  prometheus.Metric
 		want float64
@@ -103,12 +99,12 @@ func TestMetricsEgress(t *testing.T) {
 // A code that is not a refusal code is counted as internal (bounded).
 func TestMetricsResults(t *testing.T) {
 	s, _ := newTestMetrics(t)
-	x := &execution{rule: &policy.Rule{Name: "sh"}}
-	s.metrics.execRan(x, runResult{})
-	s.metrics.execRan(x, runResult{exitCode: 2})
-	s.metrics.execRan(x, runResult{exitCode: -1, signal: 9})
-	s.metrics.execRefused(&execution{})
-	s.metrics.refused("no-such-code")
+	x := &policy.Rule{Name: "sh"}
+	s.metrics.ExecRan(x, 0, 0)
+	s.metrics.ExecRan(x, 2, 0)
+	s.metrics.ExecRan(x, -1, 9)
+	s.metrics.ExecRefused(nil)
+	s.metrics.Refused("no-such-code")
 	for labels, want := range map[[2]string]float64{
 		{"sh", resultExitZero}: 1, {"sh", resultExitNonzero}: 1, {"sh", resultSignal}: 1, {noRule, resultRefused}: 1,
 	} {
@@ -128,14 +124,15 @@ func TestMetricsResults(t *testing.T) {
 // under how it ended.
 func TestMetricsApprovals(t *testing.T) {
 	s, reg := newTestMetrics(t)
-	ap := s.approvals.create(pendingExec("tag:agent"), time.Minute)
+	ap := s.approvals.Create(approvals.Request{ID: "5b0c5a4e-3f8d-4c2a-9e71-0d6f3b2a1c84", Requester: "tag:agent",
+		Exec: &coilyv1.ExecRequest{Argv: []string{"/usr/bin/git", "push", "--force"}}, Rule: &policy.Rule{Name: "git-push-force"}}, time.Minute)
 	if v := gathered(t, reg, "coily_approvals_waiting"); v != 1 {
 		t.Fatalf("approvals waiting = %v, want 1", v)
 	}
-	if _, err := s.approvals.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); err != nil {
+	if _, err := s.approvals.Decide(ap.Snapshot().GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.approvals.wait(context.Background(), ap); err != nil {
+	if _, err := s.approvals.Wait(context.Background(), ap); err != nil {
 		t.Fatal(err)
 	}
 	if v := gathered(t, reg, "coily_approvals_waiting"); v != 0 {
@@ -187,23 +184,19 @@ func count(c prometheus.Collector) int {
 // BenchmarkMetricsPerExec measures the metric updates one Exec of a
 // command that ran makes (its result, its run time, its egress bytes, two
 // audit writes), next to the Exec's own cost in BenchmarkExecTrueVsForkExec.
-// Run: go test -run '^$' -bench MetricsPerExec ./server/
+// Run: go test -run '^$' -bench MetricsPerExec ./metrics/
 func BenchmarkMetricsPerExec(b *testing.B) {
-	reg := prometheus.NewRegistry()
-	s := &Server{approvals: newApprovals(time.Now), stops: bareControls(b)}
-	m, err := newMetrics(reg, s, "bench")
-	if err != nil {
-		b.Fatal(err)
-	}
-	x := &execution{rule: &policy.Rule{Name: "gh"}}
+	s, _ := newTestMetrics(b)
+	m := s.metrics
+	x := &policy.Rule{Name: "gh"}
 	rows := audit.EgressRows([]egress.Row{{Host: cmdtext.New(nil, "api.github.com"), Port: 443,
 		Decision: egress.Allow, Conns: 1, BytesUp: 100, BytesDown: 1000}})
-	res := runResult{duration: 2 * time.Millisecond}
+	ran := 2 * time.Millisecond
 	b.ReportAllocs()
 	for b.Loop() {
-		m.auditWritten(50*time.Microsecond, false, nil)
-		m.execEnded(x, res, rows)
-		m.execRan(x, res)
-		m.auditWritten(900*time.Microsecond, true, nil)
+		m.AuditWritten(50*time.Microsecond, false, nil)
+		m.ExecEnded(x, ran, rows)
+		m.ExecRan(x, 0, 0)
+		m.AuditWritten(900*time.Microsecond, true, nil)
 	}
 }

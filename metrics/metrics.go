@@ -1,7 +1,10 @@
-package server
+// Package metrics holds the server's Prometheus metrics
+// (docs/operations.md, "Metrics and health"): the counters and histograms
+// the server updates as calls are refused, commands run and audit records
+// are written, and the gauges read from the server's state when scraped.
+package metrics
 
 import (
-	"context"
 	"errors"
 	"slices"
 	"strings"
@@ -16,8 +19,8 @@ import (
 	"coily.dev/coily/refusal"
 )
 
-// metrics are the server's Prometheus metrics (docs/operations.md,
-// "Metrics and health"), registered on Config.Metrics.
+// Metrics are the server's Prometheus metrics, registered on the registry
+// the server's configuration names.
 //
 // Every label is bounded, and none carries what a caller chose: rule is
 // a rule name of the policy (names match policy's name grammar, at most
@@ -26,7 +29,7 @@ import (
 // direction, decision, outcome and durable come from fixed sets below.
 // Argv, principals, peers and hosts are never labels: a caller or a
 // command could make them unbounded.
-type metrics struct {
+type Metrics struct {
 	execs         *prometheus.CounterVec   // rule, result
 	refusals      *prometheus.CounterVec   // code
 	execDuration  *prometheus.HistogramVec // rule
@@ -59,10 +62,21 @@ var (
 	auditBuckets    = []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, 1}
 )
 
-// newMetrics registers the server's metrics on reg: the ones it counts
-// and gauges read from s when scraped.
-func newMetrics(reg prometheus.Registerer, s *Server, version string) (*metrics, error) {
-	m := &metrics{
+// Gauges read the server's state when the metrics are scraped.
+type Gauges struct {
+	// Lockout and Pause say whether the server is locked out, or paused.
+	Lockout, Pause func() bool
+	// ApprovalsWaiting counts the approvals waiting for a human.
+	ApprovalsWaiting func() int
+	// InFlight counts the Exec requests admitted and not yet answered.
+	InFlight func() int
+}
+
+// New registers the server's metrics on reg: the ones it counts and the
+// gauges g reads when scraped. A registry serves one server: a second
+// registration is an error.
+func New(reg prometheus.Registerer, g Gauges, version string) (*Metrics, error) {
+	m := &Metrics{
 		execs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "coily_execs_total",
 			Help: "Exec requests that reached the pipeline, by rule and result (exit-zero, exit-nonzero, signal, refused)."},
 			[]string{"rule", "result"}),
@@ -86,13 +100,13 @@ func newMetrics(reg prometheus.Registerer, s *Server, version string) (*metrics,
 	}
 	gauges := []prometheus.Collector{
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coily_lockout_active", Help: "1 while the server is locked out."},
-			func() float64 { return s.stopGauge(true) }),
+			func() float64 { return one(g.Lockout()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coily_pause_active", Help: "1 while the server is paused."},
-			func() float64 { return s.stopGauge(false) }),
+			func() float64 { return one(g.Pause()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coily_approvals_waiting", Help: "Approvals waiting for a human."},
-			func() float64 { return float64(s.approvals.pendingCount()) }),
+			func() float64 { return float64(g.ApprovalsWaiting()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coily_execs_in_flight", Help: "Exec requests admitted and not yet answered (waiting or running)."},
-			func() float64 { return float64(s.jobCount()) }),
+			func() float64 { return float64(g.InFlight()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "coily_build_info", Help: "Always 1; the version label is the server's.",
 			ConstLabels: prometheus.Labels{"version": version}}, func() float64 { return 1 }),
 	}
@@ -113,9 +127,9 @@ func newMetrics(reg prometheus.Registerer, s *Server, version string) (*metrics,
 	return m, nil
 }
 
-// rules gives every allow rule of p its series at zero, so that a rate
+// Rules gives every allow rule of p its series at zero, so that a rate
 // or an increase sees a rule's first exec.
-func (m *metrics) rules(p *policy.Policy) {
+func (m *Metrics) Rules(p *policy.Policy) {
 	for _, r := range p.Rules() {
 		if r.Effect != policy.Allow {
 			continue
@@ -126,60 +140,63 @@ func (m *metrics) rules(p *policy.Policy) {
 	}
 }
 
-// refused counts a refusal of any call, by its code (record: every
-// refusal is recorded).
-func (m *metrics) refused(code string) {
+// Refused counts a refusal of any call, by its code (every refusal is
+// recorded).
+func (m *Metrics) Refused(code string) {
 	if !slices.Contains(refusal.Codes(), refusal.Code(code)) {
 		code = string(refusal.Internal) // not a code: bounded all the same
 	}
 	m.refusals.WithLabelValues(code).Inc()
 }
 
-// execRefused counts an Exec refused, before or while it ran.
-func (m *metrics) execRefused(x *execution) {
-	m.execs.WithLabelValues(ruleLabel(x), resultRefused).Inc()
+// ExecRefused counts an Exec refused, before or while it ran, under the
+// rule that allowed it (nil: none did).
+func (m *Metrics) ExecRefused(rule *policy.Rule) {
+	m.execs.WithLabelValues(ruleLabel(rule), resultRefused).Inc()
 }
 
-// execRan counts an Exec whose command ran to an exit status.
-func (m *metrics) execRan(x *execution, res runResult) {
+// ExecRan counts an Exec whose command ran to an exit status (or was
+// ended by signal, when not 0).
+func (m *Metrics) ExecRan(rule *policy.Rule, exitCode, signal int) {
 	result := resultExitZero
 	switch {
-	case res.signal != 0:
+	case signal != 0:
 		result = resultSignal
-	case res.exitCode != 0:
+	case exitCode != 0:
 		result = resultExitNonzero
 	}
-	m.execs.WithLabelValues(ruleLabel(x), result).Inc()
+	m.execs.WithLabelValues(ruleLabel(rule), result).Inc()
 }
 
-// execEnded records what a command that started cost: its run time and
-// its egress (its result record's rows).
-func (m *metrics) execEnded(x *execution, res runResult, rows []audit.EgressRow) {
-	rule := ruleLabel(x)
-	if res.duration > 0 {
-		m.execDuration.WithLabelValues(rule).Observe(res.duration.Seconds())
+// ExecEnded records what a command that started cost: its run time (if
+// it ran at all) and its egress (its result record's rows).
+func (m *Metrics) ExecEnded(rule *policy.Rule, ran time.Duration, rows []audit.EgressRow) {
+	label := ruleLabel(rule)
+	if ran > 0 {
+		m.execDuration.WithLabelValues(label).Observe(ran.Seconds())
 	}
 	var up, down int64
 	for _, row := range rows {
 		up, down = up+row.BytesUp, down+row.BytesDown
 		if d := egress.Decision(row.Decision); d == egress.Deny || d == egress.ObserveDeny {
-			m.egressDenials.WithLabelValues(rule, row.Decision).Add(float64(row.Conns))
+			m.egressDenials.WithLabelValues(label, row.Decision).Add(float64(row.Conns))
 		}
 	}
 	if len(rows) > 0 {
-		m.egressBytes.WithLabelValues(rule, "up").Add(float64(up))
-		m.egressBytes.WithLabelValues(rule, "down").Add(float64(down))
+		m.egressBytes.WithLabelValues(label, "up").Add(float64(up))
+		m.egressBytes.WithLabelValues(label, "down").Add(float64(down))
 	}
 }
 
-// approvalEnded observes how long an approval waited, by how it ended.
-func (m *metrics) approvalEnded(st coilyv1.ApprovalState, waited time.Duration) {
+// ApprovalEnded observes how long an approval waited, by how it ended.
+func (m *Metrics) ApprovalEnded(st coilyv1.ApprovalState, waited time.Duration) {
 	outcome := strings.ToLower(strings.TrimPrefix(st.String(), "APPROVAL_STATE_"))
 	m.approvalWait.WithLabelValues(outcome).Observe(waited.Seconds())
 }
 
-// auditWritten observes one audit append.
-func (m *metrics) auditWritten(took time.Duration, durable bool, err error) {
+// AuditWritten observes one audit append: how long it took, whether it
+// was fsynced, and whether it failed.
+func (m *Metrics) AuditWritten(took time.Duration, durable bool, err error) {
 	if err != nil {
 		m.auditFailures.Inc()
 		return
@@ -191,42 +208,16 @@ func (m *metrics) auditWritten(took time.Duration, durable bool, err error) {
 	m.auditWrite.WithLabelValues(d).Observe(took.Seconds())
 }
 
-func ruleLabel(x *execution) string {
-	if x.rule == nil {
+func ruleLabel(r *policy.Rule) string {
+	if r == nil {
 		return noRule
 	}
-	return x.rule.Name
+	return r.Name
 }
 
-// stopGauge reads the lockout (or the pause) as 1 or 0.
-func (s *Server) stopGauge(lockout bool) float64 {
-	state, _ := s.stops.State()
-	st := state.Pause
-	if lockout {
-		st = state.Lockout
-	}
-	if st.Active {
+func one(b bool) float64 {
+	if b {
 		return 1
 	}
 	return 0
-}
-
-func (s *Server) jobCount() int {
-	_, running := s.stops.State()
-	return running
-}
-
-// appendAudit appends r (fsynced when durable) and observes the write.
-func (s *Server) appendAudit(ctx context.Context, r audit.Record, durable bool) (audit.Record, error) {
-	appendFn := s.cfg.Audit.AppendPending
-	if durable {
-		appendFn = s.cfg.Audit.Append
-	}
-	t0 := time.Now()
-	out, err := appendFn(ctx, r)
-	s.metrics.auditWritten(time.Since(t0), durable, err)
-	if err == nil {
-		s.auditFeed.publish(out)
-	}
-	return out, err
 }

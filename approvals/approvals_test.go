@@ -1,4 +1,4 @@
-package server
+package approvals
 
 import (
 	"bytes"
@@ -10,16 +10,16 @@ import (
 	"testing"
 	"time"
 
-	"coily.dev/coily/access"
+	"coily.dev/coily/descriptor"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
 
-func pendingExec(requester string) *execution {
-	return &execution{id: newID(), caller: access.Caller{Principal: requester},
-		req:  &coilyv1.ExecRequest{Argv: []string{"/usr/bin/git", "push", "--force"}, Note: "why"},
-		rule: &policy.Rule{Name: "git-push-force"}}
+func pendingExec(requester string) Request {
+	return Request{ID: descriptor.NewID(), Requester: requester,
+		Exec: &coilyv1.ExecRequest{Argv: []string{"/usr/bin/git", "push", "--force"}, Note: "why"},
+		Rule: &policy.Rule{Name: "git-push-force"}}
 }
 
 type waitResult struct {
@@ -27,10 +27,10 @@ type waitResult struct {
 	err error
 }
 
-func waitAsync(as *approvals, ctx context.Context, ap *approval) <-chan waitResult {
+func waitAsync(as *Queue, ctx context.Context, ap *Ticket) <-chan waitResult {
 	ch := make(chan waitResult, 1)
 	go func() {
-		a, err := as.wait(ctx, ap)
+		a, err := as.Wait(ctx, ap)
 		ch <- waitResult{a, err}
 	}()
 	return ch
@@ -48,36 +48,36 @@ func TestApprovalOutcomes(t *testing.T) {
 	tests := []struct {
 		name     string
 		ttl      time.Duration
-		act      func(as *approvals, ap *approval, cancel context.CancelFunc)
+		act      func(as *Queue, ap *Ticket, cancel context.CancelFunc)
 		state    coilyv1.ApprovalState
 		wantCode refusal.Code // "" = approved
 	}{
-		{"approved", time.Minute, func(as *approvals, ap *approval, _ context.CancelFunc) {
-			if _, err := as.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, "ok"); err != nil {
+		{"approved", time.Minute, func(as *Queue, ap *Ticket, _ context.CancelFunc) {
+			if _, err := as.Decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, "ok"); err != nil {
 				panic(err)
 			}
 		}, coilyv1.ApprovalState_APPROVAL_STATE_APPROVED, ""},
-		{"denied", time.Minute, func(as *approvals, ap *approval, _ context.CancelFunc) {
-			if _, err := as.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_DENY, "not today"); err != nil {
+		{"denied", time.Minute, func(as *Queue, ap *Ticket, _ context.CancelFunc) {
+			if _, err := as.Decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_DENY, "not today"); err != nil {
 				panic(err)
 			}
 		}, coilyv1.ApprovalState_APPROVAL_STATE_DENIED, refusal.ConfirmRejected},
-		{"expired", 20 * time.Millisecond, func(*approvals, *approval, context.CancelFunc) {},
+		{"expired", 20 * time.Millisecond, func(*Queue, *Ticket, context.CancelFunc) {},
 			coilyv1.ApprovalState_APPROVAL_STATE_EXPIRED, refusal.ConfirmTimeout},
-		{"requester gone", time.Minute, func(_ *approvals, _ *approval, cancel context.CancelFunc) { cancel() },
+		{"requester gone", time.Minute, func(_ *Queue, _ *Ticket, cancel context.CancelFunc) { cancel() },
 			coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, refusal.Internal},
-		{"lockout", time.Minute, func(as *approvals, _ *approval, _ context.CancelFunc) {
-			if n := as.rejectAll(); n != 1 {
+		{"lockout", time.Minute, func(as *Queue, _ *Ticket, _ context.CancelFunc) {
+			if n := as.RejectAll(); n != 1 {
 				panic(n)
 			}
 		}, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, refusal.LockoutActive},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			as := newApprovals(time.Now)
+			as := New(time.Now, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			ap := as.create(pendingExec("tag:agent"), tt.ttl)
+			ap := as.Create(pendingExec("tag:agent"), tt.ttl)
 			done := waitAsync(as, ctx, ap)
 			tt.act(as, ap, cancel)
 			r := <-done
@@ -87,11 +87,11 @@ func TestApprovalOutcomes(t *testing.T) {
 			if tt.wantCode == "" && r.err != nil {
 				t.Fatal(r.err)
 			}
-			if as.pendingCount() != 0 {
+			if as.PendingCount() != 0 {
 				t.Fatal("settled approval still pending")
 			}
 			// Settled is final: a late decision is refused.
-			if _, err := as.decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); codeOf(err) != refusal.BadRequest {
+			if _, err := as.Decide(ap.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); codeOf(err) != refusal.BadRequest {
 				t.Fatalf("late decision: %v", err)
 			}
 		})
@@ -99,51 +99,51 @@ func TestApprovalOutcomes(t *testing.T) {
 }
 
 func TestApprovalNeverSelfDecided(t *testing.T) {
-	as := newApprovals(time.Now)
-	ap := as.create(pendingExec("tag:agent"), time.Minute)
+	as := New(time.Now, nil)
+	ap := as.Create(pendingExec("tag:agent"), time.Minute)
 	for _, v := range []coilyv1.Verdict{coilyv1.Verdict_VERDICT_APPROVE, coilyv1.Verdict_VERDICT_DENY} {
-		if _, err := as.decide(ap.a.GetId(), "tag:agent", v, ""); codeOf(err) != refusal.PermissionDenied {
+		if _, err := as.Decide(ap.a.GetId(), "tag:agent", v, ""); codeOf(err) != refusal.PermissionDenied {
 			t.Fatalf("self-decision %s: %v", v, err)
 		}
 	}
-	if as.pendingCount() != 1 {
+	if as.PendingCount() != 1 {
 		t.Fatal("a refused self-decision settled the approval")
 	}
-	if _, err := as.decide("no-such-id", "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); codeOf(err) != refusal.BadRequest {
+	if _, err := as.Decide("no-such-id", "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); codeOf(err) != refusal.BadRequest {
 		t.Fatalf("unknown id: %v", err)
 	}
 }
 
 func TestApprovalWatch(t *testing.T) {
-	as := newApprovals(time.Now)
-	first := as.create(pendingExec("tag:a"), time.Minute)
-	ch, cancel := as.watch()
+	as := New(time.Now, nil)
+	first := as.Create(pendingExec("tag:a"), time.Minute)
+	ch, cancel := as.Watch()
 	defer cancel()
 	if a := <-ch; a.GetId() != first.a.GetId() || a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
 		t.Fatalf("watch did not start with the pending approval: %v", a)
 	}
-	second := as.create(pendingExec("tag:b"), time.Minute)
+	second := as.Create(pendingExec("tag:b"), time.Minute)
 	if a := <-ch; a.GetId() != second.a.GetId() {
 		t.Fatalf("creation not seen: %v", a)
 	}
-	if _, err := as.decide(second.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_DENY, "no"); err != nil {
+	if _, err := as.Decide(second.a.GetId(), "tag:owner", coilyv1.Verdict_VERDICT_DENY, "no"); err != nil {
 		t.Fatal(err)
 	}
 	if a := <-ch; a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_DENIED || a.GetDecidedBy() != "tag:owner" {
 		t.Fatalf("decision not seen: %v", a)
 	}
-	if got := as.list(); len(got) != 1 || got[0].GetId() != first.a.GetId() {
+	if got := as.List(); len(got) != 1 || got[0].GetId() != first.a.GetId() {
 		t.Fatalf("list %v", got)
 	}
 }
 
 // A watcher that does not read is cut off rather than blocking decisions.
 func TestApprovalSlowWatcherDropped(t *testing.T) {
-	as := newApprovals(time.Now)
-	ch, cancel := as.watch()
+	as := New(time.Now, nil)
+	ch, cancel := as.Watch()
 	defer cancel()
 	for range watchBuffer + 5 {
-		as.create(pendingExec("tag:a"), time.Minute)
+		as.Create(pendingExec("tag:a"), time.Minute)
 	}
 	n := 0
 	for range ch {
@@ -160,15 +160,15 @@ func TestApprovalSlowWatcherDropped(t *testing.T) {
 func TestApprovalShowsWhatWillRun(t *testing.T) {
 	x := pendingExec("tag:agent")
 	in := []byte(strings.Repeat("apiVersion: v1\n", 40)) // 600 bytes
-	x.req.Cwd, x.req.Env, x.req.Stdin = "other-checkout", map[string]string{"NO_COLOR": "1"}, in
-	as := newApprovals(time.Now)
-	a := as.create(x, time.Minute).a
+	x.Exec.Cwd, x.Exec.Env, x.Exec.Stdin = "other-checkout", map[string]string{"NO_COLOR": "1"}, in
+	as := New(time.Now, nil)
+	a := as.Create(x, time.Minute).a
 	sum := sha256.Sum256(in)
 	if a.GetCwd() != "other-checkout" || a.GetEnv()["NO_COLOR"] != "1" || a.GetStdinBytes() != 600 ||
 		a.GetStdinSha256() != hex.EncodeToString(sum[:]) || !bytes.Equal(a.GetStdinHead(), in[:512]) {
 		t.Fatalf("approval %v", a)
 	}
-	x.req.Env["NO_COLOR"] = "changed"
+	x.Exec.Env["NO_COLOR"] = "changed"
 	if a.GetEnv()["NO_COLOR"] != "1" {
 		t.Fatal("the approval shares the request's environment map")
 	}

@@ -1,4 +1,4 @@
-package server
+package recorder
 
 import (
 	"sync"
@@ -10,7 +10,7 @@ import (
 // off (it reconnects and reads the backlog again).
 const auditFeedBuffer = 256
 
-// auditFeed hands every record the server appends to the subscribers of
+// auditFeed hands every record the recorder appends to the subscribers of
 // the live audit log (the web console's stream). Records arrive in the
 // order their appends finished, which concurrent appends may make differ
 // from their sequence; a subscriber orders by Seq.

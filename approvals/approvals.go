@@ -1,0 +1,269 @@
+// Package approvals holds the approvals waiting for a human: an Exec whose
+// rule asks for one registers it, waits until it is decided, expires or is
+// cancelled, and everyone watching hears of every change. Approvals live
+// in memory: a request waiting for one is an open Exec stream, which does
+// not survive a restart either. Every decision is audited by the server.
+package approvals
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"coily.dev/coily/descriptor"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// Queue holds the approvals waiting for a human, and the watchers that
+// want to hear about every change.
+type Queue struct {
+	now func() time.Time
+	// observe hears how long each approval waited and how it ended (the
+	// metrics); nil hears nothing.
+	observe func(coilyv1.ApprovalState, time.Duration)
+
+	mu       sync.Mutex
+	pending  map[string]*Ticket
+	watchers map[chan *coilyv1.Approval]struct{}
+}
+
+// Ticket is one approval, held by the Exec that waits for it.
+type Ticket struct {
+	q       *Queue
+	a       *coilyv1.Approval // guarded by q.mu; copies go out
+	decided chan struct{}     // closed once the state leaves pending
+	rule    *policy.Rule      // the rule that asked for it (immutable)
+}
+
+// Request is what an approval is asked for: the Exec request, who asked
+// and the rule that wants a human's word.
+type Request struct {
+	ID        string // the Exec's request id
+	Requester string // the caller's principal
+	Exec      *coilyv1.ExecRequest
+	Rule      *policy.Rule
+}
+
+// stdinHead is how much of a request's standard input an approver sees.
+const stdinHead = 512
+
+// watchBuffer bounds how far a watcher may lag before it is dropped.
+const watchBuffer = 64
+
+// New returns an empty queue. observe, if not nil, hears how long each
+// approval waited and how it ended.
+func New(now func() time.Time, observe func(coilyv1.ApprovalState, time.Duration)) *Queue {
+	return &Queue{now: now, observe: observe, pending: map[string]*Ticket{}, watchers: map[chan *coilyv1.Approval]struct{}{}}
+}
+
+// Create registers a pending approval for an Exec.
+func (q *Queue) Create(r Request, ttl time.Duration) *Ticket {
+	now := q.now()
+	ap := &Ticket{q: q, decided: make(chan struct{}), rule: r.Rule, a: &coilyv1.Approval{
+		Id: descriptor.NewID(), RequestId: r.ID, Requester: r.Requester, Argv: r.Exec.GetArgv(), Rule: r.Rule.Name,
+		CreatedAt: timestamppb.New(now), ExpiresAt: timestamppb.New(now.Add(ttl)),
+		State: coilyv1.ApprovalState_APPROVAL_STATE_PENDING, RequestNote: r.Exec.GetNote(),
+		Cwd: r.Exec.GetCwd(), Env: maps.Clone(r.Exec.GetEnv()),
+	}}
+	if in := r.Exec.GetStdin(); len(in) > 0 {
+		sum := sha256.Sum256(in)
+		ap.a.StdinBytes, ap.a.StdinSha256 = int64(len(in)), hex.EncodeToString(sum[:])
+		ap.a.StdinHead = bytes.Clone(in[:min(len(in), stdinHead)])
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending[ap.a.GetId()] = ap
+	q.notify(ap.a)
+	return ap
+}
+
+// Wait blocks until the approval is decided, expires, or ctx ends, and
+// returns nil only when it was approved.
+func (q *Queue) Wait(ctx context.Context, ap *Ticket) (*coilyv1.Approval, error) {
+	t := time.NewTimer(ap.a.GetExpiresAt().AsTime().Sub(q.now()))
+	defer t.Stop()
+	select {
+	case <-ap.decided:
+	case <-t.C:
+		q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_EXPIRED, "", "")
+	case <-ctx.Done():
+		q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+	}
+	a := ap.Snapshot()
+	switch a.GetState() {
+	case coilyv1.ApprovalState_APPROVAL_STATE_APPROVED:
+		return a, nil
+	case coilyv1.ApprovalState_APPROVAL_STATE_DENIED:
+		return a, refusal.New(refusal.ConfirmRejected, "approval %s denied by %s%s", a.GetId(), a.GetDecidedBy(), noteSuffix(a.GetNote()))
+	case coilyv1.ApprovalState_APPROVAL_STATE_EXPIRED:
+		return a, refusal.New(refusal.ConfirmTimeout, "approval %s expired without a decision", a.GetId())
+	case coilyv1.ApprovalState_APPROVAL_STATE_REJECTED:
+		return a, refusal.New(refusal.LockoutActive, "approval %s rejected: the server was locked out", a.GetId())
+	default:
+		return a, refusal.Wrap(refusal.Internal, ctx.Err(), "request cancelled while waiting for approval %s", a.GetId())
+	}
+}
+
+func noteSuffix(note string) string {
+	if note == "" {
+		return ""
+	}
+	return ": " + note
+}
+
+// Settle moves a pending approval to a final state; it reports false if it
+// was no longer pending (someone else settled it first).
+func (q *Queue) Settle(ap *Ticket, st coilyv1.ApprovalState, by, note string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if ap.a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
+		return false
+	}
+	ap.a.State, ap.a.DecidedBy, ap.a.Note = st, by, note
+	if q.observe != nil {
+		q.observe(st, q.now().Sub(ap.a.GetCreatedAt().AsTime()))
+	}
+	delete(q.pending, ap.a.GetId())
+	close(ap.decided)
+	q.notify(ap.a)
+	return true
+}
+
+// Decide records an approver's verdict. The requester may never decide its
+// own request.
+func (q *Queue) Decide(id, approver string, v coilyv1.Verdict, note string) (*coilyv1.Approval, error) {
+	q.mu.Lock()
+	ap, ok := q.pending[id]
+	var requester string
+	if ok {
+		requester = ap.a.GetRequester()
+	}
+	q.mu.Unlock()
+	switch {
+	case !ok:
+		return nil, refusal.New(refusal.BadRequest, "no pending approval %q", id)
+	case requester == approver:
+		return nil, refusal.New(refusal.PermissionDenied, "%s may not decide its own request", approver)
+	}
+	st := coilyv1.ApprovalState_APPROVAL_STATE_DENIED
+	if v == coilyv1.Verdict_VERDICT_APPROVE {
+		st = coilyv1.ApprovalState_APPROVAL_STATE_APPROVED
+	}
+	if !q.Settle(ap, st, approver, note) {
+		return nil, refusal.New(refusal.BadRequest, "approval %q was settled before this decision", id)
+	}
+	return ap.Snapshot(), nil
+}
+
+// RejectAll rejects every pending approval (Lockout) and says how many.
+func (q *Queue) RejectAll() int {
+	q.mu.Lock()
+	all := make([]*Ticket, 0, len(q.pending))
+	for _, ap := range q.pending {
+		all = append(all, ap)
+	}
+	q.mu.Unlock()
+	n := 0
+	for _, ap := range all {
+		if q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, "lockout", "") {
+			n++
+		}
+	}
+	return n
+}
+
+// List returns the pending approvals, oldest first.
+func (q *Queue) List() []*coilyv1.Approval {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.sortedLocked()
+}
+
+// Pending is a pending approval with the rule that asked for it (under
+// the policy the request was decided by).
+type Pending struct {
+	Approval *coilyv1.Approval
+	Rule     *policy.Rule
+}
+
+// Detailed returns the pending approvals with their rules, oldest first.
+func (q *Queue) Detailed() []Pending {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	list := q.sortedLocked()
+	out := make([]Pending, len(list))
+	for i, a := range list {
+		out[i] = Pending{Approval: a, Rule: q.pending[a.GetId()].rule}
+	}
+	return out
+}
+
+// sortedLocked copies the pending approvals, oldest first. Must hold q.mu.
+func (q *Queue) sortedLocked() []*coilyv1.Approval {
+	out := make([]*coilyv1.Approval, 0, len(q.pending))
+	for _, ap := range q.pending {
+		out = append(out, proto.Clone(ap.a).(*coilyv1.Approval))
+	}
+	slices.SortFunc(out, func(a, b *coilyv1.Approval) int {
+		return a.GetCreatedAt().AsTime().Compare(b.GetCreatedAt().AsTime())
+	})
+	return out
+}
+
+// Watch subscribes to changes; the channel first carries the pending
+// approvals. It is closed if the watcher falls more than watchBuffer
+// changes behind, and by the returned cancel.
+func (q *Queue) Watch() (<-chan *coilyv1.Approval, func()) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	pending := q.sortedLocked()
+	ch := make(chan *coilyv1.Approval, len(pending)+watchBuffer)
+	for _, a := range pending {
+		ch <- a
+	}
+	q.watchers[ch] = struct{}{}
+	return ch, func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if _, ok := q.watchers[ch]; ok {
+			delete(q.watchers, ch)
+			close(ch)
+		}
+	}
+}
+
+// notify sends a copy of a to every watcher. Must hold q.mu.
+func (q *Queue) notify(a *coilyv1.Approval) {
+	for ch := range q.watchers {
+		select {
+		case ch <- proto.Clone(a).(*coilyv1.Approval):
+		default: // too far behind: drop the watcher, it will reconnect
+			delete(q.watchers, ch)
+			close(ch)
+		}
+	}
+}
+
+// Snapshot copies the approval's current state.
+func (ap *Ticket) Snapshot() *coilyv1.Approval {
+	ap.q.mu.Lock()
+	defer ap.q.mu.Unlock()
+	return proto.Clone(ap.a).(*coilyv1.Approval)
+}
+
+// PendingCount says how many approvals wait for a human.
+func (q *Queue) PendingCount() int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return len(q.pending)
+}
