@@ -28,6 +28,7 @@ import (
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/workspace"
 )
 
 // execution is one Exec request on its way through the pipeline.
@@ -389,7 +390,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 // makeHome creates the execution's private home in the scratch directory,
 // removed once it is over (a crash leaves it to the next start's sweep).
 func (s *Server) makeHome(_ context.Context, x *execution) error {
-	home, err := scratchDir(s.cfg.ScratchDir, scratchPrefix)
+	home, err := workspace.NewDir(s.cfg.ScratchDir, scratchPrefix)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "could not create a working directory")
 	}
@@ -403,7 +404,7 @@ func (s *Server) makeHome(_ context.Context, x *execution) error {
 // sandbox runs can change it between the scan of its protected entries
 // and their mounts, and what a command leaves behind is its own.
 func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
-	root, dir, err := s.workDir(x, x.home)
+	root, dir, err := workspace.Resolve(x.policy, x.rule, x.home, x.req.GetCwd(), s.userHomes())
 	if err != nil {
 		return err
 	}
@@ -416,7 +417,7 @@ func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
 		return refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace)
 	}
 	x.onDone(unlock)
-	return s.workspaceUsable(ctx, x)
+	return s.workspaceGuard().Usable(ctx, x.place())
 }
 
 // wrapSandbox builds the command (argv[0] as the caller gave it, the
@@ -492,7 +493,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	stopLeases()
 	runErr = out.finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
-	s.refuseUnchecked(ctx, x, res.report.Unchecked)
+	s.workspaceGuard().RefuseUnchecked(ctx, x.place(), x.scrub, res.report.Unchecked)
 	// The command is over: free its slot before the caller hears so, or
 	// the caller's next request could find it still taken.
 	s.release(x)

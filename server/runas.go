@@ -2,12 +2,15 @@ package server
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/workspace"
 )
 
 // chooseSandboxUser settles who the sandboxes run as: for a server running
@@ -110,14 +113,32 @@ func (s *Server) dynamicUser(x *execution) (*sandbox.Dynamic, error) {
 	if !x.dynamic {
 		return nil, nil
 	}
-	dir, err := newPrivateDir(s.cfg.ScratchDir, sandbox.MountPrefix, 0o711)
+	dir, err := workspace.PrivateDir(s.cfg.ScratchDir, sandbox.MountPrefix, 0o711)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "could not create the workspace's mount directory")
 	}
 	x.onDone(func() {
-		if err := removeMountDir(dir); err != nil {
+		if err := workspace.RemoveMountDir(dir); err != nil {
 			s.log.Error("mount directory left in place", "dir", dir, "err", err)
 		}
 	})
 	return &sandbox.Dynamic{Pool: s.uids, User: x.user, MountDir: dir}, nil
+}
+
+// serverSandboxes is the default registry, with a cgroup v2 subtree for
+// the commands' cgroups when the server has one; command cgroups a crash
+// left behind are killed and removed.
+func serverSandboxes(cfg Config) sandbox.Registry {
+	reg := sandbox.DefaultRegistry()
+	sum := sha256.Sum256([]byte(cfg.StateDir))
+	g, err := sandbox.FindCgroups(hex.EncodeToString(sum[:4]))
+	if err != nil {
+		cfg.Logger.Info("resource limits are rlimits only", "reason", err)
+		return reg
+	}
+	if n := g.Cleanup(); n > 0 {
+		cfg.Logger.Warn("removed command cgroups a previous run left behind", "count", n)
+	}
+	cfg.Logger.Info("commands run in cgroups", "dir", g.Dir, "memory", g.Memory, "pids", g.Pids)
+	return reg.WithCgroups(g)
 }

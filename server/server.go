@@ -47,6 +47,7 @@ import (
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/workspace"
 )
 
 // DefaultKillGrace is how long a lockout waits between SIGTERM and SIGKILL.
@@ -171,9 +172,11 @@ func New(cfg Config) (*Server, error) {
 	if err := chooseSandboxUser(&cfg); err != nil {
 		return nil, err
 	}
-	if err := prepareScratch(&cfg); err != nil {
+	scratch, own, err := workspace.PrepareScratch(cfg.StateDir, cfg.ScratchDir, cfg.SandboxUser, cfg.OwnFiles)
+	if err != nil {
 		return nil, err
 	}
+	cfg.ScratchDir, cfg.OwnFiles = scratch, own
 	uids, err := sandboxUIDs(cfg)
 	if err != nil {
 		return nil, err
