@@ -14,6 +14,7 @@ import (
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/supervise"
 )
 
 // metrics are the server's Prometheus metrics (docs/operations.md,
@@ -141,12 +142,12 @@ func (m *metrics) execRefused(x *execution) {
 }
 
 // execRan counts an Exec whose command ran to an exit status.
-func (m *metrics) execRan(x *execution, res runResult) {
+func (m *metrics) execRan(x *execution, res supervise.Result) {
 	result := resultExitZero
 	switch {
-	case res.signal != 0:
+	case res.Signal != 0:
 		result = resultSignal
-	case res.exitCode != 0:
+	case res.ExitCode != 0:
 		result = resultExitNonzero
 	}
 	m.execs.WithLabelValues(ruleLabel(x), result).Inc()
@@ -154,10 +155,10 @@ func (m *metrics) execRan(x *execution, res runResult) {
 
 // execEnded records what a command that started cost: its run time and
 // its egress (its result record's rows).
-func (m *metrics) execEnded(x *execution, res runResult, rows []audit.EgressRow) {
+func (m *metrics) execEnded(x *execution, res supervise.Result, rows []audit.EgressRow) {
 	rule := ruleLabel(x)
-	if res.duration > 0 {
-		m.execDuration.WithLabelValues(rule).Observe(res.duration.Seconds())
+	if res.Duration > 0 {
+		m.execDuration.WithLabelValues(rule).Observe(res.Duration.Seconds())
 	}
 	var up, down int64
 	for _, row := range rows {

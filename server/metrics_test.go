@@ -17,6 +17,7 @@ import (
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/supervise"
 )
 
 // newTestMetrics registers metrics for a bare server on a new registry.
@@ -67,7 +68,7 @@ func TestMetricsEgress(t *testing.T) {
 		{Host: cmdtext.New(nil, "evil.example"), Port: 443, Decision: egress.Deny, Conns: 3},
 		{Host: cmdtext.New(nil, "other.example"), Port: 443, Decision: egress.ObserveDeny, Conns: 1, BytesUp: 10, BytesDown: 20},
 	})
-	s.metrics.execEnded(x, runResult{duration: 1500 * time.Millisecond}, rows)
+	s.metrics.execEnded(x, supervise.Result{Duration: 1500 * time.Millisecond}, rows)
 	for _, c := range []struct {
 		got  prometheus.Metric
 		want float64
@@ -104,9 +105,9 @@ func TestMetricsEgress(t *testing.T) {
 func TestMetricsResults(t *testing.T) {
 	s, _ := newTestMetrics(t)
 	x := &execution{rule: &policy.Rule{Name: "sh"}}
-	s.metrics.execRan(x, runResult{})
-	s.metrics.execRan(x, runResult{exitCode: 2})
-	s.metrics.execRan(x, runResult{exitCode: -1, signal: 9})
+	s.metrics.execRan(x, supervise.Result{})
+	s.metrics.execRan(x, supervise.Result{ExitCode: 2})
+	s.metrics.execRan(x, supervise.Result{ExitCode: -1, Signal: 9})
 	s.metrics.execRefused(&execution{})
 	s.metrics.refused("no-such-code")
 	for labels, want := range map[[2]string]float64{
@@ -198,7 +199,7 @@ func BenchmarkMetricsPerExec(b *testing.B) {
 	x := &execution{rule: &policy.Rule{Name: "gh"}}
 	rows := audit.EgressRows([]egress.Row{{Host: cmdtext.New(nil, "api.github.com"), Port: 443,
 		Decision: egress.Allow, Conns: 1, BytesUp: 100, BytesDown: 1000}})
-	res := runResult{duration: 2 * time.Millisecond}
+	res := supervise.Result{Duration: 2 * time.Millisecond}
 	b.ReportAllocs()
 	for b.Loop() {
 		m.auditWritten(50*time.Microsecond, false, nil)

@@ -47,6 +47,7 @@ import (
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/supervise"
 	"coily.dev/coily/workspace"
 )
 
@@ -169,20 +170,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := chooseSandboxUser(&cfg); err != nil {
+	user, err := supervise.SandboxUser(cfg.SandboxUser, cfg.Logger)
+	if err != nil {
 		return nil, err
 	}
+	cfg.SandboxUser = user
 	scratch, own, err := workspace.PrepareScratch(cfg.StateDir, cfg.ScratchDir, cfg.SandboxUser, cfg.OwnFiles)
 	if err != nil {
 		return nil, err
 	}
 	cfg.ScratchDir, cfg.OwnFiles = scratch, own
-	uids, err := sandboxUIDs(cfg)
+	r := cfg.SandboxUIDs
+	uids, err := supervise.UIDs(cfg.SandboxUser, r.First, r.Count, r.Off, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Sandboxes == nil {
-		cfg.Sandboxes = serverSandboxes(cfg)
+		cfg.Sandboxes = supervise.Sandboxes(cfg.StateDir, cfg.Logger)
 	}
 	// Every sandbox bubblewrap starts is held in the fleet until it is
 	// over: a lockout kills them all by it, whatever the job table says.
