@@ -29,6 +29,7 @@ import (
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 	"coily.dev/coily/supervise"
+	"coily.dev/coily/wire"
 	"coily.dev/coily/workspace"
 )
 
@@ -197,7 +198,7 @@ type sender interface {
 
 // validate checks the request's own limits (sizes, names, characters).
 func (s *Server) validate(_ context.Context, x *execution) error {
-	if err := validateExec(x.req); err != nil {
+	if err := wire.CheckExec(x.req); err != nil {
 		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return err
 	}

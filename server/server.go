@@ -48,6 +48,7 @@ import (
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 	"coily.dev/coily/supervise"
+	"coily.dev/coily/wire"
 	"coily.dev/coily/workspace"
 )
 
@@ -265,7 +266,7 @@ func (s *Server) Policy() *policy.Policy { return s.policy.Load() }
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
 		grpc.Creds(access.PeerCredentials(s.cfg.Users)),
-		grpc.ForceServerCodecV2(requestCodec{}),
+		grpc.ForceServerCodecV2(wire.Codec{}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 		// Unknown methods reach the interceptors too (refused by the
