@@ -13,7 +13,7 @@
 //   - a lockout is in force in memory before its persistence is attempted, and
 //     no command admitted after it can start;
 //   - it never starts more open than its state file or its audit log says it
-//     was, nor unlocked beside a log that lost records (stateguard.go);
+//     was, nor unlocked beside a log that lost records (package stateguard);
 //   - refusals become gRPC status errors in exactly one place (the
 //     interceptors, through package refusal);
 //   - metric labels are bounded: rule names of the policy, refusal codes
@@ -45,6 +45,7 @@ import (
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/relay"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/stateguard"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 	"coily.dev/coily/supervise"
@@ -144,10 +145,9 @@ type Server struct {
 	// uids gives a root server's commands a uid each (nil: they share
 	// the sandbox user's, or run as the server).
 	uids *sandbox.UIDPool
-	// anchorMu serialises recording the audit head (anchor.go); anchored
-	// is the seq last recorded.
-	anchorMu sync.Mutex
-	anchored uint64
+	// guard cross-checks the stop state at start and anchors the audit
+	// head (package stateguard).
+	guard *stateguard.Guard
 
 	bg   sync.WaitGroup  // the revocation of leftover leases
 	quit <-chan struct{} // closed by Shutdown (stops.Controls.Quit)
@@ -160,7 +160,7 @@ type UIDRange struct {
 }
 
 // New returns a server restored to the stop state recorded in the store,
-// cross-checked against the audit log (stateguard.go): it never starts more
+// cross-checked against the audit log (package stateguard): it never starts more
 // open than the log says it was, and starts locked out when the log lost
 // records the store saw. An unreadable state is an error: the server must
 // not start unlocked because it could not read that it was locked.
@@ -222,12 +222,14 @@ func New(cfg Config) (*Server, error) {
 	s.metrics.rules(cfg.Policy)
 	s.approvals.observe = s.metrics.approvalEnded
 	s.configureNotifier(cfg.Policy)
-	if err := s.crossCheckState(); err != nil {
+	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Store: cfg.Store, Stops: controls, Record: s.record,
+		Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
+	if err := s.guard.CrossCheck(); err != nil {
 		return nil, err
 	}
-	cfg.Audit.SetCheckpoint(s.checkpoint)
-	cfg.Audit.SetAnchor(s.anchorHead)
-	s.anchor()
+	cfg.Audit.SetCheckpoint(s.guard.Checkpoint)
+	cfg.Audit.SetAnchor(s.guard.AnchorHead)
+	s.guard.Anchor()
 	if st, _ := s.stops.State(); st.Lockout.Active {
 		s.log.Warn("starting locked out", "by", st.Lockout.By, "reason", st.Lockout.Reason)
 	}
@@ -341,8 +343,8 @@ func (s *Server) recordWith(ctx context.Context, r audit.Record, durable bool) (
 		return out, err
 	}
 	s.log.Info("decision", append(attrs, "audit_id", out.ID)...)
-	if anchorsHead(out) {
-		s.anchor()
+	if stateguard.AnchorsHead(out) {
+		s.guard.Anchor()
 	}
 	return out, nil
 }
