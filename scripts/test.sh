@@ -113,6 +113,7 @@ if [ "$(id -u)" = 0 ]; then
   CGO_ENABLED=0 go build -o "$u/bin/seccompprobe" ./internal/seccompprobe
   go test -c -o "$u/bin/sandbox.test" ./sandbox
   go test -c -o "$u/bin/server.test" ./server
+  go test -c -o "$u/bin/stateguard.test" ./stateguard
   go test -tags $T -c -o "$u/bin/console.test" ./console
   go test -tags $T -c -o "$u/bin/coily.test" ./cmd/coily
   go test -c -o "$u/bin/sshagent.test" ./sshagent
@@ -129,6 +130,7 @@ if [ "$(id -u)" = 0 ]; then
   }
   set +e
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|PeerConns|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|ShortLog|StateCrossCheck|PolicyReloadRefusesHostile' &&
+    asuser stateguard stateguard.test 'ShortLog' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
     asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
     asuser cmd/coily coily.test '^TestChaos$/^(LockoutEveryTransport|HostileWorkspace)$' &&

@@ -9,6 +9,7 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/wire"
 )
 
 // ListApprovals lists the pending approvals.
@@ -79,7 +80,7 @@ func (s *Server) decide(c access.Caller, req *coilyv1.DecideRequest) (*coilyv1.A
 	if req.GetVerdict() == coilyv1.Verdict_VERDICT_UNSPECIFIED {
 		return nil, refusal.New(refusal.BadRequest, "verdict must be approve or deny")
 	}
-	if err := validateText("note", req.GetNote()); err != nil {
+	if err := wire.CheckText("note", req.GetNote()); err != nil {
 		return nil, err
 	}
 	if len(req.GetId()) > 64 {

@@ -9,6 +9,7 @@ import (
 	"coily.dev/coily/access"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/wire"
 )
 
 // policyFrom returns the policy the call was admitted under (the policy in
@@ -27,7 +28,7 @@ func (s *Server) unaryInterceptor(ctx context.Context, req any, info *grpc.Unary
 	start := time.Now()
 	ctx, err := s.gate.Admit(ctx, access.Call(info.FullMethod))
 	if err == nil {
-		if verr := validateMessage(req); verr != nil {
+		if verr := wire.CheckMessage(req); verr != nil {
 			c, _ := access.CallerFrom(ctx)
 			err = s.gate.Refuse(ctx, c, info.FullMethod, verr)
 		}
@@ -80,7 +81,7 @@ func (c *callerStream) RecvMsg(m any) error {
 	if err := c.ServerStream.RecvMsg(m); err != nil {
 		return err
 	}
-	if err := validateMessage(m); err != nil {
+	if err := wire.CheckMessage(m); err != nil {
 		caller, _ := access.CallerFrom(c.ctx)
 		return c.s.gate.Refuse(c.ctx, caller, c.method, err)
 	}

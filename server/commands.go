@@ -10,6 +10,7 @@ import (
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/wire"
 )
 
 // ListCommands lists the rules the caller may run under the policy in
@@ -27,7 +28,7 @@ func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequ
 		if !pol.Allows(subject, policy.PermApprove) {
 			return nil, refusal.New(refusal.PermissionDenied, "listing another principal's commands needs the approve permission")
 		}
-		if err := validateText("principal", p); err != nil {
+		if err := wire.CheckText("principal", p); err != nil {
 			return nil, err
 		}
 		subject = policy.Subject{Principal: p}

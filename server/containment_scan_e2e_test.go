@@ -15,7 +15,7 @@ import (
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
-	"coily.dev/coily/server"
+	"coily.dev/coily/workspace"
 )
 
 // What a command leaves in its workspace must never stop the server, nor
@@ -320,7 +320,7 @@ func TestContainmentUncheckedWorkspaceRefused(t *testing.T) {
 		t.Fatalf("the server locked out: %v %v", st.GetLockout(), err)
 	}
 	c.in.WaitAudit(t, func(r audit.Record) bool {
-		return r.Event == server.EventWorkspaceRefused && r.Details["workspace"] == "ws"
+		return r.Event == workspace.EventRefused && r.Details["workspace"] == "ws"
 	})
 	c.in = c.in.Restart(c.opts)
 	refused()
@@ -329,15 +329,15 @@ func TestContainmentUncheckedWorkspaceRefused(t *testing.T) {
 	if err := removePrefixed(c.ws, "f"); err != nil {
 		t.Fatal(err)
 	}
-	ws, err := server.RefusedWorkspaces(c.in.StateDir)
+	ws, err := workspace.ListRefused(c.in.StateDir)
 	if err != nil || len(ws) != 1 || ws[0].Workspace != "ws" {
 		t.Fatalf("refused workspaces %+v %v", ws, err)
 	}
-	if err := server.RepairWorkspace(c.in.StateDir, ws[0], "owner", time.Now()); err != nil {
+	if err := workspace.Repair(c.in.StateDir, ws[0], "owner", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	ran(t, "after the repair", c.sh(t, "true"))
-	rec := c.in.WaitAudit(t, func(r audit.Record) bool { return r.Event == server.EventWorkspaceRepaired })
+	rec := c.in.WaitAudit(t, func(r audit.Record) bool { return r.Event == workspace.EventRepaired })
 	if rec.Principal != "owner" {
 		t.Errorf("repair audited as %q", rec.Principal)
 	}

@@ -17,6 +17,7 @@ import (
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/wire"
 )
 
 // checkLockout refuses while the server is locked out.
@@ -53,7 +54,7 @@ func (s *Server) Lockout(ctx context.Context, req *coilyv1.LockoutRequest) (*coi
 	if err != nil {
 		return nil, err
 	}
-	if err := validateText("reason", req.GetReason()); err != nil {
+	if err := wire.CheckText("reason", req.GetReason()); err != nil {
 		return nil, s.refuseControl(ctx, c, "lockout", err)
 	}
 	st, killed, err := s.lockout(ctx, c, req.GetReason())
@@ -101,7 +102,7 @@ func (s *Server) Unlock(ctx context.Context, req *coilyv1.UnlockRequest) (*coily
 	if err != nil {
 		return nil, err
 	}
-	if err := validateText("reason", req.GetReason()); err != nil {
+	if err := wire.CheckText("reason", req.GetReason()); err != nil {
 		return nil, s.refuseControl(ctx, c, "unlock", err)
 	}
 	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}
@@ -124,7 +125,7 @@ func (s *Server) Pause(ctx context.Context, req *coilyv1.PauseRequest) (*coilyv1
 	if err != nil {
 		return nil, err
 	}
-	if err := validateText("reason", req.GetReason()); err != nil {
+	if err := wire.CheckText("reason", req.GetReason()); err != nil {
 		return nil, s.refuseControl(ctx, c, "pause", err)
 	}
 	if !slices.Contains(s.policyFrom(ctx).Permissions(c.Subject()), policy.PermPause) {
@@ -162,7 +163,7 @@ func (s *Server) Resume(ctx context.Context, req *coilyv1.ResumeRequest) (*coily
 	if err != nil {
 		return nil, err
 	}
-	if err := validateText("reason", req.GetReason()); err != nil {
+	if err := wire.CheckText("reason", req.GetReason()); err != nil {
 		return nil, s.refuseControl(ctx, c, "resume", err)
 	}
 	st := store.Stop{Active: false, By: c.Principal, Reason: req.GetReason(), Since: s.cfg.Now()}

@@ -29,6 +29,9 @@ import (
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/supervise"
+	"coily.dev/coily/wire"
+	"coily.dev/coily/workspace"
 )
 
 // execution is one Exec request on its way through the pipeline.
@@ -196,7 +199,7 @@ type sender interface {
 
 // validate checks the request's own limits (sizes, names, characters).
 func (s *Server) validate(_ context.Context, x *execution) error {
-	if err := validateExec(x.req); err != nil {
+	if err := wire.CheckExec(x.req); err != nil {
 		x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return err
 	}
@@ -375,7 +378,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	}
 	s.release(x)
 	s.metrics.ExecRefused(x.rule)
-	err = scrubRefusal(x.scrub, err)
+	err = supervise.ScrubRefusal(x.scrub, err)
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
@@ -391,7 +394,7 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 // makeHome creates the execution's private home in the scratch directory,
 // removed once it is over (a crash leaves it to the next start's sweep).
 func (s *Server) makeHome(_ context.Context, x *execution) error {
-	home, err := scratchDir(s.cfg.ScratchDir, scratchPrefix)
+	home, err := workspace.NewDir(s.cfg.ScratchDir, scratchPrefix)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "could not create a working directory")
 	}
@@ -405,7 +408,7 @@ func (s *Server) makeHome(_ context.Context, x *execution) error {
 // sandbox runs can change it between the scan of its protected entries
 // and their mounts, and what a command leaves behind is its own.
 func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
-	root, dir, err := s.workDir(x, x.home)
+	root, dir, err := workspace.Resolve(x.policy, x.rule, x.home, x.req.GetCwd(), s.userHomes())
 	if err != nil {
 		return err
 	}
@@ -418,7 +421,7 @@ func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
 		return refusal.Wrap(refusal.ConcurrencyBusy, err, "workspace %s is in use by another command", x.rule.Workspace)
 	}
 	x.onDone(unlock)
-	return s.workspaceUsable(ctx, x)
+	return s.workspaceGuard().Usable(ctx, x.place())
 }
 
 // wrapSandbox builds the command (argv[0] as the caller gave it, the
@@ -478,23 +481,23 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 	err = x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Started{Started: &coilyv1.ExecStarted{
 		RequestId: x.id, Rule: x.rule.Name, Sandbox: x.box.Name(), AuditId: dec.ID}}})
 	if err != nil {
-		_, err = s.finishExec(ctx, x, &req, runResult{}, refusal.Wrap(refusal.Internal, err, "caller went away"))
+		_, err = s.finishExec(ctx, x, &req, supervise.Result{}, refusal.Wrap(refusal.Internal, err, "caller went away"))
 		s.saveRequest(req)
 		return err
 	}
 
-	runCtx, cancel := context.WithTimeoutCause(ctx, s.timeout(x), errTimeout)
+	runCtx, cancel := context.WithTimeoutCause(ctx, s.timeout(x), supervise.ErrTimeout)
 	defer cancel()
-	out := newOutput(x.scrub, func(c chunk) error {
+	out := supervise.NewOutput(x.scrub, func(c supervise.Chunk) error {
 		return x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
-			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
+			Output: &coilyv1.ExecOutput{Stream: c.Stream, Data: c.Data}}})
 	})
 	stopLeases := s.keepLeases(x, time.Now().Add(s.timeout(x)))
-	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
+	res, runErr := supervise.Run(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.Emit)
 	stopLeases()
-	runErr = out.finish(runErr)
+	runErr = out.Finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
-	s.refuseUnchecked(ctx, x, res.report.Unchecked)
+	s.workspaceGuard().RefuseUnchecked(ctx, x.place(), x.scrub, res.Report.Unchecked)
 	// The command is over: free its slot before the caller hears so, or
 	// the caller's next request could find it still taken.
 	s.release(x)
@@ -509,25 +512,25 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 // makes the decision line durable) and returns the exit event or the
 // refusal that ended the command. It completes req, which the caller saves
 // to the store after answering (see saveRequest).
-func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
+func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res supervise.Result, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
 	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
 	exit := &coilyv1.ExecExit{}
 	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the proxy, the agent and their connections too
-	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
-	addReport(&rec, res.report, x.scrub)
+	rec.DurationMS = float64(res.Duration.Microseconds()) / 1000
+	addReport(&rec, res.Report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
-	s.metrics.ExecEnded(x.rule, res.duration, rec.Egress)
-	runErr = scrubRefusal(x.scrub, runErr)
+	s.metrics.ExecEnded(x.rule, res.Duration, rec.Egress)
+	runErr = supervise.ScrubRefusal(x.scrub, runErr)
 	if runErr != nil {
 		s.metrics.ExecRefused(x.rule)
 		r := refusal.As(runErr)
 		rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
 		req.State, req.Code = store.RequestFailed, string(r.Code)
 	} else {
-		s.metrics.ExecRan(x.rule, res.exitCode, res.signal)
-		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.exitCode, res.signal
-		req.ExitCode, req.Signal = res.exitCode, res.signal
+		s.metrics.ExecRan(x.rule, res.ExitCode, res.Signal)
+		rec.Decision, rec.ExitCode, rec.Signal = "allow", &res.ExitCode, res.Signal
+		req.ExitCode, req.Signal = res.ExitCode, res.Signal
 	}
 	out, auditErr := s.record(context.WithoutCancel(ctx), rec)
 	switch {
@@ -536,9 +539,9 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	case runErr != nil:
 		return nil, refusal.WithAudit(runErr, out.ID)
 	}
-	exit.ExitCode, exit.Signal, exit.Duration = int32(res.exitCode), int32(res.signal), durationpb.New(res.duration)
-	exit.StdoutTruncated = res.truncated[coilyv1.Stream_STREAM_STDOUT]
-	exit.StderrTruncated = res.truncated[coilyv1.Stream_STREAM_STDERR]
+	exit.ExitCode, exit.Signal, exit.Duration = int32(res.ExitCode), int32(res.Signal), durationpb.New(res.Duration)
+	exit.StdoutTruncated = res.Truncated[coilyv1.Stream_STREAM_STDOUT]
+	exit.StderrTruncated = res.Truncated[coilyv1.Stream_STREAM_STDERR]
 	exit.AuditId = out.ID
 	return exit, nil
 }

@@ -8,6 +8,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/stops"
+	"coily.dev/coily/wire"
 )
 
 // killEvent is the audit event of one command killed on its own.
@@ -22,7 +23,7 @@ const killEvent = "exec.kill"
 func (s *Server) killExec(ctx context.Context, c access.Caller, method, id, reason string) (bool, error) {
 	rec := access.CallerRecord(c, method, killEvent, reason)
 	rec.RequestID = id
-	err := validateText("reason", reason)
+	err := wire.CheckText("reason", reason)
 	if err == nil && (id == "" || len(id) > 64) {
 		err = refusal.New(refusal.BadRequest, "request id must be 1 to 64 bytes")
 	}

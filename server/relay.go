@@ -13,6 +13,7 @@ import (
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/relay"
+	"coily.dev/coily/wire"
 )
 
 // Freshness: a descriptor is accepted when its created_at is at most
@@ -81,7 +82,7 @@ func (r relayedExec) Refuse(ctx context.Context, err error) error {
 func (r relayedExec) Admit(d *descriptor.Request) error {
 	r.x.req = execRequest(d)
 	r.x.confirm = d.RequiresConfirm
-	if err := validateExec(r.x.req); err != nil {
+	if err := wire.CheckExec(r.x.req); err != nil {
 		r.x.req = &coilyv1.ExecRequest{} // never echo hostile input into the audit log
 		return err
 	}

@@ -8,48 +8,8 @@ import (
 
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/workspace"
 )
-
-// chooseSandboxUser settles who the sandboxes run as: for a server running
-// as root, the configured user or sandbox.DefaultUser, never root; for
-// any other server, itself (the field stays zero, and setting it is a
-// mistake said at once).
-func chooseSandboxUser(cfg *Config) error {
-	if os.Geteuid() != 0 {
-		if !cfg.SandboxUser.IsZero() {
-			return fmt.Errorf("server: a sandbox user (%s) applies to a server running as root; this one runs as uid %d, and so do its sandboxes", cfg.SandboxUser, os.Geteuid())
-		}
-		return nil
-	}
-	if cfg.SandboxUser.IsZero() {
-		cfg.SandboxUser = sandbox.DefaultUser()
-	}
-	if err := cfg.SandboxUser.Check(); err != nil {
-		return fmt.Errorf("server: %w", err)
-	}
-	cfg.Logger.Info("running as root: every sandbox runs as an unprivileged user", "sandbox_user", cfg.SandboxUser.String())
-	return nil
-}
-
-// sandboxUIDs makes the pool a root server gives each command a uid of
-// its own from, unless told not to; a server not running as root has none
-// (its commands run as itself).
-func sandboxUIDs(cfg Config) (*sandbox.UIDPool, error) {
-	r := cfg.SandboxUIDs
-	if cfg.SandboxUser.IsZero() || r.Off {
-		return nil, nil
-	}
-	if r.First == 0 && r.Count == 0 {
-		r.First, r.Count = sandbox.DefaultUIDFirst, sandbox.DefaultUIDCount
-	}
-	p, err := sandbox.NewUIDPool(r.First, r.Count, cfg.SandboxUser)
-	if err != nil {
-		return nil, fmt.Errorf("server: %w", err)
-	}
-	cfg.Logger.Info("every sandboxed command runs as a uid of its own", "first", r.First, "count", r.Count,
-		"files_owned_by", cfg.SandboxUser.String())
-	return p, nil
-}
 
 // chooseUser settles who the execution's sandbox runs as on the host: for
 // a root server, a uid of its own from the pool (bubblewrap only),
@@ -110,12 +70,12 @@ func (s *Server) dynamicUser(x *execution) (*sandbox.Dynamic, error) {
 	if !x.dynamic {
 		return nil, nil
 	}
-	dir, err := newPrivateDir(s.cfg.ScratchDir, sandbox.MountPrefix, 0o711)
+	dir, err := workspace.PrivateDir(s.cfg.ScratchDir, sandbox.MountPrefix, 0o711)
 	if err != nil {
 		return nil, refusal.Wrap(refusal.Internal, err, "could not create the workspace's mount directory")
 	}
 	x.onDone(func() {
-		if err := removeMountDir(dir); err != nil {
+		if err := workspace.RemoveMountDir(dir); err != nil {
 			s.log.Error("mount directory left in place", "dir", dir, "err", err)
 		}
 	})

@@ -13,7 +13,7 @@
 //   - a lockout is in force in memory before its persistence is attempted, and
 //     no command admitted after it can start;
 //   - it never starts more open than its state file or its audit log says it
-//     was, nor unlocked beside a log that lost records (stateguard.go);
+//     was, nor unlocked beside a log that lost records (package stateguard);
 //   - refusals become gRPC status errors in exactly one place (the
 //     interceptors, through package refusal);
 //   - metric labels are bounded: rule names of the policy, refusal codes
@@ -49,8 +49,12 @@ import (
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/relay"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/stateguard"
 	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
+	"coily.dev/coily/supervise"
+	"coily.dev/coily/wire"
+	"coily.dev/coily/workspace"
 )
 
 // DefaultKillGrace is how long a lockout waits between SIGTERM and SIGKILL.
@@ -144,10 +148,9 @@ type Server struct {
 	// uids gives a root server's commands a uid each (nil: they share
 	// the sandbox user's, or run as the server).
 	uids *sandbox.UIDPool
-	// anchorMu serialises recording the audit head (anchor.go); anchored
-	// is the seq last recorded.
-	anchorMu sync.Mutex
-	anchored uint64
+	// guard cross-checks the stop state at start and anchors the audit
+	// head (package stateguard).
+	guard *stateguard.Guard
 
 	bg   sync.WaitGroup  // the revocation of leftover leases
 	quit <-chan struct{} // closed by Shutdown (stops.Controls.Quit)
@@ -160,7 +163,7 @@ type UIDRange struct {
 }
 
 // New returns a server restored to the stop state recorded in the store,
-// cross-checked against the audit log (stateguard.go): it never starts more
+// cross-checked against the audit log (package stateguard): it never starts more
 // open than the log says it was, and starts locked out when the log lost
 // records the store saw. An unreadable state is an error: the server must
 // not start unlocked because it could not read that it was locked.
@@ -171,18 +174,23 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	if err := chooseSandboxUser(&cfg); err != nil {
+	user, err := supervise.SandboxUser(cfg.SandboxUser, cfg.Logger)
+	if err != nil {
 		return nil, err
 	}
-	if err := prepareScratch(&cfg); err != nil {
+	cfg.SandboxUser = user
+	scratch, own, err := workspace.PrepareScratch(cfg.StateDir, cfg.ScratchDir, cfg.SandboxUser, cfg.OwnFiles)
+	if err != nil {
 		return nil, err
 	}
-	uids, err := sandboxUIDs(cfg)
+	cfg.ScratchDir, cfg.OwnFiles = scratch, own
+	r := cfg.SandboxUIDs
+	uids, err := supervise.UIDs(cfg.SandboxUser, r.First, r.Count, r.Off, cfg.Logger)
 	if err != nil {
 		return nil, err
 	}
 	if cfg.Sandboxes == nil {
-		cfg.Sandboxes = serverSandboxes(cfg)
+		cfg.Sandboxes = supervise.Sandboxes(cfg.StateDir, cfg.Logger)
 	}
 	// Every sandbox bubblewrap starts is held in the fleet until it is
 	// over: a lockout kills them all by it, whatever the job table says.
@@ -214,8 +222,8 @@ func New(cfg Config) (*Server, error) {
 		Written: func(took time.Duration, durable bool, err error) { s.metrics.AuditWritten(took, durable, err) },
 		Refused: func(r audit.Record) { s.metrics.Refused(r.Code); s.notifyRefusal(r) },
 		Recorded: func(r audit.Record) {
-			if anchorsHead(r) {
-				s.anchor()
+			if stateguard.AnchorsHead(r) {
+				s.guard.Anchor()
 			}
 		}})
 	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
@@ -229,12 +237,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics.Rules(cfg.Policy)
 	s.configureNotifier(cfg.Policy)
-	if err := s.crossCheckState(); err != nil {
+	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Store: cfg.Store, Stops: controls, Record: s.record,
+		Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
+	if err := s.guard.CrossCheck(); err != nil {
 		return nil, err
 	}
-	cfg.Audit.SetCheckpoint(s.checkpoint)
-	cfg.Audit.SetAnchor(s.anchorHead)
-	s.anchor()
+	cfg.Audit.SetCheckpoint(s.guard.Checkpoint)
+	cfg.Audit.SetAnchor(s.guard.AnchorHead)
+	s.guard.Anchor()
 	if st, _ := s.stops.State(); st.Lockout.Active {
 		s.log.Warn("starting locked out", "by", st.Lockout.By, "reason", st.Lockout.Reason)
 	}
@@ -273,7 +283,7 @@ func (s *Server) Policy() *policy.Policy { return s.policy.Load() }
 func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	opts = append([]grpc.ServerOption{
 		grpc.Creds(access.PeerCredentials(s.cfg.Users)),
-		grpc.ForceServerCodecV2(requestCodec{}),
+		grpc.ForceServerCodecV2(wire.Codec{}),
 		grpc.ChainUnaryInterceptor(s.unaryInterceptor),
 		grpc.ChainStreamInterceptor(s.streamInterceptor),
 		// Unknown methods reach the interceptors too (refused by the

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
-	"coily.dev/coily/server"
+	"coily.dev/coily/workspace"
 )
 
 // coilyBin is the coily binary built once for these tests, in a directory
@@ -160,7 +160,7 @@ func shortDir(t testing.TB) string {
 		if os.Geteuid() == 0 {
 			// A root server's scratch directory, were dir its state
 			// directory: what one killed by a test left.
-			os.RemoveAll(server.RootScratchDir(dir))
+			os.RemoveAll(workspace.RootScratchDir(dir))
 		}
 	})
 	return dir

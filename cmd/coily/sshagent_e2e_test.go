@@ -22,7 +22,7 @@ import (
 	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/internal/vaulttest"
-	"coily.dev/coily/server"
+	"coily.dev/coily/workspace"
 )
 
 // otherHost is a second ssh server's name: pinned and reachable, but not
@@ -242,7 +242,7 @@ git push -q ` + shellQuote(otherURL) + ` main`)
 	noKeyIn(t, forms, ws, dir)
 	scratch := filepath.Join(dir, "scratch")
 	if os.Geteuid() == 0 {
-		scratch = server.RootScratchDir(dir) // a root server's, outside its private state directory
+		scratch = workspace.RootScratchDir(dir) // a root server's, outside its private state directory
 		noKeyIn(t, forms, scratch)
 	}
 	entries, err := os.ReadDir(scratch)

@@ -12,7 +12,7 @@ import (
 
 	"coily.dev/coily/cli"
 	"coily.dev/coily/sandbox"
-	"coily.dev/coily/server"
+	"coily.dev/coily/workspace"
 )
 
 // workspaceCmd is `coily workspace`: the workspaces the server refuses
@@ -40,13 +40,13 @@ the server's user or root.`,
 
 // refusedNamed returns the refused workspaces named name (every one when
 // name is empty).
-func refusedNamed(e *env, dir, name string) ([]server.RefusedWorkspace, bool) {
-	all, err := server.RefusedWorkspaces(dir)
+func refusedNamed(e *env, dir, name string) ([]workspace.Refused, bool) {
+	all, err := workspace.ListRefused(dir)
 	if err != nil {
 		printLine(e.stderr, "coily workspace: %v", err)
 		return nil, false
 	}
-	var out []server.RefusedWorkspace
+	var out []workspace.Refused
 	for _, w := range all {
 		if name == "" || w.Workspace == name {
 			out = append(out, w)
@@ -137,7 +137,7 @@ func workspaceRepair(e *env, dir string) int {
 			printLine(e.stderr, "coily workspace repair: %s: the next scan would fail: %s (fix that first)", termText(w.Root), termText(err.Error()))
 			return 1
 		}
-		if err := server.RepairWorkspace(dir, w, localPrincipal(), time.Now()); err != nil {
+		if err := workspace.Repair(dir, w, localPrincipal(), time.Now()); err != nil {
 			printLine(e.stderr, "coily workspace repair: %v", err)
 			return 1
 		}

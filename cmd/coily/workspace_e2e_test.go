@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"coily.dev/coily/server"
+	"coily.dev/coily/workspace"
 )
 
 // `coily workspace check` lists the refused workspaces and, for one, why
@@ -20,8 +20,8 @@ func TestCLIWorkspaceRepair(t *testing.T) {
 	if err := os.MkdirAll(filepath.Join(ws, "deep"+strings.Repeat("/d", 70)), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	w := server.RefusedWorkspace{Workspace: "ws", Root: ws, Request: "req-1", Since: time.Now(), Reasons: []string{"scan ws: something"}}
-	if err := server.RefuseWorkspace(dir, w); err != nil {
+	w := workspace.Refused{Workspace: "ws", Root: ws, Request: "req-1", Since: time.Now(), Reasons: []string{"scan ws: something"}}
+	if err := workspace.Refuse(dir, w); err != nil {
 		t.Fatal(err)
 	}
 	if r := runCoily(t, nil, "workspace", "check", "--state-dir", dir); r.code != 1 || !strings.Contains(r.stdout, "workspace ws") {
@@ -43,7 +43,7 @@ func TestCLIWorkspaceRepair(t *testing.T) {
 	if r := runCoily(t, nil, "workspace", "repair", "ws", "--state-dir", dir); r.code != 0 {
 		t.Fatalf("repair: %+v", r)
 	}
-	if left, err := server.RefusedWorkspaces(dir); err != nil || len(left) != 0 {
+	if left, err := workspace.ListRefused(dir); err != nil || len(left) != 0 {
 		t.Fatalf("still refused: %+v %v", left, err)
 	}
 	if r := runCoily(t, nil, "workspace", "repair", "ws", "--state-dir", dir); r.code != 1 {

@@ -1,4 +1,11 @@
-package server
+// Package wire holds the rules every gRPC request meets before anything
+// acts on it: the codec that hands an undecodable request on marked
+// instead of letting grpc-go answer it unaudited, the checks of any
+// message (no field or enum value this server does not know) and the
+// shape of each request's fields (sizes, names, characters). A request
+// that breaks a rule is refused with bad-request; which commands run is
+// the policy's decision, not this package's.
+package wire
 
 import (
 	"path/filepath"
@@ -24,10 +31,10 @@ const (
 	maxEnvValue   = 32 << 10
 )
 
-// validateMessage refuses what this server cannot interpret faithfully:
+// CheckMessage refuses what this server cannot interpret faithfully:
 // fields it does not know (a newer client's constraint silently dropped
 // would widen what runs) and enum values outside their declared set.
-func validateMessage(m any) error {
+func CheckMessage(m any) error {
 	pm, ok := m.(proto.Message)
 	if !ok {
 		return nil
@@ -87,8 +94,8 @@ func validateValue(fd protoreflect.FieldDescriptor, v protoreflect.Value, depth 
 	return nil
 }
 
-// validateExec checks an ExecRequest's shape before any policy is consulted.
-func validateExec(req *coilyv1.ExecRequest) error {
+// CheckExec checks an ExecRequest's shape before any policy is consulted.
+func CheckExec(req *coilyv1.ExecRequest) error {
 	argv := req.GetArgv()
 	if len(argv) == 0 {
 		return refusal.New(refusal.BadRequest, "argv is empty")
@@ -126,7 +133,7 @@ func validateExec(req *coilyv1.ExecRequest) error {
 	if c := req.GetCwd(); len(c) > 4096 || strings.IndexByte(c, 0) >= 0 {
 		return refusal.New(refusal.BadRequest, "cwd must be at most 4096 bytes without NUL")
 	}
-	return validateText("note", req.GetNote())
+	return CheckText("note", req.GetNote())
 }
 
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
@@ -148,7 +155,9 @@ func validateEnv(env map[string]string) error {
 	return nil
 }
 
-func validateText(field, s string) error {
+// CheckText checks a field of free text (a reason, a note, a principal's
+// name): at most 1 KiB of UTF-8 without NUL bytes.
+func CheckText(field, s string) error {
 	if len(s) > maxTextBytes {
 		return refusal.New(refusal.BadRequest, "%s is %d bytes, more than %d", field, len(s), maxTextBytes)
 	}

@@ -1,26 +1,57 @@
-package server
+// Package stateguard keeps the server's stop state and its audit log
+// honest with each other. At start it cross-checks the state file against
+// the log: the server never comes up more open than the log says it was,
+// and comes up locked out beside a log that lost records. While it runs
+// it records the log's head in the state file (the anchor) after every
+// change of the stop state, so that the next start can tell a log cut
+// short; and it writes the stop state into every new audit file (the
+// checkpoint).
+package stateguard
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 )
 
-// EventStateRestore is the audit record of the stops the server put back,
-// or imposed, at start because its state file and the audit log disagreed.
-const EventStateRestore = audit.EventStateRestore
+// Config holds a Guard's collaborators, all required.
+type Config struct {
+	Audit *audit.Log
+	Store *store.DB
+	Stops *stops.Controls
+	// Record writes an audit record, fsynced (the server's, which anchors
+	// the head after a change of the stop state).
+	Record func(context.Context, audit.Record) (audit.Record, error)
+	Log    *slog.Logger
+	Now    func() time.Time
+}
 
-// crossCheckState makes sure the server does not come up more open than it
+// Guard cross-checks the stop state at start and anchors the audit head.
+type Guard struct {
+	cfg Config
+	// mu serialises recording the audit head (anchor.go); anchored is the
+	// seq last recorded.
+	mu       sync.Mutex
+	anchored uint64
+}
+
+// New returns a Guard; CrossCheck is its first call.
+func New(cfg Config) *Guard { return &Guard{cfg: cfg} }
+
+// CrossCheck makes sure the server does not come up more open than it
 // went down, taking for each stop control the more restrictive of what the
 // state file and the audit log say:
 //   - the log's last word is a lockout, a pause or a principal's pause of
@@ -36,7 +67,7 @@ const EventStateRestore = audit.EventStateRestore
 // record that says what disagreed. The head is recorded afresh at start
 // (anchor), but after a log found short only once its lockout is
 // persisted: until then every start finds it again.
-func (s *Server) crossCheckState() error {
+func (s *Guard) CrossCheck() error {
 	dir := s.cfg.Audit.Dir()
 	logged, err := audit.LastStops(dir)
 	if err != nil {
@@ -47,7 +78,7 @@ func (s *Server) crossCheckState() error {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.anchored = head.Seq // never recorded further back in this run, but below
-	state, _ := s.stops.State()
+	state, _ := s.cfg.Stops.State()
 	r := restoring{s: s, stops: state, details: map[string]string{"state_file": s.cfg.Store.Path()}}
 	r.fromLog(logged)
 	if s.cfg.Store.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
@@ -78,9 +109,9 @@ func (s *Server) crossCheckState() error {
 	return nil
 }
 
-// restoring is the stop state crossCheckState arrives at.
+// restoring is the stop state CrossCheck arrives at.
 type restoring struct {
-	s       *Server
+	s       *Guard
 	stops   store.Stops
 	lockout bool // the lockout changed
 	pauses  bool // the pause or a self-pause changed
@@ -169,26 +200,26 @@ func (r *restoring) stop(by string, since time.Time, reason string) store.Stop {
 // state is in force in memory all the same).
 func (r *restoring) apply() (persisted bool, err error) {
 	s := r.s
-	perr := s.stops.Restore(r.stops, r.lockout, r.pauses)
+	perr := s.cfg.Stops.Restore(r.stops, r.lockout, r.pauses)
 	reason := strings.Join(r.found, "; ")
-	s.log.Error("starting more restricted than the state file: it disagrees with the audit log", "found", reason,
+	s.cfg.Log.Error("starting more restricted than the state file: it disagrees with the audit log", "found", reason,
 		"locked_out", r.stops.Lockout.Active)
-	rec := access.CallerRecord(access.ServerCaller, "", EventStateRestore, reason)
+	rec := access.CallerRecord(access.ServerCaller, "", audit.EventStateRestore, reason)
 	rec.Decision, rec.Details = "allow", r.details
 	if perr != nil {
 		rec.Code, rec.Details["error"] = string(refusal.Internal), perr.Error()
 	}
-	if _, err := s.record(context.Background(), rec); err != nil {
+	if _, err := s.cfg.Record(context.Background(), rec); err != nil {
 		return false, fmt.Errorf("server: audit the restored stop state: %w", err)
 	}
 	return perr == nil, nil
 }
 
-// checkpoint is what opens every new audit file: the stop state as the
-// state file holds it (read without the stop controls' lock, which an
-// audit write may be made under).
-func (s *Server) checkpoint() map[string]string {
-	st, err := s.stops.Persisted()
+// Checkpoint is what opens every new audit file (audit.Log.SetCheckpoint):
+// the stop state as the state file holds it (read without the stop
+// controls' lock, which an audit write may be made under).
+func (s *Guard) Checkpoint() map[string]string {
+	st, err := s.cfg.Stops.Persisted()
 	if err != nil {
 		return map[string]string{"state_error": err.Error()}
 	}

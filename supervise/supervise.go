@@ -1,4 +1,19 @@
-package server
+// Package supervise runs a rule's command, wrapped in its sandbox, to its
+// end: it starts it in a process group of its own, opens the sandbox's
+// start gate, feeds it stdin, forwards its output as produced (capped, and
+// scrubbed of the execution's secrets by Output), and turns how it ended
+// into a result or a refusal. It also settles who sandboxes run as on the
+// host (a server running as root never runs one as root) and the sandbox
+// backends a server offers.
+//
+// Invariants:
+//   - the command's process group and sandbox are killed when its context
+//     ends, when its output cannot be delivered, and once it has exited: no
+//     stray child outlives the request;
+//   - a job stopped before its process exists never runs (stops.Job);
+//   - no byte of an injected credential reaches the caller through the
+//     output or a refusal quoting it (Output, ScrubRefusal).
+package supervise
 
 import (
 	"bytes"
@@ -28,33 +43,35 @@ const errHeadSize = 4 << 10
 // could otherwise hold the pipes open forever).
 const drainAfterExit = 2 * time.Second
 
-// errTimeout is the cancellation cause of a command that ran out of time.
-var errTimeout = errors.New("command timed out")
+// ErrTimeout is the cancellation cause of a command that ran out of time:
+// a context ended with it reads as command-timeout.
+var ErrTimeout = errors.New("command timed out")
 
-type chunk struct {
-	stream coilyv1.Stream
-	data   []byte
+// Chunk is a piece of one of the command's output streams.
+type Chunk struct {
+	Stream coilyv1.Stream
+	Data   []byte
 }
 
-// runResult is how a command ended.
-type runResult struct {
-	exitCode  int
-	signal    int
-	duration  time.Duration
-	truncated [3]bool // indexed by coilyv1.Stream
-	// report is what the sandbox observed (quarantined entries, limits).
-	report sandbox.Report
+// Result is how a command ended.
+type Result struct {
+	ExitCode  int
+	Signal    int
+	Duration  time.Duration
+	Truncated [3]bool // indexed by coilyv1.Stream
+	// Report is what the sandbox observed (quarantined entries, limits).
+	Report sandbox.Report
 }
 
-// runCommand starts cmd in its own process group, opens its sandbox's start
+// Run starts cmd in its own process group, opens its sandbox's start
 // gate, feeds it stdin, forwards its output through emit as produced (each
 // stream capped at maxOut bytes), and waits for it. The process group and
 // sandbox are killed when ctx ends (a timeout reads as command-timeout),
 // when emit fails (the caller went away), and after the command exits (so
 // no stray child outlives the request). id names what the sandbox
 // quarantines.
-func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.Confinement, id string, stdin []byte, maxOut int64, emit func(chunk) error) (runResult, error) {
-	var res runResult
+func Run(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.Confinement, id string, stdin []byte, maxOut int64, emit func(Chunk) error) (Result, error) {
+	var res Result
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return res, fmt.Errorf("stdout pipe: %w", err)
@@ -88,11 +105,11 @@ func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.
 		return res, refusal.New(j.StopReason(), "stopped before it started")
 	}
 
-	chunks := make(chan chunk, 16)
+	chunks := make(chan Chunk, 16)
 	readers := make(chan struct{}, 2)
 	var errHead []byte // the start of stderr, to explain a sandbox set-up failure
-	go readStream(outR, coilyv1.Stream_STREAM_STDOUT, maxOut, chunks, readers, &res.truncated, nil)
-	go readStream(errR, coilyv1.Stream_STREAM_STDERR, maxOut, chunks, readers, &res.truncated, &errHead)
+	go readStream(outR, coilyv1.Stream_STREAM_STDOUT, maxOut, chunks, readers, &res.Truncated, nil)
+	go readStream(errR, coilyv1.Stream_STREAM_STDERR, maxOut, chunks, readers, &res.Truncated, &errHead)
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 	// The sandbox is bounded, then runs the command. If it cannot start,
@@ -117,7 +134,7 @@ func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.
 			open--
 		case waitErr = <-exited:
 			running = false
-			res.duration = time.Since(start)
+			res.Duration = time.Since(start)
 			// Kill whatever the command left behind in its group, then stop
 			// waiting for output that a process outside the group may hold.
 			j.Signal(syscall.SIGKILL, "")
@@ -128,7 +145,7 @@ func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.
 		case <-ctxDone:
 			ctxDone = nil
 			why := refusal.Internal
-			if errors.Is(context.Cause(ctx), errTimeout) {
+			if errors.Is(context.Cause(ctx), ErrTimeout) {
 				why = refusal.CommandTimeout
 			}
 			j.Signal(syscall.SIGKILL, why)
@@ -141,7 +158,7 @@ func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.
 			emitErr = emit(c)
 		}
 	}
-	res.report = conf.Finish(id)
+	res.Report = conf.Finish(id)
 	if j.StopReason() == "" {
 		if err := conf.Setup(errHead); err != nil {
 			return res, refusal.Wrap(refusal.SandboxUnavailable, err, "%v", err)
@@ -154,7 +171,7 @@ func runCommand(ctx context.Context, j *stops.Job, cmd *exec.Cmd, conf *sandbox.
 }
 
 // finish turns how the command ended into a result or a refusal.
-func finish(j *stops.Job, cmd *exec.Cmd, res runResult, waitErr, emitErr error) (runResult, error) {
+func finish(j *stops.Job, cmd *exec.Cmd, res Result, waitErr, emitErr error) (Result, error) {
 	switch why := j.StopReason(); why {
 	case "":
 	case refusal.CommandTimeout:
@@ -176,16 +193,16 @@ func finish(j *stops.Job, cmd *exec.Cmd, res runResult, waitErr, emitErr error) 
 	ws, ok := st.Sys().(syscall.WaitStatus)
 	switch {
 	case ok && ws.Signaled():
-		res.exitCode, res.signal = -1, int(ws.Signal())
+		res.ExitCode, res.Signal = -1, int(ws.Signal())
 	default:
-		res.exitCode = st.ExitCode()
+		res.ExitCode = st.ExitCode()
 	}
 	return res, nil
 }
 
 // readStream forwards r in chunks until EOF or error, dropping (but still
 // draining) bytes beyond maxOut.
-func readStream(r *os.File, s coilyv1.Stream, maxOut int64, out chan<- chunk, done chan<- struct{}, truncated *[3]bool, head *[]byte) {
+func readStream(r *os.File, s coilyv1.Stream, maxOut int64, out chan<- Chunk, done chan<- struct{}, truncated *[3]bool, head *[]byte) {
 	defer func() { done <- struct{}{} }()
 	var sent int64
 	buf := make([]byte, chunkSize)
@@ -200,7 +217,7 @@ func readStream(r *os.File, s coilyv1.Stream, maxOut int64, out chan<- chunk, do
 				truncated[s] = true
 			}
 			if keep > 0 {
-				out <- chunk{stream: s, data: bytes.Clone(buf[:keep])}
+				out <- Chunk{Stream: s, Data: bytes.Clone(buf[:keep])}
 				sent += keep
 			}
 		}

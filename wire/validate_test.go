@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"bytes"
@@ -85,7 +85,7 @@ func TestValidateMessageEnums(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := validateMessage(tt.msg)
+			err := CheckMessage(tt.msg)
 			if tt.ok != (err == nil) {
 				t.Fatalf("err = %v, want ok=%v", err, tt.ok)
 			}
@@ -112,16 +112,16 @@ func TestRequestCodec(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var req coilyv1.ExecRequest
-			if err := (requestCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(tt.data)}, &req); err != nil {
+			if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(tt.data)}, &req); err != nil {
 				t.Fatal(err)
 			}
-			err := validateMessage(&req)
+			err := CheckMessage(&req)
 			if tt.ok != (err == nil) {
 				t.Fatalf("validate: %v, want ok=%v", err, tt.ok)
 			}
 		})
 	}
-	if (requestCodec{}).Name() != encoding.GetCodecV2(protoenc.Name).Name() {
+	if (Codec{}).Name() != encoding.GetCodecV2(protoenc.Name).Name() {
 		t.Fatal("codec must replace the proto codec")
 	}
 }
@@ -155,12 +155,12 @@ func FuzzValidateExec(f *testing.F) {
 	f.Add([]byte{0x0a, 0x02, 0xff, 0xfe})
 	f.Fuzz(func(t *testing.T, data []byte) {
 		var req coilyv1.ExecRequest
-		if err := (requestCodec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &req); err != nil {
+		if err := (Codec{}).Unmarshal(mem.BufferSlice{mem.SliceBuffer(data)}, &req); err != nil {
 			t.Fatal(err)
 		}
-		err := validateMessage(&req)
+		err := CheckMessage(&req)
 		if err == nil {
-			err = validateExec(&req)
+			err = CheckExec(&req)
 		}
 		if err != nil {
 			if refusal.As(err).Code != refusal.BadRequest {

@@ -1,4 +1,4 @@
-package server
+package supervise
 
 import (
 	"bytes"
@@ -9,19 +9,21 @@ import (
 	"coily.dev/coily/scrub"
 )
 
-// output forwards a command's output to the caller, scrubbed of the
+// Output forwards a command's output to the caller, scrubbed of the
 // injected credentials when there are any (step 10). Each stream has its
 // own scrub.Writer, so a value split across two reads of one stream is
 // still redacted; the writers hold back at most the longest form's length
 // less one byte.
-type output struct {
+type Output struct {
 	set  *scrub.Set
-	send func(chunk) error
+	send func(Chunk) error
 	w    map[coilyv1.Stream]*scrub.Writer
 }
 
-func newOutput(set *scrub.Set, send func(chunk) error) *output {
-	o := &output{set: set, send: send}
+// NewOutput returns the Output of a command whose secrets are set, sending
+// what may be shown through send.
+func NewOutput(set *scrub.Set, send func(Chunk) error) *Output {
+	o := &Output{set: set, send: send}
 	if set == nil || set.MaxLen() == 0 {
 		return o
 	}
@@ -32,18 +34,18 @@ func newOutput(set *scrub.Set, send func(chunk) error) *output {
 	return o
 }
 
-// emit is runCommand's emit function.
-func (o *output) emit(c chunk) error {
+// Emit is Run's emit function.
+func (o *Output) Emit(c Chunk) error {
 	if o.w == nil {
 		return o.send(c)
 	}
-	_, err := o.w[c.stream].Write(c.data)
+	_, err := o.w[c.Stream].Write(c.Data)
 	return err
 }
 
-// finish flushes what the writers held back and scrubs the run's refusal,
+// Finish flushes what the writers held back and scrubs the run's refusal,
 // whose message may quote the command's stderr (a sandbox set-up failure).
-func (o *output) finish(runErr error) error {
+func (o *Output) Finish(runErr error) error {
 	if o.w == nil {
 		return runErr
 	}
@@ -52,7 +54,7 @@ func (o *output) finish(runErr error) error {
 		flushErr = errors.Join(flushErr, o.w[st].Flush())
 	}
 	if runErr != nil {
-		return scrubRefusal(o.set, runErr)
+		return ScrubRefusal(o.set, runErr)
 	}
 	if flushErr != nil {
 		return refusal.Wrap(refusal.Internal, flushErr, "caller went away")
@@ -60,11 +62,11 @@ func (o *output) finish(runErr error) error {
 	return nil
 }
 
-// scrubRefusal redacts the credentials of an execution from its refusal,
+// ScrubRefusal redacts the credentials of an execution from its refusal,
 // whose message may quote what the command made or said (its stderr, a
 // file name, a host): every refusal an execution answers and audits passes
 // here.
-func scrubRefusal(set *scrub.Set, err error) error {
+func ScrubRefusal(set *scrub.Set, err error) error {
 	if err == nil || set == nil || set.MaxLen() == 0 {
 		return err
 	}
@@ -80,14 +82,14 @@ func scrubRefusal(set *scrub.Set, err error) error {
 // stream.
 type streamWriter struct {
 	stream coilyv1.Stream
-	send   func(chunk) error
+	send   func(Chunk) error
 }
 
 func (w streamWriter) Write(p []byte) (int, error) {
 	total := len(p)
 	for len(p) > 0 {
 		n := min(len(p), chunkSize)
-		if err := w.send(chunk{stream: w.stream, data: bytes.Clone(p[:n])}); err != nil {
+		if err := w.send(Chunk{Stream: w.stream, Data: bytes.Clone(p[:n])}); err != nil {
 			return 0, err
 		}
 		p = p[n:]

@@ -1,4 +1,4 @@
-package server
+package wire
 
 import (
 	"bytes"
@@ -16,19 +16,22 @@ import (
 // coily message will ever use it.
 var undecodableMarker = protowire.AppendBytes(protowire.AppendTag(nil, protowire.MaxValidNumber, protowire.BytesType), []byte("coily: undecodable request"))
 
-// requestCodec is gRPC's proto codec, except for requests that cannot be
+// Codec is gRPC's proto codec, except for requests that cannot be
 // decoded: grpc-go would answer those itself with INTERNAL, unaudited and
 // without a refusal code. Instead the request is delivered empty and marked,
 // and the interceptor refuses it as bad-request and audits it.
-type requestCodec struct{}
+type Codec struct{}
 
-func (requestCodec) Name() string { return protoenc.Name }
+// Name is the proto codec's, which this one replaces.
+func (Codec) Name() string { return protoenc.Name }
 
-func (requestCodec) Marshal(v any) (mem.BufferSlice, error) {
+// Marshal is the proto codec's.
+func (Codec) Marshal(v any) (mem.BufferSlice, error) {
 	return encoding.GetCodecV2(protoenc.Name).Marshal(v)
 }
 
-func (requestCodec) Unmarshal(data mem.BufferSlice, v any) error {
+// Unmarshal decodes data into v, or leaves v empty and marked.
+func (Codec) Unmarshal(data mem.BufferSlice, v any) error {
 	err := encoding.GetCodecV2(protoenc.Name).Unmarshal(data, v)
 	m, ok := v.(proto.Message)
 	if err == nil || !ok {

@@ -1,16 +1,18 @@
-package server
+package stateguard
 
 import (
 	"context"
 	"errors"
-	"os"
+	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
-	"coily.dev/coily/policy"
+	"coily.dev/coily/sandbox"
+	"coily.dev/coily/stops"
 	"coily.dev/coily/store"
 )
 
@@ -21,14 +23,6 @@ import (
 // finds the short log again.
 func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 	dir := t.TempDir()
-	polPath := filepath.Join(dir, "policy.yaml")
-	if err := os.WriteFile(polPath, []byte(matrixPolicy), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	pol, err := policy.Load(polPath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	al, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
 	if err != nil {
 		t.Fatal(err)
@@ -53,30 +47,44 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := New(Config{Policy: pol, Store: ro, Audit: al, ServerUID: 1000, Users: fakeUsers{}})
+	controls, err := stops.New(stops.Config{Store: ro, Fleet: sandbox.NewFleet(), Now: time.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st, _ := s.stops.State(); !st.Lockout.Active || !strings.Contains(st.Lockout.Reason, "records were removed") {
+	// record is the server's: every record written, the head anchored
+	// after a change of the stop state.
+	var g *Guard
+	record := func(ctx context.Context, r audit.Record) (audit.Record, error) {
+		out, err := al.Append(ctx, r)
+		if err == nil && AnchorsHead(out) {
+			g.Anchor()
+		}
+		return out, err
+	}
+	g = New(Config{Audit: al, Store: ro, Stops: controls, Record: record, Log: slog.New(slog.DiscardHandler), Now: time.Now})
+	if err := g.CrossCheck(); err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := controls.State(); !st.Lockout.Active || !strings.Contains(st.Lockout.Reason, "records were removed") {
 		t.Fatalf("started with lockout %+v", st.Lockout)
 	}
 	recs, err := audit.Tail(al.Dir(), 1)
-	if err != nil || recs[0].Event != EventStateRestore || recs[0].Code != "internal" || recs[0].Details["error"] == "" {
+	if err != nil || recs[0].Event != audit.EventStateRestore || recs[0].Code != "internal" || recs[0].Details["error"] == "" {
 		t.Fatalf("state.restore record %+v %v", recs, err)
 	}
 	ro.Close()
-	if s.cfg.Store, err = store.Open(dbPath); err != nil {
+	if g.cfg.Store, err = store.Open(dbPath); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { s.cfg.Store.Close() })
+	t.Cleanup(func() { g.cfg.Store.Close() })
 	for range 5 { // past the recorded head, each one recording it
 		rec := access.CallerRecord(access.ServerCaller, "", "lockout", "again")
 		rec.Decision = "allow"
-		if _, err := s.record(context.Background(), rec); err != nil {
+		if _, err := record(context.Background(), rec); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if h, err := s.cfg.Store.AuditHead(); err != nil || h.Seq != recorded.Seq || h.Hash != recorded.Hash {
+	if h, err := g.cfg.Store.AuditHead(); err != nil || h.Seq != recorded.Seq || h.Hash != recorded.Hash {
 		t.Fatalf("the head became %+v, %v; want it kept at %+v", h, err, recorded)
 	}
 	var herr *audit.HeadError

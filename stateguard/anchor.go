@@ -1,4 +1,4 @@
-package server
+package stateguard
 
 import (
 	"coily.dev/coily/audit"
@@ -7,7 +7,7 @@ import (
 )
 
 // The state file records the audit chain's head (store.AuditHead), so that
-// a start finds a log that lost records off its end (crossCheckState).
+// a start finds a log that lost records off its end (CrossCheck).
 // It is written after every change of the stop state is recorded, when an
 // audit file is closed at rotation, at clean shutdown (audit.Log's anchor,
 // which both call) and at start: never per record, since a bbolt commit
@@ -15,31 +15,31 @@ import (
 // it twice. A log cut back past the last of these is found at the next
 // start; one cut after it (within a run, or after a crash) is not.
 
-// anchorsHead reports whether the state file records the audit head after
+// AnchorsHead reports whether the state file records the audit head after
 // r: a change of the stop state (or one that could not be persisted).
-func anchorsHead(r audit.Record) bool {
+func AnchorsHead(r audit.Record) bool {
 	switch r.Event {
-	case audit.EventLockout, audit.EventUnlock, audit.EventPause, audit.EventResume, EventStateRestore:
+	case audit.EventLockout, audit.EventUnlock, audit.EventPause, audit.EventResume, audit.EventStateRestore:
 		return r.Decision == "allow" || r.Code == string(refusal.Internal)
 	}
 	return false
 }
 
-// anchor records the audit log's durable head in the state file.
-func (s *Server) anchor() { s.anchorHead(s.cfg.Audit.Head()) }
+// Anchor records the audit log's durable head in the state file.
+func (s *Guard) Anchor() { s.AnchorHead(s.cfg.Audit.Head()) }
 
-// anchorHead records h in the state file unless a later head is recorded
+// AnchorHead records h in the state file unless a later head is recorded
 // already (records of one run only move it forward; the heads of
 // concurrent calls may arrive out of order). A failure is logged: the
 // stop state it follows stands either way.
-func (s *Server) anchorHead(h audit.Head) {
-	s.anchorMu.Lock()
-	defer s.anchorMu.Unlock()
+func (s *Guard) AnchorHead(h audit.Head) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if h.Seq <= s.anchored {
 		return
 	}
 	if err := s.cfg.Store.SetAuditHead(store.AuditHead{Seq: h.Seq, Hash: h.Hash, At: s.cfg.Now()}); err != nil {
-		s.log.Error("recording the audit log's head in the state file", "seq", h.Seq, "err", err)
+		s.cfg.Log.Error("recording the audit log's head in the state file", "seq", h.Seq, "err", err)
 		return
 	}
 	s.anchored = h.Seq

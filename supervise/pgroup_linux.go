@@ -1,4 +1,4 @@
-package server
+package supervise
 
 import (
 	"os/exec"

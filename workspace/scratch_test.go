@@ -1,4 +1,4 @@
-package server
+package workspace
 
 import (
 	"path/filepath"
@@ -13,12 +13,12 @@ func TestScratchDirName(t *testing.T) {
 	parent := t.TempDir()
 	seen := map[string]bool{}
 	for range 50 {
-		dir, err := scratchDir(parent, scratchPrefix)
+		dir, err := NewDir(parent, ScratchPrefix)
 		if err != nil {
 			t.Fatal(err)
 		}
 		name := filepath.Base(dir)
-		if len(name) != len(scratchPrefix)+32 || name[:len(scratchPrefix)] != scratchPrefix || seen[name] {
+		if len(name) != len(ScratchPrefix)+32 || name[:len(ScratchPrefix)] != ScratchPrefix || seen[name] {
 			t.Fatalf("name %q", name)
 		}
 		seen[name] = true

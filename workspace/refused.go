@@ -1,4 +1,4 @@
-package server
+package workspace
 
 import (
 	"crypto/sha256"
@@ -20,8 +20,8 @@ import (
 // directory, so it survives restarts; the repair replaces it with a
 // record the server audits at the next command in the workspace.
 
-// RefusedWorkspace is a workspace the server refuses, and why.
-type RefusedWorkspace struct {
+// Refused is a workspace the server refuses, and why.
+type Refused struct {
 	Workspace string    `json:"workspace"`
 	Root      string    `json:"root"`
 	Request   string    `json:"request"` // the command after which it could not be checked
@@ -32,34 +32,34 @@ type RefusedWorkspace struct {
 	Repaired   time.Time `json:"repaired,omitempty"`
 }
 
-// Suffixes of the files in WorkspacesDir.
+// Suffixes of the files in RefusalsDir.
 const (
 	refusedSuffix  = ".refused"
 	repairedSuffix = ".repaired"
 )
 
-// WorkspacesDir is where a state directory keeps refused workspaces.
-func WorkspacesDir(stateDir string) string { return filepath.Join(stateDir, "workspaces") }
+// RefusalsDir is where a state directory keeps refused workspaces.
+func RefusalsDir(stateDir string) string { return filepath.Join(stateDir, "workspaces") }
 
-// workspaceFile is the refusal file of the workspace at root.
-func workspaceFile(stateDir, root, suffix string) string {
+// refusalFile is the refusal file of the workspace at root.
+func refusalFile(stateDir, root, suffix string) string {
 	sum := sha256.Sum256([]byte(root))
-	return filepath.Join(WorkspacesDir(stateDir), hex.EncodeToString(sum[:12])+suffix)
+	return filepath.Join(RefusalsDir(stateDir), hex.EncodeToString(sum[:12])+suffix)
 }
 
-// RefuseWorkspace records the refusal of a workspace, durably.
-func RefuseWorkspace(stateDir string, w RefusedWorkspace) error {
+// Refuse records the refusal of a workspace, durably.
+func Refuse(stateDir string, w Refused) error {
 	if stateDir == "" {
 		return errors.New("no state directory to keep the refusal in")
 	}
-	if err := os.MkdirAll(WorkspacesDir(stateDir), 0o700); err != nil {
+	if err := os.MkdirAll(RefusalsDir(stateDir), 0o700); err != nil {
 		return err
 	}
 	data, err := json.MarshalIndent(w, "", "  ")
 	if err != nil {
 		return err
 	}
-	return writeDurably(workspaceFile(stateDir, w.Root, refusedSuffix), append(data, '\n'))
+	return writeDurably(refusalFile(stateDir, w.Root, refusedSuffix), append(data, '\n'))
 }
 
 // writeDurably writes path through a temporary file, synced, renamed.
@@ -79,13 +79,13 @@ func writeDurably(path string, data []byte) error {
 	return err
 }
 
-// workspaceRefusal reads the refusal of the workspace at root, if any.
-func workspaceRefusal(stateDir, root, suffix string) (RefusedWorkspace, bool, error) {
-	var w RefusedWorkspace
+// readRefusal reads the refusal of the workspace at root, if any.
+func readRefusal(stateDir, root, suffix string) (Refused, bool, error) {
+	var w Refused
 	if stateDir == "" {
 		return w, false, nil
 	}
-	data, err := os.ReadFile(workspaceFile(stateDir, root, suffix))
+	data, err := os.ReadFile(refusalFile(stateDir, root, suffix))
 	if errors.Is(err, fs.ErrNotExist) {
 		return w, false, nil
 	}
@@ -98,19 +98,19 @@ func workspaceRefusal(stateDir, root, suffix string) (RefusedWorkspace, bool, er
 	return w, true, nil
 }
 
-// RefusedWorkspaces lists the refused workspaces of a state directory.
-func RefusedWorkspaces(stateDir string) ([]RefusedWorkspace, error) {
-	paths, err := filepath.Glob(filepath.Join(WorkspacesDir(stateDir), "*"+refusedSuffix))
+// ListRefused lists the refused workspaces of a state directory.
+func ListRefused(stateDir string) ([]Refused, error) {
+	paths, err := filepath.Glob(filepath.Join(RefusalsDir(stateDir), "*"+refusedSuffix))
 	if err != nil {
 		return nil, err
 	}
-	var out []RefusedWorkspace
+	var out []Refused
 	for _, p := range paths {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return nil, err
 		}
-		var w RefusedWorkspace
+		var w Refused
 		if err := json.Unmarshal(data, &w); err != nil {
 			return nil, fmt.Errorf("%s: %w", p, err)
 		}
@@ -119,17 +119,17 @@ func RefusedWorkspaces(stateDir string) ([]RefusedWorkspace, error) {
 	return out, nil
 }
 
-// RepairWorkspace lifts the refusal of w (as read by RefusedWorkspaces):
-// the repair record is written first, then the refusal removed, so the
-// server audits the repair with the next command in the workspace.
-func RepairWorkspace(stateDir string, w RefusedWorkspace, by string, now time.Time) error {
+// Repair lifts the refusal of w (as read by ListRefused): the repair
+// record is written first, then the refusal removed, so the server audits
+// the repair with the next command in the workspace.
+func Repair(stateDir string, w Refused, by string, now time.Time) error {
 	w.RepairedBy, w.Repaired = by, now
 	data, err := json.MarshalIndent(w, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := writeDurably(workspaceFile(stateDir, w.Root, repairedSuffix), append(data, '\n')); err != nil {
+	if err := writeDurably(refusalFile(stateDir, w.Root, repairedSuffix), append(data, '\n')); err != nil {
 		return err
 	}
-	return os.Remove(workspaceFile(stateDir, w.Root, refusedSuffix))
+	return os.Remove(refusalFile(stateDir, w.Root, refusedSuffix))
 }
