@@ -6,14 +6,20 @@ import (
 	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/attach/egressproxy"
+	"coily.dev/coily/attach/githubapp"
 	"coily.dev/coily/attach/sshkeys"
+	"coily.dev/coily/policy"
 	"coily.dev/coily/scrub"
 )
 
-// attachmentsOf are what x carries under its rule, in the order
-// they are readied (package attach).
-func (s *Server) attachmentsOf(x *execution) []attach.Attachment {
+// attachmentsOf are what x carries under its rule, as decided by d, in
+// the order they take their credentials and are readied (package
+// attach).
+func (s *Server) attachmentsOf(x *execution, d policy.Decision) []attach.Attachment {
 	var out []attach.Attachment
+	if t := githubapp.New(x.rule, d.Args, s.log.With("request_id", x.id)); t != nil {
+		out = append(out, t)
+	}
 	if p := egressproxy.New(x.rule, s.egress, s.cfg.Now); p != nil {
 		out = append(out, p)
 	}

@@ -17,8 +17,8 @@ import (
 )
 
 // fetchCredentials fetches the rule's credentials and git credentials'
-// passwords (step 8), every field of one secret with one read, and mints
-// the rule's GitHub App installation token. Any failure
+// passwords (step 8), every field of one secret with one read, and has
+// each credentialed attachment take its own (package attach). Any failure
 // refuses the request with credential-unavailable and a message naming the
 // reference; nothing runs. The leases of dynamic secrets are recorded
 // before anything can use them, and revoked when the execution ends
@@ -40,14 +40,6 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 		return err
 	}
 	vals := set.Values
-	appKey, hasAppKey := vals[githubAppKeyVar]
-	key, err := takeGitHubAppKey(x.rule, vals)
-	if err != nil {
-		return err
-	}
-	if err := s.mintGitHubToken(ctx, x, key, vals); err != nil {
-		return err
-	}
 	for i, g := range x.rule.GitCredentials {
 		if !gitcred.ValidPassword(vals[gitcred.PasswordVar(i)]) {
 			err := fmt.Errorf("credential %s: not usable as a git password for %s (empty, or a newline or NUL in it)", g.Password, g.Address())
@@ -59,12 +51,9 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 	for _, t := range taken {
 		all[t.Name] = t.Value
 	}
-	secrets := make([]scrub.Secret, 0, len(all)+1)
+	secrets := make([]scrub.Secret, 0, len(all))
 	for _, name := range slices.Sorted(maps.Keys(all)) {
 		secrets = append(secrets, scrub.Secret{Name: name, Value: all[name]})
-	}
-	if hasAppKey { // the App's key never reaches the child, but never leaves either
-		secrets = append(secrets, scrub.Secret{Name: githubAppKeyVar, Value: appKey})
 	}
 	x.scrub = scrub.NewSet(secrets)
 	if err != nil {
@@ -76,8 +65,7 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 
 // credentialRefs are the references to fetch, by the child's variable:
 // the rule's credentials, each git credential's password under
-// gitcred.PasswordVar, the GitHub App's key under githubAppKeyVar and
-// what each credentialed attachment needs (policy reserves those names;
+// gitcred.PasswordVar and what each credentialed attachment needs (policy reserves those names;
 // the keys are taken out before the environment is built).
 func (x *execution) credentialRefs() map[string]keystore.Ref {
 	r := x.rule
@@ -87,7 +75,7 @@ func (x *execution) credentialRefs() map[string]keystore.Ref {
 			more = append(more, c.Refs())
 		}
 	}
-	if len(r.GitCredentials) == 0 && len(more) == 0 && r.GitHubApp == nil {
+	if len(r.GitCredentials) == 0 && len(more) == 0 {
 		return r.Credentials
 	}
 	refs := maps.Clone(r.Credentials)
@@ -99,9 +87,6 @@ func (x *execution) credentialRefs() map[string]keystore.Ref {
 	}
 	for _, m := range more {
 		maps.Copy(refs, m)
-	}
-	if r.GitHubApp != nil {
-		refs[githubAppKeyVar] = r.GitHubApp.PrivateKey
 	}
 	return refs
 }

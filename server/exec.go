@@ -20,7 +20,6 @@ import (
 
 	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
-	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
@@ -65,10 +64,6 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	// out receives the execution's events (approval, output, exit).
 	out sender
-	// ghRepo is the repository the rule's github_app token is for (the
-	// decision's); ghToken the token minted, revoked when it is over.
-	ghRepo  ghapp.Repository
-	ghToken *githubAppToken
 	// attached are what the execution carries besides its command (its
 	// rule's, package attach), in the order they are readied; run is
 	// what they were readied for and what they give the command.
@@ -127,7 +122,6 @@ func (x *execution) auditRecord(event string) audit.Record {
 	if x.rule != nil {
 		setList(&r, "credentials", credentialNames(x.rule.Credentials))           // names and references, never values
 		setList(&r, "git_credentials", gitCredentialNames(x.rule.GitCredentials)) // hosts and references, never values
-		x.githubAppDetails(&r)                                                    // the App, repository, permissions and expiry, never the token
 		for _, a := range x.attached {
 			a.Describe(&r)
 		}
@@ -158,7 +152,8 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer cancel(nil)
 	x.cancel = cancel
 	defer s.release(x)
-	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases and tokens are revoked all the same)
+	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases are revoked all the same)
+	defer x.closeAttachments(ctx, nil)  // and the attachments closed (a token revoked)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -222,8 +217,8 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
-	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
-	x.attached = s.attachmentsOf(x)
+	x.rule = d.Rule
+	x.attached = s.attachmentsOf(x, d)
 	x.job.Decided(x.rule.Name, "")
 	return nil
 }
@@ -326,8 +321,8 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 	case !d.Rule.SameAs(x.rule) || !sameWorkspace(x.policy, now, x.rule.Workspace):
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q is not what was approved; ask again", x.rule.Name)
 	}
-	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
-	x.attached = s.attachmentsOf(x)
+	x.policy, x.rule = now, d.Rule
+	x.attached = s.attachmentsOf(x, d)
 	return nil
 }
 

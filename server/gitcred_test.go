@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -46,7 +47,7 @@ func credServer(t *testing.T, lines string) *Server {
 		t.Fatal(err)
 	}
 	ks := keystore.New(keystore.Config{Backends: map[string]keystore.Backend{keystore.BackendFile: keystore.NewFile(file)}})
-	return &Server{cfg: Config{Keystore: ks}}
+	return &Server{cfg: Config{Keystore: ks}, log: slog.New(slog.DiscardHandler)}
 }
 
 // The child of a git_credentials rule gets the helper's configuration,

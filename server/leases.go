@@ -112,11 +112,10 @@ func (s *Server) renewLease(ctx context.Context, x *execution, l keystore.Lease,
 }
 
 // endCredentials ends what x's credentials came with: the leases of
-// dynamic secrets and the GitHub App installation token, each revoked
-// once; the outcome goes into rec, when given.
+// dynamic secrets, each revoked once; the outcome goes into rec, when
+// given.
 func (s *Server) endCredentials(ctx context.Context, x *execution, rec *audit.Record) {
 	s.endLeases(ctx, x, rec)
-	s.endGitHubToken(ctx, x, rec)
 }
 
 // endLeases revokes x's leases (its command is over, or will never run)
