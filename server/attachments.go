@@ -6,6 +6,7 @@ import (
 	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/attach/egressproxy"
+	"coily.dev/coily/attach/gitcredentials"
 	"coily.dev/coily/attach/githubapp"
 	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/policy"
@@ -19,6 +20,9 @@ func (s *Server) attachmentsOf(x *execution, d policy.Decision) []attach.Attachm
 	var out []attach.Attachment
 	if t := githubapp.New(x.rule, d.Args, s.log.With("request_id", x.id)); t != nil {
 		out = append(out, t)
+	}
+	if c := gitcredentials.New(x.rule); c != nil {
+		out = append(out, c)
 	}
 	if p := egressproxy.New(x.rule, s.egress, s.cfg.Now); p != nil {
 		out = append(out, p)

@@ -3,16 +3,12 @@ package server
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 
 	"coily.dev/coily/attach"
-	"coily.dev/coily/gitcred"
 	"coily.dev/coily/keystore"
-	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/sandbox"
 	"coily.dev/coily/scrub"
 )
 
@@ -40,12 +36,6 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 		return err
 	}
 	vals := set.Values
-	for i, g := range x.rule.GitCredentials {
-		if !gitcred.ValidPassword(vals[gitcred.PasswordVar(i)]) {
-			err := fmt.Errorf("credential %s: not usable as a git password for %s (empty, or a newline or NUL in it)", g.Password, g.Address())
-			return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
-		}
-	}
 	taken, err := x.takeCredentials(ctx, vals)
 	all := maps.Clone(vals) // what was taken never reaches the child, but never leaves either
 	for _, t := range taken {
@@ -75,15 +65,12 @@ func (x *execution) credentialRefs() map[string]keystore.Ref {
 			more = append(more, c.Refs())
 		}
 	}
-	if len(r.GitCredentials) == 0 && len(more) == 0 {
+	if len(more) == 0 {
 		return r.Credentials
 	}
 	refs := maps.Clone(r.Credentials)
 	if refs == nil {
 		refs = map[string]keystore.Ref{}
-	}
-	for i, g := range r.GitCredentials {
-		refs[gitcred.PasswordVar(i)] = g.Password
 	}
 	for _, m := range more {
 		maps.Copy(refs, m)
@@ -108,21 +95,8 @@ func (x *execution) childEnv() map[string]string {
 		env = map[string]string{}
 	}
 	maps.Copy(env, x.secrets)
-	if len(x.rule.GitCredentials) > 0 {
-		maps.Copy(env, gitcred.Env(sandbox.BridgePath, gitCredentials(x.rule)))
-	}
 	maps.Copy(env, attached)
 	return env
-}
-
-// gitCredentials are the rule's git credentials without their passwords
-// (which reach the child as secrets).
-func gitCredentials(r *policy.Rule) []gitcred.Credential {
-	out := make([]gitcred.Credential, 0, len(r.GitCredentials))
-	for _, g := range r.GitCredentials {
-		out = append(out, gitcred.Credential{Host: g.Host, Port: g.Port, Username: g.Username})
-	}
-	return out
 }
 
 // credentialNames lists "NAME=reference" pairs for the audit log.
@@ -130,15 +104,6 @@ func credentialNames(creds map[string]keystore.Ref) []string {
 	parts := make([]string, 0, len(creds))
 	for _, name := range slices.Sorted(maps.Keys(creds)) {
 		parts = append(parts, name+"="+creds[name].String())
-	}
-	return parts
-}
-
-// gitCredentialNames lists "host:port=reference" pairs for the audit log.
-func gitCredentialNames(creds []policy.GitCredential) []string {
-	parts := make([]string, 0, len(creds))
-	for _, g := range creds {
-		parts = append(parts, g.Address()+"="+g.Password.String())
 	}
 	return parts
 }
