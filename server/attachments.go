@@ -2,12 +2,14 @@ package server
 
 import (
 	"context"
+	"time"
 
 	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/attach/egressproxy"
 	"coily.dev/coily/attach/gitcredentials"
 	"coily.dev/coily/attach/githubapp"
+	"coily.dev/coily/attach/leases"
 	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/scrub"
@@ -17,7 +19,7 @@ import (
 // the order they take their credentials and are readied (package
 // attach).
 func (s *Server) attachmentsOf(x *execution, d policy.Decision) []attach.Attachment {
-	var out []attach.Attachment
+	out := []attach.Attachment{leases.New(s.leaseConfig(), x.id, x.rule.Name)} // first: it holds the leases before any other takes a value
 	if t := githubapp.New(x.rule, d.Args, s.log.With("request_id", x.id)); t != nil {
 		out = append(out, t)
 	}
@@ -34,6 +36,12 @@ func (s *Server) attachmentsOf(x *execution, d policy.Decision) []attach.Attachm
 		out = append(out, b)
 	}
 	return out
+}
+
+// leaseConfig is what the leases of dynamic secrets are held, renewed
+// and revoked with.
+func (s *Server) leaseConfig() leases.Config {
+	return leases.Config{Keystore: s.cfg.Keystore, Store: s.cfg.Store, Log: s.log, Now: s.cfg.Now}
 }
 
 // attach readies the execution's attachments in order (step
@@ -60,6 +68,23 @@ func (x *execution) closeAttachments(ctx context.Context, end *attach.End) {
 	}
 	for i := len(x.attached) - 1; i >= 0; i-- {
 		x.attached[i].Close(context.WithoutCancel(ctx), end)
+	}
+}
+
+// keepAttachments starts, as the command starts, what the attachments do
+// while it runs, to last until deadline; the stop it returns ends it,
+// waiting.
+func (x *execution) keepAttachments(deadline time.Time) (stop func()) {
+	var stops []func()
+	for _, a := range x.attached {
+		if k, ok := a.(attach.Keeper); ok {
+			stops = append(stops, k.Keep(deadline))
+		}
+	}
+	return func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
 	}
 }
 

@@ -18,7 +18,7 @@ import (
 // refuses the request with credential-unavailable and a message naming the
 // reference; nothing runs. The leases of dynamic secrets are recorded
 // before anything can use them, and revoked when the execution ends
-// (endLeases).
+// (attach/leases).
 func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 	refs := x.credentialRefs()
 	if len(refs) == 0 {
@@ -32,8 +32,12 @@ func (s *Server) fetchCredentials(ctx context.Context, x *execution) error {
 		}
 		return refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
 	}
-	if err := s.holdLeases(x, set.Leases); err != nil {
-		return err
+	for _, a := range x.attached {
+		if l, ok := a.(attach.Leased); ok {
+			if err := l.Hold(set.Leases); err != nil {
+				return err
+			}
+		}
 	}
 	vals := set.Values
 	taken, err := x.takeCredentials(ctx, vals)

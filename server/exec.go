@@ -49,7 +49,6 @@ type execution struct {
 	dynamic bool
 	exe     *os.File          // the rule's binary, opened and checked (prepare)
 	secrets map[string]string // fetched credentials, by variable name
-	leases  execLeases        // the leases they came with (leases.go)
 	scrub   *scrub.Set        // their values' forms, redacted from output
 	job     *stops.Job
 	// claim is its hold on the concurrency slots (a slot, or a place
@@ -125,7 +124,6 @@ func (x *execution) auditRecord(event string) audit.Record {
 			a.Describe(&r)
 		}
 	}
-	r.Leases = x.leases.ids // lease ids, never values
 	return r
 }
 
@@ -151,8 +149,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer cancel(nil)
 	x.cancel = cancel
 	defer s.release(x)
-	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases are revoked all the same)
-	defer x.closeAttachments(ctx, nil)  // and the attachments closed (a token revoked)
+	defer x.closeAttachments(ctx, nil) // a path that audited no end (leases and tokens are revoked all the same)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -371,7 +368,6 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	s.endCredentials(ctx, x, &rec)
 	x.closeAttachments(ctx, &attach.End{Record: &rec})
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
@@ -481,9 +477,9 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		return x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.stream, Data: c.data}}})
 	})
-	stopLeases := s.keepLeases(x, time.Now().Add(s.timeout(x)))
+	stopKeeping := x.keepAttachments(time.Now().Add(s.timeout(x))) // a lease renewed while the command runs
 	res, runErr := runCommand(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.emit)
-	stopLeases()
+	stopKeeping()
 	runErr = out.finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	s.refuseUnchecked(ctx, x, res.report.Unchecked)
@@ -503,9 +499,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res runResult, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
-	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
 	exit := &coilyv1.ExecExit{}
-	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the proxy, the agent and their connections too
+	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the command is over: its credentials end with it, the proxy, the agent and their connections too
 	rec.DurationMS = float64(res.duration.Microseconds()) / 1000
 	addReport(&rec, res.report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished

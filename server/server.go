@@ -37,6 +37,7 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/attach/leases"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
@@ -229,7 +230,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // startLeftoverRevocation revokes, in the background, the leases an
-// earlier run of the server recorded and did not revoke (leases.go). They
+// earlier run of the server recorded and did not revoke (attach/leases). They
 // are read now, before this run records any of its own.
 func (s *Server) startLeftoverRevocation() {
 	leftovers, err := s.cfg.Store.Leases()
@@ -244,7 +245,7 @@ func (s *Server) startLeftoverRevocation() {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		s.revokeLeftovers(context.Background(), leftovers)
+		leases.RevokeLeftovers(context.Background(), s.leaseConfig(), leftovers, s.record)
 	}()
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -59,7 +60,8 @@ func TestFetchSSHKeys(t *testing.T) {
 	if err := s.fetchCredentials(context.Background(), x); err != nil {
 		t.Fatal(err)
 	}
-	if k := x.attached[1].(*sshkeys.Keys); !k.Holds(pub) {
+	i := slices.IndexFunc(x.attached, func(a attach.Attachment) bool { _, ok := a.(*sshkeys.Keys); return ok })
+	if i < 0 || !x.attached[i].(*sshkeys.Keys).Holds(pub) {
 		t.Fatalf("the agent's keys do not hold %v", pub)
 	}
 	// The agent's socket and SSH_AUTH_SOCK come with it (attach/sshkeys).
