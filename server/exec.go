@@ -119,9 +119,8 @@ func (x *execution) auditRecord(event string) audit.Record {
 	setList(&r, "would_deny", x.wouldDeny)
 	setList(&r, "env", slices.Sorted(maps.Keys(x.req.GetEnv()))) // names only, never values
 	if x.rule != nil {
-		setList(&r, "credentials", credentialNames(x.rule.Credentials)) // names and references, never values
 		for _, a := range x.attached {
-			a.Describe(&r)
+			a.Describe(&r) // names and references, never values
 		}
 	}
 	return r
