@@ -14,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"time"
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/keystore"
@@ -132,6 +133,25 @@ type Credentialed interface {
 	// use is the exec's refusal (credential-unavailable, naming the
 	// reference, never the value).
 	Take(ctx context.Context, vals map[string]string) ([]scrub.Secret, error)
+}
+
+// Leased is an attachment that holds the leases the execution's
+// credentials came with (dynamic secrets), before any attachment takes
+// their values (step 8).
+type Leased interface {
+	Attachment
+	// Hold holds leases until Close revokes them; an error is the exec's
+	// refusal, and Close revokes what it holds.
+	Hold(leases []keystore.Lease) error
+}
+
+// Keeper is an attachment with work to do while the command runs.
+type Keeper interface {
+	Attachment
+	// Keep starts that work as the command starts, to last until
+	// deadline (the command's timeout); the stop it returns is called as
+	// soon as the command is over, and waits for the work to end.
+	Keep(deadline time.Time) (stop func())
 }
 
 // SetDetail sets one detail of rec.

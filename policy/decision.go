@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"coily.dev/coily/ghapp"
 )
 
 // Result is the outcome of a decision, and a rule's effect.
@@ -36,9 +34,10 @@ type Decision struct {
 	// request is allowed, and the audit log records what would have denied
 	// it.
 	WouldDeny []string
-	// GitHubRepository is the repository the rule's github_app token is
-	// minted for (Rule.GitHubRepository); zero without github_app.
-	GitHubRepository ghapp.Repository
+	// Args are the arguments as the rule matched them (argv[1:], as its
+	// tool's vetting normalised them): what its attachments read, such
+	// as the repository of a github_app token (Rule.GitHubRepository).
+	Args []string
 }
 
 // Request is what an Exec asks for, as the policy sees it.
@@ -101,7 +100,7 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 	allowed := p.commandsFor(s)
 	if r, _ := firstAllow(allows, allowed, s, req.Env, false); r != nil {
 		d.Result, d.Rule = Allow, r.rule
-		d.GitHubRepository, _ = r.rule.GitHubRepository(r.args)
+		d.Args = r.args
 		d.Reason = fmt.Sprintf("allowed by rule %q", r.rule.Name)
 		return d
 	}

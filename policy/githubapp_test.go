@@ -100,8 +100,9 @@ func TestGitHubRepository(t *testing.T) {
 			t.Errorf("%s %q: %v (%q), want a refusal saying %q", c.rule.Name, c.args, got, why, c.why)
 		}
 	}
-	// A decision carries the repository; arguments without one do not
-	// match the rule, and the denial says why.
+	// A decision carries the arguments the repository comes from;
+	// arguments without one do not match the rule, and the denial says
+	// why.
 	s := policy.Subject{Principal: "op", Roles: []string{policy.OperatorRole}}
 	pol, err := policy.Parse("p.yaml", []byte(`version: 1
 roles: {operator: {permissions: [exec], commands: ["*"]}}
@@ -116,8 +117,11 @@ commands:
 		t.Fatal(err)
 	}
 	d := pol.DecideExec(s, policy.Request{Argv: []string{"/bin/sh", "issue", "create", "-R", "alice/repo"}})
-	if d.Result != policy.Allow || d.GitHubRepository.String() != "alice/repo" {
+	if d.Result != policy.Allow {
 		t.Fatalf("decision %+v", d)
+	}
+	if repo, _ := d.Rule.GitHubRepository(d.Args); repo.String() != "alice/repo" {
+		t.Fatalf("decision %+v: repository %v", d, repo)
 	}
 	d = pol.DecideExec(s, policy.Request{Argv: []string{"/bin/sh", "issue", "create"}})
 	if d.Result != policy.Deny || !strings.Contains(d.Reason, "github_app takes the repository from --repo or -R, which is not given") {

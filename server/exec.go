@@ -21,7 +21,6 @@ import (
 
 	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
-	"coily.dev/coily/ghapp"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
@@ -54,7 +53,6 @@ type execution struct {
 	dynamic bool
 	exe     *os.File          // the rule's binary, opened and checked (prepare)
 	secrets map[string]string // fetched credentials, by variable name
-	leases  execLeases        // the leases they came with (leases.go)
 	scrub   *scrub.Set        // their values' forms, redacted from output
 	job     *stops.Job
 	// claim is its hold on the concurrency slots (a slot, or a place
@@ -69,10 +67,6 @@ type execution struct {
 	cancel context.CancelCauseFunc
 	// out receives the execution's events (approval, output, exit).
 	out sender
-	// ghRepo is the repository the rule's github_app token is for (the
-	// decision's); ghToken the token minted, revoked when it is over.
-	ghRepo  ghapp.Repository
-	ghToken *githubAppToken
 	// attached are what the execution carries besides its command (its
 	// rule's, package attach), in the order they are readied; run is
 	// what they were readied for and what they give the command.
@@ -129,14 +123,10 @@ func (x *execution) auditRecord(event string) audit.Record {
 	setList(&r, "would_deny", x.wouldDeny)
 	setList(&r, "env", slices.Sorted(maps.Keys(x.req.GetEnv()))) // names only, never values
 	if x.rule != nil {
-		setList(&r, "credentials", credentialNames(x.rule.Credentials))           // names and references, never values
-		setList(&r, "git_credentials", gitCredentialNames(x.rule.GitCredentials)) // hosts and references, never values
-		x.githubAppDetails(&r)                                                    // the App, repository, permissions and expiry, never the token
 		for _, a := range x.attached {
-			a.Describe(&r)
+			a.Describe(&r) // names and references, never values
 		}
 	}
-	r.Leases = x.leases.ids // lease ids, never values
 	return r
 }
 
@@ -162,7 +152,7 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	defer cancel(nil)
 	x.cancel = cancel
 	defer s.release(x)
-	defer s.endCredentials(ctx, x, nil) // a path that audited no end (leases and tokens are revoked all the same)
+	defer x.closeAttachments(ctx, nil) // a path that audited no end (leases and tokens are revoked all the same)
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
@@ -226,8 +216,8 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
-	x.rule, x.ghRepo = d.Rule, d.GitHubRepository
-	x.attached = s.attachmentsOf(x)
+	x.rule = d.Rule
+	x.attached = s.attachmentsOf(x, d)
 	x.job.Decided(x.rule.Name, "")
 	return nil
 }
@@ -331,8 +321,8 @@ func (s *Server) decideAgain(_ context.Context, x *execution) error {
 	case !d.Rule.SameAs(x.rule) || !sameWorkspace(x.policy, now, x.rule.Workspace):
 		return refusal.New(refusal.PolicyDeny, "the policy changed while the request waited for approval: rule %q is not what was approved; ask again", x.rule.Name)
 	}
-	x.policy, x.rule, x.ghRepo = now, d.Rule, d.GitHubRepository
-	x.attached = s.attachmentsOf(x)
+	x.policy, x.rule = now, d.Rule
+	x.attached = s.attachmentsOf(x, d)
 	return nil
 }
 
@@ -382,7 +372,6 @@ func (s *Server) refuseExec(ctx context.Context, x *execution, err error) error 
 	r := refusal.As(err)
 	rec := x.auditRecord("exec.decision")
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(r.Code), r.Msg
-	s.endCredentials(ctx, x, &rec)
 	x.closeAttachments(ctx, &attach.End{Record: &rec})
 	out, aerr := s.record(context.WithoutCancel(ctx), rec)
 	if aerr != nil {
@@ -492,9 +481,9 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 		return x.out.Send(&coilyv1.ExecResponse{Event: &coilyv1.ExecResponse_Output{
 			Output: &coilyv1.ExecOutput{Stream: c.Stream, Data: c.Data}}})
 	})
-	stopLeases := s.keepLeases(x, time.Now().Add(s.timeout(x)))
+	stopKeeping := x.keepAttachments(time.Now().Add(s.timeout(x))) // a lease renewed while the command runs
 	res, runErr := supervise.Run(runCtx, x.job, x.cmd, x.conf, x.id[:8], x.req.GetStdin(), x.rule.MaxOutput, out.Emit)
-	stopLeases()
+	stopKeeping()
 	runErr = out.Finish(runErr)
 	exit, err := s.finishExec(ctx, x, &req, res, runErr)
 	s.workspaceGuard().RefuseUnchecked(ctx, x.place(), x.scrub, res.Report.Unchecked)
@@ -514,9 +503,8 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res supervise.Result, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
-	s.endCredentials(ctx, x, &rec) // the command is over: its credentials end with it
 	exit := &coilyv1.ExecExit{}
-	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the proxy, the agent and their connections too
+	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the command is over: its credentials end with it, the proxy, the agent and their connections too
 	rec.DurationMS = float64(res.Duration.Microseconds()) / 1000
 	addReport(&rec, res.Report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished

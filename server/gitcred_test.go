@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -10,6 +11,7 @@ import (
 
 	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/cabundle"
+	"coily.dev/coily/attach/gitcredentials"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -46,7 +48,7 @@ func credServer(t *testing.T, lines string) *Server {
 		t.Fatal(err)
 	}
 	ks := keystore.New(keystore.Config{Backends: map[string]keystore.Backend{keystore.BackendFile: keystore.NewFile(file)}})
-	return &Server{cfg: Config{Keystore: ks}}
+	return &Server{cfg: Config{Keystore: ks}, log: slog.New(slog.DiscardHandler)}
 }
 
 // The child of a git_credentials rule gets the helper's configuration,
@@ -67,15 +69,23 @@ func TestChildEnvGitCredentials(t *testing.T) {
 `)
 	s := credServer(t, "git=git-secret-1\nghe=ghe-secret-2\ngh=gh-secret-3\n")
 	x := &execution{rule: r, req: &coilyv1.ExecRequest{Env: map[string]string{"GIT_AUTHOR_NAME": "a"}}}
+	x.attached = s.attachmentsOf(x, policy.Decision{Rule: r})
 	if err := s.fetchCredentials(context.Background(), x); err != nil {
 		t.Fatal(err)
 	}
-	x.run = &attach.Run{Scratch: t.TempDir()} // the CA variables come with the bundle (attach/cabundle)
-	ca := cabundle.New(r.Name, r.CAFile)
-	if err := ca.Prepare(context.Background(), x.run); err != nil {
-		t.Fatal(err)
+	// The helper's configuration comes with the git credentials
+	// (attach/gitcredentials), the CA variables with the bundle
+	// (attach/cabundle); the proxy is tested on its own.
+	x.run = &attach.Run{Scratch: t.TempDir()}
+	for _, a := range x.attached {
+		switch a.(type) {
+		case *gitcredentials.Creds, *cabundle.Bundle:
+			if err := a.Prepare(context.Background(), x.run); err != nil {
+				t.Fatal(err)
+			}
+			defer a.Close(context.Background(), &attach.End{})
+		}
 	}
-	defer ca.Close(context.Background(), &attach.End{})
 	env := x.childEnv()
 	want := map[string]string{
 		"GIT_AUTHOR_NAME": "a", "GH_TOKEN": "gh-secret-3",
@@ -112,6 +122,7 @@ func TestGitCredentialUnusableValue(t *testing.T) {
 	for _, file := range []string{"git=\n", "other=x\n"} {
 		s := credServer(t, file)
 		x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
+		x.attached = s.attachmentsOf(x, policy.Decision{Rule: r})
 		err := s.fetchCredentials(context.Background(), x)
 		if refusal.As(err).Code != refusal.CredentialUnavailable || !strings.Contains(err.Error(), "file:git") {
 			t.Errorf("%q: %v", file, err)

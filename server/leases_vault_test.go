@@ -15,6 +15,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"coily.dev/coily/attach/leases"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/standin"
@@ -22,7 +23,6 @@ import (
 	"coily.dev/coily/internal/vaulttest"
 	"coily.dev/coily/keystore"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
-	"coily.dev/coily/server"
 	"coily.dev/coily/store"
 )
 
@@ -309,7 +309,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range recs {
-		if recs[i].Event == server.EventLeaseRevoke {
+		if recs[i].Event == leases.EventRevoke {
 			rev = &recs[i]
 		}
 	}

@@ -38,6 +38,7 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/approvals"
+	"coily.dev/coily/attach/leases"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
@@ -254,7 +255,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // startLeftoverRevocation revokes, in the background, the leases an
-// earlier run of the server recorded and did not revoke (leases.go). They
+// earlier run of the server recorded and did not revoke (attach/leases). They
 // are read now, before this run records any of its own.
 func (s *Server) startLeftoverRevocation() {
 	leftovers, err := s.cfg.Store.Leases()
@@ -269,7 +270,7 @@ func (s *Server) startLeftoverRevocation() {
 	s.bg.Add(1)
 	go func() {
 		defer s.bg.Done()
-		s.revokeLeftovers(context.Background(), leftovers)
+		leases.RevokeLeftovers(context.Background(), s.leaseConfig(), leftovers, s.record)
 	}()
 }
 

@@ -12,7 +12,9 @@ import (
 
 	"golang.org/x/crypto/ssh"
 
+	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/sshkeys"
+	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -54,11 +56,12 @@ func TestFetchSSHKeys(t *testing.T) {
 	// The credentials file holds one line per value: the key in base64.
 	s := credServer(t, "deploy="+base64.StdEncoding.EncodeToString([]byte(key))+"\ngh=gh-secret-3\n")
 	x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
-	x.attached = (&Server{}).attachmentsOf(x)
+	x.attached = s.attachmentsOf(x, policy.Decision{Rule: r})
 	if err := s.fetchCredentials(context.Background(), x); err != nil {
 		t.Fatal(err)
 	}
-	if k := x.attached[1].(*sshkeys.Keys); !k.Holds(pub) {
+	i := slices.IndexFunc(x.attached, func(a attach.Attachment) bool { _, ok := a.(*sshkeys.Keys); return ok })
+	if i < 0 || !x.attached[i].(*sshkeys.Keys).Holds(pub) {
 		t.Fatalf("the agent's keys do not hold %v", pub)
 	}
 	// The agent's socket and SSH_AUTH_SOCK come with it (attach/sshkeys).
@@ -89,9 +92,10 @@ func TestFetchSSHKeyUnusable(t *testing.T) {
 		if value != "" {
 			lines += "deploy=" + value + "\n"
 		}
+		s := credServer(t, lines)
 		x := &execution{rule: r, req: &coilyv1.ExecRequest{}}
-		x.attached = (&Server{}).attachmentsOf(x)
-		err := credServer(t, lines).fetchCredentials(context.Background(), x)
+		x.attached = s.attachmentsOf(x, policy.Decision{Rule: r})
+		err := s.fetchCredentials(context.Background(), x)
 		if refusal.As(err).Code != refusal.CredentialUnavailable || !strings.Contains(err.Error(), "file:deploy") {
 			t.Errorf("%s: %v", name, err)
 		}

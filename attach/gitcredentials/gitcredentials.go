@@ -1,0 +1,87 @@
+// Package gitcredentials is the attachment of a rule's git_credentials:
+// git inside the sandbox gets each https host's user name and password
+// from coily's credential helper (package gitcred), and nowhere else.
+// The passwords are fetched with the rule's credentials and reach the
+// child under gitcred.PasswordVar, redacted from its output like any
+// credential; the helper's configuration (its command at
+// sandbox.BridgePath, the addresses and user names) comes with them.
+package gitcredentials
+
+import (
+	"context"
+	"fmt"
+
+	"coily.dev/coily/attach"
+	"coily.dev/coily/audit"
+	"coily.dev/coily/gitcred"
+	"coily.dev/coily/keystore"
+	"coily.dev/coily/policy"
+	"coily.dev/coily/refusal"
+	"coily.dev/coily/sandbox"
+	"coily.dev/coily/scrub"
+)
+
+// Creds are the git credentials of one rule, for one execution.
+type Creds struct {
+	list []policy.GitCredential
+}
+
+// New is the attachment of r's git_credentials; nil when it has none.
+func New(r *policy.Rule) *Creds {
+	if len(r.GitCredentials) == 0 {
+		return nil
+	}
+	return &Creds{list: r.GitCredentials}
+}
+
+var _ attach.Credentialed = (*Creds)(nil)
+
+// Refs are the passwords, each under gitcred.PasswordVar (policy
+// reserves COILY_GIT_*).
+func (c *Creds) Refs() map[string]keystore.Ref {
+	refs := map[string]keystore.Ref{}
+	for i, g := range c.list {
+		refs[gitcred.PasswordVar(i)] = g.Password
+	}
+	return refs
+}
+
+// Take checks each password and leaves it in vals, for the child's
+// helper to read. One that would add lines to git's credential answer
+// (empty, or a newline or NUL in it) refuses the exec with
+// credential-unavailable, naming the reference, never the value.
+func (c *Creds) Take(_ context.Context, vals map[string]string) ([]scrub.Secret, error) {
+	for i, g := range c.list {
+		if !gitcred.ValidPassword(vals[gitcred.PasswordVar(i)]) {
+			err := fmt.Errorf("credential %s: not usable as a git password for %s (empty, or a newline or NUL in it)", g.Password, g.Address())
+			return nil, refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
+		}
+	}
+	return nil, nil
+}
+
+// Prepare gives the command the helper's configuration: git runs the
+// helper, which answers for these hosts alone.
+func (c *Creds) Prepare(_ context.Context, run *attach.Run) error {
+	creds := make([]gitcred.Credential, 0, len(c.list))
+	for _, g := range c.list {
+		creds = append(creds, gitcred.Credential{Host: g.Host, Port: g.Port, Username: g.Username})
+	}
+	for name, value := range gitcred.Env(sandbox.BridgePath, creds) {
+		run.SetEnv(name, value)
+	}
+	return nil
+}
+
+// Close has nothing to undo.
+func (c *Creds) Close(context.Context, *attach.End) {}
+
+// Describe lists the credentials as "host:port=reference" pairs: never
+// passwords.
+func (c *Creds) Describe(rec *audit.Record) {
+	parts := make([]string, 0, len(c.list))
+	for _, g := range c.list {
+		parts = append(parts, g.Address()+"="+g.Password.String())
+	}
+	attach.SetList(rec, "git_credentials", parts)
+}
