@@ -22,8 +22,8 @@
 // shared folder, a tailnet server, a `coily dev` (COILY_DEV) — and any
 // COILY_* setting of coily exec's flags (client.ExecEnv) is handed to `coily
 // exec` (coily-client or coily beside this binary, else coily on PATH;
-// coily first for COILY_DEV, which only the development build reaches),
-// which replaces this process.
+// coily first for COILY_DEV and COILY_TSNET, which coily-client cannot
+// reach), which replaces this process.
 package main
 
 import (
@@ -97,7 +97,8 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 	}
 	settings := client.SettingsFromEnv(getenv)
 	if why := handOffReason(settings, getenv); why != "" {
-		return handOff(append([]string{"exec", "--"}, argv...), why, settings.Where(true) == client.RouteDev, stderr)
+		route := settings.Where(true)
+		return handOff(append([]string{"exec", "--"}, argv...), why, route == client.RouteDev || route == client.RouteTsnet, stderr)
 	}
 	req := &coilyv1.ExecRequest{Argv: argv}
 	switch client.LookAtStdin(stdin) {
@@ -214,7 +215,7 @@ func handOff(args []string, why string, fullFirst bool, stderr io.Writer) int {
 		}
 		dir := filepath.Dir(exe)
 		candidates = append(candidates, filepath.Join(dir, "coily-client"), filepath.Join(dir, "coily"))
-		if fullFirst { // coily dev: the lean coily-client cannot join its tailnet
+		if fullFirst { // coily dev, a node of its own: the lean coily-client has neither
 			candidates[0], candidates[1] = candidates[1], candidates[0]
 		}
 	}
