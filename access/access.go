@@ -19,6 +19,9 @@
 //   - every refusal is written to the audit log before the caller hears
 //     of it, and a failed write refuses with internal.
 //
+// The local socket is made here too (ListenLocal): its mode keeps other
+// users from connecting, and the peer credentials decide who is served.
+//
 // Access does not own the lockout: the server's stop state is asked
 // through Config.Locked, and Exec checks it itself, atomically with its
 // job's admission.

@@ -21,6 +21,7 @@ import (
 	"tailscale.com/envknob"
 	"tailscale.com/tsnet"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
@@ -341,7 +342,7 @@ func tailnetNode(ctx context.Context, log *slog.Logger, o serveOptions) (*tsnet.
 
 // listen opens the local socket and, with a node, the tailnet listener.
 func listen(o serveOptions, node *tsnet.Server) ([]net.Listener, string, error) {
-	local, err := server.ListenLocal(o.socket, o.group)
+	local, err := access.ListenLocal(o.socket, o.group)
 	if err != nil {
 		return nil, "", err
 	}
@@ -396,7 +397,7 @@ func prepareStateDir(dir, group string) error {
 	if group == "" {
 		return os.Chmod(dir, 0o700)
 	}
-	gid, err := server.LookupGroup(group)
+	gid, err := access.LookupGroup(group)
 	if err != nil {
 		return err
 	}

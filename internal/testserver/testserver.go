@@ -160,7 +160,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.ScratchDir = in.Server.ScratchDir(); in.ScratchDir != opts.StateDir {
 		t.Cleanup(func() { os.RemoveAll(in.ScratchDir) })
 	}
-	l, err := server.ListenLocal(in.Socket, "")
+	l, err := access.ListenLocal(in.Socket, "")
 	if err != nil {
 		t.Fatal(err)
 	}

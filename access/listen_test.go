@@ -1,4 +1,4 @@
-package server_test
+package access_test
 
 import (
 	"net"
@@ -8,7 +8,7 @@ import (
 	"syscall"
 	"testing"
 
-	"coily.dev/coily/server"
+	"coily.dev/coily/access"
 )
 
 func socketPath(t *testing.T) string {
@@ -23,7 +23,7 @@ func socketPath(t *testing.T) string {
 
 func TestListenLocalModes(t *testing.T) {
 	path := socketPath(t)
-	l, err := server.ListenLocal(path, "")
+	l, err := access.ListenLocal(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,11 +39,11 @@ func TestListenLocalModes(t *testing.T) {
 	if os.Geteuid() != 0 {
 		return // chown to another group needs root
 	}
-	gid, err := server.LookupGroup("nogroup")
+	gid, err := access.LookupGroup("nogroup")
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err = server.ListenLocal(path, "nogroup")
+	l, err = access.ListenLocal(path, "nogroup")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,17 +60,17 @@ func TestListenLocalRefusesToClobber(t *testing.T) {
 	if err := os.WriteFile(path, []byte("not a socket"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := server.ListenLocal(path, ""); err == nil || !strings.Contains(err.Error(), "not a socket") {
+	if _, err := access.ListenLocal(path, ""); err == nil || !strings.Contains(err.Error(), "not a socket") {
 		t.Fatalf("over a regular file: %v", err)
 	}
 	os.Remove(path)
 
-	live, err := server.ListenLocal(path, "")
+	live, err := access.ListenLocal(path, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer live.Close()
-	if _, err := server.ListenLocal(path, ""); err == nil || !strings.Contains(err.Error(), "another server") {
+	if _, err := access.ListenLocal(path, ""); err == nil || !strings.Contains(err.Error(), "another server") {
 		t.Fatalf("over a live socket: %v", err)
 	}
 }
@@ -83,7 +83,7 @@ func TestListenLocalReplacesStaleSocket(t *testing.T) {
 	}
 	stale.SetUnlinkOnClose(false)
 	stale.Close() // the file stays, nobody listens: a crashed server's socket
-	l, err := server.ListenLocal(path, "")
+	l, err := access.ListenLocal(path, "")
 	if err != nil {
 		t.Fatalf("stale socket not replaced: %v", err)
 	}
