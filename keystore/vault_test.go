@@ -1,7 +1,6 @@
 package keystore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/vaulttest"
 )
 
@@ -41,7 +41,7 @@ type vaultEnv struct {
 	t       *testing.T
 	srv     *vaulttest.Server
 	root    *api.Client
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	secrets []string
 }
 
@@ -56,7 +56,7 @@ func newVaultEnvWith(t *testing.T, start func(testing.TB) *vaulttest.Server) *va
 	began := time.Now()
 	srv := start(t)
 	t.Logf("vault dev server ready in %s at %s", time.Since(began).Round(time.Millisecond), srv.Addr)
-	e := &vaultEnv{t: t, srv: srv, root: srv.Client(t, srv.RootToken), logs: &syncBuffer{}}
+	e := &vaultEnv{t: t, srv: srv, root: srv.Client(t, srv.RootToken), logs: &testlog.Buffer{}}
 	e.secrets = append(e.secrets, canaryToken, canaryOther, canaryV1, srv.RootToken)
 	// Only what a test sets: nothing of the caller's Vault environment.
 	for _, k := range []string{"VAULT_ADDR", "VAULT_TOKEN", "VAULT_NAMESPACE", "VAULT_CACERT", "VAULT_CAPATH",
@@ -778,22 +778,4 @@ func (p *tcpProxy) close() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes (log output).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

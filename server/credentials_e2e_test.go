@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,30 +19,13 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/keystore"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/scrub"
 )
-
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
 
 // canaryForms are the byte strings that must never leave the server: the
 // value and each encoding the scrubber promises to catch.
@@ -120,7 +102,7 @@ func rawExec(t *testing.T, in *testserver.Instance, argv ...string) (stdout stri
 func TestCredentialCanary(t *testing.T) {
 	requireBwrap(t)
 	secret := "canary/" + rand.Text() + "+" + rand.Text() // '/' and '+' make the URL and base64 forms differ
-	var log lockedBuffer
+	var log testlog.Buffer
 	in, _ := credentialServer(t, secret, &log, 0)
 	const marker = "[REDACTED:CANARY]"
 	tests := []struct {

@@ -18,6 +18,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/internal/vaulttest"
 	"coily.dev/coily/keystore"
@@ -129,8 +130,8 @@ func leasesOf(t *testing.T, db *store.DB, n int) []store.Lease {
 // keystore's hour-long cache does not make the next exec share it.
 func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	lv := startLeaseVault(t)
-	var logs bytes.Buffer
-	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, lv.srv.Addr, 0), Log: &syncWriter{w: &logs}})
+	var logs testlog.Buffer
+	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, lv.srv.Addr, 0), Log: &logs})
 
 	type result struct {
 		exit *coilyv1.ExecExit
@@ -317,18 +318,6 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		rev.Details["result"] != "revoked" || rev.Rule != "aws-env" {
 		t.Fatalf("lease.revoke record %+v", rev)
 	}
-}
-
-// syncWriter serialises writes of the server's log.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
 }
 
 // tcpProxy forwards connections to a target until closed; close also

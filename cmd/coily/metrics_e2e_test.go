@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // prometheusBin is Debian's prometheus (scripts/test.sh installs it).
@@ -75,7 +77,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeLoopbackPort(t)))
-	log := new(syncBuffer)
+	log := new(testlog.Buffer)
 	cmd := exec.Command(prometheusBin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = log, log

@@ -28,10 +28,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // Version is the headscale release scripts/headscale.sh builds: v0.29 is
@@ -74,7 +75,7 @@ type Server struct {
 
 	bin, config, policy string
 	cmd                 *exec.Cmd
-	log                 *tail
+	log                 *testlog.Tail
 	exited              chan struct{}
 }
 
@@ -139,7 +140,7 @@ func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(ports[0]), CAFile: certFile, bin: bin,
-		config: filepath.Join(dir, "config.yaml"), log: &tail{max: 64 << 10}, exited: make(chan struct{})}
+		config: filepath.Join(dir, "config.yaml"), log: testlog.NewTail(64 << 10), exited: make(chan struct{})}
 	if o.Policy != "" {
 		s.policy = filepath.Join(dir, "policy.hujson")
 		if err := os.WriteFile(s.policy, []byte(o.Policy), 0o600); err != nil {
@@ -339,29 +340,6 @@ func (s *Server) DeleteNode(t testing.TB, id uint64) {
 	if _, err := s.CLI("nodes", "delete", "--identifier", strconv.FormatUint(id, 10), "--force"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *tail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = w.b[len(w.b)-w.max:]
-	}
-	return len(p), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(string(w.b))
 }
 
 // freePorts returns n TCP ports free on 127.0.0.1 a moment ago.

@@ -19,11 +19,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // Hint is what to do when no Vault server is available.
@@ -135,7 +136,8 @@ func start(t testing.TB, bin string, env []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = &tail{max: 8 << 10}
+	stderr := testlog.NewTail(8 << 10)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -173,12 +175,12 @@ func start(t testing.TB, bin string, env []string) (*Server, error) {
 	case r := <-ch:
 		if r.err != nil {
 			_ = cmd.Process.Kill()
-			return nil, fmt.Errorf("%s: %v; stderr: %s", bin, r.err, cmd.Stderr.(*tail).String())
+			return nil, fmt.Errorf("%s: %v; stderr: %s", bin, r.err, stderr.String())
 		}
 		return r.s, nil
 	case <-timer.C:
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("%s did not start within %s; stderr: %s", bin, startTimeout, cmd.Stderr.(*tail).String())
+		return nil, fmt.Errorf("%s did not start within %s; stderr: %s", bin, startTimeout, stderr.String())
 	}
 }
 
@@ -197,29 +199,6 @@ func (s *Server) Client(t testing.TB, token string) *api.Client {
 		c.ClearToken()
 	}
 	return c
-}
-
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *tail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = w.b[len(w.b)-w.max:]
-	}
-	return len(p), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(string(w.b))
 }
 
 // AWS configures the AWS secrets engine of a vaultdev started with
