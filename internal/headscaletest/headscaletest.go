@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // Version is the headscale release scripts/headscale.sh builds: v0.29 is
@@ -111,20 +112,7 @@ func Start(t testing.TB, o Options) *Server {
 
 // Binary returns the headscale binary to run: $COILY_HEADSCALE, else
 // <module root>/bin/headscale if it exists, else "".
-func Binary() string {
-	if p := os.Getenv("COILY_HEADSCALE"); p != "" {
-		return p
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return ""
-	}
-	p := filepath.Join(root, "bin", "headscale")
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
-		return ""
-	}
-	return p
-}
+func Binary() string { return toolbin.Find("COILY_HEADSCALE", "headscale") }
 
 func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
 	ports, err := freePorts(3)
@@ -155,7 +143,7 @@ func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
 	s.cmd = exec.Command(bin, "serve", "-c", s.config)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.Env = append(os.Environ(), "HEADSCALE_LOG_LEVEL=info")
-	setPdeathsig(s.cmd)
+	toolbin.DieWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -380,23 +368,4 @@ func hostHasIPv6() bool {
 	}
 	c.Close()
 	return true
-}
-
-// moduleRoot walks up from the working directory to the directory whose
-// go.mod declares module coily.dev/coily.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module coily.dev/coily\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("module coily.dev/coily not found above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -18,6 +18,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/toolbin"
 )
 
 // NpmHint says how to install npm and verdaccio.
@@ -68,14 +70,8 @@ func NpmRegistry(t testing.TB, pkgs ...NpmPackage) *Npm {
 // <module root>/bin/npm-tools/node_modules/.bin/verdaccio if it exists,
 // else verdaccio on PATH, else "".
 func VerdaccioBinary() string {
-	if p := os.Getenv("COILY_VERDACCIO"); p != "" {
+	if p := toolbin.Find("COILY_VERDACCIO", "npm-tools", "node_modules", ".bin", "verdaccio"); p != "" {
 		return p
-	}
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "npm-tools", "node_modules", ".bin", "verdaccio")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
 	}
 	if p, err := exec.LookPath("verdaccio"); err == nil {
 		return p
@@ -311,25 +307,6 @@ func freePort() (string, error) {
 		return "", fmt.Errorf("free port: %w", err)
 	}
 	return port, nil
-}
-
-// moduleRoot returns the directory of coily's go.mod above the working
-// directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("module root: %w", err)
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module coily.dev/coily\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("module coily.dev/coily not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func randomHex(n int) string {

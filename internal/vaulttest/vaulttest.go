@@ -12,12 +12,10 @@ package vaulttest
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +23,7 @@ import (
 	"github.com/hashicorp/vault/api"
 
 	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // Hint is what to do when no Vault server is available.
@@ -78,56 +77,14 @@ func fromEnv() *Server {
 
 // Binary returns the vaultdev binary to run: $COILY_VAULTDEV, else
 // <module root>/bin/vaultdev if it exists, else "".
-func Binary() string {
-	if p := os.Getenv("COILY_VAULTDEV"); p != "" {
-		return p
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return ""
-	}
-	p := filepath.Join(root, "bin", "vaultdev")
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
-		return ""
-	}
-	return p
-}
-
-// moduleRoot walks up from the working directory to the directory whose
-// go.mod declares module coily.dev/coily.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declares(string(b), "coily.dev/coily") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("module coily.dev/coily not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func declares(gomod, module string) bool {
-	for _, line := range strings.Split(gomod, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == module {
-			return true
-		}
-	}
-	return false
-}
+func Binary() string { return toolbin.Find("COILY_VAULTDEV", "vaultdev") }
 
 func start(t testing.TB, bin string, env []string) (*Server, error) {
 	cmd := exec.Command(bin)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	setPdeathsig(cmd)
+	toolbin.DieWithTest(cmd)
 	stdin, err := cmd.StdinPipe() // vaultdev exits when it reaches EOF
 	if err != nil {
 		return nil, err
