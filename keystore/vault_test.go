@@ -463,13 +463,13 @@ func TestVaultUnreachable(t *testing.T) {
 	t.Logf("unreachable at start: %s: %v", time.Since(start), err)
 
 	// Vault going away mid-run: through a proxy that then closes.
-	p := newTCPProxy(t, e.srv.Addr)
-	t.Setenv("VAULT_ADDR", p.addr)
+	p := e.srv.Proxy(t)
+	t.Setenv("VAULT_ADDR", p.Addr)
 	v := e.vault(VaultConfig{})
 	e.want(v, "vault:secret/coily/github#token", canaryToken)
-	p.close()
+	p.Cut()
 	start = time.Now()
-	e.expect(v, "vault:secret/coily/github#token", ErrUnreachable, p.addr)
+	e.expect(v, "vault:secret/coily/github#token", ErrUnreachable, p.Addr)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("an unreachable Vault took %s to report", d)
 	}
@@ -728,54 +728,4 @@ func TestVaultServerErrors(t *testing.T) {
 	e := &vaultEnv{t: t, secrets: []string{canaryOther, "tok-CANARY-fake"}}
 	e.expect(v, "vault:secret/sealed/x#f", ErrUnreachable, "503", "sealed")
 	e.expect(v, "vault:secret/raw/x#f", ErrUnreachable, "500")
-}
-
-// tcpProxy forwards loopback connections to a server until closed, then
-// refuses them (and cuts those open).
-type tcpProxy struct {
-	addr  string
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := strings.TrimPrefix(target, "http://")
-	p := &tcpProxy{addr: "http://" + ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(u, c); u.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, u); c.Close() })
-		}
-	})
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *tcpProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
 }

@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -268,8 +266,8 @@ func TestExecLeaseRenewedWhileRunning(t *testing.T) {
 // in its record; the next start revokes it and audits that.
 func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 	lv := startLeaseVault(t)
-	proxy := newTCPProxy(t, strings.TrimPrefix(lv.srv.Addr, "http://"))
-	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, "http://"+proxy.addr(), 2*time.Second)})
+	proxy := lv.srv.Proxy(t)
+	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, proxy.Addr, 2*time.Second)})
 	done := make(chan error, 1)
 	var exit *coilyv1.ExecExit
 	go func() {
@@ -278,7 +276,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		done <- err
 	}()
 	held := leasesOf(t, in.Store(), 1)[0]
-	proxy.close() // Vault unreachable from now on
+	proxy.Cut() // Vault unreachable from now on
 	start := time.Now()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -318,55 +316,6 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		rev.Details["result"] != "revoked" || rev.Rule != "aws-env" {
 		t.Fatalf("lease.revoke record %+v", rev)
 	}
-}
-
-// tcpProxy forwards connections to a target until closed; close also
-// cuts the connections open.
-type tcpProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
 
 // BenchmarkExecLease measures an Exec of /bin/true whose three AWS
