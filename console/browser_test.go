@@ -84,7 +84,7 @@ func startTailnetConsole(t *testing.T) *tailnetConsole {
 // limits.
 func startTailnetConsoleWith(t *testing.T, cfg console.Config) *tailnetConsole {
 	t.Helper()
-	in := testserver.Start(t, testserver.Options{Policy: consolePolicy, Tailnet: true, KillGrace: time.Second})
+	in := testserver.Start(t, testserver.Options{Policy: testserver.WebPolicy, Tailnet: true, KillGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
