@@ -17,6 +17,7 @@ import (
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/benchstat"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/server"
@@ -604,7 +605,5 @@ func medianMax(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "-"
 	}
-	d := slices.Clone(ds)
-	slices.Sort(d)
-	return fmt.Sprintf("%.2f / %.2f s", d[len(d)/2].Seconds(), d[len(d)-1].Seconds())
+	return fmt.Sprintf("%.2f / %.2f s", benchstat.Percentile(ds, 50).Seconds(), benchstat.Percentile(ds, 100).Seconds())
 }
