@@ -1,8 +1,8 @@
 // Package testlog holds the writers tests give to what logs: a buffer
 // that many goroutines (a server's, a child process's copier) write to
-// while the test reads it, one that keeps only the tail of a child's
-// output for a failure message, and one that sends each write to the
-// test's own log. Tests only.
+// while the test reads it, ones that keep only the tail or the head of a
+// child's output for a failure message, and one that sends each write to
+// the test's own log. Tests only.
 package testlog
 
 import (
@@ -72,6 +72,33 @@ func (w *Tail) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return strings.TrimSpace(string(w.b))
+}
+
+// Head keeps the first bytes written to it: a child's output, for the
+// message of a test that fails because of it, when the start says why.
+type Head struct {
+	mu  sync.Mutex
+	max int
+	b   bytes.Buffer
+}
+
+// NewHead returns a Head that keeps the first max bytes.
+func NewHead(max int) *Head { return &Head{max: max} }
+
+func (w *Head) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if n := w.max - w.b.Len(); n > 0 {
+		w.b.Write(p[:min(n, len(p))])
+	}
+	return len(p), nil
+}
+
+// String returns the head kept.
+func (w *Head) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
 }
 
 // T returns a writer that sends each write to t's log as one entry,

@@ -41,6 +41,18 @@ func TestTailKeepsTheLastBytes(t *testing.T) {
 	}
 }
 
+func TestHeadKeepsTheFirstBytes(t *testing.T) {
+	w := NewHead(8)
+	for _, s := range []string{"first ", "second ", "third"} {
+		if n, err := w.Write([]byte(s)); n != len(s) || err != nil {
+			t.Fatalf("Write(%q) = %d, %v", s, n, err)
+		}
+	}
+	if got := w.String(); got != "first se" {
+		t.Fatalf("head %q, want %q", got, "first se")
+	}
+}
+
 func TestLinesOfEmptyBuffer(t *testing.T) {
 	var b Buffer
 	if got := b.Lines(); !slices.Equal(got, []string{""}) {
