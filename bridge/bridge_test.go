@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testlog"
 )
 
@@ -155,16 +156,10 @@ func start(t *testing.T, rel Relayer, cfg Config, dirs ...string) *running {
 	return r
 }
 
-// waitFor polls cond until it holds, failing the test after a deadline.
+// waitFor polls cond until it holds, failing the test after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 func path(mount, d, name string) string { return descriptor.Path(mount, d, name) }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testlog"
 )
 
@@ -70,15 +71,12 @@ func envFile(t *testing.T, path string) []string {
 	return env
 }
 
-// waitFor polls cond every 20 ms until it holds or the deadline passes.
+// waitFor polls cond until it holds, failing the test with the server's
+// log after d.
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, log *testlog.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; server log:\n%s", what, d, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Within(d, cond) {
+		t.Fatalf("%s: not within %v; server log:\n%s", what, d, log.String())
 	}
 }
 

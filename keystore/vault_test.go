@@ -18,6 +18,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/vaulttest"
 )
@@ -228,18 +229,6 @@ func mustRef(t testing.TB, s string) Ref {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// poll calls f until it returns true or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func TestVaultKVv2TokenAuth(t *testing.T) {
@@ -528,7 +517,7 @@ func TestVaultTokenExpires(t *testing.T) {
 			v := e.vault(VaultConfig{})
 			e.want(v, "vault:secret/coily/github#token", canaryToken)
 			var err error
-			poll(t, 15*time.Second, "the expired token noticed", func() bool {
+			poll.Until(t, 15*time.Second, "the expired token noticed", func() bool {
 				_, err = e.fetch(v, "vault:secret/coily/github#token")
 				return err != nil
 			})

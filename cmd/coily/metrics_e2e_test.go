@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testlog"
 )
 
@@ -29,7 +30,7 @@ func metricsAddr(t *testing.T, p *serveProc) string {
 	t.Helper()
 	re := regexp.MustCompile(`msg="serving metrics" addr=(127\.0\.0\.1:\d+)`)
 	var addr string
-	pollE2E(t, 15*time.Second, "the metrics listener's log line", func() bool {
+	poll.Until(t, 15*time.Second, "the metrics listener's log line", func() bool {
 		m := re.FindStringSubmatch(p.log.String())
 		if m != nil {
 			addr = m[1]
@@ -37,18 +38,6 @@ func metricsAddr(t *testing.T, p *serveProc) string {
 		return m != nil
 	})
 	return addr
-}
-
-// pollE2E checks cond until it holds or the deadline passes.
-func pollE2E(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 // freeLoopbackPort returns a loopback port nothing listens on now.
@@ -96,7 +85,7 @@ scrape_configs:
 		}
 	})
 	base := "http://" + addr
-	pollE2E(t, 60*time.Second, "prometheus to be ready", func() bool {
+	poll.Until(t, 60*time.Second, "prometheus to be ready", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("prometheus exited:\n%s", log)
@@ -165,7 +154,7 @@ func TestCLIMetricsPrometheus(t *testing.T) {
 	}
 	prom := startPrometheus(t, addr)
 	series := `coily_execs_total{job="coily",rule="true",result="exit-zero"}`
-	pollE2E(t, 60*time.Second, "prometheus to scrape the exec counter at 0", func() bool {
+	poll.Until(t, 60*time.Second, "prometheus to scrape the exec counter at 0", func() bool {
 		v, ok := promQuery(t, prom, series)
 		return ok && v == 0
 	})
@@ -175,11 +164,11 @@ func TestCLIMetricsPrometheus(t *testing.T) {
 	if r := p.run(t, "exec", "--", "/usr/bin/id"); r.code != 125 {
 		t.Fatalf("coily exec of a command no rule allows: %d %s", r.code, r.stderr)
 	}
-	pollE2E(t, 60*time.Second, "prometheus to see the exec counted", func() bool {
+	poll.Until(t, 60*time.Second, "prometheus to see the exec counted", func() bool {
 		v, ok := promQuery(t, prom, series)
 		return ok && v == 1
 	})
-	pollE2E(t, 30*time.Second, "prometheus to see the refusal counted", func() bool {
+	poll.Until(t, 30*time.Second, "prometheus to see the refusal counted", func() bool {
 		v, ok := promQuery(t, prom, `coily_refusals_total{job="coily",code="policy-deny"}`)
 		return ok && v == 1
 	})
