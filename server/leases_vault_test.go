@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -89,19 +88,6 @@ func (lv *leaseVault) keystore(t *testing.T, addr string, timeout time.Duration)
 	return ks
 }
 
-func (lv *leaseVault) alive(t *testing.T, id string) bool {
-	t.Helper()
-	_, err := lv.root.Sys().Lookup(id)
-	var re *api.ResponseError
-	if errors.As(err, &re) && re.StatusCode == 400 {
-		return false
-	}
-	if err != nil {
-		t.Fatalf("lease lookup: %v", err)
-	}
-	return true
-}
-
 // leasesOf polls the store until it holds n leases.
 func leasesOf(t *testing.T, db *store.DB, n int) []store.Lease {
 	t.Helper()
@@ -150,7 +136,7 @@ func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	done := run(script)
 	held := leasesOf(t, in.Store(), 1)[0]
 	if !strings.HasPrefix(held.ID, "aws/sts/coily-s3/") || held.Rule != "aws-env" || held.Backend != "vault" ||
-		held.Expires.Sub(held.Acquired) > 15*time.Minute || !lv.alive(t, held.ID) {
+		held.Expires.Sub(held.Acquired) > 15*time.Minute || !lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatalf("lease held %+v", held)
 	}
 	r := <-done
@@ -160,7 +146,7 @@ func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	if want := "[REDACTED:AWS_ACCESS_KEY_ID] [REDACTED:AWS_SECRET_ACCESS_KEY] [REDACTED:AWS_SESSION_TOKEN]\n"; r.out != want {
 		t.Fatalf("output %q, want %q", r.out, want)
 	}
-	if lv.alive(t, held.ID) {
+	if lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the lease is alive in Vault after the command ended")
 	}
 	leasesOf(t, in.Store(), 0)
@@ -244,7 +230,7 @@ func TestExecLeaseRenewedWhileRunning(t *testing.T) {
 	firstExpiry := held.Acquired.Add(2 * time.Second)
 	// Past its first TTL (and more), it is still alive.
 	for time.Now().Before(firstExpiry.Add(1500 * time.Millisecond)) {
-		if !lv.alive(t, held.ID) {
+		if !lv.srv.LeaseAlive(t, held.ID) {
 			t.Fatalf("the lease expired %s after it was acquired, while the command ran", time.Since(held.Acquired))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -252,7 +238,7 @@ func TestExecLeaseRenewedWhileRunning(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if lv.alive(t, held.ID) {
+	if lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the lease is alive after the command")
 	}
 	res, err := audit.Find(in.Audit.Dir(), exit.GetAuditId())
@@ -288,7 +274,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 	if err != nil || res.Details["leases_revoked"] != "0" || !strings.Contains(strings.Join(res.Lists["lease_revoke_failed"], "\n"), held.ID) {
 		t.Fatalf("result %v, %v; want the failed revocation named", res.Details, err)
 	}
-	if !lv.alive(t, held.ID) {
+	if !lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the lease is gone though Vault could not be reached")
 	}
 	if ls := leasesOf(t, in.Store(), 1); ls[0].ID != held.ID {
@@ -299,7 +285,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 	// The next start, with Vault reachable: revoked and audited.
 	next := in.Restart(testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, lv.srv.Addr, 0)})
 	leasesOf(t, next.Store(), 0)
-	if lv.alive(t, held.ID) {
+	if lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the leftover lease is alive after the next start")
 	}
 	var rev *audit.Record

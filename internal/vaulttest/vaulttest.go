@@ -12,6 +12,7 @@ package vaulttest
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -156,6 +157,21 @@ func (s *Server) Client(t testing.TB, token string) *api.Client {
 		c.ClearToken()
 	}
 	return c
+}
+
+// LeaseAlive reports whether s still holds lease id (a lookup as root);
+// it fails t when s does not answer.
+func (s *Server) LeaseAlive(t testing.TB, id string) bool {
+	t.Helper()
+	_, err := s.Client(t, s.RootToken).Sys().Lookup(id)
+	var re *api.ResponseError
+	if errors.As(err, &re) && re.StatusCode == 400 {
+		return false
+	}
+	if err != nil {
+		t.Fatalf("lease lookup: %v", err)
+	}
+	return true
 }
 
 // AWS configures the AWS secrets engine of a vaultdev started with
