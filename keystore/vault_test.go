@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"coily.dev/coily/internal/canary"
 	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/vaulttest"
@@ -190,13 +192,17 @@ func (e *vaultEnv) checkErr(err error, r Ref) {
 	e.checkNoLeak(err.Error(), "error")
 }
 
+// checkNoLeak fails the test when s holds any of the test's secrets, in
+// any form internal/canary looks for; what says what s is.
 func (e *vaultEnv) checkNoLeak(s, what string) {
 	e.t.Helper()
-	for _, secret := range e.secrets {
-		if secret != "" && strings.Contains(s, secret) {
-			e.t.Errorf("%s contains a secret value or token: %q", what, s)
+	c := canary.New(e.t)
+	for i, secret := range e.secrets {
+		if secret != "" {
+			c.AddString(fmt.Sprintf("secret %d", i+1), secret)
 		}
 	}
+	c.CheckText(what, s)
 }
 
 // expect fetches ref and wants err to wrap want.
