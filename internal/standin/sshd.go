@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/procs"
 	"coily.dev/coily/internal/testlog"
 )
 
@@ -198,25 +199,7 @@ func waitSessions(t testing.TB, log string) {
 // sessionProcs lists the live (not zombie) processes whose session is
 // one of sids.
 func sessionProcs(sids map[string]bool) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session …: comm may hold spaces.
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 3 && f[0] != "Z" && sids[f[3]] {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procs.Live(func(p procs.Proc) bool { return sids[p.Session] })
 }
 
 func sshdPort(t testing.TB) int {
