@@ -19,6 +19,7 @@ import (
 
 	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // prometheusBin is Debian's prometheus (scripts/test.sh installs it).
@@ -43,12 +44,11 @@ func metricsAddr(t *testing.T, p *serveProc) string {
 // freeLoopbackPort returns a loopback port nothing listens on now.
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := toolbin.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // startPrometheus runs a real Prometheus on loopback scraping target

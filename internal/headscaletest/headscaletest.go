@@ -115,7 +115,7 @@ func Start(t testing.TB, o Options) *Server {
 func Binary() string { return toolbin.Find("COILY_HEADSCALE", "headscale") }
 
 func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
-	ports, err := freePorts(3)
+	ports, err := toolbin.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -328,26 +328,6 @@ func (s *Server) DeleteNode(t testing.TB, id uint64) {
 	if _, err := s.CLI("nodes", "delete", "--identifier", strconv.FormatUint(id, 10), "--force"); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// freePorts returns n TCP ports free on 127.0.0.1 a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
 }
 
 func freeUDPPort() (int, error) {

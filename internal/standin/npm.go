@@ -9,11 +9,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -141,11 +141,11 @@ func startVerdaccio(t testing.TB, bin string) (*Npm, error) {
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		var port string
-		if port, err = freePort(); err != nil {
+		var ports []int
+		if ports, err = toolbin.FreePorts(1); err != nil {
 			return nil, err
 		}
-		n.Host = "127.0.0.1:" + port
+		n.Host = "127.0.0.1:" + strconv.Itoa(ports[0])
 		n.URL = "http://" + n.Host + "/"
 		if err = n.run(t, bin, config); err == nil || !errors.Is(err, errPortTaken) {
 			return n, err
@@ -293,20 +293,6 @@ publish:
   allow_offline: true
 log: { type: stdout, format: json, level: info }
 `, filepath.Join(dir, "storage"), filepath.Join(dir, "plugins"), filepath.Join(dir, "htpasswd"))
-}
-
-// freePort returns a port that was free on 127.0.0.1 a moment ago.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	return port, nil
 }
 
 func randomHex(n int) string {

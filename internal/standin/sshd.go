@@ -18,6 +18,7 @@ import (
 
 	"coily.dev/coily/internal/procs"
 	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // SSHHint says how to install the ssh tools.
@@ -204,10 +205,9 @@ func sessionProcs(sids map[string]bool) []int {
 
 func sshdPort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := toolbin.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }

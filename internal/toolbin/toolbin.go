@@ -1,10 +1,13 @@
 // Package toolbin finds, for tests, the programs scripts/ build into the
-// module's bin/ (vaultdev, headscale, the npm tools), and starts them so
-// that the kernel stops them when the test process dies. Tests only.
+// module's bin/ (vaultdev, headscale, the npm tools), has the kernel stop
+// the programs a test starts when the test process dies, and finds the
+// loopback ports they are told to listen on. Tests only.
 package toolbin
 
 import (
 	"errors"
+	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -57,4 +60,26 @@ func declares(gomod, module string) bool {
 		}
 	}
 	return false
+}
+
+// FreePorts returns n distinct TCP ports that were free on 127.0.0.1 a
+// moment ago (held open together, then closed): a program told to listen
+// on one may still lose it to another, and should be started again.
+func FreePorts(n int) ([]int, error) {
+	var ports []int
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("free port: %w", err)
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
 }

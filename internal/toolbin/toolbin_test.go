@@ -1,8 +1,10 @@
 package toolbin
 
 import (
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 )
 
@@ -46,5 +48,24 @@ func TestDeclares(t *testing.T) {
 		if got := declares(tc.gomod, "coily.dev/coily"); got != tc.want {
 			t.Errorf("declares(%q) = %v", tc.gomod, got)
 		}
+	}
+}
+
+func TestFreePorts(t *testing.T) {
+	ports, err := FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[int]bool{}
+	for _, p := range ports {
+		if p <= 0 || seen[p] {
+			t.Fatalf("ports %v: want three distinct ones", ports)
+		}
+		seen[p] = true
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			t.Fatalf("port %d is not free again: %v", p, err)
+		}
+		ln.Close()
 	}
 }
