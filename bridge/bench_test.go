@@ -61,20 +61,16 @@ func BenchmarkFilesystemVsGRPC(b *testing.B) {
 	if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 		b.Fatal(err)
 	}
-	var viaFS, viaGRPC []time.Duration
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
+	d := benchstat.Interleave(b, func() {
 		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+	}, func() {
 		if _, err := fs.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		viaGRPC, viaFS = append(viaGRPC, t1.Sub(t0)), append(viaFS, time.Since(t1))
-	}
-	b.StopTimer()
+	})
+	viaGRPC, viaFS := d[0], d[1]
 	benchstat.Report(b, "grpc", viaGRPC)
 	benchstat.Report(b, "fs", viaFS)
 	b.ReportMetric(benchstat.Ratio(viaFS, viaGRPC, 50), "fs/grpc-p50")

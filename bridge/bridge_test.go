@@ -19,6 +19,8 @@ import (
 	"go.uber.org/goleak"
 
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/poll"
+	"coily.dev/coily/internal/testlog"
 )
 
 // Every test must leave no goroutine behind: Run returns only once its
@@ -116,35 +118,17 @@ func newMount(t *testing.T) string {
 	return dir
 }
 
-// logBuffer collects the bridge's log for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
 type running struct {
-	log  *logBuffer
+	log  *testlog.Buffer
 	stop func() error
 }
 
 // start runs the bridge on the mounts until the test ends (or stop).
 func start(t *testing.T, rel Relayer, cfg Config, dirs ...string) *running {
 	t.Helper()
-	r := &running{log: &logBuffer{}}
+	r := &running{log: &testlog.Buffer{}}
 	cfg.Relayer = rel
-	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(r.log, testWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug}))
+	cfg.Logger = slog.New(slog.NewTextHandler(io.MultiWriter(r.log, testlog.T(t)), &slog.HandlerOptions{Level: slog.LevelDebug}))
 	for _, d := range dirs {
 		cfg.Mounts = append(cfg.Mounts, Mount{Dir: d, Sandbox: "demo"})
 	}
@@ -172,24 +156,10 @@ func start(t *testing.T, rel Relayer, cfg Config, dirs ...string) *running {
 	return r
 }
 
-// testWriter sends the bridge's log to the test's log.
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
-}
-
-// waitFor polls cond until it holds, failing the test after a deadline.
+// waitFor polls cond until it holds, failing the test after 10 s.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	poll.Until(t, 10*time.Second, what, cond)
 }
 
 func path(mount, d, name string) string { return descriptor.Path(mount, d, name) }

@@ -84,7 +84,7 @@ func startTailnetConsole(t *testing.T) *tailnetConsole {
 // limits.
 func startTailnetConsoleWith(t *testing.T, cfg console.Config) *tailnetConsole {
 	t.Helper()
-	in := testserver.Start(t, testserver.Options{Policy: consolePolicy, Tailnet: true, KillGrace: time.Second})
+	in := testserver.Start(t, testserver.Options{Policy: testserver.WebPolicy, Tailnet: true, KillGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -123,7 +123,7 @@ type browser struct {
 // from it and starts chromium behind that proxy in a 390×844 window.
 func (tc *tailnetConsole) newBrowser(t *testing.T, chromium, name, tag string) *browser {
 	t.Helper()
-	node := joinTailnet(t, tc.in, name, tag)
+	node := tc.in.TailnetNode(t, name, tag)
 	proxy := httptest.NewServer(forwardProxy(node, "coily"))
 	t.Cleanup(proxy.Close)
 
@@ -168,24 +168,6 @@ func (tc *tailnetConsole) newBrowser(t *testing.T, chromium, name, tag string) *
 		}
 	}()
 	return b
-}
-
-// joinTailnet joins the server's tailnet as a node named name with tag,
-// once it reaches the server's node; it leaves when the test ends.
-func joinTailnet(t *testing.T, in *testserver.Instance, name, tag string) *tsnet.Server {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	node, err := devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: filepath.Join(t.TempDir(), "tsnet"),
-		Hostname: name, Tags: []string{tag}, Ephemeral: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	if err := devnet.WaitReachable(ctx, node, "coily"); err != nil {
-		t.Fatal(err)
-	}
-	return node
 }
 
 // screenshot saves the page as NAME.png in $COILY_CONSOLE_SCREENSHOTS,

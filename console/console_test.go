@@ -469,7 +469,7 @@ func TestAuditStreamRevoked(t *testing.T) {
 	}
 	defer resp.Body.Close()
 	events := readEvents(resp.Body)
-	if err := writePolicy(f, strings.Replace(consolePolicy, "approve, audit-read]", "approve]", 1)); err != nil {
+	if err := writePolicy(f, strings.Replace(testserver.WebPolicy, "approve, audit-read]", "approve]", 1)); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.After(10 * time.Second)

@@ -15,47 +15,14 @@ import (
 	"coily.dev/coily/internal/testserver"
 )
 
-// consolePolicy gives tailnet tags the console's roles; the local
-// operator runs the commands.
-const consolePolicy = `version: 1
-limits: {concurrency: 4}
-roles:
-  operator:
-    permissions: [exec, lockout, unlock, pause, resume, status, approve]
-    commands: ["*"]
-  owner:
-    permissions: [lockout, pause, resume, status, approve, audit-read]
-  watcher:
-    permissions: [status]
-  agent:
-    permissions: [exec]
-    commands: [echo]
-grants:
-  - {principals: ["tag:owner"], roles: [owner]}
-  - {principals: ["tag:watch"], roles: [watcher]}
-  - {principals: ["tag:agent"], roles: [agent]}
-commands:
-  - {name: confirm-echo, binary: /bin/echo, args: [confirm, "**"], sandbox: native, confirm: true, confirm_timeout: 5m}
-  - {name: confirm-printf, binary: /usr/bin/printf, args: ["**"], flags: any, sandbox: native, confirm: true, confirm_timeout: 5m}
-  - {name: echo, binary: /bin/echo, args: ["**"], flags: any, sandbox: native}
-  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: native, timeout: 5m}
-`
-
-// Callers of the fake tailnet (testserver.WhoIsTags), by remote address.
+// Callers of the fake tailnet (testserver.WebNodes), by remote address.
 const (
-	owner    = "100.64.0.1:40001"
-	watcher  = "100.64.0.2:40002"
-	stranger = "100.64.0.4:40004"
-	agent    = "100.64.0.5:40005"
-	unknown  = "100.64.0.9:40009"
+	owner    = testserver.WebOwner
+	watcher  = testserver.WebWatcher
+	stranger = testserver.WebStranger
+	agent    = testserver.WebAgent
+	unknown  = testserver.WebUnknown
 )
-
-var nodes = map[string]testserver.FakeNode{
-	"100.64.0.1": {Name: "phone", Tags: []string{"tag:owner"}},
-	"100.64.0.2": {Name: "tv", Tags: []string{"tag:watch"}},
-	"100.64.0.4": {Name: "guest", Tags: []string{"tag:stranger"}},
-	"100.64.0.5": {Name: "runner", Tags: []string{"tag:agent"}},
-}
 
 type fixture struct {
 	in *testserver.Instance
@@ -64,8 +31,7 @@ type fixture struct {
 
 func start(t *testing.T) *fixture {
 	t.Helper()
-	in := testserver.Start(t, testserver.Options{Policy: consolePolicy, WhoIs: testserver.WhoIsTags(nodes),
-		KillGrace: 200 * time.Millisecond})
+	in := testserver.Start(t, testserver.WebOptions())
 	c, err := console.New(console.Config{Server: in.Server, Hosts: []string{"coily", "coily.example.ts.net"},
 		Heartbeat: 50 * time.Millisecond})
 	if err != nil {

@@ -31,8 +31,8 @@ var slowLimits = server.HTTPLimits{ReadHeaderTimeout: 6 * time.Second, ReadTimeo
 // are recorded once for the window and summed up at close.
 func TestSlowPeerHeldOff(t *testing.T) {
 	tc := startTailnetConsoleWith(t, console.Config{Limits: slowLimits, Heartbeat: time.Second})
-	intruder := joinTailnet(t, tc.in, "intruder", "tag:stranger")
-	phone := joinTailnet(t, tc.in, "phone", "tag:owner")
+	intruder := tc.in.TailnetNode(t, "intruder", "tag:stranger")
+	phone := tc.in.TailnetNode(t, "phone", "tag:owner")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	held := testserver.HoldMany(t, slowLimits.PeerConns+3, func() (net.Conn, error) { return intruder.Dial(ctx, "tcp", "coily:80") },
@@ -114,8 +114,8 @@ func checkHeld(t *testing.T, held <-chan testserver.Held, refused int, lim serve
 // the read timeout, then refused.
 func TestUnadmittedBodyNotRead(t *testing.T) {
 	tc := startTailnetConsoleWith(t, console.Config{Limits: slowLimits, Heartbeat: time.Second})
-	intruder := joinTailnet(t, tc.in, "intruder", "tag:stranger")
-	phone := joinTailnet(t, tc.in, "phone", "tag:owner")
+	intruder := tc.in.TailnetNode(t, "intruder", "tag:stranger")
+	phone := tc.in.TailnetNode(t, "phone", "tag:owner")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	const head = "POST /api/lockout HTTP/1.1\r\nHost: coily\r\nContent-Type: application/json\r\n"
@@ -156,7 +156,7 @@ func TestStreamsOutliveTimeouts(t *testing.T) {
 	lim := server.HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		IdleTimeout: time.Second}
 	tc := startTailnetConsoleWith(t, console.Config{Limits: lim, Heartbeat: 100 * time.Millisecond})
-	client := joinTailnet(t, tc.in, "phone", "tag:owner").HTTPClient()
+	client := tc.in.TailnetNode(t, "phone", "tag:owner").HTTPClient()
 	start := time.Now()
 	records := openStream(t, client, "http://coily/api/audit/stream?event=pause")
 	approvals := openStream(t, client, "http://coily/api/approvals/stream")

@@ -1,7 +1,6 @@
 package deploy
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,10 +10,12 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/poll"
+	"coily.dev/coily/internal/testlog"
 )
 
 // A policy an admin might write after installing: operators may run echo.
@@ -70,32 +71,12 @@ func envFile(t *testing.T, path string) []string {
 	return env
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor polls cond every 20 ms until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, log *syncBuffer) {
+// waitFor polls cond until it holds, failing the test with the server's
+// log after d.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool, log *testlog.Buffer) {
 	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v; server log:\n%s", what, d, log.String())
-		}
-		time.Sleep(20 * time.Millisecond)
+	if !poll.Within(d, cond) {
+		t.Fatalf("%s: not within %v; server log:\n%s", what, d, log.String())
 	}
 }
 
@@ -136,7 +117,7 @@ func serveInRoot(t *testing.T, root, unit string, gid int) map[string]string {
 	cmd := exec.Command("unshare", args...)
 	cmd.Env = append([]string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"},
 		envFile(t, filepath.Join(root, "etc/coily/coily.env"))...)
-	log := &syncBuffer{}
+	log := &testlog.Buffer{}
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

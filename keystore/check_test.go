@@ -50,14 +50,14 @@ func TestCheckVault(t *testing.T) {
 	e := newVaultEnv(t)
 	t.Setenv("VAULT_TOKEN", e.srv.RootToken)
 	t.Setenv("VAULT_MAX_RETRIES", "0")
-	p := newTCPProxy(t, e.srv.Addr)
-	t.Setenv("VAULT_ADDR", p.addr)
+	p := e.srv.Proxy(t)
+	t.Setenv("VAULT_ADDR", p.Addr)
 	v := e.vault(VaultConfig{})
 	k := New(Config{Backends: map[string]Backend{BackendVault: v}, Timeout: 3 * time.Second})
 	if err := k.Check(context.Background(), []string{BackendVault}); err != nil {
 		t.Fatalf("Check of a reachable Vault: %v", err)
 	}
-	p.close()
+	p.Cut()
 	err := k.Check(context.Background(), []string{BackendVault})
 	if !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("Check of a Vault gone away = %v, want ErrUnreachable", err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/internal/vaulttest"
 )
@@ -284,7 +285,7 @@ func TestVaultRenewLease(t *testing.T) {
 		return at
 	}
 	before := expiry()
-	poll(t, 10*time.Second, "a second to pass", func() bool { return time.Now().After(before.Add(-19 * time.Second)) })
+	poll.Until(t, 10*time.Second, "a second to pass", func() bool { return time.Now().After(before.Add(-19 * time.Second)) })
 	renewed, err := v.RenewLease(context.Background(), lease.ID, time.Minute)
 	if err != nil || renewed.TTL <= 0 || renewed.ID != lease.ID {
 		t.Fatalf("RenewLease = %+v, %v", renewed, err)

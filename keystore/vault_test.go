@@ -1,10 +1,10 @@
 package keystore
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -19,6 +19,9 @@ import (
 
 	"github.com/hashicorp/vault/api"
 
+	"coily.dev/coily/internal/canary"
+	"coily.dev/coily/internal/poll"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/vaulttest"
 )
 
@@ -41,7 +44,7 @@ type vaultEnv struct {
 	t       *testing.T
 	srv     *vaulttest.Server
 	root    *api.Client
-	logs    *syncBuffer
+	logs    *testlog.Buffer
 	secrets []string
 }
 
@@ -56,7 +59,7 @@ func newVaultEnvWith(t *testing.T, start func(testing.TB) *vaulttest.Server) *va
 	began := time.Now()
 	srv := start(t)
 	t.Logf("vault dev server ready in %s at %s", time.Since(began).Round(time.Millisecond), srv.Addr)
-	e := &vaultEnv{t: t, srv: srv, root: srv.Client(t, srv.RootToken), logs: &syncBuffer{}}
+	e := &vaultEnv{t: t, srv: srv, root: srv.Client(t, srv.RootToken), logs: &testlog.Buffer{}}
 	e.secrets = append(e.secrets, canaryToken, canaryOther, canaryV1, srv.RootToken)
 	// Only what a test sets: nothing of the caller's Vault environment.
 	for _, k := range []string{"VAULT_ADDR", "VAULT_TOKEN", "VAULT_NAMESPACE", "VAULT_CACERT", "VAULT_CAPATH",
@@ -189,13 +192,17 @@ func (e *vaultEnv) checkErr(err error, r Ref) {
 	e.checkNoLeak(err.Error(), "error")
 }
 
+// checkNoLeak fails the test when s holds any of the test's secrets, in
+// any form internal/canary looks for; what says what s is.
 func (e *vaultEnv) checkNoLeak(s, what string) {
 	e.t.Helper()
-	for _, secret := range e.secrets {
-		if secret != "" && strings.Contains(s, secret) {
-			e.t.Errorf("%s contains a secret value or token: %q", what, s)
+	c := canary.New(e.t)
+	for i, secret := range e.secrets {
+		if secret != "" {
+			c.AddString(fmt.Sprintf("secret %d", i+1), secret)
 		}
 	}
+	c.CheckText(what, s)
 }
 
 // expect fetches ref and wants err to wrap want.
@@ -228,18 +235,6 @@ func mustRef(t testing.TB, s string) Ref {
 		t.Fatal(err)
 	}
 	return r
-}
-
-// poll calls f until it returns true or the deadline passes.
-func poll(t *testing.T, within time.Duration, what string, f func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !f() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, within)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
 }
 
 func TestVaultKVv2TokenAuth(t *testing.T) {
@@ -463,13 +458,13 @@ func TestVaultUnreachable(t *testing.T) {
 	t.Logf("unreachable at start: %s: %v", time.Since(start), err)
 
 	// Vault going away mid-run: through a proxy that then closes.
-	p := newTCPProxy(t, e.srv.Addr)
-	t.Setenv("VAULT_ADDR", p.addr)
+	p := e.srv.Proxy(t)
+	t.Setenv("VAULT_ADDR", p.Addr)
 	v := e.vault(VaultConfig{})
 	e.want(v, "vault:secret/coily/github#token", canaryToken)
-	p.close()
+	p.Cut()
 	start = time.Now()
-	e.expect(v, "vault:secret/coily/github#token", ErrUnreachable, p.addr)
+	e.expect(v, "vault:secret/coily/github#token", ErrUnreachable, p.Addr)
 	if d := time.Since(start); d > 2*time.Second {
 		t.Errorf("an unreachable Vault took %s to report", d)
 	}
@@ -528,7 +523,7 @@ func TestVaultTokenExpires(t *testing.T) {
 			v := e.vault(VaultConfig{})
 			e.want(v, "vault:secret/coily/github#token", canaryToken)
 			var err error
-			poll(t, 15*time.Second, "the expired token noticed", func() bool {
+			poll.Until(t, 15*time.Second, "the expired token noticed", func() bool {
 				_, err = e.fetch(v, "vault:secret/coily/github#token")
 				return err != nil
 			})
@@ -728,72 +723,4 @@ func TestVaultServerErrors(t *testing.T) {
 	e := &vaultEnv{t: t, secrets: []string{canaryOther, "tok-CANARY-fake"}}
 	e.expect(v, "vault:secret/sealed/x#f", ErrUnreachable, "503", "sealed")
 	e.expect(v, "vault:secret/raw/x#f", ErrUnreachable, "500")
-}
-
-// tcpProxy forwards loopback connections to a server until closed, then
-// refuses them (and cuts those open).
-type tcpProxy struct {
-	addr  string
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-	wg    sync.WaitGroup
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	to := strings.TrimPrefix(target, "http://")
-	p := &tcpProxy{addr: "http://" + ln.Addr().String(), ln: ln}
-	p.wg.Go(func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", to)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			p.wg.Go(func() { _, _ = io.Copy(u, c); u.Close() })
-			p.wg.Go(func() { _, _ = io.Copy(c, u); c.Close() })
-		}
-	})
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *tcpProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.mu.Unlock()
-	p.wg.Wait()
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent writes (log output).
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

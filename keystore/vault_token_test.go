@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"coily.dev/coily/internal/poll"
 )
 
 // sinkWrite writes token to path as Vault Agent's file sink does: a new
@@ -64,7 +66,7 @@ func TestVaultTokenFileRotated(t *testing.T) {
 	// the last look.
 	tokD := e.token(&api.TokenCreateRequest{})
 	sinkWrite(t, file, tokD)
-	poll(t, 5*time.Second, "the new token to be used", func() bool {
+	poll.Until(t, 5*time.Second, "the new token to be used", func() bool {
 		e.want(v, "vault:secret/coily/github#token", canaryToken)
 		v.mu.Lock()
 		defer v.mu.Unlock()
@@ -83,7 +85,7 @@ func TestVaultTokenFileRotated(t *testing.T) {
 	e.expect(v, "vault:secret/coily/github#token", ErrRenewal, "write a fresh token to "+file)
 	e.expect(v, "vault:secret/coily/github#token", ErrRenewal)
 	sinkWrite(t, file, e.token(&api.TokenCreateRequest{}))
-	poll(t, 5*time.Second, "a fetch to work with the fresh token", func() bool {
+	poll.Until(t, 5*time.Second, "a fetch to work with the fresh token", func() bool {
 		_, err := e.fetch(v, "vault:secret/coily/github#token")
 		return err == nil
 	})

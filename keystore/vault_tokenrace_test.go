@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"coily.dev/coily/internal/poll"
 )
 
 // A token file rewritten in place (truncated, then written) while its old
@@ -57,7 +59,7 @@ func TestVaultTokenFileRewriteRace(t *testing.T) {
 		if err := os.Chtimes(file, time.Time{}, before.ModTime()); err != nil {
 			t.Fatal(err)
 		}
-		poll(t, 10*time.Second, "a fetch to work with the rewritten token file", func() bool {
+		poll.Until(t, 10*time.Second, "a fetch to work with the rewritten token file", func() bool {
 			_, err := e.fetch(v, "vault:secret/coily/github#token")
 			return err == nil
 		})

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/notify"
 	"coily.dev/coily/policy"
@@ -105,18 +106,6 @@ func count(t testing.TB, reg *prometheus.Registry, sink, result string) float64 
 	}
 	t.Fatalf("no %s{sink=%q,result=%q}", name, sink, result)
 	return 0
-}
-
-// waitFor polls cond until it holds, failing t after d.
-func waitFor(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 // receiver is a webhook endpoint that verifies every delivery with
@@ -210,7 +199,7 @@ func approvalEvent(argv ...string) notify.Event {
 // subscriber can see a message before the publisher has its answer).
 func sent(t testing.TB, reg *prometheus.Registry, sink string, n float64) {
 	t.Helper()
-	waitFor(t, 5*time.Second, "the deliveries to be counted", func() bool { return count(t, reg, sink, "sent") >= n })
+	poll.Until(t, 5*time.Second, "the deliveries to be counted", func() bool { return count(t, reg, sink, "sent") >= n })
 	if got := count(t, reg, sink, "sent"); got != n {
 		t.Errorf("%s sent = %v, want %v", sink, got, n)
 	}

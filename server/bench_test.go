@@ -7,7 +7,6 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
-	"time"
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/internal/benchstat"
@@ -28,25 +27,20 @@ func BenchmarkExecTrueVsForkExec(b *testing.B) {
 	if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 		b.Fatal(err) // also warms the connection
 	}
-	fork := make([]time.Duration, 0, b.N)
-	coily := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
+	d := benchstat.Interleave(b, func() {
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+	}, func() {
 		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		fork, coily = append(fork, t1.Sub(t0)), append(coily, time.Since(t1))
-	}
-	b.StopTimer()
+	})
+	fork, coily := d[0], d[1]
 	benchstat.Report(b, "forkexec", fork)
 	benchstat.Report(b, "coily", coily)
-	b.ReportMetric(benchstat.MS(benchstat.Percentile(coily, 50)-benchstat.Percentile(fork, 50)), "added-p50-ms")
-	b.ReportMetric(benchstat.MS(benchstat.Percentile(coily, 99)-benchstat.Percentile(fork, 99)), "added-p99-ms")
+	b.ReportMetric(benchstat.Added(coily, fork, 50), "added-p50-ms")
+	b.ReportMetric(benchstat.Added(coily, fork, 99), "added-p99-ms")
 }
 
 // BenchmarkExecTailnetVsSocket measures an Exec of /bin/true over the
@@ -65,24 +59,19 @@ func BenchmarkExecTailnetVsSocket(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-	local := make([]time.Duration, 0, b.N)
-	remote := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
+	d := benchstat.Interleave(b, func() {
 		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+	}, func() {
 		if _, err := tail.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		local, remote = append(local, t1.Sub(t0)), append(remote, time.Since(t1))
-	}
-	b.StopTimer()
+	})
+	local, remote := d[0], d[1]
 	benchstat.Report(b, "socket", local)
 	benchstat.Report(b, "tailnet", remote)
-	b.ReportMetric(float64(benchstat.Percentile(remote, 50))/float64(benchstat.Percentile(local, 50)), "p50-ratio")
+	b.ReportMetric(benchstat.Ratio(remote, local, 50), "p50-ratio")
 }
 
 // BenchmarkWhoIs measures one uncached identity lookup (the tsnet
@@ -183,35 +172,25 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 			b.Fatal(err)
 		}
 	}
-	fork := make([]time.Duration, 0, b.N)
-	bwrap := make([]time.Duration, 0, b.N)
-	prof := make([]time.Duration, 0, b.N)
-	coily := make([]time.Duration, 0, b.N)
-	b.ResetTimer()
-	for range b.N {
-		t0 := time.Now()
+	d := benchstat.Interleave(b, func() {
 		if err := exec.Command("/bin/true").Run(); err != nil {
 			b.Fatal(err)
 		}
-		t1 := time.Now()
+	}, func() {
 		if out, err := exec.Command(bwrapPath, bare...).CombinedOutput(); err != nil {
 			b.Fatalf("bare bwrap: %v %s", err, out)
 		}
-		t2 := time.Now()
-		profile()
-		t3 := time.Now()
+	}, profile, func() {
 		if _, err := in.Client.Exec(ctx, req, io.Discard, io.Discard); err != nil {
 			b.Fatal(err)
 		}
-		fork, bwrap = append(fork, t1.Sub(t0)), append(bwrap, t2.Sub(t1))
-		prof, coily = append(prof, t3.Sub(t2)), append(coily, time.Since(t3))
-	}
-	b.StopTimer()
+	})
+	fork, bwrap, prof, coily := d[0], d[1], d[2], d[3]
 	benchstat.Report(b, "forkexec", fork)
 	benchstat.Report(b, "bwrap", bwrap)
 	benchstat.Report(b, "profile", prof)
 	benchstat.Report(b, "coily", coily)
-	b.ReportMetric(float64(benchstat.Percentile(coily, 50))/float64(benchstat.Percentile(bwrap, 50)), "coily/bwrap-p50")
-	b.ReportMetric(float64(benchstat.Percentile(prof, 50))/float64(benchstat.Percentile(bwrap, 50)), "profile/bwrap-p50")
-	b.ReportMetric(float64(benchstat.Percentile(coily, 50))/float64(benchstat.Percentile(prof, 50)), "coily/profile-p50")
+	b.ReportMetric(benchstat.Ratio(coily, bwrap, 50), "coily/bwrap-p50")
+	b.ReportMetric(benchstat.Ratio(prof, bwrap, 50), "profile/bwrap-p50")
+	b.ReportMetric(benchstat.Ratio(coily, prof, 50), "coily/profile-p50")
 }

@@ -8,7 +8,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/procs"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -661,22 +661,7 @@ func TestContainmentCancelAndTimeoutKillEverything(t *testing.T) {
 // procsWith returns the pids whose command line starts with prefix
 // (arguments NUL-separated), zombies excluded.
 func procsWith(prefix string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.HasPrefix(string(data), prefix) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procs.Live(func(p procs.Proc) bool { return strings.HasPrefix(p.Cmdline, prefix) })
 }
 
 // waitNone waits (bounded) until no process matches prefix: the kernel

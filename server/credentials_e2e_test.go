@@ -4,15 +4,11 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"io"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/canary"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/keystore"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -27,44 +25,13 @@ import (
 	"coily.dev/coily/scrub"
 )
 
-// lockedBuffer is a log sink safe for the server's goroutines.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
-
-// canaryForms are the byte strings that must never leave the server: the
-// value and each encoding the scrubber promises to catch.
-func canaryForms(v string) []string {
-	b := []byte(v)
-	return []string{v, base64.StdEncoding.EncodeToString(b), base64.RawStdEncoding.EncodeToString(b),
-		base64.URLEncoding.EncodeToString(b), base64.RawURLEncoding.EncodeToString(b),
-		url.QueryEscape(v), hex.EncodeToString(b), strings.ToUpper(hex.EncodeToString(b))}
-}
-
-// leakCheck fails the test when data holds a form of the secret, printing
-// only a redacted excerpt (the test's own output must not leak either).
+// leakCheck fails the test when data holds a form of the secret (those
+// internal/canary looks for), naming where, never the value.
 func leakCheck(t *testing.T, where string, data []byte, secret string) {
 	t.Helper()
-	set := scrub.NewSet([]scrub.Secret{{Name: "CANARY", Value: secret}})
-	for _, f := range canaryForms(secret) {
-		if bytes.Contains(data, []byte(f)) {
-			t.Errorf("%s contains the secret (or a form of it): %s", where, set.Redact(data))
-			return
-		}
-	}
+	c := canary.New(t)
+	c.AddString("the credential", secret)
+	c.CheckText(where, string(data))
 }
 
 // credentialServer starts a server whose file keystore holds the canary.
@@ -120,7 +87,7 @@ func rawExec(t *testing.T, in *testserver.Instance, argv ...string) (stdout stri
 func TestCredentialCanary(t *testing.T) {
 	requireBwrap(t)
 	secret := "canary/" + rand.Text() + "+" + rand.Text() // '/' and '+' make the URL and base64 forms differ
-	var log lockedBuffer
+	var log testlog.Buffer
 	in, _ := credentialServer(t, secret, &log, 0)
 	const marker = "[REDACTED:CANARY]"
 	tests := []struct {

@@ -19,6 +19,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/keystore"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -102,7 +103,7 @@ func newApp(t *testing.T, extra map[string]string) (*standin.GitHub, *standin.Ap
 func TestGitHubAppTokenPerExec(t *testing.T) {
 	requireBwrap(t)
 	g, app := newApp(t, nil)
-	var log lockedBuffer
+	var log testlog.Buffer
 	in := appServer(t, g, app, &log)
 	script := `case "$GH_TOKEN" in ghs_*) echo "token $GH_TOKEN";; *) echo no token; exit 1;; esac; env | grep -c COILY_GITHUB || true`
 	var tokens []string

@@ -3,13 +3,11 @@ package server_test
 import (
 	"bytes"
 	"context"
-	"errors"
+	"fmt"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,7 +16,9 @@ import (
 	"coily.dev/coily/attach/leases"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/benchstat"
+	"coily.dev/coily/internal/canary"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/internal/vaulttest"
 	"coily.dev/coily/keystore"
@@ -90,19 +90,6 @@ func (lv *leaseVault) keystore(t *testing.T, addr string, timeout time.Duration)
 	return ks
 }
 
-func (lv *leaseVault) alive(t *testing.T, id string) bool {
-	t.Helper()
-	_, err := lv.root.Sys().Lookup(id)
-	var re *api.ResponseError
-	if errors.As(err, &re) && re.StatusCode == 400 {
-		return false
-	}
-	if err != nil {
-		t.Fatalf("lease lookup: %v", err)
-	}
-	return true
-}
-
 // leasesOf polls the store until it holds n leases.
 func leasesOf(t *testing.T, db *store.DB, n int) []store.Lease {
 	t.Helper()
@@ -129,8 +116,8 @@ func leasesOf(t *testing.T, db *store.DB, n int) []store.Lease {
 // keystore's hour-long cache does not make the next exec share it.
 func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	lv := startLeaseVault(t)
-	var logs bytes.Buffer
-	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, lv.srv.Addr, 0), Log: &syncWriter{w: &logs}})
+	var logs testlog.Buffer
+	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, lv.srv.Addr, 0), Log: &logs})
 
 	type result struct {
 		exit *coilyv1.ExecExit
@@ -151,7 +138,7 @@ func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	done := run(script)
 	held := leasesOf(t, in.Store(), 1)[0]
 	if !strings.HasPrefix(held.ID, "aws/sts/coily-s3/") || held.Rule != "aws-env" || held.Backend != "vault" ||
-		held.Expires.Sub(held.Acquired) > 15*time.Minute || !lv.alive(t, held.ID) {
+		held.Expires.Sub(held.Acquired) > 15*time.Minute || !lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatalf("lease held %+v", held)
 	}
 	r := <-done
@@ -161,7 +148,7 @@ func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	if want := "[REDACTED:AWS_ACCESS_KEY_ID] [REDACTED:AWS_SECRET_ACCESS_KEY] [REDACTED:AWS_SESSION_TOKEN]\n"; r.out != want {
 		t.Fatalf("output %q, want %q", r.out, want)
 	}
-	if lv.alive(t, held.ID) {
+	if lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the lease is alive in Vault after the command ended")
 	}
 	leasesOf(t, in.Store(), 0)
@@ -201,8 +188,8 @@ func TestExecLeaseRevokedAfterCommand(t *testing.T) {
 	checkNoSecrets(t, in.Audit.Dir(), logs.String()+r.out+string(db), lv.keys.Secrets())
 }
 
-// checkNoSecrets fails if any of secrets is in a file of the audit log or
-// in text.
+// checkNoSecrets fails if any of secrets, in any form internal/canary
+// looks for, is in a file of the audit log or in text.
 func checkNoSecrets(t *testing.T, auditDir, text string, secrets []string) {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join(auditDir, "*.jsonl"))
@@ -216,14 +203,11 @@ func checkNoSecrets(t *testing.T, auditDir, text string, secrets []string) {
 		}
 		text += string(b)
 	}
-	for _, s := range secrets {
-		if len(s) < 8 {
-			t.Fatalf("a secret of %d bytes is no canary", len(s))
-		}
-		if strings.Contains(text, s) {
-			t.Fatal("a credential is in the audit log, the server's log or the output")
-		}
+	c := canary.New(t)
+	for i, s := range secrets {
+		c.AddString(fmt.Sprintf("credential %d", i+1), s)
 	}
+	c.CheckText("the audit log, the server's log or the output", text)
 }
 
 // A lease whose TTL is shorter than the command's timeout is renewed while
@@ -245,7 +229,7 @@ func TestExecLeaseRenewedWhileRunning(t *testing.T) {
 	firstExpiry := held.Acquired.Add(2 * time.Second)
 	// Past its first TTL (and more), it is still alive.
 	for time.Now().Before(firstExpiry.Add(1500 * time.Millisecond)) {
-		if !lv.alive(t, held.ID) {
+		if !lv.srv.LeaseAlive(t, held.ID) {
 			t.Fatalf("the lease expired %s after it was acquired, while the command ran", time.Since(held.Acquired))
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -253,7 +237,7 @@ func TestExecLeaseRenewedWhileRunning(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
-	if lv.alive(t, held.ID) {
+	if lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the lease is alive after the command")
 	}
 	res, err := audit.Find(in.Audit.Dir(), exit.GetAuditId())
@@ -267,8 +251,8 @@ func TestExecLeaseRenewedWhileRunning(t *testing.T) {
 // in its record; the next start revokes it and audits that.
 func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 	lv := startLeaseVault(t)
-	proxy := newTCPProxy(t, strings.TrimPrefix(lv.srv.Addr, "http://"))
-	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, "http://"+proxy.addr(), 2*time.Second)})
+	proxy := lv.srv.Proxy(t)
+	in := testserver.Start(t, testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, proxy.Addr, 2*time.Second)})
 	done := make(chan error, 1)
 	var exit *coilyv1.ExecExit
 	go func() {
@@ -277,7 +261,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		done <- err
 	}()
 	held := leasesOf(t, in.Store(), 1)[0]
-	proxy.close() // Vault unreachable from now on
+	proxy.Cut() // Vault unreachable from now on
 	start := time.Now()
 	if err := <-done; err != nil {
 		t.Fatal(err)
@@ -289,7 +273,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 	if err != nil || res.Details["leases_revoked"] != "0" || !strings.Contains(strings.Join(res.Lists["lease_revoke_failed"], "\n"), held.ID) {
 		t.Fatalf("result %v, %v; want the failed revocation named", res.Details, err)
 	}
-	if !lv.alive(t, held.ID) {
+	if !lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the lease is gone though Vault could not be reached")
 	}
 	if ls := leasesOf(t, in.Store(), 1); ls[0].ID != held.ID {
@@ -300,7 +284,7 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 	// The next start, with Vault reachable: revoked and audited.
 	next := in.Restart(testserver.Options{Policy: awsLeasePolicy, Keystore: lv.keystore(t, lv.srv.Addr, 0)})
 	leasesOf(t, next.Store(), 0)
-	if lv.alive(t, held.ID) {
+	if lv.srv.LeaseAlive(t, held.ID) {
 		t.Fatal("the leftover lease is alive after the next start")
 	}
 	var rev *audit.Record
@@ -317,67 +301,6 @@ func TestLeaseLeftoverRevokedAtNextStart(t *testing.T) {
 		rev.Details["result"] != "revoked" || rev.Rule != "aws-env" {
 		t.Fatalf("lease.revoke record %+v", rev)
 	}
-}
-
-// syncWriter serialises writes of the server's log.
-type syncWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (s *syncWriter) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.w.Write(p)
-}
-
-// tcpProxy forwards connections to a target until closed; close also
-// cuts the connections open.
-type tcpProxy struct {
-	ln    net.Listener
-	mu    sync.Mutex
-	conns []net.Conn
-}
-
-func newTCPProxy(t *testing.T, target string) *tcpProxy {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &tcpProxy{ln: ln}
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			u, err := net.Dial("tcp", target)
-			if err != nil {
-				c.Close()
-				continue
-			}
-			p.mu.Lock()
-			p.conns = append(p.conns, c, u)
-			p.mu.Unlock()
-			go func() { _, _ = io.Copy(u, c); u.Close() }()
-			go func() { _, _ = io.Copy(c, u); c.Close() }()
-		}
-	}()
-	t.Cleanup(p.close)
-	return p
-}
-
-func (p *tcpProxy) addr() string { return p.ln.Addr().String() }
-
-func (p *tcpProxy) close() {
-	p.ln.Close()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = nil
 }
 
 // BenchmarkExecLease measures an Exec of /bin/true whose three AWS

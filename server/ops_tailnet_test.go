@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
-	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/server"
 )
@@ -36,31 +34,9 @@ commands:
 // an HTTP client dialling through it.
 func tailnetHTTP(t *testing.T, in *testserver.Instance, hostname string, tags ...string) *http.Client {
 	t.Helper()
-	c := tailnetNode(t, in, hostname, tags...).HTTPClient()
+	c := in.TailnetNode(t, hostname, tags...).HTTPClient()
 	t.Cleanup(c.CloseIdleConnections)
 	return c
-}
-
-// tailnetNode joins the server's tailnet as a node with tags, once it
-// reaches the server's node.
-func tailnetNode(t *testing.T, in *testserver.Instance, hostname string, tags ...string) *tsnet.Server {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	dir, err := os.MkdirTemp("", "coily-tsnet-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	node, err := devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: dir, Hostname: hostname, Tags: tags, Ephemeral: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { node.Close() })
-	if err := devnet.WaitReachable(ctx, node, "coily"); err != nil {
-		t.Fatal(err)
-	}
-	return node
 }
 
 // serveOps serves the identifying handler on the server's tailnet node,
@@ -136,7 +112,7 @@ func TestTailnetOpsSlowPeers(t *testing.T) {
 	lim := server.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, PeerConns: 2}
 	base := serveOps(t, in.Node, in.Server, lim)
 	prom := tailnetHTTP(t, in, "prom", "tag:prom")
-	agent := tailnetNode(t, in, "agent", "tag:agent")
+	agent := in.TailnetNode(t, "agent", "tag:agent")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	addr := net.JoinHostPort("coily", strconv.Itoa(server.DefaultMetricsPort))

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,52 +19,27 @@ import (
 	"coily.dev/coily/server"
 )
 
-// webPolicy gives tailnet tags the console's roles; the local operator
-// runs the commands the tests stop.
-const webPolicy = `version: 1
-limits: {concurrency: 4}
-roles:
-  operator:
-    permissions: [exec, lockout, unlock, pause, resume, status, approve]
-    commands: ["*"]
-  owner:
-    permissions: [lockout, pause, resume, status, approve, audit-read]
-  watcher:
-    permissions: [status]
-  agent:
-    permissions: [exec, pause]
-    commands: [echo]
-grants:
-  - {principals: ["tag:owner"], roles: [owner]}
-  - {principals: ["tag:watch"], roles: [watcher]}
-  - {principals: ["tag:agent"], roles: [agent]}
-commands:
-  - {name: confirm-echo, binary: /bin/echo, args: [confirm, "**"], sandbox: native, confirm: true, confirm_timeout: 5m}
-  - {name: echo, binary: /bin/echo, args: ["**"], flags: any, sandbox: native}
-  - {name: sh, binary: /bin/sh, args: ["**"], flags: any, sandbox: native, timeout: 5m}
-`
-
-// The fake tailnet's addresses.
+// The console's callers (testserver.WebNodes), and an address outside
+// the tailnet.
 const (
-	ownerAddr    = "100.64.0.1:40001"
-	watchAddr    = "100.64.0.2:40002"
-	agentAddr    = "100.64.0.3:40003"
-	strangerAddr = "100.64.0.4:40004"
-	unknownAddr  = "100.64.0.9:40009"
+	ownerAddr    = testserver.WebOwner
+	watchAddr    = testserver.WebWatcher
+	agentAddr    = testserver.WebAgent
+	strangerAddr = testserver.WebStranger
+	unknownAddr  = testserver.WebUnknown
 	outsideAddr  = "192.0.2.1:40010"
 )
 
-var webNodes = map[string]testserver.FakeNode{
-	"100.64.0.1": {Name: "phone", Tags: []string{"tag:owner"}},
-	"100.64.0.2": {Name: "tv", Tags: []string{"tag:watch"}},
-	"100.64.0.3": {Name: "ci", Tags: []string{"tag:agent"}},
-	"100.64.0.4": {Name: "guest", Tags: []string{"tag:stranger"}},
-}
-
+// startWeb serves the console's policy, in which the agent may also
+// pause the server.
 func startWeb(t *testing.T) *testserver.Instance {
 	t.Helper()
-	return testserver.Start(t, testserver.Options{Policy: webPolicy, WhoIs: testserver.WhoIsTags(webNodes),
-		KillGrace: 200 * time.Millisecond})
+	o := testserver.WebOptions()
+	o.Policy = strings.Replace(o.Policy, "permissions: [exec]\n", "permissions: [exec, pause]\n", 1)
+	if o.Policy == testserver.WebPolicy {
+		t.Fatal("the agent's permissions are not in testserver.WebPolicy")
+	}
+	return testserver.Start(t, o)
 }
 
 func webReq(method, path, remote string) *http.Request {

@@ -1,37 +1,18 @@
 package sshagent_test
 
 import (
-	"bytes"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/sshagent"
 )
-
-// syncBuffer is a log sink safe for the agent's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) lines() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return strings.Split(strings.TrimSpace(s.b.String()), "\n")
-}
 
 // count is how many lines hold want.
 func count(lines []string, want string) int {
@@ -50,7 +31,7 @@ func count(lines []string, want string) int {
 // at Close: not one line per signature.
 func TestAgentSignaturesBounded(t *testing.T) {
 	key, key2, hostA, hostB := newSigner(t), newSigner(t), newSigner(t), newSigner(t)
-	var log syncBuffer
+	var log testlog.Buffer
 	a, err := sshagent.New(sshagent.Config{Rule: "loop", Keys: []sshagent.Key{
 		{Name: "file:a", Signer: key, HostKeys: []ssh.PublicKey{hostA.PublicKey()}, Hosts: "a"},
 		{Name: "file:b", Signer: key2, HostKeys: []ssh.PublicKey{hostB.PublicKey()}, Hosts: "b"},
@@ -103,7 +84,7 @@ func TestAgentSignaturesBounded(t *testing.T) {
 	}
 	a.Close()
 	a.Close()
-	lines := log.lines()
+	lines := log.Lines()
 	if len(lines) != 5 || count(lines, `msg="ssh agent signed"`) != 2 || count(lines, `msg="ssh agent refused"`) != 2 ||
 		count(lines, `msg="ssh agent closed" rule=loop signed=1000 signed_unlogged=998`) != 1 {
 		t.Fatalf("log:\n%s", strings.Join(lines, "\n"))

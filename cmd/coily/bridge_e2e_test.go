@@ -17,6 +17,7 @@ import (
 	"coily.dev/coily/bridge"
 	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/testlog"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -112,7 +113,7 @@ func TestCLIBridgeRelaysToServer(t *testing.T) {
 	key := issued.GetKey().GetSecret()
 
 	mount := shortDir(t)
-	bridgeLog := new(syncBuffer)
+	bridgeLog := new(testlog.Buffer)
 	cmd := exec.Command(coilyBin, "--socket", p.socket, "bridge", "--mount", mount+"=demo")
 	cmd.Stdout, cmd.Stderr = bridgeLog, bridgeLog
 	if err := cmd.Start(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // A full disk under the state directory (a small tmpfs), filled while a
@@ -104,7 +106,7 @@ func fillDisk(t *testing.T, path string) {
 // nil and its output if it exits first (it refused to start).
 func startServeMaybe(t *testing.T, dir, policyPath string) (*serveProc, string) {
 	t.Helper()
-	p := &serveProc{log: new(syncBuffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
+	p := &serveProc{log: new(testlog.Buffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
 	p.cmd = exec.Command(coilyBin, "serve", "--state-dir", dir, "--policy", policyPath)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

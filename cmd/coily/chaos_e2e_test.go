@@ -3,11 +3,12 @@ package main
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/benchstat"
 )
 
 // The chaos suite (docs/reliability.md): crashes and faults while
@@ -70,9 +71,7 @@ func (r *chaosResult) recoverText() string {
 	if len(r.recover) == 0 {
 		return "-"
 	}
-	d := slices.Clone(r.recover)
-	slices.Sort(d)
-	return fmt.Sprintf("%.2f / %.2f", d[len(d)/2].Seconds(), d[len(d)-1].Seconds())
+	return fmt.Sprintf("%.2f / %.2f", benchstat.Percentile(r.recover, 50).Seconds(), benchstat.Percentile(r.recover, 100).Seconds())
 }
 
 // chaosTable renders the results as a Markdown table.

@@ -17,6 +17,8 @@ import (
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/benchstat"
+	"coily.dev/coily/internal/procs"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/server"
@@ -262,23 +264,7 @@ func sleepMarker(rng *rand.Rand) string {
 
 // markedProcs lists the live processes whose argv holds marker.
 func markedProcs(marker string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !strings.Contains(string(data), marker) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !strings.Contains(string(st), ") Z ") {
-			var pid int
-			_, _ = fmt.Sscan(e.Name(), &pid)
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procs.Live(func(p procs.Proc) bool { return strings.Contains(p.Cmdline, marker) })
 }
 
 // survivors waits until no process of markers is left, or the lockout's
@@ -604,7 +590,5 @@ func medianMax(ds []time.Duration) string {
 	if len(ds) == 0 {
 		return "-"
 	}
-	d := slices.Clone(ds)
-	slices.Sort(d)
-	return fmt.Sprintf("%.2f / %.2f s", d[len(d)/2].Seconds(), d[len(d)-1].Seconds())
+	return fmt.Sprintf("%.2f / %.2f s", benchstat.Percentile(ds, 50).Seconds(), benchstat.Percentile(ds, 100).Seconds())
 }

@@ -6,12 +6,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"testing"
 	"time"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/internal/benchstat"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -123,11 +123,7 @@ commands: [{name: "true", binary: /bin/true, sandbox: bwrap}]
 		}
 	}
 	b.StopTimer()
-	p50 := func(d []time.Duration) float64 {
-		s := slices.Clone(d)
-		slices.Sort(s)
-		return float64(s[len(s)/2].Microseconds()) / 1000
-	}
+	p50 := func(d []time.Duration) float64 { return benchstat.MS(benchstat.Percentile(d, 50)) }
 	b.ReportMetric(p50(helloT), "hello-ms")
 	b.ReportMetric(p50(leanV), "client-version-ms")
 	b.ReportMetric(p50(fullV), "coily-version-ms")

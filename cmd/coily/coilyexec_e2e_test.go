@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/testlog"
 )
 
 var (
@@ -228,7 +229,7 @@ commands:
 		marker := filepath.Join(t.TempDir(), "still-running")
 		cmd := exec.Command(fast, "/bin/sh", "-c", "echo started; sleep 30; touch "+marker)
 		cmd.Env = env
-		out := new(syncBuffer)
+		out := new(testlog.Buffer)
 		cmd.Stdout = out
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -10,12 +10,14 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // devProc is a running `coily dev`.
 type devProc struct {
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testlog.Buffer
 	dir    string
 	exited chan struct{}
 }
@@ -24,7 +26,7 @@ type devProc struct {
 // DIR/env (it serves) and DIR/demo.key.
 func startDev(t *testing.T, dir string, args ...string) *devProc {
 	t.Helper()
-	p := &devProc{log: new(syncBuffer), dir: dir, exited: make(chan struct{})}
+	p := &devProc{log: new(testlog.Buffer), dir: dir, exited: make(chan struct{})}
 	p.cmd = exec.Command(coilyBin, append([]string{"dev"}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {

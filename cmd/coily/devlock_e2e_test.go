@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"coily.dev/coily/cli"
+	"coily.dev/coily/internal/testlog"
 	"crypto/sha256"
 	"fmt"
 	"io/fs"
@@ -180,7 +181,7 @@ func TestCLIDevRestartKeepsDemoKey(t *testing.T) {
 }
 
 // waitLog waits until the process log holds want.
-func waitLog(t *testing.T, log *syncBuffer, want string) {
+func waitLog(t *testing.T, log *testlog.Buffer, want string) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for !strings.Contains(log.String(), want) {

@@ -10,12 +10,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/testlog"
 	"coily.dev/coily/workspace"
 )
 
@@ -68,7 +68,7 @@ func requireComponent(t testing.TB, ok bool, what string) {
 
 type serveProc struct {
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testlog.Buffer
 	dir    string
 	socket string
 }
@@ -85,7 +85,7 @@ func examplePolicy(t *testing.T) string {
 // startServe runs `coily serve` and waits until its socket answers.
 func startServe(t testing.TB, dir, policyPath string, extra ...string) *serveProc {
 	t.Helper()
-	p := &serveProc{log: new(syncBuffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
+	p := &serveProc{log: new(testlog.Buffer), dir: dir, socket: filepath.Join(dir, "coily.sock")}
 	p.cmd = exec.Command(coilyBin, append([]string{"serve", "--state-dir", dir, "--policy", policyPath}, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
 	if err := p.cmd.Start(); err != nil {
@@ -347,25 +347,6 @@ func TestServeRefusesRoot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, "coily.sock")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("a refused server left a socket")
 	}
-}
-
-// syncBuffer collects a running process's output; it may be read while
-// the process still writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // The unlock path of docs/operations.md: the server's socket group lets

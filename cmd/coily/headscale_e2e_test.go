@@ -19,6 +19,7 @@ import (
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/internal/headscaletest"
+	"coily.dev/coily/internal/testlog"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -61,7 +62,7 @@ commands:
 // hsTrust is a trust point serving on a headscale tailnet.
 type hsTrust struct {
 	hs     *headscaletest.Server
-	log    *syncBuffer
+	log    *testlog.Buffer
 	socket string
 	env    []string // every coily process's: trust headscale's certificate, stay offline
 }
@@ -82,7 +83,7 @@ func startHeadscaleTrust(t *testing.T, o headscaletest.Options) *hsTrust {
 	if err := os.WriteFile(keyFile, []byte(hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:coily"}})), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	h := &hsTrust{hs: hs, log: new(syncBuffer), socket: filepath.Join(dir, "coily.sock"),
+	h := &hsTrust{hs: hs, log: new(testlog.Buffer), socket: filepath.Join(dir, "coily.sock"),
 		env: append(append(os.Environ(), hs.Env()...), devnet.OfflineEnv()...)}
 	srv := exec.Command(coilyBin, "serve", "--tailnet", "--hostname", "coily", "--control-url", hs.URL,
 		"--authkey-file", keyFile, "--state-dir", dir, "--policy", pol)
@@ -257,7 +258,7 @@ func TestHeadscaleBridgeRevocation(t *testing.T) {
 
 	b := h.client(t, "bridge", h.hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:bridge"}}))
 	mount := shortDir(t)
-	bridgeLog := new(syncBuffer)
+	bridgeLog := new(testlog.Buffer)
 	cmd := exec.Command(coilyBin, "--tsnet", "--server", "coily", "--control-url", h.hs.URL, "--hostname", b.hostname,
 		"--tsnet-state", b.state, "bridge", "--mount", mount+"=demo")
 	cmd.Env = append(slices.Clone(h.env), "TS_AUTHKEY="+b.key)

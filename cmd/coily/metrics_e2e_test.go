@@ -16,6 +16,10 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/poll"
+	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // prometheusBin is Debian's prometheus (scripts/test.sh installs it).
@@ -27,7 +31,7 @@ func metricsAddr(t *testing.T, p *serveProc) string {
 	t.Helper()
 	re := regexp.MustCompile(`msg="serving metrics" addr=(127\.0\.0\.1:\d+)`)
 	var addr string
-	pollE2E(t, 15*time.Second, "the metrics listener's log line", func() bool {
+	poll.Until(t, 15*time.Second, "the metrics listener's log line", func() bool {
 		m := re.FindStringSubmatch(p.log.String())
 		if m != nil {
 			addr = m[1]
@@ -37,27 +41,14 @@ func metricsAddr(t *testing.T, p *serveProc) string {
 	return addr
 }
 
-// pollE2E checks cond until it holds or the deadline passes.
-func pollE2E(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // freeLoopbackPort returns a loopback port nothing listens on now.
 func freeLoopbackPort(t *testing.T) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := toolbin.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return ports[0]
 }
 
 // startPrometheus runs a real Prometheus on loopback scraping target
@@ -75,7 +66,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(freeLoopbackPort(t)))
-	log := new(syncBuffer)
+	log := new(testlog.Buffer)
 	cmd := exec.Command(prometheusBin, "--config.file="+conf, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = log, log
@@ -94,7 +85,7 @@ scrape_configs:
 		}
 	})
 	base := "http://" + addr
-	pollE2E(t, 60*time.Second, "prometheus to be ready", func() bool {
+	poll.Until(t, 60*time.Second, "prometheus to be ready", func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("prometheus exited:\n%s", log)
@@ -163,7 +154,7 @@ func TestCLIMetricsPrometheus(t *testing.T) {
 	}
 	prom := startPrometheus(t, addr)
 	series := `coily_execs_total{job="coily",rule="true",result="exit-zero"}`
-	pollE2E(t, 60*time.Second, "prometheus to scrape the exec counter at 0", func() bool {
+	poll.Until(t, 60*time.Second, "prometheus to scrape the exec counter at 0", func() bool {
 		v, ok := promQuery(t, prom, series)
 		return ok && v == 0
 	})
@@ -173,11 +164,11 @@ func TestCLIMetricsPrometheus(t *testing.T) {
 	if r := p.run(t, "exec", "--", "/usr/bin/id"); r.code != 125 {
 		t.Fatalf("coily exec of a command no rule allows: %d %s", r.code, r.stderr)
 	}
-	pollE2E(t, 60*time.Second, "prometheus to see the exec counted", func() bool {
+	poll.Until(t, 60*time.Second, "prometheus to see the exec counted", func() bool {
 		v, ok := promQuery(t, prom, series)
 		return ok && v == 1
 	})
-	pollE2E(t, 30*time.Second, "prometheus to see the refusal counted", func() bool {
+	poll.Until(t, 30*time.Second, "prometheus to see the refusal counted", func() bool {
 		v, ok := promQuery(t, prom, `coily_refusals_total{job="coily",code="policy-deny"}`)
 		return ok && v == 1
 	})

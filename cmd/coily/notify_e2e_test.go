@@ -12,6 +12,7 @@ import (
 
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/internal/standin"
+	"coily.dev/coily/internal/testlog"
 )
 
 // TestServeNotifyConsoleLinks runs `coily serve --tailnet` with an ntfy
@@ -44,7 +45,7 @@ func TestServeNotifyConsoleLinks(t *testing.T) {
 			if web {
 				args = append(args, "--web", "--web-http")
 			}
-			var log syncBuffer
+			var log testlog.Buffer
 			srv := exec.Command(coilyBin, args...)
 			srv.Env, srv.Stdout, srv.Stderr = append(os.Environ(), devnet.OfflineEnv()...), &log, &log
 			if err := srv.Start(); err != nil {

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -263,20 +262,6 @@ func setUpDynamicRecipe(t *testing.T) *dynamicRecipe {
 	return d
 }
 
-// alive reports whether Vault still holds lease id.
-func (d *dynamicRecipe) alive(t *testing.T, id string) bool {
-	t.Helper()
-	_, err := d.root.Sys().Lookup(id)
-	var re *api.ResponseError
-	if errors.As(err, &re) && re.StatusCode == 400 {
-		return false
-	}
-	if err != nil {
-		t.Fatalf("lease lookup: %v", err)
-	}
-	return true
-}
-
 // TestRecipeAwsDynamicSTS runs "aws dynamic (Vault AWS engine, STS)":
 // each exec's key, secret and session token come from one AssumeRole (one
 // lease); the S3 stand-in accepts them only together; the exec's record
@@ -306,7 +291,7 @@ func TestRecipeAwsDynamicSTS(t *testing.T) {
 		if len(rec.Leases) != 1 || !strings.HasPrefix(rec.Leases[0], "aws/sts/coily-s3/") || rec.Details["leases_revoked"] != "1" {
 			t.Fatalf("record of rule %s: leases %q, details %v", rec.Rule, rec.Leases, rec.Details)
 		}
-		if d.alive(t, rec.Leases[0]) {
+		if d.vault.LeaseAlive(t, rec.Leases[0]) {
 			t.Fatalf("lease %s is alive in Vault after its exec", rec.Leases[0])
 		}
 		leases = append(leases, rec.Leases[0])
@@ -354,13 +339,13 @@ func TestRecipeAwsDynamicRevokedAfterKill(t *testing.T) {
 		t.Fatal(err)
 	}
 	_ = p.cmd.Wait()
-	if !d.alive(t, lease) {
+	if !d.vault.LeaseAlive(t, lease) {
 		t.Fatal("the lease is gone though nobody revoked it")
 	}
 
 	p = startRecipeServe(t, dir, pol, d.vault, d.tokenFile)
 	deadline := time.Now().Add(30 * time.Second)
-	for d.alive(t, lease) {
+	for d.vault.LeaseAlive(t, lease) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the next start did not revoke the lease:\n%s", p.log)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/internal/testlog"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -66,13 +67,13 @@ func newRelayRig(t *testing.T) *relayRig {
 // bridgeProc is a running `coily bridge`.
 type bridgeProc struct {
 	cmd    *exec.Cmd
-	log    *syncBuffer
+	log    *testlog.Buffer
 	exited chan struct{}
 }
 
 func (r *relayRig) startBridge(t *testing.T) *bridgeProc {
 	t.Helper()
-	b := &bridgeProc{log: new(syncBuffer), exited: make(chan struct{})}
+	b := &bridgeProc{log: new(testlog.Buffer), exited: make(chan struct{})}
 	b.cmd = exec.Command(coilyBin, "--socket", r.serve.socket, "bridge", "--mount", r.mount+"=demo", "--rescan", "200ms")
 	b.cmd.Stdout, b.cmd.Stderr = b.log, b.log
 	if err := b.cmd.Start(); err != nil {

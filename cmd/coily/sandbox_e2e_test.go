@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -13,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/procs"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/sandbox"
 )
@@ -72,20 +72,7 @@ func TestCLISandboxProxied(t *testing.T) {
 // findProcs returns the pids whose command line is exactly argv.
 func findProcs(argv ...string) []int {
 	want := strings.Join(argv, "\x00") + "\x00"
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		if data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(data) == want {
-			if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !bytes.Contains(st, []byte(") Z ")) {
-				out = append(out, pid)
-			}
-		}
-	}
-	return out
+	return procs.Live(func(p procs.Proc) bool { return p.Cmdline == want })
 }
 
 func waitProcs(t *testing.T, within time.Duration, wantAlive bool, argv ...string) {
@@ -159,22 +146,7 @@ func TestCLIServerKilledDuringStart(t *testing.T) {
 // procsNaming returns the live processes whose command line holds s as
 // one of its arguments.
 func procsNaming(s string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		data, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err != nil || !bytes.Contains(append([]byte{0}, data...), []byte("\x00"+s+"\x00")) {
-			continue
-		}
-		if st, err := os.ReadFile("/proc/" + e.Name() + "/stat"); err == nil && !bytes.Contains(st, []byte(") Z ")) {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procs.Live(func(p procs.Proc) bool { return strings.Contains("\x00"+p.Cmdline, "\x00"+s+"\x00") })
 }
 
 // The server's own files outside its state directory — the policy it runs

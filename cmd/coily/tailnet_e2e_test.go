@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"coily.dev/coily/internal/devnet"
+	"coily.dev/coily/internal/testlog"
 )
 
 // TestCLIServeTailnet runs `coily serve --tailnet` against a private
@@ -33,7 +34,7 @@ commands: [{name: echo, binary: /bin/echo, args: ["**"], sandbox: native}]
 		t.Fatal(err)
 	}
 	env := append(os.Environ(), devnet.OfflineEnv()...)
-	var log syncBuffer
+	var log testlog.Buffer
 	srv := exec.Command(coilyBin, "serve", "--tailnet", "--hostname", "coily", "--control-url", net.ControlURL,
 		"--state-dir", dir, "--policy", pol)
 	srv.Env, srv.Stdout, srv.Stderr = env, &log, &log

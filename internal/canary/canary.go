@@ -5,7 +5,8 @@
 // workspace, the server's state and scratch directories).
 //
 // A secret is looked for in the forms it could leak in: as is, in base64
-// (standard and URL alphabets, padded or not), in hex (either case), in
+// (standard and URL alphabets, padded or not), in hex (either case), in a
+// URL's query (escaped), in
 // base32 (either case, padded or not), and, for a PEM key, each line of
 // its body; and, as a name a command made would carry it, split by '.',
 // '-' or '_' and in any case (the text and the forms folded: lower case,
@@ -20,6 +21,7 @@ import (
 	"encoding/hex"
 	"io/fs"
 	"maps"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -80,7 +82,7 @@ func forms(v []byte) [][]byte {
 		out = append(out, []byte(enc.EncodeToString(v)))
 	}
 	h := hex.EncodeToString(v)
-	out = append(out, []byte(h), []byte(strings.ToUpper(h)))
+	out = append(out, []byte(h), []byte(strings.ToUpper(h)), []byte(url.QueryEscape(string(v))))
 	for _, enc := range []*base32.Encoding{base32.StdEncoding, base32.StdEncoding.WithPadding(base32.NoPadding)} {
 		b := enc.EncodeToString(v)
 		out = append(out, []byte(b), []byte(strings.ToLower(b)))

@@ -4,6 +4,7 @@ import (
 	"encoding/base32"
 	"encoding/base64"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,6 +31,7 @@ func TestCanaryFindsForms(t *testing.T) {
 		"hex":       strings.ToUpper(hex.EncodeToString([]byte(v))),
 		"pem line":  "…MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun…",
 		"base32":    strings.ToLower(base32.StdEncoding.EncodeToString([]byte(v))),
+		"query":     "https://x.test/?token=" + url.QueryEscape(v) + "&a=b",
 		"labels":    "CONNECT " + strings.ToUpper(hex.EncodeToString([]byte(v))[:20]) + "." + hex.EncodeToString([]byte(v))[20:] + ".evil.test:443",
 	} {
 		r := &recorder{TB: t}

@@ -28,10 +28,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // Version is the headscale release scripts/headscale.sh builds: v0.29 is
@@ -74,7 +76,7 @@ type Server struct {
 
 	bin, config, policy string
 	cmd                 *exec.Cmd
-	log                 *tail
+	log                 *testlog.Tail
 	exited              chan struct{}
 }
 
@@ -110,23 +112,10 @@ func Start(t testing.TB, o Options) *Server {
 
 // Binary returns the headscale binary to run: $COILY_HEADSCALE, else
 // <module root>/bin/headscale if it exists, else "".
-func Binary() string {
-	if p := os.Getenv("COILY_HEADSCALE"); p != "" {
-		return p
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return ""
-	}
-	p := filepath.Join(root, "bin", "headscale")
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
-		return ""
-	}
-	return p
-}
+func Binary() string { return toolbin.Find("COILY_HEADSCALE", "headscale") }
 
 func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
-	ports, err := freePorts(3)
+	ports, err := toolbin.FreePorts(3)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +128,7 @@ func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{URL: "https://127.0.0.1:" + strconv.Itoa(ports[0]), CAFile: certFile, bin: bin,
-		config: filepath.Join(dir, "config.yaml"), log: &tail{max: 64 << 10}, exited: make(chan struct{})}
+		config: filepath.Join(dir, "config.yaml"), log: testlog.NewTail(64 << 10), exited: make(chan struct{})}
 	if o.Policy != "" {
 		s.policy = filepath.Join(dir, "policy.hujson")
 		if err := os.WriteFile(s.policy, []byte(o.Policy), 0o600); err != nil {
@@ -154,7 +143,7 @@ func start(t testing.TB, bin, dir string, o Options) (*Server, error) {
 	s.cmd = exec.Command(bin, "serve", "-c", s.config)
 	s.cmd.Stdout, s.cmd.Stderr = s.log, s.log
 	s.cmd.Env = append(os.Environ(), "HEADSCALE_LOG_LEVEL=info")
-	setPdeathsig(s.cmd)
+	toolbin.DieWithTest(s.cmd)
 	if err := s.cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -341,49 +330,6 @@ func (s *Server) DeleteNode(t testing.TB, id uint64) {
 	}
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *tail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = w.b[len(w.b)-w.max:]
-	}
-	return len(p), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(string(w.b))
-}
-
-// freePorts returns n TCP ports free on 127.0.0.1 a moment ago.
-func freePorts(n int) ([]int, error) {
-	var ports []int
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	return ports, nil
-}
-
 func freeUDPPort() (int, error) {
 	c, err := net.ListenPacket("udp", "127.0.0.1:0")
 	if err != nil {
@@ -402,23 +348,4 @@ func hostHasIPv6() bool {
 	}
 	c.Close()
 	return true
-}
-
-// moduleRoot walks up from the working directory to the directory whose
-// go.mod declares module coily.dev/coily.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && bytes.HasPrefix(b, []byte("module coily.dev/coily\n")) {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("module coily.dev/coily not found above the working directory")
-		}
-		dir = parent
-	}
 }

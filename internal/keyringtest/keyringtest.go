@@ -52,6 +52,8 @@ import (
 	"time"
 
 	"github.com/godbus/dbus/v5"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // StartTimeout bounds starting the bus and the Secret Service.
@@ -95,7 +97,7 @@ type service struct {
 type proc struct {
 	name   string
 	cmd    *exec.Cmd
-	out    *capBuffer
+	out    *testlog.Head
 	exited chan struct{} // closed once reaped
 }
 
@@ -334,7 +336,7 @@ func (s *service) ping(c *dbus.Conn) error {
 // start starts cmd from the spawner's thread, with Pdeathsig, its output
 // captured, and reaps it in the background.
 func (s *service) start(name string, cmd *exec.Cmd) (*proc, error) {
-	p := &proc{name: name, cmd: cmd, out: &capBuffer{}, exited: make(chan struct{})}
+	p := &proc{name: name, cmd: cmd, out: testlog.NewHead(64 << 10), exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	cmd.SysProcAttr = sysProcAttr()
 	if err := s.spawn.do(cmd.Start); err != nil {
@@ -532,27 +534,12 @@ func (s *spawner) do(f func() error) error {
 
 func (s *spawner) close() { close(s.reqs) }
 
-// capBuffer keeps the first 64 KiB of a child's output for failure
+// output is the first 64 KiB of the child's output, for failure
 // messages.
-type capBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *capBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if n := 64<<10 - b.buf.Len(); n > 0 {
-		b.buf.Write(p[:min(n, len(p))])
-	}
-	return len(p), nil
-}
-
 func (p *proc) output() string {
-	p.out.mu.Lock()
-	defer p.out.mu.Unlock()
-	if p.out.buf.Len() == 0 {
+	out := p.out.String()
+	if out == "" {
 		return ""
 	}
-	return "\n" + p.name + " output:\n" + p.out.buf.String()
+	return "\n" + p.name + " output:\n" + out
 }

@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // GitHint says how to install git.
@@ -83,7 +85,7 @@ func GitHTTP(t testing.TB, opt GitOptions) *Git {
 		if user != "" {
 			env = append(env[:len(env):len(env)], "REMOTE_USER="+user)
 		}
-		(&cgi.Handler{Path: backend, Env: env, Stderr: testWriter{t}}).ServeHTTP(w, r)
+		(&cgi.Handler{Path: backend, Env: env, Stderr: testlog.T(t)}).ServeHTTP(w, r)
 	})
 	g.Server = TLS(t).Serve(t, h, opt.Hosts...)
 	return g

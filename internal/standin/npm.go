@@ -9,15 +9,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/toolbin"
 )
 
 // NpmHint says how to install npm and verdaccio.
@@ -68,14 +70,8 @@ func NpmRegistry(t testing.TB, pkgs ...NpmPackage) *Npm {
 // <module root>/bin/npm-tools/node_modules/.bin/verdaccio if it exists,
 // else verdaccio on PATH, else "".
 func VerdaccioBinary() string {
-	if p := os.Getenv("COILY_VERDACCIO"); p != "" {
+	if p := toolbin.Find("COILY_VERDACCIO", "npm-tools", "node_modules", ".bin", "verdaccio"); p != "" {
 		return p
-	}
-	if root, err := moduleRoot(); err == nil {
-		p := filepath.Join(root, "bin", "npm-tools", "node_modules", ".bin", "verdaccio")
-		if _, err := os.Stat(p); err == nil {
-			return p
-		}
 	}
 	if p, err := exec.LookPath("verdaccio"); err == nil {
 		return p
@@ -145,11 +141,11 @@ func startVerdaccio(t testing.TB, bin string) (*Npm, error) {
 	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		var port string
-		if port, err = freePort(); err != nil {
+		var ports []int
+		if ports, err = toolbin.FreePorts(1); err != nil {
 			return nil, err
 		}
-		n.Host = "127.0.0.1:" + port
+		n.Host = "127.0.0.1:" + strconv.Itoa(ports[0])
 		n.URL = "http://" + n.Host + "/"
 		if err = n.run(t, bin, config); err == nil || !errors.Is(err, errPortTaken) {
 			return n, err
@@ -297,39 +293,6 @@ publish:
   allow_offline: true
 log: { type: stdout, format: json, level: info }
 `, filepath.Join(dir, "storage"), filepath.Join(dir, "plugins"), filepath.Join(dir, "htpasswd"))
-}
-
-// freePort returns a port that was free on 127.0.0.1 a moment ago.
-func freePort() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	defer ln.Close()
-	_, port, err := net.SplitHostPort(ln.Addr().String())
-	if err != nil {
-		return "", fmt.Errorf("free port: %w", err)
-	}
-	return port, nil
-}
-
-// moduleRoot returns the directory of coily's go.mod above the working
-// directory.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", fmt.Errorf("module root: %w", err)
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && strings.HasPrefix(string(b), "module coily.dev/coily\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("module coily.dev/coily not found above the working directory")
-		}
-		dir = parent
-	}
 }
 
 func randomHex(n int) string {

@@ -4,7 +4,6 @@ package standin
 
 import (
 	"bufio"
-	"bytes"
 	"fmt"
 	"net"
 	"os"
@@ -13,10 +12,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/procs"
+	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // SSHHint says how to install the ssh tools.
@@ -115,7 +117,7 @@ LogLevel DEBUG1
 	if err := os.WriteFile(conf, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	log := new(lockedBuffer)
+	log := new(testlog.Buffer)
 	cmd := exec.Command("/usr/sbin/sshd", "-D", "-e", "-f", conf)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -198,51 +200,14 @@ func waitSessions(t testing.TB, log string) {
 // sessionProcs lists the live (not zombie) processes whose session is
 // one of sids.
 func sessionProcs(sids map[string]bool) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid pgrp session …: comm may hold spaces.
-		s := string(stat)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) > 3 && f[0] != "Z" && sids[f[3]] {
-			out = append(out, pid)
-		}
-	}
-	return out
+	return procs.Live(func(p procs.Proc) bool { return sids[p.Session] })
 }
 
 func sshdPort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	ports, err := toolbin.FreePorts(1)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
+	return ports[0]
 }

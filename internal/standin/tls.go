@@ -17,9 +17,10 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
+
+	"coily.dev/coily/internal/testlog"
 )
 
 // CA is a throwaway certificate authority for one test. Clients trust it
@@ -156,19 +157,11 @@ func (ca *CA) Serve(t testing.TB, h http.Handler, hosts ...string) *Server {
 	ts.Listener.Close()
 	ts.Listener = ln
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12}
-	ts.Config.ErrorLog = log.New(testWriter{t}, "standin: ", 0)
+	ts.Config.ErrorLog = log.New(testlog.T(t), "standin: ", 0)
 	ts.StartTLS()
 	t.Cleanup(ts.Close)
 	_, port, _ := net.SplitHostPort(ln.Addr().String())
 	return &Server{URL: ts.URL, Host: ln.Addr().String(), Port: port, CAFile: ca.CertFile}
-}
-
-// testWriter writes log lines to t.Log.
-type testWriter struct{ t testing.TB }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSuffix(string(p), "\n"))
-	return len(p), nil
 }
 
 // serial returns a random certificate serial number.

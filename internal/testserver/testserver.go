@@ -250,6 +250,24 @@ func (in *Instance) startTailnet(t testing.TB, cfg *server.Config) net.Listener 
 	return tl
 }
 
+// TailnetNode joins the private tailnet as a node with the given host
+// name and tags (none: an untagged node of its own user), once it reaches
+// the server's node. It leaves when the test ends.
+func (in *Instance) TailnetNode(t testing.TB, hostname string, tags ...string) *tsnet.Server {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	node, err := devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: shortTempDir(t), Hostname: hostname, Tags: tags, Ephemeral: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { node.Close() })
+	if err := devnet.WaitReachable(ctx, node, "coily"); err != nil {
+		t.Fatal(err)
+	}
+	return node
+}
+
 // TailnetClient joins the private tailnet as a node with the given host
 // name and tags (none: an untagged node of its own user) and connects to
 // the server over it. It is closed when the test ends.

@@ -5,19 +5,14 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/poll"
 )
 
 // Poll checks cond until it holds, failing the test when within passes
 // first (what names what it waited for).
 func Poll(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	poll.Until(t, within, what, cond)
 }
 
 // WaitAudit waits (up to 5 s) for a record of the server's audit log that

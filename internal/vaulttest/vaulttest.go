@@ -17,13 +17,14 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/vault/api"
+
+	"coily.dev/coily/internal/testlog"
+	"coily.dev/coily/internal/toolbin"
 )
 
 // Hint is what to do when no Vault server is available.
@@ -77,56 +78,14 @@ func fromEnv() *Server {
 
 // Binary returns the vaultdev binary to run: $COILY_VAULTDEV, else
 // <module root>/bin/vaultdev if it exists, else "".
-func Binary() string {
-	if p := os.Getenv("COILY_VAULTDEV"); p != "" {
-		return p
-	}
-	root, err := moduleRoot()
-	if err != nil {
-		return ""
-	}
-	p := filepath.Join(root, "bin", "vaultdev")
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() {
-		return ""
-	}
-	return p
-}
-
-// moduleRoot walks up from the working directory to the directory whose
-// go.mod declares module coily.dev/coily.
-func moduleRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if b, err := os.ReadFile(filepath.Join(dir, "go.mod")); err == nil && declares(string(b), "coily.dev/coily") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("module coily.dev/coily not found above the working directory")
-		}
-		dir = parent
-	}
-}
-
-func declares(gomod, module string) bool {
-	for _, line := range strings.Split(gomod, "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 2 && f[0] == "module" && strings.Trim(f[1], `"`) == module {
-			return true
-		}
-	}
-	return false
-}
+func Binary() string { return toolbin.Find("COILY_VAULTDEV", "vaultdev") }
 
 func start(t testing.TB, bin string, env []string) (*Server, error) {
 	cmd := exec.Command(bin)
 	if len(env) > 0 {
 		cmd.Env = append(os.Environ(), env...)
 	}
-	setPdeathsig(cmd)
+	toolbin.DieWithTest(cmd)
 	stdin, err := cmd.StdinPipe() // vaultdev exits when it reaches EOF
 	if err != nil {
 		return nil, err
@@ -135,7 +94,8 @@ func start(t testing.TB, bin string, env []string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmd.Stderr = &tail{max: 8 << 10}
+	stderr := testlog.NewTail(8 << 10)
+	cmd.Stderr = stderr
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
@@ -173,12 +133,12 @@ func start(t testing.TB, bin string, env []string) (*Server, error) {
 	case r := <-ch:
 		if r.err != nil {
 			_ = cmd.Process.Kill()
-			return nil, fmt.Errorf("%s: %v; stderr: %s", bin, r.err, cmd.Stderr.(*tail).String())
+			return nil, fmt.Errorf("%s: %v; stderr: %s", bin, r.err, stderr.String())
 		}
 		return r.s, nil
 	case <-timer.C:
 		_ = cmd.Process.Kill()
-		return nil, fmt.Errorf("%s did not start within %s; stderr: %s", bin, startTimeout, cmd.Stderr.(*tail).String())
+		return nil, fmt.Errorf("%s did not start within %s; stderr: %s", bin, startTimeout, stderr.String())
 	}
 }
 
@@ -199,27 +159,19 @@ func (s *Server) Client(t testing.TB, token string) *api.Client {
 	return c
 }
 
-// tail keeps the last max bytes written to it.
-type tail struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (w *tail) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.b = append(w.b, p...)
-	if len(w.b) > w.max {
-		w.b = w.b[len(w.b)-w.max:]
+// LeaseAlive reports whether s still holds lease id (a lookup as root);
+// it fails t when s does not answer.
+func (s *Server) LeaseAlive(t testing.TB, id string) bool {
+	t.Helper()
+	_, err := s.Client(t, s.RootToken).Sys().Lookup(id)
+	var re *api.ResponseError
+	if errors.As(err, &re) && re.StatusCode == 400 {
+		return false
 	}
-	return len(p), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(string(w.b))
+	if err != nil {
+		t.Fatalf("lease lookup: %v", err)
+	}
+	return true
 }
 
 // AWS configures the AWS secrets engine of a vaultdev started with

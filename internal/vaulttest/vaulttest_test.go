@@ -47,19 +47,3 @@ func TestStartFallbacks(t *testing.T) {
 		t.Errorf("Binary() = %q, want $COILY_VAULTDEV", b)
 	}
 }
-
-func TestDeclares(t *testing.T) {
-	for _, tc := range []struct {
-		gomod string
-		want  bool
-	}{
-		{"module coily.dev/coily\n\ngo 1.26\n", true},
-		{"// x\nmodule \"coily.dev/coily\"\n", true},
-		{"module coily.dev/coily/integration/vault\n", false},
-		{"require coily.dev/coily v0.0.0\n", false},
-	} {
-		if got := declares(tc.gomod, "coily.dev/coily"); got != tc.want {
-			t.Errorf("declares(%q) = %v", tc.gomod, got)
-		}
-	}
-}
