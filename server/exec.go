@@ -151,8 +151,13 @@ func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	x.cancel = cancel
-	defer s.release(x)
-	defer x.closeAttachments(ctx, nil) // a path that audited no end (leases and tokens are revoked all the same)
+	// One place undoes what the steps did (finish, last first): the steps
+	// register their own undoing as they go; these two come first, so they
+	// run last. release is idempotent (runExec releases before it answers);
+	// closeAttachments ends what a path that audited no end still holds
+	// (leases and tokens are revoked all the same).
+	x.onDone(func() { s.release(x) })
+	x.onDone(func() { x.closeAttachments(ctx, nil) })
 	defer x.finish()
 	x.out = out
 	for _, step := range []func(context.Context, *execution) error{
