@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/refusal"
 )
 
@@ -32,7 +33,7 @@ const DefaultMetricsPort = 9464
 // identified as a gRPC call on the tailnet is (WhoIs on its address) and
 // must hold the metrics permission; a refusal is audited and counted like
 // any other, and answered 401 or 403 with its code, reading nothing more
-// of the connection (HangUp). Without it, no
+// of the connection (httpserve.HangUp). Without it, no
 // identity is asked: it is for a listener the operator bound to a local
 // address for a local Prometheus.
 func (s *Server) OpsHandler(identify bool) http.Handler {
@@ -53,7 +54,7 @@ func (s *Server) OpsHandler(identify bool) http.Handler {
 			if re.Code == refusal.Unauthenticated {
 				status = http.StatusUnauthorized
 			}
-			HangUp(w)
+			httpserve.HangUp(w)
 			plain(w, status, fmt.Sprintf("%s: %s\n", re.Code, re.Msg))
 			return
 		}
@@ -67,12 +68,16 @@ func (s *Server) OpsHandler(identify bool) http.Handler {
 const opsMethodConn = "http:connection"
 
 // OpsServer is the HTTP server of OpsHandler(identify) under lim (zero
-// fields: DefaultOpsLimits). With identify (the tailnet listener) each
+// fields: httpserve.DefaultOpsLimits). With identify (the tailnet listener) each
 // peer's connections are capped too; a refusal is audited as
 // http:connection and counted like any other. The local listener has no
 // cap: every caller there is one address.
-func (s *Server) OpsServer(identify bool, lim HTTPLimits) *HTTPServer {
-	return s.newHTTPServer(s.OpsHandler(identify), lim.Or(DefaultOpsLimits), identify, access.TransportTailnet, opsMethodConn)
+func (s *Server) OpsServer(identify bool, lim httpserve.Limits) *httpserve.Server {
+	var capped *httpserve.Cap
+	if identify {
+		capped = s.connCap(access.TransportTailnet, opsMethodConn)
+	}
+	return httpserve.New(s.OpsHandler(identify), lim.Or(httpserve.DefaultOpsLimits), capped)
 }
 
 // admitOps identifies a tailnet request's caller and checks the metrics

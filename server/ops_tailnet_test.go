@@ -15,6 +15,7 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/server"
@@ -65,7 +66,7 @@ func tailnetNode(t *testing.T, in *testserver.Instance, hostname string, tags ..
 
 // serveOps serves the identifying handler on the server's tailnet node,
 // as coily serve does on --tailnet (under lim), until the test ends.
-func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim server.HTTPLimits) string {
+func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim httpserve.Limits) string {
 	t.Helper()
 	l, err := node.Listen("tcp", ":"+strconv.Itoa(server.DefaultMetricsPort))
 	if err != nil {
@@ -93,7 +94,7 @@ func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim server.HTT
 // audited and counted.
 func TestTailnetMetricsPermission(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: metricsPolicy, Tailnet: true})
-	base := serveOps(t, in.Node, in.Server, server.HTTPLimits{})
+	base := serveOps(t, in.Node, in.Server, httpserve.Limits{})
 	prom := tailnetHTTP(t, in, "prom", "tag:prom")
 	agent := tailnetHTTP(t, in, "agent", "tag:agent")
 
@@ -133,7 +134,7 @@ func TestTailnetMetricsPermission(t *testing.T) {
 // nor its connection kept.
 func TestTailnetOpsSlowPeers(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: metricsPolicy, Tailnet: true})
-	lim := server.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, PeerConns: 2}
+	lim := httpserve.Limits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, PeerConns: 2}
 	base := serveOps(t, in.Node, in.Server, lim)
 	prom := tailnetHTTP(t, in, "prom", "tag:prom")
 	agent := tailnetNode(t, in, "agent", "tag:agent")

@@ -9,6 +9,7 @@ import (
 	"coily.dev/coily/access"
 	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -259,11 +260,19 @@ func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
 }
 
 // WebHTTPServer is an HTTP server for h (the console, or its redirect to
-// HTTPS) on the tailnet node, under lim (zero fields: DefaultWebLimits):
-// each peer's connections are capped, and a refusal is audited as
-// web:connection.
-func (s *Server) WebHTTPServer(h http.Handler, lim HTTPLimits) *HTTPServer {
-	return s.newHTTPServer(h, lim.Or(DefaultWebLimits), true, access.TransportWeb, webMethodConn)
+// HTTPS) on the tailnet node, under lim (zero fields:
+// httpserve.DefaultWebLimits): each peer's connections are capped, and a
+// refusal is audited as web:connection.
+func (s *Server) WebHTTPServer(h http.Handler, lim httpserve.Limits) *httpserve.Server {
+	return httpserve.New(h, lim.Or(httpserve.DefaultWebLimits), s.connCap(access.TransportWeb, webMethodConn))
+}
+
+// connCap counts and audits an HTTP server's connections past their
+// peer's cap as method over transport: the first of a window refused
+// through the gate, the rest counted and summarised.
+func (s *Server) connCap(transport, method string) *httpserve.Cap {
+	return &httpserve.Cap{Transport: transport, Method: method, Gate: s.gate, Audit: s.recorder,
+		Refused: func(code string) { s.metrics.Refused(code) }, Now: func() time.Time { return s.cfg.Now() }, Log: s.log}
 }
 
 // WebRefuse audits a console request its guard refused before any action
