@@ -39,13 +39,13 @@ import (
 	"time"
 
 	"coily.dev/coily/httpserve"
-	"coily.dev/coily/server"
+	"coily.dev/coily/webapi"
 )
 
 // Config configures a console.
 type Config struct {
 	// Server answers every request (required).
-	Server *server.Server
+	Server webapi.Server
 	// Hosts are the host names the console answers to (the node's short
 	// name, its MagicDNS name, its tailnet addresses); a request naming
 	// another host is refused (DNS rebinding). Required.
