@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
-	"coily.dev/coily/server"
+	"coily.dev/coily/httpserve"
 )
 
 // Every route of the console is one of the server's actions
@@ -19,7 +19,7 @@ import (
 // reads r.Body reads an error, withheldBody), and admit reads it, bounded,
 // only once the request is admitted, and hands it to the handler
 // (request). A refused request is answered without its body being read,
-// and its connection is closed (server.HangUp).
+// and its connection is closed (httpserve.HangUp).
 
 // request is an admitted request: its body is read, and its handler
 // reads it only from here.
@@ -47,7 +47,7 @@ func (c *Console) handle(mux *http.ServeMux, pattern string, a access.WebAction,
 // request is read: an event stream is not cut short by it.)
 func (c *Console) admit(w http.ResponseWriter, r *http.Request, a access.WebAction, h handler) {
 	if err := c.cfg.Server.WebAdmit(r, a); err != nil {
-		server.HangUp(w)
+		httpserve.HangUp(w)
 		answerError(w, r, 0, err)
 		return
 	}
@@ -56,7 +56,7 @@ func (c *Console) admit(w http.ResponseWriter, r *http.Request, a access.WebActi
 	rc := http.NewResponseController(w)
 	_ = rc.SetWriteDeadline(time.Now().Add(c.limits.WriteTimeout)) // a recorder has none
 	if err != nil {
-		server.HangUp(w)
+		httpserve.HangUp(w)
 		answerError(w, r, http.StatusBadRequest, err)
 		return
 	}

@@ -12,7 +12,7 @@
 //   - nothing of a request's body is read before its caller is admitted
 //     for its route's action (admit.go); a refused request's connection
 //     is closed unread, and every connection is bounded in time, in
-//     header size and in number per tailnet address (server.HTTPLimits);
+//     header size and in number per tailnet address (httpserve.Limits);
 //   - a state-changing request must be same-origin (Go's
 //     http.CrossOriginProtection) and name one of the console's own host
 //     names (no DNS rebinding); refusals of either are audited;
@@ -38,13 +38,14 @@ import (
 	"sync"
 	"time"
 
-	"coily.dev/coily/server"
+	"coily.dev/coily/httpserve"
+	"coily.dev/coily/webapi"
 )
 
 // Config configures a console.
 type Config struct {
 	// Server answers every request (required).
-	Server *server.Server
+	Server webapi.Server
 	// Hosts are the host names the console answers to (the node's short
 	// name, its MagicDNS name, its tailnet addresses); a request naming
 	// another host is refused (DNS rebinding). Required.
@@ -56,8 +57,8 @@ type Config struct {
 	// re-authorization (a revoked grant ends it); 0 means 15 s.
 	Heartbeat time.Duration
 	// Limits bound the console's connections (zero fields:
-	// server.DefaultWebLimits): its timeouts and each peer's cap.
-	Limits server.HTTPLimits
+	// httpserve.DefaultWebLimits): its timeouts and each peer's cap.
+	Limits httpserve.Limits
 	Now    func() time.Time
 }
 
@@ -68,12 +69,12 @@ type Console struct {
 	log     *slog.Logger
 	handler http.Handler
 	hosts   map[string]bool
-	limits  server.HTTPLimits
+	limits  httpserve.Limits
 
 	ctx    context.Context // ended by Close: ends every stream
 	cancel context.CancelFunc
 	mu     sync.Mutex
-	srvs   []*server.HTTPServer
+	srvs   []*httpserve.Server
 	wg     sync.WaitGroup
 }
 
@@ -94,7 +95,7 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	c := &Console{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}, limits: cfg.Limits.Or(server.DefaultWebLimits)}
+	c := &Console{cfg: cfg, log: cfg.Logger, hosts: map[string]bool{}, limits: cfg.Limits.Or(httpserve.DefaultWebLimits)}
 	for _, h := range cfg.Hosts {
 		c.hosts[normalHost(h)] = true
 	}

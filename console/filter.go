@@ -30,7 +30,7 @@ const maxFilterValue = 256
 
 // parseFilter reads a stream's query: principal, rule, decision (allow or
 // refuse), event (exact, or ending in * for a prefix) and backlog (0 to
-// server.MaxAuditBacklog), each at most once. An unknown parameter, a
+// webapi.MaxAuditBacklog), each at most once. An unknown parameter, a
 // repeated one, or a value that is not plain visible text is refused: a
 // filter that was silently dropped would show more than was asked.
 func parseFilter(rawQuery string, maxBacklog int) (filter, error) {

@@ -12,7 +12,7 @@ import (
 	"sync"
 	"time"
 
-	"coily.dev/coily/server"
+	"coily.dev/coily/httpserve"
 )
 
 // Gateway brings a console that serves on a tailnet node to a browser on
@@ -46,7 +46,7 @@ func (g *Gateway) Serve(l net.Listener) error {
 	if g.Logger == nil {
 		g.Logger = slog.Default()
 	}
-	lim := server.DefaultWebLimits
+	lim := httpserve.DefaultWebLimits
 	self := l.Addr().String()
 	_, port, _ := net.SplitHostPort(self)
 	hosts := map[string]bool{self: true, "localhost:" + port: true}

@@ -5,7 +5,7 @@ import (
 	"path"
 	"strings"
 
-	"coily.dev/coily/server"
+	"coily.dev/coily/httpserve"
 )
 
 // contentSecurityPolicy allows the console's own script and style files
@@ -76,7 +76,7 @@ func crossSite(r *http.Request) bool {
 // more of the connection.
 func (c *Console) refuseGuard(w http.ResponseWriter, r *http.Request, status int, msg string) {
 	err := c.cfg.Server.WebRefuse(r, msg)
-	server.HangUp(w)
+	httpserve.HangUp(w)
 	answerError(w, r, status, err)
 }
 

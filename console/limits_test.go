@@ -12,16 +12,16 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/console"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/recorder"
-	"coily.dev/coily/server"
 )
 
 // slowLimits are the limits of the tests of slow peers: short, so that a
 // test waits for them in seconds, long enough to tell "at once" from
 // "at the timeout" on a loaded machine.
-var slowLimits = server.HTTPLimits{ReadHeaderTimeout: 6 * time.Second, ReadTimeout: 6 * time.Second,
+var slowLimits = httpserve.Limits{ReadHeaderTimeout: 6 * time.Second, ReadTimeout: 6 * time.Second,
 	WriteTimeout: 6 * time.Second, IdleTimeout: 2 * time.Second, PeerConns: 4}
 
 // TestSlowPeerHeldOff: a tailnet peer with no permission opens its cap of
@@ -77,7 +77,7 @@ func TestSlowPeerHeldOff(t *testing.T) {
 // refused were closed at once, without an answer; then, while the others
 // are still held, meanwhile runs; the others are closed by the header
 // timeout, not before.
-func checkHeld(t *testing.T, held <-chan testserver.Held, refused int, lim server.HTTPLimits, meanwhile func()) {
+func checkHeld(t *testing.T, held <-chan testserver.Held, refused int, lim httpserve.Limits, meanwhile func()) {
 	t.Helper()
 	for i := range refused {
 		select {
@@ -153,7 +153,7 @@ func TestUnadmittedBodyNotRead(t *testing.T) {
 // TestStreamsOutliveTimeouts: the event streams are long-lived GETs: they
 // stream for several times the read and write timeouts and still deliver.
 func TestStreamsOutliveTimeouts(t *testing.T) {
-	lim := server.HTTPLimits{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
+	lim := httpserve.Limits{ReadHeaderTimeout: time.Second, ReadTimeout: time.Second, WriteTimeout: time.Second,
 		IdleTimeout: time.Second}
 	tc := startTailnetConsoleWith(t, console.Config{Limits: lim, Heartbeat: 100 * time.Millisecond})
 	client := tc.in.TailnetNode(t, "phone", "tag:owner").HTTPClient()

@@ -9,7 +9,7 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
+	"coily.dev/coily/webapi"
 )
 
 // An event stream (text/event-stream, read by the pages' EventSource).
@@ -81,7 +81,7 @@ func (s *eventStream) refused(err error) {
 // the backlog reaches). The stream re-checks the caller's right every
 // heartbeat: a revoked grant ends it.
 func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
-	f, err := parseFilter(r.URL.RawQuery, server.MaxAuditBacklog)
+	f, err := parseFilter(r.URL.RawQuery, webapi.MaxAuditBacklog)
 	if err != nil {
 		writeError(w, 0, err)
 		return
@@ -89,7 +89,7 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
 	lastID, _ := strconv.ParseUint(r.Header.Get("Last-Event-ID"), 10, 64)
 	backlog := f.backlog
 	if lastID > 0 {
-		backlog = server.MaxAuditBacklog
+		backlog = webapi.MaxAuditBacklog
 	}
 	st, err := c.cfg.Server.WebAudit(r.Request, backlog)
 	if err != nil {

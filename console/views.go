@@ -11,8 +11,8 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
-	"coily.dev/coily/server"
 	"coily.dev/coily/visible"
+	"coily.dev/coily/webapi"
 )
 
 // The API's views. Every text field is for display: it went through
@@ -176,7 +176,7 @@ func stopOf(s *coilyv1.StopState) stopView {
 		Principal: vt(s.GetPrincipal())}
 }
 
-func newStatusView(v *server.WebStatusView, dev bool, now time.Time) statusView {
+func newStatusView(v *webapi.StatusView, dev bool, now time.Time) statusView {
 	st := v.Status
 	out := statusView{Dev: dev, Now: stamp(now),
 		Caller: callerView{Principal: vt(st.GetCaller().GetPrincipal()), Peer: vt(st.GetCaller().GetPeer()),

@@ -118,6 +118,7 @@ if [ "$(id -u)" = 0 ]; then
   go test -tags $T -c -o "$u/bin/coily.test" ./cmd/coily
   go test -c -o "$u/bin/sshagent.test" ./sshagent
   go test -c -o "$u/bin/notify.test" ./notify
+  go test -c -o "$u/bin/httpserve.test" ./httpserve
   cp bin/vaultdev "$u/bin/vaultdev"
   chmod -R a+rX "$u"
   chown coilytest "$u/tmp"
@@ -129,12 +130,13 @@ if [ "$(id -u)" = 0 ]; then
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|PeerConns|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|ShortLog|StateCrossCheck|PolicyReloadRefusesHostile' &&
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|StateCrossCheck|PolicyReloadRefusesHostile' &&
     asuser stateguard stateguard.test 'ShortLog' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
     asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
     asuser cmd/coily coily.test '^TestChaos$/^(LockoutEveryTransport|HostileWorkspace)$' &&
-    asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss'
+    asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss' &&
+    asuser httpserve httpserve.test 'PeerConns'
   status=$?
   set -e
   grep -E -- '^(--- FAIL|FAIL|ok|PASS)|_test.go' "$ulog" || true

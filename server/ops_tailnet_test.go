@@ -14,7 +14,9 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/internal/testserver"
+	"coily.dev/coily/ops"
 	"coily.dev/coily/server"
 )
 
@@ -41,9 +43,9 @@ func tailnetHTTP(t *testing.T, in *testserver.Instance, hostname string, tags ..
 
 // serveOps serves the identifying handler on the server's tailnet node,
 // as coily serve does on --tailnet (under lim), until the test ends.
-func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim server.HTTPLimits) string {
+func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim httpserve.Limits) string {
 	t.Helper()
-	l, err := node.Listen("tcp", ":"+strconv.Itoa(server.DefaultMetricsPort))
+	l, err := node.Listen("tcp", ":"+strconv.Itoa(ops.DefaultMetricsPort))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim server.HTT
 			t.Errorf("ops server: %v", err)
 		}
 	})
-	return "http://" + net.JoinHostPort("coily", strconv.Itoa(server.DefaultMetricsPort))
+	return "http://" + net.JoinHostPort("coily", strconv.Itoa(ops.DefaultMetricsPort))
 }
 
 // On the tailnet the endpoints need the metrics permission: tag:prom
@@ -69,11 +71,11 @@ func serveOps(t *testing.T, node *tsnet.Server, s *server.Server, lim server.HTT
 // audited and counted.
 func TestTailnetMetricsPermission(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: metricsPolicy, Tailnet: true})
-	base := serveOps(t, in.Node, in.Server, server.HTTPLimits{})
+	base := serveOps(t, in.Node, in.Server, httpserve.Limits{})
 	prom := tailnetHTTP(t, in, "prom", "tag:prom")
 	agent := tailnetHTTP(t, in, "agent", "tag:agent")
 
-	for _, p := range []string{server.PathMetrics, server.PathHealthz, server.PathReadyz} {
+	for _, p := range []string{ops.PathMetrics, ops.PathHealthz, ops.PathReadyz} {
 		if code, body := get(t, prom, "GET", base+p); code != 200 {
 			t.Errorf("tag:prom GET %s: %d %q", p, code, body)
 		}
@@ -83,7 +85,7 @@ func TestTailnetMetricsPermission(t *testing.T) {
 		}
 	}
 	rec := in.WaitAudit(t, func(r audit.Record) bool {
-		return r.Method == "http:"+server.PathMetrics && r.Principal == "tag:agent"
+		return r.Method == "http:"+ops.PathMetrics && r.Principal == "tag:agent"
 	})
 	if rec.Decision != "refuse" || rec.Code != "permission-denied" || rec.Transport != access.TransportTailnet {
 		t.Errorf("audit record of the refusal: %+v", rec)
@@ -92,7 +94,7 @@ func TestTailnetMetricsPermission(t *testing.T) {
 		t.Errorf("tag:agent GET of another path: %d", code)
 	}
 	in.WaitAudit(t, func(r audit.Record) bool { return r.Method == "http:other" && r.Principal == "tag:agent" })
-	_, body := get(t, prom, "GET", base+server.PathMetrics)
+	_, body := get(t, prom, "GET", base+ops.PathMetrics)
 	if n, ok := sample(body, `coily_refusals_total{code="permission-denied"}`); !ok || n < 4 {
 		t.Errorf("permission-denied refusals counted: %v (%v), want at least 4", n, ok)
 	}
@@ -109,13 +111,13 @@ func TestTailnetMetricsPermission(t *testing.T) {
 // nor its connection kept.
 func TestTailnetOpsSlowPeers(t *testing.T) {
 	in := testserver.Start(t, testserver.Options{Policy: metricsPolicy, Tailnet: true})
-	lim := server.HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, PeerConns: 2}
+	lim := httpserve.Limits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 5 * time.Second, PeerConns: 2}
 	base := serveOps(t, in.Node, in.Server, lim)
 	prom := tailnetHTTP(t, in, "prom", "tag:prom")
 	agent := in.TailnetNode(t, "agent", "tag:agent")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	addr := net.JoinHostPort("coily", strconv.Itoa(server.DefaultMetricsPort))
+	addr := net.JoinHostPort("coily", strconv.Itoa(ops.DefaultMetricsPort))
 	held := testserver.HoldMany(t, lim.PeerConns+2, func() (net.Conn, error) { return agent.Dial(ctx, "tcp", addr) },
 		addr, 100*time.Millisecond)
 	for i := range 2 {
@@ -132,7 +134,7 @@ func TestTailnetOpsSlowPeers(t *testing.T) {
 	if rec.Principal != "tag:agent" || rec.Code != "rate-limit" || rec.Transport != access.TransportTailnet {
 		t.Errorf("connection refusal recorded as %+v", rec)
 	}
-	code, body := get(t, prom, "GET", base+server.PathMetrics)
+	code, body := get(t, prom, "GET", base+ops.PathMetrics)
 	if n, ok := sample(body, `coily_refusals_total{code="rate-limit"}`); code != 200 || !ok || n != 2 {
 		t.Errorf("scrape while a peer holds its cap: %d, rate-limit refusals %v (%v), want 2", code, n, ok)
 	}

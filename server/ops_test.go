@@ -14,9 +14,9 @@ import (
 
 	"coily.dev/coily/internal/diskfault"
 	"coily.dev/coily/internal/testserver"
+	"coily.dev/coily/ops"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 )
 
 // get fetches url and returns the status and body.
@@ -69,13 +69,13 @@ func TestOpsHandlerLocal(t *testing.T) {
 	defer hs.Close()
 	c := hs.Client()
 
-	if code, body := get(t, c, "GET", hs.URL+server.PathHealthz); code != 200 || body != "ok\n" {
+	if code, body := get(t, c, "GET", hs.URL+ops.PathHealthz); code != 200 || body != "ok\n" {
 		t.Fatalf("healthz: %d %q", code, body)
 	}
-	if code, body := get(t, c, "GET", hs.URL+server.PathReadyz); code != 200 || body != "ready\n" {
+	if code, body := get(t, c, "GET", hs.URL+ops.PathReadyz); code != 200 || body != "ready\n" {
 		t.Fatalf("readyz: %d %q", code, body)
 	}
-	code, body := get(t, c, "GET", hs.URL+server.PathMetrics)
+	code, body := get(t, c, "GET", hs.URL+ops.PathMetrics)
 	if code != 200 {
 		t.Fatalf("metrics: %d", code)
 	}
@@ -95,7 +95,7 @@ func TestOpsHandlerLocal(t *testing.T) {
 	if _, err := in.Client.API.Lockout(context.Background(), &coilyv1.LockoutRequest{Reason: "metrics test"}); err != nil {
 		t.Fatal(err)
 	}
-	_, body = get(t, c, "GET", hs.URL+server.PathMetrics)
+	_, body = get(t, c, "GET", hs.URL+ops.PathMetrics)
 	wantSample(t, body, `coily_execs_total{result="exit-zero",rule="true"}`, 1)
 	wantSample(t, body, `coily_execs_total{result="exit-nonzero",rule="sh"}`, 1)
 	wantSample(t, body, `coily_execs_total{result="refused",rule="(none)"}`, 1)
@@ -112,11 +112,11 @@ func TestOpsHandlerLocal(t *testing.T) {
 		}
 	}
 
-	code, body = get(t, c, "GET", hs.URL+server.PathReadyz)
+	code, body = get(t, c, "GET", hs.URL+ops.PathReadyz)
 	if code != 200 || !strings.Contains(body, "locked out") {
 		t.Fatalf("readyz while locked out: %d %q (a lockout is a state, not unreadiness)", code, body)
 	}
-	if code, _ := get(t, c, "POST", hs.URL+server.PathMetrics); code != http.StatusMethodNotAllowed {
+	if code, _ := get(t, c, "POST", hs.URL+ops.PathMetrics); code != http.StatusMethodNotAllowed {
 		t.Errorf("POST /metrics: %d", code)
 	}
 	if code, _ := get(t, c, "GET", hs.URL+"/debug/pprof/"); code != http.StatusNotFound {
@@ -133,7 +133,7 @@ func TestReadyzAuditUnwritable(t *testing.T) {
 	hs := httptest.NewServer(in.Server.OpsHandler(false))
 	defer hs.Close()
 	c := hs.Client()
-	readyz := func() (int, string) { return get(t, c, "GET", hs.URL+server.PathReadyz) }
+	readyz := func() (int, string) { return get(t, c, "GET", hs.URL+ops.PathReadyz) }
 	if code, body := readyz(); code != 200 {
 		t.Fatalf("readyz before: %d %q", code, body)
 	}

@@ -15,9 +15,9 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/testserver"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/policyfile"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
-	"coily.dev/coily/server"
 )
 
 func TestRateLimitSurvivesRestart(t *testing.T) {
@@ -179,7 +179,7 @@ func TestPolicyLiveReload(t *testing.T) {
 	// A broken edit is refused, audited, and the last good policy stays.
 	broken := "version: 1\ncommands:\n  - {name: x, binary: relative}\n"
 	writeAtomically(t, in.PolicyPath, broken)
-	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == server.EventPolicyReload && r.Decision == "refuse" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == policyfile.EventReload && r.Decision == "refuse" })
 	if !strings.Contains(rec.Reason, "policy.yaml:3:") {
 		t.Fatalf("reload refusal does not name the line: %q", rec.Reason)
 	}
@@ -200,7 +200,7 @@ func TestPolicyLiveReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.WaitAudit(t, func(r audit.Record) bool {
-		return r.Event == server.EventPolicyReload && r.Decision == "refuse" && strings.Contains(r.Reason, "no such file")
+		return r.Event == policyfile.EventReload && r.Decision == "refuse" && strings.Contains(r.Reason, "no such file")
 	})
 	if r := execArgv(t, in, "/bin/true"); r.err != nil {
 		t.Fatalf("last good policy not in force after the file went: %v", r.err)
@@ -221,7 +221,7 @@ func TestPolicyReloadRefusesHostileFile(t *testing.T) {
 	var before runtime.MemStats
 	runtime.ReadMemStats(&before)
 	writeAtomically(t, in.PolicyPath, hostile)
-	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == server.EventPolicyReload && r.Decision == "refuse" })
+	rec := in.WaitAudit(t, func(r audit.Record) bool { return r.Event == policyfile.EventReload && r.Decision == "refuse" })
 	var after runtime.MemStats
 	runtime.ReadMemStats(&after)
 	line := strings.Count(testserver.LocalPolicy, "\n") + 1

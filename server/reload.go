@@ -2,205 +2,35 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
-	"errors"
-	"fmt"
-	"io"
-	"os"
-	"path/filepath"
-	"time"
 
-	"github.com/fsnotify/fsnotify"
-
-	"coily.dev/coily/access"
-	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
-	"coily.dev/coily/refusal"
+	"coily.dev/coily/policyfile"
 )
 
-// A changed policy file is read once it has been quiet: no event for
-// reloadSettle (editors write in several steps), and unmodified for
-// reloadQuiet by its mtime (a writer pausing mid-file, in place); it must
-// not change while being read (size, mtime, and the SHA-256 of two reads).
-// A writer pausing longer than reloadQuiet mid-file can still have a
-// prefix read; if that prefix is a valid policy it would apply: write
-// policies by rename (editors do; docs/policy.md says so).
-const (
-	reloadSettle = 250 * time.Millisecond
-	reloadQuiet  = time.Second
-)
-
-// EventPolicyReload is the audit event of a policy reload, applied or
-// refused.
-const EventPolicyReload = "policy.reload"
-
-// errPolicyChanging reports a policy file still being written.
-var errPolicyChanging = errors.New("policy file is being written")
-
-// ReloadPolicy loads the policy file at path and, if it is valid and
-// differs from the policy in force, puts it in force for new requests
-// (requests already admitted keep the rule they were admitted under). An
-// invalid file changes nothing: the last good policy stays in force, and
-// the refusal is logged and audited.
+// ReloadPolicy reloads the policy from its file at path
+// (policyfile.Reloader.Reload): a valid policy that differs is put in
+// force for new requests once its reload is audited; an invalid file
+// changes nothing, and the refusal is audited.
 func (s *Server) ReloadPolicy(ctx context.Context, path string) error {
-	data, err := readStable(path, 0, time.Now())
-	if err != nil {
-		return s.refuseReload(ctx, path, nil, err)
-	}
-	return s.applyPolicy(ctx, path, data)
+	return s.policyFile().Reload(ctx, path)
 }
 
-// readStable reads the policy file, requiring it unmodified for quiet (by
-// its mtime) and unchanged while read; errPolicyChanging otherwise.
-func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error) {
-	before, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if before.Size() > policy.MaxFileSize {
-		return nil, fmt.Errorf("policy file larger than %d bytes", policy.MaxFileSize)
-	}
-	if age := now.Sub(before.ModTime()); age < quiet {
-		return nil, fmt.Errorf("%w (modified %s ago)", errPolicyChanging, age.Round(time.Millisecond))
-	}
-	data, err := readAtMost(path, policy.MaxFileSize)
-	if err != nil {
-		return nil, err
-	}
-	after, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if after.Size() != before.Size() || !after.ModTime().Equal(before.ModTime()) || int64(len(data)) != after.Size() {
-		return nil, fmt.Errorf("%w (changed while read)", errPolicyChanging)
-	}
-	// Size and mtime miss a rewrite of the same length within the clock's
-	// granularity: a second read must hash the same.
-	again, err := readAtMost(path, policy.MaxFileSize)
-	if err != nil {
-		return nil, err
-	}
-	if sha256.Sum256(again) != sha256.Sum256(data) {
-		return nil, fmt.Errorf("%w (changed while read)", errPolicyChanging)
-	}
-	return data, nil
+// WatchPolicy reloads the policy whenever its file changes, until ctx
+// ends (policyfile.Reloader.Watch).
+func (s *Server) WatchPolicy(ctx context.Context, path string) error {
+	return s.policyFile().Watch(ctx, path)
 }
 
-// readAtMost reads the file at path, refusing one that holds more than max
-// bytes by the time it is read (it may have grown since it was measured).
-func readAtMost(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
-		return nil, fmt.Errorf("policy file larger than %d bytes", max)
-	}
-	return data, nil
+func (s *Server) policyFile() *policyfile.Reloader {
+	return policyfile.New(policyfile.Config{Current: s.Policy, Record: s.record, Apply: s.applyPolicy, Log: s.log})
 }
 
-// reloadRecord is the audit record of a reload of the file at path.
-func (s *Server) reloadRecord(path string) audit.Record {
-	rec := access.CallerRecord(access.ServerCaller, "", EventPolicyReload, "")
-	rec.Details = map[string]string{"path": path, "old_sha256": s.Policy().SHA256}
-	return rec
-}
-
-// refuseReload audits a reload that cannot apply: the file could not be
-// read (data nil) or is not a valid policy (its SHA-256 recorded). The last
-// good policy stays in force; cause is returned.
-func (s *Server) refuseReload(ctx context.Context, path string, data []byte, cause error) error {
-	rec := s.reloadRecord(path)
-	rec.Decision, rec.Code, rec.Reason = "refuse", string(refusal.BadRequest), cause.Error()
-	if data != nil {
-		rec.Details["refused_sha256"] = fmt.Sprintf("%x", sha256.Sum256(data))
-	}
-	if _, aerr := s.record(ctx, rec); aerr != nil {
-		return fmt.Errorf("policy reload refused (%w), and the refusal could not be audited: %w", cause, aerr)
-	}
-	return cause
-}
-
-// applyPolicy parses a policy file's content and puts it in force, or
-// audits the refusal.
-func (s *Server) applyPolicy(ctx context.Context, path string, data []byte) error {
-	p, err := policy.ParseFile(path, data)
-	if err != nil {
-		return s.refuseReload(ctx, path, data, err)
-	}
-	if p.SHA256 == s.Policy().SHA256 {
-		return nil
-	}
-	rec := s.reloadRecord(path)
-	rec.Decision, rec.Details["new_sha256"] = "allow", p.SHA256
-	// Audited before it takes effect: a policy change that cannot be
-	// recorded does not happen.
-	if _, err := s.record(ctx, rec); err != nil {
-		return fmt.Errorf("policy reload not applied: %w", err)
-	}
+// applyPolicy puts p in force for new requests.
+func (s *Server) applyPolicy(p *policy.Policy) {
 	s.policy.Store(p)
 	s.metrics.Rules(p)
 	s.configureNotifier(p)
 	logAbsentBinaries(s, p)
-	return nil
-}
-
-// WatchPolicy reloads the policy whenever its file changes, until ctx
-// ends. It watches the file's directory, so that editors that replace the
-// file (write a new one, rename it into place) and symbolic-link swaps are
-// seen.
-func (s *Server) WatchPolicy(ctx context.Context, path string) error {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch policy: %w", err)
-	}
-	defer w.Close()
-	dir := filepath.Dir(path)
-	if err := w.Add(dir); err != nil {
-		return fmt.Errorf("watch policy directory %s: %w", dir, err)
-	}
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
-	defer settle.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case ev, ok := <-w.Events:
-			if !ok {
-				return nil
-			}
-			if filepath.Clean(ev.Name) == filepath.Clean(path) || filepath.Base(ev.Name) == "..data" {
-				settle.Reset(reloadSettle)
-			}
-		case err, ok := <-w.Errors:
-			if !ok {
-				return nil
-			}
-			s.log.Error("policy watcher", "err", err)
-		case <-settle.C:
-			data, err := readStable(path, reloadQuiet, time.Now())
-			if errors.Is(err, errPolicyChanging) {
-				settle.Reset(reloadSettle) // look again once it is quiet
-				continue
-			}
-			if err == nil {
-				err = s.applyPolicy(ctx, path, data)
-			} else {
-				err = s.refuseReload(ctx, path, nil, err)
-			}
-			if err != nil {
-				s.log.Error("policy reload refused; the last good policy stays in force", "err", err)
-			} else {
-				s.log.Info("policy in force", "path", path, "sha256", s.Policy().SHA256)
-			}
-		}
-	}
 }
 
 // logAbsentBinaries warns about rules that cannot match on this host.

@@ -43,6 +43,7 @@ import (
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/metrics"
+	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	coilyv1grpc "coily.dev/coily/proto/coily/v1/coilyv1grpc"
@@ -128,7 +129,7 @@ type Server struct {
 
 	approvals *approvals.Queue
 	metrics   *metrics.Metrics
-	ready     readiness // the last readiness answer (ready.go)
+	ready     *ops.Readiness // the last readiness answer
 	// gate admits every request: who calls, and what it may do.
 	gate *access.Gate
 	// egress is the server-wide egress connection budget.
@@ -227,6 +228,8 @@ func New(cfg Config) (*Server, error) {
 				s.guard.Anchor()
 			}
 		}})
+	s.ready = ops.NewReadiness(ops.Components{Closing: s.stops.Closing, Policy: s.Policy, Store: cfg.Store, Audit: cfg.Audit,
+		Keystore: cfg.Keystore, Sandboxes: cfg.Sandboxes})
 	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,

@@ -8,14 +8,15 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/approvals"
-	"coily.dev/coily/audit"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/webapi"
 )
 
 // The web console (package console) reaches the server through the Web
-// methods in this file, never around them. Each one:
+// methods in this file (webapi.Server), never around them. Each one:
 //
 //   - is admitted by access (Gate.Admit, access.Web): the HTTP request's
 //     caller is identified exactly as a gRPC call on the tailnet is
@@ -28,6 +29,8 @@ import (
 //     where it is decided;
 //   - then runs the twin's own handler, which audits the action as it
 //     does for gRPC, with the transport "web".
+
+var _ webapi.Server = (*Server)(nil)
 
 // The audit's method names of the console's refusals that are no action
 // of the table ("web:" is no gRPC method's form, so none can be mistaken
@@ -68,45 +71,26 @@ func (s *Server) WebAdmit(r *http.Request, a access.WebAction) error {
 	return s.webCall(r, a, func(context.Context) error { return nil })
 }
 
-// WebCaller is who a console request comes from and what it may do.
-type WebCaller struct {
-	Principal   string
-	Peer        string
-	Roles       []string
-	Permissions []policy.Permission
-}
-
 // WebWhoAmI identifies the caller (any caller holding a permission, as
 // for a page): the pages show only what its permissions allow, and ask
 // for nothing else, so a caller is not refused, and audited, in a loop.
-func (s *Server) WebWhoAmI(r *http.Request) (WebCaller, error) {
-	var out WebCaller
+func (s *Server) WebWhoAmI(r *http.Request) (webapi.Caller, error) {
+	var out webapi.Caller
 	err := s.webCall(r, access.WebPage, func(ctx context.Context) error {
 		c, err := access.CallerFrom(ctx)
 		if err != nil {
 			return err
 		}
 		pol := s.policyFrom(ctx)
-		out = WebCaller{Principal: c.Principal, Peer: c.Peer, Roles: pol.Roles(c.Subject()), Permissions: pol.Permissions(c.Subject())}
+		out = webapi.Caller{Principal: c.Principal, Peer: c.Peer, Roles: pol.Roles(c.Subject()), Permissions: pol.Permissions(c.Subject())}
 		return nil
 	})
 	return out, err
 }
 
-// WebStatusView is what the console's status page shows.
-type WebStatusView struct {
-	// Status is the Status RPC's answer for this caller.
-	Status *coilyv1.StatusResponse
-	// Execs are the Execs in flight, oldest first; shown only to callers
-	// holding the status permission (ExecsShown), as they name other
-	// principals' commands.
-	Execs      []ExecInfo
-	ExecsShown bool
-}
-
 // WebStatus answers as Status does, with the Execs in flight.
-func (s *Server) WebStatus(r *http.Request) (*WebStatusView, error) {
-	var v WebStatusView
+func (s *Server) WebStatus(r *http.Request) (*webapi.StatusView, error) {
+	var v webapi.StatusView
 	err := s.webCall(r, access.WebStatus, func(ctx context.Context) error {
 		st, err := s.Status(ctx, &coilyv1.StatusRequest{})
 		if err != nil {
@@ -196,35 +180,18 @@ func (s *Server) WebKill(r *http.Request, requestID, reason string) (bool, error
 	return running, err
 }
 
-// AuditStream is the live audit log for one subscriber.
-type AuditStream struct {
-	// Backlog are the last records written before the subscription, oldest
-	// first.
-	Backlog []audit.Record
-	// Live carries every record appended since (some may also be in the
-	// backlog: skip those up to the backlog's last Seq). It is closed when
-	// the subscriber falls too far behind (reconnect) or the server shuts
-	// down.
-	Live <-chan audit.Record
-	// Close ends the subscription.
-	Close func()
-}
-
-// MaxAuditBacklog bounds the records a stream starts with.
-const MaxAuditBacklog = 500
-
 // WebAudit subscribes to the audit log: the last backlog records (at
-// most MaxAuditBacklog), then every record as it is appended.
-func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
-	var st AuditStream
+// most webapi.MaxAuditBacklog), then every record as it is appended.
+func (s *Server) WebAudit(r *http.Request, backlog int) (*webapi.AuditStream, error) {
+	var st webapi.AuditStream
 	err := s.webCall(r, access.WebAudit, func(context.Context) error {
 		live, cancel := s.recorder.Subscribe()
-		recs, err := s.cfg.Audit.Tail(min(max(backlog, 0), MaxAuditBacklog))
+		recs, err := s.cfg.Audit.Tail(min(max(backlog, 0), webapi.MaxAuditBacklog))
 		if err != nil {
 			cancel()
 			return refusal.Wrap(refusal.Internal, err, "audit log unreadable")
 		}
-		st = AuditStream{Backlog: recs, Live: live, Close: cancel}
+		st = webapi.AuditStream{Backlog: recs, Live: live, Close: cancel}
 		return nil
 	})
 	if err != nil {
@@ -233,23 +200,12 @@ func (s *Server) WebAudit(r *http.Request, backlog int) (*AuditStream, error) {
 	return &st, nil
 }
 
-// ApprovalWatch is the approvals' changes for one subscriber.
-type ApprovalWatch struct {
-	// Changes first carries the pending approvals, then every change. It
-	// is closed when the subscriber falls too far behind (reconnect).
-	Changes <-chan *coilyv1.Approval
-	// Done is closed when the server shuts down.
-	Done <-chan struct{}
-	// Close ends the subscription.
-	Close func()
-}
-
 // WebWatchApprovals subscribes to the approvals, as WatchApprovals does.
-func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
-	var w ApprovalWatch
+func (s *Server) WebWatchApprovals(r *http.Request) (*webapi.ApprovalWatch, error) {
+	var w webapi.ApprovalWatch
 	err := s.webCall(r, access.WebWatchApprovals, func(context.Context) error {
 		ch, cancel := s.approvals.Watch()
-		w = ApprovalWatch{Changes: ch, Done: s.quit, Close: cancel}
+		w = webapi.ApprovalWatch{Changes: ch, Done: s.quit, Close: cancel}
 		return nil
 	})
 	if err != nil {
@@ -259,11 +215,19 @@ func (s *Server) WebWatchApprovals(r *http.Request) (*ApprovalWatch, error) {
 }
 
 // WebHTTPServer is an HTTP server for h (the console, or its redirect to
-// HTTPS) on the tailnet node, under lim (zero fields: DefaultWebLimits):
-// each peer's connections are capped, and a refusal is audited as
-// web:connection.
-func (s *Server) WebHTTPServer(h http.Handler, lim HTTPLimits) *HTTPServer {
-	return s.newHTTPServer(h, lim.Or(DefaultWebLimits), true, access.TransportWeb, webMethodConn)
+// HTTPS) on the tailnet node, under lim (zero fields:
+// httpserve.DefaultWebLimits): each peer's connections are capped, and a
+// refusal is audited as web:connection.
+func (s *Server) WebHTTPServer(h http.Handler, lim httpserve.Limits) *httpserve.Server {
+	return httpserve.New(h, lim.Or(httpserve.DefaultWebLimits), s.connCap(access.TransportWeb, webMethodConn))
+}
+
+// connCap counts and audits an HTTP server's connections past their
+// peer's cap as method over transport: the first of a window refused
+// through the gate, the rest counted and summarised.
+func (s *Server) connCap(transport, method string) *httpserve.Cap {
+	return &httpserve.Cap{Transport: transport, Method: method, Gate: s.gate, Audit: s.recorder,
+		Refused: func(code string) { s.metrics.Refused(code) }, Now: func() time.Time { return s.cfg.Now() }, Log: s.log}
 }
 
 // WebRefuse audits a console request its guard refused before any action

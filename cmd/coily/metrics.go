@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"tailscale.com/tsnet"
 
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/server"
 )
 
@@ -27,7 +28,7 @@ func metricsRegistry() (*prometheus.Registry, error) {
 
 // opsServers are the HTTP servers of the operations endpoints.
 type opsServers struct {
-	servers []*server.HTTPServer
+	servers []*httpserve.Server
 	done    chan error
 }
 
@@ -42,7 +43,7 @@ func startOps(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 			return nil, fmt.Errorf("metrics listener: %w", err)
 		}
 		warnIfNotLoopback(log, l.Addr())
-		ops.serve(l, srv.OpsServer(false, server.HTTPLimits{}))
+		ops.serve(l, srv.OpsServer(false, httpserve.Limits{}))
 		log.Info("serving metrics", "addr", l.Addr().String(), "identity", "none (local address)")
 	}
 	if node != nil && o.metricsTailnetPort > 0 {
@@ -51,7 +52,7 @@ func startOps(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 			ops.close()
 			return nil, fmt.Errorf("tailnet metrics listener: %w", err)
 		}
-		ops.serve(l, srv.OpsServer(true, server.HTTPLimits{}))
+		ops.serve(l, srv.OpsServer(true, httpserve.Limits{}))
 		log.Info("serving metrics", "addr", net.JoinHostPort(node.Hostname, strconv.Itoa(o.metricsTailnetPort)),
 			"identity", "tailnet, metrics permission")
 	}
@@ -59,8 +60,8 @@ func startOps(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 }
 
 // serve runs hs on l (its timeouts and, on the tailnet, its cap per peer
-// are server.DefaultOpsLimits).
-func (ops *opsServers) serve(l net.Listener, hs *server.HTTPServer) {
+// are httpserve.DefaultOpsLimits).
+func (ops *opsServers) serve(l net.Listener, hs *httpserve.Server) {
 	ops.servers = append(ops.servers, hs)
 	go func() { ops.done <- hs.Serve(l) }()
 }

@@ -25,6 +25,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
+	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
@@ -98,7 +99,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.tailnet = boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node (its host name: --hostname, default coily)")
 	f.authKeyFile = stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
 	f.metricsListen = stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
-	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", server.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
+	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", ops.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
 	f.allowRoot = boolFlag(fs, "allow-root", "COILY_ALLOW_ROOT", "run as root anyway (not recommended: see docs/operations.md)")
 	f.egressConns = intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
 	f.web = boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")

@@ -1,4 +1,9 @@
-package server
+// Package httpserve holds the server's HTTP servers (the web console's,
+// the operations endpoints'): an http.Server under Limits (timeouts,
+// header size) whose connections can be capped per peer address, each
+// refusal of a connection past the cap counted and audited
+// (peerconns.go).
+package httpserve
 
 import (
 	"context"
@@ -6,7 +11,7 @@ import (
 	"time"
 )
 
-// HTTPLimits bound one of the server's HTTP servers (the web console's,
+// Limits bound one of the server's HTTP servers (the web console's,
 // the operations endpoints'), so that no peer holds a connection, or a
 // goroutine, for long without being answered:
 //
@@ -25,7 +30,7 @@ import (
 //     the refusal is audited (peerconns.go).
 //
 // A zero field takes the default's value.
-type HTTPLimits struct {
+type Limits struct {
 	ReadHeaderTimeout time.Duration
 	ReadTimeout       time.Duration
 	WriteTimeout      time.Duration
@@ -36,23 +41,23 @@ type HTTPLimits struct {
 
 // DefaultWebLimits are the web console's limits. A browser opens at
 // most six connections to a host; a page holds two event streams.
-var DefaultWebLimits = HTTPLimits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
+var DefaultWebLimits = Limits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Second,
 	WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute, MaxHeaderBytes: 16 << 10, PeerConns: 16}
 
 // DefaultOpsLimits are the operations endpoints' limits. A Prometheus
 // keeps one connection to its target.
-var DefaultOpsLimits = HTTPLimits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+var DefaultOpsLimits = Limits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 	WriteTimeout: 30 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10, PeerConns: 8}
 
 // Or returns l with each zero field taken from def.
-func (l HTTPLimits) Or(def HTTPLimits) HTTPLimits {
+func (l Limits) Or(def Limits) Limits {
 	pick := func(v, d time.Duration) time.Duration {
 		if v > 0 {
 			return v
 		}
 		return d
 	}
-	out := HTTPLimits{ReadHeaderTimeout: pick(l.ReadHeaderTimeout, def.ReadHeaderTimeout),
+	out := Limits{ReadHeaderTimeout: pick(l.ReadHeaderTimeout, def.ReadHeaderTimeout),
 		ReadTimeout: pick(l.ReadTimeout, def.ReadTimeout), WriteTimeout: pick(l.WriteTimeout, def.WriteTimeout),
 		IdleTimeout: pick(l.IdleTimeout, def.IdleTimeout), MaxHeaderBytes: l.MaxHeaderBytes, PeerConns: l.PeerConns}
 	if out.MaxHeaderBytes <= 0 {
@@ -64,22 +69,23 @@ func (l HTTPLimits) Or(def HTTPLimits) HTTPLimits {
 	return out
 }
 
-// HTTPServer is an http.Server under HTTPLimits whose connections are
-// capped per peer. Set its BaseContext and ErrorLog before serving, not
-// its ConnState (the cap's).
-type HTTPServer struct {
+// Server is an http.Server under Limits whose connections are capped
+// per peer. Set its BaseContext and ErrorLog before serving, not its
+// ConnState (the cap's).
+type Server struct {
 	*http.Server
 	peers *peerConns // nil: no cap
 }
 
-// newHTTPServer serves h under lim; with capped, the connections each
-// peer holds are capped, and a refusal audited as method over transport.
-func (s *Server) newHTTPServer(h http.Handler, lim HTTPLimits, capped bool, transport, method string) *HTTPServer {
-	hs := &HTTPServer{Server: &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout,
+// New serves h under lim; with a cap, the connections each peer holds
+// are capped at lim.PeerConns, and a refusal counted and audited as cap
+// says. Without one (nil), no peer is capped.
+func New(h http.Handler, lim Limits, capped *Cap) *Server {
+	hs := &Server{Server: &http.Server{Handler: h, ReadHeaderTimeout: lim.ReadHeaderTimeout,
 		ReadTimeout: lim.ReadTimeout, WriteTimeout: lim.WriteTimeout, IdleTimeout: lim.IdleTimeout,
 		MaxHeaderBytes: lim.MaxHeaderBytes}}
-	if capped {
-		hs.peers = newPeerConns(s, lim.PeerConns, transport, method)
+	if capped != nil {
+		hs.peers = newPeerConns(*capped, lim.PeerConns)
 		hs.ConnState = hs.peers.connState
 	}
 	return hs
@@ -87,7 +93,7 @@ func (s *Server) newHTTPServer(h http.Handler, lim HTTPLimits, capped bool, tran
 
 // Shutdown shuts the server down as http.Server.Shutdown does, then
 // records the connection refusals counted and not yet recorded.
-func (h *HTTPServer) Shutdown(ctx context.Context) error {
+func (h *Server) Shutdown(ctx context.Context) error {
 	err := h.Server.Shutdown(ctx)
 	h.peers.close()
 	return err
@@ -95,7 +101,7 @@ func (h *HTTPServer) Shutdown(ctx context.Context) error {
 
 // Close closes the server as http.Server.Close does, then records the
 // connection refusals counted and not yet recorded.
-func (h *HTTPServer) Close() error {
+func (h *Server) Close() error {
 	err := h.Server.Close()
 	h.peers.close()
 	return err

@@ -1,4 +1,4 @@
-package server
+package ops
 
 import (
 	"context"
@@ -6,7 +6,11 @@ import (
 	"sync"
 	"time"
 
+	"coily.dev/coily/audit"
+	"coily.dev/coily/keystore"
+	"coily.dev/coily/policy"
 	"coily.dev/coily/sandbox"
+	"coily.dev/coily/store"
 )
 
 // ReadyTTL is how long a readiness answer is reused: however often
@@ -19,13 +23,30 @@ const ReadyTTL = time.Second
 // makes the server unready, not /readyz hang).
 const readyTimeout = 5 * time.Second
 
-// readiness remembers the last answer; mu is held while one is computed,
-// so concurrent askers share it.
-type readiness struct {
+// Components are what a readiness run checks: the server's own.
+type Components struct {
+	// Closing reports the server shutting down.
+	Closing func() bool
+	// Policy returns the policy in force.
+	Policy    func() *policy.Policy
+	Store     *store.DB
+	Audit     *audit.Log
+	Keystore  *keystore.Keystore
+	Sandboxes sandbox.Registry
+}
+
+// Readiness checks one server's components and remembers the last
+// answer; mu is held while one is computed, so concurrent askers (every
+// listener's /readyz) share it.
+type Readiness struct {
+	c        Components
 	mu       sync.Mutex
 	at       time.Time
 	problems []string
 }
+
+// NewReadiness returns the readiness of the server made of c.
+func NewReadiness(c Components) *Readiness { return &Readiness{c: c} }
 
 // Ready reports what keeps the server from serving Execs, one line per
 // component ("audit: …"); none means ready. It checks that a policy is
@@ -39,19 +60,19 @@ type readiness struct {
 // Status and Unlock), and an orchestrator that restarted or hid an
 // unready server would fight the owner's brake. They show in the
 // coily_lockout_active and coily_pause_active metrics.
-func (s *Server) Ready(ctx context.Context) []string {
-	s.ready.mu.Lock()
-	defer s.ready.mu.Unlock()
-	if !s.ready.at.IsZero() && time.Since(s.ready.at) < ReadyTTL {
-		return s.ready.problems
+func (rd *Readiness) Ready(ctx context.Context) []string {
+	rd.mu.Lock()
+	defer rd.mu.Unlock()
+	if !rd.at.IsZero() && time.Since(rd.at) < ReadyTTL {
+		return rd.problems
 	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	s.ready.problems, s.ready.at = s.checkReady(ctx), time.Now()
-	return s.ready.problems
+	rd.problems, rd.at = rd.check(ctx), time.Now()
+	return rd.problems
 }
 
-func (s *Server) checkReady(ctx context.Context) []string {
+func (rd *Readiness) check(ctx context.Context) []string {
 	var problems []string
 	add := func(component string, err error) {
 		if err != nil {
@@ -59,29 +80,29 @@ func (s *Server) checkReady(ctx context.Context) []string {
 			problems = append(problems, component+": "+oneLine(msg))
 		}
 	}
-	if s.stops.Closing() {
+	if rd.c.Closing() {
 		problems = append(problems, "server: shutting down")
 	}
-	pol := s.Policy()
+	pol := rd.c.Policy()
 	if pol == nil {
 		return append(problems, "policy: none loaded")
 	}
-	_, err := s.cfg.Store.Stops()
+	_, err := rd.c.Store.Stops()
 	add("state", err)
-	add("audit", s.cfg.Audit.Check())
+	add("audit", rd.c.Audit.Check())
 	if b := pol.CredentialBackends(); len(b) > 0 {
-		add("keystore", s.cfg.Keystore.Check(ctx, b))
+		add("keystore", rd.c.Keystore.Check(ctx, b))
 	}
 	for _, name := range pol.Sandboxes() {
-		add("sandbox "+name, s.checkSandbox(name))
+		add("sandbox "+name, rd.checkSandbox(name))
 	}
 	return problems
 }
 
 // checkSandbox looks the backend up and asks it, when it can tell,
 // whether it could confine a command now.
-func (s *Server) checkSandbox(name string) error {
-	box, err := s.cfg.Sandboxes.Lookup(name)
+func (rd *Readiness) checkSandbox(name string) error {
+	box, err := rd.c.Sandboxes.Lookup(name)
 	if err != nil {
 		return err
 	}

@@ -1,7 +1,8 @@
-package server
+package httpserve
 
 import (
 	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -9,11 +10,12 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/audit"
 	"coily.dev/coily/recorder"
 	"coily.dev/coily/refusal"
 )
 
-// Connections per peer (HTTPLimits.PeerConns). A peer that holds its cap
+// Connections per peer (Limits.PeerConns). A peer that holds its cap
 // of connections open gets each new one closed as soon as it is accepted,
 // before a byte of it is read, whoever the peer is: the cap is counted
 // per address, so it needs no identity, and an owner's device is not
@@ -32,14 +34,39 @@ const connRefusalMsg = "too many connections from this peer: at most %d open at 
 // past it, the newcomers share one count (the zero address's).
 const maxConnWindows = 4096
 
+// Gate identifies a refused peer and audits its first refusal of a
+// window (access.Gate).
+type Gate interface {
+	Tailnet(ctx context.Context, remote string) (access.Caller, error)
+	Refuse(ctx context.Context, c access.Caller, method string, err error) error
+}
+
+// Appender writes a window's summary (recorder.Recorder).
+type Appender interface {
+	Append(ctx context.Context, rec audit.Record, durable bool) (audit.Record, error)
+}
+
+// Cap is how one server's connections past their peer's cap are counted
+// and audited. Every field is required.
+type Cap struct {
+	// Transport and Method name the refusals in the audit.
+	Transport, Method string
+	Gate              Gate
+	Audit             Appender
+	// Refused counts a refusal the gate does not record (the metrics'
+	// coily_refusals_total).
+	Refused func(code string)
+	Now     func() time.Time
+	Log     *slog.Logger
+}
+
 // peerConns caps the connections of one HTTP server per peer address
 // (its ConnState hook).
 type peerConns struct {
-	s                 *Server
-	max               int
-	transport, method string
-	window            time.Duration // recorder.Window
-	maxWindows        int           // maxConnWindows
+	cfg        Cap
+	max        int
+	window     time.Duration // recorder.Window
+	maxWindows int           // maxConnWindows
 
 	mu      sync.Mutex
 	open    map[netip.Addr]int
@@ -58,8 +85,8 @@ type connWindow struct {
 	timer       *time.Timer // writes the summary of more at the window's end
 }
 
-func newPeerConns(s *Server, max int, transport, method string) *peerConns {
-	return &peerConns{s: s, max: max, transport: transport, method: method, window: recorder.Window, maxWindows: maxConnWindows,
+func newPeerConns(cfg Cap, max int) *peerConns {
+	return &peerConns{cfg: cfg, max: max, window: recorder.Window, maxWindows: maxConnWindows,
 		open: map[netip.Addr]int{}, held: map[net.Conn]netip.Addr{}, windows: map[netip.Addr]*connWindow{}}
 }
 
@@ -124,19 +151,19 @@ func (p *peerConns) refuse(remote net.Addr) {
 	if remote != nil {
 		peer = remote.String()
 	}
-	addr, now := peerAddr(remote), p.s.cfg.Now()
+	addr, now := peerAddr(remote), p.cfg.Now()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.closed {
-		p.s.metrics.Refused(string(refusal.RateLimit)) // closing: counted, not recorded
+		p.cfg.Refused(string(refusal.RateLimit)) // closing: counted, not recorded
 		return
 	}
 	if w := p.windowLocked(&addr, now); w != nil {
-		p.s.metrics.Refused(string(refusal.RateLimit)) // recorded in the window's summary
+		p.cfg.Refused(string(refusal.RateLimit)) // recorded in the window's summary
 		p.countLocked(addr, w, now)
 		return
 	}
-	w := &connWindow{start: now, caller: access.Caller{Transport: p.transport, Peer: peer}}
+	w := &connWindow{start: now, caller: access.Caller{Transport: p.cfg.Transport, Peer: peer}}
 	p.windows[addr] = w
 	p.wg.Add(1)
 	go p.recordFirst(w, peer)
@@ -193,12 +220,12 @@ func (p *peerConns) recordFirst(w *connWindow, peer string) {
 	defer p.wg.Done()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	c, _ := p.s.gate.Tailnet(ctx, peer) // an unidentified peer is recorded by its address
-	c.Transport = p.transport
+	c, _ := p.cfg.Gate.Tailnet(ctx, peer) // an unidentified peer is recorded by its address
+	c.Transport = p.cfg.Transport
 	p.mu.Lock()
 	w.caller = c
 	p.mu.Unlock()
-	_ = p.s.gate.Refuse(ctx, c, p.method, refusal.New(refusal.RateLimit, connRefusalMsg, p.max))
+	_ = p.cfg.Gate.Refuse(ctx, c, p.cfg.Method, refusal.New(refusal.RateLimit, connRefusalMsg, p.max))
 }
 
 // summarise writes the summary of w's refusals not yet recorded.
@@ -213,14 +240,14 @@ func (p *peerConns) summarise(addr netip.Addr, w *connWindow) {
 	if n == 0 {
 		return
 	}
-	sample := access.CallerRecord(c, p.method, "call", "")
+	sample := access.CallerRecord(c, p.cfg.Method, "call", "")
 	sample.Code = string(refusal.RateLimit)
 	rec := recorder.Summary(sample, n, map[string]int{sample.Code: n}, w.first, w.last, 1)
-	if _, err := p.s.recorder.Append(context.Background(), rec, true); err != nil {
-		p.s.log.Error("audit write failed: connection refusals' summary", "peer", c.Peer, "count", n, "err", err)
+	if _, err := p.cfg.Audit.Append(context.Background(), rec, true); err != nil {
+		p.cfg.Log.Error("audit write failed: connection refusals' summary", "peer", c.Peer, "count", n, "err", err)
 		return
 	}
-	p.s.log.Warn("connections refused", "principal", c.Principal, "peer", c.Peer, "method", p.method, "count", n)
+	p.cfg.Log.Warn("connections refused", "principal", c.Principal, "peer", c.Peer, "method", p.cfg.Method, "count", n)
 }
 
 // close writes the summaries pending at once and waits for every record;

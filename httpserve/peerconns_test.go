@@ -1,6 +1,8 @@
-package server
+package httpserve
 
 import (
+	"context"
+	"log/slog"
 	"net"
 	"net/http"
 	"path/filepath"
@@ -10,10 +12,48 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/metrics"
 	"coily.dev/coily/recorder"
 )
+
+// webMethodConn is the console's name for its connection refusals.
+const webMethodConn = "web:connection"
+
+// capRig is a cap wired as the server wires it: a real audit log, the
+// recorder, access's gate (no WhoIs: peers are recorded by address) and
+// the metrics.
+type capRig struct {
+	dir string
+	reg *prometheus.Registry
+	cap Cap
+}
+
+func newCapRig(t *testing.T) *capRig {
+	t.Helper()
+	dir := t.TempDir()
+	al, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { al.Close() })
+	reg := prometheus.NewRegistry()
+	no := func() bool { return false }
+	none := func() int { return 0 }
+	m, err := metrics.New(reg, metrics.Gauges{Lockout: no, Pause: no, ApprovalsWaiting: none, InFlight: none}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	rec := recorder.New(recorder.Config{Audit: al, Log: log, Refused: func(r audit.Record) { m.Refused(r.Code) }})
+	gate := access.New(access.Config{Log: log,
+		Record: func(ctx context.Context, r audit.Record) (audit.Record, error) { return rec.Record(ctx, r, true) }})
+	return &capRig{dir: dir, reg: reg, cap: Cap{Transport: access.TransportWeb, Method: webMethodConn, Gate: gate, Audit: rec,
+		Refused: m.Refused, Now: time.Now, Log: log}}
+}
 
 // fakeConn is an accepted connection from remote.
 type fakeConn struct {
@@ -35,9 +75,9 @@ func conn(t *testing.T, hostport string) *fakeConn {
 }
 
 // rateLimited reads coily_refusals_total{code="rate-limit"}.
-func rateLimited(t *testing.T, s *Server) float64 {
+func rateLimited(t *testing.T, s *capRig) float64 {
 	t.Helper()
-	mfs, err := s.cfg.Metrics.Gather()
+	mfs, err := s.reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +96,9 @@ func rateLimited(t *testing.T, s *Server) float64 {
 	return 0
 }
 
-func connRecords(t *testing.T, s *Server) (refused, summaries []audit.Record) {
+func connRecords(t *testing.T, s *capRig) (refused, summaries []audit.Record) {
 	t.Helper()
-	recs, err := audit.Tail(filepath.Join(filepath.Dir(s.cfg.Store.Path()), "audit"), 1000)
+	recs, err := audit.Tail(filepath.Join(s.dir, "audit"), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,8 +118,8 @@ func connRecords(t *testing.T, s *Server) (refused, summaries []audit.Record) {
 // refusal is counted, the first of a window recorded at once, the rest in
 // one summary when the window ends (or the server closes).
 func TestPeerConnsCapAndRecords(t *testing.T) {
-	s := newUnitServer(t, matrixPolicy)
-	p := newPeerConns(s, 2, access.TransportWeb, webMethodConn)
+	s := newCapRig(t)
+	p := newPeerConns(s.cap, 2)
 	p.window = 300 * time.Millisecond
 	accept := func(c *fakeConn) bool {
 		p.connState(c, http.StateNew)
@@ -142,8 +182,8 @@ func TestPeerConnsCapAndRecords(t *testing.T) {
 // The peers whose refusals are counted at once are bounded: past the
 // bound, newcomers share one window, and nothing is lost from the count.
 func TestPeerConnsWindowsBounded(t *testing.T) {
-	s := newUnitServer(t, matrixPolicy)
-	p := newPeerConns(s, 1, access.TransportWeb, webMethodConn)
+	s := newCapRig(t)
+	p := newPeerConns(s.cap, 1)
 	p.maxWindows = 3
 	for i := range 10 {
 		peer := "100.64.1." + strconv.Itoa(i) + ":1"
