@@ -153,22 +153,3 @@ type Keeper interface {
 	// soon as the command is over, and waits for the work to end.
 	Keep(deadline time.Time) (stop func())
 }
-
-// SetDetail sets one detail of rec.
-func SetDetail(rec *audit.Record, key, value string) {
-	if rec.Details == nil {
-		rec.Details = map[string]string{}
-	}
-	rec.Details[key] = value
-}
-
-// SetList sets one list of rec, unless it has no items.
-func SetList(rec *audit.Record, key string, items []string) {
-	if len(items) == 0 {
-		return
-	}
-	if rec.Lists == nil {
-		rec.Lists = map[string][]string{}
-	}
-	rec.Lists[key] = items
-}

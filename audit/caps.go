@@ -45,7 +45,7 @@ func capRecord(r *Record) {
 			kept = append(kept, a)
 			used += len(a)
 		}
-		setDetail(r, "argv_cut", strconv.Itoa(len(r.Argv))+" args, "+strconv.Itoa(total)+" bytes, sha256 "+hex.EncodeToString(full.Sum(nil)))
+		r.SetDetail("argv_cut", strconv.Itoa(len(r.Argv))+" args, "+strconv.Itoa(total)+" bytes, sha256 "+hex.EncodeToString(full.Sum(nil)))
 		r.Argv = kept
 	}
 	if n := len(r.Egress); n > MaxEgressRows {
@@ -55,12 +55,12 @@ func capRecord(r *Record) {
 			return cmp.Compare(btoi(a.Decision == "deny"), btoi(b.Decision == "deny"))
 		})
 		r.Egress = r.Egress[:MaxEgressRows]
-		setDetail(r, "egress_cut", strconv.Itoa(n)+" rows, "+strconv.Itoa(MaxEgressRows)+" kept")
+		r.SetDetail("egress_cut", strconv.Itoa(n)+" rows, "+strconv.Itoa(MaxEgressRows)+" kept")
 	}
 	r.Leases = slices.Clone(r.Leases)
 	if n := len(r.Leases); n > MaxLeases {
 		r.Leases = r.Leases[:MaxLeases]
-		setDetail(r, "leases_cut", strconv.Itoa(n)+" leases, "+strconv.Itoa(MaxLeases)+" kept")
+		r.SetDetail("leases_cut", strconv.Itoa(n)+" leases, "+strconv.Itoa(MaxLeases)+" kept")
 	}
 	for i := range r.Leases {
 		r.Leases[i] = cutText(r.Leases[i], 256)
@@ -123,13 +123,13 @@ func capLists(r *Record) {
 	out := make(map[string][]string, min(len(r.Lists), maxLists))
 	for i, k := range slices.Sorted(maps.Keys(r.Lists)) {
 		if i == maxLists {
-			setDetail(r, "lists_cut", strconv.Itoa(len(r.Lists))+" lists, "+strconv.Itoa(maxLists)+" kept")
+			r.SetDetail("lists_cut", strconv.Itoa(len(r.Lists))+" lists, "+strconv.Itoa(maxLists)+" kept")
 			break
 		}
 		items := r.Lists[k]
 		key := cutText(k, 64)
 		if n := len(items); n > maxListItems {
-			setDetail(r, key+"_cut", strconv.Itoa(n)+" items, "+strconv.Itoa(maxListItems)+" kept")
+			r.SetDetail(key+"_cut", strconv.Itoa(n)+" items, "+strconv.Itoa(maxListItems)+" kept")
 			items = items[:maxListItems]
 		}
 		kept := make([]string, len(items))
@@ -155,15 +155,27 @@ func capText(r *Record, name, s string) string {
 	if len(s) <= maxTextBytes {
 		return s
 	}
-	setDetail(r, name+"_cut", strconv.Itoa(len(s))+" bytes, sha256 "+sha256Hex(s))
+	r.SetDetail(name+"_cut", strconv.Itoa(len(s))+" bytes, sha256 "+sha256Hex(s))
 	return cutText(s, maxTextBytes)
 }
 
-func setDetail(r *Record, k, v string) {
+// SetDetail sets one detail of r.
+func (r *Record) SetDetail(k, v string) {
 	if r.Details == nil {
 		r.Details = map[string]string{}
 	}
 	r.Details[k] = v
+}
+
+// SetList sets one list of r, unless it has no items.
+func (r *Record) SetList(k string, items []string) {
+	if len(items) == 0 {
+		return
+	}
+	if r.Lists == nil {
+		r.Lists = map[string][]string{}
+	}
+	r.Lists[k] = items
 }
 
 func sha256Hex(s string) string {

@@ -110,18 +110,18 @@ func (x *execution) auditRecord(event string) audit.Record {
 		r.Sandbox = x.box.Name()
 	}
 	if n := x.req.GetNote(); n != "" {
-		setDetail(&r, "note", n)
+		r.SetDetail("note", n)
 	}
 	if a := x.approval; a != nil {
-		setDetail(&r, "approval_id", a.GetId())
-		setDetail(&r, "approval_state", a.GetState().String())
-		setDetail(&r, "approved_by", a.GetDecidedBy())
+		r.SetDetail("approval_id", a.GetId())
+		r.SetDetail("approval_state", a.GetState().String())
+		r.SetDetail("approved_by", a.GetDecidedBy())
 	}
 	if x.dynamic {
-		setDetail(&r, "sandbox_uid", strconv.Itoa(x.user.UID)) // the command's own (sandbox.UIDPool)
+		r.SetDetail("sandbox_uid", strconv.Itoa(x.user.UID)) // the command's own (sandbox.UIDPool)
 	}
-	setList(&r, "would_deny", x.wouldDeny)
-	setList(&r, "env", slices.Sorted(maps.Keys(x.req.GetEnv()))) // names only, never values
+	r.SetList("would_deny", x.wouldDeny)
+	r.SetList("env", slices.Sorted(maps.Keys(x.req.GetEnv()))) // names only, never values
 	if x.rule != nil {
 		for _, a := range x.attached {
 			a.Describe(&r) // names and references, never values
@@ -511,7 +511,7 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 	exit := &coilyv1.ExecExit{}
 	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the command is over: its credentials end with it, the proxy, the agent and their connections too
 	rec.DurationMS = float64(res.Duration.Microseconds()) / 1000
-	addReport(&rec, res.Report, x.scrub)
+	supervise.AddReport(&rec, res.Report, x.scrub)
 	req.Finished, req.State = s.cfg.Now(), store.RequestFinished
 	s.metrics.ExecEnded(x.rule, res.Duration, rec.Egress)
 	runErr = supervise.ScrubRefusal(x.scrub, runErr)

@@ -52,5 +52,5 @@ func (c *Creds) Describe(rec *audit.Record) {
 	for _, name := range slices.Sorted(maps.Keys(c.refs)) {
 		parts = append(parts, name+"="+c.refs[name].String())
 	}
-	attach.SetList(rec, "credentials", parts)
+	rec.SetList("credentials", parts)
 }

@@ -83,5 +83,5 @@ func (c *Creds) Describe(rec *audit.Record) {
 	for _, g := range c.list {
 		parts = append(parts, g.Address()+"="+g.Password.String())
 	}
-	attach.SetList(rec, "git_credentials", parts)
+	rec.SetList("git_credentials", parts)
 }

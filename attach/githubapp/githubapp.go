@@ -144,9 +144,9 @@ func (t *Token) Close(ctx context.Context, end *attach.End) {
 		return
 	}
 	if err != nil {
-		attach.SetDetail(end.Record, "github_app_revoke_failed", err.Error())
+		end.Record.SetDetail("github_app_revoke_failed", err.Error())
 	} else {
-		attach.SetDetail(end.Record, "github_app_revoked", "true")
+		end.Record.SetDetail("github_app_revoked", "true")
 	}
 }
 
@@ -155,14 +155,14 @@ func (t *Token) Close(ctx context.Context, end *attach.End) {
 // expiry and granted permissions. Never the token.
 func (t *Token) Describe(rec *audit.Record) {
 	g := t.rule.GitHubApp
-	attach.SetDetail(rec, "github_app", fmt.Sprintf("app %s installation %d key %s api %s", g.AppID, g.InstallationID, g.PrivateKey, g.API))
+	rec.SetDetail("github_app", fmt.Sprintf("app %s installation %d key %s api %s", g.AppID, g.InstallationID, g.PrivateKey, g.API))
 	if t.repo != (ghapp.Repository{}) {
-		attach.SetDetail(rec, "github_app_repository", t.repo.String())
+		rec.SetDetail("github_app_repository", t.repo.String())
 	}
-	attach.SetDetail(rec, "github_app_permissions", g.Permissions.String())
+	rec.SetDetail("github_app_permissions", g.Permissions.String())
 	if t.client != nil {
-		attach.SetDetail(rec, "github_app_token_expires", t.token.ExpiresAt.UTC().Format(time.RFC3339))
-		attach.SetDetail(rec, "github_app_token_permissions", t.token.Permissions.String())
+		rec.SetDetail("github_app_token_expires", t.token.ExpiresAt.UTC().Format(time.RFC3339))
+		rec.SetDetail("github_app_token_permissions", t.token.Permissions.String())
 	}
 }
 

@@ -170,10 +170,10 @@ func (l *Leases) Close(ctx context.Context, end *attach.End) {
 	if rec == nil {
 		return
 	}
-	attach.SetDetail(rec, "leases_revoked", strconv.Itoa(len(held)-len(failed)))
-	attach.SetList(rec, "lease_revoke_failed", failed)
+	rec.SetDetail("leases_revoked", strconv.Itoa(len(held)-len(failed)))
+	rec.SetList("lease_revoke_failed", failed)
 	if n := l.renewals.Load(); n > 0 {
-		attach.SetDetail(rec, "lease_renewals", strconv.FormatInt(n, 10))
+		rec.SetDetail("lease_renewals", strconv.FormatInt(n, 10))
 	}
 }
 

@@ -158,7 +158,7 @@ func (k *Keys) Describe(rec *audit.Record) {
 	for _, key := range k.rule.SSHKeys {
 		parts = append(parts, key.Key.String()+"="+key.HostList())
 	}
-	attach.SetList(rec, "ssh_keys", parts)
+	rec.SetList("ssh_keys", parts)
 }
 
 // agentKeys pairs each of the rule's ssh keys with its signer and the
@@ -196,10 +196,10 @@ func pinnedFor(r *policy.Rule) map[string]string {
 // details are the result record's details of the agent: how many
 // signatures it made, and its refusals (a list).
 func details(rep sshagent.Report, rec *audit.Record) {
-	attach.SetDetail(rec, "ssh_agent_signed", strconv.Itoa(rep.Signed))
-	attach.SetList(rec, "ssh_agent_refused", cmdtext.Strings(rep.Refused))
+	rec.SetDetail("ssh_agent_signed", strconv.Itoa(rep.Signed))
+	rec.SetList("ssh_agent_refused", cmdtext.Strings(rep.Refused))
 	if rep.More > 0 {
-		attach.SetDetail(rec, "ssh_agent_refused_more", strconv.Itoa(rep.More))
+		rec.SetDetail("ssh_agent_refused_more", strconv.Itoa(rep.More))
 	}
 }
 

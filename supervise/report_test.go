@@ -1,4 +1,4 @@
-package server
+package supervise
 
 import (
 	"slices"
@@ -17,7 +17,7 @@ func TestAddReportNamesAreItems(t *testing.T) {
 	const tok = "ghp_ReportCanary0123456789"
 	set := scrub.NewSet([]scrub.Secret{{Name: "TOKEN", Value: tok}})
 	var rec audit.Record
-	addReport(&rec, sandbox.Report{
+	AddReport(&rec, sandbox.Report{
 		Quarantined: []string{"a,b/.envrc", "c/.git", "x\x1b[2Jy/.npmrc", strings.ToLower(tok) + "/.envrc"},
 		Restored:    []string{"d,e"},
 		Unchecked:   []string{"quarantine " + tok[:10] + "." + tok[10:] + "/.git: file name too long"},
