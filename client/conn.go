@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -177,6 +178,15 @@ func statusError(ctx context.Context, err error) error {
 			// An answer that cannot be unmarshalled: the server's fault,
 			// as grpc-go says it, not a bad request of ours.
 			return status.Error(codes.Internal, ce.Message())
+		}
+	}
+	if connect.IsWireError(ce) {
+		// connect-go lets the code inside grpc-status-details-bin stand
+		// for grpc-status. An error must carry one code: details that say
+		// 0 (which would read as success) or another code than the header
+		// are the server's fault, as grpc-go reads them.
+		if h := ce.Meta().Get("Grpc-Status"); ce.Code() == 0 || (h != "" && h != strconv.Itoa(int(ce.Code()))) {
+			return status.Errorf(codes.Internal, "grpc-status-details-bin code %d does not match grpc-status %q", ce.Code(), h)
 		}
 	}
 	st := &spb.Status{Code: int32(ce.Code()), Message: ce.Message()}

@@ -318,6 +318,12 @@ func hostileAnswers(t testing.TB) []hostileAnswer {
 		// details of errors only); a stream that ends OK without the
 		// answer a call needs is still a failure (Exec: no exit event).
 		{name: "details of another code", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"0"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.PermissionDenied, false)}}, wantCode: codes.OK},
+		// An error whose details say another code (0 above all, which
+		// would read as success: an Exec stream of endless empty messages)
+		// is the server's fault, never what either code says.
+		{name: "error with details of code 0", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.OK, false)}}, wantCode: codes.Internal},
+		{name: "error with details of another code", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.Unavailable, false)}}, wantCode: codes.Internal},
+		{name: "trailers-only error with details of code 0", status: 200, header: http.Header{"Content-Type": {"application/grpc"}, "Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {detailsBin(t, codes.OK, false)}}, wantCode: codes.Internal},
 		{name: "details not base64", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {"!!!"}}, wantCode: codes.Internal},
 		{name: "details not a Status", status: 200, header: grpcCT, trailer: http.Header{"Grpc-Status": {"7"}, "Grpc-Status-Details-Bin": {base64.StdEncoding.EncodeToString([]byte{0xff, 0xff})}}, wantCode: codes.Internal},
 	}
