@@ -170,9 +170,11 @@ func statusError(ctx context.Context, err error) error {
 	}
 	if !connect.IsWireError(ce) {
 		switch ce.Code() {
-		case connect.CodeUnavailable, connect.CodeDeadlineExceeded:
-			// Not the call's deadline (ctx has none left to pass): the
-			// connect timeout, or the connection failing.
+		case connect.CodeUnavailable, connect.CodeDeadlineExceeded, connect.CodeCanceled:
+			// Not the call's deadline or cancel (ctx has none left to
+			// pass): the connect timeout, or the connection failing (a
+			// stream reset as the connection went, which connect-go reads
+			// as cancelled).
 			return status.Error(codes.Unavailable, "connection error: "+transportCause(ce))
 		case connect.CodeInvalidArgument:
 			// An answer that cannot be unmarshalled: the server's fault,
