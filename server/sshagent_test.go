@@ -2,40 +2,18 @@ package server
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
-	"encoding/pem"
 	"slices"
 	"strings"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"coily.dev/coily/attach"
 	"coily.dev/coily/attach/sshkeys"
+	"coily.dev/coily/internal/sshkeytest"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
-
-// sshKeyPEM makes an OpenSSH private key file.
-func sshKeyPEM(t *testing.T) (string, ssh.PublicKey) {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(block)), sp
-}
 
 const sshRuleBody = `    credentials: {GH_TOKEN: "file:gh"}
     egress:
@@ -51,7 +29,7 @@ const sshRuleBody = `    credentials: {GH_TOKEN: "file:gh"}
 // of the child's environment, which gets SSH_AUTH_SOCK instead; the key is
 // redacted from output all the same, and the audit record names it.
 func TestFetchSSHKeys(t *testing.T) {
-	key, pub := sshKeyPEM(t)
+	key, pub := sshkeytest.KeyPEM(t)
 	r := gitRule(t, sshRuleBody)
 	// The credentials file holds one line per value: the key in base64.
 	s := credServer(t, "deploy="+base64.StdEncoding.EncodeToString([]byte(key))+"\ngh=gh-secret-3\n")
@@ -80,7 +58,7 @@ func TestFetchSSHKeys(t *testing.T) {
 // A value that is no usable key refuses the exec with
 // credential-unavailable, naming the reference and never the value.
 func TestFetchSSHKeyUnusable(t *testing.T) {
-	key, _ := sshKeyPEM(t)
+	key, _ := sshkeytest.KeyPEM(t)
 	r := gitRule(t, sshRuleBody)
 	for name, value := range map[string]string{
 		"public key":   "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs",

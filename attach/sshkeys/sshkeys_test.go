@@ -2,9 +2,6 @@ package sshkeys
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/pem"
 	"log/slog"
 	"net"
 	"os"
@@ -12,33 +9,14 @@ import (
 	"slices"
 	"testing"
 
-	"golang.org/x/crypto/ssh"
-
 	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/sshkeytest"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/sandbox"
 )
-
-// keyPEM makes an OpenSSH private key file.
-func keyPEM(t *testing.T) (string, ssh.PublicKey) {
-	t.Helper()
-	pub, priv, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	block, err := ssh.MarshalPrivateKey(priv, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sp, err := ssh.NewPublicKey(pub)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(pem.EncodeToMemory(block)), sp
-}
 
 func rule(t *testing.T) *policy.Rule {
 	t.Helper()
@@ -67,7 +45,7 @@ commands:
 // with the host keys pinned for its hosts; the audit record names its
 // reference and hosts.
 func TestTakeKeys(t *testing.T) {
-	key, pub := keyPEM(t)
+	key, pub := sshkeytest.KeyPEM(t)
 	r := rule(t)
 	k := New(r)
 	if refs := k.Refs(); len(refs) != 1 || refs[KeyVar(0)].String() != "file:deploy" {
@@ -102,7 +80,7 @@ func TestTakeKeys(t *testing.T) {
 // there, and it needs the egress proxy's socket; Close ends it, removes
 // its directory and reports into the result alone.
 func TestAgentPrepareClose(t *testing.T) {
-	key, _ := keyPEM(t)
+	key, _ := sshkeytest.KeyPEM(t)
 	r := rule(t)
 	scratch := t.TempDir()
 	newRun := func() *attach.Run {
