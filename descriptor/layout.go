@@ -3,26 +3,22 @@ package descriptor
 import (
 	"crypto/rand"
 	"fmt"
-	"path/filepath"
+
+	"coily.dev/coily/descriptor/layout"
 )
 
 // The layout of a shared folder (a "mount"): everything lives under
-// DirName, in four directories.
+// DirName, in four directories (package layout defines them).
 const (
-	DirName = ".coily"
-	// RequestsDir holds request descriptors, moved in whole by rename.
-	RequestsDir = "requests"
-	// ResponsesDir holds the bridge's answers, one per request id.
-	ResponsesDir = "responses"
-	// TeardownsDir holds teardowns, moved in whole by rename.
-	TeardownsDir = "teardowns"
-	// TmpDir is where writers prepare files before renaming them into
-	// place; the bridge never reads it.
-	TmpDir = "tmp"
+	DirName      = layout.DirName
+	RequestsDir  = layout.RequestsDir
+	ResponsesDir = layout.ResponsesDir
+	TeardownsDir = layout.TeardownsDir
+	TmpDir       = layout.TmpDir
 )
 
 // Dirs lists the directories under DirName.
-var Dirs = []string{RequestsDir, ResponsesDir, TeardownsDir, TmpDir}
+var Dirs = layout.Dirs
 
 // namePattern is the file-name grammar of requests/, responses/ and
 // teardowns/: the request id (a lower-case UUID) and an extension.
@@ -40,10 +36,10 @@ func IDFromName(name string) (string, bool) {
 
 // FileName is the name of the file for request id in requests/, responses/
 // or teardowns/.
-func FileName(id string) string { return id + ".json" }
+func FileName(id string) string { return layout.FileName(id) }
 
 // Path joins a mount, one of the directories and a name.
-func Path(mount, dir, name string) string { return filepath.Join(mount, DirName, dir, name) }
+func Path(mount, dir, name string) string { return layout.Path(mount, dir, name) }
 
 // NewID returns a fresh request id: a random (version 4) UUID in lower
 // case, as the file-name grammar wants.

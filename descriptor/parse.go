@@ -3,14 +3,17 @@ package descriptor
 import (
 	"bytes"
 	"unicode/utf8"
+
+	"coily.dev/coily/descriptor/layout"
 )
 
 // Limits on a descriptor as a whole.
 const (
 	// MaxSize is the largest request or teardown file accepted, in bytes.
 	MaxSize = 2 << 20
-	// MaxResponseSize is the largest response file accepted, in bytes.
-	MaxResponseSize = 64 << 20
+	// MaxResponseSize is the largest response file accepted, in bytes
+	// (package layout defines it).
+	MaxResponseSize = layout.MaxResponseSize
 	// MaxDepth is the deepest nesting of mappings and sequences allowed
 	// (the top-level mapping is depth 1).
 	MaxDepth = 8
