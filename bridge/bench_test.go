@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"coily.dev/coily/bridge"
-	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
@@ -48,7 +48,7 @@ func BenchmarkFilesystemVsGRPC(b *testing.B) {
 			Relayer: bridge.NewGRPCRelayer(in.Client.API), Logger: slog.New(slog.DiscardHandler)})
 	}()
 	defer func() { cancel(); <-done }()
-	fs := &client.FSClient{Mount: mount, Key: client.KeyFile{Sandbox: "demo", Key: k.GetKey().GetSecret(), Generation: 1}}
+	fs := &folder.Client{Mount: mount, Key: folder.KeyFile{Sandbox: "demo", Key: k.GetKey().GetSecret(), Generation: 1}}
 	req := &coilyv1.ExecRequest{Argv: []string{"/bin/true"}}
 	waitBridge := time.Now().Add(10 * time.Second)
 	for {

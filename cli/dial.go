@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	"coily.dev/coily/client/tailnet"
 )
 
@@ -92,29 +93,29 @@ func (a *App) withClient(ctx context.Context, asJSON bool, call func(*client.Cli
 }
 
 // inSandbox reports whether exec should use the filesystem transport: this
-// process runs in a network-less sandbox (client.DetectSandbox) and the
+// process runs in a network-less sandbox (folder.DetectSandbox) and the
 // command line names no transport.
 func (a *App) inSandbox() bool { return a.Settings().Where(true) == client.RouteFolder }
 
 // sandboxClient is the filesystem transport: the shared folder from
 // COILY_MOUNT or the working directory up, the key from COILY_KEY_FILE or
 // ~/.coily/key.
-func (a *App) sandboxClient() (*client.FSClient, error) {
+func (a *App) sandboxClient() (*folder.Client, error) {
 	cwd, err := os.Getwd()
 	if err != nil {
 		return nil, err
 	}
-	mount, err := client.FindMount(a.Getenv, cwd)
+	mount, err := folder.FindMount(a.Getenv, cwd)
 	if err != nil {
 		return nil, err
 	}
-	path, err := client.KeyPath(a.Getenv)
+	path, err := folder.KeyPath(a.Getenv)
 	if err != nil {
 		return nil, err
 	}
-	key, err := client.ReadKeyFile(path)
+	key, err := folder.ReadKeyFile(path)
 	if err != nil {
 		return nil, err
 	}
-	return &client.FSClient{Mount: mount, Key: key}, nil
+	return &folder.Client{Mount: mount, Key: key}, nil
 }

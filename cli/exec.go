@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -71,7 +72,7 @@ through the shared folder unless --socket or --server says otherwise.`,
 	return cmd
 }
 
-// execer runs one command: *client.Client over gRPC, *client.FSClient
+// execer runs one command: *client.Client over gRPC, *folder.Client
 // through a sandbox's shared folder. Both stream (or write) the output to
 // the writers and return the exit status or a refusal, so the CLI prints
 // and exits the same way whichever carried the request.
@@ -173,7 +174,7 @@ func (a *App) execTransport(ctx context.Context) (execer, func(), error) {
 	if a.inSandbox() {
 		fc, err := a.sandboxClient()
 		if err != nil {
-			return nil, nil, fmt.Errorf("sandbox mode (%s=0 turns it off): %w", client.EnvSandboxRuntime, err)
+			return nil, nil, fmt.Errorf("sandbox mode (%s=0 turns it off): %w", folder.EnvSandboxRuntime, err)
 		}
 		return fc, func() {}, nil
 	}

@@ -16,7 +16,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"coily.dev/coily/descriptor"
+	"coily.dev/coily/descriptor/layout"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
@@ -29,9 +29,9 @@ const DefaultPort = 7443
 const RefusedExit = 125
 
 // MaxRelayAnswer bounds a Relay's answer: a response file of the largest
-// size the protocol allows (descriptor.MaxResponseSize) and the message
+// size the protocol allows (layout.MaxResponseSize) and the message
 // around it. Every other call keeps gRPC's default of 4 MiB.
-const MaxRelayAnswer = descriptor.MaxResponseSize + 64<<10
+const MaxRelayAnswer = layout.MaxResponseSize + 64<<10
 
 // Client is a connection to a coily server.
 type Client struct {
@@ -87,7 +87,7 @@ func (c *Client) Close() error {
 // refusal (always before the command starts) is retried after the delay the
 // server asks for; every other refusal fails fast.
 func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
-	return retryRateLimited(ctx, c.RateLimitRetries, FirstBackoff, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
+	return RetryRateLimited(ctx, c.RateLimitRetries, FirstBackoff, c.MaxRetryDelay, func() (*coilyv1.ExecExit, error) {
 		return c.execOnce(ctx, req, stdout, stderr)
 	})
 }

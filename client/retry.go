@@ -10,18 +10,19 @@ import (
 )
 
 // The retry of a rate-limit refusal, every client's (coily, coily-client,
-// coily-exec and the shims; the filesystem transport's is in fs.go).
+// coily-exec and the shims; the filesystem transport's timing is in
+// package folder, its loop is this one).
 const (
 	RateLimitRetries = 3
 	FirstBackoff     = time.Second
 	MaxRetryDelay    = 30 * time.Second
 )
 
-// retryRateLimited runs once, retrying a rate-limit refusal up to retries
+// RetryRateLimited runs once, retrying a rate-limit refusal up to retries
 // times: after the delay the refusal asks for, or else after a backoff
 // that starts at first and doubles; every delay is capped at maxDelay.
 // Every other outcome is returned at once.
-func retryRateLimited(ctx context.Context, retries int, first, maxDelay time.Duration, once func() (*coilyv1.ExecExit, error)) (*coilyv1.ExecExit, error) {
+func RetryRateLimited(ctx context.Context, retries int, first, maxDelay time.Duration, once func() (*coilyv1.ExecExit, error)) (*coilyv1.ExecExit, error) {
 	backoff := first
 	for attempt := 0; ; attempt++ {
 		v, err := once()

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	"coily.dev/coily/descriptor"
 	"coily.dev/coily/internal/benchstat"
 	"coily.dev/coily/internal/procs"
@@ -82,7 +83,7 @@ func newLockoutRig(t *testing.T, policyText string) *lockoutRig {
 func (r *lockoutRig) saveKey(t *testing.T, k *coilyv1.SandboxKey) {
 	t.Helper()
 	r.key = k.GetSecret()
-	if err := client.WriteKeyFile(r.keyFile, client.KeyFile{Sandbox: "demo", Key: k.GetSecret(), Generation: int(k.GetGeneration())}); err != nil {
+	if err := folder.WriteKeyFile(r.keyFile, folder.KeyFile{Sandbox: "demo", Key: k.GetSecret(), Generation: int(k.GetGeneration())}); err != nil {
 		t.Fatal(err)
 	}
 }

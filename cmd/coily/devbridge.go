@@ -14,6 +14,7 @@ import (
 
 	"coily.dev/coily/bridge"
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	"coily.dev/coily/client/tsnode"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -78,14 +79,14 @@ func devKey(ctx context.Context, log *slog.Logger, dir, socket string, db *store
 	if key == nil {
 		return errors.New("the server returned no key")
 	}
-	return client.WriteKeyFile(path,
-		client.KeyFile{Sandbox: key.GetSandbox(), Key: key.GetSecret(), Generation: int(key.GetGeneration())})
+	return folder.WriteKeyFile(path,
+		folder.KeyFile{Sandbox: key.GetSandbox(), Key: key.GetSecret(), Generation: int(key.GetGeneration())})
 }
 
 // demoKeyCurrent says whether the key file at path holds the demo sandbox's
 // current key in the store (same generation and secret), and if not, why.
 func demoKeyCurrent(path string, db *store.DB) (bool, string) {
-	file, err := client.ReadKeyFile(path)
+	file, err := folder.ReadKeyFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, "no key file"
 	}

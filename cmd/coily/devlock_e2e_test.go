@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 )
 
 // snapshotDir describes every entry under dir (type, mode, size, mtime and,
@@ -164,11 +164,11 @@ func TestCLIDevRestartKeepsDemoKey(t *testing.T) {
 
 	// A key file the server no longer holds (here: a foreign key of the
 	// right form) is replaced at the next start, and the new one works.
-	stale := client.KeyFile{Sandbox: devSandbox, Key: bytes.Repeat([]byte{7}, 32), Generation: 1}
+	stale := folder.KeyFile{Sandbox: devSandbox, Key: bytes.Repeat([]byte{7}, 32), Generation: 1}
 	if err := os.Remove(keyPath); err != nil {
 		t.Fatal(err)
 	}
-	if err := client.WriteKeyFile(keyPath, stale); err != nil {
+	if err := folder.WriteKeyFile(keyPath, stale); err != nil {
 		t.Fatal(err)
 	}
 	third := startDev(t, dir)
@@ -193,11 +193,11 @@ func waitLog(t *testing.T, log *testlog.Buffer, want string) {
 }
 
 // waitFileChange waits until the key file holds a key other than old.
-func waitFileChange(t *testing.T, path string, old client.KeyFile) {
+func waitFileChange(t *testing.T, path string, old folder.KeyFile) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if k, err := client.ReadKeyFile(path); err == nil && !bytes.Equal(k.Key, old.Key) {
+		if k, err := folder.ReadKeyFile(path); err == nil && !bytes.Equal(k.Key, old.Key) {
 			return
 		}
 		if time.Now().After(deadline) {

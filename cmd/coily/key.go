@@ -10,6 +10,7 @@ import (
 
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
@@ -102,7 +103,7 @@ func keyTarget(e *env, sandbox, out string) (string, int, bool) {
 	if out == "" {
 		out = sandbox + ".key" // the name's grammar keeps it in this directory
 	}
-	if err := client.CheckKeyFileTarget(out); err != nil {
+	if err := folder.CheckKeyFileTarget(out); err != nil {
 		printLine(e.stderr, "coily: %v", err)
 		return "", 1, false
 	}
@@ -114,8 +115,8 @@ func saveKey(e *env, k *coilyv1.SandboxKey, sandbox, path string) error {
 	if k.GetSandbox() != sandbox {
 		return fmt.Errorf("server returned the key of sandbox %q, not %q", k.GetSandbox(), sandbox)
 	}
-	kf := client.KeyFile{Sandbox: k.GetSandbox(), Key: k.GetSecret(), Generation: int(k.GetGeneration())}
-	if err := client.WriteKeyFile(path, kf); err != nil {
+	kf := folder.KeyFile{Sandbox: k.GetSandbox(), Key: k.GetSecret(), Generation: int(k.GetGeneration())}
+	if err := folder.WriteKeyFile(path, kf); err != nil {
 		return fmt.Errorf("%w; the key was issued but not saved: run `coily key rotate --sandbox %s --out FILE` to get a new one", err, sandbox)
 	}
 	printLine(e.stdout, "key for sandbox %s (generation %d) written to %s", sandbox, kf.Generation, path)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/folder"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
@@ -67,7 +68,7 @@ func runIn(t *testing.T, dir string, extraEnv []string, args ...string) cliRun {
 	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
 }
 
-func readKey(t *testing.T, path string) client.KeyFile {
+func readKey(t *testing.T, path string) folder.KeyFile {
 	t.Helper()
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -76,7 +77,7 @@ func readKey(t *testing.T, path string) client.KeyFile {
 	if fi.Mode().Perm() != 0o600 {
 		t.Fatalf("%s has mode %o, want 0600", path, fi.Mode().Perm())
 	}
-	k, err := client.ReadKeyFile(path)
+	k, err := folder.ReadKeyFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +87,7 @@ func readKey(t *testing.T, path string) client.KeyFile {
 	return k
 }
 
-func assertNoKey(t *testing.T, r cliRun, k client.KeyFile) {
+func assertNoKey(t *testing.T, r cliRun, k folder.KeyFile) {
 	t.Helper()
 	h := hex.EncodeToString(k.Key)
 	if strings.Contains(r.stdout+r.stderr, h) || strings.Contains(r.stdout+r.stderr, h[:16]) {

@@ -1,4 +1,4 @@
-package client
+package folder
 
 import (
 	"bytes"
@@ -36,7 +36,7 @@ func (k KeyFile) String() string {
 }
 
 // GoString is String for %#v.
-func (k KeyFile) GoString() string { return "client.KeyFile{" + k.String() + "}" }
+func (k KeyFile) GoString() string { return "folder.KeyFile{" + k.String() + "}" }
 
 // maxKeyFile bounds what ReadKeyFile reads: a valid file is under 200
 // bytes.

@@ -1,4 +1,4 @@
-package client
+package folder
 
 import (
 	"context"
@@ -14,17 +14,19 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 )
 
 // The filesystem transport's timing. The rate-limit retry mirrors the
-// gRPC client's defaults (newClient): at most fsRateLimitRetries retries,
+// gRPC client's defaults (client.RateLimitRetries, client.MaxRetryDelay),
+// with the same loop (client.RetryRateLimited): at most fsRateLimitRetries retries,
 // none waiting longer than fsMaxRetryDelay. A response carries no
-// retry-after, so the wait starts at FSClient.RetryDelay and doubles.
+// retry-after, so the wait starts at Client.RetryDelay and doubles.
 const (
-	// DefaultPoll is FSClient's polling backstop when Poll is zero.
+	// DefaultPoll is Client's polling backstop when Poll is zero.
 	DefaultPoll = 200 * time.Millisecond
 	// ResponseMargin is how long past a request's own timeout the client
 	// waits for its response before tearing it down.
@@ -40,12 +42,12 @@ const (
 	fsParseGrace = 2 * time.Second
 )
 
-// FSClient runs commands through a shared folder (the filesystem
+// Client runs commands through a shared folder (the filesystem
 // transport of a network-less sandbox): it writes a signed request into
 // Mount/.coily/requests, and coily's bridge, on the other side of the
 // folder, relays it to the server and writes the response into
 // Mount/.coily/responses.
-type FSClient struct {
+type Client struct {
 	Mount string // the shared folder, holding .coily/
 	Key   KeyFile
 	Now   func() time.Time // nil: time.Now
@@ -71,25 +73,25 @@ type FSClient struct {
 // req only the server knows the rule's, so only ctx bounds the wait. (The
 // timeout does not count a wait for a human's approval, which this
 // transport cannot see: give such commands a ctx rather than a timeout.)
-func (c *FSClient) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
+func (c *Client) Exec(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
 	first := c.RetryDelay
 	if first <= 0 {
 		first = fsRetryDelay
 	}
 	// A response carries no retry-after: the backoff alone paces retries.
-	return retryRateLimited(ctx, fsRateLimitRetries, first, fsMaxRetryDelay, func() (*coilyv1.ExecExit, error) {
+	return client.RetryRateLimited(ctx, fsRateLimitRetries, first, fsMaxRetryDelay, func() (*coilyv1.ExecExit, error) {
 		return c.execOnce(ctx, req, stdout, stderr)
 	})
 }
 
-func (c *FSClient) now() time.Time {
+func (c *Client) now() time.Time {
 	if c.Now != nil {
 		return c.Now().UTC()
 	}
 	return time.Now().UTC()
 }
 
-func (c *FSClient) poll() time.Duration {
+func (c *Client) poll() time.Duration {
 	if c.Poll > 0 {
 		return c.Poll
 	}
@@ -97,7 +99,7 @@ func (c *FSClient) poll() time.Duration {
 }
 
 // execOnce sends one request and waits for its response.
-func (c *FSClient) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
+func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -150,7 +152,7 @@ func (c *FSClient) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdou
 
 // build makes the request descriptor for req, and how long to wait for
 // its response (0: until ctx ends).
-func (c *FSClient) build(req *coilyv1.ExecRequest) (*descriptor.Request, time.Duration) {
+func (c *Client) build(req *coilyv1.ExecRequest) (*descriptor.Request, time.Duration) {
 	d := &descriptor.Request{
 		ID:        descriptor.NewID(),
 		CreatedAt: c.now(),
@@ -189,7 +191,7 @@ func marshalError(err error) error {
 
 // place writes data to tmp/tmpName (new, 0600), syncs it and renames it to
 // dir/name, so the bridge never sees part of a file.
-func (c *FSClient) place(dir, name, tmpName string, data []byte) error {
+func (c *Client) place(dir, name, tmpName string, data []byte) error {
 	tmp := descriptor.Path(c.Mount, descriptor.TmpDir, tmpName)
 	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
@@ -214,7 +216,7 @@ func (c *FSClient) place(dir, name, tmpName string, data []byte) error {
 
 // abandon tears request id down and returns why it was abandoned (with
 // the teardown's failure, if it failed).
-func (c *FSClient) abandon(id string, why error) error {
+func (c *Client) abandon(id string, why error) error {
 	if err := c.teardown(id); err != nil {
 		return errors.Join(why, err)
 	}
@@ -222,7 +224,7 @@ func (c *FSClient) abandon(id string, why error) error {
 }
 
 // teardown asks the bridge to cancel request id.
-func (c *FSClient) teardown(id string) error {
+func (c *Client) teardown(id string) error {
 	data, err := descriptor.MarshalTeardown(&descriptor.Teardown{ID: id, CreatedAt: c.now(), Nonce: newNonce(),
 		Sandbox: c.Key.Sandbox}, c.Key.Key)
 	if err == nil {
@@ -247,7 +249,7 @@ type waiter struct {
 // waiter arms a watch on responses/ for request id. Without one (no
 // inotify/kqueue, or a folder that does not report changes) polling finds
 // the response alone.
-func (c *FSClient) waiter(id string) *waiter {
+func (c *Client) waiter(id string) *waiter {
 	w := &waiter{path: descriptor.Path(c.Mount, descriptor.ResponsesDir, descriptor.FileName(id)),
 		name: descriptor.FileName(id), events: make(chan struct{}, 1), done: make(chan struct{})}
 	fw, err := fsnotify.NewWatcher()

@@ -1,4 +1,4 @@
-package client
+package folder
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/client"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -133,8 +134,8 @@ func (b *fakeBridge) writeResponse(id string, out []byte) {
 	}
 }
 
-func (b *fakeBridge) client() *FSClient {
-	return &FSClient{Mount: b.mount, Key: b.key, Poll: 5 * time.Millisecond, RetryDelay: time.Millisecond}
+func (b *fakeBridge) client() *Client {
+	return &Client{Mount: b.mount, Key: b.key, Poll: 5 * time.Millisecond, RetryDelay: time.Millisecond}
 }
 
 func exitWith(code int, stdout, stderr []byte) *descriptor.Response {
@@ -203,7 +204,7 @@ func TestFSClientSignal(t *testing.T) {
 	})
 	b.start()
 	exit, err := b.client().Exec(testCtx(t), &coilyv1.ExecRequest{Argv: []string{"/bin/sh"}}, &bytes.Buffer{}, &bytes.Buffer{})
-	if err != nil || ExitCode(exit) != 137 {
+	if err != nil || client.ExitCode(exit) != 137 {
 		t.Fatalf("exit %v err %v", exit, err)
 	}
 	if r := <-b.got; r.Timeout != 0 || r.Stdin != nil || r.Env != nil {
@@ -382,7 +383,7 @@ func TestFSClientBadRequestNotWritten(t *testing.T) {
 }
 
 func TestFSClientTimeoutRounding(t *testing.T) {
-	c := &FSClient{Key: KeyFile{Sandbox: "demo", Key: testKey, Generation: 1}}
+	c := &Client{Key: KeyFile{Sandbox: "demo", Key: testKey, Generation: 1}}
 	for _, tt := range []struct {
 		in         *durationpb.Duration
 		timeout    time.Duration
