@@ -24,6 +24,16 @@ var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM"
 // (COILY_SSH_*, COILY_GITHUB_*, never in the environment).
 var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "COILY_GITHUB_", "GIT_CONFIG"}
 
+// ValidEnvName reports whether name may name a variable of a rule (env,
+// credentials, a section's variables).
+func ValidEnvName(name string) bool { return envNamePattern.MatchString(name) }
+
+// ReservedEnv reports whether the server sets or uses the variable name:
+// no credential, nor a section's variable, may take its place.
+func ReservedEnv(name string) bool {
+	return slices.Contains(reservedEnv, name) || slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+}
+
 // ruleCredentials reads `credentials:`, a map from the child's environment
 // variable to a credential reference (credref.Parse).
 func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
@@ -43,7 +53,7 @@ func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
 		case k.Kind != yaml.ScalarNode || !envNamePattern.MatchString(name):
 			b.failAt(k, "rule %q: bad credential variable name %q", r.Name, name)
 			continue
-		case slices.Contains(reservedEnv, name) || slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+		case ReservedEnv(name):
 			b.failAt(k, "rule %q: credential variable %s is set by the server", r.Name, name)
 			continue
 		case slices.Contains(r.Env, name):

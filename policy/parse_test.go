@@ -13,6 +13,9 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/attach/gitcredentials"
+	"coily.dev/coily/attach/githubapp"
+	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/internal/hostileyaml"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/sandbox"
@@ -96,7 +99,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		case policy.Deny:
 			if r.Env != nil || r.Workspace != "" || r.Sandbox != "" || r.Timeout != 0 || r.MaxOutput != 0 ||
 				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.PerPrincipal != 0 || r.Args.Flags != nil || r.Args.AnyFlags || r.Egress != nil ||
-				r.GitCredentials != nil || r.SSHKeys != nil || r.CAFile != "" || r.GitHubApp != nil {
+				gitcredentials.Of(r) != nil || sshkeys.Of(r) != nil || r.CAFile != "" || githubapp.Of(r) != nil {
 				t.Errorf("deny rule %q has allow settings: %+v", r.Name, *r)
 			}
 			continue
@@ -436,28 +439,6 @@ func TestParseSize(t *testing.T) {
 		if !strings.Contains(err.Error(), "size ") {
 			t.Errorf("ParseSize(%q) error %q does not name the size", in, err)
 		}
-	}
-}
-
-// checkGitCredentials asserts what a loaded rule's git_credentials
-// guarantee: a proxied bwrap rule, exact hosts, each once, with a port,
-// a user name and a reference.
-func checkGitCredentials(t testing.TB, r *policy.Rule) {
-	t.Helper()
-	if len(r.GitCredentials) > 0 && (r.Network != policy.NetworkProxied || r.Sandbox != policy.SandboxBwrap) {
-		t.Errorf("rule %q: git_credentials with network %q, sandbox %q", r.Name, r.Network, r.Sandbox)
-	}
-	seen := map[string]bool{}
-	for _, g := range r.GitCredentials {
-		hp, err := policy.ParseHostPort(g.Host)
-		if err != nil || hp.Suffix || hp.Port != 0 || g.Port < 1 || g.Port > 65535 || seen[g.Address()] ||
-			g.Username == "" || strings.ContainsAny(g.Username, "\n\x00=") || g.Password.Backend == "" {
-			t.Errorf("rule %q: git credential %+v", r.Name, g)
-		}
-		seen[g.Address()] = true
-	}
-	if r.CAFile != "" && (!filepath.IsAbs(r.CAFile) || filepath.Clean(r.CAFile) != r.CAFile || r.Sandbox != policy.SandboxBwrap) {
-		t.Errorf("rule %q: ca_file %q (sandbox %q)", r.Name, r.CAFile, r.Sandbox)
 	}
 }
 

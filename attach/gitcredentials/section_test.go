@@ -1,31 +1,32 @@
-package policy_test
+package gitcredentials_test
 
 import (
 	"reflect"
 	"slices"
 	"testing"
 
+	"coily.dev/coily/attach/gitcredentials"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/policy"
 )
 
 func TestLoadGitCredentials(t *testing.T) {
-	p, err := policy.Load("testdata/valid/git.yaml")
+	p, err := policy.Load("testdata/git.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := p.Rules()[0]
-	want := []policy.GitCredential{
+	want := []gitcredentials.GitCredential{
 		{Host: "git.example.com", Port: 443, Username: "x-access-token", Password: credref.Ref{Backend: credref.Vault, Path: "secret/coily/git", Field: "token"}},
 		{Host: "ghe.example.com", Port: 8443, Username: "bot@example.com", Password: credref.Ref{Backend: credref.File, Path: "ghe"}},
 	}
-	if !reflect.DeepEqual(r.GitCredentials, want) {
-		t.Fatalf("GitCredentials = %+v\nwant %+v", r.GitCredentials, want)
+	if !reflect.DeepEqual(gitcredentials.Of(r), want) {
+		t.Fatalf("GitCredentials = %+v\nwant %+v", gitcredentials.Of(r), want)
 	}
 	if r.CAFile != "/etc/coily/ca.pem" {
 		t.Fatalf("CAFile = %q", r.CAFile)
 	}
-	if u := r.GitCredentialsUnreachable(); len(u) != 0 {
+	if u := gitcredentials.Unreachable(r); len(u) != 0 {
 		t.Fatalf("every host is in the allowlist, yet unreachable: %v", u)
 	}
 }
@@ -58,34 +59,8 @@ commands:
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got := p.Rules()[0].GitCredentialsUnreachable(); !slices.Equal(got, c.want) {
+		if got := gitcredentials.Unreachable(p.Rules()[0]); !slices.Equal(got, c.want) {
 			t.Errorf("%s: unreachable %v, want %v", c.egress, got, c.want)
 		}
-	}
-}
-
-// CredentialBackends names each backend the allow rules' credentials and
-// git credentials use, once; a deny rule's binary names none.
-func TestCredentialBackends(t *testing.T) {
-	p, err := policy.Parse("p.yaml", []byte(`version: 1
-commands:
-  - name: git
-    binary: /usr/bin/git
-    args: ["**"]
-    network: proxied
-    git_credentials:
-      - {host: git.example.com, password: "file:a"}
-  - name: sh
-    binary: /bin/sh
-    args: ["**"]
-    credentials: {A: "vault:secret/a#b", B: "file:c"}
-  - name: ls
-    binary: /bin/ls
-`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := p.CredentialBackends(), []string{"file", "vault"}; !slices.Equal(got, want) {
-		t.Fatalf("CredentialBackends() = %v, want %v", got, want)
 	}
 }
