@@ -17,6 +17,7 @@ import (
 	"coily.dev/coily/attach/githubapp"
 	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/internal/hostileyaml"
+	"coily.dev/coily/internal/policytest"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/sandbox"
 )
@@ -297,63 +298,7 @@ var noColumn = map[string]bool{
 }
 
 func TestLoadBroken(t *testing.T) {
-	files := yamlFiles(t, "testdata/broken")
-	for _, file := range files {
-		name := filepath.Base(file)
-		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
-			path := "testdata/broken/" + name
-			p, err := policy.Load(path)
-			if err == nil {
-				t.Fatalf("Load(%s) succeeded with %d rules; want an error", path, len(p.Rules()))
-			}
-			var e *policy.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("error %T (%v) is not a *policy.Error", err, err)
-			}
-			if e.File != path {
-				t.Errorf("File = %q, want %q", e.File, path)
-			}
-			if !noLine[name] && e.Line <= 0 {
-				t.Errorf("error has no line: %v", err)
-			}
-			if !noLine[name] && !noColumn[name] && e.Column <= 0 {
-				t.Errorf("error has no column: %v", err)
-			}
-			if !strings.HasPrefix(err.Error(), path+":") {
-				t.Errorf("error %q does not start with %q", err, path+":")
-			}
-
-			// The same input always gives the same error.
-			for range 20 {
-				if _, again := policy.Load(path); again == nil || again.Error() != err.Error() {
-					t.Fatalf("error changed between loads: %q then %v", err, again)
-				}
-			}
-
-			golden := strings.TrimSuffix(file, ".yaml") + ".err"
-			if *update {
-				if err := os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, rerr := os.ReadFile(golden)
-			if rerr != nil {
-				t.Fatalf("%v (run with -update to create it)", rerr)
-			}
-			if got := err.Error(); got != strings.TrimSuffix(string(want), "\n") {
-				t.Errorf("error mismatch\n got: %s\nwant: %s", got, want)
-			}
-		})
-	}
-
-	// Every golden file belongs to a broken policy.
-	goldens, _ := filepath.Glob("testdata/broken/*.err")
-	for _, g := range goldens {
-		if !slices.Contains(files, strings.TrimSuffix(g, ".err")+".yaml") {
-			t.Errorf("%s has no matching .yaml", g)
-		}
-	}
+	policytest.Broken(t, "testdata/broken", *update, noLine, noColumn)
 }
 
 func TestLoadMissingFile(t *testing.T) {

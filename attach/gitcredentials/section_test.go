@@ -1,11 +1,13 @@
 package gitcredentials_test
 
 import (
+	"flag"
 	"reflect"
 	"slices"
 	"testing"
 
 	"coily.dev/coily/attach/gitcredentials"
+	"coily.dev/coily/internal/policytest"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/policy"
 )
@@ -63,4 +65,33 @@ commands:
 			t.Errorf("%s: unreachable %v, want %v", c.egress, got, c.want)
 		}
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
+
+// The broken policies of git_credentials fail with the errors of their
+// golden files.
+func TestLoadBroken(t *testing.T) {
+	policytest.Broken(t, "testdata/broken", *update, nil, nil)
+}
+
+// FuzzParse parses policies seeded from this package's: what loads has
+// git credentials only on proxied bwrap rules, each an exact host once,
+// with a port, a user name and a reference.
+func FuzzParse(f *testing.F) {
+	policytest.Fuzz(f, []string{"testdata", "testdata/broken"}, func(t *testing.T, p *policy.Policy) {
+		for _, r := range p.Rules() {
+			creds := gitcredentials.Of(r)
+			if len(creds) > 0 && (r.Effect != policy.Allow || r.Network != policy.NetworkProxied || r.Sandbox != policy.SandboxBwrap) {
+				t.Fatalf("rule %q: git_credentials with effect %v, network %q, sandbox %q", r.Name, r.Effect, r.Network, r.Sandbox)
+			}
+			seen := map[string]bool{}
+			for _, g := range creds {
+				if g.Host == "" || g.Port < 1 || g.Port > 65535 || seen[g.Address()] || g.Username == "" || g.Password.Backend == "" {
+					t.Fatalf("rule %q: git credential %+v", r.Name, g)
+				}
+				seen[g.Address()] = true
+			}
+		}
+	})
 }

@@ -1,6 +1,7 @@
 package githubapp_test
 
 import (
+	"flag"
 	"reflect"
 	"slices"
 	"strings"
@@ -8,6 +9,7 @@ import (
 
 	"coily.dev/coily/attach/githubapp"
 	"coily.dev/coily/ghapp"
+	"coily.dev/coily/internal/policytest"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/policy"
 )
@@ -185,4 +187,41 @@ commands:
 	if got, why := githubapp.Repository(r, []string{"issue", "create", "-R", "github.com/alice/repo"}); why != "" || got.String() != "alice/repo" {
 		t.Errorf("github.com/alice/repo: %v %s", got, why)
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
+
+// The broken policies of github_app fail with the errors of their golden
+// files.
+func TestLoadBroken(t *testing.T) {
+	policytest.Broken(t, "testdata/broken", *update, nil, nil)
+}
+
+// FuzzParse parses policies seeded from this package's: what loads has a
+// github_app only on allow rules, with an https API, permissions, one
+// repository source (repository_from pinned by the rule's flags) and
+// variables no caller passes and no credential fills.
+func FuzzParse(f *testing.F) {
+	policytest.Fuzz(f, []string{"testdata", "testdata/broken"}, func(t *testing.T, p *policy.Policy) {
+		for _, r := range p.Rules() {
+			g := githubapp.Of(r)
+			if g == nil {
+				continue
+			}
+			if r.Effect != policy.Allow || g.API == nil || g.API.Scheme != "https" || len(g.Permissions) == 0 || len(g.Env) == 0 ||
+				(g.Repository == ghapp.Repository{}) == (len(g.RepositoryFrom) == 0) {
+				t.Fatalf("rule %q: github_app %+v", r.Name, *g)
+			}
+			for _, fl := range g.RepositoryFrom {
+				if spec, ok := r.Args.Flags[fl]; !ok || spec.Bool || r.Args.AnyFlags {
+					t.Fatalf("rule %q: repository_from %s is not pinned by the rule's flags", r.Name, fl)
+				}
+			}
+			for _, e := range g.Env {
+				if slices.Contains(r.Env, e) || r.Credentials[e] != (credref.Ref{}) {
+					t.Fatalf("rule %q: github_app env %s is also passed or a credential", r.Name, e)
+				}
+			}
+		}
+	})
 }

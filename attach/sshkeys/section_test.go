@@ -1,12 +1,14 @@
 package sshkeys_test
 
 import (
+	"flag"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"coily.dev/coily/attach/sshkeys"
+	"coily.dev/coily/internal/policytest"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/policy"
 )
@@ -102,3 +104,37 @@ func TestCredentialsRecipeGitOverSSH(t *testing.T) {
 
 // edKey is an ed25519 host key (the policy tests' knownhosts fixture).
 const edKey = "AAAAC3NzaC1lZDI1NTE5AAAAIHc/ZoQpu+kbUW14vnzWUqdg3h7xYZiIeekiNxXkELZs"
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
+
+// The broken policies of ssh_keys fail with the errors of their golden
+// files.
+func TestLoadBroken(t *testing.T) {
+	policytest.Broken(t, "testdata/broken", *update, nil, nil)
+}
+
+// FuzzParse parses policies seeded from this package's: what loads has
+// ssh keys only on proxied bwrap rules, at most MaxSSHKeys, each host
+// under one key, pinned and reachable.
+func FuzzParse(f *testing.F) {
+	policytest.Fuzz(f, []string{"testdata", "testdata/broken"}, func(t *testing.T, p *policy.Policy) {
+		for _, r := range p.Rules() {
+			keys := sshkeys.Of(r)
+			if len(keys) > 0 && (r.Effect != policy.Allow || r.Network != policy.NetworkProxied || r.Sandbox != policy.SandboxBwrap || len(keys) > sshkeys.MaxSSHKeys) {
+				t.Fatalf("rule %q: %d ssh_keys with effect %v, network %q, sandbox %q", r.Name, len(keys), r.Effect, r.Network, r.Sandbox)
+			}
+			hosts := map[policy.SSHHost]bool{}
+			for _, k := range keys {
+				for _, h := range k.Hosts {
+					if hosts[h] || len(r.Egress.PinsFor(h)) == 0 || !r.Egress.ReachesSSH(h) {
+						t.Fatalf("rule %q: ssh key %s: host %s twice, unpinned or unreachable", r.Name, k.Key, h)
+					}
+					hosts[h] = true
+				}
+				if k.Key.Backend == "" || len(k.Hosts) == 0 || len(sshkeys.Pins(r, k)) == 0 {
+					t.Fatalf("rule %q: ssh key %+v", r.Name, k)
+				}
+			}
+		}
+	})
+}
