@@ -20,7 +20,7 @@ import (
 // knows. A key no linked package registered is an unknown key, refused as
 // any other: a binary never runs a rule whose section it cannot honour.
 type Section interface {
-	// Key is the rule's key, such as "ssh_keys".
+	// Key is the rule's key: a word the core schema does not use.
 	Key() string
 	// Stage is when in a rule's reading the section is read.
 	Stage() Stage
