@@ -11,7 +11,7 @@ import (
 )
 
 // reservedEnv are the variables the server sets in a child's environment
-// (with ca_file: sandbox.CAEnv too; with ssh_keys: SSH_AUTH_SOCK); a
+// (with ca_file: sandbox.CAEnv too; with an ssh agent: SSH_AUTH_SOCK); a
 // credential may not take their place.
 var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM", "GIT_ALLOW_PROTOCOL", "SSH_AUTH_SOCK",
 	"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "all_proxy", "no_proxy"},
@@ -20,9 +20,19 @@ var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM"
 // reservedEnvPrefixes are families the server sets or uses: the locale,
 // coily's credential helper's (COILY_GIT_*), git's configuration
 // (GIT_CONFIG_COUNT, _KEY_n, _VALUE_n name the helper) and the names the
-// server fetches ssh_keys and a github_app's private key under
+// server fetches the private keys of ssh agents and GitHub Apps under
 // (COILY_SSH_*, COILY_GITHUB_*, never in the environment).
 var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "COILY_GITHUB_", "GIT_CONFIG"}
+
+// ValidEnvName reports whether name may name a variable of a rule (env,
+// credentials, a section's variables).
+func ValidEnvName(name string) bool { return envNamePattern.MatchString(name) }
+
+// ReservedEnv reports whether the server sets or uses the variable name:
+// no credential, nor a section's variable, may take its place.
+func ReservedEnv(name string) bool {
+	return slices.Contains(reservedEnv, name) || slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) })
+}
 
 // ruleCredentials reads `credentials:`, a map from the child's environment
 // variable to a credential reference (credref.Parse).
@@ -43,7 +53,7 @@ func (b *builder) ruleCredentials(r *Rule, rf ruleFile, rn ruleNode) {
 		case k.Kind != yaml.ScalarNode || !envNamePattern.MatchString(name):
 			b.failAt(k, "rule %q: bad credential variable name %q", r.Name, name)
 			continue
-		case slices.Contains(reservedEnv, name) || slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
+		case ReservedEnv(name):
 			b.failAt(k, "rule %q: credential variable %s is set by the server", r.Name, name)
 			continue
 		case slices.Contains(r.Env, name):

@@ -36,7 +36,8 @@ type Decision struct {
 	WouldDeny []string
 	// Args are the arguments as the rule matched them (argv[1:], as its
 	// tool's vetting normalised them): what its attachments read, such
-	// as the repository of a github_app token (Rule.GitHubRepository).
+	// as the repository a token is minted for (a Section's ArgsChecker
+	// says which it can serve).
 	Args []string
 }
 
@@ -225,7 +226,7 @@ func firstAllow(allows []candidate, allowed map[string]bool, s Subject, env []st
 			}
 			continue
 		}
-		if _, bad := r.GitHubRepository(c.args); bad != "" {
+		if bad := r.checkSectionArgs(c.args); bad != "" {
 			if explain {
 				why = append(why, fmt.Sprintf("rule %q: %s", r.Name, bad))
 			}

@@ -23,3 +23,17 @@ func Unchecked(a ArgSpec) ArgSpec {
 
 // Checked reports whether the spec recorded a passed validation.
 func Checked(a *ArgSpec) bool { return a.checked }
+
+// WithoutSections parses as a binary linking no section would, until the
+// test ends.
+func WithoutSections(t testing.TB) {
+	sections.Lock()
+	old := sections.list
+	sections.list = nil
+	sections.Unlock()
+	t.Cleanup(func() {
+		sections.Lock()
+		sections.list = old
+		sections.Unlock()
+	})
+}

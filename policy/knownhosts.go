@@ -106,7 +106,7 @@ func ParseKnownHost(line string) (KnownHost, error) {
 	}
 	var k KnownHost
 	for _, h := range strings.Split(fields[0], ",") {
-		sh, err := parseSSHHost(h)
+		sh, err := ParseSSHHost(h)
 		if err != nil {
 			return KnownHost{}, err
 		}
@@ -156,8 +156,8 @@ func sameAsXCrypto(line, hosts string, pub ssh.PublicKey) error {
 	return nil
 }
 
-// parseSSHHost reads `host` (port 22) or `[host]:port`.
-func parseSSHHost(s string) (SSHHost, error) {
+// ParseSSHHost reads `host` (port 22) or `[host]:port`.
+func ParseSSHHost(s string) (SSHHost, error) {
 	switch {
 	case s == "":
 		return SSHHost{}, errors.New("empty host")
@@ -245,4 +245,52 @@ func (b *builder) knownHosts(rule string, lines []string, at []any) []KnownHost 
 		out = append(out, k)
 	}
 	return out
+}
+
+// PinsFor is the pinned host keys (ssh_known_hosts lines) that name h.
+func (e *Egress) PinsFor(h SSHHost) []KnownHost {
+	if e == nil {
+		return nil
+	}
+	var out []KnownHost
+	for _, k := range e.SSHKnownHosts {
+		if slices.Contains(k.Hosts, h) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// ReachesSSH reports whether the egress block lets ssh reach h: any host
+// in observe mode; otherwise a name through the allowlist, an address
+// through allow_cidrs (as the proxy decides). A nil block reaches nothing.
+func (e *Egress) ReachesSSH(h SSHHost) bool {
+	switch {
+	case e == nil:
+		return false
+	case e.Mode == EgressObserve:
+		return true
+	}
+	if a, err := netip.ParseAddr(h.Host); err == nil {
+		return slices.ContainsFunc(e.CIDRs, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
+	}
+	return e.Allows(h.Host, h.Port)
+}
+
+// ReachHint says what lets ssh reach h: an allowlist entry for a name, a
+// CIDR for an address.
+func ReachHint(h SSHHost) string {
+	if _, err := netip.ParseAddr(h.Host); err == nil {
+		return "add a CIDR holding " + h.Host + " to egress.allow_cidrs"
+	}
+	return fmt.Sprintf("add %s:%d to egress.allow", h.Host, h.Port)
+}
+
+// PublicKey decodes the pinned key (checked when the policy loaded).
+func (k KnownHost) PublicKey() (ssh.PublicKey, error) {
+	blob, err := base64.StdEncoding.DecodeString(k.Key)
+	if err != nil {
+		return nil, fmt.Errorf("pinned key of %s: %w", k.Hosts, err)
+	}
+	return ssh.ParsePublicKey(blob)
 }

@@ -155,3 +155,48 @@ func TestKnownHostsFile(t *testing.T) {
 	}
 	t.Fatal("no rule gh")
 }
+
+// Reaching a pinned host: a name through the allowlist (its port), an
+// address through allow_cidrs, anything in observe mode, nothing without
+// an egress block.
+func TestReachesSSH(t *testing.T) {
+	e := &policy.Egress{Mode: policy.EgressEnforce}
+	p, err := policy.Parse("p.yaml", []byte(`version: 1
+commands:
+  - name: git
+    binary: /usr/bin/git
+    network: proxied
+    egress:
+      allow: ["github.com:22", "*.example.com:2222"]
+      allow_cidrs: [10.0.0.0/8]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg := p.Rules()[0].Egress
+	for _, c := range []struct {
+		host policy.SSHHost
+		want bool
+	}{
+		{policy.SSHHost{Host: "github.com", Port: 22}, true},
+		{policy.SSHHost{Host: "github.com", Port: 2222}, false},
+		{policy.SSHHost{Host: "git.example.com", Port: 2222}, true},
+		{policy.SSHHost{Host: "example.com", Port: 2222}, false},
+		{policy.SSHHost{Host: "10.1.2.3", Port: 7999}, true},
+		{policy.SSHHost{Host: "192.0.2.1", Port: 22}, false},
+		{policy.SSHHost{Host: "::ffff:10.0.0.1", Port: 22}, true},
+	} {
+		if got := eg.ReachesSSH(c.host); got != c.want {
+			t.Errorf("ReachesSSH(%s) = %v, want %v", c.host, got, c.want)
+		}
+		if e.ReachesSSH(c.host) {
+			t.Errorf("an empty enforced block reaches %s", c.host)
+		}
+		if !(&policy.Egress{Mode: policy.EgressObserve}).ReachesSSH(c.host) {
+			t.Errorf("observe mode does not reach %s", c.host)
+		}
+	}
+	if (*policy.Egress)(nil).ReachesSSH(policy.SSHHost{Host: "github.com", Port: 22}) {
+		t.Error("no egress block reaches a host")
+	}
+}

@@ -3,8 +3,6 @@ package policy
 import (
 	"fmt"
 	"slices"
-
-	"coily.dev/coily/ghapp"
 )
 
 // Warning is something `coily policy check` reports about a valid policy:
@@ -37,8 +35,8 @@ func (p *Policy) Warnings() []Warning {
 				warn("rule %q can never match through a role: rule %q (line %d) comes first and allows every request it would, for every role that may use it", r.Name, by.Name, by.Line)
 			}
 		}
-		if r.GitHubApp != nil && r.Timeout > ghapp.MaxTokenLife {
-			warn("rule %q has timeout %s, but its github_app token expires within an hour: a command running longer loses it", r.Name, r.Timeout)
+		for _, w := range r.sectionWarnings() {
+			warn("%s", w)
 		}
 		if r.Network == NetworkDeny && networkTools[r.Command()] {
 			warn("rule %q runs %s with network deny: it cannot reach any host (set network: proxied and an egress block)", r.Name, r.Command())

@@ -117,6 +117,9 @@ func (a *ArgSpec) validate() error {
 	return nil
 }
 
+// ValidFlag reports whether k is a flag as a rule's flags write it.
+func ValidFlag(k string) bool { return validFlagKey(k) }
+
 // validFlagKey reports whether k is "--name" (name: [A-Za-z0-9][A-Za-z0-9._-]*)
 // or "-c" (c: [A-Za-z0-9?]).
 func validFlagKey(k string) bool {
@@ -169,10 +172,10 @@ func (a *ArgSpec) MatchAllow(args []string) (bool, string) {
 	return a.matchAllow(args, true, nil)
 }
 
-// flagValues returns, in order, every value the named flags take in args
+// FlagValues returns, in order, every value the named flags take in args
 // when args match the spec under allow semantics (ok false otherwise).
 // "-R=v" gives both of its readings, "=v" and "v".
-func (a *ArgSpec) flagValues(args []string, names []string) (vals []string, ok bool) {
+func (a *ArgSpec) FlagValues(args []string, names []string) (vals []string, ok bool) {
 	ok, _ = a.matchAllow(args, false, func(name, val string) {
 		if slices.Contains(names, name) {
 			vals = append(vals, val)

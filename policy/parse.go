@@ -161,7 +161,7 @@ func Parse(name string, data []byte) (*Policy, error) {
 	var f fileV1
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
-	if err := dec.Decode(&f); err != nil {
+	if err := readSections(&f, dec.Decode(&f)); err != nil {
 		return nil, withColumn(yamlError(name, err), &root)
 	}
 	var extra yaml.Node

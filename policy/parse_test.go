@@ -13,7 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/attach/gitcredentials"
+	"coily.dev/coily/attach/githubapp"
+	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/internal/hostileyaml"
+	"coily.dev/coily/internal/policytest"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/sandbox"
 )
@@ -96,7 +100,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		case policy.Deny:
 			if r.Env != nil || r.Workspace != "" || r.Sandbox != "" || r.Timeout != 0 || r.MaxOutput != 0 ||
 				r.Confirm || r.ConfirmTimeout != 0 || r.Rate != nil || r.Concurrency != 0 || r.PerPrincipal != 0 || r.Args.Flags != nil || r.Args.AnyFlags || r.Egress != nil ||
-				r.GitCredentials != nil || r.SSHKeys != nil || r.CAFile != "" || r.GitHubApp != nil {
+				gitcredentials.Of(r) != nil || sshkeys.Of(r) != nil || r.CAFile != "" || githubapp.Of(r) != nil {
 				t.Errorf("deny rule %q has allow settings: %+v", r.Name, *r)
 			}
 			continue
@@ -294,63 +298,7 @@ var noColumn = map[string]bool{
 }
 
 func TestLoadBroken(t *testing.T) {
-	files := yamlFiles(t, "testdata/broken")
-	for _, file := range files {
-		name := filepath.Base(file)
-		t.Run(strings.TrimSuffix(name, ".yaml"), func(t *testing.T) {
-			path := "testdata/broken/" + name
-			p, err := policy.Load(path)
-			if err == nil {
-				t.Fatalf("Load(%s) succeeded with %d rules; want an error", path, len(p.Rules()))
-			}
-			var e *policy.Error
-			if !errors.As(err, &e) {
-				t.Fatalf("error %T (%v) is not a *policy.Error", err, err)
-			}
-			if e.File != path {
-				t.Errorf("File = %q, want %q", e.File, path)
-			}
-			if !noLine[name] && e.Line <= 0 {
-				t.Errorf("error has no line: %v", err)
-			}
-			if !noLine[name] && !noColumn[name] && e.Column <= 0 {
-				t.Errorf("error has no column: %v", err)
-			}
-			if !strings.HasPrefix(err.Error(), path+":") {
-				t.Errorf("error %q does not start with %q", err, path+":")
-			}
-
-			// The same input always gives the same error.
-			for range 20 {
-				if _, again := policy.Load(path); again == nil || again.Error() != err.Error() {
-					t.Fatalf("error changed between loads: %q then %v", err, again)
-				}
-			}
-
-			golden := strings.TrimSuffix(file, ".yaml") + ".err"
-			if *update {
-				if err := os.WriteFile(golden, []byte(err.Error()+"\n"), 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, rerr := os.ReadFile(golden)
-			if rerr != nil {
-				t.Fatalf("%v (run with -update to create it)", rerr)
-			}
-			if got := err.Error(); got != strings.TrimSuffix(string(want), "\n") {
-				t.Errorf("error mismatch\n got: %s\nwant: %s", got, want)
-			}
-		})
-	}
-
-	// Every golden file belongs to a broken policy.
-	goldens, _ := filepath.Glob("testdata/broken/*.err")
-	for _, g := range goldens {
-		if !slices.Contains(files, strings.TrimSuffix(g, ".err")+".yaml") {
-			t.Errorf("%s has no matching .yaml", g)
-		}
-	}
+	policytest.Broken(t, "testdata/broken", *update, noLine, noColumn)
 }
 
 func TestLoadMissingFile(t *testing.T) {
@@ -436,28 +384,6 @@ func TestParseSize(t *testing.T) {
 		if !strings.Contains(err.Error(), "size ") {
 			t.Errorf("ParseSize(%q) error %q does not name the size", in, err)
 		}
-	}
-}
-
-// checkGitCredentials asserts what a loaded rule's git_credentials
-// guarantee: a proxied bwrap rule, exact hosts, each once, with a port,
-// a user name and a reference.
-func checkGitCredentials(t testing.TB, r *policy.Rule) {
-	t.Helper()
-	if len(r.GitCredentials) > 0 && (r.Network != policy.NetworkProxied || r.Sandbox != policy.SandboxBwrap) {
-		t.Errorf("rule %q: git_credentials with network %q, sandbox %q", r.Name, r.Network, r.Sandbox)
-	}
-	seen := map[string]bool{}
-	for _, g := range r.GitCredentials {
-		hp, err := policy.ParseHostPort(g.Host)
-		if err != nil || hp.Suffix || hp.Port != 0 || g.Port < 1 || g.Port > 65535 || seen[g.Address()] ||
-			g.Username == "" || strings.ContainsAny(g.Username, "\n\x00=") || g.Password.Backend == "" {
-			t.Errorf("rule %q: git credential %+v", r.Name, g)
-		}
-		seen[g.Address()] = true
-	}
-	if r.CAFile != "" && (!filepath.IsAbs(r.CAFile) || filepath.Clean(r.CAFile) != r.CAFile || r.Sandbox != policy.SandboxBwrap) {
-		t.Errorf("rule %q: ca_file %q (sandbox %q)", r.Name, r.CAFile, r.Sandbox)
 	}
 }
 

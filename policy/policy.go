@@ -148,15 +148,6 @@ type Rule struct {
 	// Credentials maps an environment variable of the child to the
 	// credential reference the server fetches into it (never echoed).
 	Credentials map[string]credref.Ref
-	// GitCredentials are the https credentials git inside the sandbox gets
-	// from coily's credential helper, one per host (`git_credentials:`).
-	GitCredentials []GitCredential
-	// SSHKeys are the private keys ssh inside the sandbox may use through
-	// coily's ssh agent, each for its hosts only (`ssh_keys:`).
-	SSHKeys []SSHKey
-	// GitHubApp mints the command a GitHub App installation token of one
-	// repository (`github_app:`); nil for none.
-	GitHubApp *GitHubApp
 	// CAFile is the owner's PEM bundle the command trusts instead of the
 	// system's (`ca_file:`); "" for none.
 	CAFile string
@@ -193,6 +184,9 @@ type Rule struct {
 	Limits sandbox.Limits
 	// Line is where the rule starts in the policy file.
 	Line int
+	// sections are the registered sections the rule has, in the order
+	// of their keys, with what each read (Section).
+	sections []sectionValue
 }
 
 // RateLimit is a token bucket: PerMinute tokens a minute, at most Burst.
@@ -376,7 +370,7 @@ func (p *Policy) Sandboxes() []string {
 }
 
 // CredentialBackends lists the keystore backends the allow rules'
-// credentials and git credentials name, sorted.
+// credentials and sections name, sorted.
 func (p *Policy) CredentialBackends() []string {
 	var out []string
 	add := func(b string) {
@@ -391,14 +385,8 @@ func (p *Policy) CredentialBackends() []string {
 		for _, ref := range r.Credentials {
 			add(ref.Backend)
 		}
-		for _, g := range r.GitCredentials {
-			add(g.Password.Backend)
-		}
-		for _, k := range r.SSHKeys {
-			add(k.Key.Backend)
-		}
-		if r.GitHubApp != nil {
-			add(r.GitHubApp.PrivateKey.Backend)
+		for _, b := range r.sectionBackends() {
+			add(b)
 		}
 	}
 	slices.Sort(out)

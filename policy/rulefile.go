@@ -41,10 +41,13 @@ type ruleFile struct {
 	Writable       []string          `yaml:"writable"`
 	Limits         *limitsFileFields `yaml:"limits"`
 	Egress         *egressFile       `yaml:"egress"`
-	GitCredentials yaml.Node         `yaml:"git_credentials"`
-	SSHKeys        yaml.Node         `yaml:"ssh_keys"`
-	GitHubApp      yaml.Node         `yaml:"github_app"`
 	CAFile         string            `yaml:"ca_file"`
+	// Mapping is the rule's mapping; Sections, the values of its
+	// registered section keys (readSections), the first of each. Other
+	// keys land in Other, where readSections refuses them as unknown.
+	Mapping  ruleMapping          `yaml:",inline"`
+	Other    map[string]yaml.Node `yaml:",inline"`
+	Sections map[string]yaml.Node `yaml:"-"`
 }
 
 type rateFile struct {
@@ -151,8 +154,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 		if r.Effect == Allow {
 			b.ruleExecution(p, r, rf, rn)
 			b.ruleEgress(r, rf, rn)
-			b.ruleGitCredentials(r, rf, rn)
-			b.ruleSSHKeys(r, rf, rn)
+			b.ruleSections(r, rf, AfterEgress)
 			b.ruleCAFile(r, rf, rn)
 			b.ruleLimits(p, r, rf, rn)
 		}
@@ -165,10 +167,11 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 	}
 }
 
-// allowOnly are the keys that only make sense on allow rules.
+// allowOnly are the keys of the core schema that only make sense on allow
+// rules; so do every registered section's.
 var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
 	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress",
-	"git_credentials", "ssh_keys", "ca_file", "github_app"}
+	"ca_file"}
 
 func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {
@@ -181,7 +184,7 @@ func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 		}
 	case "deny":
 		r.Effect = Deny
-		for _, k := range allowOnly {
+		for _, k := range slices.Concat(allowOnly, sectionKeys()) {
 			if rn.has(k) {
 				b.failAt(rn.at(k), "rule %q: %s does not apply to a deny rule", r.Name, k)
 			}
@@ -258,7 +261,7 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 	}
 	r.Env = rf.Env
 	b.ruleCredentials(r, rf, rn)
-	b.ruleGitHubApp(r, rf, rn)
+	b.ruleSections(r, rf, AfterCredentials)
 	b.ruleWritable(r, rf, rn)
 	r.Limits = b.resourceLimits(p.limits, rf.Limits, "commands", ruleIndex(b, rn), "limits")
 	r.Workspace = rf.Workspace

@@ -5,6 +5,7 @@
 // child under gitcred.PasswordVar, redacted from its output like any
 // credential; the helper's configuration (its command at
 // sandbox.BridgePath, the addresses and user names) comes with them.
+// The package reads the rule's `git_credentials` section too (section.go).
 package gitcredentials
 
 import (
@@ -23,15 +24,16 @@ import (
 
 // Creds are the git credentials of one rule, for one execution.
 type Creds struct {
-	list []policy.GitCredential
+	list []GitCredential
 }
 
 // New is the attachment of r's git_credentials; nil when it has none.
 func New(r *policy.Rule) *Creds {
-	if len(r.GitCredentials) == 0 {
+	list := Of(r)
+	if len(list) == 0 {
 		return nil
 	}
-	return &Creds{list: r.GitCredentials}
+	return &Creds{list: list}
 }
 
 var _ attach.Credentialed = (*Creds)(nil)

@@ -4,9 +4,10 @@
 // permissions, puts it into the child's environment under the rule's
 // variables, and revokes it when the command is over. The App's private
 // key is fetched with the rule's credentials and signs the App's JWT in
-// the server only; it never reaches the child. The rule's section (its
-// schema, and the repository its flags name) is the policy's, which
-// decides with it whether a command matches the rule at all.
+// the server only; it never reaches the child. The package reads the
+// rule's section too (section.go: its schema, and the repository its
+// flags name), which the policy asks whether a command's arguments can
+// match the rule at all.
 package githubapp
 
 import (
@@ -41,6 +42,7 @@ const KeyVar = "COILY_GITHUB_APP_KEY"
 // execution.
 type Token struct {
 	rule *policy.Rule
+	app  *GitHubApp
 	// repo is the repository the token is for (the decision's).
 	repo ghapp.Repository
 	log  *slog.Logger
@@ -53,21 +55,22 @@ type Token struct {
 
 // New is the attachment of r's github_app, for the arguments the rule
 // matched (the decision's); nil when it has none. The token's repository
-// is the one they name (policy.Rule.GitHubRepository). log says what
+// is the one they name (Repository). log says what
 // happens to the token.
 func New(r *policy.Rule, args []string, log *slog.Logger) *Token {
-	if r.GitHubApp == nil {
+	g := Of(r)
+	if g == nil {
 		return nil
 	}
-	repo, _ := r.GitHubRepository(args)
-	return &Token{rule: r, repo: repo, log: log}
+	repo, _ := Repository(r, args)
+	return &Token{rule: r, app: g, repo: repo, log: log}
 }
 
 var _ attach.Credentialed = (*Token)(nil)
 
 // Refs are the App's private key, under KeyVar.
 func (t *Token) Refs() map[string]keystore.Ref {
-	return map[string]keystore.Ref{KeyVar: t.rule.GitHubApp.PrivateKey}
+	return map[string]keystore.Ref{KeyVar: t.app.PrivateKey}
 }
 
 // Take takes the App's private key out of vals and mints the token with
@@ -84,7 +87,7 @@ func (t *Token) Take(ctx context.Context, vals map[string]string) ([]scrub.Secre
 	delete(vals, KeyVar)
 	key, err := ghapp.ParsePrivateKey(v)
 	if err != nil {
-		err = fmt.Errorf("credential %s: not usable as a GitHub App private key: %v", t.rule.GitHubApp.PrivateKey, err)
+		err = fmt.Errorf("credential %s: not usable as a GitHub App private key: %v", t.app.PrivateKey, err)
 		return taken, refusal.Wrap(refusal.CredentialUnavailable, err, "%v", err)
 	}
 	return taken, t.mint(ctx, key, vals)
@@ -94,7 +97,7 @@ func (t *Token) Take(ctx context.Context, vals map[string]string) ([]scrub.Secre
 // decision took alone, with the rule's permissions. The token goes into
 // vals under each of the rule's variables.
 func (t *Token) mint(ctx context.Context, key *rsa.PrivateKey, vals map[string]string) error {
-	r, g := t.rule, t.rule.GitHubApp
+	r, g := t.rule, t.app
 	if t.repo == (ghapp.Repository{}) {
 		return refusal.New(refusal.Internal, "rule %q: no repository for its github_app token", r.Name)
 	}
@@ -154,7 +157,7 @@ func (t *Token) Close(ctx context.Context, end *attach.End) {
 // repository and permissions asked for and, once minted, the token's
 // expiry and granted permissions. Never the token.
 func (t *Token) Describe(rec *audit.Record) {
-	g := t.rule.GitHubApp
+	g := t.app
 	rec.SetDetail("github_app", fmt.Sprintf("app %s installation %d key %s api %s", g.AppID, g.InstallationID, g.PrivateKey, g.API))
 	if t.repo != (ghapp.Repository{}) {
 		rec.SetDetail("github_app_repository", t.repo.String())
@@ -174,7 +177,7 @@ func (t *Token) Describe(rec *audit.Record) {
 func transport(r *policy.Rule) (*http.Transport, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	if r.Egress != nil {
-		if pinned := r.Egress.Hosts[r.GitHubApp.API.Hostname()]; len(pinned) > 0 {
+		if pinned := r.Egress.Hosts[Of(r).API.Hostname()]; len(pinned) > 0 {
 			tr.Proxy = nil // the pinned address, not a proxy's view of the name
 			tr.DialContext = dialPinned(pinned)
 		}

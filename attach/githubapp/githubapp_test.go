@@ -112,7 +112,7 @@ func TestTakeFailsClosed(t *testing.T) {
 	if n := len(g.TokenRequests()); n != 0 {
 		t.Errorf("%d tokens asked for with no usable key", n)
 	}
-	r.GitHubApp.API.Host = "127.0.0.1:1"
+	Of(r).API.Host = "127.0.0.1:1"
 	tok := New(r, []string{"--repo", "alice/repo"}, slog.New(slog.DiscardHandler))
 	_, err := tok.Take(context.Background(), map[string]string{KeyVar: string(app.PEM)})
 	if refusal.As(err).Code != refusal.CredentialUnavailable || !strings.Contains(err.Error(), "installation token for alice/repo") {

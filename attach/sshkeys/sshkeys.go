@@ -5,6 +5,7 @@
 // on a unix socket in a private scratch directory, bound at
 // sandbox.SSHAgentPath, where SSH_AUTH_SOCK points; it ends with the
 // command, and what it did goes into the result record and the answer.
+// The package reads the rule's `ssh_keys` section too (section.go).
 package sshkeys
 
 import (
@@ -31,6 +32,7 @@ import (
 // Keys are the ssh keys of one rule, for one execution.
 type Keys struct {
 	rule *policy.Rule
+	keys []SSHKey
 	// signers hold the private keys of the rule's ssh_keys, in order: for
 	// the exec's agent only.
 	signers []ssh.Signer
@@ -41,10 +43,11 @@ type Keys struct {
 
 // New is the attachment of r's ssh_keys; nil when it has none.
 func New(r *policy.Rule) *Keys {
-	if len(r.SSHKeys) == 0 {
+	keys := Of(r)
+	if len(keys) == 0 {
 		return nil
 	}
-	return &Keys{rule: r}
+	return &Keys{rule: r, keys: keys}
 }
 
 var _ attach.Credentialed = (*Keys)(nil)
@@ -57,7 +60,7 @@ func KeyVar(i int) string { return "COILY_SSH_KEY_" + strconv.Itoa(i) }
 // Refs are the rule's keys, each under KeyVar.
 func (k *Keys) Refs() map[string]keystore.Ref {
 	refs := map[string]keystore.Ref{}
-	for i, key := range k.rule.SSHKeys {
+	for i, key := range k.keys {
 		refs[KeyVar(i)] = key.Key
 	}
 	return refs
@@ -69,15 +72,15 @@ func (k *Keys) Refs() map[string]keystore.Ref {
 // what it took is returned all the same, to be redacted.
 func (k *Keys) Take(_ context.Context, vals map[string]string) ([]scrub.Secret, error) {
 	var taken []scrub.Secret
-	values := make([]string, len(k.rule.SSHKeys))
-	for i := range k.rule.SSHKeys {
+	values := make([]string, len(k.keys))
+	for i := range k.keys {
 		if v, ok := vals[KeyVar(i)]; ok {
 			taken = append(taken, scrub.Secret{Name: KeyVar(i), Value: v})
 			values[i] = v
 			delete(vals, KeyVar(i))
 		}
 	}
-	for i, key := range k.rule.SSHKeys {
+	for i, key := range k.keys {
 		s, err := sshagent.ParsePrivateKey(values[i])
 		if err != nil {
 			err = fmt.Errorf("credential %s: not usable as an ssh private key: %v", key.Key, err)
@@ -93,7 +96,7 @@ func (k *Keys) Take(_ context.Context, vals map[string]string) ([]scrub.Secret, 
 // (ssh_keys needs network proxied, and the bwrap sandbox).
 func (k *Keys) Prepare(_ context.Context, run *attach.Run) error {
 	name := k.rule.Name
-	if run.Bound(sandbox.ProxySocketPath) == "" || len(k.signers) != len(k.rule.SSHKeys) {
+	if run.Bound(sandbox.ProxySocketPath) == "" || len(k.signers) != len(k.keys) {
 		return refusal.New(refusal.SandboxUnavailable, "rule %q: its ssh agent needs the bwrap sandbox's egress proxy", name)
 	}
 	keys, err := agentKeys(k.rule, k.signers)
@@ -154,8 +157,8 @@ func (k *Keys) Close(_ context.Context, end *attach.End) {
 
 // Describe lists the rule's keys as "reference=hosts" pairs: never keys.
 func (k *Keys) Describe(rec *audit.Record) {
-	parts := make([]string, 0, len(k.rule.SSHKeys))
-	for _, key := range k.rule.SSHKeys {
+	parts := make([]string, 0, len(k.keys))
+	for _, key := range k.keys {
 		parts = append(parts, key.Key.String()+"="+key.HostList())
 	}
 	rec.SetList("ssh_keys", parts)
@@ -164,10 +167,10 @@ func (k *Keys) Describe(rec *audit.Record) {
 // agentKeys pairs each of the rule's ssh keys with its signer and the
 // host keys pinned for its hosts.
 func agentKeys(r *policy.Rule, signers []ssh.Signer) ([]sshagent.Key, error) {
-	keys := make([]sshagent.Key, 0, len(r.SSHKeys))
-	for i, k := range r.SSHKeys {
+	keys := make([]sshagent.Key, 0, len(Of(r)))
+	for i, k := range Of(r) {
 		var hostKeys []ssh.PublicKey
-		for _, pin := range r.SSHKeyPins(k) {
+		for _, pin := range Pins(r, k) {
 			pub, err := pin.PublicKey()
 			if err != nil {
 				return nil, err

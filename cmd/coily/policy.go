@@ -13,6 +13,9 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"coily.dev/coily/attach/gitcredentials"
+	"coily.dev/coily/attach/githubapp"
+	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/policy"
 )
@@ -72,7 +75,7 @@ func policyCheck(e *env, file string, asJSON bool) int {
 				ro.Warnings = append(ro.Warnings, w.Msg)
 			}
 		}
-		ro.Notes = slices.Concat(binaryLines(r), egressLines(r), gitCredentialLines(r), sshKeyLines(r), githubAppLines(r))
+		ro.Notes = slices.Concat(binaryLines(r), egressLines(r), gitcredentials.Notes(r), sshkeys.Notes(r), githubapp.Notes(r))
 		out = append(out, ro)
 		if asJSON {
 			continue
@@ -165,43 +168,6 @@ func knownHostLines(r *policy.Rule, mode string) []string {
 		}
 	}
 	return lines
-}
-
-// gitCredentialLines explains a rule's git_credentials: one line per
-// host, and a warning for each one its enforced egress would refuse.
-func gitCredentialLines(r *policy.Rule) []string {
-	var lines []string
-	for _, g := range r.GitCredentials {
-		lines = append(lines, fmt.Sprintf("rule %q git_credentials: git gets user %s and %s for https://%s, from coily's credential helper only",
-			r.Name, g.Username, g.Password, g.Address()))
-	}
-	for _, addr := range r.GitCredentialsUnreachable() {
-		lines = append(lines, fmt.Sprintf("warning: rule %q has git_credentials for %s, which its egress allowlist does not allow: git cannot reach it (add %s to egress.allow)", r.Name, addr, addr))
-	}
-	return lines
-}
-
-// sshKeyLines explains a rule's ssh_keys: one line per key, with the
-// hosts it signs for and the fingerprints of their pinned host keys.
-func sshKeyLines(r *policy.Rule) []string {
-	var lines []string
-	for _, k := range r.SSHKeys {
-		var fps []string
-		for _, p := range r.SSHKeyPins(k) {
-			fps = append(fps, p.Fingerprint)
-		}
-		lines = append(lines, fmt.Sprintf("rule %q ssh_keys: ssh gets %s through coily's agent, which signs only for %s (host keys %s); the key never enters the sandbox",
-			r.Name, k.Key, k.HostList(), strings.Join(fps, ", ")))
-	}
-	return lines
-}
-
-// githubAppLines explains a rule's github_app.
-func githubAppLines(r *policy.Rule) []string {
-	if r.GitHubApp == nil {
-		return nil
-	}
-	return []string{fmt.Sprintf("rule %q github_app: %s", r.Name, r.GitHubApp.Summary())}
 }
 
 // policyExplain evaluates a request against a policy file locally and

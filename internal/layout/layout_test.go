@@ -175,3 +175,33 @@ func TestNothingCitesOutsideTheRepository(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// sectionKeys are the rule sections attach packages own.
+var sectionKeys = regexp.MustCompile(`\b(github_app|git_credentials|ssh_keys)\b`)
+
+// TestSectionsLiveWithTheirAttachments: a rule section an attach package
+// acts on is read there too (policy.RegisterSection), so package policy
+// imports no attach package and names none of their keys in its code.
+func TestSectionsLiveWithTheirAttachments(t *testing.T) {
+	for _, p := range packages(t) {
+		if p.ImportPath != module+"/policy" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, module+"/attach") {
+				t.Errorf("policy imports %s", imp)
+			}
+		}
+		for _, f := range p.GoFiles {
+			data, err := os.ReadFile(filepath.Join(p.Dir, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if k := sectionKeys.Find(data); k != nil {
+				t.Errorf("policy/%s names the section %s, which its attach package reads", f, k)
+			}
+		}
+		return
+	}
+	t.Fatal("go list found no policy package")
+}

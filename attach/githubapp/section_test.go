@@ -1,23 +1,26 @@
-package policy_test
+package githubapp_test
 
 import (
+	"flag"
 	"reflect"
 	"slices"
 	"strings"
 	"testing"
 
+	"coily.dev/coily/attach/githubapp"
 	"coily.dev/coily/ghapp"
+	"coily.dev/coily/internal/policytest"
 	"coily.dev/coily/keystore/credref"
 	"coily.dev/coily/policy"
 )
 
 func TestLoadGitHubApp(t *testing.T) {
-	p, err := policy.Load("testdata/valid/github-app.yaml")
+	p, err := policy.Load("testdata/github-app.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	rules := p.Rules()
-	want := []policy.GitHubApp{
+	want := []githubapp.GitHubApp{
 		{AppID: "123", InstallationID: 456, PrivateKey: credref.Ref{Backend: credref.Vault, Path: "secret/coily/ghapp", Field: "private_key"},
 			Host: "github.com", Permissions: ghapp.Permissions{"issues": "write"}, RepositoryFrom: []string{"--repo", "-R"}, Env: []string{"GH_TOKEN"}},
 		{AppID: "Iv1.8a61f9b3a7aba766", InstallationID: 1<<53 - 1, PrivateKey: credref.Ref{Backend: credref.Keychain, Path: "coily", Field: "ghapp"},
@@ -28,7 +31,7 @@ func TestLoadGitHubApp(t *testing.T) {
 	}
 	apis := []string{"https://api.github.com", "https://ghe.example.com/api/v3", "https://api.github.com"}
 	for i, r := range rules {
-		g := *r.GitHubApp
+		g := *githubapp.Of(r)
 		if g.API.String() != apis[i] {
 			t.Errorf("rule %s: API %s, want %s", r.Name, g.API, apis[i])
 		}
@@ -46,7 +49,7 @@ func TestLoadGitHubApp(t *testing.T) {
 // flags, read as the rule's patterns read them; anything doubtful does not
 // match the rule.
 func TestGitHubRepository(t *testing.T) {
-	p, err := policy.Load("testdata/valid/github-app.yaml")
+	p, err := policy.Load("testdata/github-app.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,7 +71,7 @@ func TestGitHubRepository(t *testing.T) {
 		{fixed, []string{"push", "--repo", "mallory/x"}, "alice/repo"}, // a fixed repository ignores argv
 	}
 	for _, c := range ok {
-		got, why := c.rule.GitHubRepository(c.args)
+		got, why := githubapp.Repository(c.rule, c.args)
 		if why != "" || got.String() != c.want {
 			t.Errorf("%s %q: %v (%s), want %s", c.rule.Name, c.args, got, why, c.want)
 		}
@@ -95,7 +98,7 @@ func TestGitHubRepository(t *testing.T) {
 		{ghe, []string{"pr", "list", "--repo", "ghe.example.com/alice/y/z"}, "want OWNER/NAME"},
 	}
 	for _, c := range bad {
-		got, why := c.rule.GitHubRepository(c.args)
+		got, why := githubapp.Repository(c.rule, c.args)
 		if why == "" || !strings.Contains(why, c.why) {
 			t.Errorf("%s %q: %v (%q), want a refusal saying %q", c.rule.Name, c.args, got, why, c.why)
 		}
@@ -120,7 +123,7 @@ commands:
 	if d.Result != policy.Allow {
 		t.Fatalf("decision %+v", d)
 	}
-	if repo, _ := d.Rule.GitHubRepository(d.Args); repo.String() != "alice/repo" {
+	if repo, _ := githubapp.Repository(d.Rule, d.Args); repo.String() != "alice/repo" {
 		t.Fatalf("decision %+v: repository %v", d, repo)
 	}
 	d = pol.DecideExec(s, policy.Request{Argv: []string{"/bin/sh", "issue", "create"}})
@@ -136,14 +139,14 @@ func FuzzGitHubRepository(f *testing.F) {
 	} {
 		f.Add(strings.Join(args, "\x00"))
 	}
-	p, err := policy.Load("testdata/valid/github-app.yaml")
+	p, err := policy.Load("testdata/github-app.yaml")
 	if err != nil {
 		f.Fatal(err)
 	}
 	r := p.Rules()[0]
 	f.Fuzz(func(t *testing.T, data string) {
 		args := strings.Split(data, "\x00")
-		repo, why := r.GitHubRepository(args)
+		repo, why := githubapp.Repository(r, args)
 		if why != "" {
 			return
 		}
@@ -159,40 +162,6 @@ func FuzzGitHubRepository(f *testing.F) {
 			t.Fatalf("repository %s is in no argument of %q", repo, args)
 		}
 	})
-}
-
-// checkGitHubApp asserts what a loaded rule's github_app guarantees: an
-// App and installation, a reference, an https API, repository
-// permissions, one repository source (a fixed one, or flags the rule
-// lists with value patterns), variables no caller passes.
-func checkGitHubApp(t testing.TB, r *policy.Rule) {
-	t.Helper()
-	g := r.GitHubApp
-	if g == nil {
-		return
-	}
-	if g.AppID == "" || g.InstallationID < 1 || g.PrivateKey.Backend == "" || g.API == nil || g.API.Scheme != "https" ||
-		g.Host == "" || len(g.Permissions) == 0 || len(g.Env) == 0 {
-		t.Errorf("rule %q: github_app %+v", r.Name, *g)
-	}
-	for k, v := range g.Permissions {
-		if ghapp.CheckPermission(k, v) != nil {
-			t.Errorf("rule %q: permission %s: %s", r.Name, k, v)
-		}
-	}
-	if (g.Repository == ghapp.Repository{}) == (len(g.RepositoryFrom) == 0) {
-		t.Errorf("rule %q: repository %v and repository_from %q", r.Name, g.Repository, g.RepositoryFrom)
-	}
-	for _, f := range g.RepositoryFrom {
-		if spec, ok := r.Args.Flags[f]; !ok || spec.Bool || r.Args.AnyFlags {
-			t.Errorf("rule %q: repository_from %s is not pinned by the rule's flags", r.Name, f)
-		}
-	}
-	for _, e := range g.Env {
-		if slices.Contains(r.Env, e) || r.Credentials[e] != (credref.Ref{}) {
-			t.Errorf("rule %q: github_app env %s is also passed or a credential", r.Name, e)
-		}
-	}
 }
 
 // Where the patterns admit both readings of "-R=v" ("=v" and "v"), the
@@ -211,11 +180,48 @@ commands:
 	}
 	r := p.Rules()[0]
 	for _, args := range [][]string{{"issue", "create", "-R=alice/repo"}, {"issue", "create", "-R", "=alice/repo"}} {
-		if got, why := r.GitHubRepository(args); why == "" {
+		if got, why := githubapp.Repository(r, args); why == "" {
 			t.Errorf("%q gave %s", args, got)
 		}
 	}
-	if got, why := r.GitHubRepository([]string{"issue", "create", "-R", "github.com/alice/repo"}); why != "" || got.String() != "alice/repo" {
+	if got, why := githubapp.Repository(r, []string{"issue", "create", "-R", "github.com/alice/repo"}); why != "" || got.String() != "alice/repo" {
 		t.Errorf("github.com/alice/repo: %v %s", got, why)
 	}
+}
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
+
+// The broken policies of github_app fail with the errors of their golden
+// files.
+func TestLoadBroken(t *testing.T) {
+	policytest.Broken(t, "testdata/broken", *update, nil, nil)
+}
+
+// FuzzParse parses policies seeded from this package's: what loads has a
+// github_app only on allow rules, with an https API, permissions, one
+// repository source (repository_from pinned by the rule's flags) and
+// variables no caller passes and no credential fills.
+func FuzzParse(f *testing.F) {
+	policytest.Fuzz(f, []string{"testdata", "testdata/broken"}, func(t *testing.T, p *policy.Policy) {
+		for _, r := range p.Rules() {
+			g := githubapp.Of(r)
+			if g == nil {
+				continue
+			}
+			if r.Effect != policy.Allow || g.API == nil || g.API.Scheme != "https" || len(g.Permissions) == 0 || len(g.Env) == 0 ||
+				(g.Repository == ghapp.Repository{}) == (len(g.RepositoryFrom) == 0) {
+				t.Fatalf("rule %q: github_app %+v", r.Name, *g)
+			}
+			for _, fl := range g.RepositoryFrom {
+				if spec, ok := r.Args.Flags[fl]; !ok || spec.Bool || r.Args.AnyFlags {
+					t.Fatalf("rule %q: repository_from %s is not pinned by the rule's flags", r.Name, fl)
+				}
+			}
+			for _, e := range g.Env {
+				if slices.Contains(r.Env, e) || r.Credentials[e] != (credref.Ref{}) {
+					t.Fatalf("rule %q: github_app env %s is also passed or a credential", r.Name, e)
+				}
+			}
+		}
+	})
 }

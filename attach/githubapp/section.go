@@ -1,4 +1,4 @@
-package policy
+package githubapp
 
 import (
 	"fmt"
@@ -7,12 +7,73 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/ghapp"
 	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/policy"
 )
+
+// Key is the rule's key this package reads.
+const Key = "github_app"
+
+func init() { policy.RegisterSection(section{}) }
+
+// Of is the rule's github_app: the App whose installation token of one
+// repository the command gets; nil for none.
+func Of(r *policy.Rule) *GitHubApp {
+	g, _ := r.Section(Key).(*GitHubApp)
+	return g
+}
+
+// section reads `github_app:`.
+type section struct{}
+
+func (section) Key() string         { return Key }
+func (section) Stage() policy.Stage { return policy.AfterCredentials }
+
+// Backends is that of the App's private key.
+func (section) Backends(r *policy.Rule) []string { return []string{Of(r).PrivateKey.Backend} }
+
+// Warnings warn of a rule whose command may outlive its token.
+func (section) Warnings(r *policy.Rule) []string {
+	if r.Timeout > ghapp.MaxTokenLife {
+		return []string{fmt.Sprintf("rule %q has timeout %s, but its github_app token expires within an hour: a command running longer loses it", r.Name, r.Timeout)}
+	}
+	return nil
+}
+
+// CheckArgs refuses arguments from which no repository can be taken for
+// the token (Repository): such arguments do not match the rule.
+func (section) CheckArgs(r *policy.Rule, args []string) string {
+	_, why := Repository(r, args)
+	return why
+}
+
+// Notes explain the rule's github_app for `coily policy check`.
+func Notes(r *policy.Rule) []string {
+	g := Of(r)
+	if g == nil {
+		return nil
+	}
+	return []string{fmt.Sprintf("rule %q github_app: %s", r.Name, g.Summary())}
+}
+
+// quoteShort quotes s for a reason, cut to a readable length (as the
+// policy's reasons do).
+func quoteShort(s string) string {
+	const max = 64
+	if len(s) <= max {
+		return strconv.Quote(s)
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return strconv.Quote(s[:cut]) + "..."
+}
 
 // GitHubApp is a rule's `github_app:`: for each exec the server mints an
 // installation token of a GitHub App, scoped to one repository (fixed, or
@@ -60,17 +121,14 @@ var clientIDPattern = regexp.MustCompile(`^Iv[0-9A-Za-z.]{1,64}$`)
 // maxJSONInt is the largest id that survives JSON's numbers.
 const maxJSONInt = 1<<53 - 1
 
-// ruleGitHubApp reads `github_app:`. It runs after the rule's arguments
+// Parse reads `github_app:`. It runs after the rule's arguments
 // (repository_from names flags they must pin), environment and
 // credentials (the token's variables may be neither).
-func (b *builder) ruleGitHubApp(r *Rule, rf ruleFile, rn ruleNode) {
-	n := &rf.GitHubApp
-	if n.Kind == 0 {
-		return
-	}
+func (section) Parse(p *policy.SectionParser, n *yaml.Node) any {
+	r := p.Rule
 	if n.Kind != yaml.MappingNode {
-		b.failAt(rn.at("github_app"), "rule %q: github_app must be a map (app_id, installation_id, private_key, permissions, repository or repository_from, env)", r.Name)
-		return
+		p.FailAt(n, "rule %q: github_app must be a map (app_id, installation_id, private_key, permissions, repository or repository_from, env)", r.Name)
+		return nil
 	}
 	g := &GitHubApp{}
 	fields := map[string]*yaml.Node{}
@@ -78,56 +136,57 @@ func (b *builder) ruleGitHubApp(r *Rule, rf ruleFile, rn ruleNode) {
 		k := n.Content[i]
 		switch {
 		case fields[k.Value] != nil:
-			b.failAt(k, "rule %q: github_app: %s given twice", r.Name, k.Value)
-			return
+			p.FailAt(k, "rule %q: github_app: %s given twice", r.Name, k.Value)
+			return nil
 		case !slices.Contains(githubAppFields, k.Value):
-			b.failAt(k, "rule %q: github_app: unknown key %q (want %s)", r.Name, k.Value, strings.Join(githubAppFields, ", "))
-			return
+			p.FailAt(k, "rule %q: github_app: unknown key %q (want %s)", r.Name, k.Value, strings.Join(githubAppFields, ", "))
+			return nil
 		}
 		fields[k.Value] = n.Content[i+1]
 	}
 	for _, req := range []string{"app_id", "installation_id", "private_key", "permissions", "env"} {
 		if fields[req] == nil {
-			b.failAt(n, "rule %q: github_app needs %s", r.Name, req)
-			return
+			p.FailAt(n, "rule %q: github_app needs %s", r.Name, req)
+			return nil
 		}
 	}
 	if (fields["repository"] == nil) == (fields["repository_from"] == nil) {
-		b.failAt(n, "rule %q: github_app needs repository (one fixed OWNER/NAME) or repository_from (the flags that name it, such as [--repo, -R]), not both", r.Name)
-		return
+		p.FailAt(n, "rule %q: github_app needs repository (one fixed OWNER/NAME) or repository_from (the flags that name it, such as [--repo, -R]), not both", r.Name)
+		return nil
 	}
-	ok := b.githubAppIDs(r.Name, g, fields) &&
-		b.githubAppKey(r.Name, g, fields["private_key"]) &&
-		b.githubAppAPI(r.Name, g, fields["api_url"]) &&
-		b.githubAppPermissions(r.Name, g, fields["permissions"]) &&
-		b.githubAppRepository(r, g, fields) &&
-		b.githubAppEnv(r, g, fields["env"])
-	if ok {
-		r.GitHubApp = g
+	ok := githubAppIDs(p, r.Name, g, fields) &&
+		githubAppKey(p, r.Name, g, fields["private_key"]) &&
+		githubAppAPI(p, r.Name, g, fields["api_url"]) &&
+		githubAppPermissions(p, r.Name, g, fields["permissions"]) &&
+		githubAppRepository(p, r, g, fields) &&
+		githubAppEnv(p, r, g, fields["env"])
+	if !ok {
+		return nil
 	}
+	return g
 }
 
 // githubAppIDs reads app_id and installation_id.
-func (b *builder) githubAppIDs(rule string, g *GitHubApp, fields map[string]*yaml.Node) bool {
+func githubAppIDs(p *policy.SectionParser, rule string, g *GitHubApp, fields map[string]*yaml.Node) bool {
 	v := fields["app_id"]
 	switch {
 	case v.Kind == yaml.ScalarNode && v.Tag == "!!int":
 		id, err := strconv.ParseInt(v.Value, 10, 64)
 		if err != nil || id < 1 || id > maxJSONInt {
-			b.failAt(v, "rule %q: github_app app_id must be a positive number (the App's id) or its client id (Iv…)", rule)
+			p.FailAt(v, "rule %q: github_app app_id must be a positive number (the App's id) or its client id (Iv…)", rule)
 			return false
 		}
 		g.AppID = strconv.FormatInt(id, 10)
 	case v.Kind == yaml.ScalarNode && v.Tag == "!!str" && clientIDPattern.MatchString(v.Value):
 		g.AppID = v.Value
 	default:
-		b.failAt(v, "rule %q: github_app app_id must be a positive number (the App's id) or its client id (Iv…)", rule)
+		p.FailAt(v, "rule %q: github_app app_id must be a positive number (the App's id) or its client id (Iv…)", rule)
 		return false
 	}
 	v = fields["installation_id"]
 	id, err := strconv.ParseInt(v.Value, 10, 64)
 	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" || err != nil || id < 1 || id > maxJSONInt {
-		b.failAt(v, "rule %q: github_app installation_id must be a positive number", rule)
+		p.FailAt(v, "rule %q: github_app installation_id must be a positive number", rule)
 		return false
 	}
 	g.InstallationID = id
@@ -135,19 +194,19 @@ func (b *builder) githubAppIDs(rule string, g *GitHubApp, fields map[string]*yam
 }
 
 // githubAppKey reads private_key: a reference, never the key itself.
-func (b *builder) githubAppKey(rule string, g *GitHubApp, v *yaml.Node) bool {
+func githubAppKey(p *policy.SectionParser, rule string, g *GitHubApp, v *yaml.Node) bool {
 	if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
-		b.failAt(v, "rule %q: github_app private_key must be a reference such as vault:secret/coily/ghapp#private_key", rule)
+		p.FailAt(v, "rule %q: github_app private_key must be a reference such as vault:secret/coily/ghapp#private_key", rule)
 		return false
 	}
 	if strings.Contains(v.Value, "PRIVATE KEY") || strings.ContainsAny(v.Value, "\n\r") {
 		// Never echo what may be a key pasted in place of its reference.
-		b.failAt(v, "rule %q: github_app private_key: this is a private key, not a reference to one: store it in Vault or the keychain and name it here (vault:secret/coily/ghapp#private_key)", rule)
+		p.FailAt(v, "rule %q: github_app private_key: this is a private key, not a reference to one: store it in Vault or the keychain and name it here (vault:secret/coily/ghapp#private_key)", rule)
 		return false
 	}
 	ref, err := credref.Parse(v.Value)
 	if err != nil {
-		b.failAt(v, "rule %q: github_app private_key: %v", rule, err)
+		p.FailAt(v, "rule %q: github_app private_key: %v", rule, err)
 		return false
 	}
 	g.PrivateKey = ref
@@ -155,18 +214,18 @@ func (b *builder) githubAppKey(rule string, g *GitHubApp, v *yaml.Node) bool {
 }
 
 // githubAppAPI reads api_url (github.com's API when absent).
-func (b *builder) githubAppAPI(rule string, g *GitHubApp, v *yaml.Node) bool {
+func githubAppAPI(p *policy.SectionParser, rule string, g *GitHubApp, v *yaml.Node) bool {
 	s := DefaultGitHubAPI
 	if v != nil {
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
-			b.failAt(v, "rule %q: github_app api_url must be a URL such as %s or https://HOST/api/v3", rule, DefaultGitHubAPI)
+			p.FailAt(v, "rule %q: github_app api_url must be a URL such as %s or https://HOST/api/v3", rule, DefaultGitHubAPI)
 			return false
 		}
 		s = v.Value
 	}
 	u, err := ghapp.ParseAPIURL(s)
 	if err != nil {
-		b.failAt(v, "rule %q: github_app %v", rule, err)
+		p.FailAt(v, "rule %q: github_app %v", rule, err)
 		return false
 	}
 	g.API, g.Host = u, ghapp.WebHost(u)
@@ -175,9 +234,9 @@ func (b *builder) githubAppAPI(rule string, g *GitHubApp, v *yaml.Node) bool {
 
 // githubAppPermissions reads permissions: repository permissions at read
 // or write.
-func (b *builder) githubAppPermissions(rule string, g *GitHubApp, v *yaml.Node) bool {
+func githubAppPermissions(p *policy.SectionParser, rule string, g *GitHubApp, v *yaml.Node) bool {
 	if v.Kind != yaml.MappingNode || len(v.Content) == 0 {
-		b.failAt(v, "rule %q: github_app permissions must map permissions to read or write, such as {issues: write}", rule)
+		p.FailAt(v, "rule %q: github_app permissions must map permissions to read or write, such as {issues: write}", rule)
 		return false
 	}
 	g.Permissions = ghapp.Permissions{}
@@ -185,14 +244,14 @@ func (b *builder) githubAppPermissions(rule string, g *GitHubApp, v *yaml.Node) 
 		k, lv := v.Content[i], v.Content[i+1]
 		switch {
 		case k.Kind != yaml.ScalarNode || lv.Kind != yaml.ScalarNode || lv.Tag != "!!str":
-			b.failAt(k, "rule %q: github_app permissions must map permissions to read or write, such as {issues: write}", rule)
+			p.FailAt(k, "rule %q: github_app permissions must map permissions to read or write, such as {issues: write}", rule)
 			return false
 		case g.Permissions[k.Value] != "":
-			b.failAt(k, "rule %q: github_app permission %s given twice", rule, k.Value)
+			p.FailAt(k, "rule %q: github_app permission %s given twice", rule, k.Value)
 			return false
 		}
 		if err := ghapp.CheckPermission(k.Value, lv.Value); err != nil {
-			b.failAt(k, "rule %q: github_app %v", rule, err)
+			p.FailAt(k, "rule %q: github_app %v", rule, err)
 			return false
 		}
 		g.Permissions[k.Value] = lv.Value
@@ -203,15 +262,15 @@ func (b *builder) githubAppPermissions(rule string, g *GitHubApp, v *yaml.Node) 
 // githubAppRepository reads repository (fixed) or repository_from: flags
 // the rule lists with value patterns, so that the repository is taken
 // only from a value the patterns pin (never from free text).
-func (b *builder) githubAppRepository(r *Rule, g *GitHubApp, fields map[string]*yaml.Node) bool {
+func githubAppRepository(p *policy.SectionParser, r *policy.Rule, g *GitHubApp, fields map[string]*yaml.Node) bool {
 	if v := fields["repository"]; v != nil {
 		if v.Kind != yaml.ScalarNode || v.Tag != "!!str" {
-			b.failAt(v, "rule %q: github_app repository must be OWNER/NAME", r.Name)
+			p.FailAt(v, "rule %q: github_app repository must be OWNER/NAME", r.Name)
 			return false
 		}
 		repo, err := ghapp.ParseRepository(v.Value, g.Host)
 		if err != nil {
-			b.failAt(v, "rule %q: github_app %v", r.Name, err)
+			p.FailAt(v, "rule %q: github_app %v", r.Name, err)
 			return false
 		}
 		g.Repository = repo
@@ -220,20 +279,20 @@ func (b *builder) githubAppRepository(r *Rule, g *GitHubApp, fields map[string]*
 	v := fields["repository_from"]
 	flags, ok := stringOrList(v, maxRepositoryFrom)
 	if !ok {
-		b.failAt(v, "rule %q: github_app repository_from must be a flag or a list of 1 to %d flags (such as [--repo, -R])", r.Name, maxRepositoryFrom)
+		p.FailAt(v, "rule %q: github_app repository_from must be a flag or a list of 1 to %d flags (such as [--repo, -R])", r.Name, maxRepositoryFrom)
 		return false
 	}
 	for i, f := range flags {
 		spec, listed := r.Args.Flags[f]
 		switch {
 		case slices.Contains(flags[:i], f):
-			b.failAt(v, "rule %q: github_app repository_from names %s twice", r.Name, f)
+			p.FailAt(v, "rule %q: github_app repository_from names %s twice", r.Name, f)
 			return false
-		case !validFlagKey(f):
-			b.failAt(v, "rule %q: github_app repository_from %s must be a flag written --name or -c", r.Name, quoteShort(f))
+		case !policy.ValidFlag(f):
+			p.FailAt(v, "rule %q: github_app repository_from %s must be a flag written --name or -c", r.Name, quoteShort(f))
 			return false
 		case !listed || spec.Bool:
-			b.failAt(v, "rule %q: github_app repository_from %s must be a flag the rule's flags list with value patterns (the repository comes only from a value they pin)", r.Name, f)
+			p.FailAt(v, "rule %q: github_app repository_from %s must be a flag the rule's flags list with value patterns (the repository comes only from a value they pin)", r.Name, f)
 			return false
 		}
 	}
@@ -243,28 +302,28 @@ func (b *builder) githubAppRepository(r *Rule, g *GitHubApp, fields map[string]*
 
 // githubAppEnv reads env: the variables the token goes into, which no
 // caller may pass and no other credential fills.
-func (b *builder) githubAppEnv(r *Rule, g *GitHubApp, v *yaml.Node) bool {
+func githubAppEnv(p *policy.SectionParser, r *policy.Rule, g *GitHubApp, v *yaml.Node) bool {
 	names, ok := stringOrList(v, maxGitHubAppEnv)
 	if !ok {
-		b.failAt(v, "rule %q: github_app env must be a variable or a list of 1 to %d (such as GH_TOKEN)", r.Name, maxGitHubAppEnv)
+		p.FailAt(v, "rule %q: github_app env must be a variable or a list of 1 to %d (such as GH_TOKEN)", r.Name, maxGitHubAppEnv)
 		return false
 	}
 	for i, name := range names {
 		switch {
-		case !envNamePattern.MatchString(name):
-			b.failAt(v, "rule %q: github_app env: bad variable name %q", r.Name, name)
+		case !policy.ValidEnvName(name):
+			p.FailAt(v, "rule %q: github_app env: bad variable name %q", r.Name, name)
 			return false
 		case slices.Contains(names[:i], name):
-			b.failAt(v, "rule %q: github_app env names %s twice", r.Name, name)
+			p.FailAt(v, "rule %q: github_app env names %s twice", r.Name, name)
 			return false
-		case slices.Contains(reservedEnv, name) || slices.ContainsFunc(reservedEnvPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }):
-			b.failAt(v, "rule %q: github_app env %s is set by the server", r.Name, name)
+		case policy.ReservedEnv(name):
+			p.FailAt(v, "rule %q: github_app env %s is set by the server", r.Name, name)
 			return false
 		case slices.Contains(r.Env, name):
-			b.failAt(v, "rule %q: %s is both the github_app token and a variable callers may pass", r.Name, name)
+			p.FailAt(v, "rule %q: %s is both the github_app token and a variable callers may pass", r.Name, name)
 			return false
 		case r.Credentials[name] != (credref.Ref{}):
-			b.failAt(v, "rule %q: %s is both the github_app token and a credential", r.Name, name)
+			p.FailAt(v, "rule %q: %s is both the github_app token and a credential", r.Name, name)
 			return false
 		}
 	}
@@ -290,14 +349,14 @@ func stringOrList(v *yaml.Node, max int) ([]string, bool) {
 	return out, true
 }
 
-// GitHubRepository is the repository the rule's github_app token is for,
+// Repository is the repository the rule's github_app token is for,
 // given the arguments (argv[1:], as matched): the fixed one, or the one
 // the repository_from flags name — present, the same each time, and
 // OWNER/NAME (or HOST/OWNER/NAME on the App's host). A rule without
 // github_app gives the zero repository. The reason says why none can be
 // taken; such arguments do not match the rule.
-func (r *Rule) GitHubRepository(args []string) (ghapp.Repository, string) {
-	g := r.GitHubApp
+func Repository(r *policy.Rule, args []string) (ghapp.Repository, string) {
+	g := Of(r)
 	if g == nil {
 		return ghapp.Repository{}, ""
 	}
@@ -305,7 +364,7 @@ func (r *Rule) GitHubRepository(args []string) (ghapp.Repository, string) {
 		return g.Repository, ""
 	}
 	from := strings.Join(g.RepositoryFrom, " or ")
-	vals, ok := r.Args.flagValues(args, g.RepositoryFrom)
+	vals, ok := r.Args.FlagValues(args, g.RepositoryFrom)
 	switch {
 	case !ok:
 		return ghapp.Repository{}, "the arguments do not match the rule"
