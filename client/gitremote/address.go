@@ -46,7 +46,7 @@ func ParseAddress(addr string) (Repo, error) {
 	if !ok || path == "" {
 		return Repo{}, errors.New("no repository path after the host: want coily::/git/HOST/OWNER/REPO")
 	}
-	if err := checkHost(host); err != nil {
+	if err := CheckHost(host); err != nil {
 		return Repo{}, err
 	}
 	for _, seg := range strings.Split(path, "/") {
@@ -57,11 +57,11 @@ func ParseAddress(addr string) (Repo, error) {
 	return Repo{Host: host, Path: path}, nil
 }
 
-// checkHost accepts a DNS name or IPv4 address in lower case, its labels
-// of letters, digits and inner hyphens, and an optional port from 1 to
-// 65535. Upper case is refused rather than folded: the proxy's policy
-// matches hosts as written.
-func checkHost(hostport string) error {
+// CheckHost accepts a host as the proxy's paths name it: a DNS name or
+// IPv4 address in lower case, its labels of letters, digits and inner
+// hyphens, and an optional port from 1 to 65535. Upper case is refused
+// rather than folded: the proxy's policy matches hosts as written.
+func CheckHost(hostport string) error {
 	host, port, hasPort := strings.Cut(hostport, ":")
 	if hasPort {
 		p, err := strconv.ParseUint(port, 10, 16)
