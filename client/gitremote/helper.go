@@ -114,6 +114,10 @@ func gitSocket(s client.Settings) (string, error) {
 // serve listens on loopback, runs git's transport against it, and closes
 // the listener when the transport exits.
 func serve(ctx context.Context, c Config, repo Repo, socket string, env []string) int {
+	if _, err := os.Stat(socket); err != nil {
+		fmt.Fprintf(c.Stderr, "coily: git proxy unreachable: %v\n", err)
+		return exitUnreachable
+	}
 	secret, err := newSecret()
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "coily: %v\n", err)
@@ -137,10 +141,6 @@ func serve(ctx context.Context, c Config, repo Repo, socket string, env []string
 	}
 	if c.Getenv("COILY_VERBOSE") != "" {
 		fmt.Fprintf(c.Stderr, "coily: git-remote-coily: %s through %s on %s\n", repo.ProxyPath(), socket, ln.Addr())
-	}
-	if _, err := os.Stat(socket); err != nil {
-		fmt.Fprintf(c.Stderr, "coily: git proxy unreachable: %v\n", err)
-		return exitUnreachable
 	}
 	gitProg := c.Git
 	if gitProg == "" {
