@@ -5,11 +5,19 @@
 package main
 
 import (
+	"fmt"
 	"os"
 
 	"coily.dev/coily/client/gitremote"
 )
 
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
 func main() {
+	if len(os.Args) == 2 && os.Args[1] == "--version" {
+		fmt.Println(gitremote.Name, version)
+		return
+	}
 	os.Exit(gitremote.Main())
 }
