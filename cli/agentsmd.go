@@ -103,6 +103,10 @@ func AgentsMD(w io.Writer, l *coilyv1.ListCommandsResponse, prog, who string, no
 	p("- `credential-unavailable`, `sandbox-unavailable`, `internal`, exit 69: coily cannot run it now. Tell the user; do not work around it.")
 	p("- `coily: egress refused: …` after a command's output: it tried to reach a host its rule does not allow. Tell the user which host; do not try another route.")
 	p("")
+	p("### git")
+	p("")
+	p("This environment has no git token, ssh key or credential helper, and needs none: `git clone`, `fetch`, `pull` and `push` of `https://github.com/…` (and `git@github.com:…`) go through coily's git proxy, which holds the credentials, once `%s git setup --global` has run (`git config --get-regexp '^url\\.'` shows its rewrites). Pushes are checked on the ref updates they make: a push the policy does not allow (a forced update, a deleted branch, a branch or repository outside those allowed) is refused with `coily: refused: CODE: …`. Do not retry it another way (a `--force` variant, another remote, a token); tell the user.", prog)
+	p("")
 	p("Never try to obtain the tokens themselves, print the environment of coily's commands, or wrap a command in another program to get past a rule: coily refuses and records it, and the owner sees it.")
 	_, err := io.WriteString(w, b.String())
 	return err

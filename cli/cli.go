@@ -2,7 +2,7 @@
 // coily binary and the lean coily-client (on spf13/cobra), flags with
 // COILY_* environment twins that refuse bad values, the exit codes, the
 // client commands (exec, lockout, unlock, pause, resume, status,
-// approvals, agents-md, shim, version) and the safe printing of untrusted
+// approvals, agents-md, shim, git, version) and the safe printing of untrusted
 // text (text.go).
 //
 // Invariants: the package depends on the API, the client transports and
@@ -131,7 +131,7 @@ const GroupServer = groupServer
 
 func (a *App) clientCommands() []*cobra.Command {
 	return []*cobra.Command{a.execCmd(), a.lockoutCmd(), a.unlockCmd(), a.pauseCmd(), a.resumeCmd(),
-		a.statusCmd(), a.approvalsCmd(), a.agentsMDCmd(), a.shimCmd(), a.versionCmd()}
+		a.statusCmd(), a.approvalsCmd(), a.agentsMDCmd(), a.shimCmd(), a.gitCmd(), a.versionCmd()}
 }
 
 // Run parses args, runs the command they name and returns the process

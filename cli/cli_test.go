@@ -282,6 +282,7 @@ func TestAgentsMD(t *testing.T) {
 		"- `gh auth token`: never\\nhand out tokens",
 		"`policy-deny`", "**Do not retry it, rephrase it, or look for another way to do the same thing.**",
 		"The commands `gh`, `git` and ",
+		"### git", "once `coily git setup --global` has run", "Pushes are checked on the ref updates they make",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("agents-md lacks %q:\n%s", want, md)

@@ -1,6 +1,8 @@
 package client
 
 import (
+	"path/filepath"
+
 	"coily.dev/coily/client/sandboxenv"
 	"coily.dev/coily/client/statedir"
 )
@@ -66,6 +68,12 @@ func (s Settings) SocketPath() string {
 		dir = statedir.Default()
 	}
 	return statedir.Socket(dir)
+}
+
+// GitSocketPath is the git proxy's local socket: git.sock beside
+// SocketPath (statedir.GitSocket).
+func (s Settings) GitSocketPath() string {
+	return statedir.GitSocket(filepath.Dir(s.SocketPath()))
 }
 
 // WhereEnv is every environment variable Settings come from.

@@ -49,4 +49,10 @@ func TestWhere(t *testing.T) {
 	if got := (Settings{Socket: "/s", StateDir: "/var/x"}).SocketPath(); got != "/s" {
 		t.Errorf("COILY_SOCKET over the state dir: %s", got)
 	}
+	if got := s.GitSocketPath(); got != filepath.Join("/var/x", "git.sock") {
+		t.Errorf("git socket in the state dir: %s", got)
+	}
+	if got := (Settings{Socket: "/run/c/coily.sock", StateDir: "/var/x"}).GitSocketPath(); got != "/run/c/git.sock" {
+		t.Errorf("git socket beside COILY_SOCKET: %s", got)
+	}
 }

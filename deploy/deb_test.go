@@ -221,6 +221,7 @@ func TestDebInstall(t *testing.T) {
 	checkFile(t, filepath.Join(root, "usr/bin/coily"), false, 0o755, rootOwned)
 	checkFile(t, filepath.Join(root, "usr/bin/coily-client"), false, 0o755, rootOwned)
 	checkFile(t, filepath.Join(root, "usr/bin/coily-exec"), false, 0o755, rootOwned)
+	checkFile(t, filepath.Join(root, "usr/bin/git-remote-coily"), false, 0o755, rootOwned)
 	checkFile(t, filepath.Join(root, "usr/lib/systemd/system/coily.service"), false, 0o644, rootOwned)
 	checkFile(t, filepath.Join(root, "etc/coily"), true, 0o750, owner{0, gid})
 	checkFile(t, filepath.Join(root, "etc/coily/policy.yaml"), false, 0o640, owner{0, gid})
@@ -284,7 +285,7 @@ func TestDebInstall(t *testing.T) {
 
 	// Remove: the binaries and the unit go; the configuration, the state and the user stay.
 	mustInRoot(t, root, "dpkg", "-r", "coily")
-	for _, gone := range []string{"usr/bin/coily", "usr/bin/coily-client", "usr/bin/coily-exec", "usr/lib/systemd/system/coily.service"} {
+	for _, gone := range []string{"usr/bin/coily", "usr/bin/coily-client", "usr/bin/coily-exec", "usr/bin/git-remote-coily", "usr/lib/systemd/system/coily.service"} {
 		if _, err := os.Lstat(filepath.Join(root, gone)); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("/%s after dpkg -r: %v, want it gone", gone, err)
 		}

@@ -310,7 +310,7 @@ func extract(t *testing.T, files map[string]archived, name string) string {
 func TestReleaseLinuxArchive(t *testing.T) {
 	dist := release(t)
 	files := readArchive(t, filepath.Join(dist, "coily_"+testVersion+"_linux_amd64.tar.gz"))
-	want := map[string]os.FileMode{"coily": 0o755, "coily-client": 0o755, "coily-exec": 0o755, "coily.service": 0o644,
+	want := map[string]os.FileMode{"coily": 0o755, "coily-client": 0o755, "coily-exec": 0o755, "git-remote-coily": 0o755, "coily.service": 0o644,
 		"policy.yaml": 0o644, "coily.env": 0o644, "README.md": 0o644, "apparmor/coily": 0o644}
 	checkFiles(t, files, want)
 	for _, name := range []string{"coily.service", "policy.yaml", "coily.env", "README.md", "apparmor/coily"} {
@@ -323,6 +323,11 @@ func TestReleaseLinuxArchive(t *testing.T) {
 	checkBinary(t, fast, "linux", "amd64", "coily.dev/coily/cmd/coily-exec")
 	if out, err := exec.Command(fast, "--version").CombinedOutput(); err != nil || string(out) != "coily-exec "+testVersion+"\n" {
 		t.Errorf("coily-exec --version: %q, %v", out, err)
+	}
+	helper := extract(t, files, "git-remote-coily")
+	checkBinary(t, helper, "linux", "amd64", "coily.dev/coily/cmd/git-remote-coily")
+	if out, err := exec.Command(helper, "--version").CombinedOutput(); err != nil || string(out) != "git-remote-coily "+testVersion+"\n" {
+		t.Errorf("git-remote-coily --version: %q, %v", out, err)
 	}
 	out, err := exec.Command(coily, "version").CombinedOutput()
 	if err != nil || string(out) != "coily "+testVersion+"\n" {
@@ -379,6 +384,7 @@ func TestReleaseDebianPackage(t *testing.T) {
 		"/usr/bin/coily":                            "-rwxr-xr-x root/root",
 		"/usr/bin/coily-client":                     "-rwxr-xr-x root/root",
 		"/usr/bin/coily-exec":                       "-rwxr-xr-x root/root",
+		"/usr/bin/git-remote-coily":                 "-rwxr-xr-x root/root",
 		"/usr/lib/systemd/system/coily.service":     "-rw-r--r-- root/root",
 		"/etc/coily/":                               "drwxr-x--- root/coily",
 		"/etc/coily/policy.yaml":                    "-rw-r----- root/coily",

@@ -100,6 +100,7 @@ for p in "${platforms[@]}"; do
       build "$goos" "$goarch" ./cmd/coily "$a/coily"
       build "$goos" "$goarch" ./cmd/coily-client "$a/coily-client"
       build "$goos" "$goarch" ./cmd/coily-exec "$a/coily-exec"
+      build "$goos" "$goarch" ./cmd/git-remote-coily "$a/git-remote-coily"
       install -m 0644 deploy/coily.service deploy/policy.yaml deploy/coily.env README.md "$a/"
       install -D -m 0644 deploy/apparmor/coily "$a/apparmor/coily"
       archive "$a"
@@ -119,6 +120,7 @@ for p in "${platforms[@]}"; do
       build "$goos" "$goarch" ./cmd/coily "$a/coily"
       build "$goos" "$goarch" ./cmd/coily-client "$a/coily-client"
       build "$goos" "$goarch" ./cmd/coily-exec "$a/coily-exec"
+      build "$goos" "$goarch" ./cmd/git-remote-coily "$a/git-remote-coily"
       install -m 0644 deploy/coily-bridge.plist README.md "$a/"
       archive "$a"
       ;;

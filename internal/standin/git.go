@@ -37,9 +37,10 @@ type GitOptions struct {
 
 // Git is `git http-backend` served over TLS by GitHTTP.
 type Git struct {
-	*Server
-	Token string
-	Root  string // GIT_PROJECT_ROOT, holding the bare repositories
+	*Server        // GitHTTP's; nil for GitSocket
+	Socket  string // GitSocket's unix socket; "" for GitHTTP
+	Token   string
+	Root    string // GIT_PROJECT_ROOT, holding the bare repositories
 
 	mu       sync.Mutex
 	requests []string
@@ -52,6 +53,28 @@ type Git struct {
 // another password) is answered 401 with a Basic challenge, so git asks
 // its credential helper.
 func GitHTTP(t testing.TB, opt GitOptions) *Git {
+	t.Helper()
+	g, backend := newGit(t, opt)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		user, ok := g.user(r)
+		push := isPush(r)
+		if !ok && (push || opt.AuthRead) {
+			g.record(fmt.Sprintf("401 %s %s", r.Method, r.URL.RequestURI()))
+			w.Header().Set("WWW-Authenticate", `Basic realm="standin git"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		g.record(fmt.Sprintf("%s %s user=%q", r.Method, r.URL.RequestURI(), user))
+		backend(w, r, user)
+	})
+	g.Server = TLS(t).Serve(t, h, opt.Hosts...)
+	return g
+}
+
+// newGit makes the bare repositories of opt and returns the handler that
+// runs `git http-backend` on a request, as user when not "" (which
+// enables push).
+func newGit(t testing.TB, opt GitOptions) (*Git, func(w http.ResponseWriter, r *http.Request, user string)) {
 	t.Helper()
 	gitPath := Need(t, "git", GitHint)
 	backend, err := httpBackend(gitPath)
@@ -71,24 +94,13 @@ func GitHTTP(t testing.TB, opt GitOptions) *Git {
 		"GIT_CONFIG_NOSYSTEM=1",
 		"HOME=" + home,
 	}
-	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		user, ok := g.user(r)
-		push := isPush(r)
-		if !ok && (push || opt.AuthRead) {
-			g.record(fmt.Sprintf("401 %s %s", r.Method, r.URL.RequestURI()))
-			w.Header().Set("WWW-Authenticate", `Basic realm="standin git"`)
-			http.Error(w, "authentication required", http.StatusUnauthorized)
-			return
-		}
-		g.record(fmt.Sprintf("%s %s user=%q", r.Method, r.URL.RequestURI(), user))
+	return g, func(w http.ResponseWriter, r *http.Request, user string) {
 		env := cgiEnv
 		if user != "" {
 			env = append(env[:len(env):len(env)], "REMOTE_USER="+user)
 		}
 		(&cgi.Handler{Path: backend, Env: env, Stderr: testlog.T(t)}).ServeHTTP(w, r)
-	})
-	g.Server = TLS(t).Serve(t, h, opt.Hosts...)
-	return g
+	}
 }
 
 // Dir returns the directory of the bare repository name.
