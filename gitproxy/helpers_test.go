@@ -209,18 +209,6 @@ func (e *env) lastPush() audit.Record {
 	return all[len(all)-1]
 }
 
-func get(t *testing.T, url string) (int, string) {
-	t.Helper()
-	resp, err := http.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b := new(strings.Builder)
-	_, _ = fmt.Fprint(b, readAll(resp))
-	return resp.StatusCode, b.String()
-}
-
 func readAll(resp *http.Response) string {
 	var b strings.Builder
 	buf := make([]byte, 4096)
@@ -231,4 +219,11 @@ func readAll(resp *http.Response) string {
 			return b.String()
 		}
 	}
+}
+
+func gitCmd(dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + dir}
+	return cmd
 }
