@@ -115,8 +115,8 @@ git:
 	}
 	e.queue = approvals.New(time.Now, nil)
 	cfg := Config{Dir: t.TempDir(), Gate: &fakeGate{caller: access.Caller{Principal: "tag:agent", Transport: "test"}, pol: pol, rec: e.rec},
-		Stopped: func(string) error { e.mu.Lock(); defer e.mu.Unlock(); return e.stopped },
-		Record:  func(_ context.Context, r audit.Record) (audit.Record, error) { return e.rec.add(r), nil },
+		Stopped:   func(string) error { e.mu.Lock(); defer e.mu.Unlock(); return e.stopped },
+		Record:    func(_ context.Context, r audit.Record) (audit.Record, error) { return e.rec.add(r), nil },
 		Approvals: e.queue, UpstreamTimeout: 30 * time.Second,
 		Credential: func(_ context.Context, ref credref.Ref) (string, error) { return testToken, nil }}
 	for _, o := range opts {
