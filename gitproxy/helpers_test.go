@@ -17,7 +17,7 @@ import (
 	"coily.dev/coily/approvals"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/standin"
-	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
@@ -118,7 +118,7 @@ git:
 		Stopped:   func(string) error { e.mu.Lock(); defer e.mu.Unlock(); return e.stopped },
 		Record:    func(_ context.Context, r audit.Record) (audit.Record, error) { return e.rec.add(r), nil },
 		Approvals: e.queue, UpstreamTimeout: 30 * time.Second,
-		Credential: func(_ context.Context, ref credref.Ref) (string, error) { return testToken, nil }}
+		Keystore: tokenStore{}}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -226,4 +226,15 @@ func gitCmd(dir string, args ...string) *exec.Cmd {
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "HOME=" + dir}
 	return cmd
+}
+
+// tokenStore is a keystore holding the upstream's token under every name.
+type tokenStore struct{}
+
+func (tokenStore) Fetch(_ context.Context, refs map[string]keystore.Ref) (*keystore.Set, error) {
+	out := &keystore.Set{Values: map[string]string{}}
+	for k := range refs {
+		out.Values[k] = testToken
+	}
+	return out, nil
 }

@@ -15,8 +15,9 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/approvals"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/audit"
-	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/visible"
@@ -28,8 +29,13 @@ type Gate interface {
 	Refuse(ctx context.Context, c access.Caller, method string, err error) error
 }
 
-// Config holds a Proxy's collaborators; all but Log, Resolver and the
-// bounds are required.
+// Keystore fetches credentials (keystore.Keystore).
+type Keystore interface {
+	Fetch(ctx context.Context, refs map[string]keystore.Ref) (*keystore.Set, error)
+}
+
+// Config holds a Proxy's collaborators; all but Keystore, Log, Resolver
+// and the bounds are required.
 type Config struct {
 	// Dir holds the caches and the pushes in flight (the server's state
 	// directory's git/); it is created 0700.
@@ -42,8 +48,9 @@ type Config struct {
 	Record func(context.Context, audit.Record) (audit.Record, error)
 	// Approvals holds the pushes that wait for a human.
 	Approvals *approvals.Queue
-	// Credential fetches a remote's token from the keystore.
-	Credential func(context.Context, credref.Ref) (string, error)
+	// Keystore fetches the remotes' tokens (keystore.Keystore); nil
+	// refuses every remote that names a credential.
+	Keystore Keystore
 	// Resolver resolves upstream hosts (nil: net.DefaultResolver).
 	Resolver *net.Resolver
 	// MaxPushBytes bounds a push's body and pack (0: DefaultMaxPushBytes).
@@ -75,8 +82,8 @@ type Proxy struct {
 // New returns a proxy under cfg: it finds git and git-http-backend, and
 // makes its directories.
 func New(cfg Config) (*Proxy, error) {
-	if cfg.Dir == "" || cfg.Gate == nil || cfg.Stopped == nil || cfg.Record == nil || cfg.Approvals == nil || cfg.Credential == nil {
-		return nil, errors.New("gitproxy: Dir, Gate, Stopped, Record, Approvals and Credential are required")
+	if cfg.Dir == "" || cfg.Gate == nil || cfg.Stopped == nil || cfg.Record == nil || cfg.Approvals == nil {
+		return nil, errors.New("gitproxy: Dir, Gate, Stopped, Record and Approvals are required")
 	}
 	if strings.ContainsAny(cfg.Dir, "'\n") || !filepath.IsAbs(cfg.Dir) {
 		return nil, fmt.Errorf("gitproxy: directory %q must be absolute, without quotes or newlines", cfg.Dir)
@@ -243,3 +250,12 @@ func (p *Proxy) record(rq *request, event string, err error, details map[string]
 	}
 	return out.ID
 }
+
+// TailnetPort is the port the git proxy serves plain HTTP on over the
+// tailnet (WireGuard encrypts and authenticates the link).
+const TailnetPort = 7444
+
+// Limits are the git proxy's HTTP server's: a push's body may be large
+// and an answer may wait for an approval, so the bounds are long.
+var Limits = httpserve.Limits{ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 15 * time.Minute,
+	WriteTimeout: 30 * time.Minute, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 16 << 10, PeerConns: 16}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"os/exec"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,7 +58,7 @@ func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string
 		cfg = append(cfg, [2]string{"http.sslCAInfo", rem.CAFile})
 	}
 	if rem.Credential != (credref.Ref{}) {
-		token, err := p.cfg.Credential(ctx, rem.Credential)
+		token, err := p.credential(ctx, rem.Credential)
 		if err != nil {
 			return nil, refusal.Wrap(refusal.CredentialUnavailable, err, "git remote %q: its credential is unavailable", rem.Name)
 		}
@@ -154,4 +156,17 @@ func (p *Proxy) runIn(ctx context.Context, env []string, stdin string, args ...s
 		return &gitError{args: args, err: err, stderr: errb.String()}
 	}
 	return nil
+}
+
+// credential fetches a remote's token. A dynamic secret's lease is left
+// to its TTL: the token serves the exchanges of one request.
+func (p *Proxy) credential(ctx context.Context, ref credref.Ref) (string, error) {
+	if p.cfg.Keystore == nil || reflect.ValueOf(p.cfg.Keystore).IsNil() {
+		return "", errors.New("no keystore is configured")
+	}
+	set, err := p.cfg.Keystore.Fetch(ctx, map[string]credref.Ref{"token": ref})
+	if err != nil {
+		return "", err
+	}
+	return set.Values["token"], nil
 }

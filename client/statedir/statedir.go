@@ -29,3 +29,7 @@ func Default() string {
 
 // Socket is the server's local socket in dir.
 func Socket(dir string) string { return filepath.Join(dir, "coily.sock") }
+
+// GitSocket is the git proxy's local socket in dir (plain HTTP/1.1,
+// package gitproxy).
+func GitSocket(dir string) string { return filepath.Join(dir, "git.sock") }
