@@ -9,7 +9,6 @@ import (
 	"net/netip"
 	"os"
 	"os/exec"
-	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -161,7 +160,7 @@ func (p *Proxy) runIn(ctx context.Context, env []string, stdin string, args ...s
 // credential fetches a remote's token. A dynamic secret's lease is left
 // to its TTL: the token serves the exchanges of one request.
 func (p *Proxy) credential(ctx context.Context, ref credref.Ref) (string, error) {
-	if p.cfg.Keystore == nil || reflect.ValueOf(p.cfg.Keystore).IsNil() {
+	if p.cfg.Keystore == nil {
 		return "", errors.New("no keystore is configured")
 	}
 	set, err := p.cfg.Keystore.Fetch(ctx, map[string]credref.Ref{"token": ref})
