@@ -17,7 +17,7 @@ import (
 // root, and only the headers git needs (the content type and Git-Protocol,
 // which selects protocol v2). The body is bounded at limit bytes, after
 // inflating a gzip-encoded one.
-func backendRequest(r *http.Request, name, suffix string, limit int64, w http.ResponseWriter) (*http.Request, error) {
+func backendRequest(r *http.Request, name, suffix string, limit int64) (*http.Request, error) {
 	out := &http.Request{Method: r.Method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: "coily",
 		URL: &url.URL{Path: "/" + name + "/" + suffix, RawQuery: r.URL.RawQuery}, Header: http.Header{},
 		RemoteAddr: r.RemoteAddr, ContentLength: -1}
@@ -34,7 +34,12 @@ func backendRequest(r *http.Request, name, suffix string, limit int64, w http.Re
 	if r.ContentLength > limit {
 		return nil, refusal.New(refusal.BadRequest, "request body of %d bytes is larger than the proxy's bound of %d", r.ContentLength, limit)
 	}
-	body := http.MaxBytesReader(w, r.Body, limit)
+	// Not http.MaxBytesReader: git's stdin is copied on a goroutine of
+	// its own, and that reader touches the response the handler writes.
+	body := struct {
+		io.Reader
+		io.Closer
+	}{&boundedReader{r: r.Body, left: limit}, r.Body}
 	switch r.Header.Get("Content-Encoding") {
 	case "", "identity":
 		out.Body, out.ContentLength = body, r.ContentLength
@@ -61,7 +66,7 @@ type boundedReader struct {
 
 func (b *boundedReader) Read(p []byte) (int, error) {
 	if b.left <= 0 {
-		return 0, fmt.Errorf("inflated request body larger than the proxy's bound")
+		return 0, fmt.Errorf("request body larger than the proxy's bound")
 	}
 	if int64(len(p)) > b.left {
 		p = p[:b.left]

@@ -26,7 +26,7 @@ func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) 
 			return
 		}
 	}
-	req, err := backendRequest(r, filepath.Base(dir), refsOr(rq.target, string(UploadPack)), maxFetchBody, w)
+	req, err := backendRequest(r, filepath.Base(dir), refsOr(rq.target, string(UploadPack)), maxFetchBody)
 	if err != nil {
 		p.record(rq, "git.fetch", err, nil, nil)
 		writeRefusal(w, err)

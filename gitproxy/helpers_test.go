@@ -77,6 +77,7 @@ type env struct {
 	rec      *records
 	queue    *approvals.Queue
 	stopped  error
+	front    http.Handler // in front of the proxy, when set
 	mu       sync.Mutex
 	home     string
 	upstream string // "localhost:PORT"
@@ -126,7 +127,15 @@ git:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.srv = httptest.NewServer(e.proxy)
+	e.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.mu.Lock()
+		h := e.front
+		e.mu.Unlock()
+		if h == nil {
+			h = e.proxy
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(e.srv.Close)
 	return e
 }

@@ -103,13 +103,14 @@ func TestRacingPushRefused(t *testing.T) {
 	other := filepath.Join(t.TempDir(), "other")
 	e.git("", "clone", "--quiet", "--branch", "agent/x", e.up.Dir("owner/app"), other)
 	racer := e.commit(other, "c", "racer")
-	inner := e.srv.Config.Handler
-	e.srv.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.mu.Lock()
+	e.front = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == "POST" && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 			e.git(other, "push", "--quiet", e.up.Dir("owner/app"), "agent/x")
 		}
-		inner.ServeHTTP(w, r)
+		e.proxy.ServeHTTP(w, r)
 	})
+	e.mu.Unlock()
 	out, err := e.try(work, "push", "origin", "agent/x")
 	if err == nil || !strings.Contains(out, "not upstream's current value") {
 		t.Fatalf("racing push: err=%v\n%s", err, out)

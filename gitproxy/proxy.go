@@ -15,8 +15,8 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/approvals"
-	"coily.dev/coily/httpserve"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/httpserve"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"

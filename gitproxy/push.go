@@ -30,7 +30,7 @@ func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *reques
 		writeRefusal(w, err)
 		return
 	}
-	req, err := backendRequest(r, filepath.Base(dir), "info/refs", 0, w)
+	req, err := backendRequest(r, filepath.Base(dir), "info/refs", 0)
 	if err != nil {
 		writeRefusal(w, err)
 		return
@@ -63,7 +63,7 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		writeRefusal(w, err)
 		return
 	}
-	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes, w)
+	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes)
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
 		writeRefusal(w, err)
