@@ -109,6 +109,13 @@ func Ops(remote, method string) Action {
 	return Action{rule: OpsEndpoints, method: method, http: true, remote: remote}
 }
 
+// Git is a git proxy request (GitMethodFetch or GitMethodPush) from the
+// peer at remote: the local socket's peer when the connection carried
+// its credentials (LocalConnContext), else the tailnet peer (WhoIs).
+func Git(remote, method string) Action {
+	return Action{rule: method, method: method, http: true, remote: remote}
+}
+
 // Admit identifies the caller of a, authorizes a against the table under
 // the policy in force, and refuses it under a lockout if the table says
 // so. A refusal is audited here, where it is decided. The context
@@ -146,6 +153,9 @@ func (g *Gate) Refuse(ctx context.Context, c Caller, method string, err error) e
 // It returns the caller (with Peer filled even on refusal, for the audit)
 // and a refusal when the caller cannot be identified.
 func (g *Gate) identify(ctx context.Context, a Action, pol *policy.Policy) (Caller, error) {
+	if lp, ok := ctx.Value(localConnKey{}).(localPeer); ok && a.http {
+		return g.identifyLocal(lp, pol)
+	}
 	if a.http {
 		c, err := g.Tailnet(ctx, a.remote)
 		if a.transport != "" {

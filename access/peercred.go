@@ -68,3 +68,26 @@ func (peerCredentials) OverrideServerName(string) error { return nil }
 type unidentified struct{ credentials.CommonAuthInfo }
 
 func (unidentified) AuthType() string { return "none" }
+
+type localConnKey struct{}
+
+// LocalConnContext is the ConnContext of an HTTP server on a local
+// socket: it reads the peer's credentials from the kernel once per
+// connection, as PeerCredentials does for gRPC, and Admit identifies the
+// connection's requests by them. A connection that is not a unix socket's,
+// or whose credentials cannot be read, carries none (and is identified, or
+// refused, as a tailnet peer).
+func LocalConnContext(users UserLookup) func(context.Context, net.Conn) context.Context {
+	return func(ctx context.Context, conn net.Conn) context.Context {
+		uc, ok := conn.(*net.UnixConn)
+		if !ok {
+			return ctx
+		}
+		p, err := readPeerCred(uc)
+		if err != nil {
+			return ctx
+		}
+		p.User, p.Groups, p.LookupErr = users.LookupUID(p.UID)
+		return context.WithValue(ctx, localConnKey{}, p)
+	}
+}

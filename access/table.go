@@ -51,6 +51,13 @@ const (
 	WebMethodAudit = "web:audit"
 )
 
+// The git proxy's actions (package gitproxy): fetching from and pushing
+// to a remote of the policy's git section.
+const (
+	GitMethodFetch = "git:fetch"
+	GitMethodPush  = "git:push"
+)
+
 // OpsEndpoints names the operations endpoints (/metrics, /healthz,
 // /readyz, and any other path of that handler) in the table: one rule
 // for all of them.
@@ -97,6 +104,12 @@ var table = map[string]Rule{
 	// command may stop one.
 	WebMethodKill:  {Need: perms(policy.PermLockout), Locked: ServedWhileLocked},
 	WebMethodAudit: {Need: perms(policy.PermAuditRead), Locked: ServedWhileLocked},
+
+	// The git proxy: a caller allowed to exec may use git, on the remotes
+	// whose roles it holds (checked by the proxy). A lockout refuses
+	// both; a pause refuses pushes (the proxy asks the stop controls).
+	GitMethodFetch: {Need: perms(policy.PermExec)},
+	GitMethodPush:  {Need: perms(policy.PermExec)},
 
 	// The operations endpoints on the tailnet (the local listener asks no
 	// identity): readable under a lockout, as the state they report.

@@ -44,6 +44,8 @@ func everyAction() map[string]Action {
 		out["web:"+string(a)] = Web("", a)
 	}
 	out["ops"] = Ops("", "http:/metrics")
+	out[GitMethodFetch] = Git("", GitMethodFetch)
+	out[GitMethodPush] = Git("", GitMethodPush)
 	return out
 }
 
@@ -59,7 +61,7 @@ type callerClass struct {
 var (
 	everything  = []string{"*"}
 	healthRefl  = []string{"Check", "Watch", "List", "ServerReflectionInfo"}
-	agentMethod = append([]string{"Exec", "Pause", "Status", "ListCommands", "web:page", "web:status", "web:pause"}, healthRefl...)
+	agentMethod = append([]string{"Exec", "Pause", "Status", "ListCommands", "web:page", "web:status", "web:pause", "git:fetch", "git:push"}, healthRefl...)
 	watchMethod = append([]string{"Status", "web:page", "web:status", "ops"}, healthRefl...)
 	bridgeMeth  = append([]string{"Relay", "RelayTeardown", "web:page"}, healthRefl...)
 	auditMethod = append([]string{"web:page", "web:audit"}, healthRefl...)
@@ -100,7 +102,7 @@ func TestAuthorizationMatrix(t *testing.T) {
 		}
 	}
 	for _, a := range Actions() {
-		if !slices.Contains(methods, a) && !strings.HasPrefix(a, "web:") && a != OpsEndpoints {
+		if !slices.Contains(methods, a) && !strings.HasPrefix(a, "web:") && !strings.HasPrefix(a, "git:") && a != OpsEndpoints {
 			t.Errorf("authorization table names %s, which is not served", a)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/url"
 	"os/exec"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -44,9 +45,9 @@ pull and push go through coily's git proxy unchanged: no token, ssh key or crede
 this side, and pushes checked by the policy on the ref updates they make. The https, ssh and
 scp-like (git@HOST:) URLs of each --host are rewritten.
 
-BASE is https://SERVER/git/HOST/ with --server (the git proxy beside the web console on the
-tailnet; --proxy-url for another address), else coily::/git/HOST/ for the local socket (git runs
-git-remote-coily, which must be on PATH). --undo removes exactly the rewrites this command writes
+BASE is http://SERVER:7444/git/HOST/ with --server (the git proxy's own port on the tailnet,
+where WireGuard encrypts the link; --proxy-url for another address), else coily::/git/HOST/ for
+the local socket (git runs git-remote-coily, which must be on PATH). --undo removes exactly the rewrites this command writes
 for the same flags; a rewrite of the same URL to another place is refused, not overwritten.`,
 		Example: `  coily git setup --global                        # github.com through the local socket
   coily --server coily.tail1234.ts.net git setup --global
@@ -70,7 +71,7 @@ for the same flags; a rewrite of the same URL to another place is refused, not o
 	Twin(f, "global", "COILY_GIT_GLOBAL")
 	f.StringArrayVar(&o.hosts, "host", []string{"github.com"}, "a git host whose URLs go through coily (repeatable)")
 	Twin(f, "host", "COILY_GIT_HOST")
-	f.StringVar(&o.proxyURL, "proxy-url", "", "the git proxy's address on the tailnet, http(s)://HOST[:PORT] (default https://SERVER, SERVER from --server)")
+	f.StringVar(&o.proxyURL, "proxy-url", "", "the git proxy's address on the tailnet, http(s)://HOST[:PORT] (default http://SERVER:7444, SERVER from --server)")
 	Twin(f, "proxy-url", "COILY_GIT_PROXY_URL")
 	f.BoolVar(&o.undo, "undo", false, "remove the rewrites instead of writing them")
 	Twin(f, "undo", "COILY_GIT_UNDO")
@@ -112,12 +113,10 @@ func (a *App) gitBase(proxyURL string) (func(host string) string, error) {
 		}
 		host := s.Server
 		if h, _, err := net.SplitHostPort(s.Server); err == nil {
-			host = h // the API's port; the proxy is on the console's
+			host = h // the API's port; the proxy has its own
 		}
-		if strings.Contains(host, ":") {
-			host = "[" + host + "]"
-		}
-		return func(h string) string { return "https://" + host + "/git/" + h + "/" }, nil
+		root := "http://" + net.JoinHostPort(host, strconv.Itoa(client.GitPort))
+		return func(h string) string { return root + "/git/" + h + "/" }, nil
 	case client.RouteSocket:
 		return func(h string) string { return "coily::/git/" + h + "/" }, nil
 	}

@@ -123,15 +123,15 @@ func TestGitSetupThenPlainGit(t *testing.T) {
 
 // TestGitSetupLocalAndDryRun: the default writes the repository's own
 // configuration; --dry-run prints the git commands and writes nothing;
-// --server writes the tailnet's https base (the console's port, not the
-// API's), --proxy-url another.
+// --server writes the git proxy's base on the tailnet (its own port, not
+// the API's), --proxy-url another.
 func TestGitSetupLocalAndDryRun(t *testing.T) {
 	cfg := gitHome(t)
 	repo := t.TempDir()
 	gitRun(t, repo, "init", "--quiet")
 	t.Chdir(repo)
 	code, out, errOut := run(t, map[string]string{"COILY_SERVER": "coily.tail1.ts.net:7443"}, "git", "setup", "--dry-run", "--host", "gitlab.example.com:8443")
-	want := "git config --local --fixed-value --replace-all url.https://coily.tail1.ts.net/git/gitlab.example.com:8443/.insteadOf " +
+	want := "git config --local --fixed-value --replace-all url.http://coily.tail1.ts.net:7444/git/gitlab.example.com:8443/.insteadOf " +
 		"https://gitlab.example.com:8443/ https://gitlab.example.com:8443/\n"
 	if code != 0 || out != want {
 		t.Fatalf("dry run: %d\n%s\nwant:\n%s\n%s", code, out, want, errOut)

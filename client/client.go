@@ -24,6 +24,11 @@ import (
 // DefaultPort is the port coily serves gRPC on over the tailnet.
 const DefaultPort = 7443
 
+// GitPort is the port the git proxy serves plain HTTP on over the tailnet
+// (WireGuard encrypts and authenticates the link): `coily git setup
+// --server` writes it, `coily serve` listens on it.
+const GitPort = 7444
+
 // RefusedExit is the exit code of a refused or failed call, chosen (as by
 // env(1) and timeout(1)) to stay apart from the command's own codes.
 const RefusedExit = 125

@@ -71,6 +71,7 @@ type fileV1 struct {
 	Limits         limitsFile          `yaml:"limits"`
 	Workspaces     map[string]string   `yaml:"workspaces"`
 	Notify         *notifyFile         `yaml:"notify"`
+	Git            *gitFile            `yaml:"git"`
 }
 
 type limitsFile struct {
@@ -345,6 +346,7 @@ func (b *builder) build(f *fileV1) *Policy {
 	b.roles(p, f.Roles)
 	b.grants(p, f.Grants)
 	b.notify(p, f.Notify)
+	b.git(p, f.Git)
 	p.index()
 	return p
 }

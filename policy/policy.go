@@ -99,6 +99,7 @@ type Policy struct {
 	perPrincipal   int
 	limits         sandbox.Limits // every rule's default resource limits
 	notify         *Notify        // the notify block; nil: none
+	git            *Git           // the git section; nil: none
 	// byName indexes rules, in file order, by command name (Rule.Command).
 	byName map[string][]*Rule
 	// byBinary indexes rules, in file order, by resolved binary and by the

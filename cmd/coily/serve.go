@@ -284,6 +284,14 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return fmt.Errorf("web console: %w", err)
 	}
 	defer web.close()
+	git, err := startGit(log, srv, o, node)
+	if err != nil {
+		for _, l := range listeners {
+			l.Close()
+		}
+		return fmt.Errorf("git proxy: %w", err)
+	}
+	defer git.close()
 	gs := srv.GRPCServer()
 	served := make(chan error, len(listeners))
 	for _, l := range listeners {

@@ -1,0 +1,114 @@
+package gitproxy
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"coily.dev/coily/policy"
+	"coily.dev/coily/refusal"
+)
+
+// cacheLocks serializes the refreshes of each cache.
+type cacheLocks struct {
+	mu sync.Mutex
+	m  map[string]*sync.Mutex
+}
+
+func (c *cacheLocks) lock(dir string) func() {
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*sync.Mutex{}
+	}
+	l, ok := c.m[dir]
+	if !ok {
+		l = &sync.Mutex{}
+		c.m[dir] = l
+	}
+	c.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// cacheDir is the bare cache of one remote's repository: one per remote
+// and upstream URL, so that what one remote's credential fetched is never
+// served under another's.
+func (p *Proxy) cacheDir(rem *policy.GitRemote, repo string) string {
+	sum := sha256.Sum256([]byte(rem.Name + "\n" + rem.URL(strings.TrimSuffix(repo, ".git"))))
+	return filepath.Join(p.cfg.Dir, "cache", hex.EncodeToString(sum[:16])+".git")
+}
+
+// cacheConfig is the configuration of every git run in a cache: nothing
+// runs behind the proxy's back (no gc, no hooks).
+var cacheConfig = [][2]string{{"gc.auto", "0"}, {"core.hooksPath", "/dev/null"}, {"maintenance.auto", "false"},
+	{"fetch.writeCommitGraph", "false"}, {"core.logAllRefUpdates", "false"}}
+
+// refresh brings the cache of the request's repository up to upstream:
+// heads and tags, pruned, and HEAD as upstream names it. Refreshes of one
+// cache are serialized; each exchange is bounded in time.
+func (p *Proxy) refresh(ctx context.Context, up *upstream, dir string) error {
+	defer p.caches.lock(dir)()
+	env := append(up.env[:len(up.env):len(up.env)], "GIT_DIR="+dir)
+	if _, err := os.Stat(filepath.Join(dir, "HEAD")); errors.Is(err, os.ErrNotExist) {
+		if err := p.initBare(ctx, dir); err != nil {
+			return refusal.Wrap(refusal.Internal, err, "the proxy could not make its cache")
+		}
+	}
+	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head", "--", up.url,
+		"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+	if _, err := p.run(ctx, env, args...); err != nil {
+		return refusal.Wrap(refusal.Internal, err, "fetching from upstream %s failed: %s", up.url, upstreamSays(err))
+	}
+	if _, err := p.run(ctx, env, "rev-parse", "--verify", "--quiet", "HEAD"); err == nil {
+		return nil
+	}
+	out, err := p.run(ctx, env, append(configArgs(cacheConfig), "ls-remote", "--symref", "--", up.url, "HEAD")...)
+	if err != nil {
+		return nil // no HEAD upstream (an empty repository): clones choose their own
+	}
+	if target, ok := strings.CutPrefix(strings.SplitN(string(out), "\n", 2)[0], "ref: "); ok {
+		if ref, _, ok := strings.Cut(target, "\tHEAD"); ok && strings.HasPrefix(ref, "refs/heads/") && validRef(ref) {
+			_, err := p.run(ctx, env, "symbolic-ref", "HEAD", ref)
+			return err
+		}
+	}
+	return nil
+}
+
+// initBare makes an empty bare repository at dir, atomically.
+func (p *Proxy) initBare(ctx context.Context, dir string) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".init-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := p.run(ctx, p.gitEnv(), "init", "--quiet", "--bare", "--template=", tmp); err != nil {
+		return err
+	}
+	return os.Rename(tmp, dir)
+}
+
+// configArgs gives git configuration as -c options: only ever the
+// proxy's own constants (a credential goes through configEnv).
+func configArgs(kv [][2]string) []string {
+	var out []string
+	for _, e := range kv {
+		out = append(out, "-c", e[0]+"="+e[1])
+	}
+	return out
+}
+
+// upstreamSays is the last line git wrote about a failure, for the agent.
+func upstreamSays(err error) string {
+	var ge *gitError
+	if !errors.As(err, &ge) {
+		return err.Error()
+	}
+	lines := strings.Split(strings.TrimSpace(ge.stderr), "\n")
+	return oneLine(lines[len(lines)-1])
+}

@@ -1,0 +1,38 @@
+// Package gitproxy is coily's git proxy: git's smart HTTP (protocol v2
+// and v0/v1) at /git/<host>[:<port>]/<repository path>, for agents that
+// hold no credential. It serves the remotes of the policy's git section
+// and nothing else.
+//
+// One request goes through ServeHTTP: the path is read strictly
+// (ParsePath), the caller admitted by the gate (access: git:fetch or
+// git:push, identified by the tailnet's WhoIs or the local socket's peer
+// credentials), the remote found in the policy and the caller's roles
+// checked against it. Then:
+//
+//   - a fetch (info/refs, git-upload-pack) is served by git itself (git
+//     http-backend) from a per-remote bare cache under the state
+//     directory, which is refreshed from upstream (git fetch --prune) on
+//     each ref advertisement; only objects upstream published ever enter
+//     it;
+//   - a push (git-receive-pack) is received by git itself into a fresh
+//     private bare repository whose objects borrow the cache and whose
+//     refs are upstream's current values. git checks the pack (fsck,
+//     connectivity, size), and its pre-receive hook hands the ref updates
+//     and the quarantined objects to the proxy through two FIFOs (hook.go).
+//     The proxy classifies each update with git (create, fast-forward,
+//     force, delete, tag), applies the remote's push policy (the whole
+//     push is refused if one update is), waits for an approval when the
+//     policy asks for one, and pushes upstream from the quarantine with a
+//     lease on each ref's old value. The hook's exit status is upstream's
+//     answer.
+//
+// Invariants:
+//   - upstream is only ever the host the remote names, over https, with
+//     redirects refused and the address classified as egress classifies
+//     it (a private one needs the remote's allow_cidrs) and pinned;
+//   - the credential goes to git in its environment (never argv), scoped
+//     to the upstream's URL, and never to the agent;
+//   - no pack is parsed here: git reads every byte the agent sends;
+//   - every refusal answers a one-line text/plain body starting with its
+//     refusal code, and is audited; one record per push, one per fetch.
+package gitproxy

@@ -1,0 +1,55 @@
+package gitproxy
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// serveFetch serves info/refs?service=git-upload-pack (after refreshing
+// the cache from upstream) and git-upload-pack (from the cache, as it
+// is): git http-backend on the cache, with Git-Protocol passed through.
+// Each POST is audited with the bytes it answered.
+func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) {
+	dir := p.cacheDir(rq.remote, rq.target.Repo)
+	if rq.target.Refs {
+		up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
+		if err == nil {
+			err = p.refresh(rq.ctx, up, dir)
+		}
+		if err != nil {
+			p.record(rq, "git.fetch", err, nil, nil)
+			writeRefusal(w, err)
+			return
+		}
+	}
+	req, err := backendRequest(r, filepath.Base(dir), refsOr(rq.target, string(UploadPack)), maxFetchBody)
+	if err != nil {
+		p.record(rq, "git.fetch", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	n := p.serveBackend(w, req, filepath.Dir(dir), configEnv(cacheConfig))
+	if !rq.target.Refs {
+		p.record(rq, "git.fetch", nil, map[string]string{"bytes": strconv.FormatInt(n, 10)}, nil)
+	}
+}
+
+// refsOr is the backend's path suffix: info/refs, or the service.
+func refsOr(t Target, service string) string {
+	if t.Refs {
+		return "info/refs"
+	}
+	return service
+}
+
+// logWriter writes git http-backend's standard error to the log.
+type logWriter struct{ log *slog.Logger }
+
+func (l logWriter) Write(b []byte) (int, error) {
+	l.log.LogAttrs(context.Background(), slog.LevelWarn, "git http-backend", slog.String("stderr", oneLine(strings.TrimSpace(string(b)))))
+	return len(b), nil
+}

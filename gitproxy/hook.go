@@ -1,0 +1,124 @@
+package gitproxy
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// The pre-receive hook talks to the proxy through two FIFOs in the push's
+// private directory: it opens "answer" for reading, writes the quarantine
+// path, the ref updates git gave it and a "." line to "updates", then
+// copies the answer's lines after the first to its standard error (git
+// shows them as "remote: …") and exits 0 only when the first is "ok".
+// The proxy opens both FIFOs read-write and non-blocking before git
+// starts, so neither side's open blocks, and nothing waits if the hook
+// never runs (git refused the pack first). A FIFO, not a socket, because
+// the hook is then plain /bin/sh: no coily binary on the push's path.
+const hookScript = `#!/bin/sh
+exec 3<'%[1]s/answer' || exit 1
+{ printf '%%s\n' "$GIT_QUARANTINE_PATH"; cat; printf '.\n'; } >'%[1]s/updates' || exit 1
+IFS= read -r status <&3 || exit 1
+cat <&3 >&2
+[ "$status" = ok ]
+`
+
+// Bounds of what the hook hands over.
+const (
+	maxUpdates   = 256
+	maxHookLine  = 4096
+	hookDeadline = 10 * time.Minute
+)
+
+// hookPipes are the proxy's ends of the two FIFOs.
+type hookPipes struct {
+	updates, answer *os.File
+}
+
+// openHook makes the FIFOs and the hook in dir (the push's private
+// directory, holding the repository "repo.git").
+func openHook(dir string) (*hookPipes, error) {
+	hooks := filepath.Join(dir, "hooks")
+	if err := os.Mkdir(hooks, 0o700); err != nil {
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(hooks, "pre-receive"), fmt.Appendf(nil, hookScript, dir), 0o700); err != nil {
+		return nil, err
+	}
+	h := &hookPipes{}
+	for _, f := range []struct {
+		name string
+		to   **os.File
+	}{{"updates", &h.updates}, {"answer", &h.answer}} {
+		path := filepath.Join(dir, f.name)
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			h.close()
+			return nil, fmt.Errorf("mkfifo: %w", err)
+		}
+		fd, err := os.OpenFile(path, os.O_RDWR|syscall.O_NONBLOCK, 0)
+		if err != nil {
+			h.close()
+			return nil, err
+		}
+		*f.to = fd
+	}
+	return h, nil
+}
+
+func (h *hookPipes) close() {
+	for _, f := range []*os.File{h.updates, h.answer} {
+		if f != nil {
+			f.Close()
+		}
+	}
+}
+
+// read waits for the hook's request: the quarantine path and the update
+// lines, until ctx ends.
+func (h *hookPipes) read(ctx context.Context) (string, []string, error) {
+	stop := context.AfterFunc(ctx, func() { h.updates.SetReadDeadline(time.Now()) })
+	defer stop()
+	h.updates.SetReadDeadline(time.Now().Add(hookDeadline))
+	sc := bufio.NewScanner(h.updates)
+	sc.Buffer(make([]byte, 0, maxHookLine), maxHookLine)
+	var lines []string
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "." {
+			if len(lines) < 2 {
+				return "", nil, fmt.Errorf("the hook handed over no update")
+			}
+			return lines[0], lines[1:], nil
+		}
+		if len(lines) > maxUpdates {
+			return "", nil, fmt.Errorf("more than %d ref updates in one push", maxUpdates)
+		}
+		lines = append(lines, line)
+	}
+	if err := sc.Err(); err != nil {
+		return "", nil, err
+	}
+	return "", nil, fmt.Errorf("the hook's request ended early")
+}
+
+// reply answers the hook: ok or not, and the lines git shows the agent.
+func (h *hookPipes) reply(ok bool, lines []string) {
+	status := "refused"
+	if ok {
+		status = "ok"
+	}
+	var b strings.Builder
+	b.WriteString(status + "\n")
+	for _, l := range lines {
+		b.WriteString(oneLine(l) + "\n")
+	}
+	h.answer.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	h.answer.WriteString(b.String())
+	h.answer.Close()
+	h.answer = nil
+}

@@ -1,0 +1,270 @@
+package gitproxy
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"coily.dev/coily/approvals"
+	"coily.dev/coily/descriptor"
+	"coily.dev/coily/policy"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/refusal"
+)
+
+// servePushRefs serves info/refs?service=git-receive-pack: upstream's
+// refs, from the cache refreshed now.
+func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *request) {
+	dir := p.cacheDir(rq.remote, rq.target.Repo)
+	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
+	if err == nil {
+		err = p.refresh(rq.ctx, up, dir)
+	}
+	if err != nil {
+		p.record(rq, "git.push", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	req, err := backendRequest(r, filepath.Base(dir), "info/refs", 0)
+	if err != nil {
+		writeRefusal(w, err)
+		return
+	}
+	p.serveBackend(w, req, filepath.Dir(dir), configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)], [2]string{"http.receivepack", "true"})))
+}
+
+// push is one git-receive-pack POST in flight.
+type push struct {
+	rq   *request
+	up   *upstream
+	dir  string // the push's private directory
+	repo string // its bare repository
+	refs map[string]string
+	// what happened, for the audit
+	updates  []*update
+	approval string
+	answer   string
+}
+
+// servePush receives a push into a private repository and lets its hook
+// decide (see the package comment); one audit record tells the outcome.
+func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
+	ps, err := p.preparePush(rq)
+	if ps != nil {
+		defer os.RemoveAll(ps.dir)
+	}
+	if err != nil {
+		p.record(rq, "git.push", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes)
+	if err != nil {
+		p.record(rq, "git.push", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	hook, err := openHook(ps.dir)
+	if err != nil {
+		err = refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
+		p.record(rq, "git.push", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	defer hook.close()
+	ctx, cancel := context.WithCancel(rq.ctx)
+	decided := make(chan error, 1)
+	go func() { decided <- p.decide(ctx, ps, hook) }()
+	p.serveBackend(w, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
+		[2]string{"http.receivepack", "true"}, [2]string{"receive.fsckObjects", "true"},
+		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
+		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.denyDeletes", "false"},
+		[2]string{"receive.denyNonFastForwards", "false"}, [2]string{"receive.advertisePushOptions", "false"},
+		[2]string{"core.hooksPath", filepath.Join(ps.dir, "hooks")})))
+	cancel()
+	err = <-decided
+	details := map[string]string{"approval": ps.approval, "upstream": ps.answer}
+	var lines []string
+	for _, u := range ps.updates {
+		lines = append(lines, u.summary())
+	}
+	p.record(rq, "git.push", err, details, map[string][]string{"updates": lines})
+}
+
+// preparePush refreshes the cache and makes the push's private
+// repository: objects borrowed from the cache, refs at upstream's values.
+func (p *Proxy) preparePush(rq *request) (*push, error) {
+	cache := p.cacheDir(rq.remote, rq.target.Repo)
+	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.refresh(rq.ctx, up, cache); err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp(filepath.Join(p.cfg.Dir, "push"), "p-")
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
+	}
+	ps := &push{rq: rq, up: up, dir: dir, repo: filepath.Join(dir, "repo.git")}
+	fail := func(err error) (*push, error) {
+		return ps, refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
+	}
+	if _, err := p.run(rq.ctx, p.gitEnv(), "init", "--quiet", "--bare", "--template=", ps.repo); err != nil {
+		return fail(err)
+	}
+	alt := filepath.Join(ps.repo, "objects", "info", "alternates")
+	if err := os.WriteFile(alt, []byte(filepath.Join(cache, "objects")+"\n"), 0o600); err != nil {
+		return fail(err)
+	}
+	out, err := p.run(rq.ctx, append(p.gitEnv(), "GIT_DIR="+cache), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	if err != nil {
+		return fail(err)
+	}
+	ps.refs = map[string]string{}
+	var stdin strings.Builder
+	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
+		oid, ref, ok := strings.Cut(l, " ")
+		if ok {
+			ps.refs[ref] = oid
+			fmt.Fprintf(&stdin, "create %s %s\n", ref, oid)
+		}
+	}
+	if stdin.Len() > 0 {
+		if err := p.runIn(rq.ctx, append(p.gitEnv(), "GIT_DIR="+ps.repo), stdin.String(), "update-ref", "--stdin"); err != nil {
+			return fail(err)
+		}
+	}
+	return ps, nil
+}
+
+// decide waits for the hook, decides the push, pushes upstream when it
+// may, and answers the hook. It returns the refusal, if any.
+func (p *Proxy) decide(ctx context.Context, ps *push, hook *hookPipes) error {
+	quarantine, lines, err := hook.read(ctx)
+	if err != nil {
+		// Git refused the pack before its hook ran (fsck, connectivity,
+		// size), or the agent went away.
+		return refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
+	}
+	err = p.decideUpdates(ctx, ps, quarantine, lines)
+	if err != nil {
+		re := refusal.As(err)
+		hook.reply(false, []string{fmt.Sprintf("%s: %s", re.Code, re.Msg)})
+		return err
+	}
+	hook.reply(true, []string{ps.answer})
+	return nil
+}
+
+// decideUpdates checks and classifies the updates, applies the remote's
+// push policy, waits for an approval when it asks for one, and pushes.
+func (p *Proxy) decideUpdates(ctx context.Context, ps *push, quarantine string, lines []string) error {
+	objects := filepath.Join(ps.repo, "objects")
+	ups, err := parseUpdates(lines)
+	if err != nil {
+		return refusal.Wrap(refusal.BadRequest, err, "%s", err.Error())
+	}
+	ps.updates = ups
+	switch {
+	case quarantine == "" && !slices.ContainsFunc(ups, func(u *update) bool { return !zero(u.new) }):
+		quarantine = objects // only deletes: git received no pack
+	case filepath.Dir(quarantine) != objects || !strings.HasPrefix(filepath.Base(quarantine), "tmp_objdir-incoming-"):
+		return refusal.New(refusal.Internal, "the hook named an unexpected quarantine")
+	}
+	for _, u := range ups {
+		cur, ok := ps.refs[u.ref]
+		if (!ok && !zero(u.old)) || (ok && cur != u.old) {
+			return refusal.New(refusal.PolicyDeny, "%s: the push's old value %s is not upstream's current value; fetch and try again", u.ref, short(u.old))
+		}
+	}
+	env := append(p.gitEnv(), "GIT_DIR="+ps.repo, "GIT_OBJECT_DIRECTORY="+quarantine, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)
+	if err := p.classify(ctx, env, ups); err != nil {
+		return refusal.Wrap(refusal.BadRequest, err, "the proxy could not classify the push: %s", upstreamSays(err))
+	}
+	confirm := false
+	for _, u := range ups {
+		u.decision = ps.rq.remote.Push.Decide(u.ref, u.kind)
+		if u.decision == policy.GitDeny {
+			return refusal.New(refusal.PolicyDeny, "git remote %q does not allow a %s of %s", ps.rq.remote.Name, u.kind, u.ref)
+		}
+		confirm = confirm || u.decision == policy.GitConfirm
+	}
+	if confirm {
+		if err := p.approve(ctx, ps); err != nil {
+			return err
+		}
+	}
+	if err := p.cfg.Stopped(ps.rq.caller.Principal); err != nil {
+		return err
+	}
+	return p.pushUpstream(ctx, ps, env)
+}
+
+// approve waits for a human's approval of the push, which shows each
+// update: ref, old → new, kind, commits added and dropped.
+func (p *Proxy) approve(ctx context.Context, ps *push) error {
+	rem := ps.rq.remote
+	argv := []string{"git", "push", ps.up.url}
+	var note []string
+	for _, u := range ps.updates {
+		argv = append(argv, u.summary())
+		note = append(note, u.summary())
+		for _, l := range u.log {
+			note = append(note, "  "+l)
+		}
+	}
+	ap := p.cfg.Approvals.Create(approvals.Request{ID: descriptor.NewID(), Requester: ps.rq.caller.Principal,
+		Exec: &coilyv1.ExecRequest{Argv: argv, Note: strings.Join(note, "\n")},
+		Rule: &policy.Rule{Name: "git:" + rem.Name, Confirm: true, ConfirmTimeout: rem.Push.ConfirmTimeout}}, rem.Push.ConfirmTimeout)
+	ps.approval = ap.Snapshot().GetId()
+	_, err := p.cfg.Approvals.Wait(ctx, ap)
+	return err
+}
+
+// pushUpstream pushes the updates upstream from the quarantine, atomic,
+// each with a lease on its old value; upstream's answer is the push's.
+func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error {
+	args := []string{"push", "--atomic", "--porcelain", "--no-verify", "--quiet"}
+	var specs []string
+	for _, u := range ps.updates {
+		old := u.old
+		if zero(old) {
+			old = ""
+		}
+		args = append(args, "--force-with-lease="+u.ref+":"+old)
+		if zero(u.new) {
+			specs = append(specs, ":"+u.ref)
+		} else {
+			specs = append(specs, u.new+":"+u.ref)
+		}
+	}
+	args = append(append(args, "--", ps.up.url), specs...)
+	upEnv := append(ps.up.env[:len(ps.up.env):len(ps.up.env)], env[len(p.gitEnv()):]...)
+	out, err := p.run(ctx, upEnv, args...)
+	if err != nil {
+		ps.answer = "upstream refused: " + upstreamSays(err) + porcelainRejects(out)
+		return refusal.Wrap(refusal.PolicyDeny, err, "%s", ps.answer)
+	}
+	ps.answer = "upstream accepted " + strconv.Itoa(len(ps.updates)) + " ref update(s)"
+	return nil
+}
+
+// porcelainRejects are the rejected lines of git push --porcelain.
+func porcelainRejects(out []byte) string {
+	var s []string
+	for l := range strings.SplitSeq(string(out), "\n") {
+		if strings.HasPrefix(l, "!") {
+			s = append(s, strings.TrimSpace(strings.TrimPrefix(l, "!")))
+		}
+	}
+	if len(s) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(s, "; ") + ")"
+}

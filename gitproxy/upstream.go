@@ -1,0 +1,171 @@
+package gitproxy
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net/netip"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+
+	"coily.dev/coily/egress"
+	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/policy"
+	"coily.dev/coily/refusal"
+)
+
+// upstream is how git reaches one remote's repository: its URL and the
+// environment every git talking to it runs with.
+type upstream struct {
+	url string
+	env []string
+}
+
+// upstream resolves the remote's host (once, classified as egress
+// classifies a destination: a non-public address needs the remote's
+// allow_cidrs), fetches its credential, and returns the environment that
+// makes git reach exactly that address, over https only, without
+// following a redirect, without user or system configuration, and with
+// the credential in an extra header scoped to the upstream's URL: in
+// git's environment, never its argv.
+func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string) (*upstream, error) {
+	addr, err := p.resolve(ctx, rem)
+	if err != nil {
+		return nil, err
+	}
+	pin := addr.String()
+	if addr.Is6() {
+		pin = "[" + pin + "]"
+	}
+	base := "https://" + rem.Host + "/"
+	if rem.Port != 443 {
+		base = "https://" + rem.Host + ":" + strconv.Itoa(rem.Port) + "/"
+	}
+	cfg := [][2]string{
+		{"http.followRedirects", "false"},
+		{"protocol.allow", "never"},
+		{"protocol.https.allow", "always"},
+		{"credential.helper", ""},
+		{"http.curloptResolve", fmt.Sprintf("%s:%d:%s", rem.Host, rem.Port, pin)},
+	}
+	if rem.CAFile != "" {
+		cfg = append(cfg, [2]string{"http.sslCAInfo", rem.CAFile})
+	}
+	if rem.Credential != (credref.Ref{}) {
+		token, err := p.credential(ctx, rem.Credential)
+		if err != nil {
+			return nil, refusal.Wrap(refusal.CredentialUnavailable, err, "git remote %q: its credential is unavailable", rem.Name)
+		}
+		basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
+		cfg = append(cfg, [2]string{"http." + base + ".extraHeader", "Authorization: Basic " + basic})
+	}
+	return &upstream{url: rem.URL(repo), env: append(p.gitEnv(), configEnv(cfg)...)}, nil
+}
+
+// resolve returns the address the upstream is reached at.
+func (p *Proxy) resolve(ctx context.Context, rem *policy.GitRemote) (netip.Addr, error) {
+	addrs, err := p.cfg.Resolver.LookupNetIP(ctx, "ip", rem.Host)
+	if err != nil || len(addrs) == 0 {
+		return netip.Addr{}, refusal.Wrap(refusal.Internal, err, "upstream %s does not resolve", rem.Host)
+	}
+	var class egress.Class
+	for _, a := range addrs {
+		a = a.Unmap()
+		class = egress.Classify(a)
+		if class == egress.Public || slices.ContainsFunc(rem.AllowCIDRs, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			return a, nil
+		}
+	}
+	return netip.Addr{}, refusal.New(refusal.PolicyDeny, "upstream %s resolves to %s (%s), which git remote %q's allow_cidrs does not name",
+		rem.Host, addrs[0].Unmap(), class, rem.Name)
+}
+
+// gitEnv is the environment of every git the proxy runs: no user or
+// system configuration, no prompt, a private empty HOME.
+func (p *Proxy) gitEnv() []string {
+	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + p.home, "XDG_CONFIG_HOME=" + p.home, "LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0", "GIT_NO_REPLACE_OBJECTS=1"}
+}
+
+// configEnv is git configuration given through the environment
+// (GIT_CONFIG_COUNT), where no other process's argv shows it.
+func configEnv(kv [][2]string) []string {
+	out := []string{"GIT_CONFIG_COUNT=" + strconv.Itoa(len(kv))}
+	for i, e := range kv {
+		out = append(out, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, e[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, e[1]))
+	}
+	return out
+}
+
+// maxGitOutput bounds what the proxy reads of one git's output.
+const maxGitOutput = 1 << 20
+
+// run runs git with args under env, bounded by the upstream timeout, and
+// returns its standard output; a failure carries its standard error.
+func (p *Proxy) run(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.git, args...)
+	cmd.Env, cmd.Dir = env, p.home
+	var out, errb capped
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return out.Bytes(), &gitError{args: args, err: err, stderr: errb.String()}
+	}
+	return out.Bytes(), nil
+}
+
+// gitError is a git that failed, with what it said.
+type gitError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *gitError) Error() string {
+	return fmt.Sprintf("git %s: %v: %s", e.args[min(len(e.args)-1, 2)], e.err, bytes.TrimSpace([]byte(e.stderr)))
+}
+
+func (e *gitError) Unwrap() error { return e.err }
+
+// capped is a buffer that keeps the first maxGitOutput bytes.
+type capped struct{ bytes.Buffer }
+
+func (c *capped) Write(b []byte) (int, error) {
+	if room := maxGitOutput - c.Len(); room > 0 {
+		c.Buffer.Write(b[:min(len(b), room)])
+	}
+	return len(b), nil
+}
+
+// runIn runs git with stdin, bounded by the upstream timeout.
+func (p *Proxy) runIn(ctx context.Context, env []string, stdin string, args ...string) error {
+	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, p.git, args...)
+	cmd.Env, cmd.Dir, cmd.Stdin = env, p.home, strings.NewReader(stdin)
+	var errb capped
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return &gitError{args: args, err: err, stderr: errb.String()}
+	}
+	return nil
+}
+
+// credential fetches a remote's token. A dynamic secret's lease is left
+// to its TTL: the token serves the exchanges of one request.
+func (p *Proxy) credential(ctx context.Context, ref credref.Ref) (string, error) {
+	if p.cfg.Keystore == nil {
+		return "", errors.New("no keystore is configured")
+	}
+	set, err := p.cfg.Keystore.Fetch(ctx, map[string]credref.Ref{"token": ref})
+	if err != nil {
+		return "", err
+	}
+	return set.Values["token"], nil
+}

@@ -1,0 +1,172 @@
+package policy_test
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"coily.dev/coily/keystore/credref"
+	"coily.dev/coily/policy"
+)
+
+const gitPolicy = `version: 1
+roles:
+  agent: {permissions: [exec]}
+grants:
+  - {principals: ["tag:agent"], roles: [agent]}
+git:
+  remotes:
+    - name: app
+      url: https://github.com/alice/*
+      roles: [agent]
+      credential: file:github-token
+      push:
+        refs: ["refs/heads/agent/*"]
+        create: allow
+        fast_forward: allow
+        force: confirm
+        confirm_timeout: 2m
+    - name: lab
+      url: https://git.example.com:8443/team/tools.git
+      roles: [agent]
+      ca_file: /etc/coily/lab-ca.pem
+      allow_cidrs: [10.0.0.0/8]
+      fetch: false
+`
+
+func TestGitSection(t *testing.T) {
+	p, err := policy.Parse("git.yaml", []byte(gitPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := p.GitRemote("github.com", 443, "alice/web.git")
+	if app == nil || app.Name != "app" || !app.Fetch || app.Credential != (credref.Ref{Backend: "file", Path: "github-token"}) {
+		t.Fatalf("app = %+v", app)
+	}
+	if app.URL("alice/web.git") != "https://github.com/alice/web.git" {
+		t.Errorf("URL = %s", app.URL("alice/web.git"))
+	}
+	if got := p.GitRemote("github.com", 443, "alice/web/extra"); got != nil {
+		t.Errorf("a pattern's * crossed a /: %+v", got)
+	}
+	if got := p.GitRemote("github.com", 443, "bob/web"); got != nil {
+		t.Errorf("another owner matched: %+v", got)
+	}
+	if got := p.GitRemote("github.com", 8443, "alice/web"); got != nil {
+		t.Errorf("another port matched: %+v", got)
+	}
+	lab := p.GitRemote("git.example.com", 8443, "team/tools")
+	if lab == nil || lab.Fetch || lab.Push != nil || lab.CAFile != "/etc/coily/lab-ca.pem" ||
+		!slices.Equal(lab.AllowCIDRs, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}) {
+		t.Fatalf("lab = %+v", lab)
+	}
+	if lab.URL("team/tools") != "https://git.example.com:8443/team/tools" {
+		t.Errorf("URL = %s", lab.URL("team/tools"))
+	}
+	if app.Push.ConfirmTimeout != 2*time.Minute {
+		t.Errorf("confirm_timeout = %s", app.Push.ConfirmTimeout)
+	}
+	for _, c := range []struct {
+		ref  string
+		kind policy.GitKind
+		want policy.GitDecision
+	}{
+		{"refs/heads/agent/x", policy.GitCreate, policy.GitAllow},
+		{"refs/heads/agent/x", policy.GitFastForward, policy.GitAllow},
+		{"refs/heads/agent/x", policy.GitForce, policy.GitConfirm},
+		{"refs/heads/agent/x", policy.GitDelete, policy.GitDeny}, // not named: deny
+		{"refs/heads/agent/x", policy.GitTag, policy.GitDeny},
+		{"refs/heads/main", policy.GitFastForward, policy.GitDeny},
+		{"refs/heads/agent/x/y", policy.GitCreate, policy.GitDeny}, // * stays in one segment
+		{"refs/heads/agent", policy.GitCreate, policy.GitDeny},
+	} {
+		if got := app.Push.Decide(c.ref, c.kind); got != c.want {
+			t.Errorf("Decide(%s, %s) = %s, want %s", c.ref, c.kind, got, c.want)
+		}
+	}
+	agent := policy.Subject{Principal: "tag:agent"}
+	if !p.MayUseRemote(agent, app) || p.MayUseRemote(policy.Subject{Principal: "tag:other"}, app) {
+		t.Error("MayUseRemote does not follow the grants")
+	}
+	var none *policy.GitPush
+	if none.Decide("refs/heads/agent/x", policy.GitCreate) != policy.GitDeny {
+		t.Error("no push block allowed a push")
+	}
+}
+
+// hostileGitSections are git sections the parser refuses, each with a
+// part of its message.
+var hostileGitSections = []struct{ name, section, want string }{
+	{"empty", "git: {}", "at least one remote"},
+	{"unknown key", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], token: x}", "token"},
+	{"http", "git:\n  remotes:\n    - {name: a, url: http://h.example/o/r, roles: [agent]}", "https only"},
+	{"ssh", "git:\n  remotes:\n    - {name: a, url: git@h.example:o/r, roles: [agent]}", "https only"},
+	{"user in url", "git:\n  remotes:\n    - {name: a, url: https://u@h.example/o/r, roles: [agent]}", "without user"},
+	{"wildcard host", "git:\n  remotes:\n    - {name: a, url: https://*.h.example/o/r, roles: [agent]}", "wildcard"},
+	{"ip literal", "git:\n  remotes:\n    - {name: a, url: https://10.0.0.1/o/r, roles: [agent]}", "allow_cidrs"},
+	{"no path", "git:\n  remotes:\n    - {name: a, url: https://h.example/, roles: [agent]}", "repository path"},
+	{"dotdot", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/../r, roles: [agent]}", "segment"},
+	{"dot", "git:\n  remotes:\n    - {name: a, url: https://h.example/./r, roles: [agent]}", "segment"},
+	{"empty segment", "git:\n  remotes:\n    - {name: a, url: https://h.example/o//r, roles: [agent]}", "segment"},
+	{"encoded", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/%2e%2e, roles: [agent]}", "segment"},
+	{"backslash", "git:\n  remotes:\n    - {name: a, url: 'https://h.example/o\\r', roles: [agent]}", "segment"},
+	{"query", "git:\n  remotes:\n    - {name: a, url: 'https://h.example/o/r?x=1&y', roles: [agent]}", "segment"},
+	{"bad glob", "git:\n  remotes:\n    - {name: a, url: 'https://h.example/o/[', roles: [agent]}", "segment"},
+	{"no roles", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r}", "roles"},
+	{"unknown role", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [ghost]}", "no role named"},
+	{"bad name", "git:\n  remotes:\n    - {name: A B, url: https://h.example/o/r, roles: [agent]}", "must match"},
+	{"twice", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent]}\n    - {name: a, url: https://h.example/o/s, roles: [agent]}", "named twice"},
+	{"bad credential", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], credential: 'nope'}", "credential"},
+	{"relative ca", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], ca_file: ca.pem}", "ca_file"},
+	{"cidr host bits", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], allow_cidrs: [10.0.0.1/8]}", "host bits"},
+	{"push no refs", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {create: allow}}", "push needs refs"},
+	{"ref outside refs", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [heads/x]}}", "ref pattern"},
+	{"ref dotdot", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [refs/heads/../x]}}", "ref pattern"},
+	{"ref space", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: ['refs/heads/a b']}}", "ref pattern"},
+	{"bad decision", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [refs/heads/*], force: yes}}", "allow, confirm or deny"},
+	{"bad timeout", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [refs/heads/*], confirm_timeout: forever}}", "confirm_timeout"},
+	{"duplicate key", "git:\n  remotes:\n    - name: a\n      name: b\n      url: https://h.example/o/r\n      roles: [agent]", "already defined"},
+}
+
+func TestGitSectionHostile(t *testing.T) {
+	for _, c := range hostileGitSections {
+		t.Run(c.name, func(t *testing.T) {
+			data := "version: 1\nroles:\n  agent: {permissions: [exec]}\n" + c.section + "\n"
+			_, err := policy.Parse("git.yaml", []byte(data))
+			var e *policy.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse = %v, want a *policy.Error", err)
+			}
+			if !strings.Contains(err.Error(), c.want) || e.Line < 4 {
+				t.Errorf("error %q: want %q at a line of the git section", err, c.want)
+			}
+		})
+	}
+}
+
+func FuzzGitSection(f *testing.F) {
+	f.Add(gitPolicy)
+	for _, c := range hostileGitSections {
+		f.Add("version: 1\nroles:\n  agent: {permissions: [exec]}\n" + c.section + "\n")
+	}
+	f.Fuzz(func(t *testing.T, data string) {
+		p, err := policy.Parse("fuzz.yaml", []byte(data))
+		if err != nil {
+			return
+		}
+		for _, r := range p.GitRemotes() {
+			if r.Host == "" || r.Port <= 0 || r.Path == "" || strings.Contains(r.Path, "..") || len(r.Roles) == 0 {
+				t.Fatalf("accepted remote %+v", r)
+			}
+			if got := p.GitRemote(r.Host, r.Port, r.Path); got == nil {
+				t.Fatalf("remote %q does not match its own pattern", r.Name)
+			}
+			if r.Push.Decide("refs/heads/main", policy.GitKind("other")) != policy.GitDeny {
+				t.Fatal("an unknown kind was not denied")
+			}
+		}
+	})
+}
