@@ -80,7 +80,8 @@ type env struct {
 	front    http.Handler // in front of the proxy, when set
 	mu       sync.Mutex
 	home     string
-	upstream string // "localhost:PORT"
+	upstream string              // "localhost:PORT"
+	waiting  []*coilyv1.Approval // what Config.Waiting heard
 }
 
 const testToken = "upstream-token-7f3a"
@@ -119,6 +120,11 @@ git:
 		Stopped:   func(string) error { e.mu.Lock(); defer e.mu.Unlock(); return e.stopped },
 		Record:    func(_ context.Context, r audit.Record) (audit.Record, error) { return e.rec.add(r), nil },
 		Approvals: e.queue, UpstreamTimeout: 30 * time.Second,
+		Waiting: func(tk *approvals.Ticket) {
+			e.mu.Lock()
+			defer e.mu.Unlock()
+			e.waiting = append(e.waiting, tk.Snapshot())
+		},
 		Keystore: tokenStore{}}
 	for _, o := range opts {
 		o(&cfg)

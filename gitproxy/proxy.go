@@ -48,6 +48,9 @@ type Config struct {
 	Record func(context.Context, audit.Record) (audit.Record, error)
 	// Approvals holds the pushes that wait for a human.
 	Approvals *approvals.Queue
+	// Waiting hears each push that waits for a human, once its approval
+	// exists (the server's notifier: ntfy, the webhook); nil for none.
+	Waiting func(*approvals.Ticket)
 	// Keystore fetches the remotes' tokens (keystore.Keystore); nil
 	// refuses every remote that names a credential.
 	Keystore Keystore

@@ -54,6 +54,12 @@ func TestCloneFetchPush(t *testing.T) {
 			if !strings.Contains(strings.Join(a.GetArgv(), " "), "force") || !strings.Contains(a.GetRequestNote(), "two, amended") {
 				t.Errorf("approval does not show the push: %v %q", a.GetArgv(), a.GetRequestNote())
 			}
+			e.mu.Lock()
+			heard := e.waiting
+			e.mu.Unlock()
+			if len(heard) != 1 || heard[0].GetId() != a.GetId() || !strings.Contains(strings.Join(heard[0].GetArgv(), " "), "force") {
+				t.Errorf("the notifier heard %v, want the push's approval %s once", heard, a.GetId())
+			}
 			if got := e.up.Ref(t, "owner/app", "refs/heads/agent/x"); got != c2 {
 				t.Fatalf("refused force moved upstream to %s", got)
 			}

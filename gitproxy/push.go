@@ -223,6 +223,9 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 		Exec: &coilyv1.ExecRequest{Argv: argv, Note: strings.Join(note, "\n")},
 		Rule: &policy.Rule{Name: "git:" + rem.Name, Confirm: true, ConfirmTimeout: rem.Push.ConfirmTimeout}}, rem.Push.ConfirmTimeout)
 	ps.approval = ap.Snapshot().GetId()
+	if p.cfg.Waiting != nil {
+		p.cfg.Waiting(ap)
+	}
 	_, err := p.cfg.Approvals.Wait(ctx, ap)
 	return err
 }

@@ -295,7 +295,7 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 		s.approvals.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 		return refusal.Wrap(refusal.Internal, err, "caller went away")
 	}
-	s.notifyApproval(x, ap)
+	s.notifyApproval(ap)
 	a, err := s.approvals.Wait(ctx, ap)
 	x.approval = a
 	return err

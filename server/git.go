@@ -14,5 +14,5 @@ func (s *Server) GitProxy() (*gitproxy.Proxy, error) {
 		ks = s.cfg.Keystore
 	}
 	return gitproxy.New(gitproxy.Config{Dir: filepath.Join(s.cfg.StateDir, "git"), Gate: s.gate, Stopped: s.stops.Stopped,
-		Record: s.record, Approvals: s.approvals, Keystore: ks, Log: s.log})
+		Record: s.record, Approvals: s.approvals, Waiting: s.notifyApproval, Keystore: ks, Log: s.log})
 }

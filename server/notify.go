@@ -35,11 +35,12 @@ func (s *Server) configureNotifier(p *policy.Policy) {
 	}
 }
 
-// notifyApproval reports an approval waiting for a human.
-func (s *Server) notifyApproval(x *execution, ap *approvals.Ticket) {
+// notifyApproval reports an approval waiting for a human: an Exec's, or
+// a push's through the git proxy (its argv names each ref update).
+func (s *Server) notifyApproval(ap *approvals.Ticket) {
 	a := ap.Snapshot()
 	s.notify(notify.Event{Kind: notify.KindApproval, Approval: &notify.Approval{ID: a.GetId(), Rule: a.GetRule(),
-		Requester: a.GetRequester(), Argv: x.req.GetArgv(), Created: a.GetCreatedAt().AsTime(), Expires: a.GetExpiresAt().AsTime()}})
+		Requester: a.GetRequester(), Argv: a.GetArgv(), Created: a.GetCreatedAt().AsTime(), Expires: a.GetExpiresAt().AsTime()}})
 }
 
 // notifyRefusal reports a refusal (the notifier counts them per caller).
