@@ -70,7 +70,7 @@ func (r *records) events(event string) []audit.Record {
 // env is one test's upstream (standin's git http-backend over TLS), the
 // proxy in front of it and an agent's git that knows only the proxy.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	up       *standin.Git
 	proxy    *Proxy
 	srv      *httptest.Server
@@ -85,7 +85,7 @@ type env struct {
 
 const testToken = "upstream-token-7f3a"
 
-func newEnv(t *testing.T, policyTail string, opts ...func(*Config)) *env {
+func newEnv(t testing.TB, policyTail string, opts ...func(*Config)) *env {
 	t.Helper()
 	standin.Need(t, "git", standin.GitHint)
 	up := standin.GitHTTP(t, standin.GitOptions{Token: testToken, Repos: []string{"owner/app", "owner/other"}, Hosts: []string{"localhost"}})
