@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"coily.dev/coily/approvals"
 	"coily.dev/coily/descriptor"
@@ -21,9 +22,11 @@ import (
 // refs, from the cache refreshed now.
 func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *request) {
 	dir := p.cacheDir(rq.remote, rq.target.Repo)
+	cache, release := p.caches.acquire(dir, rq.remote.Name)
+	defer release()
 	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
 	if err == nil {
-		err = p.refresh(rq.ctx, up, dir)
+		err = p.refresh(rq.ctx, up, cache)
 	}
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
@@ -37,6 +40,11 @@ func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *reques
 	}
 	p.serveBackend(w, req, filepath.Dir(dir), configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)], [2]string{"http.receivepack", "true"})))
 }
+
+// pushFresh is how old a refresh may be for a push to be decided on it
+// without another: the advertisement git fetched just before its POST.
+// A ref upstream moved since is caught by the lease of the push upstream.
+const pushFresh = 30 * time.Second
 
 // push is one git-receive-pack POST in flight.
 type push struct {
@@ -54,7 +62,9 @@ type push struct {
 // servePush receives a push into a private repository and lets its hook
 // decide (see the package comment); one audit record tells the outcome.
 func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
-	ps, err := p.preparePush(rq)
+	cache, release := p.caches.acquire(p.cacheDir(rq.remote, rq.target.Repo), rq.remote.Name)
+	defer release()
+	ps, err := p.preparePush(rq, cache)
 	if ps != nil {
 		defer os.RemoveAll(ps.dir)
 	}
@@ -96,16 +106,19 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	p.record(rq, "git.push", err, details, map[string][]string{"updates": lines})
 }
 
-// preparePush refreshes the cache and makes the push's private
-// repository: objects borrowed from the cache, refs at upstream's values.
-func (p *Proxy) preparePush(rq *request) (*push, error) {
-	cache := p.cacheDir(rq.remote, rq.target.Repo)
+// preparePush refreshes the cache, unless the push's own advertisement
+// just did (pushFresh), and makes the push's private repository: objects
+// borrowed from the cache, refs at upstream's values.
+func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
+	cache := e.dir
 	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.refresh(rq.ctx, up, cache); err != nil {
-		return nil, err
+	if !p.caches.freshSince(e, rq.start.Add(-pushFresh)) || !exists(filepath.Join(cache, "HEAD")) {
+		if err := p.refresh(rq.ctx, up, e); err != nil {
+			return nil, err
+		}
 	}
 	dir, err := os.MkdirTemp(filepath.Join(p.cfg.Dir, "push"), "p-")
 	if err != nil {
@@ -230,7 +243,10 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 // pushUpstream pushes the updates upstream from the quarantine, atomic,
 // each with a lease on its old value; upstream's answer is the push's.
 func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error {
-	args := []string{"push", "--atomic", "--porcelain", "--no-verify", "--quiet"}
+	args := []string{"push", "--porcelain", "--no-verify", "--quiet"}
+	if len(ps.updates) > 1 {
+		args = append(args, "--atomic")
+	}
 	var specs []string
 	for _, u := range ps.updates {
 		old := u.old
@@ -248,7 +264,12 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 	upEnv := append(ps.up.env[:len(ps.up.env):len(ps.up.env)], env[len(p.gitEnv()):]...)
 	out, err := p.run(ctx, upEnv, args...)
 	if err != nil {
-		ps.answer = "upstream refused: " + upstreamSays(err) + porcelainRejects(out)
+		rejects := porcelainRejects(out)
+		ps.answer = "upstream refused: " + upstreamSays(err) + rejects
+		if strings.Contains(rejects, "(stale info)") {
+			// The lease: upstream moved since the cache's refresh.
+			ps.answer = "upstream refused: the push's old value is not upstream's current value; fetch and try again" + rejects
+		}
 		return refusal.Wrap(refusal.PolicyDeny, err, "%s", ps.answer)
 	}
 	ps.answer = "upstream accepted " + strconv.Itoa(len(ps.updates)) + " ref update(s)"
