@@ -203,3 +203,29 @@ func TestCacheHoldsOnlyPublished(t *testing.T) {
 		}
 	}
 }
+
+// A push just after a fetch talks to upstream once (its push, no
+// refresh), and the cache learns the pushed commit from the push, so the
+// next refresh has nothing to download.
+func TestPushAfterFetchNoRefresh(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	work := filepath.Join(t.TempDir(), "work")
+	e.git("", "clone", "--quiet", e.url("owner/app"), work)
+	e.git(work, "checkout", "--quiet", "-b", "agent/x")
+	c := e.commit(work, "a", "one")
+	before := len(e.up.Requests())
+	e.git(work, "push", "--quiet", "origin", "agent/x")
+	reqs := e.up.Requests()[before:]
+	if len(reqs) != 2 || !strings.Contains(reqs[0], "service=git-receive-pack") || !strings.Contains(reqs[1], "POST") {
+		t.Fatalf("upstream saw %q, want the push's two requests", reqs)
+	}
+	if out, err := exec.Command("git", "--git-dir", e.cacheOf("owner/app"), "rev-parse", "refs/heads/agent/x").Output(); err != nil || strings.TrimSpace(string(out)) != c {
+		t.Fatalf("cache's agent/x: %s %v, want %s", out, err, c)
+	}
+	before = len(e.up.Requests())
+	e.git(work, "fetch", "--quiet", "origin")
+	if reqs := e.up.Requests()[before:]; len(reqs) != 2 {
+		t.Fatalf("the refresh after the push: %q, want its advertisement and ls-refs only", reqs)
+	}
+}

@@ -110,6 +110,13 @@ func (c *caches) refreshed(e *cacheEntry, size int64) {
 	e.size, e.refreshed = size, time.Now()
 }
 
+// sized records e's size after a change other than a refresh.
+func (c *caches) sized(e *cacheEntry, size int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.size = size
+}
+
 // freshSince reports whether e was refreshed at or after t.
 func (c *caches) freshSince(e *cacheEntry, t time.Time) bool {
 	c.mu.Lock()

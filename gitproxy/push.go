@@ -19,15 +19,12 @@ import (
 )
 
 // servePushRefs serves info/refs?service=git-receive-pack: upstream's
-// refs, from the cache refreshed now.
+// refs, from the cache, refreshed now unless it was within pushFresh.
 func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *request) {
 	dir := p.cacheDir(rq.remote, rq.target.Repo)
 	cache, release := p.caches.acquire(dir, rq.remote.Name)
 	defer release()
-	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
-	if err == nil {
-		err = p.refresh(rq.ctx, up, cache)
-	}
+	err := p.refreshPush(rq, cache, nil)
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
 		writeRefusal(w, err)
@@ -41,10 +38,27 @@ func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *reques
 	p.serveBackend(w, req, filepath.Dir(dir), configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)], [2]string{"http.receivepack", "true"})))
 }
 
-// pushFresh is how old a refresh may be for a push to be decided on it
-// without another: the advertisement git fetched just before its POST.
-// A ref upstream moved since is caught by the lease of the push upstream.
+// pushFresh is how old a refresh of the cache may be for a push's
+// advertisement and decision to use it without another: a push's POST
+// comes just after its advertisement, and a push often just after a
+// fetch. A ref upstream moved since is caught by the lease of the push
+// upstream, and the agent is told to fetch and try again.
 const pushFresh = 30 * time.Second
+
+// refreshPush refreshes the cache for a push unless a refresh within
+// pushFresh left it as upstream was (up is nil when not yet known).
+func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
+	if p.caches.freshSince(e, rq.start.Add(-pushFresh)) && exists(filepath.Join(e.dir, "HEAD")) {
+		return nil
+	}
+	if up == nil {
+		var err error
+		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo); err != nil {
+			return err
+		}
+	}
+	return p.refresh(rq.ctx, up, e)
+}
 
 // push is one git-receive-pack POST in flight.
 type push struct {
@@ -98,6 +112,9 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		[2]string{"core.hooksPath", filepath.Join(ps.dir, "hooks")})))
 	cancel()
 	err = <-decided
+	if err == nil {
+		p.learn(rq.ctx, cache, ps)
+	}
 	details := map[string]string{"approval": ps.approval, "upstream": ps.answer}
 	var lines []string
 	for _, u := range ps.updates {
@@ -115,10 +132,8 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !p.caches.freshSince(e, rq.start.Add(-pushFresh)) || !exists(filepath.Join(cache, "HEAD")) {
-		if err := p.refresh(rq.ctx, up, e); err != nil {
-			return nil, err
-		}
+	if err := p.refreshPush(rq, e, up); err != nil {
+		return nil, err
 	}
 	dir, err := os.MkdirTemp(filepath.Join(p.cfg.Dir, "push"), "p-")
 	if err != nil {
@@ -274,6 +289,31 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 	}
 	ps.answer = "upstream accepted " + strconv.Itoa(len(ps.updates)) + " ref update(s)"
 	return nil
+}
+
+// learn brings what upstream has just accepted into the cache, from the
+// push's repository (where git moved the quarantine once the hook said
+// yes), so that the next refresh has nothing to download: the pushed
+// refs, and only the objects they reach, which upstream now holds. A
+// failure leaves that to the next refresh.
+func (p *Proxy) learn(ctx context.Context, e *cacheEntry, ps *push) {
+	var specs []string
+	for _, u := range ps.updates {
+		if !zero(u.new) {
+			specs = append(specs, "+"+u.ref+":"+u.ref)
+		}
+	}
+	if len(specs) == 0 {
+		return
+	}
+	e.refreshing.Lock()
+	defer e.refreshing.Unlock()
+	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", ps.repo)
+	if _, err := p.run(ctx, append(p.gitEnv(), "GIT_DIR="+e.dir), append(args, specs...)...); err != nil {
+		p.log.Warn("git proxy: the cache did not take the pushed refs", "err", err)
+		return
+	}
+	p.caches.sized(e, dirSize(e.dir))
 }
 
 // porcelainRejects are the rejected lines of git push --porcelain.
