@@ -59,21 +59,21 @@ func BenchmarkGitProxyVsDirect(b *testing.B) {
 	dWork, pWork := filepath.Join(scratch, "direct"), filepath.Join(scratch, "proxy")
 	run(dEnv, "", "clone", "--quiet", direct, dWork)
 	run(nil, "", "clone", "--quiet", proxied, pWork)
-	run(dEnv, dWork, "checkout", "--quiet", "-b", "agent/direct")
-	run(nil, pWork, "checkout", "--quiet", "-b", "agent/proxy")
+	run(dEnv, dWork, "checkout", "--quiet", "-b", "agent/bench")
+	run(nil, pWork, "checkout", "--quiet", "-b", "agent/bench")
 	// The push and cold clone arms time only the git command, not the
 	// commit or the cache's removal before it.
-	n := 0
+	n := map[string]int{}
 	pushBytes, packBytes, pushTimes := map[string]int64{}, map[string]int64{}, map[string][]time.Duration{}
 	var coldTimes []time.Duration
 	push := func(env []string, dir, arm string) func() {
 		return func() {
-			n++
-			if err := os.WriteFile(filepath.Join(dir, "CHANGE"), fmt.Appendf(nil, "change %d\n", n), 0o644); err != nil {
+			n[arm]++
+			if err := os.WriteFile(filepath.Join(dir, "CHANGE"), fmt.Appendf(nil, "change %d\n", n[arm]), 0o644); err != nil {
 				b.Fatal(err)
 			}
 			run(env, dir, "add", "CHANGE")
-			run(env, dir, "commit", "--quiet", "-m", fmt.Sprintf("change %d", n))
+			run(env, dir, "commit", "--quiet", "-m", fmt.Sprintf("change %d", n[arm]))
 			before, pack := e.up.Received(""), e.up.Received("git-receive-pack")
 			t0 := time.Now()
 			run(env, dir, "push", "--quiet", "origin", "HEAD")

@@ -32,7 +32,13 @@ var cacheConfig = [][2]string{{"gc.auto", "0"}, {"core.hooksPath", "/dev/null"},
 func (p *Proxy) refresh(ctx context.Context, up *upstream, e *cacheEntry) error {
 	e.refreshing.Lock()
 	defer e.refreshing.Unlock()
+	made := !exists(filepath.Join(e.dir, "HEAD"))
 	if err := p.fetchInto(ctx, up, e); err != nil {
+		if made {
+			// Nothing of a repository upstream does not serve is
+			// kept: a caller cannot leave empty caches behind.
+			os.RemoveAll(e.dir)
+		}
 		return err
 	}
 	p.caches.refreshed(e, dirSize(e.dir))

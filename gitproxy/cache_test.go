@@ -229,3 +229,24 @@ func TestPushAfterFetchNoRefresh(t *testing.T) {
 		t.Fatalf("the refresh after the push: %q, want its advertisement and ls-refs only", reqs)
 	}
 }
+
+// Repositories upstream does not serve leave no cache behind, on disk or
+// in the proxy's accounting, however many a caller names.
+func TestCacheNotKeptForMissingRepository(t *testing.T) {
+	e := newEnv2(t)
+	for i := range 3 {
+		out, err := e.try("", "ls-remote", e.url("owner/missing"+strconv.Itoa(i)))
+		if err == nil {
+			t.Fatalf("ls-remote of a missing repository:\n%s", out)
+		}
+	}
+	des, err := os.ReadDir(filepath.Join(e.proxy.cfg.Dir, "cache"))
+	if err != nil || len(des) != 0 {
+		t.Fatalf("cache directory holds %v (%v)", des, err)
+	}
+	e.proxy.caches.mu.Lock()
+	defer e.proxy.caches.mu.Unlock()
+	if len(e.proxy.caches.m) != 0 {
+		t.Fatalf("%d caches counted", len(e.proxy.caches.m))
+	}
+}

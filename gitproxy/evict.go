@@ -94,6 +94,9 @@ func (c *caches) release(e *cacheEntry) {
 	c.mu.Lock()
 	e.users--
 	e.used = time.Now()
+	if e.users == 0 && !exists(filepath.Join(e.dir, "HEAD")) {
+		delete(c.m, e.dir) // never made, or its first refresh failed
+	}
 	gone := c.evict()
 	c.mu.Unlock()
 	for _, dir := range gone {
