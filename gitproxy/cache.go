@@ -8,32 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 )
-
-// cacheLocks serializes the refreshes of each cache.
-type cacheLocks struct {
-	mu sync.Mutex
-	m  map[string]*sync.Mutex
-}
-
-func (c *cacheLocks) lock(dir string) func() {
-	c.mu.Lock()
-	if c.m == nil {
-		c.m = map[string]*sync.Mutex{}
-	}
-	l, ok := c.m[dir]
-	if !ok {
-		l = &sync.Mutex{}
-		c.m[dir] = l
-	}
-	c.mu.Unlock()
-	l.Lock()
-	return l.Unlock
-}
 
 // cacheDir is the bare cache of one remote's repository: one per remote
 // and upstream URL, so that what one remote's credential fetched is never
@@ -48,14 +26,32 @@ func (p *Proxy) cacheDir(rem *policy.GitRemote, repo string) string {
 var cacheConfig = [][2]string{{"gc.auto", "0"}, {"core.hooksPath", "/dev/null"}, {"maintenance.auto", "false"},
 	{"fetch.writeCommitGraph", "false"}, {"core.logAllRefUpdates", "false"}}
 
-// refresh brings the cache of the request's repository up to upstream:
-// heads and tags, pruned, and HEAD as upstream names it. Refreshes of one
-// cache are serialized; each exchange is bounded in time.
-func (p *Proxy) refresh(ctx context.Context, up *upstream, dir string) error {
-	defer p.caches.lock(dir)()
+// refresh brings the cache e up to upstream: heads and tags, pruned, and
+// HEAD as upstream names it. Refreshes of one cache are serialized; each
+// exchange is bounded in time.
+func (p *Proxy) refresh(ctx context.Context, up *upstream, e *cacheEntry) error {
+	e.refreshing.Lock()
+	defer e.refreshing.Unlock()
+	made := !exists(filepath.Join(e.dir, "HEAD"))
+	if err := p.fetchInto(ctx, up, e); err != nil {
+		if made {
+			// Nothing of a repository upstream does not serve is
+			// kept: a caller cannot leave empty caches behind.
+			os.RemoveAll(e.dir)
+		}
+		return err
+	}
+	p.caches.refreshed(e, dirSize(e.dir))
+	return nil
+}
+
+// fetchInto makes the cache e when it does not exist, and fetches
+// upstream's heads, tags and HEAD into it.
+func (p *Proxy) fetchInto(ctx context.Context, up *upstream, e *cacheEntry) error {
+	dir := e.dir
 	env := append(up.env[:len(up.env):len(up.env)], "GIT_DIR="+dir)
 	if _, err := os.Stat(filepath.Join(dir, "HEAD")); errors.Is(err, os.ErrNotExist) {
-		if err := p.initBare(ctx, dir); err != nil {
+		if err := p.initBare(ctx, dir, e.remote); err != nil {
 			return refusal.Wrap(refusal.Internal, err, "the proxy could not make its cache")
 		}
 	}
@@ -80,14 +76,17 @@ func (p *Proxy) refresh(ctx context.Context, up *upstream, dir string) error {
 	return nil
 }
 
-// initBare makes an empty bare repository at dir, atomically.
-func (p *Proxy) initBare(ctx context.Context, dir string) error {
+// initBare makes an empty bare repository at dir for remote, atomically.
+func (p *Proxy) initBare(ctx context.Context, dir, remote string) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".init-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	if _, err := p.run(ctx, p.gitEnv(), "init", "--quiet", "--bare", "--template=", tmp); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(tmp, remoteFile), []byte(remote+"\n"), 0o600); err != nil {
 		return err
 	}
 	return os.Rename(tmp, dir)

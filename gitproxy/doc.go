@@ -12,8 +12,10 @@
 //   - a fetch (info/refs, git-upload-pack) is served by git itself (git
 //     http-backend) from a per-remote bare cache under the state
 //     directory, which is refreshed from upstream (git fetch --prune) on
-//     each ref advertisement; only objects upstream published ever enter
-//     it;
+//     each fetch's ref advertisement and a push's unless it was within
+//     30 s; only objects upstream published ever enter it, and the caches
+//     are bounded in bytes, the least recently used removed whole
+//     (evict.go);
 //   - a push (git-receive-pack) is received by git itself into a fresh
 //     private bare repository whose objects borrow the cache and whose
 //     refs are upstream's current values. git checks the pack (fsck,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -11,14 +12,17 @@ import (
 
 // serveFetch serves info/refs?service=git-upload-pack (after refreshing
 // the cache from upstream) and git-upload-pack (from the cache, as it
-// is): git http-backend on the cache, with Git-Protocol passed through.
-// Each POST is audited with the bytes it answered.
+// is, unless it was evicted since): git http-backend on the cache, with
+// Git-Protocol passed through. Each POST is audited with the bytes it
+// answered.
 func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) {
 	dir := p.cacheDir(rq.remote, rq.target.Repo)
-	if rq.target.Refs {
+	cache, release := p.caches.acquire(dir, rq.remote.Name)
+	defer release()
+	if rq.target.Refs || !exists(filepath.Join(dir, "HEAD")) {
 		up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
 		if err == nil {
-			err = p.refresh(rq.ctx, up, dir)
+			err = p.refresh(rq.ctx, up, cache)
 		}
 		if err != nil {
 			p.record(rq, "git.fetch", err, nil, nil)
@@ -36,6 +40,11 @@ func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) 
 	if !rq.target.Refs {
 		p.record(rq, "git.fetch", nil, map[string]string{"bytes": strconv.FormatInt(n, 10)}, nil)
 	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // refsOr is the backend's path suffix: info/refs, or the service.

@@ -26,13 +26,23 @@ import (
 // fakeGate admits every request as one caller under one policy (the
 // identity paths are access's, tested there); it records refusals.
 type fakeGate struct {
+	mu     sync.Mutex
 	caller access.Caller
 	pol    *policy.Policy
 	rec    *records
 }
 
 func (g *fakeGate) Admit(ctx context.Context, a access.Action) (context.Context, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	return access.WithCall(ctx, g.caller, g.pol), nil
+}
+
+// as makes c the caller of the requests that follow.
+func (g *fakeGate) as(c access.Caller) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.caller = c
 }
 
 func (g *fakeGate) Refuse(ctx context.Context, c access.Caller, method string, err error) error {
@@ -70,7 +80,7 @@ func (r *records) events(event string) []audit.Record {
 // env is one test's upstream (standin's git http-backend over TLS), the
 // proxy in front of it and an agent's git that knows only the proxy.
 type env struct {
-	t        *testing.T
+	t        testing.TB
 	up       *standin.Git
 	proxy    *Proxy
 	srv      *httptest.Server
@@ -86,11 +96,12 @@ type env struct {
 
 const testToken = "upstream-token-7f3a"
 
-func newEnv(t *testing.T, policyTail string, opts ...func(*Config)) *env {
+func newEnv(t testing.TB, policyTail string, opts ...func(*Config)) *env {
 	t.Helper()
 	standin.Need(t, "git", standin.GitHint)
 	up := standin.GitHTTP(t, standin.GitOptions{Token: testToken, Repos: []string{"owner/app", "owner/other"}, Hosts: []string{"localhost"}})
 	e := &env{t: t, up: up, rec: &records{}, home: t.TempDir(), upstream: "localhost:" + up.Port}
+	policyTail = strings.NewReplacer("{port}", up.Port, "{ca}", up.CAFile).Replace(policyTail)
 	pol, err := policy.Parse("p.yaml", []byte(fmt.Sprintf(`version: 1
 roles:
   agent: {permissions: [exec]}

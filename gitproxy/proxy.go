@@ -61,13 +61,21 @@ type Config struct {
 	// UpstreamTimeout bounds each exchange with upstream (0:
 	// DefaultUpstreamTimeout).
 	UpstreamTimeout time.Duration
-	Log             *slog.Logger
+	// CacheBytes and RemoteCacheBytes bound the caches' bytes on disk,
+	// in total and per remote (0: DefaultCacheBytes and
+	// DefaultRemoteCacheBytes): past a budget, the least recently used
+	// caches that no request uses are removed whole.
+	CacheBytes       int64
+	RemoteCacheBytes int64
+	Log              *slog.Logger
 }
 
 // Defaults of Config's bounds.
 const (
-	DefaultMaxPushBytes    = 256 << 20
-	DefaultUpstreamTimeout = 2 * time.Minute
+	DefaultMaxPushBytes     = 256 << 20
+	DefaultUpstreamTimeout  = 2 * time.Minute
+	DefaultCacheBytes       = 10 << 30
+	DefaultRemoteCacheBytes = 4 << 30
 	// maxFetchBody bounds an upload-pack request (wants and haves).
 	maxFetchBody = 16 << 20
 )
@@ -79,7 +87,7 @@ type Proxy struct {
 	git     string // the git executable
 	backend string // git-http-backend
 	home    string // the empty HOME every git runs with
-	caches  cacheLocks
+	caches  caches
 }
 
 // New returns a proxy under cfg: it finds git and git-http-backend, and
@@ -103,6 +111,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = DefaultUpstreamTimeout
 	}
+	if cfg.CacheBytes <= 0 {
+		cfg.CacheBytes = DefaultCacheBytes
+	}
+	if cfg.RemoteCacheBytes <= 0 {
+		cfg.RemoteCacheBytes = DefaultRemoteCacheBytes
+	}
 	git, err := exec.LookPath("git")
 	if err != nil {
 		return nil, fmt.Errorf("gitproxy: %w", err)
@@ -115,7 +129,8 @@ func New(cfg Config) (*Proxy, error) {
 	if _, err := os.Stat(backend); err != nil {
 		return nil, fmt.Errorf("gitproxy: %w", err)
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, backend: backend, home: filepath.Join(cfg.Dir, "home")}
+	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, backend: backend, home: filepath.Join(cfg.Dir, "home"),
+		caches: caches{root: filepath.Join(cfg.Dir, "cache"), total: cfg.CacheBytes, perRemote: cfg.RemoteCacheBytes, log: cfg.Log}}
 	for _, d := range []string{cfg.Dir, p.home, filepath.Join(cfg.Dir, "cache"), filepath.Join(cfg.Dir, "push")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("gitproxy: %w", err)
@@ -123,6 +138,9 @@ func New(cfg Config) (*Proxy, error) {
 		if err := os.Chmod(d, 0o700); err != nil {
 			return nil, fmt.Errorf("gitproxy: %w", err)
 		}
+	}
+	if err := p.caches.load(); err != nil {
+		return nil, fmt.Errorf("gitproxy: %w", err)
 	}
 	return p, nil
 }

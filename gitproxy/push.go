@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"coily.dev/coily/approvals"
 	"coily.dev/coily/descriptor"
@@ -18,13 +19,12 @@ import (
 )
 
 // servePushRefs serves info/refs?service=git-receive-pack: upstream's
-// refs, from the cache refreshed now.
+// refs, from the cache, refreshed now unless it was within pushFresh.
 func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *request) {
 	dir := p.cacheDir(rq.remote, rq.target.Repo)
-	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
-	if err == nil {
-		err = p.refresh(rq.ctx, up, dir)
-	}
+	cache, release := p.caches.acquire(dir, rq.remote.Name)
+	defer release()
+	err := p.refreshPush(rq, cache, nil)
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
 		writeRefusal(w, err)
@@ -36,6 +36,28 @@ func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *reques
 		return
 	}
 	p.serveBackend(w, req, filepath.Dir(dir), configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)], [2]string{"http.receivepack", "true"})))
+}
+
+// pushFresh is how old a refresh of the cache may be for a push's
+// advertisement and decision to use it without another: a push's POST
+// comes just after its advertisement, and a push often just after a
+// fetch. A ref upstream moved since is caught by the lease of the push
+// upstream, and the agent is told to fetch and try again.
+const pushFresh = 30 * time.Second
+
+// refreshPush refreshes the cache for a push unless a refresh within
+// pushFresh left it as upstream was (up is nil when not yet known).
+func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
+	if p.caches.freshSince(e, rq.start.Add(-pushFresh)) && exists(filepath.Join(e.dir, "HEAD")) {
+		return nil
+	}
+	if up == nil {
+		var err error
+		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo); err != nil {
+			return err
+		}
+	}
+	return p.refresh(rq.ctx, up, e)
 }
 
 // push is one git-receive-pack POST in flight.
@@ -54,7 +76,9 @@ type push struct {
 // servePush receives a push into a private repository and lets its hook
 // decide (see the package comment); one audit record tells the outcome.
 func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
-	ps, err := p.preparePush(rq)
+	cache, release := p.caches.acquire(p.cacheDir(rq.remote, rq.target.Repo), rq.remote.Name)
+	defer release()
+	ps, err := p.preparePush(rq, cache)
 	if ps != nil {
 		defer os.RemoveAll(ps.dir)
 	}
@@ -88,6 +112,9 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		[2]string{"core.hooksPath", filepath.Join(ps.dir, "hooks")})))
 	cancel()
 	err = <-decided
+	if err == nil {
+		p.learn(rq.ctx, cache, ps)
+	}
 	details := map[string]string{"approval": ps.approval, "upstream": ps.answer}
 	var lines []string
 	for _, u := range ps.updates {
@@ -96,15 +123,16 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	p.record(rq, "git.push", err, details, map[string][]string{"updates": lines})
 }
 
-// preparePush refreshes the cache and makes the push's private
-// repository: objects borrowed from the cache, refs at upstream's values.
-func (p *Proxy) preparePush(rq *request) (*push, error) {
-	cache := p.cacheDir(rq.remote, rq.target.Repo)
+// preparePush refreshes the cache, unless the push's own advertisement
+// just did (pushFresh), and makes the push's private repository: objects
+// borrowed from the cache, refs at upstream's values.
+func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
+	cache := e.dir
 	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.refresh(rq.ctx, up, cache); err != nil {
+	if err := p.refreshPush(rq, e, up); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(filepath.Join(p.cfg.Dir, "push"), "p-")
@@ -126,19 +154,20 @@ func (p *Proxy) preparePush(rq *request) (*push, error) {
 	if err != nil {
 		return fail(err)
 	}
+	// The refs go in as a packed-refs file, one "OID REF" line each
+	// (git sorts a file without a header when it reads it): one git
+	// fewer on every push than update-ref.
 	ps.refs = map[string]string{}
-	var stdin strings.Builder
+	var packed strings.Builder
 	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
 		oid, ref, ok := strings.Cut(l, " ")
-		if ok {
+		if ok && oidPattern.MatchString(oid) && !strings.ContainsAny(ref, " \t\r\n") {
 			ps.refs[ref] = oid
-			fmt.Fprintf(&stdin, "create %s %s\n", ref, oid)
+			fmt.Fprintf(&packed, "%s %s\n", oid, ref)
 		}
 	}
-	if stdin.Len() > 0 {
-		if err := p.runIn(rq.ctx, append(p.gitEnv(), "GIT_DIR="+ps.repo), stdin.String(), "update-ref", "--stdin"); err != nil {
-			return fail(err)
-		}
+	if err := os.WriteFile(filepath.Join(ps.repo, "packed-refs"), []byte(packed.String()), 0o600); err != nil {
+		return fail(err)
 	}
 	return ps, nil
 }
@@ -233,7 +262,10 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 // pushUpstream pushes the updates upstream from the quarantine, atomic,
 // each with a lease on its old value; upstream's answer is the push's.
 func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error {
-	args := []string{"push", "--atomic", "--porcelain", "--no-verify", "--quiet"}
+	args := []string{"push", "--porcelain", "--no-verify", "--quiet"}
+	if len(ps.updates) > 1 {
+		args = append(args, "--atomic")
+	}
 	var specs []string
 	for _, u := range ps.updates {
 		old := u.old
@@ -251,11 +283,41 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 	upEnv := append(ps.up.env[:len(ps.up.env):len(ps.up.env)], env[len(p.gitEnv()):]...)
 	out, err := p.run(ctx, upEnv, args...)
 	if err != nil {
-		ps.answer = "upstream refused: " + upstreamSays(err) + porcelainRejects(out)
+		rejects := porcelainRejects(out)
+		ps.answer = "upstream refused: " + upstreamSays(err) + rejects
+		if strings.Contains(rejects, "(stale info)") {
+			// The lease: upstream moved since the cache's refresh.
+			ps.answer = "upstream refused: the push's old value is not upstream's current value; fetch and try again" + rejects
+		}
 		return refusal.Wrap(refusal.PolicyDeny, err, "%s", ps.answer)
 	}
 	ps.answer = "upstream accepted " + strconv.Itoa(len(ps.updates)) + " ref update(s)"
 	return nil
+}
+
+// learn brings what upstream has just accepted into the cache, from the
+// push's repository (where git moved the quarantine once the hook said
+// yes), so that the next refresh has nothing to download: the pushed
+// refs, and only the objects they reach, which upstream now holds. A
+// failure leaves that to the next refresh.
+func (p *Proxy) learn(ctx context.Context, e *cacheEntry, ps *push) {
+	var specs []string
+	for _, u := range ps.updates {
+		if !zero(u.new) {
+			specs = append(specs, "+"+u.ref+":"+u.ref)
+		}
+	}
+	if len(specs) == 0 {
+		return
+	}
+	e.refreshing.Lock()
+	defer e.refreshing.Unlock()
+	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", ps.repo)
+	if _, err := p.run(ctx, append(p.gitEnv(), "GIT_DIR="+e.dir), append(args, specs...)...); err != nil {
+		p.log.Warn("git proxy: the cache did not take the pushed refs", "err", err)
+		return
+	}
+	p.caches.sized(e, dirSize(e.dir))
 }
 
 // porcelainRejects are the rejected lines of git push --porcelain.

@@ -107,12 +107,12 @@ func (p *Proxy) commits(ctx context.Context, env []string, u *update) error {
 		}
 		u.added, u.log = added, log
 	}
-	if !zero(u.old) && !zero(u.new) && u.kind != policy.GitTag {
-		dropped, _, err := p.revs(ctx, env, u.old, "--not", u.new)
+	if u.kind == policy.GitForce { // a fast-forward drops nothing
+		out, err := p.run(ctx, env, "rev-list", "--count", u.old, "--not", u.new)
 		if err != nil {
 			return err
 		}
-		u.dropped = dropped
+		u.dropped, _ = strconv.Atoi(strings.TrimSpace(string(out)))
 	}
 	return nil
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
-	"strings"
 
 	"coily.dev/coily/egress"
 	"coily.dev/coily/keystore/credref"
@@ -141,20 +140,6 @@ func (c *capped) Write(b []byte) (int, error) {
 		c.Buffer.Write(b[:min(len(b), room)])
 	}
 	return len(b), nil
-}
-
-// runIn runs git with stdin, bounded by the upstream timeout.
-func (p *Proxy) runIn(ctx context.Context, env []string, stdin string, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, p.git, args...)
-	cmd.Env, cmd.Dir, cmd.Stdin = env, p.home, strings.NewReader(stdin)
-	var errb capped
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		return &gitError{args: args, err: err, stderr: errb.String()}
-	}
-	return nil
 }
 
 // credential fetches a remote's token. A dynamic secret's lease is left

@@ -4,10 +4,12 @@ import (
 	"context"
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/cgi"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -44,6 +46,7 @@ type Git struct {
 
 	mu       sync.Mutex
 	requests []string
+	received map[string]int64 // bytes of request bodies GitHTTP read, by service
 }
 
 // GitHTTP serves the smart HTTP protocol of `git http-backend` (through
@@ -65,6 +68,7 @@ func GitHTTP(t testing.TB, opt GitOptions) *Git {
 			return
 		}
 		g.record(fmt.Sprintf("%s %s user=%q", r.Method, r.URL.RequestURI(), user))
+		r.Body = &countingBody{ReadCloser: r.Body, g: g, service: path.Base(r.URL.Path)}
 		backend(w, r, user)
 	})
 	g.Server = TLS(t).Serve(t, h, opt.Hosts...)
@@ -136,6 +140,40 @@ func (g *Git) Requests() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return append([]string(nil), g.requests...)
+}
+
+// Received returns the bytes of the request bodies GitHTTP has read for
+// service ("git-receive-pack", "git-upload-pack"; "" for all), as they
+// came over the wire (before any gzip is inflated).
+func (g *Git) Received(service string) int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if service != "" {
+		return g.received[service]
+	}
+	var n int64
+	for _, v := range g.received {
+		n += v
+	}
+	return n
+}
+
+// countingBody adds what is read of a request body to its Git's count.
+type countingBody struct {
+	io.ReadCloser
+	g       *Git
+	service string
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.ReadCloser.Read(p)
+	c.g.mu.Lock()
+	if c.g.received == nil {
+		c.g.received = map[string]int64{}
+	}
+	c.g.received[c.service] += int64(n)
+	c.g.mu.Unlock()
+	return n, err
 }
 
 func (g *Git) record(line string) {
