@@ -80,7 +80,8 @@ type env struct {
 	front    http.Handler // in front of the proxy, when set
 	mu       sync.Mutex
 	home     string
-	upstream string // "localhost:PORT"
+	upstream string        // "localhost:PORT"
+	timeout  time.Duration // bounds each of the agent's gits (0: 2m)
 }
 
 const testToken = "upstream-token-7f3a"
@@ -155,7 +156,11 @@ func (e *env) git(dir string, args ...string) string {
 }
 
 func (e *env) try(dir string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	timeout := e.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir

@@ -2,6 +2,7 @@ package gitproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -147,12 +148,15 @@ func (p *Proxy) preparePush(rq *request) (*push, error) {
 // may, and answers the hook. It returns the refusal, if any.
 func (p *Proxy) decide(ctx context.Context, ps *push, hook *hookPipes) error {
 	quarantine, lines, err := hook.read(ctx)
-	if err != nil {
+	if err != nil && !errors.As(err, new(*refusal.Error)) {
 		// Git refused the pack before its hook ran (fsck, connectivity,
-		// size), or the agent went away.
-		return refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
+		// size), or the agent went away; a hook that runs later is
+		// refused all the same.
+		err = refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
 	}
-	err = p.decideUpdates(ctx, ps, quarantine, lines)
+	if err == nil {
+		err = p.decideUpdates(ctx, ps, quarantine, lines)
+	}
 	if err != nil {
 		re := refusal.As(err)
 		hook.reply(false, []string{fmt.Sprintf("%s: %s", re.Code, re.Msg)})
