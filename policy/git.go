@@ -137,17 +137,40 @@ func (p *GitPush) Decide(ref string, k GitKind) GitDecision {
 }
 
 // GitRemote returns the first remote, in file order, that serves repo on
-// host:port, or nil.
+// host:port, or nil. It is nil too when, case aside, another remote comes
+// first: GitHub and most hosts serve "alice/Secret" as "alice/secret", and
+// a request must not reach a repository under a broader remote than the
+// one that names it.
 func (p *Policy) GitRemote(host string, port int, repo string) *GitRemote {
 	if p.git == nil {
 		return nil
 	}
+	exact := p.firstRemote(func(r *GitRemote) bool { return r.Matches(host, port, repo) })
+	folded := p.firstRemote(func(r *GitRemote) bool { return r.matchesFolded(host, port, repo) })
+	if exact != folded {
+		return nil
+	}
+	return exact
+}
+
+func (p *Policy) firstRemote(match func(*GitRemote) bool) *GitRemote {
 	for _, r := range p.git.Remotes {
-		if r.Matches(host, port, repo) {
+		if match(r) {
 			return r
 		}
 	}
 	return nil
+}
+
+// matchesFolded is Matches with the path and the pattern in lower case
+// (a pattern holds no character class, so folding it changes no glob).
+func (r *GitRemote) matchesFolded(host string, port int, repo string) bool {
+	if host != r.Host || port != r.Port {
+		return false
+	}
+	repo = strings.TrimSuffix(strings.ToLower(repo), ".git")
+	ok, err := path.Match(strings.ToLower(r.Path), repo)
+	return err == nil && ok
 }
 
 // GitRemotes returns the policy's remotes, in file order.
