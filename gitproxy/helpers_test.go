@@ -86,6 +86,8 @@ type env struct {
 
 const testToken = "upstream-token-7f3a"
 
+// newEnv's policyTail adds remotes after "app"; {port} and {ca} in it
+// are the upstream's port and CA file.
 func newEnv(t *testing.T, policyTail string, opts ...func(*Config)) *env {
 	t.Helper()
 	standin.Need(t, "git", standin.GitHint)
@@ -111,7 +113,7 @@ git:
         force: confirm
         delete: deny
         confirm_timeout: 1m
-%s`, up.Port, up.CAFile, policyTail)))
+%s`, up.Port, up.CAFile, strings.NewReplacer("{port}", up.Port, "{ca}", up.CAFile).Replace(policyTail))))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,10 +18,10 @@ import (
 // on the objects received (package gitproxy).
 type GitKind string
 
-// The kinds of ref update. A ref under refs/tags/ is a tag whatever the
-// update does to it; otherwise a zero old value creates, a zero new value
-// deletes, and an update is a fast-forward when the old commit is an
-// ancestor of the new one, else forced.
+// The kinds of ref update. A new ref under refs/tags/ is a tag; otherwise
+// a zero old value creates, a zero new value deletes, an existing tag
+// moved is forced, and an update is a fast-forward when the old commit is
+// an ancestor of the new one, else forced.
 const (
 	GitCreate      GitKind = "create"
 	GitFastForward GitKind = "fast_forward"
