@@ -38,7 +38,8 @@ type Keystore interface {
 // and the bounds are required.
 type Config struct {
 	// Dir holds the caches and the pushes in flight (the server's state
-	// directory's git/); it is created 0700.
+	// directory's git/); it is created 0700, and is one proxy's: New
+	// removes the pushes a previous one left there.
 	Dir  string
 	Gate Gate
 	// Stopped refuses a principal's push while a lockout or a pause
@@ -121,7 +122,28 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("gitproxy: %w", err)
 		}
 	}
+	if err := removeLeftovers(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("gitproxy: %w", err)
+	}
 	return p, nil
+}
+
+// removeLeftovers removes what a proxy that stopped mid-request left in
+// dir: the pushes' private directories (a quarantine each, up to a push's
+// bound) and the caches half made. The directory is one proxy's.
+func removeLeftovers(dir string) error {
+	for _, glob := range []string{filepath.Join(dir, "push", "*"), filepath.Join(dir, "cache", ".init-*")} {
+		left, err := filepath.Glob(glob)
+		if err != nil {
+			return err
+		}
+		for _, l := range left {
+			if err := os.RemoveAll(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // request is one admitted request: who asks, under which policy, for
