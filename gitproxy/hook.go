@@ -2,6 +2,7 @@ package gitproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -101,6 +102,7 @@ func (h *hookPipes) read(ctx context.Context) (string, []string, error) {
 	h.updates.SetReadDeadline(time.Now().Add(hookDeadline))
 	sc := bufio.NewScanner(h.updates)
 	sc.Buffer(make([]byte, 0, maxHookLine), maxHookLine)
+	sc.Split(splitLines)
 	var lines []string
 	for sc.Scan() {
 		line := sc.Text()
@@ -122,6 +124,19 @@ func (h *hookPipes) read(ctx context.Context) (string, []string, error) {
 		return "", nil, err
 	}
 	return "", nil, fmt.Errorf("the hook's request ended early")
+}
+
+// splitLines splits at each newline, and only there: a carriage return
+// stays in its line (bufio.ScanLines drops one before a newline, which
+// would make "refs/heads/x\r", a ref git refuses, read as refs/heads/x).
+func splitLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
 }
 
 // reply answers the hook: ok or not, the lines git shows the agent, and

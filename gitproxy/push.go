@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -65,6 +66,9 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		return
 	}
 	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes)
+	if err == nil {
+		err = checkBody(req)
+	}
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
 		writeRefusal(w, err)
@@ -95,6 +99,20 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		lines = append(lines, u.summary())
 	}
 	p.record(rq, "git.push", err, details, map[string][]string{"updates": lines})
+}
+
+// checkBody checks the push's command list (checkCommands) before git
+// reads the body.
+func checkBody(req *http.Request) error {
+	body, err := checkCommands(req.Body)
+	if err != nil {
+		return refusal.Wrap(refusal.BadRequest, err, "%s", err.Error())
+	}
+	req.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, req.Body}
+	return nil
 }
 
 // preparePush refreshes the cache and makes the push's private
