@@ -119,8 +119,17 @@ func (r *GitRemote) Matches(host string, port int, repo string) bool {
 	if host != r.Host || port != r.Port {
 		return false
 	}
+	return matchRepo(r.Path, repo)
+}
+
+// matchRepo matches a repository path, ".git" trimmed, against pattern; a
+// path that trimming leaves without a name (".git" alone) matches none.
+func matchRepo(pattern, repo string) bool {
 	repo = strings.TrimSuffix(repo, ".git")
-	ok, err := path.Match(r.Path, repo)
+	if repo == "" || strings.HasSuffix(repo, "/") {
+		return false
+	}
+	ok, err := path.Match(pattern, repo)
 	return err == nil && ok
 }
 
@@ -168,9 +177,7 @@ func (r *GitRemote) matchesFolded(host string, port int, repo string) bool {
 	if host != r.Host || port != r.Port {
 		return false
 	}
-	repo = strings.TrimSuffix(strings.ToLower(repo), ".git")
-	ok, err := path.Match(strings.ToLower(r.Path), repo)
-	return err == nil && ok
+	return matchRepo(strings.ToLower(r.Path), strings.ToLower(repo))
 }
 
 // GitRemotes returns the policy's remotes, in file order.

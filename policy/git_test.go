@@ -209,6 +209,8 @@ git:
 		{"alice/secret.GIT", ""},
 		{"Alice/secret", ""},
 		{"bob/tools", ""},
+		{"alice/.git", ""},
+		{"alice/.GIT", ""},
 	} {
 		got := p.GitRemote("github.com", 443, c.repo)
 		if name := func() string {
