@@ -1,11 +1,15 @@
 package gitproxy
 
 import (
+	"context"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
 // A push whose hook request the proxy will not read whole (too many
@@ -45,5 +49,62 @@ func TestHookRequestTooLargeRefused(t *testing.T) {
 	}
 	if got := e.up.Ref(t, "owner/app", "refs/heads/agent/b0"); got != "" {
 		t.Fatalf("upstream changed: agent/b0 is %s", got)
+	}
+}
+
+// An agent that goes away while its push waits for an approval cancels
+// the approval; the push ends, audited, and upstream is unchanged.
+func TestPushAgentGoneMidApproval(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	work := filepath.Join(t.TempDir(), "w")
+	e.git("", "clone", "--quiet", e.url("owner/app"), work)
+	e.git(work, "checkout", "--quiet", "-b", "agent/x")
+	old := e.commit(work, "a", "one")
+	e.git(work, "push", "--quiet", "origin", "agent/x")
+	e.git(work, "reset", "--quiet", "--hard", "HEAD^")
+	forced := e.commit(work, "b", "forced")
+	cmd := gitCmd(work, "pack-objects", "--stdout", "--revs", "--quiet")
+	cmd.Stdin = strings.NewReader(forced + "\n^" + old + "\n")
+	pack, err := cmd.Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pushes := len(e.rec.events("git.push"))
+	ch, stop := e.queue.Watch()
+	defer stop()
+	ctx, cancel := context.WithCancel(context.Background())
+	body := pkt(old+" "+forced+" refs/heads/agent/x\x00report-status") + "0000" + string(pack)
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.url("owner/app")+"/git-receive-pack", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
+	go http.DefaultClient.Do(req)
+	var id string
+	for a := range ch {
+		if a.GetState() == coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
+			id = a.GetId()
+			break
+		}
+	}
+	cancel()
+	for a := range ch {
+		if a.GetId() == id && a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
+			if a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED {
+				t.Fatalf("approval %s", a.GetState())
+			}
+			break
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(e.rec.events("git.push")) == pushes {
+		if time.Now().After(deadline) {
+			t.Fatal("the push never ended")
+		}
+		time.Sleep(10 * time.Millisecond) // polling the audit, with a deadline
+	}
+	if got := e.lastPush(); got.Decision != "refuse" {
+		t.Fatalf("audit: %+v", got)
+	}
+	if got := e.up.Ref(t, "owner/app", "refs/heads/agent/x"); got != old {
+		t.Fatalf("upstream's agent/x is %s, want %s", got, old)
 	}
 }
