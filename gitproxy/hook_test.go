@@ -56,28 +56,12 @@ func TestHookRequestTooLargeRefused(t *testing.T) {
 // the approval; the push ends, audited, and upstream is unchanged.
 func TestPushAgentGoneMidApproval(t *testing.T) {
 	e := newEnv(t, "")
-	e.seed("owner/app")
-	work := filepath.Join(t.TempDir(), "w")
-	e.git("", "clone", "--quiet", e.url("owner/app"), work)
-	e.git(work, "checkout", "--quiet", "-b", "agent/x")
-	old := e.commit(work, "a", "one")
-	e.git(work, "push", "--quiet", "origin", "agent/x")
-	e.git(work, "reset", "--quiet", "--hard", "HEAD^")
-	forced := e.commit(work, "b", "forced")
-	cmd := gitCmd(work, "pack-objects", "--stdout", "--revs", "--quiet")
-	cmd.Stdin = strings.NewReader(forced + "\n^" + old + "\n")
-	pack, err := cmd.Output()
-	if err != nil {
-		t.Fatal(err)
-	}
+	old, body := e.forcedPush()
 	pushes := len(e.rec.events("git.push"))
 	ch, stop := e.queue.Watch()
 	defer stop()
 	ctx, cancel := context.WithCancel(context.Background())
-	body := pkt(old+" "+forced+" refs/heads/agent/x\x00report-status") + "0000" + string(pack)
-	req, _ := http.NewRequestWithContext(ctx, "POST", e.url("owner/app")+"/git-receive-pack", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
-	go http.DefaultClient.Do(req)
+	go e.post(ctx, body)
 	var id string
 	for a := range ch {
 		if a.GetState() == coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
@@ -107,4 +91,39 @@ func TestPushAgentGoneMidApproval(t *testing.T) {
 	if got := e.up.Ref(t, "owner/app", "refs/heads/agent/x"); got != old {
 		t.Fatalf("upstream's agent/x is %s, want %s", got, old)
 	}
+}
+
+// forcedPush makes upstream's agent/x and returns it and the body of a
+// receive-pack request that forces it to another commit (which the
+// test policy sends for approval).
+func (e *env) forcedPush() (old, body string) {
+	e.t.Helper()
+	e.seed("owner/app")
+	work := filepath.Join(e.t.TempDir(), "w")
+	e.git("", "clone", "--quiet", e.url("owner/app"), work)
+	e.git(work, "checkout", "--quiet", "-b", "agent/x")
+	old = e.commit(work, "a", "one")
+	e.git(work, "push", "--quiet", "origin", "agent/x")
+	e.git(work, "reset", "--quiet", "--hard", "HEAD^")
+	forced := e.commit(work, "b", "forced")
+	cmd := gitCmd(work, "pack-objects", "--stdout", "--revs", "--quiet")
+	cmd.Stdin = strings.NewReader(forced + "\n^" + old + "\n")
+	pack, err := cmd.Output()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return old, pkt(old+" "+forced+" refs/heads/agent/x\x00report-status") + "0000" + string(pack)
+}
+
+// post sends a receive-pack request and returns the answer's status and
+// body (0 and the error when there is none).
+func (e *env) post(ctx context.Context, body string) (int, string) {
+	req, _ := http.NewRequestWithContext(ctx, "POST", e.url("owner/app")+"/git-receive-pack", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	return resp.StatusCode, readAll(resp)
 }

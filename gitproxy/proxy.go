@@ -56,6 +56,9 @@ type Config struct {
 	Resolver *net.Resolver
 	// MaxPushBytes bounds a push's body and pack (0: DefaultMaxPushBytes).
 	MaxPushBytes int64
+	// MaxPushes bounds the pushes in flight (0: DefaultMaxPushes), and
+	// MaxPushesPerCaller one principal's (0: DefaultMaxPushesPerCaller).
+	MaxPushes, MaxPushesPerCaller int
 	// UpstreamTimeout bounds each exchange with upstream (0:
 	// DefaultUpstreamTimeout).
 	UpstreamTimeout time.Duration
@@ -64,8 +67,10 @@ type Config struct {
 
 // Defaults of Config's bounds.
 const (
-	DefaultMaxPushBytes    = 256 << 20
-	DefaultUpstreamTimeout = 2 * time.Minute
+	DefaultMaxPushBytes       = 256 << 20
+	DefaultUpstreamTimeout    = 2 * time.Minute
+	DefaultMaxPushes          = 16
+	DefaultMaxPushesPerCaller = 4
 	// maxFetchBody bounds an upload-pack request (wants and haves).
 	maxFetchBody = 16 << 20
 )
@@ -78,6 +83,7 @@ type Proxy struct {
 	backend string // git-http-backend
 	home    string // the empty HOME every git runs with
 	caches  cacheLocks
+	pushes  *pushSlots
 }
 
 // New returns a proxy under cfg: it finds git and git-http-backend, and
@@ -98,6 +104,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.MaxPushBytes <= 0 {
 		cfg.MaxPushBytes = DefaultMaxPushBytes
 	}
+	if cfg.MaxPushes <= 0 {
+		cfg.MaxPushes = DefaultMaxPushes
+	}
+	if cfg.MaxPushesPerCaller <= 0 {
+		cfg.MaxPushesPerCaller = DefaultMaxPushesPerCaller
+	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = DefaultUpstreamTimeout
 	}
@@ -113,7 +125,8 @@ func New(cfg Config) (*Proxy, error) {
 	if _, err := os.Stat(backend); err != nil {
 		return nil, fmt.Errorf("gitproxy: %w", err)
 	}
-	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, backend: backend, home: filepath.Join(cfg.Dir, "home")}
+	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, backend: backend, home: filepath.Join(cfg.Dir, "home"),
+		pushes: &pushSlots{max: cfg.MaxPushes, per: cfg.MaxPushesPerCaller}}
 	for _, d := range []string{cfg.Dir, p.home, filepath.Join(cfg.Dir, "cache"), filepath.Join(cfg.Dir, "push")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("gitproxy: %w", err)

@@ -56,6 +56,13 @@ type push struct {
 // servePush receives a push into a private repository and lets its hook
 // decide (see the package comment); one audit record tells the outcome.
 func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
+	release, err := p.pushes.acquire(rq.caller.Principal)
+	if err != nil {
+		p.record(rq, "git.push", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	defer release()
 	ps, err := p.preparePush(rq)
 	if ps != nil {
 		defer os.RemoveAll(ps.dir)
