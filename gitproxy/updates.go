@@ -40,13 +40,15 @@ func validRef(ref string) bool {
 }
 
 // parseUpdates reads the hook's update lines, "OLD NEW REF" each: the
-// whole list is refused if one line cannot be read, or names a ref twice.
+// whole list is refused if one line cannot be read (a zero old and new
+// value is none), or names a ref twice.
 func parseUpdates(lines []string) ([]*update, error) {
 	var out []*update
 	seen := map[string]bool{}
 	for _, l := range lines {
 		f := strings.Split(l, " ")
-		if len(f) != 3 || !oidPattern.MatchString(f[0]) || !oidPattern.MatchString(f[1]) || len(f[0]) != len(f[1]) || !validRef(f[2]) {
+		if len(f) != 3 || !oidPattern.MatchString(f[0]) || !oidPattern.MatchString(f[1]) || len(f[0]) != len(f[1]) ||
+			zero(f[0]) && zero(f[1]) || !validRef(f[2]) {
 			return nil, fmt.Errorf("ref update %q cannot be read", oneLine(l))
 		}
 		if seen[f[2]] {
