@@ -39,9 +39,11 @@ while IFS= read -r line <&3 && [ "$line" != . ]; do printf '%%s\n' "$line" >&2; 
 
 // Bounds of what the hook hands over.
 const (
-	maxUpdates   = 256
-	maxHookLine  = 4096
-	hookDeadline = 10 * time.Minute
+	maxUpdates  = 256
+	maxHookLine = 4096
+	// hookDeadline runs from the push's start: past Limits.ReadTimeout,
+	// by which the body has come, and git's checks of it after.
+	hookDeadline = 25 * time.Minute
 )
 
 // hookPipes are the proxy's ends of the two FIFOs.
