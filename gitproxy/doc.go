@@ -34,7 +34,8 @@
 //     it (a private one needs the remote's allow_cidrs) and pinned;
 //   - the credential goes to git in its environment (never argv), scoped
 //     to the upstream's URL, and never to the agent;
-//   - no pack is parsed here: git reads every byte the agent sends;
+//   - no pack is parsed here: git reads every byte of it; the proxy reads
+//     only a push's command list, before git (commands.go);
 //   - every refusal answers a one-line text/plain body starting with its
 //     refusal code, and is audited; one record per push, one per fetch.
 package gitproxy

@@ -92,10 +92,13 @@ type env struct {
 	home     string
 	upstream string              // "localhost:PORT"
 	waiting  []*coilyv1.Approval // what Config.Waiting heard
+	timeout  time.Duration       // bounds each of the agent's gits (0: 2m)
 }
 
 const testToken = "upstream-token-7f3a"
 
+// newEnv's policyTail adds remotes after "app"; {port} and {ca} in it
+// are the upstream's port and CA file.
 func newEnv(t testing.TB, policyTail string, opts ...func(*Config)) *env {
 	t.Helper()
 	standin.Need(t, "git", standin.GitHint)
@@ -172,7 +175,11 @@ func (e *env) git(dir string, args ...string) string {
 }
 
 func (e *env) try(dir string, args ...string) (string, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	timeout := e.timeout
+	if timeout == 0 {
+		timeout = 2 * time.Minute
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "git", args...)
 	cmd.Dir = dir

@@ -2,37 +2,48 @@ package gitproxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
+
+	"coily.dev/coily/refusal"
 )
 
 // The pre-receive hook talks to the proxy through two FIFOs in the push's
 // private directory: it opens "answer" for reading, writes the quarantine
 // path, the ref updates git gave it and a "." line to "updates", then
-// copies the answer's lines after the first to its standard error (git
-// shows them as "remote: …") and exits 0 only when the first is "ok".
-// The proxy opens both FIFOs read-write and non-blocking before git
-// starts, so neither side's open blocks, and nothing waits if the hook
-// never runs (git refused the pack first). A FIFO, not a socket, because
+// reads the answer up to its "." line: the lines after the first go to
+// its standard error (git shows them as "remote: …"), and it exits 0 only
+// when the first is "ok". The proxy opens both FIFOs read-write and
+// non-blocking before git starts, so neither side's open blocks, and
+// keeps them open until git has exited: an answer written before the hook
+// runs waits in the FIFO for it, and the hook never waits on an EOF. The
+// proxy answers every push, whether or not it could read the hook's
+// request, and drains whatever the hook writes after what it read, so a
+// hook always ends (hookPipes.read, reply). A FIFO, not a socket, because
 // the hook is then plain /bin/sh: no coily binary on the push's path.
 const hookScript = `#!/bin/sh
 exec 3<'%[1]s/answer' || exit 1
 { printf '%%s\n' "$GIT_QUARANTINE_PATH"; cat; printf '.\n'; } >'%[1]s/updates' || exit 1
 IFS= read -r status <&3 || exit 1
-cat <&3 >&2
+while IFS= read -r line <&3 && [ "$line" != . ]; do printf '%%s\n' "$line" >&2; done
 [ "$status" = ok ]
 `
 
 // Bounds of what the hook hands over.
 const (
-	maxUpdates   = 256
-	maxHookLine  = 4096
-	hookDeadline = 10 * time.Minute
+	maxUpdates  = 256
+	maxHookLine = 4096
+	// hookDeadline runs from the push's start: past Limits.ReadTimeout,
+	// by which the body has come, and git's checks of it after.
+	hookDeadline = 25 * time.Minute
 )
 
 // hookPipes are the proxy's ends of the two FIFOs.
@@ -79,13 +90,21 @@ func (h *hookPipes) close() {
 }
 
 // read waits for the hook's request: the quarantine path and the update
-// lines, until ctx ends.
+// lines, until ctx ends. A request the proxy cannot read whole (too many
+// updates, a line too long) is a refusal of its own. Whatever the hook
+// writes after is drained until close, so that it never blocks on a full
+// FIFO.
 func (h *hookPipes) read(ctx context.Context) (string, []string, error) {
 	stop := context.AfterFunc(ctx, func() { h.updates.SetReadDeadline(time.Now()) })
-	defer stop()
+	defer func() {
+		stop()
+		h.updates.SetReadDeadline(time.Time{})
+		go io.Copy(io.Discard, h.updates) // ends when close closes the FIFO
+	}()
 	h.updates.SetReadDeadline(time.Now().Add(hookDeadline))
 	sc := bufio.NewScanner(h.updates)
 	sc.Buffer(make([]byte, 0, maxHookLine), maxHookLine)
+	sc.Split(splitLines)
 	var lines []string
 	for sc.Scan() {
 		line := sc.Text()
@@ -96,9 +115,12 @@ func (h *hookPipes) read(ctx context.Context) (string, []string, error) {
 			return lines[0], lines[1:], nil
 		}
 		if len(lines) > maxUpdates {
-			return "", nil, fmt.Errorf("more than %d ref updates in one push", maxUpdates)
+			return "", nil, refusal.New(refusal.BadRequest, "more than %d ref updates in one push", maxUpdates)
 		}
 		lines = append(lines, line)
+	}
+	if errors.Is(sc.Err(), bufio.ErrTooLong) {
+		return "", nil, refusal.New(refusal.BadRequest, "a ref update longer than %d bytes", maxHookLine)
 	}
 	if err := sc.Err(); err != nil {
 		return "", nil, err
@@ -106,7 +128,22 @@ func (h *hookPipes) read(ctx context.Context) (string, []string, error) {
 	return "", nil, fmt.Errorf("the hook's request ended early")
 }
 
-// reply answers the hook: ok or not, and the lines git shows the agent.
+// splitLines splits at each newline, and only there: a carriage return
+// stays in its line (bufio.ScanLines drops one before a newline, which
+// would make "refs/heads/x\r", a ref git refuses, read as refs/heads/x).
+func splitLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// reply answers the hook: ok or not, the lines git shows the agent, and
+// the "." that ends the answer. The FIFO stays open (close closes it), so
+// an answer written before the hook runs is still there when it does.
 func (h *hookPipes) reply(ok bool, lines []string) {
 	status := "refused"
 	if ok {
@@ -115,10 +152,11 @@ func (h *hookPipes) reply(ok bool, lines []string) {
 	var b strings.Builder
 	b.WriteString(status + "\n")
 	for _, l := range lines {
-		b.WriteString(oneLine(l) + "\n")
+		if l = oneLine(l); l != "." {
+			b.WriteString(l + "\n")
+		}
 	}
+	b.WriteString(".\n")
 	h.answer.SetWriteDeadline(time.Now().Add(10 * time.Second))
 	h.answer.WriteString(b.String())
-	h.answer.Close()
-	h.answer = nil
 }

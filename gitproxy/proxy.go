@@ -38,7 +38,8 @@ type Keystore interface {
 // and the bounds are required.
 type Config struct {
 	// Dir holds the caches and the pushes in flight (the server's state
-	// directory's git/); it is created 0700.
+	// directory's git/); it is created 0700, and is one proxy's: New
+	// removes the pushes a previous one left there.
 	Dir  string
 	Gate Gate
 	// Stopped refuses a principal's push while a lockout or a pause
@@ -58,6 +59,9 @@ type Config struct {
 	Resolver *net.Resolver
 	// MaxPushBytes bounds a push's body and pack (0: DefaultMaxPushBytes).
 	MaxPushBytes int64
+	// MaxPushes bounds the pushes in flight (0: DefaultMaxPushes), and
+	// MaxPushesPerCaller one principal's (0: DefaultMaxPushesPerCaller).
+	MaxPushes, MaxPushesPerCaller int
 	// UpstreamTimeout bounds each exchange with upstream (0:
 	// DefaultUpstreamTimeout).
 	UpstreamTimeout time.Duration
@@ -72,10 +76,12 @@ type Config struct {
 
 // Defaults of Config's bounds.
 const (
-	DefaultMaxPushBytes     = 256 << 20
-	DefaultUpstreamTimeout  = 2 * time.Minute
-	DefaultCacheBytes       = 10 << 30
-	DefaultRemoteCacheBytes = 4 << 30
+	DefaultMaxPushBytes       = 256 << 20
+	DefaultUpstreamTimeout    = 2 * time.Minute
+	DefaultCacheBytes         = 10 << 30
+	DefaultRemoteCacheBytes   = 4 << 30
+	DefaultMaxPushes          = 16
+	DefaultMaxPushesPerCaller = 4
 	// maxFetchBody bounds an upload-pack request (wants and haves).
 	maxFetchBody = 16 << 20
 )
@@ -88,6 +94,7 @@ type Proxy struct {
 	backend string // git-http-backend
 	home    string // the empty HOME every git runs with
 	caches  caches
+	pushes  *pushSlots
 }
 
 // New returns a proxy under cfg: it finds git and git-http-backend, and
@@ -107,6 +114,12 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.MaxPushBytes <= 0 {
 		cfg.MaxPushBytes = DefaultMaxPushBytes
+	}
+	if cfg.MaxPushes <= 0 {
+		cfg.MaxPushes = DefaultMaxPushes
+	}
+	if cfg.MaxPushesPerCaller <= 0 {
+		cfg.MaxPushesPerCaller = DefaultMaxPushesPerCaller
 	}
 	if cfg.UpstreamTimeout <= 0 {
 		cfg.UpstreamTimeout = DefaultUpstreamTimeout
@@ -130,7 +143,8 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, fmt.Errorf("gitproxy: %w", err)
 	}
 	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, backend: backend, home: filepath.Join(cfg.Dir, "home"),
-		caches: caches{root: filepath.Join(cfg.Dir, "cache"), total: cfg.CacheBytes, perRemote: cfg.RemoteCacheBytes, log: cfg.Log}}
+		caches: caches{root: filepath.Join(cfg.Dir, "cache"), total: cfg.CacheBytes, perRemote: cfg.RemoteCacheBytes, log: cfg.Log},
+		pushes: &pushSlots{max: cfg.MaxPushes, per: cfg.MaxPushesPerCaller}}
 	for _, d := range []string{cfg.Dir, p.home, filepath.Join(cfg.Dir, "cache"), filepath.Join(cfg.Dir, "push")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("gitproxy: %w", err)
@@ -139,10 +153,31 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("gitproxy: %w", err)
 		}
 	}
+	if err := removeLeftovers(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("gitproxy: %w", err)
+	}
 	if err := p.caches.load(); err != nil {
 		return nil, fmt.Errorf("gitproxy: %w", err)
 	}
 	return p, nil
+}
+
+// removeLeftovers removes what a proxy that stopped mid-request left in
+// dir: the pushes' private directories (a quarantine each, up to a push's
+// bound) and the caches half made. The directory is one proxy's.
+func removeLeftovers(dir string) error {
+	for _, glob := range []string{filepath.Join(dir, "push", "*"), filepath.Join(dir, "cache", ".init-*")} {
+		left, err := filepath.Glob(glob)
+		if err != nil {
+			return err
+		}
+		for _, l := range left {
+			if err := os.RemoveAll(l); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // request is one admitted request: who asks, under which policy, for

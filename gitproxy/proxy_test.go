@@ -1,6 +1,7 @@
 package gitproxy
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -84,5 +85,32 @@ func TestCloneFetchPush(t *testing.T) {
 
 			e.git(work, "fetch", "--quiet", "origin")
 		})
+	}
+}
+
+// What a proxy that crashed left in its directory (pushes in flight, a
+// cache half made) is removed when the next one starts; caches stay.
+func TestNewRemovesLeftovers(t *testing.T) {
+	dir := t.TempDir()
+	e := newEnv(t, "", func(c *Config) { c.Dir = dir })
+	left := []string{filepath.Join(dir, "push", "p-123", "repo.git", "objects", "tmp_objdir-incoming-x", "pack"),
+		filepath.Join(dir, "cache", ".init-456", "objects")}
+	keep := filepath.Join(dir, "cache", "0123abcd.git", "objects")
+	for _, d := range append(left, keep) {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := New(e.proxy.cfg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "push", "p-123")); !os.IsNotExist(err) {
+		t.Errorf("a push's directory survived: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cache", ".init-456")); !os.IsNotExist(err) {
+		t.Errorf("a half-made cache survived: %v", err)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("a cache was removed: %v", err)
 	}
 }

@@ -2,7 +2,9 @@ package gitproxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -76,6 +78,13 @@ type push struct {
 // servePush receives a push into a private repository and lets its hook
 // decide (see the package comment); one audit record tells the outcome.
 func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
+	releaseSlot, err := p.pushes.acquire(rq.caller.Principal)
+	if err != nil {
+		p.record(rq, "git.push", err, nil, nil)
+		writeRefusal(w, err)
+		return
+	}
+	defer releaseSlot()
 	cache, release := p.caches.acquire(p.cacheDir(rq.remote, rq.target.Repo), rq.remote.Name)
 	defer release()
 	ps, err := p.preparePush(rq, cache)
@@ -88,6 +97,9 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		return
 	}
 	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes)
+	if err == nil {
+		err = checkBody(req)
+	}
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
 		writeRefusal(w, err)
@@ -121,6 +133,20 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		lines = append(lines, u.summary())
 	}
 	p.record(rq, "git.push", err, details, map[string][]string{"updates": lines})
+}
+
+// checkBody checks the push's command list (checkCommands) before git
+// reads the body.
+func checkBody(req *http.Request) error {
+	body, err := checkCommands(req.Body)
+	if err != nil {
+		return refusal.Wrap(refusal.BadRequest, err, "%s", err.Error())
+	}
+	req.Body = struct {
+		io.Reader
+		io.Closer
+	}{body, req.Body}
+	return nil
 }
 
 // preparePush refreshes the cache, unless the push's own advertisement
@@ -176,12 +202,15 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 // may, and answers the hook. It returns the refusal, if any.
 func (p *Proxy) decide(ctx context.Context, ps *push, hook *hookPipes) error {
 	quarantine, lines, err := hook.read(ctx)
-	if err != nil {
+	if err != nil && !errors.As(err, new(*refusal.Error)) {
 		// Git refused the pack before its hook ran (fsck, connectivity,
-		// size), or the agent went away.
-		return refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
+		// size), or the agent went away; a hook that runs later is
+		// refused all the same.
+		err = refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
 	}
-	err = p.decideUpdates(ctx, ps, quarantine, lines)
+	if err == nil {
+		err = p.decideUpdates(ctx, ps, quarantine, lines)
+	}
 	if err != nil {
 		re := refusal.As(err)
 		hook.reply(false, []string{fmt.Sprintf("%s: %s", re.Code, re.Msg)})

@@ -40,13 +40,15 @@ func validRef(ref string) bool {
 }
 
 // parseUpdates reads the hook's update lines, "OLD NEW REF" each: the
-// whole list is refused if one line cannot be read, or names a ref twice.
+// whole list is refused if one line cannot be read (a zero old and new
+// value is none), or names a ref twice.
 func parseUpdates(lines []string) ([]*update, error) {
 	var out []*update
 	seen := map[string]bool{}
 	for _, l := range lines {
 		f := strings.Split(l, " ")
-		if len(f) != 3 || !oidPattern.MatchString(f[0]) || !oidPattern.MatchString(f[1]) || len(f[0]) != len(f[1]) || !validRef(f[2]) {
+		if len(f) != 3 || !oidPattern.MatchString(f[0]) || !oidPattern.MatchString(f[1]) || len(f[0]) != len(f[1]) ||
+			zero(f[0]) && zero(f[1]) || !validRef(f[2]) {
 			return nil, fmt.Errorf("ref update %q cannot be read", oneLine(l))
 		}
 		if seen[f[2]] {
@@ -67,30 +69,52 @@ func zero(oid string) bool { return strings.Trim(oid, "0") == "" }
 const maxLog = 10
 
 // classify decides each update's kind with git, on the quarantined
-// objects (env), and counts and lists the commits it adds and drops.
+// objects (env), and counts and lists the commits it adds and drops. A
+// tag is made by a tag update; moving an existing tag is a force and
+// deleting one a delete. A ref outside refs/tags/ must name a commit.
 func (p *Proxy) classify(ctx context.Context, env []string, ups []*update) error {
 	for _, u := range ups {
-		switch {
-		case strings.HasPrefix(u.ref, "refs/tags/"):
-			u.kind = policy.GitTag
-		case zero(u.old):
-			u.kind = policy.GitCreate
-		case zero(u.new):
-			u.kind = policy.GitDelete
-		default:
-			_, err := p.run(ctx, env, "merge-base", "--is-ancestor", u.old, u.new)
-			var ee *exec.ExitError
-			switch {
-			case err == nil:
-				u.kind = policy.GitFastForward
-			case errors.As(err, &ee) && ee.ExitCode() == 1:
-				u.kind = policy.GitForce
-			default:
-				return fmt.Errorf("%s: git cannot compare %s and %s: %w", u.ref, u.old, u.new, err)
-			}
+		if err := p.kind(ctx, env, u); err != nil {
+			return err
 		}
 		if err := p.commits(ctx, env, u); err != nil {
 			return err
+		}
+	}
+	return nil
+}
+
+// kind decides u's kind (see classify).
+func (p *Proxy) kind(ctx context.Context, env []string, u *update) error {
+	tag := strings.HasPrefix(u.ref, "refs/tags/")
+	if !tag && !zero(u.new) {
+		out, err := p.run(ctx, env, "cat-file", "-t", u.new)
+		if err != nil {
+			return fmt.Errorf("%s: git cannot read %s: %w", u.ref, u.new, err)
+		}
+		if t := strings.TrimSpace(string(out)); t != "commit" {
+			return fmt.Errorf("%s names a %s, not a commit", u.ref, oneLine(t))
+		}
+	}
+	switch {
+	case tag && zero(u.old):
+		u.kind = policy.GitTag
+	case zero(u.old):
+		u.kind = policy.GitCreate
+	case zero(u.new):
+		u.kind = policy.GitDelete
+	case tag:
+		u.kind = policy.GitForce
+	default:
+		_, err := p.run(ctx, env, "merge-base", "--is-ancestor", u.old, u.new)
+		var ee *exec.ExitError
+		switch {
+		case err == nil:
+			u.kind = policy.GitFastForward
+		case errors.As(err, &ee) && ee.ExitCode() == 1:
+			u.kind = policy.GitForce
+		default:
+			return fmt.Errorf("%s: git cannot compare %s and %s: %w", u.ref, u.old, u.new, err)
 		}
 	}
 	return nil

@@ -18,10 +18,10 @@ import (
 // on the objects received (package gitproxy).
 type GitKind string
 
-// The kinds of ref update. A ref under refs/tags/ is a tag whatever the
-// update does to it; otherwise a zero old value creates, a zero new value
-// deletes, and an update is a fast-forward when the old commit is an
-// ancestor of the new one, else forced.
+// The kinds of ref update. A new ref under refs/tags/ is a tag; otherwise
+// a zero old value creates, a zero new value deletes, an existing tag
+// moved is forced, and an update is a fast-forward when the old commit is
+// an ancestor of the new one, else forced.
 const (
 	GitCreate      GitKind = "create"
 	GitFastForward GitKind = "fast_forward"
@@ -119,8 +119,17 @@ func (r *GitRemote) Matches(host string, port int, repo string) bool {
 	if host != r.Host || port != r.Port {
 		return false
 	}
+	return matchRepo(r.Path, repo)
+}
+
+// matchRepo matches a repository path, ".git" trimmed, against pattern; a
+// path that trimming leaves without a name (".git" alone) matches none.
+func matchRepo(pattern, repo string) bool {
 	repo = strings.TrimSuffix(repo, ".git")
-	ok, err := path.Match(r.Path, repo)
+	if repo == "" || strings.HasSuffix(repo, "/") {
+		return false
+	}
+	ok, err := path.Match(pattern, repo)
 	return err == nil && ok
 }
 
@@ -137,17 +146,38 @@ func (p *GitPush) Decide(ref string, k GitKind) GitDecision {
 }
 
 // GitRemote returns the first remote, in file order, that serves repo on
-// host:port, or nil.
+// host:port, or nil. It is nil too when, case aside, another remote comes
+// first: GitHub and most hosts serve "alice/Secret" as "alice/secret", and
+// a request must not reach a repository under a broader remote than the
+// one that names it.
 func (p *Policy) GitRemote(host string, port int, repo string) *GitRemote {
 	if p.git == nil {
 		return nil
 	}
+	exact := p.firstRemote(func(r *GitRemote) bool { return r.Matches(host, port, repo) })
+	folded := p.firstRemote(func(r *GitRemote) bool { return r.matchesFolded(host, port, repo) })
+	if exact != folded {
+		return nil
+	}
+	return exact
+}
+
+func (p *Policy) firstRemote(match func(*GitRemote) bool) *GitRemote {
 	for _, r := range p.git.Remotes {
-		if r.Matches(host, port, repo) {
+		if match(r) {
 			return r
 		}
 	}
 	return nil
+}
+
+// matchesFolded is Matches with the path and the pattern in lower case
+// (a pattern holds no character class, so folding it changes no glob).
+func (r *GitRemote) matchesFolded(host string, port int, repo string) bool {
+	if host != r.Host || port != r.Port {
+		return false
+	}
+	return matchRepo(strings.ToLower(r.Path), strings.ToLower(repo))
 }
 
 // GitRemotes returns the policy's remotes, in file order.

@@ -170,3 +170,56 @@ func FuzzGitSection(f *testing.F) {
 		}
 	})
 }
+
+// GitHub and most hosts read a repository path without regard to case:
+// a request that spells a repository another way must not reach it under
+// a broader remote than the one that names it.
+func TestGitRemoteCaseVariants(t *testing.T) {
+	p, err := policy.Parse("git.yaml", []byte(`version: 1
+roles:
+  agent: {permissions: [exec]}
+  admin: {permissions: [exec]}
+grants:
+  - {principals: ["tag:agent"], roles: [agent]}
+git:
+  remotes:
+    - name: secret
+      url: https://github.com/alice/secret
+      roles: [admin]
+    - name: rest
+      url: https://github.com/alice/*
+      roles: [agent]
+    - name: bob
+      url: https://github.com/Bob/*
+      roles: [agent]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		repo, want string
+	}{
+		{"alice/secret", "secret"},
+		{"alice/secret.git", "secret"},
+		{"alice/web", "rest"},
+		{"alice/Web.git", "rest"},
+		{"Bob/tools", "bob"},
+		{"alice/Secret", ""},
+		{"alice/SECRET.git", ""},
+		{"alice/secret.GIT", ""},
+		{"Alice/secret", ""},
+		{"bob/tools", ""},
+		{"alice/.git", ""},
+		{"alice/.GIT", ""},
+	} {
+		got := p.GitRemote("github.com", 443, c.repo)
+		if name := func() string {
+			if got == nil {
+				return ""
+			}
+			return got.Name
+		}(); name != c.want {
+			t.Errorf("GitRemote(%q) = %q, want %q", c.repo, name, c.want)
+		}
+	}
+}
