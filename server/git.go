@@ -1,9 +1,12 @@
 package server
 
 import (
+	"net/http"
 	"path/filepath"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/gitproxy"
+	"coily.dev/coily/httpserve"
 )
 
 // GitProxy returns the git proxy (package gitproxy) over the server's
@@ -15,4 +18,11 @@ func (s *Server) GitProxy() (*gitproxy.Proxy, error) {
 	}
 	return gitproxy.New(gitproxy.Config{Dir: filepath.Join(s.cfg.StateDir, "git"), Gate: s.gate, Stopped: s.stops.Stopped,
 		Record: s.record, Approvals: s.approvals, Waiting: s.notifyApproval, Keystore: ks, Log: s.log})
+}
+
+// GitHTTPServer serves the git proxy h on the tailnet node: each peer's
+// connections are capped as the console's are, a refusal audited as
+// git:connection.
+func (s *Server) GitHTTPServer(h http.Handler) *httpserve.Server {
+	return httpserve.New(h, gitproxy.Limits, s.connCap(access.TransportTailnet, "git:connection"))
 }

@@ -51,7 +51,7 @@ func startGit(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 			gs.close()
 			return nil, fmt.Errorf("git tailnet listener: %w", err)
 		}
-		gs.serve(tl, httpserve.New(h, gitproxy.Limits, nil))
+		gs.serve(tl, srv.GitHTTPServer(h))
 		addr = net.JoinHostPort(node.Hostname, strconv.Itoa(client.GitPort))
 	}
 	log.Info("serving the git proxy", "socket", sock, "tailnet", addr)
