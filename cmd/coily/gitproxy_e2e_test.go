@@ -503,3 +503,81 @@ func currentUser(t *testing.T) string {
 	}
 	return u.Username
 }
+
+// TestGitProxyTailnet: an agent on another node of the tailnet reaches
+// the proxy's port 7444 (its plain git through a loopback forwarder that
+// dials through the node, so the server sees the node's identity): clone
+// and push as tag:agent; a node whose principal the remote does not list
+// is refused. A lockout refuses git on both transports and rejects a
+// push that waits for an approval.
+func TestGitProxyTailnet(t *testing.T) {
+	e := startGitProxy(t)
+	agentURL := forwarder(t, e.join("agent", "tag:agent"), "coily:7444")
+	strangerURL := forwarder(t, e.join("guest", "tag:stranger"), "coily:7444")
+	work := t.TempDir()
+
+	if r := runCoilyIn(t, work, e.agentEnv(), "git", "setup", "--global", "--proxy-url", agentURL, "--host", e.host); r.code != 0 {
+		t.Fatalf("git setup: %+v", r)
+	}
+	app := filepath.Join(work, "app")
+	e.agent(true, work, "git", "clone", "--quiet", e.url("owner/app"), app)
+	e.agent(true, app, "git", "checkout", "--quiet", "-b", "agent/t")
+	e.agent(true, app, "git", "commit", "--quiet", "--allow-empty", "-m", "from another machine")
+	e.agent(true, app, "git", "push", "--quiet", "origin", "agent/t")
+	head := strings.TrimSpace(e.agent(true, app, "git", "rev-parse", "HEAD"))
+	if got := e.up.Ref(t, "owner/app", "refs/heads/agent/t"); got != head {
+		t.Fatalf("agent/t upstream is %q, want %q", got, head)
+	}
+	push := e.gitRecords("git.push")
+	if len(push) != 1 || push[0].Principal != "tag:agent" || push[0].Transport != "tailnet" || push[0].Decision != "allow" {
+		t.Fatalf("the tailnet push's record: %+v", push)
+	}
+	// review does not list tag:agent; a stranger may use neither.
+	out := e.agent(false, work, "git", "ls-remote", e.url("owner/review"))
+	if !strings.Contains(out, "403") {
+		t.Fatalf("tag:agent on review: %s", out)
+	}
+	out = e.agent(false, work, "git", "ls-remote", strangerURL+"/git/"+e.host+"/owner/app.git")
+	if !strings.Contains(out, "403") {
+		t.Fatalf("tag:stranger on app: %s", out)
+	}
+	refused := 0
+	for _, r := range e.gitRecords("call") {
+		if r.Decision == "refuse" && r.Code == "permission-denied" && (r.Principal == "tag:stranger" || r.Principal == "tag:agent") {
+			refused++
+		}
+	}
+	if refused != 2 {
+		t.Fatalf("the two refusals are not audited: %d", refused)
+	}
+
+	// A push waiting for an approval (the local operator's, on review
+	// through git.sock) is rejected by a lockout; while it lasts git is
+	// refused on both transports.
+	review := filepath.Join(work, "review")
+	local := "coily::/git/" + e.host + "/owner/review.git"
+	e.agent(true, work, "git", "clone", "--quiet", local, review)
+	e.agent(true, review, "git", "checkout", "--quiet", "-b", "agent/l")
+	e.agent(true, review, "git", "commit", "--quiet", "--allow-empty", "-m", "one")
+	e.agent(true, review, "git", "push", "--quiet", "origin", "agent/l")
+	before := e.up.Ref(t, "owner/review", "refs/heads/agent/l")
+	e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", "forced")
+	done := e.background(review, "git", "push", "--force", "origin", "agent/l")
+	e.pendingApproval()
+	if r := e.coily("lockout", "--reason", "git e2e"); r.code != 0 {
+		t.Fatalf("lockout: %+v", r)
+	}
+	if err := waitErr(t, done); err == nil || !strings.Contains(err.Error(), "lockout") {
+		t.Fatalf("the waiting push after a lockout: %v", err)
+	}
+	if got := e.up.Ref(t, "owner/review", "refs/heads/agent/l"); got != before {
+		t.Fatalf("a push rejected by the lockout moved agent/l to %q", got)
+	}
+	e.agent(false, review, "git", "fetch", "origin")
+	e.agent(false, app, "git", "fetch", "origin")
+	if r := e.coily("unlock"); r.code != 0 {
+		t.Fatalf("unlock: %+v", r)
+	}
+	e.agent(true, review, "git", "fetch", "--quiet", "origin")
+	e.agent(true, app, "git", "fetch", "--quiet", "origin")
+}
