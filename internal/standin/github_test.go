@@ -63,3 +63,32 @@ func TestGitHubEnterpriseRefusesWrongToken(t *testing.T) {
 		}
 	}
 }
+
+// gh pr create --head: refused while the branch does not exist (as
+// GitHub refuses it), created once it does, and not created twice for
+// one branch (gh finds the open one).
+func TestGitHubEnterpriseGHPRCreate(t *testing.T) {
+	Need(t, "gh", GitHubHint)
+	g := GitHubEnterprise(t, "ghe-token-1")
+	branches := map[string]bool{}
+	g.SetBranches(func(repo, branch string) bool { return branches[repo+" "+branch] })
+	env := g.Env(t)
+	create := []string{"pr", "create", "-R", "owner/repo", "--head", "agent/x", "--base", "main", "--title", "T", "--body", "B"}
+	if out, err := tryRun(t, t.TempDir(), env, "gh", create...); err == nil || !strings.Contains(out, "Head ref must be a branch") {
+		t.Fatalf("gh pr create of a missing branch: %v\n%s", err, out)
+	}
+	branches["owner/repo agent/x"] = true
+	out := run(t, t.TempDir(), env, "gh", create...)
+	if want := g.URL + "/owner/repo/pull/1"; !strings.Contains(out, want) {
+		t.Fatalf("gh pr create printed %q, want %s", out, want)
+	}
+	if prs := g.PullRequests(); len(prs) != 1 || prs[0] != (PullRequest{Repo: "owner/repo", Number: 1, Title: "T", Body: "B", Head: "agent/x", Base: "main"}) {
+		t.Fatalf("pull requests recorded = %+v", prs)
+	}
+	if out, err := tryRun(t, t.TempDir(), env, "gh", create...); err == nil || !strings.Contains(out, "already exists") {
+		t.Fatalf("a second gh pr create for the branch: %v\n%s", err, out)
+	}
+	if n := len(g.PullRequests()); n != 1 {
+		t.Fatalf("%d pull requests for one branch", n)
+	}
+}
