@@ -31,10 +31,11 @@ import (
 // gitProxyPolicy serves two remotes of one upstream: app (a force push
 // refused) for local operators and tag:agent, review (a force push waits
 // for an approval) for local operators only. The tailnet's owner node
-// and its users approve.
+// and its users approve. Local operators run the command rules that
+// follow it.
 const gitProxyPolicy = `version: 1
 roles:
-  operator: {permissions: [exec, lockout, unlock, status, approve]}
+  operator: {permissions: [exec, lockout, unlock, status, approve], commands: ["*"]}
   owner: {permissions: [status, approve, lockout, unlock]}
   approver: {permissions: [status, approve]}
   agent: {permissions: [exec]}
@@ -83,7 +84,10 @@ type gitProxyEnv struct {
 	outputMu sync.Mutex
 }
 
-func startGitProxy(t *testing.T) *gitProxyEnv {
+// startGitProxy starts it all; commands (a commands: section) and
+// credLines (NAME=VALUE lines of the credentials file) are added to the
+// policy's and the file's.
+func startGitProxy(t *testing.T, commands string, credLines ...string) *gitProxyEnv {
 	t.Helper()
 	standin.Need(t, "git", standin.GitHint)
 	e := &gitProxyEnv{t: t, token: randomToken(t), dir: shortDir(t), home: t.TempDir(), log: new(testlog.Buffer), helpers: gitRemoteHelperDir(t)}
@@ -99,11 +103,11 @@ func startGitProxy(t *testing.T) *gitProxyEnv {
 	t.Cleanup(n.Close)
 	e.net = n
 	creds := filepath.Join(e.dir, "credentials")
-	if err := os.WriteFile(creds, []byte("gittoken="+e.token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(creds, []byte(strings.Join(append([]string{"gittoken=" + e.token}, credLines...), "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	pol := filepath.Join(e.dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(gitProxyPolicy, e.host, e.up.CAFile)), 0o600); err != nil {
+	if err := os.WriteFile(pol, []byte(fmt.Sprintf(gitProxyPolicy, e.host, e.up.CAFile)+commands), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e.srv = exec.Command(coilyBin, "serve", "--tailnet", "--hostname", "coily", "--control-url", n.ControlURL, "--web", "--web-http",
@@ -351,7 +355,7 @@ func forwarder(t *testing.T, node *tsnet.Server, addr string) string {
 // fetch audited; the token nowhere the agent or another process could
 // read it.
 func TestGitProxyLocalSocket(t *testing.T) {
-	e := startGitProxy(t)
+	e := startGitProxy(t, "")
 	c := canary.New(t)
 	c.AddString("upstream token", e.token)
 	argv := c.WatchArgv()
@@ -511,7 +515,7 @@ func currentUser(t *testing.T) string {
 // is refused. A lockout refuses git on both transports and rejects a
 // push that waits for an approval.
 func TestGitProxyTailnet(t *testing.T) {
-	e := startGitProxy(t)
+	e := startGitProxy(t, "")
 	agentURL := forwarder(t, e.join("agent", "tag:agent"), "coily:7444")
 	strangerURL := forwarder(t, e.join("guest", "tag:stranger"), "coily:7444")
 	work := t.TempDir()
@@ -580,4 +584,74 @@ func TestGitProxyTailnet(t *testing.T) {
 	}
 	e.agent(true, review, "git", "fetch", "--quiet", "origin")
 	e.agent(true, app, "git", "fetch", "--quiet", "origin")
+}
+
+// ghPRCommands is a gh pr create rule for the GitHub stand-in at
+// ghe.test:PORT (pinned to loopback), for the repositories of alice's
+// upstream and branches under agent/.
+const ghPRCommands = `commands:
+  - name: gh-pr-create
+    binary: /usr/bin/gh
+    args: [pr, create]
+    flags: {--repo: "ghe.test:%[1]s/owner/*", -R: "ghe.test:%[1]s/owner/*", --head: "agent/*", --base: main, --title: "*", --body: "*"}
+    env: [GH_PROMPT_DISABLED, NO_COLOR]
+    credentials: {GH_ENTERPRISE_TOKEN: "file:ghtoken"}
+    network: proxied
+    ca_file: %[2]s
+    egress: {allow: ["ghe.test:%[1]s"], allow_cidrs: [127.0.0.0/8], hosts: {ghe.test: [127.0.0.1]}}
+`
+
+// TestGitProxyGhPRCreate: the flagship flow. The agent pushes a branch
+// through the git proxy, then opens a pull request for it with gh through
+// coily's shims: gh runs on the trust point with the token, and the
+// GitHub stand-in creates the pull request only because the branch
+// exists upstream.
+func TestGitProxyGhPRCreate(t *testing.T) {
+	requireBwrap(t)
+	standin.Need(t, "gh", standin.GitHubHint)
+	ghToken := randomToken(t)
+	gh := standin.GitHubEnterprise(t, ghToken, "ghe.test")
+	e := startGitProxy(t, fmt.Sprintf(ghPRCommands, gh.Port, gh.CAFile), "ghtoken="+ghToken)
+	gh.SetBranches(func(repo, branch string) bool { return e.up.Ref(t, repo, "refs/heads/"+branch) != "" })
+	c := canary.New(t)
+	c.AddString("upstream token", e.token)
+	c.AddString("GitHub token", ghToken)
+	work := t.TempDir()
+	shims := filepath.Join(shortDir(t), "shims")
+	if r := e.coily("shim", "install", "--dir", shims); r.code != 0 {
+		t.Fatalf("shim install: %+v", r)
+	}
+	if r := runCoilyIn(t, work, e.agentEnv(), "git", "setup", "--global", "--host", e.host); r.code != 0 {
+		t.Fatalf("git setup: %+v", r)
+	}
+	app := filepath.Join(work, "app")
+	e.agent(true, work, "git", "clone", "--quiet", e.url("owner/app"), app)
+	e.agent(true, app, "git", "checkout", "--quiet", "-b", "agent/pr")
+	e.agent(true, app, "git", "commit", "--quiet", "--allow-empty", "-m", "the change")
+
+	// The agent's gh is the shim (first on PATH), its git the real one.
+	pr := "PATH=" + shims + ":$PATH gh pr create -R ghe.test:" + gh.Port + "/owner/app --head agent/pr --base main --title 'From the agent' --body 'Pushed through coily'"
+	out := e.agent(false, app, "/bin/sh", "-c", pr)
+	if !strings.Contains(out, "Head ref must be a branch") || len(gh.PullRequests()) != 0 {
+		t.Fatalf("a pull request for a branch not yet pushed: %s", out)
+	}
+	e.agent(true, app, "git", "push", "--quiet", "origin", "agent/pr")
+	out = e.agent(true, app, "/bin/sh", "-c", pr)
+	if want := gh.URL + "/owner/app/pull/1"; !strings.Contains(out, want) {
+		t.Fatalf("gh pr create printed %q, want %s; requests %q", out, want, gh.Requests())
+	}
+	want := standin.PullRequest{Repo: "owner/app", Number: 1, Title: "From the agent", Body: "Pushed through coily", Head: "agent/pr", Base: "main"}
+	if prs := gh.PullRequests(); len(prs) != 1 || prs[0] != want {
+		t.Fatalf("pull requests: %+v", prs)
+	}
+	var ran bool
+	for _, r := range e.gitRecords("exec.result") {
+		ran = ran || r.Rule == "gh-pr-create" && len(r.Argv) > 0 && r.Argv[0] == "gh"
+	}
+	if !ran {
+		t.Fatal("gh pr create is not audited as the shim's exec")
+	}
+	c.CheckText("the agent's outputs", e.outputs...)
+	c.CheckText("the server's log", e.log.String())
+	c.CheckFiles(work, e.home, filepath.Join(e.dir, "git"), filepath.Join(e.dir, "audit"))
 }
