@@ -222,16 +222,19 @@ func (e *gitProxyEnv) seen(out string) {
 	e.outputs = append(e.outputs, out)
 }
 
-// background starts the agent's command and returns its result later.
-func (e *gitProxyEnv) background(dir string, argv ...string) <-chan error {
+// background starts the agent's command in a process group of its own
+// and returns its result later, and an interrupt (a Ctrl-C: SIGINT to
+// the group).
+func (e *gitProxyEnv) background(dir string, argv ...string) (<-chan error, func()) {
 	cmd := exec.Command(argv[0], argv[1:]...)
 	var out bytes.Buffer
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, e.agentEnv(), &out, &out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
 		e.t.Fatal(err)
 	}
-	e.t.Cleanup(func() { _ = cmd.Process.Kill() })
+	e.t.Cleanup(func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) })
 	go func() {
 		err := cmd.Wait()
 		e.seen(out.String())
@@ -240,7 +243,7 @@ func (e *gitProxyEnv) background(dir string, argv ...string) <-chan error {
 		}
 		done <- err
 	}()
-	return done
+	return done, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
 }
 
 func waitErr(t *testing.T, ch <-chan error) error {
@@ -279,15 +282,16 @@ func (e *gitProxyEnv) join(name string, tags ...string) *tsnet.Server {
 	return node
 }
 
-// pendingApproval waits until one approval is pending and returns its id.
-func (e *gitProxyEnv) pendingApproval() string {
+// pendingApproval waits until one approval is pending and returns its id
+// and `coily approvals list`.
+func (e *gitProxyEnv) pendingApproval() (string, string) {
 	e.t.Helper()
 	re := regexp.MustCompile(`(?m)^(\S+)\s+pending\s+\S+ wants `)
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		r := e.coily("approvals", "list")
 		if m := re.FindStringSubmatch(r.stdout); r.code == 0 && m != nil {
-			return m[1]
+			return m[1], r.stdout
 		}
 		if time.Now().After(deadline) {
 			e.t.Fatalf("no approval appeared: %+v\nserver:\n%s", r, e.log)
@@ -420,8 +424,13 @@ func TestGitProxyLocalSocket(t *testing.T) {
 	} {
 		e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", fmt.Sprintf("forced %d", i))
 		want := strings.TrimSpace(e.agent(true, review, "git", "rev-parse", "HEAD"))
-		done := e.background(review, "git", "push", "--force", "origin", "agent/y")
-		id := e.pendingApproval()
+		done, _ := e.background(review, "git", "push", "--force", "origin", "agent/y")
+		id, list := e.pendingApproval()
+		for _, s := range []string{`wants rule "git:review"`, "refs/heads/agent/y", " force +1 -1 confirm", fmt.Sprintf("Agent: forced %d", i)} {
+			if !strings.Contains(list, s) {
+				t.Fatalf("coily approvals list does not show %q:\n%s", s, list)
+			}
+		}
 		approve(id)
 		if err := waitErr(t, done); err != nil {
 			t.Fatalf("the approved force push: %v\nserver:\n%s", err, e.log)
@@ -479,6 +488,18 @@ func (e *gitProxyEnv) cliApprove(id string) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.Contains(string(out), "approved") {
 		e.t.Fatalf("coily approvals approve: %v\n%s", err, out)
+	}
+}
+
+// cliApproveRefused tries to approve id as cliApprove does, and must be
+// refused: it is no longer pending.
+func (e *gitProxyEnv) cliApproveRefused(id string) {
+	e.t.Helper()
+	cmd := exec.Command(coilyBin, "--tsnet", "--server", "coily", "--control-url", e.net.ControlURL, "approvals", "approve", id)
+	cmd.Env = append(os.Environ(), devnet.OfflineEnv()...)
+	cmd.Env = append(cmd.Env, "HOME="+e.t.TempDir())
+	if out, err := cmd.CombinedOutput(); err == nil || !strings.Contains(string(out), "no pending approval") {
+		e.t.Fatalf("approving a withdrawn push: %v\n%s", err, out)
 	}
 }
 
@@ -566,8 +587,28 @@ func TestGitProxyTailnet(t *testing.T) {
 	e.agent(true, review, "git", "push", "--quiet", "origin", "agent/l")
 	before := e.up.Ref(t, "owner/review", "refs/heads/agent/l")
 	e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", "forced")
-	done := e.background(review, "git", "push", "--force", "origin", "agent/l")
-	e.pendingApproval()
+	// An agent that gives up (Ctrl-C) withdraws its push: the approval
+	// is cancelled, and approving it now pushes nothing.
+	done, interrupt := e.background(review, "git", "push", "--force", "origin", "agent/l")
+	id, _ := e.pendingApproval()
+	interrupt()
+	if err := waitErr(t, done); err == nil {
+		t.Fatal("the interrupted push succeeded")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for r := e.coily("approvals", "list"); !strings.Contains(r.stdout, "no pending approvals"); r = e.coily("approvals", "list") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the interrupted push's approval is still pending: %+v\nserver:\n%s", r, e.log)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	e.cliApproveRefused(id)
+	if got := e.up.Ref(t, "owner/review", "refs/heads/agent/l"); got != before {
+		t.Fatalf("an interrupted push moved agent/l to %q", got)
+	}
+
+	done, _ = e.background(review, "git", "push", "--force", "origin", "agent/l")
+	_, _ = e.pendingApproval()
 	if r := e.coily("lockout", "--reason", "git e2e"); r.code != 0 {
 		t.Fatalf("lockout: %+v", r)
 	}
