@@ -696,3 +696,42 @@ func TestGitProxyGhPRCreate(t *testing.T) {
 	c.CheckText("the server's log", e.log.String())
 	c.CheckFiles(work, e.home, filepath.Join(e.dir, "git"), filepath.Join(e.dir, "audit"))
 }
+
+// TestGitProxyOtherUIDRefused: git.sock opened to everyone, the peer
+// credentials alone refuse a user who is no local operator, before any
+// upstream is asked; the refusal is audited with the peer.
+func TestGitProxyOtherUIDRefused(t *testing.T) {
+	requireComponent(t, os.Geteuid() == 0, "root (to run git as another uid)")
+	e := startGitProxy(t, "")
+	sock := filepath.Join(e.dir, "git.sock")
+	for _, p := range []string{e.dir, sock} {
+		if err := os.Chmod(p, 0o777); err != nil {
+			t.Fatal(err)
+		}
+	}
+	home := shortDir(t) // t.TempDir's parent is root's alone
+	if err := os.Chmod(home, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	before := len(e.up.Requests())
+	cmd := exec.Command("git", "ls-remote", "coily::/git/"+e.host+"/owner/app.git")
+	cmd.Env = append(e.agentEnv(), "HOME="+home) // the last HOME counts
+	cmd.Dir = home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "unauthenticated") {
+		t.Fatalf("git as uid 65534 on git.sock: %v\n%s", err, out)
+	}
+	if after := e.up.Requests()[before:]; len(after) != 0 {
+		t.Fatalf("upstream was asked for a refused caller: %q", after)
+	}
+	refused := 0
+	for _, r := range e.gitRecords("call") {
+		if r.Code == "unauthenticated" && strings.Contains(r.Peer, "uid=65534") {
+			refused++
+		}
+	}
+	if refused == 0 {
+		t.Fatalf("the refusal of uid 65534 is not audited")
+	}
+}
