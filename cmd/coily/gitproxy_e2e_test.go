@@ -618,8 +618,12 @@ func TestGitProxyTailnet(t *testing.T) {
 	if got := e.up.Ref(t, "owner/review", "refs/heads/agent/l"); got != before {
 		t.Fatalf("a push rejected by the lockout moved agent/l to %q", got)
 	}
-	e.agent(false, review, "git", "fetch", "origin")
-	e.agent(false, app, "git", "fetch", "origin")
+	for _, out := range []string{e.agent(false, review, "git", "fetch", "origin"), e.agent(false, app, "git", "fetch", "origin"),
+		e.agent(false, app, "git", "push", "origin", "HEAD:refs/heads/agent/locked")} {
+		if !strings.Contains(out, "remote: lockout-active: server is locked out") || !strings.Contains(out, "error: 409") {
+			t.Fatalf("git under a lockout: %s", out)
+		}
+	}
 	if r := e.coily("unlock"); r.code != 0 {
 		t.Fatalf("unlock: %+v", r)
 	}
