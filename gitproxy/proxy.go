@@ -121,7 +121,36 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, fmt.Errorf("gitproxy: %w", err)
 		}
 	}
+	if err := removeLeftovers(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("gitproxy: %w", err)
+	}
 	return p, nil
+}
+
+// removeLeftovers removes what a proxy that stopped mid-request left in
+// dir (it is the only one using dir: the server holds the state
+// directory's lock): the private repositories of pushes in flight, which
+// hold an agent's objects upstream never published, and caches whose
+// first fetch did not finish.
+func removeLeftovers(dir string) error {
+	pushes, err := os.ReadDir(filepath.Join(dir, "push"))
+	if err != nil {
+		return err
+	}
+	var left []string
+	for _, e := range pushes {
+		left = append(left, filepath.Join(dir, "push", e.Name()))
+	}
+	inits, err := filepath.Glob(filepath.Join(dir, "cache", ".init-*"))
+	if err != nil {
+		return err
+	}
+	for _, d := range append(left, inits...) {
+		if err := os.RemoveAll(d); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // request is one admitted request: who asks, under which policy, for

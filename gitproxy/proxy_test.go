@@ -1,10 +1,16 @@
 package gitproxy
 
 import (
+	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"coily.dev/coily/approvals"
+	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/standin"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -78,5 +84,34 @@ func TestCloneFetchPush(t *testing.T) {
 
 			e.git(work, "fetch", "--quiet", "origin")
 		})
+	}
+}
+
+// A proxy that stopped mid-request (a crash) left a push's private
+// repository and a cache's unfinished first fetch: the next proxy on the
+// directory removes both, and keeps the finished caches.
+func TestNewRemovesLeftovers(t *testing.T) {
+	standin.Need(t, "git", standin.GitHint)
+	dir := t.TempDir()
+	left := []string{filepath.Join(dir, "push", "p-1", "objects", "incoming-x"), filepath.Join(dir, "cache", ".init-1", "objects")}
+	kept := filepath.Join(dir, "cache", "0123.git", "objects")
+	for _, d := range append(left, kept) {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := New(Config{Dir: dir, Gate: &fakeGate{}, Stopped: func(string) error { return nil },
+		Record: func(_ context.Context, r audit.Record) (audit.Record, error) { return r, nil }, Approvals: approvals.New(time.Now, nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(dir, "push")); len(entries) != 0 {
+		t.Errorf("push/ keeps %d entries", len(entries))
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cache", ".init-1")); !os.IsNotExist(err) {
+		t.Errorf("the unfinished cache survived: %v", err)
+	}
+	if _, err := os.Stat(kept); err != nil {
+		t.Errorf("a finished cache was removed: %v", err)
 	}
 }
