@@ -35,7 +35,7 @@ import (
 // follow it.
 const gitProxyPolicy = `version: 1
 roles:
-  operator: {permissions: [exec, lockout, unlock, status, approve], commands: ["*"]}
+  operator: {permissions: [exec, lockout, unlock, pause, resume, status, approve], commands: ["*"]}
   owner: {permissions: [status, approve, lockout, unlock]}
   approver: {permissions: [status, approve]}
   agent: {permissions: [exec]}
@@ -75,6 +75,7 @@ type gitProxyEnv struct {
 	socket   string
 	log      *testlog.Buffer
 	srv      *exec.Cmd
+	exited   chan struct{}
 	home     string // the agent's HOME
 	host     string // the upstream's localhost:PORT
 	token    string
@@ -102,36 +103,46 @@ func startGitProxy(t *testing.T, commands string, credLines ...string) *gitProxy
 	}
 	t.Cleanup(n.Close)
 	e.net = n
-	creds := filepath.Join(e.dir, "credentials")
-	if err := os.WriteFile(creds, []byte(strings.Join(append([]string{"gittoken=" + e.token}, credLines...), "\n")+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.dir, "credentials"), []byte(strings.Join(append([]string{"gittoken=" + e.token}, credLines...), "\n")+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	pol := filepath.Join(e.dir, "policy.yaml")
-	if err := os.WriteFile(pol, []byte(fmt.Sprintf(gitProxyPolicy, e.host, e.up.CAFile)+commands), 0o600); err != nil {
+	if err := os.WriteFile(filepath.Join(e.dir, "policy.yaml"), []byte(fmt.Sprintf(gitProxyPolicy, e.host, e.up.CAFile)+commands), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	e.srv = exec.Command(coilyBin, "serve", "--tailnet", "--hostname", "coily", "--control-url", n.ControlURL, "--web", "--web-http",
-		"--state-dir", e.dir, "--policy", pol, "--credentials-file", creds)
+	e.serve()
+	return e
+}
+
+// serve starts `coily serve` and waits until it serves the git proxy on
+// both routes and the console; it is stopped (SIGTERM) at the test's end
+// unless e.kill stopped it before.
+func (e *gitProxyEnv) serve() {
+	t := e.t
+	t.Helper()
+	e.log = new(testlog.Buffer)
+	e.srv = exec.Command(coilyBin, "serve", "--tailnet", "--hostname", "coily", "--control-url", e.net.ControlURL, "--web", "--web-http",
+		"--state-dir", e.dir, "--policy", filepath.Join(e.dir, "policy.yaml"), "--credentials-file", filepath.Join(e.dir, "credentials"))
 	e.srv.Env, e.srv.Stdout, e.srv.Stderr = append(os.Environ(), devnet.OfflineEnv()...), e.log, e.log
 	if err := e.srv.Start(); err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan struct{})
-	go func() { _ = e.srv.Wait(); close(exited) }()
+	srv, log, exited := e.srv, e.log, make(chan struct{})
+	e.exited = exited
+	go func() { _ = srv.Wait(); close(exited) }()
 	t.Cleanup(func() {
-		_ = e.srv.Process.Signal(syscall.SIGTERM)
+		_ = srv.Process.Signal(syscall.SIGTERM)
 		<-exited
-		if strings.Contains(e.log.String(), e.token) {
+		if strings.Contains(log.String(), e.token) {
 			t.Error("the upstream token is in the server's log")
 		}
 	})
 	consoleURL := regexp.MustCompile(`serving the web console" url=(\S+)`)
 	deadline := time.Now().Add(90 * time.Second)
 	for {
-		s := e.log.String()
+		s := log.String()
 		if m := consoleURL.FindStringSubmatch(s); m != nil && strings.Contains(s, "tailnet=coily:7444") {
 			e.console = m[1]
-			break
+			return
 		}
 		select {
 		case <-exited:
@@ -143,7 +154,12 @@ func startGitProxy(t *testing.T, commands string, credLines ...string) *gitProxy
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return e
+}
+
+// kill SIGKILLs the server (a crash) and waits for it.
+func (e *gitProxyEnv) kill() {
+	_ = e.srv.Process.Kill()
+	<-e.exited
 }
 
 // gitRemoteHelperDir builds git-remote-coily once (or copies the one
@@ -738,4 +754,55 @@ func TestGitProxyOtherUIDRefused(t *testing.T) {
 	if refused == 0 {
 		t.Fatalf("the refusal of uid 65534 is not audited")
 	}
+}
+
+// TestGitProxyServerCrash: a server killed while a push waits for an
+// approval keeps nothing of that push once it serves again (the agent's
+// unpublished objects are not left on the trust point's disk), the push
+// never lands, and fetch and push work again from the kept cache. A
+// pause then refuses pushes and lets fetches through.
+func TestGitProxyServerCrash(t *testing.T) {
+	e := startGitProxy(t, "")
+	work := t.TempDir()
+	if r := runCoilyIn(t, work, e.agentEnv(), "git", "setup", "--global", "--host", e.host); r.code != 0 {
+		t.Fatalf("git setup: %+v", r)
+	}
+	review := filepath.Join(work, "review")
+	e.agent(true, work, "git", "clone", "--quiet", e.url("owner/review"), review)
+	e.agent(true, review, "git", "checkout", "--quiet", "-b", "agent/c")
+	e.agent(true, review, "git", "commit", "--quiet", "--allow-empty", "-m", "one")
+	e.agent(true, review, "git", "push", "--quiet", "origin", "agent/c")
+	before := e.up.Ref(t, "owner/review", "refs/heads/agent/c")
+	e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", "never published")
+	done, _ := e.background(review, "git", "push", "--force", "origin", "agent/c")
+	_, _ = e.pendingApproval()
+	pushes := filepath.Join(e.dir, "git", "push")
+	if left, _ := os.ReadDir(pushes); len(left) != 1 {
+		t.Fatalf("the waiting push's directory: %v", left)
+	}
+	e.kill()
+	if err := waitErr(t, done); err == nil {
+		t.Fatal("a push whose server crashed succeeded")
+	}
+	e.serve()
+	if left, err := os.ReadDir(pushes); err != nil || len(left) != 0 {
+		t.Fatalf("a crashed push's directory survived the restart: %v %v", left, err)
+	}
+	if got := e.up.Ref(t, "owner/review", "refs/heads/agent/c"); got != before {
+		t.Fatalf("the crashed push moved agent/c to %q", got)
+	}
+	e.agent(true, review, "git", "fetch", "--quiet", "origin")
+	e.agent(true, review, "git", "push", "--quiet", "origin", "HEAD:refs/heads/agent/after")
+
+	if r := e.coily("pause", "--reason", "git e2e"); r.code != 0 {
+		t.Fatalf("pause: %+v", r)
+	}
+	if out := e.agent(false, review, "git", "push", "origin", "HEAD:refs/heads/agent/paused"); !strings.Contains(out, "pause-active") {
+		t.Fatalf("a push while paused: %s", out)
+	}
+	e.agent(true, review, "git", "fetch", "--quiet", "origin")
+	if r := e.coily("resume"); r.code != 0 {
+		t.Fatalf("resume: %+v", r)
+	}
+	e.agent(true, review, "git", "push", "--quiet", "origin", "HEAD:refs/heads/agent/paused")
 }
