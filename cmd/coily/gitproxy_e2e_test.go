@@ -438,14 +438,18 @@ func TestGitProxyLocalSocket(t *testing.T) {
 		func(id string) { e.consoleApprove(owner, id) },
 		func(id string) { e.cliApprove(id) },
 	} {
-		e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", fmt.Sprintf("forced %d", i))
+		// The subject is the agent's: a terminal escape in it is shown, not sent.
+		e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", fmt.Sprintf("forced %d \x1b]0;pwned\x07\x1b[2J", i))
 		want := strings.TrimSpace(e.agent(true, review, "git", "rev-parse", "HEAD"))
 		done, _ := e.background(review, "git", "push", "--force", "origin", "agent/y")
 		id, list := e.pendingApproval()
-		for _, s := range []string{`wants rule "git:review"`, "refs/heads/agent/y", " force +1 -1 confirm", fmt.Sprintf("Agent: forced %d", i)} {
+		for _, s := range []string{`wants rule "git:review"`, "refs/heads/agent/y", " force +1 -1 confirm", fmt.Sprintf("Agent: forced %d ", i)} {
 			if !strings.Contains(list, s) {
 				t.Fatalf("coily approvals list does not show %q:\n%s", s, list)
 			}
+		}
+		if strings.ContainsAny(list, "\x1b\x07") {
+			t.Fatalf("coily approvals list passes the subject's control characters: %q", list)
 		}
 		approve(id)
 		if err := waitErr(t, done); err != nil {
