@@ -3,6 +3,7 @@ package standin
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -70,14 +71,14 @@ func TestGitHubEnterpriseRefusesWrongToken(t *testing.T) {
 func TestGitHubEnterpriseGHPRCreate(t *testing.T) {
 	Need(t, "gh", GitHubHint)
 	g := GitHubEnterprise(t, "ghe-token-1")
-	branches := map[string]bool{}
-	g.SetBranches(func(repo, branch string) bool { return branches[repo+" "+branch] })
+	var pushed atomic.Bool // the test writes it, the stand-in's handler reads it
+	g.SetBranches(func(repo, branch string) bool { return pushed.Load() && repo == "owner/repo" && branch == "agent/x" })
 	env := g.Env(t)
 	create := []string{"pr", "create", "-R", "owner/repo", "--head", "agent/x", "--base", "main", "--title", "T", "--body", "B"}
 	if out, err := tryRun(t, t.TempDir(), env, "gh", create...); err == nil || !strings.Contains(out, "Head ref must be a branch") {
 		t.Fatalf("gh pr create of a missing branch: %v\n%s", err, out)
 	}
-	branches["owner/repo agent/x"] = true
+	pushed.Store(true)
 	out := run(t, t.TempDir(), env, "gh", create...)
 	if want := g.URL + "/owner/repo/pull/1"; !strings.Contains(out, want) {
 		t.Fatalf("gh pr create printed %q, want %s", out, want)
