@@ -109,6 +109,7 @@ if [ "$(id -u)" = 0 ]; then
   git ls-files -z | tar --null -T - -cf - | tar -xf - -C "$u/src"
   go build -tags $T -o "$u/bin/coily" ./cmd/coily
   CGO_ENABLED=0 go build -o "$u/bin/coily-exec" ./cmd/coily-exec
+  go build -o "$u/bin/git-remote-coily" ./cmd/git-remote-coily
   go build -o "$u/bin/probe" ./internal/sandboxprobe
   CGO_ENABLED=0 go build -o "$u/bin/seccompprobe" ./internal/seccompprobe
   go test -c -o "$u/bin/sandbox.test" ./sandbox
@@ -126,7 +127,7 @@ if [ "$(id -u)" = 0 ]; then
   ulog=$(mktemp)
   asuser() { # DIR TESTBIN PATTERN
     (cd "$u/src/$1" && runuser -u coilytest -- env -i PATH="$PATH" HOME=/var/lib/coilytest TMPDIR="$u/tmp" CI="${CI:-}" \
-      COILY_TEST_COILY="$u/bin/coily" COILY_TEST_COILY_EXEC="$u/bin/coily-exec" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
+      COILY_TEST_COILY="$u/bin/coily" COILY_TEST_COILY_EXEC="$u/bin/coily-exec" COILY_TEST_GIT_REMOTE_COILY="$u/bin/git-remote-coily" COILY_TEST_PROBE="$u/bin/probe" COILY_TEST_SECCOMP_PROBE="$u/bin/seccompprobe" \
       COILY_VAULTDEV="$u/bin/vaultdev" \
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
@@ -134,7 +135,7 @@ if [ "$(id -u)" = 0 ]; then
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser gitproxy gitproxy.test 'CloneFetchPush|RefusedRequests|UpstreamRedirect|RacingPush|HugePush|BadPacks|Cache|PushAfterFetch|HookRequestTooLarge|PushRefNameInjection|PushClassification|PushAgentGoneMidApproval|PushesInFlightBounded|NewRemovesLeftovers' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|StateCrossCheck|PolicyReloadRefusesHostile' &&
     asuser stateguard stateguard.test 'ShortLog' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
-    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec' &&
+    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec|GitProxy(LocalSocket|Tailnet|GhPRCreate|ServerCrash)' &&
     asuser cmd/coily coily.test '^TestChaos$/^(LockoutEveryTransport|HostileWorkspace)$' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss' &&
     asuser httpserve httpserve.test 'PeerConns'

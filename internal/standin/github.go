@@ -16,9 +16,9 @@ import (
 const GitHubHint = "install the Debian package gh (scripts/test.sh does)"
 
 // GitHub is a local HTTPS stand-in for a GitHub Enterprise host, enough
-// for `gh issue create` and `gh issue view` (gh 2.23): gh reaches it with
-// Env(). Every repository owner/name exists and has issues enabled. It
-// also mints GitHub App installation tokens (githubapp.go), which reach
+// for `gh issue create`, `gh issue view` and `gh pr create` (gh 2.23,
+// pulls.go): gh reaches it with Env(). Every repository owner/name exists
+// and has issues enabled. It also mints GitHub App installation tokens (githubapp.go), which reach
 // only their repository.
 type GitHub struct {
 	*Server
@@ -27,6 +27,8 @@ type GitHub struct {
 
 	mu       sync.Mutex
 	issues   []Issue
+	pulls    []PullRequest
+	branches func(repo, branch string) bool // SetBranches
 	requests []string
 	apps     map[int64]*App                // by installation id
 	tokens   map[string]*InstallationToken // by value
@@ -203,6 +205,10 @@ func (g *GitHub) answer(req graphQLRequest, kind, name string) (map[string]any, 
 	switch {
 	case kind == "mutation" && strings.Contains(q, "createIssue"):
 		return g.createIssue(req.Variables)
+	case kind == "mutation" && strings.Contains(q, "createPullRequest"):
+		return g.createPullRequest(req.Variables)
+	case name == "PullRequestForBranch" || strings.Contains(q, "pullRequests("):
+		return g.pullsForBranch(req.Variables)
 	case strings.Contains(q, "__type("):
 		return map[string]any{"Issue": issueType()}, ""
 	case name == "IssueByNumber" || strings.Contains(q, "issueOrPullRequest("):

@@ -3,6 +3,7 @@ package standin
 import (
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -61,5 +62,34 @@ func TestGitHubEnterpriseRefusesWrongToken(t *testing.T) {
 		if !strings.HasPrefix(r, "401 ") {
 			t.Errorf("request %q was served with a wrong token", r)
 		}
+	}
+}
+
+// gh pr create --head: refused while the branch does not exist (as
+// GitHub refuses it), created once it does, and not created twice for
+// one branch (gh finds the open one).
+func TestGitHubEnterpriseGHPRCreate(t *testing.T) {
+	Need(t, "gh", GitHubHint)
+	g := GitHubEnterprise(t, "ghe-token-1")
+	var pushed atomic.Bool // the test writes it, the stand-in's handler reads it
+	g.SetBranches(func(repo, branch string) bool { return pushed.Load() && repo == "owner/repo" && branch == "agent/x" })
+	env := g.Env(t)
+	create := []string{"pr", "create", "-R", "owner/repo", "--head", "agent/x", "--base", "main", "--title", "T", "--body", "B"}
+	if out, err := tryRun(t, t.TempDir(), env, "gh", create...); err == nil || !strings.Contains(out, "Head ref must be a branch") {
+		t.Fatalf("gh pr create of a missing branch: %v\n%s", err, out)
+	}
+	pushed.Store(true)
+	out := run(t, t.TempDir(), env, "gh", create...)
+	if want := g.URL + "/owner/repo/pull/1"; !strings.Contains(out, want) {
+		t.Fatalf("gh pr create printed %q, want %s", out, want)
+	}
+	if prs := g.PullRequests(); len(prs) != 1 || prs[0] != (PullRequest{Repo: "owner/repo", Number: 1, Title: "T", Body: "B", Head: "agent/x", Base: "main"}) {
+		t.Fatalf("pull requests recorded = %+v", prs)
+	}
+	if out, err := tryRun(t, t.TempDir(), env, "gh", create...); err == nil || !strings.Contains(out, "already exists") {
+		t.Fatalf("a second gh pr create for the branch: %v\n%s", err, out)
+	}
+	if n := len(g.PullRequests()); n != 1 {
+		t.Fatalf("%d pull requests for one branch", n)
 	}
 }
