@@ -24,27 +24,13 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/broken")
 
-// yamlFiles lists dir's *.yaml files, sorted.
-func yamlFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	names, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(names) == 0 {
-		t.Fatalf("no *.yaml files in %s", dir)
-	}
-	slices.Sort(names)
-	return names
-}
-
 // examples lists the example policies shipped in ../examples.
 func examples(t testing.TB) []string {
-	return yamlFiles(t, "../examples")
+	return policytest.YAMLFiles(t, "../examples")
 }
 
 func TestLoadValid(t *testing.T) {
-	files := append(yamlFiles(t, "testdata/valid"), examples(t)...)
+	files := append(policytest.YAMLFiles(t, "testdata/valid"), examples(t)...)
 	for _, file := range files {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			p, err := policy.Load(file)
@@ -389,7 +375,7 @@ func TestParseSize(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	for _, dir := range []string{"testdata/valid", "testdata/broken", "../examples"} {
-		for _, file := range yamlFiles(f, dir) {
+		for _, file := range policytest.YAMLFiles(f, dir) {
 			data, err := os.ReadFile(file)
 			if err != nil {
 				f.Fatal(err)
