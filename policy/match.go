@@ -84,7 +84,7 @@ func (a *ArgSpec) validate() error {
 			continue
 		}
 		if err := checkGlob(p); err != nil {
-			return fmt.Errorf("argument %d pattern %s: %v", i+1, quoteShort(p), err)
+			return fmt.Errorf("argument %d pattern %s: %v", i+1, QuoteShort(p), err)
 		}
 	}
 	if a.AnyFlags && len(a.Flags) > 0 {
@@ -97,7 +97,7 @@ func (a *ArgSpec) validate() error {
 	slices.Sort(names)
 	for _, k := range names {
 		if !validFlagKey(k) {
-			return fmt.Errorf("flag %s must be written --name or -c (one character)", quoteShort(k))
+			return fmt.Errorf("flag %s must be written --name or -c (one character)", QuoteShort(k))
 		}
 		fs := a.Flags[k]
 		if !fs.Bool && len(fs.Values) == 0 {
@@ -105,13 +105,13 @@ func (a *ArgSpec) validate() error {
 		}
 		for _, v := range fs.Values {
 			if err := checkGlob(v); err != nil {
-				return fmt.Errorf("flag %s value pattern %s: %v", k, quoteShort(v), err)
+				return fmt.Errorf("flag %s value pattern %s: %v", k, QuoteShort(v), err)
 			}
 		}
 	}
 	for _, k := range a.IfFlags {
 		if !validFlagKey(k) {
-			return fmt.Errorf("if_flags entry %s must be written --name or -c (one character)", quoteShort(k))
+			return fmt.Errorf("if_flags entry %s must be written --name or -c (one character)", QuoteShort(k))
 		}
 	}
 	return nil
@@ -211,7 +211,7 @@ func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val s
 			if t[1] == '-' {
 				name, val, hasVal := strings.Cut(t, "=")
 				if name == "--" {
-					return no(explain, func() string { return "malformed flag " + quoteShort(t) })
+					return no(explain, func() string { return "malformed flag " + QuoteShort(t) })
 				}
 				fs, ok := a.Flags[name]
 				switch {
@@ -300,7 +300,7 @@ func (a *ArgSpec) allowPositionals(pos []string, explain bool) (bool, string) {
 	for i, p := range a.Args[:fixed] {
 		if !Glob(p, pos[i]) {
 			return no(explain, func() string {
-				return fmt.Sprintf("argument %d %s does not match %s", i+1, quoteShort(pos[i]), quoteShort(p))
+				return fmt.Sprintf("argument %d %s does not match %s", i+1, QuoteShort(pos[i]), QuoteShort(p))
 			})
 		}
 	}
@@ -325,13 +325,13 @@ func allowValue(name string, fs FlagSpec, val string, explain bool) (bool, strin
 	return no(explain, func() string {
 		want := make([]string, len(fs.Values))
 		for i, p := range fs.Values {
-			want[i] = quoteShort(p)
+			want[i] = QuoteShort(p)
 		}
 		which := want[0]
 		if len(want) > 1 {
 			which = "any of " + strings.Join(want, ", ")
 		}
-		return fmt.Sprintf("flag %s value %s does not match %s", name, quoteShort(val), which)
+		return fmt.Sprintf("flag %s value %s does not match %s", name, QuoteShort(val), which)
 	})
 }
 
@@ -623,8 +623,9 @@ func globEscapesClosed(p string) bool {
 	return true
 }
 
-// quoteShort quotes s for a reason, cut to a readable length.
-func quoteShort(s string) string {
+// QuoteShort quotes s for a reason, cut to a readable length: the form
+// every message about a rule uses for a value the policy or a caller gave.
+func QuoteShort(s string) string {
 	const max = 64
 	if len(s) <= max {
 		return strconv.Quote(s)
@@ -641,11 +642,11 @@ func quoteShort(s string) string {
 func flagLabel(name string) string {
 	for i := 0; i < len(name); i++ {
 		if c := name[i]; c <= ' ' || c >= 0x7f || c == '"' || c == '\\' {
-			return quoteShort(name)
+			return QuoteShort(name)
 		}
 	}
 	if len(name) > 64 {
-		return quoteShort(name)
+		return QuoteShort(name)
 	}
 	return name
 }

@@ -113,7 +113,7 @@ func vetGit(args []string) ([]string, string) {
 		case args[i] == "--version" || args[i] == "--help" || args[i] == "-h" || args[i] == "-v":
 			return args, ""
 		default:
-			return nil, fmt.Sprintf("git option %s before the command is not one coily knows; refused", quoteShort(args[i]))
+			return nil, fmt.Sprintf("git option %s before the command is not one coily knows; refused", QuoteShort(args[i]))
 		}
 	}
 	if i == len(args) {
@@ -121,7 +121,7 @@ func vetGit(args []string) ([]string, string) {
 	}
 	sub := args[i]
 	if !gitBuiltins[sub] {
-		return nil, fmt.Sprintf("%s is not a git command: aliases, git-%s programs and autocorrected spellings are refused (coily's built-in rule for git)", quoteShort(sub), quoteShort(sub))
+		return nil, fmt.Sprintf("%s is not a git command: aliases, git-%s programs and autocorrected spellings are refused (coily's built-in rule for git)", QuoteShort(sub), QuoteShort(sub))
 	}
 	rest := args[i+1:]
 	for j, a := range rest {
@@ -242,10 +242,10 @@ func firstPositional(args []string) string {
 func gitUnsafeRemote(r string) string {
 	switch {
 	case strings.Contains(r, "::"):
-		return fmt.Sprintf("git remote %s is refused: remote helpers (TRANSPORT::ADDRESS, ext::, fd::) run programs (coily's built-in rule for git)", quoteShort(r))
+		return fmt.Sprintf("git remote %s is refused: remote helpers (TRANSPORT::ADDRESS, ext::, fd::) run programs (coily's built-in rule for git)", QuoteShort(r))
 	case strings.HasPrefix(r, "file:"), strings.HasPrefix(r, "/"), strings.HasPrefix(r, "./"), strings.HasPrefix(r, "../"),
 		strings.HasPrefix(r, "~"), r == "." || r == "..":
-		return fmt.Sprintf("git remote %s is refused: a local repository runs its own hooks (coily's built-in rule for git)", quoteShort(r))
+		return fmt.Sprintf("git remote %s is refused: a local repository runs its own hooks (coily's built-in rule for git)", QuoteShort(r))
 	}
 	return ""
 }

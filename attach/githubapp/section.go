@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -59,20 +58,6 @@ func Notes(r *policy.Rule) []string {
 		return nil
 	}
 	return []string{fmt.Sprintf("rule %q github_app: %s", r.Name, g.Summary())}
-}
-
-// quoteShort quotes s for a reason, cut to a readable length (as the
-// policy's reasons do).
-func quoteShort(s string) string {
-	const max = 64
-	if len(s) <= max {
-		return strconv.Quote(s)
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return strconv.Quote(s[:cut]) + "..."
 }
 
 // GitHubApp is a rule's `github_app:`: for each exec the server mints an
@@ -289,7 +274,7 @@ func githubAppRepository(p *policy.SectionParser, r *policy.Rule, g *GitHubApp, 
 			p.FailAt(v, "rule %q: github_app repository_from names %s twice", r.Name, f)
 			return false
 		case !policy.ValidFlag(f):
-			p.FailAt(v, "rule %q: github_app repository_from %s must be a flag written --name or -c", r.Name, quoteShort(f))
+			p.FailAt(v, "rule %q: github_app repository_from %s must be a flag written --name or -c", r.Name, policy.QuoteShort(f))
 			return false
 		case !listed || spec.Bool:
 			p.FailAt(v, "rule %q: github_app repository_from %s must be a flag the rule's flags list with value patterns (the repository comes only from a value they pin)", r.Name, f)
@@ -376,7 +361,7 @@ func Repository(r *policy.Rule, args []string) (ghapp.Repository, string) {
 		got, err := ghapp.ParseRepository(v, g.Host)
 		switch {
 		case err != nil:
-			return ghapp.Repository{}, fmt.Sprintf("github_app: %s %s: %v", from, quoteShort(v), err)
+			return ghapp.Repository{}, fmt.Sprintf("github_app: %s %s: %v", from, policy.QuoteShort(v), err)
 		case i > 0 && got != repo:
 			return ghapp.Repository{}, fmt.Sprintf("github_app: %s given more than once with different repositories", from)
 		}
