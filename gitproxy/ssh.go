@@ -66,14 +66,15 @@ const maxSignatures = 4
 // session starts, for one git run, an ssh agent holding the key on a
 // socket in a fresh 0700 directory, beside the remote's pinned host keys
 // as a known_hosts file and the key's public half; it returns the
-// environment that points git's ssh at them. end stops the agent and
-// removes the directory; it logs what the agent refused.
-func (s *sshUpstream) session(p *Proxy) (env []string, end func(), err error) {
+// environment that points git's ssh at them. end stops the agent,
+// removes the directory, logs what the agent refused and returns its
+// report.
+func (s *sshUpstream) session(p *Proxy) (env []string, end func() sshagent.Report, err error) {
 	dir, err := os.MkdirTemp("", "coily-git-ssh-")
 	if err != nil {
 		return nil, nil, refusal.Wrap(refusal.Internal, err, "git remote %q: ssh agent directory", s.remote.Name)
 	}
-	fail := func(err error) ([]string, func(), error) {
+	fail := func(err error) ([]string, func() sshagent.Report, error) {
 		os.RemoveAll(dir)
 		return nil, nil, refusal.Wrap(refusal.Internal, err, "git remote %q: ssh agent", s.remote.Name)
 	}
@@ -112,12 +113,14 @@ func (s *sshUpstream) session(p *Proxy) (env []string, end func(), err error) {
 		return fail(err)
 	}
 	ag.Start(l)
-	end = func() {
+	end = func() sshagent.Report {
 		ag.Close()
-		for _, r := range ag.Report().Refused {
+		os.RemoveAll(dir)
+		rep := ag.Report()
+		for _, r := range rep.Refused {
 			p.log.Warn("git ssh agent refused", "remote", s.remote.Name, "refusal", r.String())
 		}
-		os.RemoveAll(dir)
+		return rep
 	}
 	return []string{"GIT_SSH_COMMAND=" + s.command(knownFile, pubFile, sock)}, end, nil
 }
@@ -177,6 +180,8 @@ var offeredKey = regexp.MustCompile(`key sent by the remote host is\s+(SHA256:[A
 
 // sshRefusal names what ssh refused: a host key the remote does not pin,
 // or a host that shows no key of a pinned type; nil for anything else.
+// Only for a run whose agent signed nothing: past the host key check,
+// what ssh's standard error holds is upstream's to write.
 func sshRefusal(rem *policy.GitRemote, err error) error {
 	var ge *gitError
 	if rem.SSH == nil || !errors.As(err, &ge) || !strings.Contains(ge.stderr, "Host key verification failed") &&

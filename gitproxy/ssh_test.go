@@ -176,6 +176,27 @@ func TestSSHUpstreamWrongHostKey(t *testing.T) {
 	}
 }
 
+// An upstream that writes what ssh writes of a host key it refuses, once
+// logged in, is not taken for a host key refusal: what follows the host
+// key check is upstream's to say.
+func TestSSHUpstreamSpoofedRefusal(t *testing.T) {
+	u := newSSHUp(t)
+	auth := filepath.Join(filepath.Dir(u.repo), "authorized_keys")
+	pub, err := os.ReadFile(auth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forced := `command="echo 'The fingerprint for the ED25519 key sent by the remote host is' >&2; echo 'SHA256:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA.' >&2; echo 'Host key verification failed.' >&2; exit 1" `
+	if err := os.WriteFile(auth, append([]byte(forced), pub...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newEnv(t, u.remote(pinOf(u.hostPub)), func(c *Config) { c.Keystore = keyStore{key: u.key} })
+	out, err := e.try("", "ls-remote", e.srv.URL+fmt.Sprintf("/git/localhost:%d%s.git", u.port, u.repo))
+	if err == nil || strings.Contains(out, "showed host key") || !strings.Contains(out, "internal: fetching from upstream") {
+		t.Fatalf("err=%v\n%s", err, out)
+	}
+}
+
 // pinOf is a public key line's type and key: what a known_hosts line
 // pins after its hosts.
 func pinOf(pub string) string {

@@ -141,10 +141,11 @@ func (p *Proxy) runUpstream(ctx context.Context, up *upstream, env []string, arg
 	if err != nil {
 		return nil, err
 	}
-	defer end()
 	out, err := p.run(ctx, append(env[:len(env):len(env)], sshEnv...), args...)
-	if r := sshRefusal(up.ssh.remote, err); r != nil {
-		return out, r
+	if rep := end(); rep.Signed == 0 {
+		if r := sshRefusal(up.ssh.remote, err); r != nil {
+			return out, r
+		}
 	}
 	return out, err
 }
