@@ -176,7 +176,7 @@ func shellQuote(s string) string {
 
 // offeredKey finds, in what ssh wrote, the fingerprint of a host key that
 // does not match the pins.
-var offeredKey = regexp.MustCompile(`key sent by the remote host is\s+(SHA256:[A-Za-z0-9+/]{43})`)
+var offeredKey = regexp.MustCompile(`key sent by the remote host is\s+(SHA256:[A-Za-z0-9+/]{43})(?:[^A-Za-z0-9+/=]|$)`)
 
 // sshRefusal names what ssh refused: a host key the remote does not pin,
 // or a host that shows no key of a pinned type; nil for anything else.
