@@ -67,8 +67,8 @@ const maxSignatures = 4
 // socket in a fresh 0700 directory, beside the remote's pinned host keys
 // as a known_hosts file and the key's public half; it returns the
 // environment that points git's ssh at them. end stops the agent,
-// removes the directory, logs what the agent refused and returns its
-// report.
+// removes the directory and returns what the agent did (it logs its
+// refusals itself).
 func (s *sshUpstream) session(p *Proxy) (env []string, end func() sshagent.Report, err error) {
 	dir, err := os.MkdirTemp("", "coily-git-ssh-")
 	if err != nil {
@@ -84,24 +84,20 @@ func (s *sshUpstream) session(p *Proxy) (env []string, end func() sshagent.Repor
 		return fail(fmt.Errorf("directory %q: ssh takes a path of letters, digits and /._- only (set TMPDIR)", dir))
 	}
 	alias := s.remote.SSHHost().String()
-	var known strings.Builder
-	var hostKeys []ssh.PublicKey
-	pinned := map[string]string{}
-	for _, k := range s.remote.SSH.KnownHosts {
-		pub, err := k.PublicKey()
-		if err != nil {
-			return fail(err)
-		}
-		hostKeys = append(hostKeys, pub)
-		pinned[k.Fingerprint] = alias
-		fmt.Fprintf(&known, "%s %s %s\n", alias, k.KeyType, k.Key)
+	known, hostKeys, err := s.pins(alias)
+	if err != nil {
+		return fail(err)
 	}
 	knownFile, pubFile, sock := filepath.Join(dir, "known_hosts"), filepath.Join(dir, "key.pub"), filepath.Join(dir, "agent.sock")
-	if err := os.WriteFile(knownFile, []byte(known.String()), 0o600); err != nil {
+	if err := os.WriteFile(knownFile, known, 0o600); err != nil {
 		return fail(err)
 	}
 	if err := os.WriteFile(pubFile, ssh.MarshalAuthorizedKey(s.signer.PublicKey()), 0o600); err != nil {
 		return fail(err)
+	}
+	pinned := map[string]string{}
+	for _, k := range s.remote.SSH.KnownHosts {
+		pinned[k.Fingerprint] = alias
 	}
 	ag, err := sshagent.New(sshagent.Config{Rule: "git:" + s.remote.Name, MaxSignatures: maxSignatures, PinnedFor: pinned, Logger: p.log,
 		Keys: []sshagent.Key{{Name: s.remote.SSH.Key.String(), Signer: s.signer, HostKeys: hostKeys, Hosts: alias}}})
@@ -116,13 +112,25 @@ func (s *sshUpstream) session(p *Proxy) (env []string, end func() sshagent.Repor
 	end = func() sshagent.Report {
 		ag.Close()
 		os.RemoveAll(dir)
-		rep := ag.Report()
-		for _, r := range rep.Refused {
-			p.log.Warn("git ssh agent refused", "remote", s.remote.Name, "refusal", r.String())
-		}
-		return rep
+		return ag.Report()
 	}
 	return []string{"GIT_SSH_COMMAND=" + s.command(knownFile, pubFile, sock)}, end, nil
+}
+
+// pins are the remote's pinned host keys as a known_hosts file naming
+// them by alias only, and decoded, for the agent.
+func (s *sshUpstream) pins(alias string) ([]byte, []ssh.PublicKey, error) {
+	var known strings.Builder
+	var keys []ssh.PublicKey
+	for _, k := range s.remote.SSH.KnownHosts {
+		pub, err := k.PublicKey()
+		if err != nil {
+			return nil, nil, err
+		}
+		keys = append(keys, pub)
+		fmt.Fprintf(&known, "%s %s %s\n", alias, k.KeyType, k.Key)
+	}
+	return []byte(known.String()), keys, nil
 }
 
 // command is git's ssh: the system's OpenSSH with no configuration file,
