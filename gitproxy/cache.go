@@ -57,13 +57,16 @@ func (p *Proxy) fetchInto(ctx context.Context, up *upstream, e *cacheEntry) erro
 	}
 	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head", "--", up.url,
 		"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
-	if _, err := p.run(ctx, env, args...); err != nil {
+	if _, err := p.runUpstream(ctx, up, env, args...); err != nil {
+		if r := (*refusal.Error)(nil); errors.As(err, &r) {
+			return r
+		}
 		return refusal.Wrap(refusal.Internal, err, "fetching from upstream %s failed: %s", up.url, upstreamSays(err))
 	}
 	if _, err := p.run(ctx, env, "rev-parse", "--verify", "--quiet", "HEAD"); err == nil {
 		return nil
 	}
-	out, err := p.run(ctx, env, append(configArgs(cacheConfig), "ls-remote", "--symref", "--", up.url, "HEAD")...)
+	out, err := p.runUpstream(ctx, up, env, append(configArgs(cacheConfig), "ls-remote", "--symref", "--", up.url, "HEAD")...)
 	if err != nil {
 		return nil // no HEAD upstream (an empty repository): clones choose their own
 	}

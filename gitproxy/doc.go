@@ -30,10 +30,13 @@
 //
 // Invariants:
 //   - upstream is only ever the host the remote names, over https, with
-//     redirects refused and the address classified as egress classifies
-//     it (a private one needs the remote's allow_cidrs) and pinned;
+//     redirects refused, or over ssh, trusting only the host keys the
+//     remote pins; the address classified as egress classifies it (a
+//     private one needs the remote's allow_cidrs) and pinned;
 //   - the credential goes to git in its environment (never argv), scoped
-//     to the upstream's URL, and never to the agent;
+//     to the upstream's URL, and never to the agent; an ssh key is held
+//     in memory and offered by an ssh agent that lives for one git run
+//     (ssh.go), never written;
 //   - no pack is parsed here: git reads every byte of it; the proxy reads
 //     only a push's command list, before git (commands.go);
 //   - every refusal answers a one-line text/plain body starting with its

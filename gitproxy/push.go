@@ -310,7 +310,11 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 	}
 	args = append(append(args, "--", ps.up.url), specs...)
 	upEnv := append(ps.up.env[:len(ps.up.env):len(ps.up.env)], env[len(p.gitEnv()):]...)
-	out, err := p.run(ctx, upEnv, args...)
+	out, err := p.runUpstream(ctx, ps.up, upEnv, args...)
+	if r := (*refusal.Error)(nil); errors.As(err, &r) {
+		ps.answer = r.Msg
+		return r
+	}
 	if err != nil {
 		rejects := porcelainRejects(out)
 		ps.answer = "upstream refused: " + upstreamSays(err) + rejects

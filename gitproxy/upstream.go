@@ -23,6 +23,8 @@ import (
 type upstream struct {
 	url string
 	env []string
+	// ssh is an ssh upstream's key and address; nil for https.
+	ssh *sshUpstream
 }
 
 // upstream resolves the remote's host (once, classified as egress
@@ -31,11 +33,20 @@ type upstream struct {
 // makes git reach exactly that address, over https only, without
 // following a redirect, without user or system configuration, and with
 // the credential in an extra header scoped to the upstream's URL: in
-// git's environment, never its argv.
+// git's environment, never its argv. An ssh remote is reached over ssh
+// only, at the same address, its key offered by an agent of each run
+// (runUpstream, ssh.go).
 func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string) (*upstream, error) {
 	addr, err := p.resolve(ctx, rem)
 	if err != nil {
 		return nil, err
+	}
+	if rem.SSH != nil {
+		s, err := p.sshUpstream(ctx, rem, addr)
+		if err != nil {
+			return nil, err
+		}
+		return &upstream{url: rem.URL(repo), env: append(p.gitEnv(), configEnv(sshConfig())...), ssh: s}, nil
 	}
 	pin := addr.String()
 	if addr.Is6() {
@@ -117,6 +128,26 @@ func (p *Proxy) run(ctx context.Context, env []string, args ...string) ([]byte, 
 		return out.Bytes(), &gitError{args: args, err: err, stderr: errb.String()}
 	}
 	return out.Bytes(), nil
+}
+
+// runUpstream runs git against up under env: for an ssh upstream, with
+// an agent holding the key for this one run, and a host key the remote
+// does not pin refused by name.
+func (p *Proxy) runUpstream(ctx context.Context, up *upstream, env []string, args ...string) ([]byte, error) {
+	if up.ssh == nil {
+		return p.run(ctx, env, args...)
+	}
+	sshEnv, end, err := up.ssh.session(p)
+	if err != nil {
+		return nil, err
+	}
+	out, err := p.run(ctx, append(env[:len(env):len(env)], sshEnv...), args...)
+	if rep := end(); rep.Signed == 0 {
+		if r := sshRefusal(up.ssh.remote, err); r != nil {
+			return out, r
+		}
+	}
+	return out, err
 }
 
 // gitError is a git that failed, with what it said.

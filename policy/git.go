@@ -65,8 +65,8 @@ type Git struct {
 type GitRemote struct {
 	// Name names the remote in the audit and in approvals.
 	Name string
-	// Host is the upstream's DNS name in lower case, Port its https port
-	// (443 when the URL names none).
+	// Host is the upstream's DNS name in lower case, Port its https or
+	// ssh port (443 or 22 when the URL names none).
 	Host string
 	Port int
 	// Path is the repository path pattern without its leading slash and
@@ -76,8 +76,11 @@ type GitRemote struct {
 	// Roles are the roles whose holders may use the remote.
 	Roles []string
 	// Credential is the token sent upstream as HTTP basic auth
-	// (x-access-token:<token>); zero for none.
+	// (x-access-token:<token>); zero for none (and for an ssh remote).
 	Credential credref.Ref
+	// SSH is how an ssh remote (ssh://USER@HOST/PATH) is reached; nil
+	// for an https one.
+	SSH *GitSSH
 	// CAFile is a PEM bundle trusted for the upstream instead of the
 	// system's; "" for the system's.
 	CAFile string
@@ -91,6 +94,21 @@ type GitRemote struct {
 	// Line is where the remote starts in the policy file.
 	Line int
 }
+
+// GitSSH is what reaching an ssh remote takes: the user, the private key
+// git's ssh gets through an agent (never a file), and the host keys
+// pinned for the remote's host.
+type GitSSH struct {
+	User string
+	// Key is the credential reference of the private key.
+	Key credref.Ref
+	// KnownHosts are the remote's `known_hosts`: at least one, each
+	// naming the remote's host (SSHHost).
+	KnownHosts []KnownHost
+}
+
+// SSHHost is the remote's host as known_hosts names it.
+func (r *GitRemote) SSHHost() SSHHost { return SSHHost{Host: r.Host, Port: r.Port} }
 
 // GitPush is a remote's `push:` block.
 type GitPush struct {
@@ -106,6 +124,13 @@ type GitPush struct {
 // URL is the upstream URL of the repository repo (a path the remote's
 // pattern matches), as the request named it.
 func (r *GitRemote) URL(repo string) string {
+	if r.SSH != nil {
+		host := r.Host
+		if r.Port != 22 {
+			host += ":" + strconv.Itoa(r.Port)
+		}
+		return "ssh://" + r.SSH.User + "@" + host + "/" + repo
+	}
 	host := r.Host
 	if r.Port != 443 {
 		host += ":" + strconv.Itoa(r.Port)
@@ -116,10 +141,15 @@ func (r *GitRemote) URL(repo string) string {
 // Matches reports whether the remote serves repo on host:port; repo is a
 // clean path without a leading slash, with or without ".git".
 func (r *GitRemote) Matches(host string, port int, repo string) bool {
-	if host != r.Host || port != r.Port {
-		return false
-	}
-	return matchRepo(r.Path, repo)
+	return host == r.Host && r.servesPort(port) && matchRepo(r.Path, repo)
+}
+
+// servesPort reports whether a request naming port names the remote's.
+// A request's path without a port names 443; for an ssh remote on port
+// 22 it names the remote too, as `coily git setup` rewrites git@HOST:
+// to /git/HOST/.
+func (r *GitRemote) servesPort(port int) bool {
+	return port == r.Port || r.SSH != nil && r.Port == 22 && port == 443
 }
 
 // matchRepo matches a repository path, ".git" trimmed, against pattern; a
@@ -174,10 +204,7 @@ func (p *Policy) firstRemote(match func(*GitRemote) bool) *GitRemote {
 // matchesFolded is Matches with the path and the pattern in lower case
 // (a pattern holds no character class, so folding it changes no glob).
 func (r *GitRemote) matchesFolded(host string, port int, repo string) bool {
-	if host != r.Host || port != r.Port {
-		return false
-	}
-	return matchRepo(strings.ToLower(r.Path), strings.ToLower(repo))
+	return host == r.Host && r.servesPort(port) && matchRepo(strings.ToLower(r.Path), strings.ToLower(repo))
 }
 
 // GitRemotes returns the policy's remotes, in file order.
@@ -205,6 +232,8 @@ type gitRemoteFile struct {
 	Roles      []string     `yaml:"roles"`
 	Credential string       `yaml:"credential"`
 	CAFile     string       `yaml:"ca_file"`
+	SSHKey     string       `yaml:"ssh_key"`
+	KnownHosts []string     `yaml:"known_hosts"`
 	AllowCIDRs []string     `yaml:"allow_cidrs"`
 	Fetch      *bool        `yaml:"fetch"`
 	Push       *gitPushFile `yaml:"push"`
@@ -283,6 +312,7 @@ func (b *builder) gitRemote(p *Policy, f *gitRemoteFile, at func(...any) []any) 
 		}
 		r.Credential = ref
 	}
+	b.gitSSH(r, f, at)
 	if f.CAFile != "" && (!filepath.IsAbs(f.CAFile) || filepath.Clean(f.CAFile) != f.CAFile) {
 		b.failAt(b.at(at("ca_file")...), "git remote %q: ca_file must be a clean absolute path, got %q", r.Name, f.CAFile)
 	}
@@ -300,11 +330,19 @@ func (b *builder) gitRemote(p *Policy, f *gitRemoteFile, at func(...any) []any) 
 	return r
 }
 
-// parseURL reads a remote's url: https://HOST[:PORT]/PATH-PATTERN.
+// parseURL reads a remote's url: https://HOST[:PORT]/PATH-PATTERN or
+// ssh://USER@HOST[:PORT]/PATH-PATTERN. The scp-like form (git@HOST:PATH)
+// is not read: one form is enough, and it has no port.
 func (r *GitRemote) parseURL(s string) error {
+	if rest, ok := strings.CutPrefix(s, "ssh://"); ok {
+		return r.parseSSHURL(s, rest)
+	}
 	rest, ok := strings.CutPrefix(s, "https://")
 	if !ok {
-		return fmt.Errorf("%q: the proxy reaches upstreams over https only (https://HOST/OWNER/REPO)", s)
+		if strings.Contains(s, "@") && !strings.Contains(s, "://") {
+			return fmt.Errorf("%s: write an ssh remote as ssh://USER@HOST[:PORT]/PATH (the scp-like form is not read)", QuoteShort(s))
+		}
+		return fmt.Errorf("%q: the proxy reaches upstreams over https (https://HOST/OWNER/REPO) or ssh (ssh://git@HOST/OWNER/REPO) only", s)
 	}
 	hostport, repo, ok := strings.Cut(rest, "/")
 	if !ok || repo == "" {
@@ -313,13 +351,43 @@ func (r *GitRemote) parseURL(s string) error {
 	if strings.ContainsAny(hostport, "@*") {
 		return fmt.Errorf("%q: one exact host, without user or wildcard", s)
 	}
+	return r.parseHostPath(s, hostport, repo, 443)
+}
+
+// gitSSHUser is what an ssh remote's user may be: a login name, never
+// one that starts with "-" (an option to ssh) or holds a quote.
+var gitSSHUser = regexp.MustCompile(`^[A-Za-z0-9_][A-Za-z0-9._-]{0,31}$`)
+
+// parseSSHURL reads the rest of an ssh:// url: USER@HOST[:PORT]/PATH.
+func (r *GitRemote) parseSSHURL(s, rest string) error {
+	auth, repo, ok := strings.Cut(rest, "/")
+	if !ok || repo == "" {
+		return fmt.Errorf("%q: name a repository path after the host", s)
+	}
+	user, hostport, ok := strings.Cut(auth, "@")
+	if !ok {
+		return fmt.Errorf("%q: name the ssh user (ssh://git@HOST/PATH)", s)
+	}
+	if !gitSSHUser.MatchString(user) {
+		return fmt.Errorf("%q: ssh user %s must match %s", s, QuoteShort(user), gitSSHUser)
+	}
+	if strings.ContainsAny(hostport, "@*") {
+		return fmt.Errorf("%q: one exact host, without wildcard or a second @", s)
+	}
+	r.SSH = &GitSSH{User: user}
+	return r.parseHostPath(s, hostport, repo, 22)
+}
+
+// parseHostPath reads a url's HOST[:PORT] (port def when none) and its
+// repository path pattern.
+func (r *GitRemote) parseHostPath(s, hostport, repo string, def int) error {
 	hp, err := ParseHostPort(hostport)
 	if err != nil {
 		return err
 	}
 	r.Host, r.Port = hp.Host, hp.Port
 	if r.Port == 0 {
-		r.Port = 443
+		r.Port = def
 	}
 	repo = strings.TrimSuffix(repo, ".git")
 	if len(repo) > maxGitPath {

@@ -35,7 +35,51 @@ git:
       ca_file: /etc/coily/lab-ca.pem
       allow_cidrs: [10.0.0.0/8]
       fetch: false
+    - name: box
+      url: ssh://git@git.example.com/team/*.git
+      roles: [agent]
+      ssh_key: vault:secret/coily/deploy#private_key
+      known_hosts: ["git.example.com,[git.example.com]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm"]
+    - name: box2222
+      url: ssh://u_1.x-y@git.example.com:2222/srv/app
+      roles: [agent]
+      ssh_key: file:deploy
+      known_hosts: ["[git.example.com]:2222 ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm"]
 `
+
+// An ssh remote: its url, user, key and pins; requested by its host
+// alone on port 22 (as coily git setup rewrites git@HOST:), with its port
+// otherwise.
+func TestGitSectionSSH(t *testing.T) {
+	p, err := policy.Parse("git.yaml", []byte(gitPolicy))
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := p.GitRemote("git.example.com", 443, "team/web")
+	if box == nil || box.Name != "box" || box.Port != 22 || box.SSH == nil || box.SSH.User != "git" ||
+		box.SSH.Key != (credref.Ref{Backend: "vault", Path: "secret/coily/deploy", Field: "private_key"}) || len(box.SSH.KnownHosts) != 1 {
+		t.Fatalf("box = %+v", box)
+	}
+	if got := box.URL("team/web.git"); got != "ssh://git@git.example.com/team/web.git" {
+		t.Errorf("URL = %s", got)
+	}
+	if got := p.GitRemote("git.example.com", 22, "team/web"); got != box {
+		t.Errorf("port 22 named: %+v", got)
+	}
+	other := p.GitRemote("git.example.com", 2222, "srv/app")
+	if other == nil || other.Name != "box2222" || other.URL("srv/app") != "ssh://u_1.x-y@git.example.com:2222/srv/app" {
+		t.Fatalf("box2222 = %+v", other)
+	}
+	if got := p.GitRemote("git.example.com", 443, "srv/app"); got != nil {
+		t.Errorf("an ssh remote on 2222 was named without its port: %+v", got)
+	}
+	if got := p.GitRemote("git.example.com", 8443, "team/web"); got != nil {
+		t.Errorf("an ssh remote on 22 was named by another port: %+v", got)
+	}
+	if app := p.GitRemote("github.com", 443, "alice/web"); app.SSH != nil || app.URL("alice/web") != "https://github.com/alice/web" {
+		t.Errorf("an https remote reads as ssh: %+v", app)
+	}
+}
 
 func TestGitSection(t *testing.T) {
 	p, err := policy.Parse("git.yaml", []byte(gitPolicy))
@@ -102,8 +146,7 @@ func TestGitSection(t *testing.T) {
 var hostileGitSections = []struct{ name, section, want string }{
 	{"empty", "git: {}", "at least one remote"},
 	{"unknown key", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], token: x}", "token"},
-	{"http", "git:\n  remotes:\n    - {name: a, url: http://h.example/o/r, roles: [agent]}", "https only"},
-	{"ssh", "git:\n  remotes:\n    - {name: a, url: git@h.example:o/r, roles: [agent]}", "https only"},
+	{"http", "git:\n  remotes:\n    - {name: a, url: http://h.example/o/r, roles: [agent]}", "or ssh (ssh://git@HOST/OWNER/REPO) only"},
 	{"user in url", "git:\n  remotes:\n    - {name: a, url: https://u@h.example/o/r, roles: [agent]}", "without user"},
 	{"wildcard host", "git:\n  remotes:\n    - {name: a, url: https://*.h.example/o/r, roles: [agent]}", "wildcard"},
 	{"ip literal", "git:\n  remotes:\n    - {name: a, url: https://10.0.0.1/o/r, roles: [agent]}", "allow_cidrs"},
@@ -128,6 +171,34 @@ var hostileGitSections = []struct{ name, section, want string }{
 	{"ref space", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: ['refs/heads/a b']}}", "ref pattern"},
 	{"bad decision", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [refs/heads/*], force: yes}}", "allow, confirm or deny"},
 	{"bad timeout", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [refs/heads/*], confirm_timeout: forever}}", "confirm_timeout"},
+	{"ssh scp-like", "git:\n  remotes:\n    - {name: a, url: git@h.example:o/r, roles: [agent]}", "scp-like form is not read"},
+	{"ssh no user", "git:\n  remotes:\n    - {name: a, url: ssh://h.example/o/r, roles: [agent]}", "name the ssh user"},
+	{"ssh option user", "git:\n  remotes:\n    - {name: a, url: 'ssh://-oProxyCommand=x@h.example/o/r', roles: [agent]}", "ssh user"},
+	{"ssh quote user", "git:\n  remotes:\n    - {name: a, url: \"ssh://a'b@h.example/o/r\", roles: [agent]}", "ssh user"},
+	{"ssh empty user", "git:\n  remotes:\n    - {name: a, url: ssh://@h.example/o/r, roles: [agent]}", "ssh user"},
+	{"ssh option host", "git:\n  remotes:\n    - {name: a, url: ssh://git@-oProxyCommand=x/o/r, roles: [agent]}", "oProxyCommand"},
+	{"ssh two at", "git:\n  remotes:\n    - {name: a, url: ssh://a@b@h.example/o/r, roles: [agent]}", "without wildcard"},
+	{"ssh ip literal", "git:\n  remotes:\n    - {name: a, url: ssh://git@10.0.0.1/o/r, roles: [agent]}", "allow_cidrs"},
+	{"ssh ipv6 literal", "git:\n  remotes:\n    - {name: a, url: 'ssh://git@[::1]/o/r', roles: [agent]}", "allow_cidrs"},
+	{"ssh bad port", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example:0/o/r, roles: [agent]}", "port"},
+	{"ssh no path", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/, roles: [agent]}", "repository path"},
+	{"ssh dotdot", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/../r, roles: [agent]}", "segment"},
+	{"ssh tilde", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/~alice/r, roles: [agent]}", "segment"},
+	{"ssh option path", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/-oProxyCommand=x, roles: [agent]}", "segment"},
+	{"ssh no key", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "needs ssh_key"},
+	{"ssh pasted key", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: '-----BEGIN OPENSSH PRIVATE KEY-----', known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "this is a private key"},
+	{"ssh bad key ref", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: nope, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "ssh_key"},
+	{"ssh no pin", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k}", "needs known_hosts"},
+	{"ssh empty pins", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k, known_hosts: []}", "needs known_hosts"},
+	{"ssh pin of another host", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example:2222/o/r, roles: [agent], ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "does not name the remote's host [h.example]:2222"},
+	{"ssh hashed pin", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k, known_hosts: ['|1|abc= ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "hashed"},
+	{"ssh wildcard pin", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k, known_hosts: ['*.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "patterns"},
+	{"ssh cert authority pin", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k, known_hosts: ['@cert-authority h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "marker"},
+	{"ssh pin twice", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm', 'h.example,g.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "repeats a key"},
+	{"ssh credential", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], credential: file:t, ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "credential is for an https remote"},
+	{"ssh ca_file", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ca_file: /etc/ca.pem, ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "ca_file is for an https remote"},
+	{"https ssh_key", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], ssh_key: file:k}", "ssh_key is for an ssh remote"},
+	{"https known_hosts", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "known_hosts is for an ssh remote"},
 	{"duplicate key", "git:\n  remotes:\n    - name: a\n      name: b\n      url: https://h.example/o/r\n      roles: [agent]", "already defined"},
 }
 
@@ -164,11 +235,27 @@ func FuzzGitSection(f *testing.F) {
 			if got := p.GitRemote(r.Host, r.Port, r.Path); got == nil {
 				t.Fatalf("remote %q does not match its own pattern", r.Name)
 			}
+			if r.SSH != nil && (r.SSH.User == "" || strings.HasPrefix(r.SSH.User, "-") || r.SSH.Key == (credref.Ref{}) ||
+				len(r.SSH.KnownHosts) == 0 || r.Credential != (credref.Ref{}) || r.CAFile != "") {
+				t.Fatalf("accepted ssh remote %+v", r)
+			}
+			for _, k := range sshPins(r) {
+				if !slices.Contains(k.Hosts, r.SSHHost()) {
+					t.Fatalf("remote %q pins %s for another host", r.Name, k)
+				}
+			}
 			if r.Push.Decide("refs/heads/main", policy.GitKind("other")) != policy.GitDeny {
 				t.Fatal("an unknown kind was not denied")
 			}
 		}
 	})
+}
+
+func sshPins(r *policy.GitRemote) []policy.KnownHost {
+	if r.SSH == nil {
+		return nil
+	}
+	return r.SSH.KnownHosts
 }
 
 // GitHub and most hosts read a repository path without regard to case:
