@@ -29,7 +29,11 @@ type Request struct {
 	// RequiresConfirm asks for a human's approval even if the rule does not.
 	RequiresConfirm bool
 	Note            string
-	HMAC            string // as read; MarshalRequest ignores it
+	// Git, when set, makes the request a git exchange for the git proxy
+	// instead of a command: it then has no Argv and none of the command's
+	// members (Cwd, Env, Stdin, Timeout, RequiresConfirm, Note).
+	Git  *GitExchange
+	HMAC string // as read; MarshalRequest ignores it
 }
 
 // Teardown asks coily to cancel the request with the same ID.
@@ -106,6 +110,8 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 			r.RequiresConfirm, err = d.boolean("requires_confirm", v)
 		case "note":
 			r.Note, err = d.text("note", v, MaxNoteBytes)
+		case "git":
+			r.Git, err = d.git(v)
 		default:
 			err = unknown(d, m)
 		}
@@ -116,8 +122,8 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 	if stdin != nil && stdinB64 != nil {
 		return nil, d.fail("stdin_base64", stdinB64, "stdin and stdin_base64 are exclusive")
 	}
-	if root.get("argv") == nil {
-		return nil, d.missing("argv")
+	if err := d.kindMembers(root); err != nil {
+		return nil, err
 	}
 	sig, err := d.finishHeader(root, &h, requireHMAC)
 	if err != nil {
@@ -126,6 +132,27 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 	r.Version, r.ID, r.CreatedAt, r.CreatedAtRaw = h.version, h.id, h.createdAt, h.createdRaw
 	r.Nonce, r.Sandbox, r.HMAC = h.nonce, h.sandbox, sig
 	return r, nil
+}
+
+// commandMembers are the members of a request that runs a command.
+var commandMembers = []string{"argv", "cwd", "env", "stdin", "stdin_base64", "timeout", "requires_confirm", "note"}
+
+// kindMembers checks that a request is one kind: a command (argv) or a
+// git exchange (git, and none of the command's members).
+func (d *decoder) kindMembers(root *value) error {
+	git := root.get("git")
+	if git == nil {
+		if root.get("argv") == nil {
+			return d.missing("argv")
+		}
+		return nil
+	}
+	for _, f := range commandMembers {
+		if v := root.get(f); v != nil {
+			return d.fail(f, v, "not allowed in a git exchange")
+		}
+	}
+	return nil
 }
 
 func (d *decoder) argv(v *value) ([]string, error) {
@@ -237,6 +264,17 @@ func requestObject(r *Request) (map[string]any, error) {
 	obj, err := headerObject(r.Version, r.ID, r.CreatedAt, r.CreatedAtRaw, r.Nonce, r.Sandbox)
 	if err != nil {
 		return nil, err
+	}
+	if r.Git != nil {
+		if r.Argv != nil || r.Cwd != "" || r.Env != nil || r.Stdin != nil || r.Timeout != 0 || r.RequiresConfirm || r.Note != "" {
+			return nil, &Error{Code: CodeBadRequest, Field: "git", Msg: "a git exchange runs no command: argv, cwd, env, stdin, timeout, requires_confirm and note must be empty"}
+		}
+		g, err := gitObject(r.Git)
+		if err != nil {
+			return nil, err
+		}
+		obj["git"] = g
+		return obj, nil
 	}
 	if len(r.Argv) > MaxArgs {
 		return nil, &Error{Code: CodeBadRequest, Field: "argv", Msg: fmt.Sprintf("more than %d entries", MaxArgs)}
