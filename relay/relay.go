@@ -30,7 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/gitproxy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -86,6 +88,14 @@ type Exec interface {
 	Run(ctx context.Context, out Sender) error
 }
 
+// GitProxy runs a git exchange as a relayed request's caller
+// (gitproxy.Proxy).
+type GitProxy interface {
+	Exchange(ctx context.Context, c access.Caller, g *descriptor.GitExchange) (*descriptor.GitAnswer, error)
+}
+
+var _ GitProxy = (*gitproxy.Proxy)(nil)
+
 // Sender receives an Exec's events.
 type Sender interface {
 	Send(*coilyv1.ExecResponse) error
@@ -106,6 +116,7 @@ type Relayer struct {
 	boot     string
 	parsers  chan struct{} // bounds concurrent descriptor parsing
 	accepted atomic.Uint64 // requests accepted, for pruning
+	git      atomic.Pointer[gitServed]
 	bg       sync.WaitGroup
 
 	mu sync.Mutex
@@ -122,6 +133,17 @@ func New(cfg Config) *Relayer {
 		flights: map[string]*flight{}, torn: map[string]int{}}
 }
 
+// gitServed is the git proxy git exchanges run through.
+type gitServed struct{ p GitProxy }
+
+// ServeGit makes the git exchanges relayed from now on run through p; a
+// nil p changes nothing. Until then they are refused.
+func (s *Relayer) ServeGit(p *gitproxy.Proxy) {
+	if p != nil {
+		s.git.Store(&gitServed{p})
+	}
+}
+
 // Wait waits for the runs of relayed requests to end.
 func (s *Relayer) Wait() { s.bg.Wait() }
 
@@ -131,6 +153,7 @@ var errTeardown = errors.New("cancelled by a teardown")
 // relay of the same id waits for it instead of running it again.
 type flight struct {
 	sandbox string
+	caller  access.Caller // who a git exchange runs as
 	hash    string
 	done    chan struct{}
 	resp    []byte
@@ -149,11 +172,12 @@ func (f *flight) tornDown() bool { return errors.Is(context.Cause(f.ctx), errTea
 
 // Relay answers the descriptor raw, relayed for sandbox in the file named
 // for fileID, with the bytes of its response file and the id it answers.
-// x is the request on the server's side. held reports a refusal of a
+// x is the request on the server's side, caller the sandbox's principal
+// as the server names it (a git exchange runs as it). held reports a refusal of a
 // second request under an id another request of the sandbox is running
 // under: that answer is not the id's, and the bridge must not write it
 // where the first request's client will read its own.
-func (s *Relayer) Relay(ctx context.Context, x Exec, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
+func (s *Relayer) Relay(ctx context.Context, x Exec, caller access.Caller, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
 	d, canon, err := s.parseRequest(raw)
 	if err != nil {
 		return fileID, refused(ctx, x, fileID, err), false
@@ -171,6 +195,8 @@ func (s *Relayer) Relay(ctx context.Context, x Exec, sandbox, fileID string, raw
 		resp, held := s.waitFlight(ctx, x, d.ID, f, hash)
 		return d.ID, resp, held
 	}
+	f.caller = caller
+	f.caller.RelayID = d.ID
 	resp = s.answerOnce(ctx, x, f, d)
 	s.landFlight(d.ID, f, resp)
 	return d.ID, resp, false
@@ -226,7 +252,7 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 	// What would be refused the same way however often it is relayed is
 	// refused before the id is recorded: a malformed command, a paused
 	// or locked server (the sandbox may try again later).
-	if err := x.Admit(d); err != nil {
+	if err := s.admit(x, d); err != nil {
 		return refused(ctx, x, d.ID, err)
 	}
 	if f.tornDown() { // a teardown came while it was checked: as if it came first
@@ -252,6 +278,18 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 		s.cfg.Logger.Error("store relay answer", "request_id", d.ID, "err", err)
 	}
 	return resp
+}
+
+// admit takes a command through x.Admit, and a git exchange when a git
+// proxy is served: its gate and policy decide the rest, as for any caller.
+func (s *Relayer) admit(x Exec, d *descriptor.Request) error {
+	switch {
+	case d.Git == nil:
+		return x.Admit(d)
+	case s.git.Load() == nil:
+		return refusal.New(refusal.Internal, "this server does not serve the git proxy (git is not installed on it)")
+	}
+	return nil
 }
 
 // recorded answers from a request's record. A record another sandbox made
@@ -284,6 +322,9 @@ func (s *Relayer) runRelayed(ctx context.Context, x Exec, f *flight, d *descript
 	if f.tornDown() { // since it was accepted: it never starts
 		return refused(ctx, x, d.ID, refusal.New(refusal.Internal, "cancelled by a teardown"))
 	}
+	if d.Git != nil {
+		return s.exchange(ctx, x, f, d)
+	}
 	// The answer is ready at the exit event; the pipeline's bookkeeping
 	// after it (the store's request index) finishes in the background.
 	col := &collector{exited: make(chan struct{})}
@@ -303,6 +344,29 @@ func (s *Relayer) runRelayed(ctx context.Context, x Exec, f *flight, d *descript
 		err = refusal.WithAudit(refusal.New(refusal.Internal, "cancelled by a teardown"), refusal.As(err).AuditID)
 	}
 	return col.response(d.ID, err)
+}
+
+// exchange runs a git exchange through the git proxy, as runRelayed runs
+// a command: on the flight's context, which a teardown, lockout or
+// shutdown cancels.
+func (s *Relayer) exchange(ctx context.Context, x Exec, f *flight, d *descriptor.Request) []byte {
+	s.bg.Add(1)
+	defer s.bg.Done()
+	defer f.cancel(nil)
+	start := s.cfg.Now()
+	a, err := s.git.Load().p.Exchange(f.ctx, f.caller, d.Git)
+	if f.tornDown() && err != nil {
+		err = refusal.New(refusal.Internal, "cancelled by a teardown")
+	}
+	if err != nil {
+		return refused(ctx, x, d.ID, err)
+	}
+	out, err := descriptor.MarshalResponse(&descriptor.Response{ID: d.ID, Outcome: descriptor.OutcomeHTTP, Git: a,
+		DurationMS: s.cfg.Now().Sub(start).Milliseconds()})
+	if err != nil {
+		return refused(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "the git proxy's answer cannot be carried"))
+	}
+	return out
 }
 
 // pruneRelayState forgets, every pruneEvery accepted requests (and
