@@ -14,7 +14,7 @@ func gitDoc(git string) string {
 	if git == "" {
 		git = `{"method":"POST","path":"/git/github.com/alice/app.git/git-receive-pack","headers":{"Content-Type":"application/x-git-receive-pack-request"},"body_base64":"MDAwMA=="}`
 	}
-	return `{"version":1,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","created_at":"2026-01-02T03:04:05Z",` +
+	return `{"version":2,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","created_at":"2026-01-02T03:04:05Z",` +
 		`"nonce":"9b2f0c6e1d4a4f3b8c7e6a5d4c3b2a19","sandbox":"agent-1","git":` + git +
 		`,"hmac":"` + strings.Repeat("ab", 32) + `"}`
 }
@@ -68,6 +68,9 @@ var hostileGit = []struct{ name, doc, want string }{
 	{"git with env", strings.Replace(gitDoc(""), `"git":`, `"env":{"A":"b"},"git":`, 1), "not allowed in a git exchange"},
 	{"git with stdin", strings.Replace(gitDoc(""), `"git":`, `"stdin":"x","git":`, 1), "not allowed in a git exchange"},
 	{"git with a note", strings.Replace(gitDoc(""), `"git":`, `"note":"x","git":`, 1), "not allowed in a git exchange"},
+	{"git at version 1", strings.Replace(gitDoc(""), `"version":2`, `"version":1`, 1), "only allowed at version 2"},
+	{"a command at version 2", strings.Replace(strings.Replace(baseJSON, `"version": 1`, `"version": 2`, 1), `"note": "check the tree",`, ``, 1), "git is missing"},
+	{"version 3", strings.Replace(gitDoc(""), `"version":2`, `"version":3`, 1), "unsupported version"},
 	{"git twice", strings.Replace(gitDoc(""), `"git":`, `"git":{},"git":`, 1), "duplicate"},
 }
 
@@ -128,7 +131,7 @@ func TestGitAnswer(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(r.Git, a) {
 		t.Fatalf("%v %+v", err, r)
 	}
-	head := `{"version":1,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","duration_ms":0,`
+	head := `{"version":2,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","duration_ms":0,`
 	for name, doc := range map[string]string{
 		"no status":           head + `"outcome":"http","body_base64":""}`,
 		"status 99":           head + `"outcome":"http","status":99}`,
@@ -147,6 +150,14 @@ func TestGitAnswer(t *testing.T) {
 	}
 }
 
+// A teardown is version 1, whatever it tears down.
+func TestGitTeardownVersion(t *testing.T) {
+	td := `{"version":2,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","created_at":"2026-01-02T03:04:05Z","nonce":"9b2f0c6e1d4a4f3b8c7e6a5d4c3b2a19","sandbox":"agent-1","hmac":"` + strings.Repeat("ab", 32) + `"}`
+	if _, _, err := ParseTeardown([]byte(td)); err == nil || !strings.Contains(err.Error(), "a teardown is version 1") {
+		t.Fatalf("a teardown at version 2: %v", err)
+	}
+}
+
 // FuzzParseGitExchange reads git exchanges and answers, seeded from the
 // hostile table: what is accepted writes back to itself.
 func FuzzParseGitExchange(f *testing.F) {
@@ -154,7 +165,7 @@ func FuzzParseGitExchange(f *testing.F) {
 	for _, c := range hostileGit {
 		f.Add([]byte(c.doc))
 	}
-	f.Add([]byte(`{"version":1,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","duration_ms":0,"outcome":"http","status":200,"headers":{"Content-Type":"x"},"body_base64":"MDAwMA=="}`))
+	f.Add([]byte(`{"version":2,"id":"0f8fad5b-d9cb-469f-a165-70867728950e","duration_ms":0,"outcome":"http","status":200,"headers":{"Content-Type":"x"},"body_base64":"MDAwMA=="}`))
 	key := testKey()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		if r, _, err := ParseRequest(data); err != nil {

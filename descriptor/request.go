@@ -12,7 +12,7 @@ import (
 
 // Request asks coily to run a command.
 type Request struct {
-	Version int // Version when read; MarshalRequest writes Version for 0
+	Version int // as read; MarshalRequest writes Version (VersionGit with Git) for 0
 	ID      string
 	// CreatedAt is the creation time in UTC; CreatedAtRaw is the text it was
 	// written as (MarshalRequest writes CreatedAtRaw when set, else
@@ -122,7 +122,7 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 	if stdin != nil && stdinB64 != nil {
 		return nil, d.fail("stdin_base64", stdinB64, "stdin and stdin_base64 are exclusive")
 	}
-	if err := d.kindMembers(root); err != nil {
+	if err := d.kindMembers(root, h.version); err != nil {
 		return nil, err
 	}
 	sig, err := d.finishHeader(root, &h, requireHMAC)
@@ -137,15 +137,20 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 // commandMembers are the members of a request that runs a command.
 var commandMembers = []string{"argv", "cwd", "env", "stdin", "stdin_base64", "timeout", "requires_confirm", "note"}
 
-// kindMembers checks that a request is one kind: a command (argv) or a
-// git exchange (git, and none of the command's members).
-func (d *decoder) kindMembers(root *value) error {
+// kindMembers checks that a request is one kind: a command (argv, at
+// Version) or a git exchange (git at VersionGit, and none of the
+// command's members).
+func (d *decoder) kindMembers(root *value, version int) error {
 	git := root.get("git")
-	if git == nil {
-		if root.get("argv") == nil {
-			return d.missing("argv")
-		}
+	switch {
+	case git == nil && version == VersionGit:
+		return d.fail("version", root.get("version"), "unsupported for a command: version %d is a git exchange's (git is missing)", VersionGit)
+	case git == nil && root.get("argv") == nil:
+		return d.missing("argv")
+	case git == nil:
 		return nil
+	case version != VersionGit && root.get("version") != nil:
+		return d.fail("git", git, "only allowed at version %d", VersionGit)
 	}
 	for _, f := range commandMembers {
 		if v := root.get(f); v != nil {
@@ -236,6 +241,9 @@ func decodeTeardown(d *decoder, root *value, requireHMAC bool) (*Teardown, error
 	if err != nil {
 		return nil, err
 	}
+	if h.version != Version {
+		return nil, d.fail("version", root.get("version"), "a teardown is version %d", Version)
+	}
 	return &Teardown{Version: h.version, ID: h.id, CreatedAt: h.createdAt, CreatedAtRaw: h.createdRaw,
 		Nonce: h.nonce, Sandbox: h.sandbox, HMAC: sig}, nil
 }
@@ -261,7 +269,11 @@ func MarshalRequest(r *Request, key []byte) ([]byte, error) {
 }
 
 func requestObject(r *Request) (map[string]any, error) {
-	obj, err := headerObject(r.Version, r.ID, r.CreatedAt, r.CreatedAtRaw, r.Nonce, r.Sandbox)
+	version := r.Version
+	if version == 0 && r.Git != nil {
+		version = VersionGit
+	}
+	obj, err := headerObject(version, r.ID, r.CreatedAt, r.CreatedAtRaw, r.Nonce, r.Sandbox)
 	if err != nil {
 		return nil, err
 	}

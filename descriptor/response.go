@@ -20,7 +20,7 @@ const (
 // (StdoutText) when it is valid UTF-8, else as base64 (StdoutBase64); set
 // both with SetOutput and read them with Stdout and Stderr.
 type Response struct {
-	Version int // Version when read; MarshalResponse writes Version for 0
+	Version int // as read; MarshalResponse writes Version (VersionGit for OutcomeHTTP) for 0
 	ID      string
 	Outcome string
 	Code    string // refusal code, when refused
@@ -84,7 +84,10 @@ func decodeOutput(text, b64 string) ([]byte, error) {
 // that breaks a rule ParseResponse applies.
 func MarshalResponse(r *Response) ([]byte, error) {
 	version := r.Version
-	if version == 0 {
+	switch {
+	case version == 0 && r.Outcome == OutcomeHTTP:
+		version = VersionGit
+	case version == 0:
 		version = Version
 	}
 	obj := map[string]any{
@@ -250,6 +253,12 @@ func decodeResponse(d *decoder, root *value) (*Response, error) {
 		}
 	} else if root.get("exit_code") == nil {
 		return nil, d.missing("exit_code")
+	}
+	switch {
+	case r.Git != nil && r.Version != VersionGit:
+		return nil, d.fail("outcome", outcome, "%q only at version %d", OutcomeHTTP, VersionGit)
+	case r.Outcome == OutcomeExit && r.Version != Version:
+		return nil, d.fail("version", root.get("version"), "an exit is version %d", Version)
 	}
 	return r, nil
 }
