@@ -9,8 +9,9 @@ import (
 )
 
 // Limits on a git exchange (docs/protocol.md §4.5). Bodies travel inside
-// the files, base64-encoded: a request's within MaxSize, an answer's
-// within what one Relay call carries.
+// the files, base64-encoded: a request's within MaxSize, an answer's as
+// large as a command's two streams, since the server keeps every answer
+// in the request's record (exactly once) for a day.
 const (
 	MaxGitBody         = 1 << 20 // bytes of a request's body, decoded
 	MaxGitAnswerBody   = 2 << 20 // bytes of an answer's body, decoded
