@@ -100,7 +100,9 @@ func TestGitProxyBridgeSandbox(t *testing.T) {
 	e := startGitProxy(t, "")
 	b := e.startGitBridge()
 	work := t.TempDir()
-	if r := runCoilyGit(t, work, e.agentEnv(), "git", "setup", "--global", "--host", e.host); r.code != 0 {
+	// In the sandbox, with COILY_SERVER set as an agent machine would
+	// have it: setup still writes coily::, which takes the folder.
+	if r := runCoilyGit(t, work, append(e.sandboxEnv(b), "COILY_SERVER=coily.example.ts.net"), "git", "setup", "--global", "--host", e.host); r.code != 0 {
 		t.Fatalf("git setup: %+v", r)
 	}
 	app := filepath.Join(work, "app")
