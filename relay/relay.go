@@ -45,6 +45,10 @@ const (
 	MaxSkew = time.Minute
 	// maxOutput caps each stream carried in a response.
 	maxOutput = 1 << 20
+	// maxKeptGitBody is the largest git answer's body a request's record
+	// keeps for repeats, a stream's worth; a larger one is kept as its
+	// status, length and digest only (keptGitAnswer).
+	maxKeptGitBody = maxOutput
 	// parsers bounds the descriptors parsed at once: a hostile YAML file
 	// costs up to a CPU-second to refuse.
 	parsers = 2
@@ -165,6 +169,9 @@ type flight struct {
 	// no cancel, its context having no parent to detach from.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// kept is what the request's record keeps in place of its answer,
+	// when not the answer itself (a large git answer).
+	kept []byte
 }
 
 // tornDown says whether a teardown cancelled the flight's run context.
@@ -274,7 +281,11 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 		return s.recorded(ctx, x, existing, f)
 	}
 	resp := s.runRelayed(ctx, x, f, d)
-	if err := s.cfg.Store.FinishRelay(d.ID, resp); err != nil {
+	keep := resp
+	if f.kept != nil {
+		keep = f.kept
+	}
+	if err := s.cfg.Store.FinishRelay(d.ID, keep); err != nil {
 		s.cfg.Logger.Error("store relay answer", "request_id", d.ID, "err", err)
 	}
 	return resp
@@ -366,7 +377,24 @@ func (s *Relayer) exchange(ctx context.Context, x Exec, f *flight, d *descriptor
 	if err != nil {
 		return refused(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "the git proxy's answer cannot be carried"))
 	}
+	if len(a.Body) > maxKeptGitBody {
+		f.kept = keptGitAnswer(d.ID, a)
+	}
 	return out
+}
+
+// keptGitAnswer is what the record of request id keeps of a git answer
+// too large to keep whole: a refusal that names the answer's status,
+// length and digest, so that what one sandbox makes the server keep for
+// a day is bounded by the number of its requests. A repeat of the id
+// (a bridge that restarted before writing the answer) gets it: the
+// exchange is never run twice, and git, which gets no answer, is run
+// again.
+func keptGitAnswer(id string, a *descriptor.GitAnswer) []byte {
+	sum := sha256.Sum256(a.Body)
+	return (&collector{}).response(id, refusal.New(refusal.ReplayDetected,
+		"request id already answered (http status %d, %d bytes, sha256 %s); an answer over %d bytes is not kept for repeats: run git again",
+		a.Status, len(a.Body), hex.EncodeToString(sum[:]), maxKeptGitBody))
 }
 
 // pruneRelayState forgets, every pruneEvery accepted requests (and

@@ -47,6 +47,7 @@ type fakeGit struct {
 	mu     sync.Mutex
 	runs   int
 	caller access.Caller
+	body   []byte // the answer's body, "0000" when nil
 }
 
 func (f *fakeGit) Exchange(_ context.Context, c access.Caller, _ *descriptor.GitExchange) (*descriptor.GitAnswer, error) {
@@ -54,6 +55,9 @@ func (f *fakeGit) Exchange(_ context.Context, c access.Caller, _ *descriptor.Git
 	defer f.mu.Unlock()
 	f.runs++
 	f.caller = c
+	if f.body != nil {
+		return &descriptor.GitAnswer{Status: 200, Body: f.body}, nil
+	}
 	return &descriptor.GitAnswer{Status: 200, Body: []byte("0000")}, nil
 }
 
@@ -235,5 +239,45 @@ func TestRelayGitExchangeOnce(t *testing.T) {
 	_, resp, _ = e.r.Relay(context.Background(), x, demo, "demo", id, other)
 	if r := outcome(t, resp); r.Code != string(refusal.ReplayDetected) || git.runs != 1 {
 		t.Fatalf("other body: %d runs, %+v", git.runs, r)
+	}
+}
+
+// A git answer larger than a stream's worth is sent whole but kept only
+// as its status, length and digest: a repeat of its id is refused
+// replay-detected, naming them, and never runs it again; one at the
+// bound is kept whole.
+func TestRelayGitLargeAnswerNotKept(t *testing.T) {
+	e := newRelayEnv(t)
+	git := &fakeGit{}
+	e.r.git.Store(&gitServed{git})
+	for _, n := range []int{maxKeptGitBody, maxKeptGitBody + 1} {
+		git.body = make([]byte, n)
+		id := descriptor.NewID()
+		file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(),
+			Nonce: strings.ReplaceAll(descriptor.NewID(), "-", ""), Sandbox: "demo",
+			Git: &descriptor.GitExchange{Method: "POST", Path: "/git/h/r/git-upload-pack", Body: []byte("0000")}}, e.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := git.runs
+		_, first, _ := e.r.Relay(context.Background(), &fakeExec{}, demo, "demo", id, file)
+		if r := outcome(t, first); r.Outcome != descriptor.OutcomeHTTP || len(r.Git.Body) != n {
+			t.Fatalf("%d bytes, first: %s %s", n, r.Outcome, r.Code)
+		}
+		rec, err := e.r.cfg.Store.Relay(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, again, _ := e.r.Relay(context.Background(), &fakeExec{}, demo, "demo", id, file)
+		r := outcome(t, again)
+		switch {
+		case git.runs != runs+1:
+			t.Fatalf("%d bytes: run %d times", n, git.runs-runs)
+		case n == maxKeptGitBody && string(again) != string(first):
+			t.Fatalf("an answer at the bound was not kept whole: %s %s", r.Outcome, r.Code)
+		case n > maxKeptGitBody && (len(rec.Response) > 1024 || r.Code != string(refusal.ReplayDetected) ||
+			!strings.Contains(r.Message, "http status 200, 1048577 bytes, sha256 ")):
+			t.Fatalf("a large answer kept as %d bytes, repeated as %s %q", len(rec.Response), r.Code, r.Message)
+		}
 	}
 }
