@@ -9,12 +9,15 @@ import (
 )
 
 // Limits on a git exchange (docs/protocol.md §4.5). Bodies travel inside
-// the files, base64-encoded: a request's within MaxSize, an answer's as
-// large as a command's two streams, since the server keeps every answer
-// in the request's record (exactly once) for a day.
+// the files, base64-encoded: a request's within MaxSize; an answer's well
+// within MaxResponseSize, bounded by what the server holds while it sends
+// one (the body about five times over: its buffer, base64, the file, the
+// gRPC message) times the requests a bridge relays at once per folder (8):
+// about 400 MiB at most for one sandbox. The request's record keeps an
+// answer whole only up to 1 MiB (package relay).
 const (
 	MaxGitBody         = 1 << 20 // bytes of a request's body, decoded
-	MaxGitAnswerBody   = 2 << 20 // bytes of an answer's body, decoded
+	MaxGitAnswerBody   = 8 << 20 // bytes of an answer's body, decoded
 	MaxGitPathBytes    = 4096    // bytes of the path
 	MaxGitQueryBytes   = 256     // bytes of the query
 	MaxGitHeaderValues = 1024    // bytes of one header's value

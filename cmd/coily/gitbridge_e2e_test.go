@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"crypto/rand"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -164,5 +165,37 @@ func TestGitProxyBridgeSandbox(t *testing.T) {
 	})
 	if r.Outcome != descriptor.OutcomeRefused || r.Code != "hmac-fail" {
 		t.Fatalf("a tampered body: %+v", r)
+	}
+}
+
+// TestGitProxyBridgeLargeClone: a clone through the folder of a
+// repository whose pack is larger than an answer's first bound (2 MiB),
+// 4 MiB of random blob: the answer travels whole, and the work tree has
+// the blob byte for byte.
+func TestGitProxyBridgeLargeClone(t *testing.T) {
+	e := startGitProxy(t, "")
+	b := e.startGitBridge()
+	blob := make([]byte, 4<<20)
+	if _, err := rand.Read(blob); err != nil {
+		t.Fatal(err)
+	}
+	seed := filepath.Join(t.TempDir(), "seed")
+	gitOut(t, "clone", "--quiet", e.up.Dir("owner/app"), seed)
+	if err := os.WriteFile(filepath.Join(seed, "blob"), blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	gitOut(t, "-C", seed, "add", "blob")
+	gitOut(t, "-C", seed, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "--quiet", "-m", "a large blob")
+	gitOut(t, "-C", seed, "push", "--quiet", "origin", "HEAD:main")
+
+	work := t.TempDir()
+	if r := runCoilyGit(t, work, e.sandboxEnv(b), "git", "setup", "--global", "--host", e.host); r.code != 0 {
+		t.Fatalf("git setup: %+v", r)
+	}
+	app := filepath.Join(work, "app")
+	e.sandboxGit(b, true, work, "clone", "--quiet", e.url("owner/app"), app)
+	got, err := os.ReadFile(filepath.Join(app, "blob"))
+	if err != nil || !bytes.Equal(got, blob) {
+		t.Fatalf("the cloned blob: %d bytes, %v", len(got), err)
 	}
 }
