@@ -4,7 +4,8 @@
 //
 // One Exec, or any other request, is admitted by Gate.Admit: the caller is
 // identified by what its transport vouched for (the kernel's peer
-// credentials on the local socket, WhoIs on the tailnet), never by
+// credentials on the local socket, WhoIs on the tailnet, the verified
+// signature of a request relayed from a sandbox's folder), never by
 // anything it says; the action is looked up in the one authorization
 // table (table.go) and the caller must hold one of its permissions under
 // the policy in force; a lockout refuses the actions the table says it
@@ -153,6 +154,9 @@ func (g *Gate) Refuse(ctx context.Context, c Caller, method string, err error) e
 // It returns the caller (with Peer filled even on refusal, for the audit)
 // and a refusal when the caller cannot be identified.
 func (g *Gate) identify(ctx context.Context, a Action, pol *policy.Policy) (Caller, error) {
+	if c, ok := ctx.Value(relayedKey{}).(Caller); ok && a.http {
+		return c, nil
+	}
 	if lp, ok := ctx.Value(localConnKey{}).(localPeer); ok && a.http {
 		return g.identifyLocal(lp, pol)
 	}

@@ -38,6 +38,9 @@ type Caller struct {
 	CapRoles []string
 	// Commands are rule names a tailnet app capability grants.
 	Commands []string
+	// RelayID is the id of the relayed request the call came in, for the
+	// audit; empty for every other transport.
+	RelayID string
 }
 
 // ServerCaller is the server itself, when it acts on its own (a lockout
@@ -54,7 +57,18 @@ func (c Caller) Subject() policy.Subject {
 // record but an execution's and a flood's summary is built.
 func CallerRecord(c Caller, method, event, reason string) audit.Record {
 	return audit.Record{Event: event, Method: method, Principal: c.Principal, Transport: c.Transport,
-		Peer: c.Peer, Reason: reason}
+		Peer: c.Peer, Reason: reason, RelayID: c.RelayID}
+}
+
+type relayedKey struct{}
+
+// WithRelayed returns ctx carrying c, the caller of a request relayed
+// from a sandbox's folder whose signature the server verified (package
+// relay): Admit identifies an HTTP action (the git proxy's) in that
+// context as c. Only the server's relay sets it; no listener's context
+// carries it.
+func WithRelayed(ctx context.Context, c Caller) context.Context {
+	return context.WithValue(ctx, relayedKey{}, c)
 }
 
 type callerKey struct{}

@@ -93,10 +93,14 @@ func (r gitRewrite) key() string { return "url." + r.base + ".insteadOf" }
 
 // gitBase is the proxy's base URL for a host on the route the settings
 // name: the tailnet's https (or --proxy-url), or coily:: for the local
-// socket; the routes git cannot take are refused.
+// socket and a sandbox's shared folder; the routes git cannot take are
+// refused.
 func (a *App) gitBase(proxyURL string) (func(host string) string, error) {
 	s := a.Settings()
 	route := s.Where(false)
+	if s.Where(true) == client.RouteFolder { // git-remote-coily takes the folder as coily exec does
+		route = client.RouteFolder
+	}
 	if proxyURL != "" {
 		u, err := url.Parse(proxyURL)
 		if err != nil || u.Scheme != "https" && u.Scheme != "http" || u.Host == "" || u.User != nil ||
@@ -117,7 +121,7 @@ func (a *App) gitBase(proxyURL string) (func(host string) string, error) {
 		}
 		root := "http://" + net.JoinHostPort(host, strconv.Itoa(client.GitPort))
 		return func(h string) string { return root + "/git/" + h + "/" }, nil
-	case client.RouteSocket:
+	case client.RouteSocket, client.RouteFolder:
 		return func(h string) string { return "coily::/git/" + h + "/" }, nil
 	}
 	return nil, Usagef("the %s route has no git transport: use the local socket or --server (with this machine's tailscale)", route)

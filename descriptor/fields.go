@@ -10,8 +10,14 @@ import (
 	"unicode/utf8"
 )
 
-// Version is the only protocol version this package reads and writes.
-const Version = 1
+// The protocol's versions. Version 1 is commands, teardowns and their
+// responses; VersionGit is version 1 with the git exchange and its answer
+// (docs/protocol.md §4.5), which only files of that version may carry: a
+// reader of version 1 alone refuses them whole.
+const (
+	Version    = 1
+	VersionGit = 2
+)
 
 // KeySize is the length of a sandbox key in bytes.
 const KeySize = 32
@@ -133,10 +139,10 @@ func (d *decoder) version(v *value) (int, error) {
 	if v.kind != kindInt {
 		return 0, d.fail("version", v, "must be an integer, not %s", kindName(v.kind))
 	}
-	if v.n != Version {
-		return 0, d.fail("version", v, "unsupported version (this reader knows version %d)", Version)
+	if v.n != Version && v.n != VersionGit {
+		return 0, d.fail("version", v, "unsupported version (this reader knows versions %d and %d)", Version, VersionGit)
 	}
-	return Version, nil
+	return int(v.n), nil
 }
 
 func (d *decoder) id(field string, v *value) (string, error) {

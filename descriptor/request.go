@@ -12,7 +12,7 @@ import (
 
 // Request asks coily to run a command.
 type Request struct {
-	Version int // Version when read; MarshalRequest writes Version for 0
+	Version int // as read; MarshalRequest writes Version (VersionGit with Git) for 0
 	ID      string
 	// CreatedAt is the creation time in UTC; CreatedAtRaw is the text it was
 	// written as (MarshalRequest writes CreatedAtRaw when set, else
@@ -29,7 +29,11 @@ type Request struct {
 	// RequiresConfirm asks for a human's approval even if the rule does not.
 	RequiresConfirm bool
 	Note            string
-	HMAC            string // as read; MarshalRequest ignores it
+	// Git, when set, makes the request a git exchange for the git proxy
+	// instead of a command: it then has no Argv and none of the command's
+	// members (Cwd, Env, Stdin, Timeout, RequiresConfirm, Note).
+	Git  *GitExchange
+	HMAC string // as read; MarshalRequest ignores it
 }
 
 // Teardown asks coily to cancel the request with the same ID.
@@ -106,6 +110,8 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 			r.RequiresConfirm, err = d.boolean("requires_confirm", v)
 		case "note":
 			r.Note, err = d.text("note", v, MaxNoteBytes)
+		case "git":
+			r.Git, err = d.git(v)
 		default:
 			err = unknown(d, m)
 		}
@@ -116,8 +122,8 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 	if stdin != nil && stdinB64 != nil {
 		return nil, d.fail("stdin_base64", stdinB64, "stdin and stdin_base64 are exclusive")
 	}
-	if root.get("argv") == nil {
-		return nil, d.missing("argv")
+	if err := d.kindMembers(root, h.version); err != nil {
+		return nil, err
 	}
 	sig, err := d.finishHeader(root, &h, requireHMAC)
 	if err != nil {
@@ -126,6 +132,32 @@ func decodeRequest(d *decoder, root *value, requireHMAC bool) (*Request, error) 
 	r.Version, r.ID, r.CreatedAt, r.CreatedAtRaw = h.version, h.id, h.createdAt, h.createdRaw
 	r.Nonce, r.Sandbox, r.HMAC = h.nonce, h.sandbox, sig
 	return r, nil
+}
+
+// commandMembers are the members of a request that runs a command.
+var commandMembers = []string{"argv", "cwd", "env", "stdin", "stdin_base64", "timeout", "requires_confirm", "note"}
+
+// kindMembers checks that a request is one kind: a command (argv, at
+// Version) or a git exchange (git at VersionGit, and none of the
+// command's members).
+func (d *decoder) kindMembers(root *value, version int) error {
+	git := root.get("git")
+	switch {
+	case git == nil && version == VersionGit:
+		return d.fail("version", root.get("version"), "unsupported for a command: version %d is a git exchange's (git is missing)", VersionGit)
+	case git == nil && root.get("argv") == nil:
+		return d.missing("argv")
+	case git == nil:
+		return nil
+	case version != VersionGit && root.get("version") != nil:
+		return d.fail("git", git, "only allowed at version %d", VersionGit)
+	}
+	for _, f := range commandMembers {
+		if v := root.get(f); v != nil {
+			return d.fail(f, v, "not allowed in a git exchange")
+		}
+	}
+	return nil
 }
 
 func (d *decoder) argv(v *value) ([]string, error) {
@@ -209,6 +241,9 @@ func decodeTeardown(d *decoder, root *value, requireHMAC bool) (*Teardown, error
 	if err != nil {
 		return nil, err
 	}
+	if h.version != Version {
+		return nil, d.fail("version", root.get("version"), "a teardown is version %d", Version)
+	}
 	return &Teardown{Version: h.version, ID: h.id, CreatedAt: h.createdAt, CreatedAtRaw: h.createdRaw,
 		Nonce: h.nonce, Sandbox: h.sandbox, HMAC: sig}, nil
 }
@@ -234,9 +269,24 @@ func MarshalRequest(r *Request, key []byte) ([]byte, error) {
 }
 
 func requestObject(r *Request) (map[string]any, error) {
-	obj, err := headerObject(r.Version, r.ID, r.CreatedAt, r.CreatedAtRaw, r.Nonce, r.Sandbox)
+	version := r.Version
+	if version == 0 && r.Git != nil {
+		version = VersionGit
+	}
+	obj, err := headerObject(version, r.ID, r.CreatedAt, r.CreatedAtRaw, r.Nonce, r.Sandbox)
 	if err != nil {
 		return nil, err
+	}
+	if r.Git != nil {
+		if r.Argv != nil || r.Cwd != "" || r.Env != nil || r.Stdin != nil || r.Timeout != 0 || r.RequiresConfirm || r.Note != "" {
+			return nil, &Error{Code: CodeBadRequest, Field: "git", Msg: "a git exchange runs no command: argv, cwd, env, stdin, timeout, requires_confirm and note must be empty"}
+		}
+		g, err := gitObject(r.Git)
+		if err != nil {
+			return nil, err
+		}
+		obj["git"] = g
+		return obj, nil
 	}
 	if len(r.Argv) > MaxArgs {
 		return nil, &Error{Code: CodeBadRequest, Field: "argv", Msg: fmt.Sprintf("more than %d entries", MaxArgs)}

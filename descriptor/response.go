@@ -9,6 +9,7 @@ import (
 const (
 	OutcomeExit    = "exit"    // the command ran and ended
 	OutcomeRefused = "refused" // coily refused the request
+	OutcomeHTTP    = "http"    // the git proxy answered a git exchange
 )
 
 // Response is the bridge's answer to a request. It is not signed: the
@@ -19,7 +20,7 @@ const (
 // (StdoutText) when it is valid UTF-8, else as base64 (StdoutBase64); set
 // both with SetOutput and read them with Stdout and Stderr.
 type Response struct {
-	Version int // Version when read; MarshalResponse writes Version for 0
+	Version int // as read; MarshalResponse writes Version (VersionGit for OutcomeHTTP) for 0
 	ID      string
 	Outcome string
 	Code    string // refusal code, when refused
@@ -36,6 +37,9 @@ type Response struct {
 	DurationMS int64
 	AuditID    string
 	Rule       string // the rule that allowed the command, if any
+
+	// Git is the git proxy's answer, for OutcomeHTTP.
+	Git *GitAnswer
 }
 
 // SetOutput sets the output fields, as text when valid UTF-8 and as base64
@@ -80,7 +84,10 @@ func decodeOutput(text, b64 string) ([]byte, error) {
 // that breaks a rule ParseResponse applies.
 func MarshalResponse(r *Response) ([]byte, error) {
 	version := r.Version
-	if version == 0 {
+	switch {
+	case version == 0 && r.Outcome == OutcomeHTTP:
+		version = VersionGit
+	case version == 0:
 		version = Version
 	}
 	obj := map[string]any{
@@ -89,9 +96,14 @@ func MarshalResponse(r *Response) ([]byte, error) {
 		"outcome":     r.Outcome,
 		"duration_ms": r.DurationMS,
 	}
-	if r.Outcome == OutcomeRefused {
+	switch {
+	case r.Outcome == OutcomeRefused:
 		obj["code"], obj["message"] = r.Code, r.Message
-	} else {
+	case r.Outcome == OutcomeHTTP && r.Git != nil:
+		answerObject(obj, r.Git)
+	case r.Outcome == OutcomeHTTP:
+		return nil, &Error{Code: CodeBadRequest, Field: "status", Msg: "missing (required)"}
+	default:
 		obj["exit_code"], obj["signal"] = int64(r.ExitCode), int64(r.Signal)
 		if r.StdoutBase64 != "" {
 			obj["stdout_base64"] = r.StdoutBase64
@@ -153,15 +165,27 @@ func decodeResponse(d *decoder, root *value) (*Response, error) {
 	switch {
 	case outcome.kind == kindString && outcome.str == OutcomeExit:
 	case outcome.kind == kindString && outcome.str == OutcomeRefused:
+	case outcome.kind == kindString && outcome.str == OutcomeHTTP:
+		r.Git = &GitAnswer{}
 	default:
-		return nil, d.fail("outcome", outcome, "must be %q or %q", OutcomeExit, OutcomeRefused)
+		return nil, d.fail("outcome", outcome, "must be %q, %q or %q", OutcomeExit, OutcomeRefused, OutcomeHTTP)
 	}
 	r.Outcome = outcome.str
 	refused := r.Outcome == OutcomeRefused
 	for _, m := range root.members {
 		v := m.val
-		if refused && exitOnly[m.key] {
+		switch {
+		case refused && exitOnly[m.key]:
 			return nil, d.src.errAt(m.key, m.keyPos, "not allowed in a refusal")
+		case r.Git != nil && exitOnly[m.key]:
+			return nil, d.src.errAt(m.key, m.keyPos, "not allowed in an http answer")
+		case r.Git == nil && httpOnly[m.key]:
+			return nil, d.src.errAt(m.key, m.keyPos, "only allowed in an http answer")
+		case httpOnly[m.key]:
+			if err := d.answerField(m, r.Git); err != nil {
+				return nil, err
+			}
+			continue
 		}
 		var err error
 		var n int64
@@ -223,8 +247,18 @@ func decodeResponse(d *decoder, root *value) (*Response, error) {
 				return nil, d.missing(f)
 			}
 		}
+	} else if r.Git != nil {
+		if root.get("status") == nil {
+			return nil, d.missing("status")
+		}
 	} else if root.get("exit_code") == nil {
 		return nil, d.missing("exit_code")
+	}
+	switch {
+	case r.Git != nil && r.Version != VersionGit:
+		return nil, d.fail("outcome", outcome, "%q only at version %d", OutcomeHTTP, VersionGit)
+	case r.Outcome == OutcomeExit && r.Version != Version:
+		return nil, d.fail("version", root.get("version"), "an exit is version %d", Version)
 	}
 	return r, nil
 }

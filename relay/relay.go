@@ -30,7 +30,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/descriptor"
+	"coily.dev/coily/gitproxy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -43,6 +45,10 @@ const (
 	MaxSkew = time.Minute
 	// maxOutput caps each stream carried in a response.
 	maxOutput = 1 << 20
+	// maxKeptGitBody is the largest git answer's body a request's record
+	// keeps for repeats, a stream's worth; a larger one is kept as its
+	// status, length and digest only (keptGitAnswer).
+	maxKeptGitBody = maxOutput
 	// parsers bounds the descriptors parsed at once: a hostile YAML file
 	// costs up to a CPU-second to refuse.
 	parsers = 2
@@ -86,6 +92,14 @@ type Exec interface {
 	Run(ctx context.Context, out Sender) error
 }
 
+// GitProxy runs a git exchange as a relayed request's caller
+// (gitproxy.Proxy).
+type GitProxy interface {
+	Exchange(ctx context.Context, c access.Caller, g *descriptor.GitExchange) (*descriptor.GitAnswer, error)
+}
+
+var _ GitProxy = (*gitproxy.Proxy)(nil)
+
 // Sender receives an Exec's events.
 type Sender interface {
 	Send(*coilyv1.ExecResponse) error
@@ -106,6 +120,7 @@ type Relayer struct {
 	boot     string
 	parsers  chan struct{} // bounds concurrent descriptor parsing
 	accepted atomic.Uint64 // requests accepted, for pruning
+	git      atomic.Pointer[gitServed]
 	bg       sync.WaitGroup
 
 	mu sync.Mutex
@@ -122,6 +137,17 @@ func New(cfg Config) *Relayer {
 		flights: map[string]*flight{}, torn: map[string]int{}}
 }
 
+// gitServed is the git proxy git exchanges run through.
+type gitServed struct{ p GitProxy }
+
+// ServeGit makes the git exchanges relayed from now on run through p; a
+// nil p changes nothing. Until then they are refused.
+func (s *Relayer) ServeGit(p *gitproxy.Proxy) {
+	if p != nil {
+		s.git.Store(&gitServed{p})
+	}
+}
+
 // Wait waits for the runs of relayed requests to end.
 func (s *Relayer) Wait() { s.bg.Wait() }
 
@@ -131,6 +157,7 @@ var errTeardown = errors.New("cancelled by a teardown")
 // relay of the same id waits for it instead of running it again.
 type flight struct {
 	sandbox string
+	caller  access.Caller // who a git exchange runs as
 	hash    string
 	done    chan struct{}
 	resp    []byte
@@ -142,6 +169,9 @@ type flight struct {
 	// no cancel, its context having no parent to detach from.
 	ctx    context.Context
 	cancel context.CancelCauseFunc
+	// kept is what the request's record keeps in place of its answer,
+	// when not the answer itself (a large git answer).
+	kept []byte
 }
 
 // tornDown says whether a teardown cancelled the flight's run context.
@@ -149,11 +179,12 @@ func (f *flight) tornDown() bool { return errors.Is(context.Cause(f.ctx), errTea
 
 // Relay answers the descriptor raw, relayed for sandbox in the file named
 // for fileID, with the bytes of its response file and the id it answers.
-// x is the request on the server's side. held reports a refusal of a
+// x is the request on the server's side, caller the sandbox's principal
+// as the server names it (a git exchange runs as it). held reports a refusal of a
 // second request under an id another request of the sandbox is running
 // under: that answer is not the id's, and the bridge must not write it
 // where the first request's client will read its own.
-func (s *Relayer) Relay(ctx context.Context, x Exec, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
+func (s *Relayer) Relay(ctx context.Context, x Exec, caller access.Caller, sandbox, fileID string, raw []byte) (id string, resp []byte, held bool) {
 	d, canon, err := s.parseRequest(raw)
 	if err != nil {
 		return fileID, refused(ctx, x, fileID, err), false
@@ -171,6 +202,8 @@ func (s *Relayer) Relay(ctx context.Context, x Exec, sandbox, fileID string, raw
 		resp, held := s.waitFlight(ctx, x, d.ID, f, hash)
 		return d.ID, resp, held
 	}
+	f.caller = caller
+	f.caller.RelayID = d.ID
 	resp = s.answerOnce(ctx, x, f, d)
 	s.landFlight(d.ID, f, resp)
 	return d.ID, resp, false
@@ -226,7 +259,7 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 	// What would be refused the same way however often it is relayed is
 	// refused before the id is recorded: a malformed command, a paused
 	// or locked server (the sandbox may try again later).
-	if err := x.Admit(d); err != nil {
+	if err := s.admit(x, d); err != nil {
 		return refused(ctx, x, d.ID, err)
 	}
 	if f.tornDown() { // a teardown came while it was checked: as if it came first
@@ -248,10 +281,26 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 		return s.recorded(ctx, x, existing, f)
 	}
 	resp := s.runRelayed(ctx, x, f, d)
-	if err := s.cfg.Store.FinishRelay(d.ID, resp); err != nil {
+	keep := resp
+	if f.kept != nil {
+		keep = f.kept
+	}
+	if err := s.cfg.Store.FinishRelay(d.ID, keep); err != nil {
 		s.cfg.Logger.Error("store relay answer", "request_id", d.ID, "err", err)
 	}
 	return resp
+}
+
+// admit takes a command through x.Admit, and a git exchange when a git
+// proxy is served: its gate and policy decide the rest, as for any caller.
+func (s *Relayer) admit(x Exec, d *descriptor.Request) error {
+	switch {
+	case d.Git == nil:
+		return x.Admit(d)
+	case s.git.Load() == nil:
+		return refusal.New(refusal.Internal, "this server does not serve the git proxy (git is not installed on it)")
+	}
+	return nil
 }
 
 // recorded answers from a request's record. A record another sandbox made
@@ -284,6 +333,9 @@ func (s *Relayer) runRelayed(ctx context.Context, x Exec, f *flight, d *descript
 	if f.tornDown() { // since it was accepted: it never starts
 		return refused(ctx, x, d.ID, refusal.New(refusal.Internal, "cancelled by a teardown"))
 	}
+	if d.Git != nil {
+		return s.exchange(ctx, x, f, d)
+	}
 	// The answer is ready at the exit event; the pipeline's bookkeeping
 	// after it (the store's request index) finishes in the background.
 	col := &collector{exited: make(chan struct{})}
@@ -303,6 +355,46 @@ func (s *Relayer) runRelayed(ctx context.Context, x Exec, f *flight, d *descript
 		err = refusal.WithAudit(refusal.New(refusal.Internal, "cancelled by a teardown"), refusal.As(err).AuditID)
 	}
 	return col.response(d.ID, err)
+}
+
+// exchange runs a git exchange through the git proxy, as runRelayed runs
+// a command: on the flight's context, which a teardown, lockout or
+// shutdown cancels.
+func (s *Relayer) exchange(ctx context.Context, x Exec, f *flight, d *descriptor.Request) []byte {
+	s.bg.Add(1)
+	defer s.bg.Done()
+	defer f.cancel(nil)
+	start := s.cfg.Now()
+	a, err := s.git.Load().p.Exchange(f.ctx, f.caller, d.Git)
+	if f.tornDown() && err != nil {
+		err = refusal.New(refusal.Internal, "cancelled by a teardown")
+	}
+	if err != nil {
+		return refused(ctx, x, d.ID, err)
+	}
+	out, err := descriptor.MarshalResponse(&descriptor.Response{ID: d.ID, Outcome: descriptor.OutcomeHTTP, Git: a,
+		DurationMS: s.cfg.Now().Sub(start).Milliseconds()})
+	if err != nil {
+		return refused(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "the git proxy's answer cannot be carried"))
+	}
+	if len(a.Body) > maxKeptGitBody {
+		f.kept = keptGitAnswer(d.ID, a)
+	}
+	return out
+}
+
+// keptGitAnswer is what the record of request id keeps of a git answer
+// too large to keep whole: a refusal that names the answer's status,
+// length and digest, so that what one sandbox makes the server keep for
+// a day is bounded by the number of its requests. A repeat of the id
+// (a bridge that restarted before writing the answer) gets it: the
+// exchange is never run twice, and git, which gets no answer, is run
+// again.
+func keptGitAnswer(id string, a *descriptor.GitAnswer) []byte {
+	sum := sha256.Sum256(a.Body)
+	return (&collector{}).response(id, refusal.New(refusal.ReplayDetected,
+		"request id already answered (http status %d, %d bytes, sha256 %s); an answer over %d bytes is not kept for repeats: run git again",
+		a.Status, len(a.Body), hex.EncodeToString(sum[:]), maxKeptGitBody))
 }
 
 // pruneRelayState forgets, every pruneEvery accepted requests (and

@@ -12,11 +12,15 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/descriptor"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
 )
+
+// demo is the caller the server names sandbox demo's requests as.
+var demo = access.Caller{Principal: "sandbox:demo", Transport: "relay", Peer: "bridge test"}
 
 // fakeExec stands for the server's pipeline: it counts runs and
 // refusals; a run waits for release when it is set.
@@ -36,6 +40,26 @@ func (f *fakeExec) Refuse(_ context.Context, err error) error {
 }
 
 func (f *fakeExec) Admit(*descriptor.Request) error { return nil }
+
+// fakeGit is a git proxy that answers every exchange with an empty
+// pkt-line flush, as the caller it was given.
+type fakeGit struct {
+	mu     sync.Mutex
+	runs   int
+	caller access.Caller
+	body   []byte // the answer's body, "0000" when nil
+}
+
+func (f *fakeGit) Exchange(_ context.Context, c access.Caller, _ *descriptor.GitExchange) (*descriptor.GitAnswer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.runs++
+	f.caller = c
+	if f.body != nil {
+		return &descriptor.GitAnswer{Status: 200, Body: f.body}, nil
+	}
+	return &descriptor.GitAnswer{Status: 200, Body: []byte("0000")}, nil
+}
 
 func (f *fakeExec) Run(ctx context.Context, out Sender) error {
 	f.mu.Lock()
@@ -105,12 +129,12 @@ func TestRelayExactlyOnce(t *testing.T) {
 	x := &fakeExec{started: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan []byte, 1)
 	go func() {
-		_, resp, _ := e.r.Relay(context.Background(), x, "demo", id, first)
+		_, resp, _ := e.r.Relay(context.Background(), x, demo, "demo", id, first)
 		done <- resp
 	}()
 	<-x.started
 	other := &fakeExec{}
-	_, resp, held := e.r.Relay(context.Background(), other, "demo", id, e.request(t, id, "/bin/false"))
+	_, resp, held := e.r.Relay(context.Background(), other, demo, "demo", id, e.request(t, id, "/bin/false"))
 	if r := outcome(t, resp); !held || r.Code != string(refusal.ReplayDetected) {
 		t.Fatalf("second body while the first runs: held %v, %+v", held, r)
 	}
@@ -120,11 +144,11 @@ func TestRelayExactlyOnce(t *testing.T) {
 		t.Fatalf("first: %+v", r)
 	}
 	again := &fakeExec{}
-	_, resp, held = e.r.Relay(context.Background(), again, "demo", id, first)
+	_, resp, held = e.r.Relay(context.Background(), again, demo, "demo", id, first)
 	if held || string(resp) != string(answer) || again.runs != 0 {
 		t.Fatalf("repeat: held %v, ran %d, answer %q, want %q", held, again.runs, resp, answer)
 	}
-	_, resp, held = e.r.Relay(context.Background(), other, "demo", id, e.request(t, id, "/bin/false"))
+	_, resp, held = e.r.Relay(context.Background(), other, demo, "demo", id, e.request(t, id, "/bin/false"))
 	if r := outcome(t, resp); held || r.Code != string(refusal.ReplayDetected) || other.runs != 0 {
 		t.Fatalf("second body after the first: held %v, %+v", held, r)
 	}
@@ -154,7 +178,7 @@ func TestRelayTeardowns(t *testing.T) {
 		t.Fatal("cancelled a request not in flight")
 	}
 	x := &fakeExec{}
-	_, resp, _ := e.r.Relay(context.Background(), x, "demo", early, e.request(t, early, "/bin/true"))
+	_, resp, _ := e.r.Relay(context.Background(), x, demo, "demo", early, e.request(t, early, "/bin/true"))
 	if r := outcome(t, resp); x.runs != 0 || r.Code != string(refusal.Internal) || !strings.Contains(r.Message, "teardown") {
 		t.Fatalf("after its teardown: ran %d, %+v", x.runs, r)
 	}
@@ -163,7 +187,7 @@ func TestRelayTeardowns(t *testing.T) {
 	x = &fakeExec{started: make(chan struct{}), release: make(chan struct{})}
 	done := make(chan []byte, 1)
 	go func() {
-		_, resp, _ := e.r.Relay(context.Background(), x, "demo", id, e.request(t, id, "/bin/true"))
+		_, resp, _ := e.r.Relay(context.Background(), x, demo, "demo", id, e.request(t, id, "/bin/true"))
 		done <- resp
 	}()
 	<-x.started
@@ -175,5 +199,85 @@ func TestRelayTeardowns(t *testing.T) {
 	}
 	if _, err := e.r.Teardown("demo", id, []byte("not: a teardown")); err == nil {
 		t.Fatal("a hostile teardown was accepted")
+	}
+}
+
+// A git exchange is answered once, as a command is: the same file relayed
+// again gets the recorded answer (a push is never made twice), and a
+// changed body under its id is refused.
+func TestRelayGitExchangeOnce(t *testing.T) {
+	e := newRelayEnv(t)
+	id := descriptor.NewID()
+	d := &descriptor.Request{ID: id, CreatedAt: time.Now().UTC(), Nonce: strings.ReplaceAll(descriptor.NewID(), "-", ""), Sandbox: "demo",
+		Git: &descriptor.GitExchange{Method: "POST", Path: "/git/h/r/git-receive-pack", Body: []byte("push")}}
+	file, err := descriptor.MarshalRequest(d, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x, git := &fakeExec{}, &fakeGit{}
+	_, resp, _ := e.r.Relay(context.Background(), x, demo, "demo", id, file)
+	if r := outcome(t, resp); r.Code != string(refusal.Internal) || !strings.Contains(r.Message, "does not serve the git proxy") {
+		t.Fatalf("without a proxy: %+v", r)
+	}
+	e.r.git.Store(&gitServed{git})
+	_, first, _ := e.r.Relay(context.Background(), x, demo, "demo", id, file) // the id was not used up
+	if r := outcome(t, first); r.Outcome != descriptor.OutcomeHTTP || r.Git.Status != 200 || string(r.Git.Body) != "0000" {
+		t.Fatalf("first: %+v", r)
+	}
+	if git.caller.Principal != demo.Principal || git.caller.RelayID != id {
+		t.Fatalf("the exchange ran as %+v", git.caller)
+	}
+	_, again, _ := e.r.Relay(context.Background(), x, demo, "demo", id, file)
+	if string(again) != string(first) || git.runs != 1 || x.runs != 0 {
+		t.Fatalf("repeat: %d runs, %q", git.runs, again)
+	}
+	d.Git.Body = []byte("other")
+	other, err := descriptor.MarshalRequest(d, e.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, resp, _ = e.r.Relay(context.Background(), x, demo, "demo", id, other)
+	if r := outcome(t, resp); r.Code != string(refusal.ReplayDetected) || git.runs != 1 {
+		t.Fatalf("other body: %d runs, %+v", git.runs, r)
+	}
+}
+
+// A git answer larger than a stream's worth is sent whole but kept only
+// as its status, length and digest: a repeat of its id is refused
+// replay-detected, naming them, and never runs it again; one at the
+// bound is kept whole.
+func TestRelayGitLargeAnswerNotKept(t *testing.T) {
+	e := newRelayEnv(t)
+	git := &fakeGit{}
+	e.r.git.Store(&gitServed{git})
+	for _, n := range []int{maxKeptGitBody, maxKeptGitBody + 1} {
+		git.body = make([]byte, n)
+		id := descriptor.NewID()
+		file, err := descriptor.MarshalRequest(&descriptor.Request{ID: id, CreatedAt: time.Now().UTC(),
+			Nonce: strings.ReplaceAll(descriptor.NewID(), "-", ""), Sandbox: "demo",
+			Git: &descriptor.GitExchange{Method: "POST", Path: "/git/h/r/git-upload-pack", Body: []byte("0000")}}, e.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs := git.runs
+		_, first, _ := e.r.Relay(context.Background(), &fakeExec{}, demo, "demo", id, file)
+		if r := outcome(t, first); r.Outcome != descriptor.OutcomeHTTP || len(r.Git.Body) != n {
+			t.Fatalf("%d bytes, first: %s %s", n, r.Outcome, r.Code)
+		}
+		rec, err := e.r.cfg.Store.Relay(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, again, _ := e.r.Relay(context.Background(), &fakeExec{}, demo, "demo", id, file)
+		r := outcome(t, again)
+		switch {
+		case git.runs != runs+1:
+			t.Fatalf("%d bytes: run %d times", n, git.runs-runs)
+		case n == maxKeptGitBody && string(again) != string(first):
+			t.Fatalf("an answer at the bound was not kept whole: %s %s", r.Outcome, r.Code)
+		case n > maxKeptGitBody && (len(rec.Response) > 1024 || r.Code != string(refusal.ReplayDetected) ||
+			!strings.Contains(r.Message, "http status 200, 1048577 bytes, sha256 ")):
+			t.Fatalf("a large answer kept as %d bytes, repeated as %s %q", len(rec.Response), r.Code, r.Message)
+		}
 	}
 }

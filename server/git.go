@@ -16,8 +16,10 @@ func (s *Server) GitProxy() (*gitproxy.Proxy, error) {
 	if s.cfg.Keystore != nil {
 		ks = s.cfg.Keystore
 	}
-	return gitproxy.New(gitproxy.Config{Dir: filepath.Join(s.cfg.StateDir, "git"), Gate: s.gate, Stopped: s.stops.Stopped,
+	p, err := gitproxy.New(gitproxy.Config{Dir: filepath.Join(s.cfg.StateDir, "git"), Gate: s.gate, Stopped: s.stops.Stopped,
 		Record: s.record, Approvals: s.approvals, Waiting: s.notifyApproval, Keystore: ks, Log: s.log})
+	s.relay.ServeGit(p) // the sandboxes' git exchanges run through it
+	return p, err
 }
 
 // GitHTTPServer serves the git proxy h on the tailnet node: each peer's

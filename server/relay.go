@@ -46,7 +46,7 @@ func (s *Server) Relay(ctx context.Context, req *coilyv1.RelayRequest) (*coilyv1
 		// sandbox writes can collide with, replace or remove another
 		// execution (the job table, the request records, the console's kill).
 		id: newID(), relayID: req.GetId()}
-	id, resp, held := s.relay.Relay(ctx, relayedExec{s: s, x: x}, sandbox, req.GetId(), req.GetRequest())
+	id, resp, held := s.relay.Relay(ctx, relayedExec{s: s, x: x}, x.caller, sandbox, req.GetId(), req.GetRequest())
 	return &coilyv1.RelayResponse{Response: resp, Id: id, Duplicate: held}, nil
 }
 

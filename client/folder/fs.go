@@ -100,10 +100,21 @@ func (c *Client) poll() time.Duration {
 
 // execOnce sends one request and waits for its response.
 func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
+	d, wait := c.build(req)
+	resp, err := c.send(ctx, d, wait)
+	if err != nil {
+		return nil, err
+	}
+	return deliver(resp, stdout, stderr)
+}
+
+// send writes the request d, signed, and waits for its response: until
+// ctx ends or, when wait is not 0, until wait has passed; then it tears
+// the request down.
+func (c *Client) send(ctx context.Context, d *descriptor.Request, wait time.Duration) (*descriptor.Response, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	d, wait := c.build(req)
 	data, err := descriptor.MarshalRequest(d, c.Key.Key)
 	if err != nil {
 		return nil, marshalError(err)
@@ -134,10 +145,7 @@ func (c *Client) execOnce(ctx context.Context, req *coilyv1.ExecRequest, stdout,
 		// Checked after the watch is armed: a response that landed before
 		// it sends no event.
 		if resp, err := w.check(); resp != nil || err != nil {
-			if err != nil {
-				return nil, err
-			}
-			return deliver(resp, stdout, stderr)
+			return resp, err
 		}
 		select {
 		case <-ctx.Done():
@@ -338,8 +346,12 @@ func (w *waiter) check() (*descriptor.Response, error) {
 
 // deliver turns a response into Exec's results.
 func deliver(resp *descriptor.Response, stdout, stderr io.Writer) (*coilyv1.ExecExit, error) {
-	if resp.Outcome == descriptor.OutcomeRefused {
+	switch resp.Outcome {
+	case descriptor.OutcomeRefused:
 		return nil, &refusal.Error{Code: refusal.Code(resp.Code), Msg: resp.Message, AuditID: resp.AuditID}
+	case descriptor.OutcomeExit:
+	default:
+		return nil, refusal.New(refusal.Internal, "coily's bridge answered a command with a %q response", resp.Outcome)
 	}
 	out, err := resp.Stdout()
 	if err != nil {

@@ -419,3 +419,12 @@ func TestFSClientMissingLayoutCreated(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A command answered with a git exchange's answer (a bridge or folder
+// writer gone wrong) is refused, never read as an exit with status 0.
+func TestDeliverRefusesHTTPAnswer(t *testing.T) {
+	resp := &descriptor.Response{ID: descriptor.NewID(), Outcome: descriptor.OutcomeHTTP, Git: &descriptor.GitAnswer{Status: 200}}
+	if exit, err := deliver(resp, new(bytes.Buffer), new(bytes.Buffer)); err == nil || exit != nil {
+		t.Fatalf("an http answer to a command: %v %v", exit, err)
+	}
+}

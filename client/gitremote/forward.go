@@ -45,17 +45,22 @@ type forwarder struct {
 	once sync.Once // the first refusal or failure is printed, the rest are git's to report
 }
 
-// newForwarder forwards to the proxy reached by dial, which serves the
+// socketTransport reaches the proxy dialled by dial, which serves the
 // layout /git/HOST/PATH over plain HTTP/1.1.
-func newForwarder(repo Repo, secret string, dial func(ctx context.Context) (net.Conn, error), stderr io.Writer) *forwarder {
-	f := &forwarder{secret: secret, repo: repo, stderr: stderr}
-	transport := &http.Transport{
+func socketTransport(dial func(ctx context.Context) (net.Conn, error)) http.RoundTripper {
+	return &http.Transport{
 		DialContext:            func(ctx context.Context, _, _ string) (net.Conn, error) { return dial(ctx) },
 		MaxResponseHeaderBytes: maxHeaderBytes,
 		DisableCompression:     true,
 		ResponseHeaderTimeout:  0, // a push waits on the proxy's checks and approvals
 		IdleConnTimeout:        30 * time.Second,
 	}
+}
+
+// newForwarder forwards to the proxy through transport (socketTransport,
+// folderTransport).
+func newForwarder(repo Repo, secret string, transport http.RoundTripper, stderr io.Writer) *forwarder {
+	f := &forwarder{secret: secret, repo: repo, stderr: stderr}
 	f.proxy = &httputil.ReverseProxy{
 		Rewrite:        f.rewrite,
 		Transport:      transport,

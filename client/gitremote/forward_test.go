@@ -41,7 +41,7 @@ func forwarderTo(t *testing.T, answer http.HandlerFunc) (*httptest.Server, *host
 	t.Cleanup(up.Close)
 	var stderr bytes.Buffer
 	dial := func(ctx context.Context) (net.Conn, error) { return (&net.Dialer{}).DialContext(ctx, "unix", sock) }
-	f := newForwarder(Repo{Host: "github.com", Path: "alice/app"}, "s3cret", dial, &stderr)
+	f := newForwarder(Repo{Host: "github.com", Path: "alice/app"}, "s3cret", socketTransport(dial), &stderr)
 	srv := httptest.NewUnstartedServer(f)
 	srv.Config.MaxHeaderBytes = maxHeaderBytes
 	srv.Start()

@@ -83,29 +83,53 @@ func Run(ctx context.Context, c Config) int {
 		fmt.Fprintf(c.Stderr, "coily: refused git address %s: %v\n", visible.Word(c.Args[2]), err)
 		return exitUsage
 	}
-	socket, err := gitSocket(client.SettingsFromEnv(c.Getenv))
+	transport, via, code, err := proxyTransport(client.SettingsFromEnv(c.Getenv), c.Getenv)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "coily: %v\n", err)
-		return exitUsage
+		return code
 	}
 	env, err := transportEnv(c.Environ)
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "coily: %v\n", err)
 		return exitUsage
 	}
-	return serve(ctx, c, repo, socket, env)
+	return serve(ctx, c, repo, transport, via, env)
 }
 
-// gitSocket is the proxy's local socket, for the route the settings name;
-// the other routes have no transport in the helper.
+// proxyTransport is the way to the proxy for the route the settings
+// name, and what it is (for messages); err says why there is none, with
+// the helper's exit code.
+func proxyTransport(s client.Settings, getenv func(string) string) (http.RoundTripper, string, int, error) {
+	if s.Where(true) == client.RouteFolder {
+		t, via, err := newFolderTransport(getenv)
+		if err != nil {
+			return nil, "", exitUnreachable, fmt.Errorf("git through the shared folder: %w", err)
+		}
+		return t, via, 0, nil
+	}
+	socket, err := gitSocket(s)
+	if err != nil {
+		return nil, "", exitUsage, err
+	}
+	if _, err := os.Stat(socket); err != nil {
+		return nil, "", exitUnreachable, fmt.Errorf("git proxy unreachable: %w", err)
+	}
+	dial := func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	return socketTransport(dial), socket, 0, nil
+}
+
+// gitSocket is the proxy's local socket, for the route the settings name
+// (not the shared folder's); the other routes have no transport in the
+// helper.
 func gitSocket(s client.Settings) (string, error) {
 	switch route := s.Where(true); route {
 	case client.RouteSocket:
 		return s.GitSocketPath(), nil
 	case client.RouteServer:
 		return "", fmt.Errorf("COILY_SERVER is set: on the tailnet git reaches the proxy over https (coily git setup --server %s writes the rewrite); coily:: is for the local socket", visible.Word(s.Server))
-	case client.RouteFolder:
-		return "", errors.New("in a sandbox, git has no transport through the shared folder yet: run git through coily exec")
 	default:
 		return "", fmt.Errorf("the %s route (COILY_DEV or COILY_TSNET) has no git transport: use the local socket, or coily git setup --server on a machine on the tailnet", route)
 	}
@@ -113,11 +137,7 @@ func gitSocket(s client.Settings) (string, error) {
 
 // serve listens on loopback, runs git's transport against it, and closes
 // the listener when the transport exits.
-func serve(ctx context.Context, c Config, repo Repo, socket string, env []string) int {
-	if _, err := os.Stat(socket); err != nil {
-		fmt.Fprintf(c.Stderr, "coily: git proxy unreachable: %v\n", err)
-		return exitUnreachable
-	}
+func serve(ctx context.Context, c Config, repo Repo, transport http.RoundTripper, via string, env []string) int {
 	secret, err := newSecret()
 	if err != nil {
 		fmt.Fprintf(c.Stderr, "coily: %v\n", err)
@@ -128,11 +148,7 @@ func serve(ctx context.Context, c Config, repo Repo, socket string, env []string
 		fmt.Fprintf(c.Stderr, "coily: loopback listener: %v\n", err)
 		return exitFailure
 	}
-	dial := func(ctx context.Context) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", socket)
-	}
-	fwd := newForwarder(repo, secret, dial, c.Stderr)
+	fwd := newForwarder(repo, secret, transport, c.Stderr)
 	srv := &http.Server{Handler: fwd, MaxHeaderBytes: maxHeaderBytes, ReadHeaderTimeout: 30 * time.Second}
 	go srv.Serve(ln)
 	defer srv.Close()
@@ -140,7 +156,7 @@ func serve(ctx context.Context, c Config, repo Repo, socket string, env []string
 		c.listening(ln.Addr().String(), secret)
 	}
 	if c.Getenv("COILY_VERBOSE") != "" {
-		fmt.Fprintf(c.Stderr, "coily: git-remote-coily: %s through %s on %s\n", repo.ProxyPath(), socket, ln.Addr())
+		fmt.Fprintf(c.Stderr, "coily: git-remote-coily: %s through %s on %s\n", repo.ProxyPath(), via, ln.Addr())
 	}
 	gitProg := c.Git
 	if gitProg == "" {

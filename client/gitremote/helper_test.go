@@ -289,7 +289,6 @@ func TestRoutesWithoutTransport(t *testing.T) {
 		{map[string]string{"COILY_SERVER": "coily.tail.ts.net"}, "coily git setup --server coily.tail.ts.net"},
 		{map[string]string{"COILY_DEV": "/tmp/dev"}, "no git transport"},
 		{map[string]string{"COILY_SERVER": "coily", "COILY_TSNET": "1"}, "no git transport"},
-		{map[string]string{"SANDBOX_RUNTIME": "1"}, "shared folder"},
 	} {
 		var stderr bytes.Buffer
 		code := Run(context.Background(), Config{Args: []string{Name, "origin", "/git/github.com/alice/app"},
@@ -297,6 +296,19 @@ func TestRoutesWithoutTransport(t *testing.T) {
 		if code != exitUsage || !strings.Contains(stderr.String(), tc.want) {
 			t.Errorf("%v: exit %d, stderr %q; want %q", tc.env, code, stderr.String(), tc.want)
 		}
+	}
+}
+
+// TestSandboxWithoutFolder: in a sandbox with no shared folder (or no
+// key) git gets exit 69 and what is missing; the local socket is never
+// tried.
+func TestSandboxWithoutFolder(t *testing.T) {
+	var stderr bytes.Buffer
+	env := map[string]string{"SANDBOX_RUNTIME": "1", "COILY_MOUNT": t.TempDir()}
+	code := Run(context.Background(), Config{Args: []string{Name, "origin", "/git/github.com/alice/app"},
+		Getenv: func(k string) string { return env[k] }, Stderr: &stderr, listening: func(string, string) { t.Error("listener started") }})
+	if code != exitUnreachable || !strings.Contains(stderr.String(), "git through the shared folder") {
+		t.Fatalf("exit %d: %q", code, stderr.String())
 	}
 }
 

@@ -31,17 +31,17 @@ import (
 // refused) for local operators and tag:agent, review (a force push waits
 // for an approval) for local operators only. The tailnet's owner node
 // and its users approve. Local operators run the command rules that
-// follow it.
+// follow it, and relay for sandbox demo, whose git is tag:agent's.
 const gitProxyPolicy = `version: 1
 roles:
-  operator: {permissions: [exec, lockout, unlock, pause, resume, status, approve], commands: ["*"]}
+  operator: {permissions: [exec, lockout, unlock, pause, resume, status, approve, relay, keys], commands: ["*"], sandboxes: [demo]}
   owner: {permissions: [status, approve, lockout, unlock]}
   approver: {permissions: [status, approve]}
   agent: {permissions: [exec]}
   stranger: {permissions: [exec]}
 grants:
   - {principals: ["tag:owner"], roles: [owner]}
-  - {principals: ["tag:agent"], roles: [agent]}
+  - {principals: ["tag:agent", "sandbox:demo"], roles: [agent]}
   - {principals: ["tag:stranger"], roles: [stranger]}
   - {principals: ["*@fake-control.example.net"], roles: [approver]}
 git:
