@@ -162,6 +162,12 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// CacheBudgets are the caches' budgets in bytes, in total and per
+// remote, as the proxy applies them.
+func (p *Proxy) CacheBudgets() (total, perRemote int64) {
+	return p.caches.total, p.caches.perRemote
+}
+
 // removeLeftovers removes what a proxy that stopped mid-request left in
 // dir: the pushes' private directories (a quarantine each, up to a push's
 // bound) and the caches half made. The directory is one proxy's.
