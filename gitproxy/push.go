@@ -73,6 +73,8 @@ type push struct {
 	updates  []*update
 	approval string
 	answer   string
+	// say shows the agent a line while the push is decided (the hook's).
+	say func(string)
 }
 
 // servePush receives a push into a private repository and lets its hook
@@ -116,7 +118,7 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx, cancel := context.WithCancel(rq.ctx)
 	decided := make(chan error, 1)
 	go func() { decided <- p.decide(ctx, ps, hook) }()
-	p.serveBackend(w, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
+	p.serveBackend(flushing{w}, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
 		[2]string{"http.receivepack", "true"}, [2]string{"receive.fsckObjects", "true"},
 		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
 		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.denyDeletes", "false"},
@@ -209,6 +211,7 @@ func (p *Proxy) decide(ctx context.Context, ps *push, hook *hookPipes) error {
 		err = refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
 	}
 	if err == nil {
+		ps.say = hook.say
 		err = p.decideUpdates(ctx, ps, quarantine, lines)
 	}
 	if err != nil {
@@ -281,6 +284,8 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 		Exec: &coilyv1.ExecRequest{Argv: argv, Note: strings.Join(note, "\n")},
 		Rule: &policy.Rule{Name: "git:" + rem.Name, Confirm: true, ConfirmTimeout: rem.Push.ConfirmTimeout}}, rem.Push.ConfirmTimeout)
 	ps.approval = ap.Snapshot().GetId()
+	ps.say(fmt.Sprintf("coily: waiting for approval %[1]s (up to %[2]s): the console's Approvals, or coily approvals approve %[1]s",
+		ps.approval, rem.Push.ConfirmTimeout))
 	if p.cfg.Waiting != nil {
 		p.cfg.Waiting(ap)
 	}
