@@ -78,6 +78,9 @@ type GitRemote struct {
 	// Credential is the token sent upstream as HTTP basic auth
 	// (x-access-token:<token>); zero for none.
 	Credential credref.Ref
+	// GitHubApp, instead of Credential, mints the token sent upstream
+	// per request; nil for none.
+	GitHubApp *GitApp
 	// CAFile is a PEM bundle trusted for the upstream instead of the
 	// system's; "" for the system's.
 	CAFile string
@@ -206,6 +209,7 @@ type gitRemoteFile struct {
 	Credential string       `yaml:"credential"`
 	CAFile     string       `yaml:"ca_file"`
 	AllowCIDRs []string     `yaml:"allow_cidrs"`
+	GitHubApp  *gitAppFile  `yaml:"github_app"`
 	Fetch      *bool        `yaml:"fetch"`
 	Push       *gitPushFile `yaml:"push"`
 }
@@ -282,6 +286,9 @@ func (b *builder) gitRemote(p *Policy, f *gitRemoteFile, at func(...any) []any) 
 			b.failAt(b.at(at("credential")...), "git remote %q: credential: %v", r.Name, err)
 		}
 		r.Credential = ref
+	}
+	if f.GitHubApp != nil {
+		r.GitHubApp = b.gitApp(r, f, at)
 	}
 	if f.CAFile != "" && (!filepath.IsAbs(f.CAFile) || filepath.Clean(f.CAFile) != f.CAFile) {
 		b.failAt(b.at(at("ca_file")...), "git remote %q: ca_file must be a clean absolute path, got %q", r.Name, f.CAFile)
