@@ -55,9 +55,10 @@ func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
 	}
 	if up == nil {
 		var err error
-		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo); err != nil {
+		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo, false); err != nil {
 			return err
 		}
+		defer up.close()
 	}
 	return p.refresh(rq.ctx, up, e)
 }
@@ -156,11 +157,13 @@ func checkBody(req *http.Request) error {
 // borrowed from the cache, refs at upstream's values.
 func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	cache := e.dir
-	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
+	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo, false)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.refreshPush(rq, e, up); err != nil {
+	err = p.refreshPush(rq, e, up)
+	up.close() // a token minted for the refresh ends with it; the push mints its own (pushUpstream)
+	if err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(filepath.Join(p.cfg.Dir, "push"), "p-")
@@ -313,8 +316,18 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 			specs = append(specs, u.new+":"+u.ref)
 		}
 	}
-	args = append(append(args, "--", ps.up.url), specs...)
-	upEnv := append(ps.up.env[:len(ps.up.env):len(ps.up.env)], env[len(p.gitEnv()):]...)
+	up := ps.up
+	if ps.rq.remote.GitHubApp != nil {
+		// The App's token for the push: minted now, after any approval,
+		// with contents: write, and revoked once upstream has answered.
+		var err error
+		if up, err = p.upstream(ctx, ps.rq.remote, ps.rq.target.Repo, true); err != nil {
+			return err
+		}
+		defer up.close()
+	}
+	args = append(append(args, "--", up.url), specs...)
+	upEnv := append(up.env[:len(up.env):len(up.env)], env[len(p.gitEnv()):]...)
 	out, err := p.run(ctx, upEnv, args...)
 	if err != nil {
 		rejects := porcelainRejects(out)
