@@ -1,6 +1,9 @@
 package ghapp
 
-import "testing"
+import (
+	"strconv"
+	"testing"
+)
 
 func TestCheckAppID(t *testing.T) {
 	for _, ok := range []string{"1", "123456", "9007199254740991", "Iv1.abc", "Iv23liABC"} {
@@ -13,4 +16,20 @@ func TestCheckAppID(t *testing.T) {
 			t.Errorf("%q accepted", bad)
 		}
 	}
+}
+
+func FuzzCheckAppID(f *testing.F) {
+	for _, s := range []string{"1", "Iv1.abc", "0", "01", "9007199254740992", "Iv1/x", "1\n"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if CheckAppID(s) != nil {
+			return
+		}
+		if id, err := strconv.ParseInt(s, 10, 64); err == nil && (id < 1 || id > MaxID) {
+			t.Fatalf("%q accepted", s)
+		} else if err != nil && !clientIDPattern.MatchString(s) {
+			t.Fatalf("%q accepted", s)
+		}
+	})
 }

@@ -27,11 +27,12 @@ type appEnv struct {
 	log    *testlog.Buffer
 }
 
-func newAppEnv(t *testing.T) *appEnv {
+// newAppEnv's extra is what the stand-in grants beyond what is asked.
+func newAppEnv(t *testing.T, extra map[string]string) *appEnv {
 	t.Helper()
 	gh := standin.GitHubEnterprise(t, "user-token-9c1d", "localhost")
 	app := gh.InstallApp(t, standin.AppOptions{ID: 4242, Installation: 77, Owner: "owner", Repos: []string{"app", "other"},
-		Permissions: map[string]string{"contents": "write"}})
+		Permissions: map[string]string{"contents": "write"}, GrantExtra: extra})
 	a := &appEnv{gh: gh, git: gh.ServeGit(t, "owner/app", "owner/other"), ghHost: "localhost:" + gh.Port, log: new(testlog.Buffer)}
 	tail := fmt.Sprintf(`    - name: gh
       url: https://%[1]s/owner/*
@@ -74,7 +75,7 @@ func (k appKeystore) Fetch(_ context.Context, refs map[string]keystore.Ref) (*ke
 // the request is done; a clone and a push succeed; a repository the
 // remote does not name never mints; no token shows anywhere.
 func TestGitHubAppRemote(t *testing.T) {
-	a := newAppEnv(t)
+	a := newAppEnv(t, nil)
 	work := filepath.Join(t.TempDir(), "w")
 	a.env.git("", "clone", "--quiet", a.url("owner/app"), work)
 	a.env.git(work, "checkout", "--quiet", "-b", "agent/x")
@@ -118,6 +119,30 @@ func TestGitHubAppRemote(t *testing.T) {
 	records, _ := json.Marshal(a.rec.all)
 	a.rec.mu.Unlock()
 	c.CheckText("the audit, the proxy's log and the agent's git", string(records), a.log.String(), pushed, out)
+}
+
+// A token GitHub grants beyond what was asked (another permission) is
+// revoked at once and never sent upstream: the request is refused,
+// credential-unavailable.
+func TestGitHubAppRemoteWiderTokenRefused(t *testing.T) {
+	a := newAppEnv(t, map[string]string{"administration": "write"})
+	out, err := a.env.try("", "ls-remote", a.url("owner/app"))
+	if err == nil || !strings.Contains(out, "credential-unavailable") {
+		t.Fatalf("a wider token: %v\n%s", err, out)
+	}
+	asked := a.gh.TokenRequests()
+	if len(asked) != 1 {
+		t.Fatalf("token requests: %+v", asked)
+	}
+	if tok, ok := a.gh.InstallationToken(asked[0].Token); !ok || !tok.Revoked {
+		t.Errorf("the wider token is not revoked: %+v", tok)
+	}
+	if gits := a.gitRequests(); len(gits) != 0 {
+		t.Errorf("upstream was reached: %q", gits)
+	}
+	c := canary.New(t)
+	c.AddString("installation token", asked[0].Token)
+	c.CheckText("the proxy's log and the agent's git", a.log.String(), out)
 }
 
 // gitRequests are upstream's git requests served.

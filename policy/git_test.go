@@ -176,6 +176,9 @@ func FuzzGitSection(f *testing.F) {
 			if got := p.GitRemote(r.Host, r.Port, r.Path); got == nil {
 				t.Fatalf("remote %q does not match its own pattern", r.Name)
 			}
+			if r.GitHubApp != nil && (r.Credential != (credref.Ref{}) || strings.Count(r.Path, "/") != 1 || r.GitHubApp.InstallationID < 1) {
+				t.Fatalf("accepted github_app remote %+v", r)
+			}
 			if r.Push.Decide("refs/heads/main", policy.GitKind("other")) != policy.GitDeny {
 				t.Fatal("an unknown kind was not denied")
 			}
