@@ -66,9 +66,9 @@ func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
 // push is one git-receive-pack POST in flight.
 type push struct {
 	rq   *request
-	up   *upstream
-	dir  string // the push's private directory
-	repo string // its bare repository
+	up   *upstream // the remote's credential's; nil for a GitHub App's (pushUpstream mints it)
+	dir  string    // the push's private directory
+	repo string    // its bare repository
 	refs map[string]string
 	// what happened, for the audit
 	updates  []*update
@@ -157,13 +157,17 @@ func checkBody(req *http.Request) error {
 // borrowed from the cache, refs at upstream's values.
 func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	cache := e.dir
-	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo, false)
-	if err != nil {
-		return nil, err
+	// A remote's credential serves the refresh and the push; a GitHub
+	// App's token is minted for the refresh only when it runs
+	// (refreshPush), and for the push once decided (pushUpstream).
+	var up *upstream
+	if rq.remote.GitHubApp == nil {
+		var err error
+		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo, false); err != nil {
+			return nil, err
+		}
 	}
-	err = p.refreshPush(rq, e, up)
-	up.close() // a token minted for the refresh ends with it; the push mints its own (pushUpstream)
-	if err != nil {
+	if err := p.refreshPush(rq, e, up); err != nil {
 		return nil, err
 	}
 	dir, err := os.MkdirTemp(filepath.Join(p.cfg.Dir, "push"), "p-")
@@ -274,7 +278,7 @@ func (p *Proxy) decideUpdates(ctx context.Context, ps *push, quarantine string, 
 // update: ref, old → new, kind, commits added and dropped.
 func (p *Proxy) approve(ctx context.Context, ps *push) error {
 	rem := ps.rq.remote
-	argv := []string{"git", "push", ps.up.url}
+	argv := []string{"git", "push", rem.URL(ps.rq.target.Repo)}
 	var note []string
 	for _, u := range ps.updates {
 		argv = append(argv, u.summary())
@@ -317,7 +321,7 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 		}
 	}
 	up := ps.up
-	if ps.rq.remote.GitHubApp != nil {
+	if up == nil {
 		// The App's token for the push: minted now, after any approval,
 		// with contents: write, and revoked once upstream has answered.
 		var err error
