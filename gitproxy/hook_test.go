@@ -157,7 +157,8 @@ func TestPushWaitingSaysSo(t *testing.T) {
 		for {
 			n, err := resp.Body.Read(buf)
 			got.Write(buf[:n])
-			if progress := sideband2(got.String()); strings.Contains(progress, "coily: waiting for approval") {
+			progress := sideband2(got.String())
+			if i := strings.Index(progress, "coily: waiting for approval"); i >= 0 && strings.Contains(progress[i:], "\n") {
 				select {
 				case said <- progress:
 				default:
