@@ -15,7 +15,6 @@ import (
 
 	"coily.dev/coily/attach/cabundle"
 	"coily.dev/coily/ghapp"
-	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 )
 
@@ -24,10 +23,11 @@ import (
 // read otherwise, and returns it with what revokes it. The API is
 // reached as upstream is: at an address resolved once and classified
 // (a non-public one needs the remote's allow_cidrs), with the remote's
-// ca_file when it names one. The token is never logged; a failure names
-// the App and the repository, never a value.
-func (p *Proxy) appToken(ctx context.Context, rem *policy.GitRemote, repo string, write bool) (ghapp.Token, func(), error) {
-	app := rem.GitHubApp
+// ca_file when it names one. The request's audit lists each token minted
+// (repository, permissions, expiry, whether it was revoked), never the
+// token; a failure names the App and the repository, never a value.
+func (p *Proxy) appToken(ctx context.Context, rq *request, write bool) (ghapp.Token, func(), error) {
+	rem, repo, app := rq.remote, rq.target.Repo, rq.remote.GitHubApp
 	r, err := ghapp.ParseRepository(strings.TrimSuffix(repo, ".git"), "")
 	if err != nil {
 		return ghapp.Token{}, nil, refusal.Wrap(refusal.PolicyDeny, err, "git remote %q: no GitHub App token for %s: %v", rem.Name, repo, err)
@@ -65,13 +65,18 @@ func (p *Proxy) appToken(ctx context.Context, rem *policy.GitRemote, repo string
 	}
 	p.log.Info("git proxy: github app token minted", "remote", rem.Name, "repository", tok.Repository.String(),
 		"permissions", tok.Permissions.String(), "expires", tok.ExpiresAt.UTC().Format(time.RFC3339))
+	i := len(rq.appTokens)
+	rq.appTokens = append(rq.appTokens, fmt.Sprintf("%s %s expires %s", tok.Repository, tok.Permissions, tok.ExpiresAt.UTC().Format(time.RFC3339)))
 	revoke := func() {
 		err := c.Revoke(context.WithoutCancel(ctx), tok.Value)
 		tr.CloseIdleConnections()
-		if err != nil {
-			p.log.Error("git proxy: github app token revocation failed; it ends at its expiry", "remote", rem.Name,
-				"repository", tok.Repository.String(), "expires", tok.ExpiresAt.UTC().Format(time.RFC3339), "err", err)
+		if err == nil {
+			rq.appTokens[i] += " revoked"
+			return
 		}
+		rq.appTokens[i] += " revocation failed: " + err.Error()
+		p.log.Error("git proxy: github app token revocation failed; it ends at its expiry", "remote", rem.Name,
+			"repository", tok.Repository.String(), "expires", tok.ExpiresAt.UTC().Format(time.RFC3339), "err", err)
 	}
 	return tok, revoke, nil
 }

@@ -103,6 +103,10 @@ func TestGitHubAppRemote(t *testing.T) {
 	if want := []string{"read", "write"}; !slices.Equal(perms, want) {
 		t.Errorf("tokens' contents permissions %q, want %q", perms, want)
 	}
+	if got := a.lastPush().Lists["github_app_tokens"]; len(got) != 1 || !strings.HasPrefix(got[0], "owner/app ") ||
+		!strings.Contains(got[0], "contents:write") || !strings.HasSuffix(got[0], " revoked") {
+		t.Errorf("the push's record lists the tokens minted for it as %q", got)
+	}
 	if gits := a.gitRequests(); len(gits) == 0 || slices.ContainsFunc(gits, func(l string) bool { return !strings.HasSuffix(l, "token-repo=owner/app") }) {
 		t.Errorf("upstream's git requests: %q", gits)
 	}

@@ -55,7 +55,7 @@ func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
 	}
 	if up == nil {
 		var err error
-		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo, false); err != nil {
+		if up, err = p.upstream(rq.ctx, rq, false); err != nil {
 			return err
 		}
 		defer up.close()
@@ -163,7 +163,7 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	var up *upstream
 	if rq.remote.GitHubApp == nil {
 		var err error
-		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo, false); err != nil {
+		if up, err = p.upstream(rq.ctx, rq, false); err != nil {
 			return nil, err
 		}
 	}
@@ -325,7 +325,7 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 		// The App's token for the push: minted now, after any approval,
 		// with contents: write, and revoked once upstream has answered.
 		var err error
-		if up, err = p.upstream(ctx, ps.rq.remote, ps.rq.target.Repo, true); err != nil {
+		if up, err = p.upstream(ctx, ps.rq, true); err != nil {
 			return err
 		}
 		defer up.close()

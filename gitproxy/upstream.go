@@ -38,13 +38,15 @@ func (u *upstream) close() {
 // upstream resolves the remote's host (once, classified as egress
 // classifies a destination: a non-public address needs the remote's
 // allow_cidrs), fetches its credential or mints its GitHub App's token
-// for repo (contents: write when write, else read; the caller closes the
+// for the request's repository (contents: write when write, else read;
+// the caller closes the
 // upstream, which revokes it), and returns the environment that makes
 // git reach exactly that address, over https only, without following a
 // redirect, without user or system configuration, and with the token in
 // an extra header scoped to the upstream's URL: in git's environment,
 // never its argv.
-func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string, write bool) (*upstream, error) {
+func (p *Proxy) upstream(ctx context.Context, rq *request, write bool) (*upstream, error) {
+	rem, repo := rq.remote, rq.target.Repo
 	addr, err := p.resolve(ctx, rem, rem.Host)
 	if err != nil {
 		return nil, err
@@ -75,7 +77,7 @@ func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string
 			return nil, refusal.Wrap(refusal.CredentialUnavailable, err, "git remote %q: its credential is unavailable", rem.Name)
 		}
 	case rem.GitHubApp != nil:
-		tok, revoke, err := p.appToken(ctx, rem, repo, write)
+		tok, revoke, err := p.appToken(ctx, rq, write)
 		if err != nil {
 			return nil, err
 		}
