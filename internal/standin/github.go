@@ -19,7 +19,7 @@ const GitHubHint = "install the Debian package gh (scripts/test.sh does)"
 // for `gh issue create`, `gh issue view` and `gh pr create` (gh 2.23,
 // pulls.go): gh reaches it with Env(). Every repository owner/name exists
 // and has issues enabled. It also mints GitHub App installation tokens (githubapp.go), which reach
-// only their repository.
+// only their repository, and with ServeGit serves git to them (githubgit.go).
 type GitHub struct {
 	*Server
 	Token string // the token it accepts: Authorization "token T" or "Bearer T"
