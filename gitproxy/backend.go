@@ -103,3 +103,19 @@ func (c *countingWriter) Flush() {
 		f.Flush()
 	}
 }
+
+// flushing sends each write on at once: a push's answer carries what
+// git shows while the push is decided (keepalives, a push waiting for an
+// approval saying so), which would otherwise wait in the server's buffer
+// until the answer ends.
+type flushing struct{ http.ResponseWriter }
+
+func (f flushing) Write(b []byte) (int, error) {
+	n, err := f.ResponseWriter.Write(b)
+	if err == nil {
+		err = http.NewResponseController(f.ResponseWriter).Flush()
+	}
+	return n, err
+}
+
+func (f flushing) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -20,9 +20,10 @@ func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) 
 	cache, release := p.caches.acquire(dir, rq.remote.Name)
 	defer release()
 	if rq.target.Refs || !exists(filepath.Join(dir, "HEAD")) {
-		up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
+		up, err := p.upstream(rq.ctx, rq, false)
 		if err == nil {
 			err = p.refresh(rq.ctx, up, cache)
+			up.close()
 		}
 		if err != nil {
 			p.record(rq, "git.fetch", err, nil, nil)

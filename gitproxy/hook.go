@@ -19,9 +19,10 @@ import (
 // The pre-receive hook talks to the proxy through two FIFOs in the push's
 // private directory: it opens "answer" for reading, writes the quarantine
 // path, the ref updates git gave it and a "." line to "updates", then
-// reads the answer up to its "." line: the lines after the first go to
-// its standard error (git shows them as "remote: …"), and it exits 0 only
-// when the first is "ok". The proxy opens both FIFOs read-write and
+// reads the answer up to its "." line: lines starting "say " before the
+// status line (a push waiting for an approval says so) and the lines
+// after it go to its standard error (git shows them as "remote: …"), and
+// it exits 0 only when the status is "ok". The proxy opens both FIFOs read-write and
 // non-blocking before git starts, so neither side's open blocks, and
 // keeps them open until git has exited: an answer written before the hook
 // runs waits in the FIFO for it, and the hook never waits on an EOF. The
@@ -32,7 +33,10 @@ import (
 const hookScript = `#!/bin/sh
 exec 3<'%[1]s/answer' || exit 1
 { printf '%%s\n' "$GIT_QUARANTINE_PATH"; cat; printf '.\n'; } >'%[1]s/updates' || exit 1
-IFS= read -r status <&3 || exit 1
+while :; do
+	IFS= read -r status <&3 || exit 1
+	case $status in "say "*) printf '%%s\n' "${status#say }" >&2 ;; *) break ;; esac
+done
 while IFS= read -r line <&3 && [ "$line" != . ]; do printf '%%s\n' "$line" >&2; done
 [ "$status" = ok ]
 `
@@ -139,6 +143,13 @@ func splitLines(data []byte, atEOF bool) (int, []byte, error) {
 		return len(data), data, nil
 	}
 	return 0, nil, nil
+}
+
+// say sends the hook a line it shows the agent now, before the answer
+// (git shows it as "remote: …" as it comes).
+func (h *hookPipes) say(line string) {
+	h.answer.SetWriteDeadline(time.Now().Add(10 * time.Second))
+	h.answer.WriteString("say " + oneLine(line) + "\n")
 }
 
 // reply answers the hook: ok or not, the lines git shows the agent, and

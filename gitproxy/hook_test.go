@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,93 @@ func (e *env) post(ctx context.Context, body string) (int, string) {
 	}
 	defer resp.Body.Close()
 	return resp.StatusCode, readAll(resp)
+}
+
+// A push that waits for an approval says so while it waits: git shows
+// the hook's line naming the approval (the id the queue lists) and how
+// to approve it, as it comes, before anyone decides: the proxy sends the
+// push's answer on as git writes it.
+func TestPushWaitingSaysSo(t *testing.T) {
+	e := newEnv(t, "")
+	old, body := e.forcedPush()
+	var n int
+	fmt.Sscanf(body[:4], "%04x", &n) // the command, asking for sideband as git does
+	body = pkt(body[4:n]+" side-band-64k") + body[n:]
+	ch, stop := e.queue.Watch()
+	defer stop()
+	said := make(chan string, 1)
+	answered := make(chan string, 1)
+	go func() {
+		req, _ := http.NewRequest("POST", e.url("owner/app")+"/git-receive-pack", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			answered <- err.Error()
+			return
+		}
+		defer resp.Body.Close()
+		var got strings.Builder
+		buf := make([]byte, 4096)
+		for {
+			n, err := resp.Body.Read(buf)
+			got.Write(buf[:n])
+			progress := sideband2(got.String())
+			if i := strings.Index(progress, "coily: waiting for approval"); i >= 0 && strings.Contains(progress[i:], "\n") {
+				select {
+				case said <- progress:
+				default:
+				}
+			}
+			if err != nil {
+				answered <- got.String()
+				return
+			}
+		}
+	}()
+	var id string
+	for a := range ch {
+		if a.GetState() == coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
+			id = a.GetId()
+			break
+		}
+	}
+	want := "coily: waiting for approval " + id + " (up to 1m0s): the console's Approvals, or coily approvals approve " + id + "\n"
+	select {
+	case got := <-said:
+		if !strings.Contains(got, want) {
+			t.Fatalf("the waiting push says %q, want %q", got, want)
+		}
+	case got := <-answered:
+		t.Fatalf("the push was answered before its approval: %q", got)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the waiting push says nothing")
+	}
+	if _, err := e.queue.Decide(id, "tag:owner", coilyv1.Verdict_VERDICT_APPROVE, ""); err != nil {
+		t.Fatal(err)
+	}
+	if got := <-answered; !strings.Contains(got, "ok refs/heads/agent/x") {
+		t.Fatalf("the approved push's answer: %q", got)
+	}
+	if got := e.up.Ref(t, "owner/app", "refs/heads/agent/x"); got == old {
+		t.Fatal("the approved push did not reach upstream")
+	}
+}
+
+// sideband2 is what the whole pkt-lines of a receive-pack answer carry on
+// sideband 2 (git shows it as "remote: …").
+func sideband2(s string) string {
+	var out strings.Builder
+	for len(s) >= 4 {
+		n, err := strconv.ParseUint(s[:4], 16, 16)
+		if err != nil || n != 0 && (n < 4 || int(n) > len(s)) {
+			break
+		}
+		if n == 0 {
+			n = 4
+		} else if n > 4 && s[4] == 2 {
+			out.WriteString(s[5:n])
+		}
+		s = s[n:]
+	}
+	return out.String()
 }

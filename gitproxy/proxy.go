@@ -162,6 +162,12 @@ func New(cfg Config) (*Proxy, error) {
 	return p, nil
 }
 
+// CacheBudgets are the caches' budgets in bytes, in total and per
+// remote, as the proxy applies them.
+func (p *Proxy) CacheBudgets() (total, perRemote int64) {
+	return p.caches.total, p.caches.perRemote
+}
+
 // removeLeftovers removes what a proxy that stopped mid-request left in
 // dir: the pushes' private directories (a quarantine each, up to a push's
 // bound) and the caches half made. The directory is one proxy's.
@@ -189,6 +195,9 @@ type request struct {
 	target Target
 	remote *policy.GitRemote
 	start  time.Time
+	// appTokens are the GitHub App tokens minted for the request, for
+	// its audit record (never a token).
+	appTokens []string
 }
 
 // ServeHTTP serves one smart HTTP request (see the package comment).
@@ -299,6 +308,12 @@ func (p *Proxy) record(rq *request, event string, err error, details map[string]
 		rec.Details = map[string]string{}
 	}
 	rec.Details["remote"], rec.Details["url"] = rq.remote.Name, rq.remote.URL(rq.target.Repo)
+	if len(rq.appTokens) > 0 {
+		if rec.Lists == nil {
+			rec.Lists = map[string][]string{}
+		}
+		rec.Lists["github_app_tokens"] = rq.appTokens
+	}
 	rec.DurationMS = float64(time.Since(rq.start).Microseconds()) / 1000
 	out, aerr := p.cfg.Record(context.WithoutCancel(rq.ctx), rec)
 	if aerr != nil {

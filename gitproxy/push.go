@@ -55,9 +55,10 @@ func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
 	}
 	if up == nil {
 		var err error
-		if up, err = p.upstream(rq.ctx, rq.remote, rq.target.Repo); err != nil {
+		if up, err = p.upstream(rq.ctx, rq, false); err != nil {
 			return err
 		}
+		defer up.close()
 	}
 	return p.refresh(rq.ctx, up, e)
 }
@@ -65,14 +66,16 @@ func (p *Proxy) refreshPush(rq *request, e *cacheEntry, up *upstream) error {
 // push is one git-receive-pack POST in flight.
 type push struct {
 	rq   *request
-	up   *upstream
-	dir  string // the push's private directory
-	repo string // its bare repository
+	up   *upstream // the remote's credential's; nil for a GitHub App's (pushUpstream mints it)
+	dir  string    // the push's private directory
+	repo string    // its bare repository
 	refs map[string]string
 	// what happened, for the audit
 	updates  []*update
 	approval string
 	answer   string
+	// say shows the agent a line while the push is decided (the hook's).
+	say func(string)
 }
 
 // servePush receives a push into a private repository and lets its hook
@@ -116,7 +119,7 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx, cancel := context.WithCancel(rq.ctx)
 	decided := make(chan error, 1)
 	go func() { decided <- p.decide(ctx, ps, hook) }()
-	p.serveBackend(w, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
+	p.serveBackend(flushing{w}, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
 		[2]string{"http.receivepack", "true"}, [2]string{"receive.fsckObjects", "true"},
 		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
 		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.denyDeletes", "false"},
@@ -154,9 +157,15 @@ func checkBody(req *http.Request) error {
 // borrowed from the cache, refs at upstream's values.
 func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	cache := e.dir
-	up, err := p.upstream(rq.ctx, rq.remote, rq.target.Repo)
-	if err != nil {
-		return nil, err
+	// A remote's credential serves the refresh and the push; a GitHub
+	// App's token is minted for the refresh only when it runs
+	// (refreshPush), and for the push once decided (pushUpstream).
+	var up *upstream
+	if rq.remote.GitHubApp == nil {
+		var err error
+		if up, err = p.upstream(rq.ctx, rq, false); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.refreshPush(rq, e, up); err != nil {
 		return nil, err
@@ -209,6 +218,7 @@ func (p *Proxy) decide(ctx context.Context, ps *push, hook *hookPipes) error {
 		err = refusal.Wrap(refusal.BadRequest, err, "git did not accept the pushed objects")
 	}
 	if err == nil {
+		ps.say = hook.say
 		err = p.decideUpdates(ctx, ps, quarantine, lines)
 	}
 	if err != nil {
@@ -268,7 +278,7 @@ func (p *Proxy) decideUpdates(ctx context.Context, ps *push, quarantine string, 
 // update: ref, old → new, kind, commits added and dropped.
 func (p *Proxy) approve(ctx context.Context, ps *push) error {
 	rem := ps.rq.remote
-	argv := []string{"git", "push", ps.up.url}
+	argv := []string{"git", "push", rem.URL(ps.rq.target.Repo)}
 	var note []string
 	for _, u := range ps.updates {
 		argv = append(argv, u.summary())
@@ -281,6 +291,8 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 		Exec: &coilyv1.ExecRequest{Argv: argv, Note: strings.Join(note, "\n")},
 		Rule: &policy.Rule{Name: "git:" + rem.Name, Confirm: true, ConfirmTimeout: rem.Push.ConfirmTimeout}}, rem.Push.ConfirmTimeout)
 	ps.approval = ap.Snapshot().GetId()
+	ps.say(fmt.Sprintf("coily: waiting for approval %[1]s (up to %[2]s): the console's Approvals, or coily approvals approve %[1]s",
+		ps.approval, rem.Push.ConfirmTimeout))
 	if p.cfg.Waiting != nil {
 		p.cfg.Waiting(ap)
 	}
@@ -308,9 +320,19 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 			specs = append(specs, u.new+":"+u.ref)
 		}
 	}
-	args = append(append(args, "--", ps.up.url), specs...)
-	upEnv := append(ps.up.env[:len(ps.up.env):len(ps.up.env)], env[len(p.gitEnv()):]...)
-	out, err := p.runUpstream(ctx, ps.up, upEnv, args...)
+	up := ps.up
+	if up == nil {
+		// The App's token for the push: minted now, after any approval,
+		// with contents: write, and revoked once upstream has answered.
+		var err error
+		if up, err = p.upstream(ctx, ps.rq, true); err != nil {
+			return err
+		}
+		defer up.close()
+	}
+	args = append(append(args, "--", up.url), specs...)
+	upEnv := append(up.env[:len(up.env):len(up.env)], env[len(p.gitEnv()):]...)
+	out, err := p.runUpstream(ctx, up, upEnv, args...)
 	if r := (*refusal.Error)(nil); errors.As(err, &r) {
 		ps.answer = r.Msg
 		return r

@@ -19,25 +19,39 @@ import (
 )
 
 // upstream is how git reaches one remote's repository: its URL and the
-// environment every git talking to it runs with.
+// environment every git talking to it runs with, and what revokes the
+// token in it when it was minted for the request (a GitHub App's).
 type upstream struct {
 	url string
 	env []string
 	// ssh is an ssh upstream's key and address; nil for https.
 	ssh *sshUpstream
+	// revoke revokes a token minted for the request; nil when none was.
+	revoke func()
+}
+
+// close revokes the upstream's minted token, if it has one, once.
+func (u *upstream) close() {
+	if u != nil && u.revoke != nil {
+		u.revoke()
+		u.revoke = nil
+	}
 }
 
 // upstream resolves the remote's host (once, classified as egress
 // classifies a destination: a non-public address needs the remote's
-// allow_cidrs), fetches its credential, and returns the environment that
-// makes git reach exactly that address, over https only, without
-// following a redirect, without user or system configuration, and with
-// the credential in an extra header scoped to the upstream's URL: in
-// git's environment, never its argv. An ssh remote is reached over ssh
-// only, at the same address, its key offered by an agent of each run
-// (runUpstream, ssh.go).
-func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string) (*upstream, error) {
-	addr, err := p.resolve(ctx, rem)
+// allow_cidrs), fetches its credential or mints its GitHub App's token
+// for the request's repository (contents: write when write, else read;
+// the caller closes the upstream, which revokes it), and returns the
+// environment that makes git reach exactly that address, over https
+// only, without following a redirect, without user or system
+// configuration, and with the token in an extra header scoped to the
+// upstream's URL: in git's environment, never its argv. An ssh remote is
+// reached over ssh only, at the same address, its key offered by an
+// agent of each run (runUpstream, ssh.go).
+func (p *Proxy) upstream(ctx context.Context, rq *request, write bool) (*upstream, error) {
+	rem, repo := rq.remote, rq.target.Repo
+	addr, err := p.resolve(ctx, rem, rem.Host)
 	if err != nil {
 		return nil, err
 	}
@@ -66,22 +80,34 @@ func (p *Proxy) upstream(ctx context.Context, rem *policy.GitRemote, repo string
 	if rem.CAFile != "" {
 		cfg = append(cfg, [2]string{"http.sslCAInfo", rem.CAFile})
 	}
-	if rem.Credential != (credref.Ref{}) {
-		token, err := p.credential(ctx, rem.Credential)
-		if err != nil {
+	up := &upstream{url: rem.URL(repo)}
+	token := ""
+	switch {
+	case rem.Credential != (credref.Ref{}):
+		if token, err = p.credential(ctx, rem.Credential); err != nil {
 			return nil, refusal.Wrap(refusal.CredentialUnavailable, err, "git remote %q: its credential is unavailable", rem.Name)
 		}
+	case rem.GitHubApp != nil:
+		tok, revoke, err := p.appToken(ctx, rq, write)
+		if err != nil {
+			return nil, err
+		}
+		token, up.revoke = tok.Value, revoke
+	}
+	if token != "" {
 		basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
 		cfg = append(cfg, [2]string{"http." + base + ".extraHeader", "Authorization: Basic " + basic})
 	}
-	return &upstream{url: rem.URL(repo), env: append(p.gitEnv(), configEnv(cfg)...)}, nil
+	up.env = append(p.gitEnv(), configEnv(cfg)...)
+	return up, nil
 }
 
-// resolve returns the address the upstream is reached at.
-func (p *Proxy) resolve(ctx context.Context, rem *policy.GitRemote) (netip.Addr, error) {
-	addrs, err := p.cfg.Resolver.LookupNetIP(ctx, "ip", rem.Host)
+// resolve returns the address the remote's host (its upstream's, or its
+// GitHub App's API's) is reached at.
+func (p *Proxy) resolve(ctx context.Context, rem *policy.GitRemote, host string) (netip.Addr, error) {
+	addrs, err := p.cfg.Resolver.LookupNetIP(ctx, "ip", host)
 	if err != nil || len(addrs) == 0 {
-		return netip.Addr{}, refusal.Wrap(refusal.Internal, err, "upstream %s does not resolve", rem.Host)
+		return netip.Addr{}, refusal.Wrap(refusal.Internal, err, "upstream %s does not resolve", host)
 	}
 	var class egress.Class
 	for _, a := range addrs {
@@ -92,7 +118,7 @@ func (p *Proxy) resolve(ctx context.Context, rem *policy.GitRemote) (netip.Addr,
 		}
 	}
 	return netip.Addr{}, refusal.New(refusal.PolicyDeny, "upstream %s resolves to %s (%s), which git remote %q's allow_cidrs does not name",
-		rem.Host, addrs[0].Unmap(), class, rem.Name)
+		host, addrs[0].Unmap(), class, rem.Name)
 }
 
 // gitEnv is the environment of every git the proxy runs: no user or

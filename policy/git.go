@@ -81,6 +81,9 @@ type GitRemote struct {
 	// SSH is how an ssh remote (ssh://USER@HOST/PATH) is reached; nil
 	// for an https one.
 	SSH *GitSSH
+	// GitHubApp, instead of Credential, mints the token sent upstream
+	// per request; nil for none.
+	GitHubApp *GitApp
 	// CAFile is a PEM bundle trusted for the upstream instead of the
 	// system's; "" for the system's.
 	CAFile string
@@ -235,6 +238,7 @@ type gitRemoteFile struct {
 	SSHKey     string       `yaml:"ssh_key"`
 	KnownHosts []string     `yaml:"known_hosts"`
 	AllowCIDRs []string     `yaml:"allow_cidrs"`
+	GitHubApp  *gitAppFile  `yaml:"github_app"`
 	Fetch      *bool        `yaml:"fetch"`
 	Push       *gitPushFile `yaml:"push"`
 }
@@ -313,6 +317,9 @@ func (b *builder) gitRemote(p *Policy, f *gitRemoteFile, at func(...any) []any) 
 		r.Credential = ref
 	}
 	b.gitSSH(r, f, at)
+	if f.GitHubApp != nil {
+		r.GitHubApp = b.gitApp(r, f, at)
+	}
 	if f.CAFile != "" && (!filepath.IsAbs(f.CAFile) || filepath.Clean(f.CAFile) != f.CAFile) {
 		b.failAt(b.at(at("ca_file")...), "git remote %q: ca_file must be a clean absolute path, got %q", r.Name, f.CAFile)
 	}

@@ -197,8 +197,21 @@ var hostileGitSections = []struct{ name, section, want string }{
 	{"ssh pin twice", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm', 'h.example,g.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "repeats a key"},
 	{"ssh credential", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], credential: file:t, ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "credential is for an https remote"},
 	{"ssh ca_file", "git:\n  remotes:\n    - {name: a, url: ssh://git@h.example/o/r, roles: [agent], ca_file: /etc/ca.pem, ssh_key: file:k, known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "ca_file is for an https remote"},
+	{"ssh github_app", "git:\n  remotes:\n    - {name: a, url: ssh://git@github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: file:k}, ssh_key: file:k, known_hosts: ['github.com ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "github_app is for an https remote"},
 	{"https ssh_key", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], ssh_key: file:k}", "ssh_key is for an ssh remote"},
 	{"https known_hosts", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], known_hosts: ['h.example ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAII7eomUANJifizYzousLFbgRW73rm76Zzk9iqzZCKCvm']}", "known_hosts is for an ssh remote"},
+	{"app and credential", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], credential: file:t, github_app: {app_id: 1, installation_id: 2, private_key: file:k}}", "not both"},
+	{"app id zero", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 0, installation_id: 2, private_key: file:k}}", "app_id"},
+	{"app id words", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 'x y', installation_id: 2, private_key: file:k}}", "app_id"},
+	{"app id too large", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 9007199254740993, installation_id: 2, private_key: file:k}}", "app_id"},
+	{"app no installation", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, private_key: file:k}}", "installation_id"},
+	{"app installation negative", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: -2, private_key: file:k}}", "installation_id"},
+	{"app pasted key", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: '-----BEGIN RSA PRIVATE KEY-----'}}", "not a reference"},
+	{"app bad key ref", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: nope}}", "private_key"},
+	{"app http api", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: file:k, api_url: 'http://api.github.com'}}", "https"},
+	{"app api of another host", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: file:k, api_url: 'https://evil.example/api/v3'}}", "not on the remote's host"},
+	{"app unknown key", "git:\n  remotes:\n    - {name: a, url: https://github.com/o/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: file:k, permissions: {contents: write}}}", "permissions"},
+	{"app deep path", "git:\n  remotes:\n    - {name: a, url: https://github.com/g/s/r, roles: [agent], github_app: {app_id: 1, installation_id: 2, private_key: file:k}}", "OWNER/NAME"},
 	{"duplicate key", "git:\n  remotes:\n    - name: a\n      name: b\n      url: https://h.example/o/r\n      roles: [agent]", "already defined"},
 }
 
@@ -243,6 +256,12 @@ func FuzzGitSection(f *testing.F) {
 				if !slices.Contains(k.Hosts, r.SSHHost()) {
 					t.Fatalf("remote %q pins %s for another host", r.Name, k)
 				}
+			}
+			if r.GitHubApp != nil && r.SSH != nil {
+				t.Fatalf("accepted github_app on ssh remote %+v", r)
+			}
+			if r.GitHubApp != nil && (r.Credential != (credref.Ref{}) || strings.Count(r.Path, "/") != 1 || r.GitHubApp.InstallationID < 1) {
+				t.Fatalf("accepted github_app remote %+v", r)
 			}
 			if r.Push.Decide("refs/heads/main", policy.GitKind("other")) != policy.GitDeny {
 				t.Fatal("an unknown kind was not denied")
@@ -320,4 +339,37 @@ func dotSegment(path string) bool {
 		}
 	}
 	return false
+}
+
+// A remote's github_app: its App, installation, key reference and API
+// (github.com's when it names none).
+func TestGitRemoteGitHubApp(t *testing.T) {
+	p, err := policy.Parse("git.yaml", []byte(`version: 1
+roles:
+  agent: {permissions: [exec]}
+git:
+  remotes:
+    - name: app
+      url: https://github.com/alice/*
+      roles: [agent]
+      github_app: {app_id: 123456, installation_id: 7890, private_key: "vault:secret/coily/ghapp#private_key"}
+    - name: ghe
+      url: https://ghe.example.com/team/tools
+      roles: [agent]
+      github_app: {app_id: Iv1.abc, installation_id: 3, private_key: file:ghe-key, api_url: https://ghe.example.com/api/v3}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	app := p.GitRemote("github.com", 443, "alice/web")
+	if got := app.GitHubApp.Summary(); got != "app 123456 installation 7890 key vault:secret/coily/ghapp#private_key api https://api.github.com" {
+		t.Errorf("app: %s", got)
+	}
+	if app.Credential != (credref.Ref{}) {
+		t.Errorf("app has a credential: %+v", app.Credential)
+	}
+	ghe := p.GitRemote("ghe.example.com", 443, "team/tools")
+	if got := ghe.GitHubApp.Summary(); got != "app Iv1.abc installation 3 key file:ghe-key api https://ghe.example.com/api/v3" {
+		t.Errorf("ghe: %s", got)
+	}
 }

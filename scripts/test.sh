@@ -132,10 +132,10 @@ if [ "$(id -u)" = 0 ]; then
       "$u/bin/$2" -test.count=1 -test.v -test.run "$3") >>"$ulog" 2>&1
   }
   set +e
-  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser gitproxy gitproxy.test 'CloneFetchPush|RefusedRequests|UpstreamRedirect|RacingPush|HugePush|BadPacks|Cache|PushAfterFetch|HookRequestTooLarge|PushRefNameInjection|PushClassification|PushAgentGoneMidApproval|PushesInFlightBounded|NewRemovesLeftovers|SSHUpstream|SSHCommand' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|StateCrossCheck|PolicyReloadRefusesHostile' &&
+  asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser gitproxy gitproxy.test 'CloneFetchPush|RefusedRequests|UpstreamRedirect|RacingPush|HugePush|BadPacks|Cache|PushAfterFetch|HookRequestTooLarge|PushRefNameInjection|PushClassification|PushAgentGoneMidApproval|PushesInFlightBounded|NewRemovesLeftovers|SSHUpstream|SSHCommand|PushWaitingSaysSo|GitHubAppRemote' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|StateCrossCheck|PolicyReloadRefusesHostile' &&
     asuser stateguard stateguard.test 'ShortLog' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
-    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec|GitProxy(LocalSocket|Tailnet|GhPRCreate|ServerCrash|BridgeSandbox|BridgeLargeClone)' &&
+    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CoilyExecSameAsCoilyExec|GitProxy(LocalSocket|Tailnet|GhPRCreate|ServerCrash|BridgeSandbox|BridgeLargeClone|GitHubApp)|ServeGitCacheBudgets' &&
     asuser cmd/coily coily.test '^TestChaos$/^(LockoutEveryTransport|HostileWorkspace)$' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss' &&
     asuser httpserve httpserve.test 'PeerConns'

@@ -10,14 +10,14 @@ import (
 )
 
 // GitProxy returns the git proxy (package gitproxy) over the server's
-// gate, stop controls, audit, approvals and keystore.
-func (s *Server) GitProxy() (*gitproxy.Proxy, error) {
+// gate, stop controls, audit, approvals and keystore; its caches' budgets in bytes (0: default).
+func (s *Server) GitProxy(cacheBytes, remoteCacheBytes int64) (*gitproxy.Proxy, error) {
 	var ks gitproxy.Keystore // nil, not a nil *keystore.Keystore, when there is none
 	if s.cfg.Keystore != nil {
 		ks = s.cfg.Keystore
 	}
 	p, err := gitproxy.New(gitproxy.Config{Dir: filepath.Join(s.cfg.StateDir, "git"), Gate: s.gate, Stopped: s.stops.Stopped,
-		Record: s.record, Approvals: s.approvals, Waiting: s.notifyApproval, Keystore: ks, Log: s.log})
+		Record: s.record, Approvals: s.approvals, Waiting: s.notifyApproval, Keystore: ks, Log: s.log, CacheBytes: cacheBytes, RemoteCacheBytes: remoteCacheBytes})
 	s.relay.ServeGit(p) // the sandboxes' git exchanges run through it
 	return p, err
 }

@@ -37,7 +37,7 @@ func TestRelayGitExchange(t *testing.T) {
 		t.Fatalf("without a proxy: %+v", r)
 	}
 
-	if _, err := e.in.Server.GitProxy(); err != nil {
+	if _, err := e.in.Server.GitProxy(0, 0); err != nil {
 		t.Fatal(err)
 	}
 	// The same id again, signed afresh: not used up by the refusal.

@@ -16,6 +16,7 @@ import (
 	"coily.dev/coily/client/statedir"
 	"coily.dev/coily/gitproxy"
 	"coily.dev/coily/httpserve"
+	"coily.dev/coily/policy"
 	"coily.dev/coily/server"
 )
 
@@ -30,7 +31,7 @@ type gitServers struct {
 
 func startGit(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.Server) (*gitServers, error) {
 	gs := &gitServers{done: make(chan error, 2)}
-	h, err := srv.GitProxy()
+	h, err := srv.GitProxy(o.gitCacheMax, o.gitCacheRemoteMax)
 	if err != nil {
 		// Without git on this host there is no proxy; the rest serves.
 		log.Warn("not serving the git proxy", "err", err)
@@ -54,7 +55,8 @@ func startGit(log *slog.Logger, srv *server.Server, o serveOptions, node *tsnet.
 		gs.serve(tl, srv.GitHTTPServer(h))
 		addr = net.JoinHostPort(node.Hostname, strconv.Itoa(client.GitPort))
 	}
-	log.Info("serving the git proxy", "socket", sock, "tailnet", addr)
+	total, perRemote := h.CacheBudgets()
+	log.Info("serving the git proxy", "socket", sock, "tailnet", addr, "cache_max", total, "cache_remote_max", perRemote)
 	return gs, nil
 }
 
@@ -76,4 +78,21 @@ func (gs *gitServers) close() {
 	for range gs.servers {
 		<-gs.done
 	}
+}
+
+// gitCacheBudgets reads --git-cache-max and --git-cache-remote-max: byte
+// counts with units (policy.ParseSize), the remote's at most the total.
+func gitCacheBudgets(total, perRemote string) (int64, int64, error) {
+	t, err := policy.ParseSize(total)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--git-cache-max: %w", err)
+	}
+	r, err := policy.ParseSize(perRemote)
+	if err != nil {
+		return 0, 0, fmt.Errorf("--git-cache-remote-max: %w", err)
+	}
+	if r > t {
+		return 0, 0, fmt.Errorf("--git-cache-remote-max %s is more than --git-cache-max %s", perRemote, total)
+	}
+	return t, r, nil
 }

@@ -88,8 +88,9 @@ func TestGitProxyLocalSocket(t *testing.T) {
 		// The subject is the agent's: a terminal escape in it is shown, not sent.
 		e.agent(true, review, "git", "commit", "--quiet", "--amend", "--allow-empty", "-m", fmt.Sprintf("forced %d \x1b]0;pwned\x07\x1b[2J", i))
 		want := strings.TrimSpace(e.agent(true, review, "git", "rev-parse", "HEAD"))
-		done, _ := e.background(review, "git", "push", "--force", "origin", "agent/y")
+		done, _, out := e.backgroundOutput(review, "git", "push", "--force", "origin", "agent/y")
 		id, list := e.pendingApproval()
+		e.waitSaid(out, "remote: coily: waiting for approval "+id+" (up to 2m0s): the console's Approvals, or coily approvals approve "+id)
 		for _, s := range []string{`wants rule "git:review"`, "refs/heads/agent/y", " force +1 -1 confirm", fmt.Sprintf("Agent: forced %d ", i)} {
 			if !strings.Contains(list, s) {
 				t.Fatalf("coily approvals list does not show %q:\n%s", s, list)

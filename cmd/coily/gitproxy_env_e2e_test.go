@@ -241,9 +241,15 @@ func (e *gitProxyEnv) seen(out string) {
 // and returns its result later, and an interrupt (a Ctrl-C: SIGINT to
 // the group).
 func (e *gitProxyEnv) background(dir string, argv ...string) (<-chan error, func()) {
+	done, interrupt, _ := e.backgroundOutput(dir, argv...)
+	return done, interrupt
+}
+
+// backgroundOutput is background, with what the command says so far.
+func (e *gitProxyEnv) backgroundOutput(dir string, argv ...string) (<-chan error, func(), *testlog.Buffer) {
 	cmd := exec.Command(argv[0], argv[1:]...)
-	var out bytes.Buffer
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, e.agentEnv(), &out, &out
+	out := new(testlog.Buffer)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, e.agentEnv(), out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	done := make(chan error, 1)
 	if err := cmd.Start(); err != nil {
@@ -258,7 +264,19 @@ func (e *gitProxyEnv) background(dir string, argv ...string) (<-chan error, func
 		}
 		done <- err
 	}()
-	return done, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }
+	return done, func() { _ = syscall.Kill(-cmd.Process.Pid, syscall.SIGINT) }, out
+}
+
+// waitSaid waits until out holds want (the agent's command says it while
+// it runs).
+func (e *gitProxyEnv) waitSaid(out *testlog.Buffer, want string) {
+	e.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(out.String(), want); {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("the agent's command does not say %q:\n%s", want, out)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func waitGitAgent(t *testing.T, ch <-chan error) error {

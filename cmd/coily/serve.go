@@ -67,6 +67,9 @@ type serveOptions struct {
 	sandboxUser sandbox.User
 	// sandboxUIDs is the range of a root server's uid per command.
 	sandboxUIDs server.UIDRange
+	// gitCacheMax and gitCacheRemoteMax are the git proxy's cache
+	// budgets, in total and per remote (0: the proxy's defaults).
+	gitCacheMax, gitCacheRemoteMax int64
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -88,6 +91,7 @@ type serveFlagValues struct {
 	tailnet, allowRoot, web, webHTTP                         *bool
 	metricsPort, egressConns                                 *int
 	sandboxUser, sandboxUIDs                                 *string
+	gitCacheMax, gitCacheRemoteMax                           *string
 	ks                                                       *keystoreFlags
 }
 
@@ -104,6 +108,8 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.egressConns = intFlag(fs, "egress-max-conns", "COILY_EGRESS_MAX_CONNS", 256, "egress connections open at once across every command")
 	f.web = boolFlag(fs, "web", "COILY_WEB", "with --tailnet: serve the web console on the tailnet node (HTTPS on :443 with the node's Tailscale certificate when the tailnet offers certificates, else HTTP on :80)")
 	f.webHTTP = boolFlag(fs, "web-http", "COILY_WEB_HTTP", "serve the web console over HTTP on :80 even where the tailnet offers certificates (a certificate publishes the node's name in Certificate Transparency logs)")
+	f.gitCacheMax = stringFlag(fs, "git-cache-max", "COILY_GIT_CACHE_MAX", "10GiB", "the git proxy's caches' budget on disk, in total (such as 10GiB or 512MiB)")
+	f.gitCacheRemoteMax = stringFlag(fs, "git-cache-remote-max", "COILY_GIT_CACHE_REMOTE_MAX", "4GiB", "the git proxy's caches' budget on disk, per remote (at most --git-cache-max)")
 	f.sandboxUser = sandboxUserFlag(fs)
 	f.sandboxUIDs = sandboxUIDsFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
@@ -129,6 +135,10 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
+	cacheMax, cacheRemoteMax, err := gitCacheBudgets(*f.gitCacheMax, *f.gitCacheRemoteMax)
+	if err != nil {
+		return usage(e, "serve: %v", err)
+	}
 	log := newLogger(e, *logFormat)
 	if os.Geteuid() == 0 {
 		if !*allowRoot {
@@ -143,7 +153,7 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
-		web: *f.web, webHTTP: *f.webHTTP}
+		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}

@@ -19,7 +19,7 @@ const GitHubHint = "install the Debian package gh (scripts/test.sh does)"
 // for `gh issue create`, `gh issue view` and `gh pr create` (gh 2.23,
 // pulls.go): gh reaches it with Env(). Every repository owner/name exists
 // and has issues enabled. It also mints GitHub App installation tokens (githubapp.go), which reach
-// only their repository.
+// only their repository, and with ServeGit serves git to them (githubgit.go).
 type GitHub struct {
 	*Server
 	Token string // the token it accepts: Authorization "token T" or "Bearer T"
@@ -33,6 +33,8 @@ type GitHub struct {
 	apps     map[int64]*App                // by installation id
 	tokens   map[string]*InstallationToken // by value
 	asked    []TokenRequest
+	// gitBackend serves git's smart HTTP (ServeGit); nil for none.
+	gitBackend func(w http.ResponseWriter, r *http.Request, user string)
 }
 
 // Issue is an issue created through the stand-in.
@@ -101,6 +103,9 @@ func (g *GitHub) record(line string) {
 func (g *GitHub) handler(t testing.TB) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		line := r.Method + " " + r.URL.Path
+		if g.serveGit(w, r) {
+			return
+		}
 		if r.Method == http.MethodPost && strings.HasPrefix(r.URL.Path, "/api/v3/app/installations/") {
 			g.mintToken(w, r, line) // authenticated by the App's JWT
 			return
