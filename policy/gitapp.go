@@ -50,6 +50,9 @@ func (b *builder) gitApp(r *GitRemote, f *gitRemoteFile, at func(...any) []any) 
 	if f.Credential != "" {
 		return fail("a remote has a credential or a github_app, not both")
 	}
+	if r.SSH != nil {
+		return fail("an ssh remote authenticates with ssh_key, not a GitHub App's token")
+	}
 	if err := ghapp.CheckAppID(a.AppID); err != nil {
 		return fail("%v", err)
 	}

@@ -29,8 +29,6 @@ func (b *builder) gitSSH(r *GitRemote, f *gitRemoteFile, at func(...any) []any) 
 		b.failAt(b.at(at("credential")...), "git remote %q: credential is for an https remote; an ssh remote authenticates with ssh_key", r.Name)
 	case f.CAFile != "":
 		b.failAt(b.at(at("ca_file")...), "git remote %q: ca_file is for an https remote; an ssh remote trusts its known_hosts", r.Name)
-	case f.GitHubApp != nil:
-		b.failAt(b.at(at("github_app")...), "git remote %q: github_app is for an https remote; an ssh remote authenticates with ssh_key", r.Name)
 	}
 	switch {
 	case f.SSHKey == "":
