@@ -119,7 +119,7 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	p.serveBackend(w, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
 		[2]string{"http.receivepack", "true"}, [2]string{"receive.fsckObjects", "true"},
 		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
-		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.denyDeletes", "false"},
+		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.autogc", "false"}, [2]string{"receive.denyDeletes", "false"},
 		[2]string{"receive.denyNonFastForwards", "false"}, [2]string{"receive.advertisePushOptions", "false"},
 		[2]string{"core.hooksPath", filepath.Join(ps.dir, "hooks")})))
 	cancel()
@@ -169,11 +169,7 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	fail := func(err error) (*push, error) {
 		return ps, refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
 	}
-	if _, err := p.run(rq.ctx, p.gitEnv(), "init", "--quiet", "--bare", "--template=", ps.repo); err != nil {
-		return fail(err)
-	}
-	alt := filepath.Join(ps.repo, "objects", "info", "alternates")
-	if err := os.WriteFile(alt, []byte(filepath.Join(cache, "objects")+"\n"), 0o600); err != nil {
+	if err := makeBare(ps.repo, filepath.Join(cache, "objects")); err != nil {
 		return fail(err)
 	}
 	out, err := p.run(rq.ctx, append(p.gitEnv(), "GIT_DIR="+cache), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
@@ -196,6 +192,27 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 		return fail(err)
 	}
 	return ps, nil
+}
+
+// makeBare makes the empty bare repository a push is received into, as
+// git init --bare --template= makes one, without a git process: HEAD,
+// the configuration, refs and objects, which borrow from alternate.
+func makeBare(repo, alternate string) error {
+	for _, d := range []string{"refs/heads", "refs/tags", "objects/info", "objects/pack"} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o700); err != nil {
+			return err
+		}
+	}
+	for name, text := range map[string]string{
+		"HEAD":                    "ref: refs/heads/main\n",
+		"config":                  "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+		"objects/info/alternates": alternate + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(text), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decide waits for the hook, decides the push, pushes upstream when it
