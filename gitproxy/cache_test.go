@@ -1,6 +1,9 @@
 package gitproxy
 
 import (
+	"bytes"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -248,5 +251,42 @@ func TestCacheNotKeptForMissingRepository(t *testing.T) {
 	defer e.proxy.caches.mu.Unlock()
 	if len(e.proxy.caches.m) != 0 {
 		t.Fatalf("%d caches counted", len(e.proxy.caches.m))
+	}
+}
+
+// The cache learns of a push only the objects its refs reach: an object
+// the agent sent beside them, which upstream never received, stays out.
+func TestCacheLearnsOnlyReached(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	work := filepath.Join(t.TempDir(), "work")
+	e.git("", "clone", "--quiet", e.url("owner/app"), work)
+	main := strings.TrimSpace(e.git(work, "rev-parse", "HEAD"))
+	c := e.commit(work, "a", "one")
+	extra := strings.TrimSpace(string(e.gitIn(work, "reached by no ref\n", "hash-object", "-w", "--stdin")))
+	objects := string(e.gitIn(work, "", "rev-list", "--objects", c, "--not", main)) + extra + "\n"
+	pack := e.gitIn(work, objects, "pack-objects", "--stdout")
+	var body bytes.Buffer
+	cmd := fmt.Sprintf("%s %s refs/heads/agent/extra\x00report-status\n", strings.Repeat("0", 40), c)
+	fmt.Fprintf(&body, "%04x%s0000", len(cmd)+4, cmd)
+	body.Write(pack)
+	resp, err := http.Post(e.url("owner/app")+"/git-receive-pack", "application/x-git-receive-pack-request", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readAll(resp)
+	resp.Body.Close()
+	if !strings.Contains(out, "ok refs/heads/agent/extra") || e.up.Ref(t, "owner/app", "refs/heads/agent/extra") != c {
+		t.Fatalf("push refused: %q", out)
+	}
+	cache := e.cacheOf("owner/app")
+	if out, err := exec.Command("git", "--git-dir", cache, "rev-parse", "refs/heads/agent/extra").Output(); err != nil || strings.TrimSpace(string(out)) != c {
+		t.Fatalf("cache's agent/extra: %s %v, want %s", out, err, c)
+	}
+	if err := exec.Command("git", "--git-dir", cache, "fsck", "--connectivity-only", "--no-dangling").Run(); err != nil {
+		t.Fatalf("cache after learning the push: %v", err)
+	}
+	if exec.Command("git", "--git-dir", cache, "cat-file", "-e", extra).Run() == nil {
+		t.Fatalf("object %s, which no pushed ref reaches, is in the cache", extra)
 	}
 }

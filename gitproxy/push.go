@@ -344,22 +344,37 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 // learn brings what upstream has just accepted into the cache, from the
 // push's repository (where git moved the quarantine once the hook said
 // yes), so that the next refresh has nothing to download: the pushed
-// refs, and only the objects they reach, which upstream now holds. A
-// failure leaves that to the next refresh.
+// refs, and only the objects they reach, which upstream now holds. One
+// git packs the objects the pushed values reach that the push's refs
+// (the cache's, when the push began) do not, and that the cache lacks
+// (--local: the push's repository borrows the cache's objects) into the
+// cache; another sets the refs. A failure leaves that to the next
+// refresh.
 func (p *Proxy) learn(ctx context.Context, e *cacheEntry, ps *push) {
-	var specs []string
+	var in, refs strings.Builder
 	for _, u := range ps.updates {
 		if !zero(u.new) {
-			specs = append(specs, "+"+u.ref+":"+u.ref)
+			in.WriteString(u.new + "\n")
+			refs.WriteString("update " + u.ref + " " + u.new + "\n")
 		}
 	}
-	if len(specs) == 0 {
+	if in.Len() == 0 {
 		return
+	}
+	in.WriteString("--not\n")
+	for _, oid := range ps.refs {
+		in.WriteString(oid + "\n")
 	}
 	e.refreshing.Lock()
 	defer e.refreshing.Unlock()
-	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", ps.repo)
-	if _, err := p.run(ctx, append(p.gitEnv(), "GIT_DIR="+e.dir), append(args, specs...)...); err != nil {
+	pack := filepath.Join(e.dir, "objects", "pack", "pack")
+	if _, err := p.runInput(ctx, append(p.gitEnv(), "GIT_DIR="+ps.repo), strings.NewReader(in.String()),
+		"pack-objects", "--revs", "--local", "--non-empty", "--quiet", pack); err != nil {
+		p.log.Warn("git proxy: the cache did not take the pushed objects", "err", err)
+		return
+	}
+	if _, err := p.runInput(ctx, append(p.gitEnv(), "GIT_DIR="+e.dir), strings.NewReader(refs.String()),
+		append(configArgs(cacheConfig), "update-ref", "--stdin")...); err != nil {
 		p.log.Warn("git proxy: the cache did not take the pushed refs", "err", err)
 		return
 	}
