@@ -32,12 +32,12 @@ func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *reques
 		writeRefusal(w, err)
 		return
 	}
-	req, err := backendRequest(r, filepath.Base(dir), "info/refs", 0)
+	req, err := backendRequest(r, ReceivePack, 0)
 	if err != nil {
 		writeRefusal(w, err)
 		return
 	}
-	p.serveBackend(w, req, filepath.Dir(dir), configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)], [2]string{"http.receivepack", "true"})))
+	p.serveGit(w, req, dir, ReceivePack, true, configEnv(cacheConfig))
 }
 
 // pushFresh is how old a refresh of the cache may be for a push's
@@ -96,7 +96,7 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		writeRefusal(w, err)
 		return
 	}
-	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes)
+	req, err := backendRequest(r, ReceivePack, p.cfg.MaxPushBytes)
 	if err == nil {
 		err = checkBody(req)
 	}
@@ -116,8 +116,8 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx, cancel := context.WithCancel(rq.ctx)
 	decided := make(chan error, 1)
 	go func() { decided <- p.decide(ctx, ps, hook) }()
-	p.serveBackend(w, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
-		[2]string{"http.receivepack", "true"}, [2]string{"receive.fsckObjects", "true"},
+	p.serveGit(w, req, ps.repo, ReceivePack, false, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
+		[2]string{"receive.fsckObjects", "true"},
 		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
 		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.autogc", "false"}, [2]string{"receive.denyDeletes", "false"},
 		[2]string{"receive.denyNonFastForwards", "false"}, [2]string{"receive.advertisePushOptions", "false"},
