@@ -116,8 +116,11 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx, cancel := context.WithCancel(rq.ctx)
 	decided := make(chan error, 1)
 	go func() { decided <- p.decide(ctx, ps, hook) }()
+	// The connectivity check asks no git for the alternates' refs (the
+	// cache's, and the repository's own behind the quarantine): the
+	// repository's refs are the cache's, and the check reads them.
 	p.serveGit(w, req, ps.repo, ReceivePack, false, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
-		[2]string{"receive.fsckObjects", "true"},
+		[2]string{"receive.fsckObjects", "true"}, [2]string{"core.alternateRefsCommand", "true"},
 		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
 		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.autogc", "false"}, [2]string{"receive.denyDeletes", "false"},
 		[2]string{"receive.denyNonFastForwards", "false"}, [2]string{"receive.advertisePushOptions", "false"},
