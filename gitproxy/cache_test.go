@@ -290,3 +290,69 @@ func TestCacheLearnsOnlyReached(t *testing.T) {
 		t.Fatalf("object %s, which no pushed ref reaches, is in the cache", extra)
 	}
 }
+
+// headResolves reads HEAD and the refs from the cache's files: only a
+// branch the cache has, loose or packed, resolves.
+func TestHeadResolves(t *testing.T) {
+	for _, c := range []struct {
+		name, head, loose, packed string
+		dir, link                 bool
+		want                      bool
+	}{
+		{name: "loose", head: "ref: refs/heads/main\n", loose: "refs/heads/main", want: true},
+		{name: "packed", head: "ref: refs/heads/main\n", packed: "# pack-refs with: peeled\n" + oidA + " refs/heads/main\n", want: true},
+		{name: "absent", head: "ref: refs/heads/main\n"},
+		{name: "another packed", head: "ref: refs/heads/main\n", packed: oidA + " refs/heads/main2\n" + oidA + " refs/heads/xmain\n"},
+		{name: "packed without newline", head: "ref: refs/heads/main\n", packed: oidA + " refs/heads/main"},
+		{name: "a directory", head: "ref: refs/heads/main\n", loose: "refs/heads/main", dir: true},
+		{name: "a symlink", head: "ref: refs/heads/main\n", loose: "refs/heads/main", link: true},
+		{name: "detached", head: oidA + "\n"},
+		{name: "a tag", head: "ref: refs/tags/v1\n", loose: "refs/tags/v1"},
+		{name: "dot dot", head: "ref: refs/heads/../../config\n"},
+		{name: "two lines", head: "ref: refs/heads/main\nref: refs/heads/x\n", loose: "refs/heads/main"},
+		{name: "no HEAD"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.head != "" {
+				os.WriteFile(filepath.Join(dir, "HEAD"), []byte(c.head), 0o600)
+			}
+			os.WriteFile(filepath.Join(dir, "config"), []byte("[core]\n"), 0o600)
+			if c.loose != "" {
+				p := filepath.Join(dir, c.loose)
+				os.MkdirAll(filepath.Dir(p), 0o700)
+				switch {
+				case c.dir:
+					os.Mkdir(p, 0o700)
+				case c.link:
+					os.Symlink(filepath.Join(dir, "config"), p)
+				default:
+					os.WriteFile(p, []byte(oidA+"\n"), 0o600)
+				}
+			}
+			if c.packed != "" {
+				os.WriteFile(filepath.Join(dir, "packed-refs"), []byte(c.packed), 0o600)
+			}
+			if got := headResolves(dir); got != c.want {
+				t.Fatalf("headResolves = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func FuzzHeadResolves(f *testing.F) {
+	f.Add("ref: refs/heads/main\n", oidA+" refs/heads/main\n")
+	f.Add("ref: refs/heads/../../config\n", "")
+	f.Add(oidA+"\n", oidA+" refs/heads/main")
+	f.Fuzz(func(t *testing.T, head, packed string) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "HEAD"), []byte(head), 0o600)
+		os.WriteFile(filepath.Join(dir, "packed-refs"), []byte(packed), 0o600)
+		if headResolves(dir) {
+			ref := strings.TrimSuffix(strings.TrimPrefix(head, "ref: "), "\n")
+			if !validRef(ref) || !strings.HasPrefix(ref, "refs/heads/") || !strings.Contains(packed, " "+ref+"\n") {
+				t.Fatalf("HEAD %q resolves against packed-refs %q", head, packed)
+			}
+		}
+	})
+}
