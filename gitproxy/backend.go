@@ -98,7 +98,10 @@ func (p *Proxy) serveGit(w http.ResponseWriter, req *http.Request, dir string, s
 	if refs {
 		args, kind = []string{name, "--http-backend-info-refs", dir}, "advertisement"
 	}
-	cmd := exec.CommandContext(req.Context(), p.git, args...)
+	// Not tied to the request's context, as the CGI was not: git ends
+	// when the agent stops reading (its writes fail) or sending (its
+	// input ends); a push's hook is answered when the request ends.
+	cmd := exec.Command(p.git, args...)
 	cmd.Env, cmd.Dir, cmd.WaitDelay = append(p.gitEnv(), env...), dir, 10*time.Second
 	proto := req.Header.Get("Git-Protocol")
 	if proto != "" {
