@@ -5,31 +5,36 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/cgi"
 	"net/url"
-	"path/filepath"
+	"os/exec"
+	"strings"
+	"time"
 
 	"coily.dev/coily/refusal"
 )
 
-// backendRequest is what git http-backend is given of an agent's
-// request: its method, the path of the repository the proxy chose under
-// root, and only the headers git needs (the content type and Git-Protocol,
-// which selects protocol v2). The body is bounded at limit bytes, after
-// inflating a gzip-encoded one.
-func backendRequest(r *http.Request, name, suffix string, limit int64) (*http.Request, error) {
+// backendRequest is what git's service is given of an agent's request:
+// its method, and only the headers git needs (the content type, checked
+// to be the service's, and Git-Protocol, which selects protocol v2). The
+// body is bounded at limit bytes, after inflating a gzip-encoded one.
+func backendRequest(r *http.Request, svc Service, limit int64) (*http.Request, error) {
 	out := &http.Request{Method: r.Method, Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Host: "coily",
-		URL: &url.URL{Path: "/" + name + "/" + suffix, RawQuery: r.URL.RawQuery}, Header: http.Header{},
-		RemoteAddr: r.RemoteAddr, ContentLength: -1}
+		URL: &url.URL{Path: "/"}, Header: http.Header{}, RemoteAddr: r.RemoteAddr, ContentLength: -1}
 	out = out.WithContext(r.Context())
-	for _, h := range []string{"Content-Type", "Git-Protocol", "Accept"} {
+	for _, h := range []string{"Content-Type", "Git-Protocol"} {
 		if v := r.Header.Get(h); v != "" {
 			out.Header.Set(h, v)
 		}
 	}
+	if v := out.Header.Get("Git-Protocol"); len(v) > maxGitProtocol || strings.ContainsFunc(v, func(c rune) bool { return c < ' ' || c > '~' }) {
+		return nil, refusal.New(refusal.BadRequest, "Git-Protocol header of %d bytes is not printable ASCII of at most %d", len(v), maxGitProtocol)
+	}
 	if r.Method != http.MethodPost {
 		out.Body = http.NoBody
 		return out, nil
+	}
+	if ct := r.Header.Get("Content-Type"); ct != "application/x-"+string(svc)+"-request" {
+		return nil, refusal.New(refusal.BadRequest, "content type %q is not %s's request", oneLine(ct), svc)
 	}
 	if r.ContentLength > limit {
 		return nil, refusal.New(refusal.BadRequest, "request body of %d bytes is larger than the proxy's bound of %d", r.ContentLength, limit)
@@ -76,14 +81,50 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// serveBackend runs git http-backend on req for the repository under
-// root, with env added to git's own, and counts the bytes answered.
-func (p *Proxy) serveBackend(w http.ResponseWriter, req *http.Request, root string, env []string) int64 {
+// maxGitProtocol bounds the Git-Protocol header ("version=2" is all git
+// sends).
+const maxGitProtocol = 256
+
+// serveGit answers a smart HTTP request as git http-backend does, by
+// running git's service on the repository dir itself, with env added to
+// git's own: info/refs is the service's advertisement, after a "#
+// service=" pkt-line and a flush unless the client asked for protocol v2
+// (gitprotocol-http(5)); a POST is the service on the request's body
+// (--stateless-rpc). Git-Protocol reaches git as GIT_PROTOCOL. It returns
+// the bytes answered.
+func (p *Proxy) serveGit(w http.ResponseWriter, req *http.Request, dir string, svc Service, refs bool, env []string) int64 {
+	name := strings.TrimPrefix(string(svc), "git-")
+	args, kind := []string{name, "--stateless-rpc", dir}, "result"
+	if refs {
+		args, kind = []string{name, "--http-backend-info-refs", dir}, "advertisement"
+	}
+	// Not tied to the request's context, as the CGI was not: git ends
+	// when the agent stops reading (its writes fail) or sending (its
+	// input ends); a push's hook is answered when the request ends.
+	cmd := exec.Command(p.git, args...)
+	cmd.Env, cmd.Dir, cmd.WaitDelay = append(p.gitEnv(), env...), dir, 10*time.Second
+	proto := req.Header.Get("Git-Protocol")
+	if proto != "" {
+		cmd.Env = append(cmd.Env, "GIT_PROTOCOL="+proto)
+	}
+	if req.Method == http.MethodPost {
+		cmd.Stdin = req.Body
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/x-"+string(svc)+"-"+kind)
+	h.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
+	h.Set("Pragma", "no-cache")
+	h.Set("Expires", "Fri, 01 Jan 1980 00:00:00 GMT")
+	w.WriteHeader(http.StatusOK)
 	cw := &countingWriter{ResponseWriter: w}
-	h := &cgi.Handler{Path: p.backend, Dir: root,
-		Env:    append(append(p.gitEnv(), "GIT_PROJECT_ROOT="+filepath.Clean(root), "GIT_HTTP_EXPORT_ALL=1"), env...),
-		Stderr: logWriter{p.log}}
-	h.ServeHTTP(cw, req)
+	if refs && !strings.Contains(":"+proto+":", ":version=2:") {
+		line := "# service=" + string(svc) + "\n"
+		fmt.Fprintf(cw, "%04x%s0000", len(line)+4, line)
+	}
+	cmd.Stdout, cmd.Stderr = cw, logWriter{p.log}
+	if err := cmd.Run(); err != nil {
+		p.log.Warn("git proxy: git "+name+" failed", "err", err)
+	}
 	return cw.n
 }
 
@@ -92,9 +133,12 @@ type countingWriter struct {
 	n int64
 }
 
+// Write writes b and flushes it: git's keepalives and progress reach
+// the client as git writes them.
 func (c *countingWriter) Write(b []byte) (int, error) {
 	n, err := c.ResponseWriter.Write(b)
 	c.n += int64(n)
+	c.Flush()
 	return n, err
 }
 
@@ -103,19 +147,3 @@ func (c *countingWriter) Flush() {
 		f.Flush()
 	}
 }
-
-// flushing sends each write on at once: a push's answer carries what
-// git shows while the push is decided (keepalives, a push waiting for an
-// approval saying so), which would otherwise wait in the server's buffer
-// until the answer ends.
-type flushing struct{ http.ResponseWriter }
-
-func (f flushing) Write(b []byte) (int, error) {
-	n, err := f.ResponseWriter.Write(b)
-	if err == nil {
-		err = http.NewResponseController(f.ResponseWriter).Flush()
-	}
-	return n, err
-}
-
-func (f flushing) Unwrap() http.ResponseWriter { return f.ResponseWriter }

@@ -1,6 +1,7 @@
 package gitproxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -63,7 +64,7 @@ func (p *Proxy) fetchInto(ctx context.Context, up *upstream, e *cacheEntry) erro
 		}
 		return refusal.Wrap(refusal.Internal, err, "fetching from upstream %s failed: %s", up.url, upstreamSays(err))
 	}
-	if _, err := p.run(ctx, env, "rev-parse", "--verify", "--quiet", "HEAD"); err == nil {
+	if headResolves(dir) {
 		return nil
 	}
 	out, err := p.runUpstream(ctx, up, env, append(configArgs(cacheConfig), "ls-remote", "--symref", "--", up.url, "HEAD")...)
@@ -77,6 +78,23 @@ func (p *Proxy) fetchInto(ctx context.Context, up *upstream, e *cacheEntry) erro
 		}
 	}
 	return nil
+}
+
+// headResolves reports whether the cache's HEAD names a branch it has,
+// read from the files git keeps (the loose ref, or its line in
+// packed-refs) rather than by a git: a refresh runs one git fewer. A
+// branch it misses only asks upstream for its HEAD again.
+func headResolves(dir string) bool {
+	b, err := os.ReadFile(filepath.Join(dir, "HEAD"))
+	ref, ok := strings.CutPrefix(strings.TrimSuffix(string(b), "\n"), "ref: ")
+	if err != nil || !ok || !strings.HasPrefix(ref, "refs/heads/") || !validRef(ref) {
+		return false
+	}
+	if st, err := os.Lstat(filepath.Join(dir, ref)); err == nil && st.Mode().IsRegular() {
+		return true
+	}
+	packed, err := os.ReadFile(filepath.Join(dir, "packed-refs"))
+	return err == nil && bytes.Contains(packed, []byte(" "+ref+"\n"))
 }
 
 // initBare makes an empty bare repository at dir for remote, atomically.

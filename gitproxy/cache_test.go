@@ -1,6 +1,9 @@
 package gitproxy
 
 import (
+	"bytes"
+	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -249,4 +252,107 @@ func TestCacheNotKeptForMissingRepository(t *testing.T) {
 	if len(e.proxy.caches.m) != 0 {
 		t.Fatalf("%d caches counted", len(e.proxy.caches.m))
 	}
+}
+
+// The cache learns of a push only the objects its refs reach: an object
+// the agent sent beside them, which upstream never received, stays out.
+func TestCacheLearnsOnlyReached(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	work := filepath.Join(t.TempDir(), "work")
+	e.git("", "clone", "--quiet", e.url("owner/app"), work)
+	main := strings.TrimSpace(e.git(work, "rev-parse", "HEAD"))
+	c := e.commit(work, "a", "one")
+	extra := strings.TrimSpace(string(e.gitIn(work, "reached by no ref\n", "hash-object", "-w", "--stdin")))
+	objects := string(e.gitIn(work, "", "rev-list", "--objects", c, "--not", main)) + extra + "\n"
+	pack := e.gitIn(work, objects, "pack-objects", "--stdout")
+	var body bytes.Buffer
+	cmd := fmt.Sprintf("%s %s refs/heads/agent/extra\x00report-status\n", strings.Repeat("0", 40), c)
+	fmt.Fprintf(&body, "%04x%s0000", len(cmd)+4, cmd)
+	body.Write(pack)
+	resp, err := http.Post(e.url("owner/app")+"/git-receive-pack", "application/x-git-receive-pack-request", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readAll(resp)
+	resp.Body.Close()
+	if !strings.Contains(out, "ok refs/heads/agent/extra") || e.up.Ref(t, "owner/app", "refs/heads/agent/extra") != c {
+		t.Fatalf("push refused: %q", out)
+	}
+	cache := e.cacheOf("owner/app")
+	if out, err := exec.Command("git", "--git-dir", cache, "rev-parse", "refs/heads/agent/extra").Output(); err != nil || strings.TrimSpace(string(out)) != c {
+		t.Fatalf("cache's agent/extra: %s %v, want %s", out, err, c)
+	}
+	if err := exec.Command("git", "--git-dir", cache, "fsck", "--connectivity-only", "--no-dangling").Run(); err != nil {
+		t.Fatalf("cache after learning the push: %v", err)
+	}
+	if exec.Command("git", "--git-dir", cache, "cat-file", "-e", extra).Run() == nil {
+		t.Fatalf("object %s, which no pushed ref reaches, is in the cache", extra)
+	}
+}
+
+// headResolves reads HEAD and the refs from the cache's files: only a
+// branch the cache has, loose or packed, resolves.
+func TestHeadResolves(t *testing.T) {
+	for _, c := range []struct {
+		name, head, loose, packed string
+		dir, link                 bool
+		want                      bool
+	}{
+		{name: "loose", head: "ref: refs/heads/main\n", loose: "refs/heads/main", want: true},
+		{name: "packed", head: "ref: refs/heads/main\n", packed: "# pack-refs with: peeled\n" + oidA + " refs/heads/main\n", want: true},
+		{name: "absent", head: "ref: refs/heads/main\n"},
+		{name: "another packed", head: "ref: refs/heads/main\n", packed: oidA + " refs/heads/main2\n" + oidA + " refs/heads/xmain\n"},
+		{name: "packed without newline", head: "ref: refs/heads/main\n", packed: oidA + " refs/heads/main"},
+		{name: "a directory", head: "ref: refs/heads/main\n", loose: "refs/heads/main", dir: true},
+		{name: "a symlink", head: "ref: refs/heads/main\n", loose: "refs/heads/main", link: true},
+		{name: "detached", head: oidA + "\n"},
+		{name: "a tag", head: "ref: refs/tags/v1\n", loose: "refs/tags/v1"},
+		{name: "dot dot", head: "ref: refs/heads/../../config\n"},
+		{name: "two lines", head: "ref: refs/heads/main\nref: refs/heads/x\n", loose: "refs/heads/main"},
+		{name: "no HEAD"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			if c.head != "" {
+				os.WriteFile(filepath.Join(dir, "HEAD"), []byte(c.head), 0o600)
+			}
+			os.WriteFile(filepath.Join(dir, "config"), []byte("[core]\n"), 0o600)
+			if c.loose != "" {
+				p := filepath.Join(dir, c.loose)
+				os.MkdirAll(filepath.Dir(p), 0o700)
+				switch {
+				case c.dir:
+					os.Mkdir(p, 0o700)
+				case c.link:
+					os.Symlink(filepath.Join(dir, "config"), p)
+				default:
+					os.WriteFile(p, []byte(oidA+"\n"), 0o600)
+				}
+			}
+			if c.packed != "" {
+				os.WriteFile(filepath.Join(dir, "packed-refs"), []byte(c.packed), 0o600)
+			}
+			if got := headResolves(dir); got != c.want {
+				t.Fatalf("headResolves = %v, want %v", got, c.want)
+			}
+		})
+	}
+}
+
+func FuzzHeadResolves(f *testing.F) {
+	f.Add("ref: refs/heads/main\n", oidA+" refs/heads/main\n")
+	f.Add("ref: refs/heads/../../config\n", "")
+	f.Add(oidA+"\n", oidA+" refs/heads/main")
+	f.Fuzz(func(t *testing.T, head, packed string) {
+		dir := t.TempDir()
+		os.WriteFile(filepath.Join(dir, "HEAD"), []byte(head), 0o600)
+		os.WriteFile(filepath.Join(dir, "packed-refs"), []byte(packed), 0o600)
+		if headResolves(dir) {
+			ref := strings.TrimSuffix(strings.TrimPrefix(head, "ref: "), "\n")
+			if !validRef(ref) || !strings.HasPrefix(ref, "refs/heads/") || !strings.Contains(packed, " "+ref+"\n") {
+				t.Fatalf("HEAD %q resolves against packed-refs %q", head, packed)
+			}
+		}
+	})
 }

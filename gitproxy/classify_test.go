@@ -1,9 +1,13 @@
 package gitproxy
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
 // A remote that allows tags allows making them: moving an existing tag is
@@ -55,5 +59,48 @@ func TestPushClassification(t *testing.T) {
 				t.Fatalf("upstream's %s moved from %q to %q", c.ref, before, got)
 			}
 		})
+	}
+}
+
+// The commits an update adds and drops are counted whole, however many
+// and however long their messages: a push of commits whose subjects
+// overflow what the proxy reads of git's listing is not told as fewer
+// commits to the audit and the approver.
+func TestPushCommitsCounted(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	work := filepath.Join(t.TempDir(), "w")
+	e.git("", "clone", "--quiet", e.url("owner/app.git"), work)
+	e.git(work, "checkout", "--quiet", "-b", "agent/c")
+	for i := range 12 {
+		e.commit(work, "f", fmt.Sprintf("commit %d", i))
+	}
+	e.git(work, "push", "--quiet", "origin", "agent/c")
+	wantUpdate(t, e, "create +12 -0 allow")
+
+	long := filepath.Join(t.TempDir(), "msg")
+	for i := range 5 {
+		msg := fmt.Sprintf("long %d %s\n", i, strings.Repeat("x", 300<<10))
+		if err := os.WriteFile(long, []byte(msg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e.git(work, "commit", "--quiet", "--allow-empty", "-F", long)
+	}
+	e.git(work, "push", "--quiet", "origin", "agent/c")
+	wantUpdate(t, e, "fast_forward +5 -0 allow")
+
+	e.git(work, "reset", "--quiet", "--hard", "HEAD~3")
+	e.commit(work, "g", "instead")
+	decided := e.approveNext(coilyv1.Verdict_VERDICT_APPROVE)
+	e.git(work, "push", "--quiet", "--force", "origin", "agent/c")
+	<-decided
+	wantUpdate(t, e, "force +1 -3 confirm")
+}
+
+// wantUpdate fails unless the last push's one update ends with want.
+func wantUpdate(t *testing.T, e *env, want string) {
+	t.Helper()
+	if u := e.lastPush().Lists["updates"]; len(u) != 1 || !strings.HasSuffix(u[0], want) {
+		t.Fatalf("push's updates %q, want one ending %q", u, want)
 	}
 }

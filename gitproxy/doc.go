@@ -10,10 +10,10 @@
 // checked against it. Then:
 //
 //   - a fetch (info/refs, git-upload-pack) is served by git itself (git
-//     http-backend) from a per-remote bare cache under the state
-//     directory, which is refreshed from upstream (git fetch --prune) on
-//     each fetch's ref advertisement and a push's unless it was within
-//     30 s; only objects upstream published ever enter it, and the caches
+//     upload-pack, run as git http-backend runs it) from a per-remote
+//     bare cache under the state directory, which is refreshed from
+//     upstream (git fetch --prune) on each fetch's ref advertisement and
+//     a push's unless it was within 30 s; only objects upstream published ever enter it, and the caches
 //     are bounded in bytes, the least recently used removed whole
 //     (evict.go);
 //   - a push (git-receive-pack) is received by git itself into a fresh

@@ -12,7 +12,7 @@ import (
 
 // serveFetch serves info/refs?service=git-upload-pack (after refreshing
 // the cache from upstream) and git-upload-pack (from the cache, as it
-// is, unless it was evicted since): git http-backend on the cache, with
+// is, unless it was evicted since): git upload-pack on the cache, with
 // Git-Protocol passed through. Each POST is audited with the bytes it
 // answered.
 func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) {
@@ -31,13 +31,13 @@ func (p *Proxy) serveFetch(w http.ResponseWriter, r *http.Request, rq *request) 
 			return
 		}
 	}
-	req, err := backendRequest(r, filepath.Base(dir), refsOr(rq.target, string(UploadPack)), maxFetchBody)
+	req, err := backendRequest(r, UploadPack, maxFetchBody)
 	if err != nil {
 		p.record(rq, "git.fetch", err, nil, nil)
 		writeRefusal(w, err)
 		return
 	}
-	n := p.serveBackend(w, req, filepath.Dir(dir), configEnv(cacheConfig))
+	n := p.serveGit(w, req, dir, UploadPack, rq.target.Refs, configEnv(cacheConfig))
 	if !rq.target.Refs {
 		p.record(rq, "git.fetch", nil, map[string]string{"bytes": strconv.FormatInt(n, 10)}, nil)
 	}
@@ -48,18 +48,10 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// refsOr is the backend's path suffix: info/refs, or the service.
-func refsOr(t Target, service string) string {
-	if t.Refs {
-		return "info/refs"
-	}
-	return service
-}
-
-// logWriter writes git http-backend's standard error to the log.
+// logWriter writes git's standard error to the log.
 type logWriter struct{ log *slog.Logger }
 
 func (l logWriter) Write(b []byte) (int, error) {
-	l.log.LogAttrs(context.Background(), slog.LevelWarn, "git http-backend", slog.String("stderr", oneLine(strings.TrimSpace(string(b)))))
+	l.log.LogAttrs(context.Background(), slog.LevelWarn, "git", slog.String("stderr", oneLine(strings.TrimSpace(string(b)))))
 	return len(b), nil
 }

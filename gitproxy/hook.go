@@ -29,10 +29,11 @@ import (
 // proxy answers every push, whether or not it could read the hook's
 // request, and drains whatever the hook writes after what it read, so a
 // hook always ends (hookPipes.read, reply). A FIFO, not a socket, because
-// the hook is then plain /bin/sh: no coily binary on the push's path.
+// the hook is then plain /bin/sh: no coily binary on the push's path, and
+// no other process (the updates are copied by the shell's own read).
 const hookScript = `#!/bin/sh
 exec 3<'%[1]s/answer' || exit 1
-{ printf '%%s\n' "$GIT_QUARANTINE_PATH"; cat; printf '.\n'; } >'%[1]s/updates' || exit 1
+{ printf '%%s\n' "$GIT_QUARANTINE_PATH"; while IFS= read -r l || [ -n "$l" ]; do printf '%%s\n' "$l"; done; printf '.\n'; } >'%[1]s/updates' || exit 1
 while :; do
 	IFS= read -r status <&3 || exit 1
 	case $status in "say "*) printf '%%s\n' "${status#say }" >&2 ;; *) break ;; esac

@@ -199,3 +199,55 @@ func (e *env) gitIn(dir, stdin string, args ...string) []byte {
 	}
 	return out
 }
+
+// The proxy runs git's services itself, as git http-backend would: a
+// request body that is not the service's, or a Git-Protocol header that
+// is not a short printable line, is refused before git runs; the
+// advertisement starts as gitprotocol-http(5) says, for v0 and for v2.
+func TestServiceRequests(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	base := e.url("owner/app")
+	for _, c := range []struct {
+		name, method, path, ctype, proto string
+		status                           int
+		want                             string
+	}{
+		{"fetch refs v0", "GET", "/info/refs?service=git-upload-pack", "", "", 200, "001e# service=git-upload-pack\n0000"},
+		{"fetch refs v2", "GET", "/info/refs?service=git-upload-pack", "", "version=2", 200, "000eversion 2\n"},
+		{"fetch refs v2 among others", "GET", "/info/refs?service=git-upload-pack", "", "a=b:version=2", 200, "000eversion 2\n"},
+		{"fetch refs, not v2", "GET", "/info/refs?service=git-upload-pack", "", "version=02", 200, "001e# service=git-upload-pack\n0000"},
+		{"push refs", "GET", "/info/refs?service=git-receive-pack", "", "", 200, "001f# service=git-receive-pack\n0000"},
+		{"fetch, no content type", "POST", "/git-upload-pack", "", "", 400, "bad-request: "},
+		{"fetch, push's content type", "POST", "/git-upload-pack", "application/x-git-receive-pack-request", "", 400, "bad-request: "},
+		{"push, fetch's content type", "POST", "/git-receive-pack", "application/x-git-upload-pack-request", "", 400, "bad-request: "},
+		{"Git-Protocol too long", "GET", "/info/refs?service=git-upload-pack", "", "version=2:" + strings.Repeat("x", 300), 400, "bad-request: "},
+		{"Git-Protocol not ASCII", "GET", "/info/refs?service=git-upload-pack", "", "version=2:\xff", 400, "bad-request: "},
+		{"Git-Protocol with a tab", "POST", "/git-upload-pack", "application/x-git-upload-pack-request", "version=2\tx", 400, "bad-request: "},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			req, err := http.NewRequest(c.method, base+c.path, strings.NewReader("0000"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.ctype != "" {
+				req.Header.Set("Content-Type", c.ctype)
+			}
+			if c.proto != "" {
+				req.Header.Set("Git-Protocol", c.proto)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := readAll(resp)
+			resp.Body.Close()
+			if resp.StatusCode != c.status || !strings.HasPrefix(body, c.want) {
+				t.Fatalf("%d %q, want %d %q…", resp.StatusCode, body, c.status, c.want)
+			}
+			if c.status == 200 && resp.Header.Get("Content-Type") != "application/x-"+strings.TrimPrefix(c.path, "/info/refs?service=")+"-advertisement" {
+				t.Fatalf("content type %q", resp.Header.Get("Content-Type"))
+			}
+		})
+	}
+}

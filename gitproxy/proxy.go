@@ -88,17 +88,16 @@ const (
 
 // Proxy is the git proxy's http.Handler.
 type Proxy struct {
-	cfg     Config
-	log     *slog.Logger
-	git     string // the git executable
-	backend string // git-http-backend
-	home    string // the empty HOME every git runs with
-	caches  caches
-	pushes  *pushSlots
+	cfg    Config
+	log    *slog.Logger
+	git    string // the git executable
+	home   string // the empty HOME every git runs with
+	caches caches
+	pushes *pushSlots
 }
 
-// New returns a proxy under cfg: it finds git and git-http-backend, and
-// makes its directories.
+// New returns a proxy under cfg: it finds git, and makes its
+// directories.
 func New(cfg Config) (*Proxy, error) {
 	if cfg.Dir == "" || cfg.Gate == nil || cfg.Stopped == nil || cfg.Record == nil || cfg.Approvals == nil {
 		return nil, errors.New("gitproxy: Dir, Gate, Stopped, Record and Approvals are required")
@@ -134,15 +133,7 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gitproxy: %w", err)
 	}
-	out, err := exec.Command(git, "--exec-path").Output()
-	if err != nil {
-		return nil, fmt.Errorf("gitproxy: git --exec-path: %w", err)
-	}
-	backend := filepath.Join(strings.TrimSpace(string(out)), "git-http-backend")
-	if _, err := os.Stat(backend); err != nil {
-		return nil, fmt.Errorf("gitproxy: %w", err)
-	}
-	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, backend: backend, home: filepath.Join(cfg.Dir, "home"),
+	p := &Proxy{cfg: cfg, log: cfg.Log, git: git, home: filepath.Join(cfg.Dir, "home"),
 		caches: caches{root: filepath.Join(cfg.Dir, "cache"), total: cfg.CacheBytes, perRemote: cfg.RemoteCacheBytes, log: cfg.Log},
 		pushes: &pushSlots{max: cfg.MaxPushes, per: cfg.MaxPushesPerCaller}}
 	for _, d := range []string{cfg.Dir, p.home, filepath.Join(cfg.Dir, "cache"), filepath.Join(cfg.Dir, "push")} {

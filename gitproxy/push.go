@@ -32,12 +32,12 @@ func (p *Proxy) servePushRefs(w http.ResponseWriter, r *http.Request, rq *reques
 		writeRefusal(w, err)
 		return
 	}
-	req, err := backendRequest(r, filepath.Base(dir), "info/refs", 0)
+	req, err := backendRequest(r, ReceivePack, 0)
 	if err != nil {
 		writeRefusal(w, err)
 		return
 	}
-	p.serveBackend(w, req, filepath.Dir(dir), configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)], [2]string{"http.receivepack", "true"})))
+	p.serveGit(w, req, dir, ReceivePack, true, configEnv(cacheConfig))
 }
 
 // pushFresh is how old a refresh of the cache may be for a push's
@@ -99,7 +99,7 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		writeRefusal(w, err)
 		return
 	}
-	req, err := backendRequest(r, "repo.git", string(ReceivePack), p.cfg.MaxPushBytes)
+	req, err := backendRequest(r, ReceivePack, p.cfg.MaxPushBytes)
 	if err == nil {
 		err = checkBody(req)
 	}
@@ -119,10 +119,13 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 	ctx, cancel := context.WithCancel(rq.ctx)
 	decided := make(chan error, 1)
 	go func() { decided <- p.decide(ctx, ps, hook) }()
-	p.serveBackend(flushing{w}, req, ps.dir, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
-		[2]string{"http.receivepack", "true"}, [2]string{"receive.fsckObjects", "true"},
+	// The connectivity check asks no git for the alternates' refs (the
+	// cache's, and the repository's own behind the quarantine): the
+	// repository's refs are the cache's, and the check reads them.
+	p.serveGit(w, req, ps.repo, ReceivePack, false, configEnv(append(cacheConfig[:len(cacheConfig):len(cacheConfig)],
+		[2]string{"receive.fsckObjects", "true"}, [2]string{"core.alternateRefsCommand", "true"},
 		[2]string{"receive.maxInputSize", strconv.FormatInt(p.cfg.MaxPushBytes, 10)},
-		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.denyDeletes", "false"},
+		[2]string{"receive.unpackLimit", "0"}, [2]string{"receive.autogc", "false"}, [2]string{"receive.denyDeletes", "false"},
 		[2]string{"receive.denyNonFastForwards", "false"}, [2]string{"receive.advertisePushOptions", "false"},
 		[2]string{"core.hooksPath", filepath.Join(ps.dir, "hooks")})))
 	cancel()
@@ -178,11 +181,7 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	fail := func(err error) (*push, error) {
 		return ps, refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
 	}
-	if _, err := p.run(rq.ctx, p.gitEnv(), "init", "--quiet", "--bare", "--template=", ps.repo); err != nil {
-		return fail(err)
-	}
-	alt := filepath.Join(ps.repo, "objects", "info", "alternates")
-	if err := os.WriteFile(alt, []byte(filepath.Join(cache, "objects")+"\n"), 0o600); err != nil {
+	if err := makeBare(ps.repo, filepath.Join(cache, "objects")); err != nil {
 		return fail(err)
 	}
 	out, err := p.run(rq.ctx, append(p.gitEnv(), "GIT_DIR="+cache), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
@@ -205,6 +204,27 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 		return fail(err)
 	}
 	return ps, nil
+}
+
+// makeBare makes the empty bare repository a push is received into, as
+// git init --bare --template= makes one, without a git process: HEAD,
+// the configuration, refs and objects, which borrow from alternate.
+func makeBare(repo, alternate string) error {
+	for _, d := range []string{"refs/heads", "refs/tags", "objects/info", "objects/pack"} {
+		if err := os.MkdirAll(filepath.Join(repo, d), 0o700); err != nil {
+			return err
+		}
+	}
+	for name, text := range map[string]string{
+		"HEAD":                    "ref: refs/heads/main\n",
+		"config":                  "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = true\n",
+		"objects/info/alternates": alternate + "\n",
+	} {
+		if err := os.WriteFile(filepath.Join(repo, name), []byte(text), 0o600); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // decide waits for the hook, decides the push, pushes upstream when it
@@ -353,22 +373,37 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 // learn brings what upstream has just accepted into the cache, from the
 // push's repository (where git moved the quarantine once the hook said
 // yes), so that the next refresh has nothing to download: the pushed
-// refs, and only the objects they reach, which upstream now holds. A
-// failure leaves that to the next refresh.
+// refs, and only the objects they reach, which upstream now holds. One
+// git packs the objects the pushed values reach that the push's refs
+// (the cache's, when the push began) do not, and that the cache lacks
+// (--local: the push's repository borrows the cache's objects) into the
+// cache; another sets the refs. A failure leaves that to the next
+// refresh.
 func (p *Proxy) learn(ctx context.Context, e *cacheEntry, ps *push) {
-	var specs []string
+	var in, refs strings.Builder
 	for _, u := range ps.updates {
 		if !zero(u.new) {
-			specs = append(specs, "+"+u.ref+":"+u.ref)
+			in.WriteString(u.new + "\n")
+			refs.WriteString("update " + u.ref + " " + u.new + "\n")
 		}
 	}
-	if len(specs) == 0 {
+	if in.Len() == 0 {
 		return
+	}
+	in.WriteString("--not\n")
+	for _, oid := range ps.refs {
+		in.WriteString(oid + "\n")
 	}
 	e.refreshing.Lock()
 	defer e.refreshing.Unlock()
-	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--no-tags", "--no-write-fetch-head", "--", ps.repo)
-	if _, err := p.run(ctx, append(p.gitEnv(), "GIT_DIR="+e.dir), append(args, specs...)...); err != nil {
+	pack := filepath.Join(e.dir, "objects", "pack", "pack")
+	if _, err := p.runInput(ctx, append(p.gitEnv(), "GIT_DIR="+ps.repo), strings.NewReader(in.String()),
+		"pack-objects", "--revs", "--local", "--non-empty", "--quiet", pack); err != nil {
+		p.log.Warn("git proxy: the cache did not take the pushed objects", "err", err)
+		return
+	}
+	if _, err := p.runInput(ctx, append(p.gitEnv(), "GIT_DIR="+e.dir), strings.NewReader(refs.String()),
+		append(configArgs(cacheConfig), "update-ref", "--stdin")...); err != nil {
 		p.log.Warn("git proxy: the cache did not take the pushed refs", "err", err)
 		return
 	}

@@ -1,12 +1,9 @@
 package gitproxy
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os/exec"
 	"regexp"
-	"strconv"
 	"strings"
 
 	"coily.dev/coily/policy"
@@ -64,102 +61,6 @@ func parseUpdates(lines []string) ([]*update, error) {
 }
 
 func zero(oid string) bool { return strings.Trim(oid, "0") == "" }
-
-// maxLog bounds the commits listed per update.
-const maxLog = 10
-
-// classify decides each update's kind with git, on the quarantined
-// objects (env), and counts and lists the commits it adds and drops. A
-// tag is made by a tag update; moving an existing tag is a force and
-// deleting one a delete. A ref outside refs/tags/ must name a commit.
-func (p *Proxy) classify(ctx context.Context, env []string, ups []*update) error {
-	for _, u := range ups {
-		if err := p.kind(ctx, env, u); err != nil {
-			return err
-		}
-		if err := p.commits(ctx, env, u); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// kind decides u's kind (see classify).
-func (p *Proxy) kind(ctx context.Context, env []string, u *update) error {
-	tag := strings.HasPrefix(u.ref, "refs/tags/")
-	if !tag && !zero(u.new) {
-		out, err := p.run(ctx, env, "cat-file", "-t", u.new)
-		if err != nil {
-			return fmt.Errorf("%s: git cannot read %s: %w", u.ref, u.new, err)
-		}
-		if t := strings.TrimSpace(string(out)); t != "commit" {
-			return fmt.Errorf("%s names a %s, not a commit", u.ref, oneLine(t))
-		}
-	}
-	switch {
-	case tag && zero(u.old):
-		u.kind = policy.GitTag
-	case zero(u.old):
-		u.kind = policy.GitCreate
-	case zero(u.new):
-		u.kind = policy.GitDelete
-	case tag:
-		u.kind = policy.GitForce
-	default:
-		_, err := p.run(ctx, env, "merge-base", "--is-ancestor", u.old, u.new)
-		var ee *exec.ExitError
-		switch {
-		case err == nil:
-			u.kind = policy.GitFastForward
-		case errors.As(err, &ee) && ee.ExitCode() == 1:
-			u.kind = policy.GitForce
-		default:
-			return fmt.Errorf("%s: git cannot compare %s and %s: %w", u.ref, u.old, u.new, err)
-		}
-	}
-	return nil
-}
-
-// commits counts and lists the commits u adds (reachable from the new
-// value, not from upstream's refs) and drops (reachable from the old
-// value, not from the new).
-func (p *Proxy) commits(ctx context.Context, env []string, u *update) error {
-	if !zero(u.new) {
-		added, log, err := p.revs(ctx, env, u.new, "--not", "--all")
-		if err != nil {
-			return err
-		}
-		u.added, u.log = added, log
-	}
-	if u.kind == policy.GitForce { // a fast-forward drops nothing
-		out, err := p.run(ctx, env, "rev-list", "--count", u.old, "--not", u.new)
-		if err != nil {
-			return err
-		}
-		u.dropped, _ = strconv.Atoi(strings.TrimSpace(string(out)))
-	}
-	return nil
-}
-
-// revs counts the commits of a range and lists the first maxLog.
-func (p *Proxy) revs(ctx context.Context, env []string, rng ...string) (int, []string, error) {
-	out, err := p.run(ctx, env, append([]string{"rev-list", "--count"}, rng...)...)
-	if err != nil {
-		return 0, nil, err
-	}
-	n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
-	out, err = p.run(ctx, env, append([]string{"log", "--no-decorate", "--format=%h %an: %s", "-n", strconv.Itoa(maxLog)}, rng...)...)
-	if err != nil {
-		return 0, nil, err
-	}
-	var log []string
-	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		if l != "" {
-			log = append(log, oneLine(l))
-		}
-	}
-	return n, log, nil
-}
 
 // summary is one update in a line: the ref, old → new, the kind, the
 // commits added and dropped, and the decision.

@@ -1,6 +1,8 @@
 package gitproxy
 
 import (
+	"bytes"
+	"io"
 	"strings"
 	"testing"
 )
@@ -81,4 +83,16 @@ func FuzzParseUpdates(f *testing.F) {
 			seen[u.ref] = true
 		}
 	})
+}
+
+// What the proxy reads of one git's output is bounded however git writes
+// it: exec copies through a writer's ReadFrom when it has one.
+func TestCappedOutput(t *testing.T) {
+	var c capped
+	if _, err := io.Copy(&c, bytes.NewReader(make([]byte, 3*maxGitOutput))); err != nil {
+		t.Fatal(err)
+	}
+	if len(c.Bytes()) != maxGitOutput {
+		t.Fatalf("kept %d bytes, want %d", len(c.Bytes()), maxGitOutput)
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -144,10 +145,15 @@ const maxGitOutput = 1 << 20
 // run runs git with args under env, bounded by the upstream timeout, and
 // returns its standard output; a failure carries its standard error.
 func (p *Proxy) run(ctx context.Context, env []string, args ...string) ([]byte, error) {
+	return p.runInput(ctx, env, nil, args...)
+}
+
+// runInput is run with in as git's standard input.
+func (p *Proxy) runInput(ctx context.Context, env []string, in io.Reader, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, p.git, args...)
-	cmd.Env, cmd.Dir = env, p.home
+	cmd.Env, cmd.Dir, cmd.Stdin = env, p.home, in
 	var out, errb capped
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
@@ -189,15 +195,20 @@ func (e *gitError) Error() string {
 
 func (e *gitError) Unwrap() error { return e.err }
 
-// capped is a buffer that keeps the first maxGitOutput bytes.
-type capped struct{ bytes.Buffer }
+// capped is a buffer that keeps the first maxGitOutput bytes. It holds
+// its buffer in a field, not embedded: an embedded bytes.Buffer's
+// ReadFrom would be the one exec copies through, past Write's bound.
+type capped struct{ b bytes.Buffer }
 
 func (c *capped) Write(b []byte) (int, error) {
-	if room := maxGitOutput - c.Len(); room > 0 {
-		c.Buffer.Write(b[:min(len(b), room)])
+	if room := maxGitOutput - c.b.Len(); room > 0 {
+		c.b.Write(b[:min(len(b), room)])
 	}
 	return len(b), nil
 }
+
+func (c *capped) Bytes() []byte  { return c.b.Bytes() }
+func (c *capped) String() string { return c.b.String() }
 
 // credential fetches a remote's token. A dynamic secret's lease is left
 // to its TTL: the token serves the exchanges of one request.
