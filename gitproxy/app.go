@@ -3,8 +3,6 @@ package gitproxy
 import (
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -101,13 +99,9 @@ func apiTransport(addr netip.Addr, caFile string) (*http.Transport, error) {
 	if caFile == "" {
 		return tr, nil
 	}
-	data, err := cabundle.Read(caFile)
+	pool, err := cabundle.Pool(caFile)
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, errors.New("holds no usable certificate")
 	}
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return tr, nil

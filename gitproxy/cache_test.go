@@ -1,9 +1,6 @@
 package gitproxy
 
 import (
-	"bytes"
-	"fmt"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -266,16 +263,7 @@ func TestCacheLearnsOnlyReached(t *testing.T) {
 	extra := strings.TrimSpace(string(e.gitIn(work, "reached by no ref\n", "hash-object", "-w", "--stdin")))
 	objects := string(e.gitIn(work, "", "rev-list", "--objects", c, "--not", main)) + extra + "\n"
 	pack := e.gitIn(work, objects, "pack-objects", "--stdout")
-	var body bytes.Buffer
-	cmd := fmt.Sprintf("%s %s refs/heads/agent/extra\x00report-status\n", strings.Repeat("0", 40), c)
-	fmt.Fprintf(&body, "%04x%s0000", len(cmd)+4, cmd)
-	body.Write(pack)
-	resp, err := http.Post(e.url("owner/app")+"/git-receive-pack", "application/x-git-receive-pack-request", &body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := readAll(resp)
-	resp.Body.Close()
+	out := e.pushRaw(t, "owner/app", c, "refs/heads/agent/extra", pack)
 	if !strings.Contains(out, "ok refs/heads/agent/extra") || e.up.Ref(t, "owner/app", "refs/heads/agent/extra") != c {
 		t.Fatalf("push refused: %q", out)
 	}

@@ -1,6 +1,7 @@
 package gitproxy
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/http"
@@ -270,4 +271,21 @@ func (tokenStore) Fetch(_ context.Context, refs map[string]keystore.Ref) (*keyst
 		out.Values[k] = testToken
 	}
 	return out, nil
+}
+
+// pushRaw posts to repo's receive-pack one command creating ref at oid,
+// with pack as the pack, as git would but unchecked, and returns the
+// answer.
+func (e *env) pushRaw(t *testing.T, repo, oid, ref string, pack []byte) string {
+	t.Helper()
+	var body bytes.Buffer
+	cmd := fmt.Sprintf("%s %s %s\x00report-status\n", strings.Repeat("0", 40), oid, ref)
+	fmt.Fprintf(&body, "%04x%s0000", len(cmd)+4, cmd)
+	body.Write(pack)
+	resp, err := http.Post(e.url(repo)+"/git-receive-pack", "application/x-git-receive-pack-request", &body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	return readAll(resp)
 }

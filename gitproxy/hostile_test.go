@@ -1,7 +1,6 @@
 package gitproxy
 
 import (
-	"bytes"
 	"crypto/rand"
 	"fmt"
 	"net/http"
@@ -165,16 +164,7 @@ func TestBadPacksRefused(t *testing.T) {
 				args = append(args, "--thin")
 			}
 			pack := e.gitIn(side, c.revs, args...)
-			var body bytes.Buffer
-			cmd := fmt.Sprintf("%s %s refs/heads/agent/bad\x00report-status\n", strings.Repeat("0", 40), c.newOID)
-			fmt.Fprintf(&body, "%04x%s0000", len(cmd)+4, cmd)
-			body.Write(pack)
-			resp, err := http.Post(e.url("owner/app")+"/git-receive-pack", "application/x-git-receive-pack-request", &body)
-			if err != nil {
-				t.Fatal(err)
-			}
-			out := readAll(resp)
-			resp.Body.Close()
+			out := e.pushRaw(t, "owner/app", c.newOID, "refs/heads/agent/bad", pack)
 			if strings.Contains(out, "ok refs/heads/agent/bad") {
 				t.Fatalf("bad pack accepted: %q", out)
 			}

@@ -8,6 +8,7 @@ package cabundle
 import (
 	"bytes"
 	"context"
+	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -92,6 +93,21 @@ func Read(path string) ([]byte, error) {
 	}
 	defer f.Close()
 	return check(f)
+}
+
+// Pool reads the bundle at path as Read does and returns its
+// certificates as a pool, for a client of the server's own that trusts
+// the owner's ca_file (a GitHub App's API).
+func Pool(path string) (*x509.CertPool, error) {
+	data, err := Read(path)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(data) {
+		return nil, errors.New("holds no usable certificate")
+	}
+	return pool, nil
 }
 
 // writeCopy writes data to a new read-only file in dir, its name

@@ -14,8 +14,6 @@ import (
 	"context"
 	"crypto/rsa"
 	"crypto/tls"
-	"crypto/x509"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -185,13 +183,9 @@ func transport(r *policy.Rule) (*http.Transport, error) {
 	if r.CAFile == "" {
 		return tr, nil
 	}
-	data, err := cabundle.Read(r.CAFile) // what the command trusts, checked the same way
+	pool, err := cabundle.Pool(r.CAFile) // what the command trusts, checked the same way
 	if err != nil {
 		return nil, err
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(data) {
-		return nil, errors.New("holds no usable certificate")
 	}
 	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	return tr, nil
