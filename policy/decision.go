@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Result is the outcome of a decision, and a rule's effect.
@@ -38,6 +39,9 @@ type Decision struct {
 	// the allow rule itself when it confirms, else the first confirm rule
 	// whose obligation the request matches (Obligation).
 	Confirm *Rule
+	// ConfirmTimeout is how long an approval may take: Confirm's
+	// confirm_timeout, else the allowing rule's.
+	ConfirmTimeout time.Duration
 	// Args are the arguments as the rule matched them (argv[1:], as its
 	// tool's vetting normalised them): what its attachments read, such
 	// as the repository a token is minted for (a Section's ArgsChecker
@@ -110,7 +114,9 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 		d.Result, d.Rule = Allow, r.rule
 		d.Args = r.args
 		d.Reason = fmt.Sprintf("allowed by rule %q", r.rule.Name)
+		d.ConfirmTimeout = r.rule.ConfirmTimeout
 		if d.Confirm = obligation(targets, r.rule); d.Confirm != nil && d.Confirm != r.rule {
+			d.ConfirmTimeout = d.Confirm.ConfirmTimeout
 			d.Reason += fmt.Sprintf(", with the approval rule %q asks for", d.Confirm.Name)
 		}
 		return d

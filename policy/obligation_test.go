@@ -193,3 +193,4 @@ func TestAllowIfFlagsRequired(t *testing.T) {
 		}
 	}
 }
+
