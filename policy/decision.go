@@ -67,6 +67,11 @@ type Request struct {
 // as every binary its rules would run (target): a request by name is
 // never allowed where the same request by any of those paths is denied.
 func (p *Policy) DecideExec(s Subject, req Request) Decision {
+	return p.decide(s, nil, req)
+}
+
+// decide is DecideExec for the rules allowed names (nil: the subject's).
+func (p *Policy) decide(s Subject, allowed map[string]bool, req Request) Decision {
 	if len(req.Argv) == 0 {
 		return Decision{Reason: "empty argv"}
 	}
@@ -109,7 +114,9 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 		d.Reason = fmt.Sprintf("binary %s is not on this host", req.Argv[0])
 		return d
 	}
-	allowed := p.commandsFor(s)
+	if allowed == nil {
+		allowed = p.commandsFor(s)
+	}
 	if r, _ := firstAllow(allows, allowed, s, req.Env, false); r != nil {
 		d.Result, d.Rule = Allow, r.rule
 		d.Args = r.args

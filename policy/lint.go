@@ -42,7 +42,7 @@ func (p *Policy) Warnings() []Warning {
 			warn("rule %q runs %s with network deny: it cannot reach any host (set network: proxied and an egress block)", r.Name, r.Command())
 		}
 	}
-	return out
+	return append(out, p.obligationWarnings()...)
 }
 
 // networkTools are commands whose purpose is to reach the network: with

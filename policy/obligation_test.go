@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"coily.dev/coily/policy"
@@ -194,3 +195,50 @@ func TestAllowIfFlagsRequired(t *testing.T) {
 	}
 }
 
+// obligationWarnings returns the check's warnings about the policy's
+// obligations.
+func obligationWarnings(t *testing.T, src string) []string {
+	t.Helper()
+	var out []string
+	for _, w := range parse(t, "check.yaml", src).Warnings() {
+		if strings.Contains(w.Msg, "approval of requests the earlier rule") || strings.Contains(w.Msg, "coily reads the arguments otherwise") {
+			out = append(out, w.Msg)
+		}
+	}
+	return out
+}
+
+func TestCheckObligations(t *testing.T) {
+	const head = "version: 1\ncommands:\n"
+	const broad = "  - {name: git, binary: /usr/bin/git, args: [\"**\"], flags: any}\n"
+	const pushFirst = "  - {name: git-push, binary: /usr/bin/git, args: [push, \"**\"], flags: {-u: true, --quiet: true}}\n"
+	for _, tc := range []struct {
+		name, rules, want string
+	}{
+		// Before obligations, git-push-force (placed after the broad rule)
+		// only saw the force pushes git did not admit: none.
+		{"meaning changed", broad + "  - {name: git-push-force, binary: /usr/bin/git, args: [push, \"**\"], flags: {--force: true, -f: true}, confirm: true}\n",
+			`rule "git-push-force" now also asks for an approval of requests the earlier rule "git" (line 3) allows, such as "git push"`},
+		{"meaning changed, if_flags", pushFirst + broad + "  - {name: git-push-force, binary: /usr/bin/git, args: [push, \"**\"], if_flags: [-f], flags: {-f: true}, confirm: true}\n",
+			`the earlier rule "git" (line 4) allows, such as "git push -f"`},
+		{"confirm rule first", "  - {name: git-push-force, binary: /usr/bin/git, args: [push, \"**\"], if_flags: [--force, -f], flags: {--force: true, -f: true}, confirm: true}\n" + broad, ""},
+		{"no overlap", pushFirst + "  - {name: git-push-force, binary: /usr/bin/git, args: [push, \"**\"], if_flags: [--force, -f], flags: {--force: true, -f: true}, confirm: true}\n", ""},
+		// The deny rule names "+x" as written; coily reads it as --force.
+		{"deny rule on the raw form", broad + "  - {name: no-plus, effect: deny, binary: /usr/bin/git, args: [push, \"*\", \"+*\"]}\n",
+			`rule "git" (line 3) allows "git push x +x", which rule "no-plus" names, without "no-plus" applying`},
+		{"deny rule as coily reads it", broad + "  - {name: no-force, effect: deny, binary: /usr/bin/git, args: [push, \"**\"], if_flags: [--force, -f]}\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := obligationWarnings(t, head+tc.rules)
+			if tc.want == "" {
+				if len(got) != 0 {
+					t.Fatalf("warnings %q, want none", got)
+				}
+				return
+			}
+			if len(got) != 1 || !strings.Contains(got[0], tc.want) {
+				t.Fatalf("warnings %q, want one containing %q", got, tc.want)
+			}
+		})
+	}
+}
