@@ -38,6 +38,9 @@ func (p *Policy) Warnings() []Warning {
 		for _, w := range r.sectionWarnings() {
 			warn("%s", w)
 		}
+		for _, w := range r.Egress.Unreachable() {
+			warn("rule %q: %s", r.Name, w)
+		}
 		if r.Network == NetworkDeny && networkTools[r.Command()] {
 			warn("rule %q runs %s with network deny: it cannot reach any host (set network: proxied and an egress block)", r.Name, r.Command())
 		}

@@ -153,7 +153,7 @@ func (gitResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr,
 // test ends.
 func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
 	t.Helper()
-	al, err := egress.NewAllowlist([]string{entry}, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
+	al, err := egress.NewAllowlist([]string{entry}, []egress.CIDR{{Prefix: netip.MustParsePrefix("127.0.0.1/32")}})
 	if err != nil {
 		t.Fatal(err)
 	}
