@@ -87,14 +87,14 @@ func sameProgram(a, b *Rule) bool {
 }
 
 // catchAll says whether the spec matches every argument list for a rule
-// of that effect: any positionals, and for allow rules any flags, for
-// deny rules no if_flags condition.
+// of that effect: any positionals, no if_flags condition, and for allow
+// rules any flags.
 func (a ArgSpec) catchAll(effect Result) bool {
 	anyArgs := len(a.Args) == 1 && a.Args[0] == "**"
 	if effect == Deny {
 		return (a.Args == nil || anyArgs) && len(a.IfFlags) == 0
 	}
-	return anyArgs && a.AnyFlags
+	return anyArgs && a.AnyFlags && len(a.IfFlags) == 0
 }
 
 // envCovers says whether o lets through every environment variable r does.

@@ -242,3 +242,17 @@ func TestCheckObligations(t *testing.T) {
 		})
 	}
 }
+
+// An allow rule that requires a flag shadows nothing after it.
+func TestIfFlagsRuleShadowsNothing(t *testing.T) {
+	p := parse(t, "shadow.yaml", `version: 1
+commands:
+  - {name: echo-n, binary: /bin/echo, args: ["**"], flags: any, if_flags: [-n]}
+  - {name: echo-hi, binary: /bin/echo, args: [hi]}
+`)
+	for _, w := range p.Warnings() {
+		if strings.Contains(w.Msg, "can never match") {
+			t.Errorf("warning %q", w.Msg)
+		}
+	}
+}
