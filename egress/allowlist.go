@@ -152,15 +152,15 @@ func checkLabel(l string) error {
 }
 
 // Allowlist is the set of destinations a rule allows: host entries, and
-// the address prefixes (AllowCIDRs) that may be dialed even when they are
-// not public. The zero value allows nothing.
+// the address prefixes and ports (AllowCIDRs) that may be dialed even when
+// they are not public. The zero value allows nothing.
 type Allowlist struct {
 	Entries    []Entry
-	AllowCIDRs []netip.Prefix
+	AllowCIDRs []CIDR
 }
 
 // NewAllowlist parses entries and keeps cidrs (masked).
-func NewAllowlist(entries []string, cidrs []netip.Prefix) (*Allowlist, error) {
+func NewAllowlist(entries []string, cidrs []CIDR) (*Allowlist, error) {
 	a := &Allowlist{}
 	for _, s := range entries {
 		e, err := ParseEntry(s)
@@ -169,11 +169,12 @@ func NewAllowlist(entries []string, cidrs []netip.Prefix) (*Allowlist, error) {
 		}
 		a.Entries = append(a.Entries, e)
 	}
-	for _, p := range cidrs {
-		if !p.IsValid() {
-			return nil, fmt.Errorf("egress: invalid CIDR %v", p)
+	for _, c := range cidrs {
+		if !c.Prefix.IsValid() || c.Lo > c.Hi {
+			return nil, fmt.Errorf("egress: invalid CIDR %v", c)
 		}
-		a.AllowCIDRs = append(a.AllowCIDRs, p.Masked())
+		c.Prefix = c.Prefix.Masked()
+		a.AllowCIDRs = append(a.AllowCIDRs, c)
 	}
 	return a, nil
 }
@@ -200,15 +201,14 @@ func (a *Allowlist) AllowsHost(host string, port, defaultPort int) bool {
 	return false
 }
 
-// AllowsAddr says whether an AllowCIDRs prefix contains addr (an
+// AllowsAddr says whether an AllowCIDRs entry contains addr on port (an
 // IPv4-mapped address is compared as IPv4).
-func (a *Allowlist) AllowsAddr(addr netip.Addr) bool {
+func (a *Allowlist) AllowsAddr(addr netip.Addr, port int) bool {
 	if a == nil {
 		return false
 	}
-	addr = addr.Unmap().WithZone("")
-	for _, p := range a.AllowCIDRs {
-		if p.Contains(addr) {
+	for _, c := range a.AllowCIDRs {
+		if c.Contains(addr, port) {
 			return true
 		}
 	}

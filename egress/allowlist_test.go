@@ -115,13 +115,13 @@ func TestAllowsHost(t *testing.T) {
 		}
 	}
 	var none *Allowlist
-	if none.AllowsHost("api.github.com", 443, 443) || none.AllowsAddr(netip.MustParseAddr("1.1.1.1")) {
+	if none.AllowsHost("api.github.com", 443, 443) || none.AllowsAddr(netip.MustParseAddr("1.1.1.1"), 443) {
 		t.Error("a nil allowlist allows something")
 	}
 }
 
 func TestAllowsAddr(t *testing.T) {
-	a, err := NewAllowlist(nil, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8"), netip.MustParsePrefix("fd00::/8")})
+	a, err := NewAllowlist(nil, anyPort("127.0.0.1/8", "fd00::/8"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +129,7 @@ func TestAllowsAddr(t *testing.T) {
 		"127.0.0.1": true, "127.255.0.9": true, "::ffff:127.0.0.1": true, "fd12::1": true,
 		"128.0.0.1": false, "::1": false, "10.0.0.1": false,
 	} {
-		if got := a.AllowsAddr(netip.MustParseAddr(s)); got != want {
+		if got := a.AllowsAddr(netip.MustParseAddr(s), 22); got != want {
 			t.Errorf("AllowsAddr(%s) = %v, want %v", s, got, want)
 		}
 	}

@@ -166,9 +166,9 @@ func embedded4(a netip.Addr) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
-// allowedAddr says whether the proxy may dial addr under a: public, or
-// inside an explicit AllowCIDRs prefix.
-func allowedAddr(a *Allowlist, addr netip.Addr) (Class, bool) {
+// allowedAddr says whether the proxy may dial addr on port under a:
+// public, or inside an explicit AllowCIDRs entry.
+func allowedAddr(a *Allowlist, addr netip.Addr, port int) (Class, bool) {
 	c := Classify(addr)
-	return c, c == Public || a.AllowsAddr(addr)
+	return c, c == Public || a.AllowsAddr(addr, port)
 }

@@ -42,14 +42,14 @@ func TestClassify(t *testing.T) {
 }
 
 func TestAllowedAddr(t *testing.T) {
-	a := &Allowlist{AllowCIDRs: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}
+	a := &Allowlist{AllowCIDRs: anyPort("127.0.0.0/8")}
 	for s, want := range map[string]bool{"8.8.8.8": true, "127.0.0.1": true, "10.0.0.1": false,
 		"169.254.169.254": false, "64:ff9b::8.8.8.8": false} {
-		if _, got := allowedAddr(a, netip.MustParseAddr(s)); got != want {
+		if _, got := allowedAddr(a, netip.MustParseAddr(s), 443); got != want {
 			t.Errorf("allowedAddr(%s) = %v, want %v", s, got, want)
 		}
 	}
-	if _, ok := allowedAddr(nil, netip.MustParseAddr("127.0.0.1")); ok {
+	if _, ok := allowedAddr(nil, netip.MustParseAddr("127.0.0.1"), 443); ok {
 		t.Error("loopback allowed without AllowCIDRs")
 	}
 }

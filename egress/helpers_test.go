@@ -80,9 +80,18 @@ type testProxy struct {
 	dialer *recordingDialer
 }
 
-var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+var loopback = anyPort("127.0.0.0/8")
 
-func startProxy(t *testing.T, cfg Config, allow []string, cidrs []netip.Prefix) *testProxy {
+// anyPort are allow_cidrs entries opening every port.
+func anyPort(prefixes ...string) []CIDR {
+	var out []CIDR
+	for _, p := range prefixes {
+		out = append(out, CIDR{Prefix: netip.MustParsePrefix(p)})
+	}
+	return out
+}
+
+func startProxy(t *testing.T, cfg Config, allow []string, cidrs []CIDR) *testProxy {
 	t.Helper()
 	al, err := NewAllowlist(allow, cidrs)
 	if err != nil {

@@ -327,7 +327,7 @@ func (p *Proxy) decide(ctx context.Context, t Target, kind requestKind) verdict 
 	al := p.cfg.Allowlist
 	if t.Addr.IsValid() {
 		// IP literals pass only inside an explicit AllowCIDRs prefix.
-		if class := Classify(t.Addr); !al.AllowsAddr(t.Addr) {
+		if class := Classify(t.Addr); !al.AllowsAddr(t.Addr, t.Port) {
 			if class == Public {
 				return deny("ip-literal", fmt.Sprintf("coily: %s is an IP address and no allow_cidrs entry of rule %q covers it; name the host instead, or ask the owner to add a CIDR", t, rule))
 			}
@@ -354,7 +354,7 @@ func (p *Proxy) decide(ctx context.Context, t Target, kind requestKind) verdict 
 	var firstBad netip.Addr
 	var badClass Class
 	for _, a := range addrs {
-		if class, allowed := allowedAddr(al, a); allowed {
+		if class, allowed := allowedAddr(al, a, t.Port); allowed {
 			ok = append(ok, a.Unmap())
 		} else if !firstBad.IsValid() {
 			firstBad, badClass = a, class

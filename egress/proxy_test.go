@@ -158,6 +158,43 @@ func TestProxyRefusesLoopbackWithoutCIDR(t *testing.T) {
 	}
 }
 
+// An allow_cidrs entry with a port opens that port only: the host the
+// rule names on its port passes, any other port of its address is
+// refused, by name or as an IP literal.
+func TestProxyCIDRPort(t *testing.T) {
+	echo := echoServer(t)
+	other := echoServer(t)
+	res := newResolver("git.test", "127.0.0.1", "other.test", "127.0.0.1")
+	one, err := ParseCIDR("127.0.0.1/32:" + strconv.Itoa(echo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := startProxy(t, Config{Resolver: res}, []string{"git.test:" + strconv.Itoa(echo), "other.test:" + strconv.Itoa(other)}, []CIDR{one})
+	for _, tc := range []struct {
+		head   string
+		status int
+		body   string
+	}{
+		{connect("git.test:" + strconv.Itoa(echo)), 200, ""},
+		{connect("127.0.0.1:" + strconv.Itoa(echo)), 200, ""},
+		{connect("127.0.0.1:" + strconv.Itoa(other)), 403, "a loopback address; refused"},
+		{connect("127.0.0.1:22"), 403, "a loopback address; refused"},
+		{connect("[::ffff:127.0.0.1]:22"), 403, "a loopback address; refused"},
+		{connect("other.test:" + strconv.Itoa(other)), 403, "resolves to 127.0.0.1, a loopback address; refused"},
+	} {
+		resp, body, c := tp.raw(t, tc.head)
+		if resp.StatusCode != tc.status || !strings.Contains(body, tc.body) {
+			t.Errorf("%.60q: %d %q, want %d %q", tc.head, resp.StatusCode, body, tc.status, tc.body)
+		}
+		c.Close()
+	}
+	for _, a := range tp.dialer.dialed() {
+		if a != "127.0.0.1:"+strconv.Itoa(echo) {
+			t.Errorf("dialer was given %q; only 127.0.0.1:%d passed", a, echo)
+		}
+	}
+}
+
 func TestProxyDenials(t *testing.T) {
 	echo := strconv.Itoa(echoServer(t))
 	res := newResolver("a.sub.test", "127.0.0.1", "sub.test", "127.0.0.1", "ok.test", "127.0.0.1",

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Result is the outcome of a decision, and a rule's effect.
@@ -34,6 +35,13 @@ type Decision struct {
 	// request is allowed, and the audit log records what would have denied
 	// it.
 	WouldDeny []string
+	// Confirm is the rule whose approval the request needs (nil: none):
+	// the allow rule itself when it confirms, else the first confirm rule
+	// whose obligation the request matches (Obligation).
+	Confirm *Rule
+	// ConfirmTimeout is how long an approval may take: Confirm's
+	// confirm_timeout, else the allowing rule's.
+	ConfirmTimeout time.Duration
 	// Args are the arguments as the rule matched them (argv[1:], as its
 	// tool's vetting normalised them): what its attachments read, such
 	// as the repository a token is minted for (a Section's ArgsChecker
@@ -51,11 +59,19 @@ type Request struct {
 // DecideExec decides whether the subject may run the request. Deny rules
 // are checked first, in file order, and match any plausible reading of
 // the arguments; then the first allow rule the subject may use whose
-// binary, arguments and environment all match allows. Binaries are
+// binary, arguments and environment all match allows. The request needs
+// an approval when that rule confirms, or when any confirm rule of the
+// same binary matches it as an obligation (Obligation), whichever rule
+// allowed it and whoever may use the confirm rule. Binaries are
 // compared after resolving symbolic links. A bare command name is decided
 // as every binary its rules would run (target): a request by name is
 // never allowed where the same request by any of those paths is denied.
 func (p *Policy) DecideExec(s Subject, req Request) Decision {
+	return p.decide(s, nil, req)
+}
+
+// decide is DecideExec for the rules allowed names (nil: the subject's).
+func (p *Policy) decide(s Subject, allowed map[string]bool, req Request) Decision {
 	if len(req.Argv) == 0 {
 		return Decision{Reason: "empty argv"}
 	}
@@ -98,11 +114,18 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 		d.Reason = fmt.Sprintf("binary %s is not on this host", req.Argv[0])
 		return d
 	}
-	allowed := p.commandsFor(s)
+	if allowed == nil {
+		allowed = p.commandsFor(s)
+	}
 	if r, _ := firstAllow(allows, allowed, s, req.Env, false); r != nil {
 		d.Result, d.Rule = Allow, r.rule
 		d.Args = r.args
 		d.Reason = fmt.Sprintf("allowed by rule %q", r.rule.Name)
+		d.ConfirmTimeout = r.rule.ConfirmTimeout
+		if d.Confirm = obligation(targets, r.rule); d.Confirm != nil && d.Confirm != r.rule {
+			d.ConfirmTimeout = d.Confirm.ConfirmTimeout
+			d.Reason += fmt.Sprintf(", with the approval rule %q asks for", d.Confirm.Name)
+		}
 		return d
 	}
 	// Denied: now say why, rule by rule.
@@ -116,6 +139,30 @@ func (p *Policy) DecideExec(s Subject, req Request) Decision {
 		d.Reason = fmt.Sprintf("no rule allows %s", req.Argv[0])
 	}
 	return d
+}
+
+// obligation returns the rule whose approval a request allowed by rule
+// needs: rule itself when it confirms, else the first confirm rule of
+// any target whose obligation matches the target's arguments (nil: none).
+func obligation(targets []*target, rule *Rule) *Rule {
+	if rule.Confirm {
+		return rule
+	}
+	for _, t := range targets {
+		for _, r := range t.rules {
+			if r.Obligation() && r.Args.MatchObligation(t.args) {
+				return r
+			}
+		}
+	}
+	return nil
+}
+
+// Obligation reports whether the rule binds every request it matches,
+// whichever rule allows it: a deny rule (report mode off) refuses them, a
+// confirm rule makes them wait for an approval.
+func (r *Rule) Obligation() bool {
+	return r.Effect == Deny && !r.Report || r.Effect == Allow && r.Confirm
 }
 
 // target is one binary a request may run: its resolved path ("" when

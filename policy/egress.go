@@ -2,6 +2,8 @@ package policy
 
 import (
 	"net/netip"
+
+	"coily.dev/coily/egress"
 	"slices"
 	"strconv"
 	"strings"
@@ -24,8 +26,9 @@ type Egress struct {
 	// Allow are the hosts the rule names itself, in order.
 	Allow []HostPort
 	// CIDRs are the private or otherwise guarded ranges the rule allows
-	// by address (`allow_cidrs`), each in its masked form.
-	CIDRs []netip.Prefix
+	// by address (`allow_cidrs`), each in its masked form, with the ports
+	// it opens.
+	CIDRs []egress.CIDR
 	// Presets name entries of the table pinned in code (EgressPresets).
 	Presets []string
 	// Registries maps a preset to the https URL of a mirror: its host

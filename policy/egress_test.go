@@ -165,7 +165,8 @@ func TestLoadEgress(t *testing.T) {
 	if !reflect.DeepEqual(gh.Allow, wantAllow) {
 		t.Errorf("gh: allow %v, want %v", gh.Allow, wantAllow)
 	}
-	if want := []netip.Prefix{netip.MustParsePrefix("10.20.0.0/16"), netip.MustParsePrefix("fd00:1::/64")}; !reflect.DeepEqual(gh.CIDRs, want) {
+	if want := []egress.CIDR{{Prefix: netip.MustParsePrefix("10.20.0.0/16")}, {Prefix: netip.MustParsePrefix("fd00:1::/64")},
+		{Prefix: netip.MustParsePrefix("127.0.0.1/32"), Lo: 8443, Hi: 8443}, {Prefix: netip.MustParsePrefix("::1/128"), Lo: 8000, Hi: 8099}}; !reflect.DeepEqual(gh.CIDRs, want) {
 		t.Errorf("gh: cidrs %v, want %v", gh.CIDRs, want)
 	}
 	wantHosts := map[string][]netip.Addr{"ghe.example.com": {netip.MustParseAddr("10.20.0.7"), netip.MustParseAddr("10.20.0.8"), netip.MustParseAddr("fd00:1::7")}}
@@ -283,7 +284,7 @@ func checkEgress(t testing.TB, r *policy.Rule) {
 		}
 	}
 	for _, c := range e.CIDRs {
-		if !c.IsValid() || c.Masked() != c {
+		if !c.Prefix.IsValid() || c.Prefix.Masked() != c.Prefix || c.Lo > c.Hi {
 			t.Errorf("rule %q: cidr %v is not masked", r.Name, c)
 		}
 	}

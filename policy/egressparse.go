@@ -260,15 +260,6 @@ func validLabel(l string) bool {
 	return true
 }
 
-// parseCIDR parses an allow_cidrs entry; host bits must be zero, so that
-// the range written is the range allowed.
-func parseCIDR(s string) (netip.Prefix, error) {
-	p, err := netip.ParsePrefix(s)
-	if err != nil {
-		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (10.0.0.0/8, fd00::/8)", s)
-	}
-	if p.Masked() != p {
-		return netip.Prefix{}, fmt.Errorf("%q has host bits set; write %s", s, p.Masked())
-	}
-	return p, nil
-}
+// parseCIDR parses an allow_cidrs entry (egress.ParseCIDR): host bits
+// must be zero, so that the range written is the range allowed.
+func parseCIDR(s string) (egress.CIDR, error) { return egress.ParseCIDR(s) }

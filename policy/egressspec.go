@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"net/netip"
 	"slices"
 	"strings"
 
@@ -90,7 +89,7 @@ func (e *Egress) ProxyAllowlist() (*egress.Allowlist, egress.Mode, error) {
 	for _, hp := range e.Effective() {
 		entries = append(entries, hp.String())
 	}
-	var cidrs []netip.Prefix
+	var cidrs []egress.CIDR
 	mode := egress.Enforce
 	if e != nil {
 		cidrs = e.CIDRs

@@ -150,7 +150,7 @@ func TestEgressProxyAllowlist(t *testing.T) {
 			t.Errorf("AllowsHost(%q, %d) = %v, want %v", c.host, c.port, got, c.want)
 		}
 	}
-	if !allow.AllowsAddr(netip.MustParseAddr("127.0.0.1")) || allow.AllowsAddr(netip.MustParseAddr("127.0.0.2")) {
+	if !allow.AllowsAddr(netip.MustParseAddr("127.0.0.1"), 22) || allow.AllowsAddr(netip.MustParseAddr("127.0.0.2"), 22) {
 		t.Error("the CIDR 127.0.0.1/32 is not what the proxy allows")
 	}
 	var none *policy.Egress

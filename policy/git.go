@@ -325,11 +325,14 @@ func (b *builder) gitRemote(p *Policy, f *gitRemoteFile, at func(...any) []any) 
 	}
 	r.CAFile = f.CAFile
 	for j, s := range f.AllowCIDRs {
-		pfx, err := parseCIDR(s)
+		c, err := parseCIDR(s)
+		if err == nil && !c.AnyPort() {
+			err = fmt.Errorf("%q: a git remote's allow_cidrs take no port (its url names the one it dials)", s)
+		}
 		if err != nil {
 			b.failAt(b.at(at("allow_cidrs", j)...), "git remote %q: allow_cidrs: %v", r.Name, err)
 		}
-		r.AllowCIDRs = append(r.AllowCIDRs, pfx)
+		r.AllowCIDRs = append(r.AllowCIDRs, c.Prefix)
 	}
 	if f.Push != nil {
 		r.Push = b.gitPush(r.Name, f.Push, func(path ...any) []any { return at(append([]any{"push"}, path...)...) })

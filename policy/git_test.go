@@ -165,6 +165,7 @@ var hostileGitSections = []struct{ name, section, want string }{
 	{"bad credential", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], credential: 'nope'}", "credential"},
 	{"relative ca", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], ca_file: ca.pem}", "ca_file"},
 	{"cidr host bits", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], allow_cidrs: [10.0.0.1/8]}", "host bits"},
+	{"cidr with a port", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], allow_cidrs: [\"10.0.0.0/8:443\"]}", "take no port"},
 	{"push no refs", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {create: allow}}", "push needs refs"},
 	{"ref outside refs", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [heads/x]}}", "ref pattern"},
 	{"ref dotdot", "git:\n  remotes:\n    - {name: a, url: https://h.example/o/r, roles: [agent], push: {refs: [refs/heads/../x]}}", "ref pattern"},

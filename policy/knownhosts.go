@@ -272,7 +272,7 @@ func (e *Egress) ReachesSSH(h SSHHost) bool {
 		return true
 	}
 	if a, err := netip.ParseAddr(h.Host); err == nil {
-		return slices.ContainsFunc(e.CIDRs, func(p netip.Prefix) bool { return p.Contains(a.Unmap()) })
+		return e.opens(a, h.Port)
 	}
 	return e.Allows(h.Host, h.Port)
 }
@@ -281,7 +281,7 @@ func (e *Egress) ReachesSSH(h SSHHost) bool {
 // CIDR for an address.
 func ReachHint(h SSHHost) string {
 	if _, err := netip.ParseAddr(h.Host); err == nil {
-		return "add a CIDR holding " + h.Host + " to egress.allow_cidrs"
+		return fmt.Sprintf("add a CIDR holding %s, on port %d or every port, to egress.allow_cidrs", h.Host, h.Port)
 	}
 	return fmt.Sprintf("add %s:%d to egress.allow", h.Host, h.Port)
 }

@@ -38,11 +38,14 @@ func (p *Policy) Warnings() []Warning {
 		for _, w := range r.sectionWarnings() {
 			warn("%s", w)
 		}
+		for _, w := range r.Egress.Unreachable() {
+			warn("rule %q: %s", r.Name, w)
+		}
 		if r.Network == NetworkDeny && networkTools[r.Command()] {
 			warn("rule %q runs %s with network deny: it cannot reach any host (set network: proxied and an egress block)", r.Name, r.Command())
 		}
 	}
-	return out
+	return append(out, p.obligationWarnings()...)
 }
 
 // networkTools are commands whose purpose is to reach the network: with
@@ -84,14 +87,14 @@ func sameProgram(a, b *Rule) bool {
 }
 
 // catchAll says whether the spec matches every argument list for a rule
-// of that effect: any positionals, and for allow rules any flags, for
-// deny rules no if_flags condition.
+// of that effect: any positionals, no if_flags condition, and for allow
+// rules any flags.
 func (a ArgSpec) catchAll(effect Result) bool {
 	anyArgs := len(a.Args) == 1 && a.Args[0] == "**"
 	if effect == Deny {
 		return (a.Args == nil || anyArgs) && len(a.IfFlags) == 0
 	}
-	return anyArgs && a.AnyFlags
+	return anyArgs && a.AnyFlags && len(a.IfFlags) == 0
 }
 
 // envCovers says whether o lets through every environment variable r does.

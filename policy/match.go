@@ -40,8 +40,11 @@ type ArgSpec struct {
 	// (except "--x=v"), which yields more positionals and so is the
 	// conservative reading for positional patterns.
 	AnyFlags bool
-	// IfFlags, for deny rules: the rule matches only if at least one of
-	// these flags may be present (see MatchDeny). Empty: flags don't matter.
+	// IfFlags: the rule matches only if at least one of these flags is
+	// present. For an allow rule it must be given in the reading the rule
+	// admits (MatchAllow), and each must be one Flags lists (or AnyFlags);
+	// for a deny rule, and for a confirm rule's obligation, it may be
+	// present in any reading (MatchDeny). Empty: flags don't matter.
 	IfFlags []string
 
 	// checked records that Validate passed, so matching need not repeat it.
@@ -112,6 +115,21 @@ func (a *ArgSpec) validate() error {
 	for _, k := range a.IfFlags {
 		if !validFlagKey(k) {
 			return fmt.Errorf("if_flags entry %s must be written --name or -c (one character)", QuoteShort(k))
+		}
+	}
+	return nil
+}
+
+// ValidateAllow reports a problem an allow rule's spec has beyond
+// Validate's: an if_flags entry the rule does not allow, so that it could
+// never match.
+func (a *ArgSpec) ValidateAllow() error {
+	if a.AnyFlags {
+		return nil
+	}
+	for _, k := range a.IfFlags {
+		if _, ok := a.Flags[k]; !ok {
+			return fmt.Errorf("if_flags entry %s is not in flags, so the rule could never match", k)
 		}
 	}
 	return nil
@@ -199,6 +217,7 @@ func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val s
 	}
 	var posBuf [16]string
 	pos := posBuf[:0]
+	required := len(a.IfFlags) == 0
 	for i := 0; i < len(args); i++ {
 		t := args[i]
 		switch argKindOf(t) {
@@ -213,6 +232,7 @@ func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val s
 				if name == "--" {
 					return no(explain, func() string { return "malformed flag " + QuoteShort(t) })
 				}
+				required = required || slices.Contains(a.IfFlags, name)
 				fs, ok := a.Flags[name]
 				switch {
 				case !ok && a.AnyFlags:
@@ -243,6 +263,7 @@ func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val s
 				_, w := utf8.DecodeRuneInString(group)
 				name := "-" + group[:w]
 				group = group[w:]
+				required = required || slices.Contains(a.IfFlags, name)
 				fs, ok := a.Flags[name]
 				switch {
 				case !ok && a.AnyFlags:
@@ -276,6 +297,9 @@ func (a *ArgSpec) matchAllow(args []string, explain bool, visit func(name, val s
 				}
 			}
 		}
+	}
+	if !required {
+		return no(explain, func() string { return "none of the flags " + strings.Join(a.IfFlags, ", ") + " is given" })
 	}
 	return a.allowPositionals(pos, explain)
 }
@@ -359,6 +383,21 @@ func (a *ArgSpec) MatchDeny(args []string) bool {
 		return false
 	}
 	return len(a.Args) == 0 || denyPositionals(a.Args, args)
+}
+
+// MatchObligation reports whether args (argv[1:]) could be read as a
+// request a confirm rule's spec names, so that it needs the approval
+// whichever allow rule admits it: MatchDeny's reading (any plausible one,
+// IfFlags by any spelling), except that empty Args means no positional
+// arguments, as it does for the allow rule. Flags do not narrow it.
+func (a *ArgSpec) MatchObligation(args []string) bool {
+	if a == nil {
+		a = &ArgSpec{}
+	}
+	if len(a.IfFlags) > 0 && !denyFlagPresent(a.IfFlags, args) {
+		return false
+	}
+	return denyPositionals(a.Args, args)
 }
 
 // argKind classifies one token for a parser that is not past "--".

@@ -63,6 +63,16 @@ func FuzzMatchArgs(f *testing.F) {
 		ghIssueCreate(),
 		{Args: []string{"issue", "*", "**"}, Flags: ghIssueCreate().Flags},
 		{Args: []string{"a*", "**"}, Flags: map[string]FlagSpec{"-a": {Bool: true}, "-b": {Values: []string{"*"}}, "--c": {Values: []string{"x*"}}}},
+		{Args: []string{"push", "**"}, IfFlags: []string{"--force", "-f"}, Flags: map[string]FlagSpec{
+			"--force": {Bool: true}, "-f": {Bool: true}, "-v": {Bool: true}, "-o": {Values: []string{"*"}}, "--repo": {Values: []string{"*"}}}},
+		{Args: []string{"x"}, IfFlags: []string{"-n"}, AnyFlags: true},
+		{IfFlags: []string{"--dry-run"}, Flags: map[string]FlagSpec{"--dry-run": {Bool: true}, "-C": {Values: []string{"*"}}}},
+	}
+	for _, a := range [][]string{
+		{"push", "-fv", "origin"}, {"push", "-of", "origin"}, {"push", "--repo", "-f", "x"}, {"push", "--", "-f"},
+		{"push", "--force=x"}, {"x", "-vn"}, {"-C", "--dry-run"}, {"--dry-run", "-C"},
+	} {
+		f.Add(strings.Join(a, "\x00"))
 	}
 	denies := []*ArgSpec{ghAuthToken, ghShowToken, gitPushF}
 	f.Fuzz(func(t *testing.T, data string) {
@@ -80,6 +90,11 @@ func FuzzMatchArgs(f *testing.F) {
 			d := &ArgSpec{Args: a.Args}
 			if ok && !d.MatchDeny(args) {
 				t.Fatalf("allow %q admits %q but deny %q does not catch it", a.Args, args, d.Args)
+			}
+			// A confirm rule's obligation binds at least what the rule
+			// itself admits.
+			if ok && !a.MatchObligation(args) {
+				t.Fatalf("allow %q if_flags %q admits %q but its obligation does not match it", a.Args, a.IfFlags, args)
 			}
 		}
 	})

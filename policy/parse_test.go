@@ -94,7 +94,7 @@ func checkRules(t testing.TB, p *policy.Policy) {
 		default:
 			t.Errorf("rule %q: effect %d", r.Name, r.Effect)
 		}
-		if r.Report || r.Reason != "" || r.Args.IfFlags != nil {
+		if r.Report || r.Reason != "" {
 			t.Errorf("allow rule %q has deny settings: %+v", r.Name, *r)
 		}
 		checkGitCredentials(t, r)

@@ -177,7 +177,7 @@ func (b *builder) ruleEffect(r *Rule, rf ruleFile, rn ruleNode) {
 	switch rf.Effect {
 	case "", "allow":
 		r.Effect = Allow
-		for _, k := range []string{"report", "if_flags", "reason"} {
+		for _, k := range []string{"report", "reason"} {
 			if rn.has(k) {
 				b.failAt(rn.at(k), "rule %q: %s applies to deny rules only", r.Name, k)
 			}
@@ -223,6 +223,12 @@ func (b *builder) ruleArgs(r *Rule, rf ruleFile, rn ruleNode) {
 	// that it passed, so that matching (concurrent) never writes to it.
 	if err := r.Args.Validate(); err != nil {
 		b.failAt(rn.at("args"), "rule %q: %v", r.Name, err)
+		return
+	}
+	if r.Effect == Allow {
+		if err := r.Args.ValidateAllow(); err != nil {
+			b.failAt(rn.at("if_flags"), "rule %q: %v", r.Name, err)
+		}
 	}
 }
 

@@ -179,18 +179,23 @@ func gitRefusedOption(refused []string, arg string) string {
 // normalisePush makes push's implicit forms explicit for the rules: a
 // refspec "+src:dst" forces (--force), one with an empty source ":dst"
 // deletes (--delete), --mirror does both (it force-updates and deletes
-// every remote ref to match) and --prune deletes.
+// every remote ref to match) and --prune deletes. Refspecs after "--"
+// count too. The flags are appended at the end, before any "--", so that
+// rules read them as flags.
 func normalisePush(rest []string) []string {
 	var out []string
-	var force, del bool
+	var force, del, ended bool
 	positional := 0
-	for k, a := range rest {
-		if a == "--" {
-			out = append(out, rest[k:]...)
-			break
+	for _, a := range rest {
+		if a == "--" && !ended {
+			// What follows is positional: refspecs still (git push
+			// origin -- +main forces).
+			ended = true
+			out = append(out, a)
+			continue
 		}
-		if strings.HasPrefix(a, "-") && a != "-" {
-			switch a {
+		if !ended && strings.HasPrefix(a, "-") && a != "-" {
+			switch gitRefusedOption([]string{"--mirror", "--prune"}, a) {
 			case "--mirror":
 				force, del = true, true
 			case "--prune":
@@ -210,13 +215,18 @@ func normalisePush(rest []string) []string {
 		}
 		out = append(out, a)
 	}
+	var implied []string
 	if force {
-		out = append(out, "--force")
+		implied = append(implied, "--force")
 	}
 	if del {
-		out = append(out, "--delete")
+		implied = append(implied, "--delete")
 	}
-	return out
+	end := slices.Index(out, "--")
+	if end < 0 {
+		end = len(out)
+	}
+	return slices.Insert(out, end, implied...)
 }
 
 // firstPositional is the first argument that is not an option (a guess:

@@ -39,6 +39,10 @@ var toolCases = []struct {
 	{"git", []string{"push", "-u", "origin", "main"}, []string{"push", "-u", "origin", "main"}, ""},
 	{"git", []string{"push", "--mirror", "origin"}, []string{"push", "--mirror", "origin", "--force", "--delete"}, ""},
 	{"git", []string{"push", "--prune", "origin", "refs/heads/*:refs/heads/*"}, []string{"push", "--prune", "origin", "refs/heads/*:refs/heads/*", "--delete"}, ""},
+	{"git", []string{"push", "--mirr", "origin"}, []string{"push", "--mirr", "origin", "--force", "--delete"}, ""},
+	{"git", []string{"push", "origin", "--", "+main"}, []string{"push", "origin", "--force", "--", "main"}, ""},
+	{"git", []string{"push", "--", "origin", "+main", ":old"}, []string{"push", "--force", "--delete", "--", "origin", "main", ":old"}, ""},
+	{"git", []string{"push", "origin", "--", "--", "+main"}, []string{"push", "origin", "--force", "--", "--", "main"}, ""},
 	// Remotes and options that run code.
 	{"git", []string{"push", "ext::sh -c evil", "main"}, nil, "remote helpers"},
 	{"git", []string{"push", "fd::3", "main"}, nil, "remote helpers"},

@@ -57,9 +57,10 @@ type execution struct {
 	// claim is its hold on the concurrency slots (a slot, or a place
 	// among its principal's requests waiting for an approval or a slot).
 	claim stops.Claim
-	// confirm asks for an approval even when the rule does not (a relayed
-	// descriptor's requires_confirm).
-	confirm bool
+	// confirm: the execution waits for a human's approval, which its rule,
+	// an obligation (policy.Decision) or its relayed descriptor asks for.
+	confirm        bool
+	confirmTimeout time.Duration
 	// method is the RPC the execution arrived by (Exec or Relay).
 	method string
 	// cancel ends the execution's context (a kill before it runs).
@@ -220,7 +221,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
-	x.rule = d.Rule
+	x.rule, x.confirm, x.confirmTimeout = d.Rule, x.confirm || d.Confirm != nil, d.ConfirmTimeout
 	x.attached = s.attachmentsOf(x, d)
 	x.job.Decided(x.rule.Name, "")
 	return nil
@@ -232,7 +233,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 // takes its slot once approved (waitSlot).
 func (s *Server) admitSlot(_ context.Context, x *execution) error {
 	x.claim = stops.Claim{Principal: x.caller.Principal, Rule: x.rule, Policy: x.policy}
-	if x.needsApproval() {
+	if x.confirm {
 		return s.stops.AdmitWaiter(&x.claim)
 	}
 	return s.stops.TakeSlot(&x.claim)
@@ -264,16 +265,12 @@ func (s *Server) takeToken(_ context.Context, x *execution) error {
 	return nil
 }
 
-// needsApproval says whether the execution waits for a human's approval:
-// its rule asks for one, or its relayed descriptor does.
-func (x *execution) needsApproval() bool { return x.rule.Confirm || x.confirm }
-
 // confirm waits for a human's approval when the rule asks for one (step 7).
 func (s *Server) confirm(ctx context.Context, x *execution) error {
-	if !x.needsApproval() {
+	if !x.confirm {
 		return nil
 	}
-	ap := s.approvals.Create(approvals.Request{ID: x.id, Requester: x.caller.Principal, Exec: x.req, Rule: x.rule}, x.rule.ConfirmTimeout)
+	ap := s.approvals.Create(approvals.Request{ID: x.id, Requester: x.caller.Principal, Exec: x.req, Rule: x.rule}, x.confirmTimeout)
 	asked := ap.Snapshot()
 	x.job.Decided(x.rule.Name, asked.GetId())
 	defer x.job.Decided(x.rule.Name, "")
@@ -313,7 +310,7 @@ func (x *execution) decide(p *policy.Policy) policy.Decision {
 // unchanged (only moved in the file); anything else is asked again.
 func (s *Server) decideAgain(_ context.Context, x *execution) error {
 	now := s.Policy()
-	if !x.needsApproval() || now == nil || now == x.policy {
+	if !x.confirm || now == nil || now == x.policy {
 		return nil
 	}
 	d := x.decide(now)

@@ -33,11 +33,10 @@ func (s *Server) applyPolicy(p *policy.Policy) {
 	logAbsentBinaries(s, p)
 }
 
-// logAbsentBinaries warns about rules that cannot match on this host.
+// logAbsentBinaries warns about rules that cannot match on this host, and
+// obligations whose meaning changed (policy.ReloadWarnings).
 func logAbsentBinaries(s *Server, p *policy.Policy) {
-	for _, r := range p.Rules() {
-		if r.Absent != nil {
-			s.log.Warn("rule cannot match on this host", "rule", r.Name, "why", r.Absent)
-		}
+	for _, w := range p.ReloadWarnings() {
+		s.log.Warn("policy warning", "rule", w.Rule, "line", w.Line, "why", w.Msg)
 	}
 }

@@ -100,6 +100,21 @@ git push -q origin main`
 	if after := gitOut(t, "--git-dir", bare, "rev-parse", "main"); after != before {
 		t.Errorf("a refused run changed the repository: %s → %s", before, after)
 	}
+
+	// An allow_cidrs entry with a port opens that port of the address
+	// only: ssh to sshd's port by address is refused when the entry names
+	// another.
+	literal := fmt.Sprintf("ssh://%s@127.0.0.1:%d%s", me, port, bare)
+	lsRemote := func(cidr string) cliRun {
+		_, sock := startGitEgress(t, fmt.Sprintf("%s:%d", gitHost, port^1), cidr)
+		return runCoily(t, nil, "sandbox", "exec", "--network", "proxied", "--proxy-socket", sock,
+			"--known-hosts", pinned, "--workspace", ws, "--", "/bin/sh", "-c",
+			`GIT_SSH_COMMAND="$GIT_SSH_COMMAND -i $PWD/id_ed25519" git ls-remote `+shellQuote(literal))
+	}
+	want = fmt.Sprintf("coily: 127.0.0.1:%d is a loopback address; refused", port)
+	if r := lsRemote(fmt.Sprintf("127.0.0.1/32:%d", port^1)); r.code == 0 || !strings.Contains(r.stderr, want) {
+		t.Errorf("git ls-remote by address on a port allow_cidrs does not open: want %q on stderr, got %+v", want, r)
+	}
 }
 
 // seedBareRepo makes dir/repo.git holding one commit on main.
@@ -149,11 +164,15 @@ func (gitResolver) LookupNetIP(_ context.Context, _, host string) ([]netip.Addr,
 }
 
 // startGitEgress serves an egress proxy for rule "git-ssh" allowing entry
-// (and 127.0.0.1/32, where gitHost resolves) on a unix socket until the
-// test ends.
-func startGitEgress(t *testing.T, entry string) (*egress.Proxy, string) {
+// (and the allow_cidrs entry cidr, by default 127.0.0.1/32, where gitHost
+// resolves) on a unix socket until the test ends.
+func startGitEgress(t *testing.T, entry string, cidr ...string) (*egress.Proxy, string) {
 	t.Helper()
-	al, err := egress.NewAllowlist([]string{entry}, []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")})
+	c, err := egress.ParseCIDR(append(cidr, "127.0.0.1/32")[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	al, err := egress.NewAllowlist([]string{entry}, []egress.CIDR{c})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -201,6 +201,9 @@ func policyExplain(e *env, path, as, envs string, asJSON bool) int {
 			if d.Result == policy.Allow {
 				out["runs"], out["sandbox"], out["workspace"], out["timeout"] = d.Rule.Resolved, d.Rule.Sandbox, d.Rule.Workspace, d.Rule.Timeout.String()
 			}
+			if d.Confirm != nil {
+				out["confirm"], out["confirm_timeout"] = d.Confirm.Name, d.ConfirmTimeout.String()
+			}
 		}
 		printJSON(e.stdout, out)
 	} else {
@@ -243,8 +246,8 @@ func printDecision(e *env, p *policy.Policy, s policy.Subject, d policy.Decision
 	}
 	if r := d.Rule; r != nil && d.Result == policy.Allow {
 		printLine(e.stdout, "runs:      %s, sandbox %s, workspace %s, timeout %s", r.Resolved, r.Sandbox, r.Workspace, r.Timeout)
-		if r.Confirm {
-			printLine(e.stdout, "confirm:   needs an approver's decision within %s", r.ConfirmTimeout)
+		if c := d.Confirm; c != nil {
+			printLine(e.stdout, "confirm:   needs an approver's decision within %s (rule %s)", d.ConfirmTimeout, c.Name)
 		}
 		if r.Rate != nil {
 			printLine(e.stdout, "rate:      %d a minute per principal, burst %d", r.Rate.PerMinute, r.Rate.Burst)
