@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"coily.dev/coily/internal/hostileyaml"
 	"coily.dev/coily/policy"
 )
 
@@ -16,6 +17,9 @@ func FuzzPolicyTests(f *testing.F) {
 		if len(c.data) < 64<<10 {
 			f.Add([]byte(c.data))
 		}
+	}
+	for _, c := range hostileyaml.Cases("version: 1\n", 2<<10, maxDepth, maxValues) {
+		f.Add(c.Data)
 	}
 	p, err := policy.Parse("p.yaml", []byte(testPolicy))
 	if err != nil {
