@@ -75,6 +75,10 @@ type Case struct {
 	// confirm, the deny rule for deny ("" for a deny by no rule allowing
 	// it, or for any deny when the case names none).
 	Rule string
+	// Code is the refusal code a deny must carry: policy-deny (the
+	// policy's rules) or permission-denied (no exec permission at all);
+	// "" for either.
+	Code string
 	// Line and Column are where the case starts in the file.
 	Line, Column int
 }

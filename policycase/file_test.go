@@ -15,7 +15,7 @@ cases:
     argv: [echo, hi]
     expect: allow
     rule: echo
-  - {name: env passed, principal: tag:agent, roles: [dev], argv: [echo], env: [GH_REPO], expect: deny}
+  - {name: env passed, principal: tag:agent, roles: [dev], argv: [echo], env: [GH_REPO], expect: deny, code: policy-deny}
 `
 
 func TestParse(t *testing.T) {
@@ -27,7 +27,7 @@ func TestParse(t *testing.T) {
 		t.Fatalf("cases = %d", len(s.Cases))
 	}
 	c := s.Cases[1]
-	if c.Name != "env passed" || c.Principal != "tag:agent" || c.Roles[0] != "dev" || c.Env[0] != "GH_REPO" || c.Expect != Deny || c.Line != 8 || c.Column != 5 {
+	if c.Name != "env passed" || c.Principal != "tag:agent" || c.Roles[0] != "dev" || c.Env[0] != "GH_REPO" || c.Expect != Deny || c.Code != "policy-deny" || c.Line != 8 || c.Column != 5 {
 		t.Errorf("case = %+v", c)
 	}
 	if s.Cases[0].Rule != "echo" || strings.Join(s.Cases[0].Argv, " ") != "echo hi" {
@@ -56,6 +56,8 @@ var hostileFiles = []struct {
 	{"argv not a list", "version: 1\ncases:\n  - {name: a, principal: p, argv: x, expect: deny}\n", "t:3:35: argv must be a list"},
 	{"nested argv", "version: 1\ncases:\n  - {name: a, principal: p, argv: [[x]], expect: deny}\n", "t:3:36: argv must be a string"},
 	{"null name", "version: 1\ncases:\n  - {name: ~, principal: p, argv: [x], expect: deny}\n", "t:3:12: name is empty"},
+	{"bad code", "version: 1\ncases:\n  - {name: a, principal: p, argv: [x], expect: deny, code: rate-limit}\n", `code must be policy-deny or permission-denied, not "rate-limit"`},
+	{"code with allow", "version: 1\ncases:\n  - {name: a, principal: p, argv: [x], expect: allow, rule: r, code: policy-deny}\n", `case "a" expects allow: a code is for a deny`},
 	{"env with value", "version: 1\ncases:\n  - {name: a, principal: p, argv: [x], env: [A=b], expect: deny}\n", `env lists variable names (no "="), not "A=b"`},
 	{"tagged", "version: 1\ncases:\n  - {name: !!binary aGk=, principal: p, argv: [x], expect: deny}\n", "t:3:12: name: explicit tags are not allowed"},
 	{"merge key", "version: 1\nbase: &b {principal: p}\ncases:\n  - {<<: *b, name: a, argv: [x], expect: deny}\n", `unknown key "base"`},

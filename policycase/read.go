@@ -142,7 +142,7 @@ func (r *reader) cases(n *yaml.Node) []Case {
 	return out
 }
 
-var caseKeys = []string{"name", "principal", "roles", "argv", "env", "expect", "rule"}
+var caseKeys = []string{"name", "principal", "roles", "argv", "env", "expect", "rule", "code"}
 
 func (r *reader) oneCase(n *yaml.Node) Case {
 	n = deref(n)
@@ -166,6 +166,11 @@ func (r *reader) oneCase(n *yaml.Node) Case {
 			}
 		case "rule":
 			k.Rule = r.str(v, "rule")
+		case "code":
+			k.Code = r.str(v, "code")
+			if r.err == nil && k.Code != codePolicyDeny && k.Code != codePermissionDenied {
+				r.fail(deref(v), "code must be %s or %s, not %q", codePolicyDeny, codePermissionDenied, k.Code)
+			}
 		}
 	})
 	if r.err != nil {
@@ -199,5 +204,7 @@ func (r *reader) required(n *yaml.Node, k Case) {
 		r.fail(n, "case %q needs expect: allow, confirm or deny", k.Name)
 	case k.Expect != Deny && k.Rule == "":
 		r.fail(n, "case %q expects %s: name the rule", k.Name, k.Expect)
+	case k.Expect != Deny && k.Code != "":
+		r.fail(n, "case %q expects %s: a code is for a deny", k.Name, k.Expect)
 	}
 }

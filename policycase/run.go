@@ -11,17 +11,29 @@ import (
 // Outcome is what the policy decided for one case.
 type Outcome struct {
 	Expect Expect
+	// Code is a deny's refusal code.
+	Code string
 	// Rule is the rule that decided ("" when none did).
 	Rule   string
 	Reason string
 }
 
 func (o Outcome) String() string {
-	if o.Rule == "" {
-		return string(o.Expect)
+	s := string(o.Expect)
+	if o.Code != "" {
+		s += " (" + o.Code + ")"
 	}
-	return fmt.Sprintf("%s by rule %q", o.Expect, o.Rule)
+	if o.Rule != "" {
+		s += fmt.Sprintf(" by rule %q", o.Rule)
+	}
+	return s
 }
+
+// The refusal codes of a deny (package refusal's).
+const (
+	codePolicyDeny       = "policy-deny"
+	codePermissionDenied = "permission-denied"
+)
 
 // Failure is a case whose decision is not the one expected.
 type Failure struct {
@@ -31,26 +43,30 @@ type Failure struct {
 }
 
 func (f Failure) Error() string {
-	want := Outcome{Expect: f.Case.Expect, Rule: f.Case.Rule}
+	want := Outcome{Expect: f.Case.Expect, Code: f.Case.Code, Rule: f.Case.Rule}
 	return fmt.Sprintf("%s:%d:%d: case %q: expected %s, got %s (%s)", f.Path, f.Case.Line, f.Case.Column, f.Case.Name, want, f.Got, f.Got.Reason)
 }
 
 // Decide is the policy's decision on the case's request: as the server
-// decides an Exec of its argv and env names by its principal. A "local:"
-// principal holds the operator role, as on the local socket; the case's
-// roles are held as a tailnet app capability gives them.
+// decides an Exec of its argv and env names by its principal (refused
+// with permission-denied before the rules without the exec permission).
+// A "local:" principal holds the operator role, as on the local socket;
+// the case's roles are held as a tailnet app capability gives them.
 func Decide(p *policy.Policy, c Case) Outcome {
 	s := policy.Subject{Principal: c.Principal, CapRoles: c.Roles}
 	if strings.HasPrefix(c.Principal, "local:") {
 		s.Roles = []string{policy.OperatorRole}
 	}
+	if !p.Allows(s, policy.PermExec) {
+		return Outcome{Expect: Deny, Code: codePermissionDenied, Reason: c.Principal + " holds no exec permission"}
+	}
 	d := p.DecideExec(s, policy.Request{Argv: c.Argv, Env: slices.Sorted(slices.Values(c.Env))})
-	o := Outcome{Expect: Deny, Reason: d.Reason}
+	o := Outcome{Expect: Deny, Code: codePolicyDeny, Reason: d.Reason}
 	if d.Rule != nil {
 		o.Rule = d.Rule.Name
 	}
 	if d.Result == policy.Allow {
-		o.Expect = Allow
+		o.Expect, o.Code = Allow, ""
 		if d.Rule.Confirm {
 			o.Expect = Confirm
 		}
@@ -66,7 +82,7 @@ func Run(p *policy.Policy, s *Suite) []Failure {
 	for _, c := range s.Cases {
 		got := check(p, c)
 		want := Outcome{Expect: c.Expect, Rule: c.Rule}
-		if got.Expect != want.Expect || (c.Rule != "" && got.Rule != c.Rule) {
+		if got.Expect != want.Expect || (c.Rule != "" && got.Rule != c.Rule) || (c.Code != "" && got.Code != c.Code) {
 			out = append(out, Failure{Path: s.Path, Case: c, Got: got})
 		}
 	}

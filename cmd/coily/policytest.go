@@ -74,8 +74,10 @@ type failureJSON struct {
 	Line         int    `json:"line"`
 	Column       int    `json:"column"`
 	Expected     string `json:"expected"`
+	ExpectedCode string `json:"expected_code,omitempty"`
 	ExpectedRule string `json:"expected_rule,omitempty"`
 	Got          string `json:"got"`
+	GotCode      string `json:"got_code,omitempty"`
 	GotRule      string `json:"got_rule,omitempty"`
 	Reason       string `json:"reason"`
 }
@@ -84,7 +86,7 @@ func testsJSON(p *policy.Policy, s *policycase.Suite, failures []policycase.Fail
 	out := []failureJSON{}
 	for _, f := range failures {
 		out = append(out, failureJSON{Case: f.Case.Name, Line: f.Case.Line, Column: f.Case.Column, Expected: string(f.Case.Expect),
-			ExpectedRule: f.Case.Rule, Got: string(f.Got.Expect), GotRule: f.Got.Rule, Reason: f.Got.Reason})
+			ExpectedCode: f.Case.Code, ExpectedRule: f.Case.Rule, Got: string(f.Got.Expect), GotCode: f.Got.Code, GotRule: f.Got.Rule, Reason: f.Got.Reason})
 	}
 	return map[string]any{"ok": len(failures) == 0, "path": s.Path, "policy": p.Path, "policy_sha256": p.SHA256, "cases": len(s.Cases), "failures": out}
 }

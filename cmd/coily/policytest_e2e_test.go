@@ -24,7 +24,7 @@ cases:
   - {name: agent echoes, principal: tag:agent, argv: [echo, hi], expect: allow, rule: echo}
   - {name: confirm waits, principal: tag:agent, argv: [echo, confirm, x], expect: confirm, rule: confirm-echo}
   - {name: no secret, principal: tag:agent, argv: [echo, secret], expect: deny, rule: no-secret}
-  - {name: stranger, principal: tag:stranger, argv: [echo, hi], expect: deny}
+  - {name: stranger, principal: tag:stranger, argv: [echo, hi], expect: deny, code: permission-denied}
 `
 
 // coily policy test and coily policy check --tests: exit 0 when every
@@ -51,7 +51,7 @@ func TestCLIPolicyTest(t *testing.T) {
 	// A wrong expectation: both fail, naming the case, what was expected,
 	// what was got, and the rule that decided.
 	write(tests, strings.Replace(passingTests, "argv: [echo, secret], expect: deny, rule: no-secret", "argv: [echo, secret], expect: allow, rule: echo", 1))
-	want := `p.tests.yaml:5:5: case "no secret": expected allow by rule "echo", got deny by rule "no-secret"`
+	want := `p.tests.yaml:5:5: case "no secret": expected allow by rule "echo", got deny (policy-deny) by rule "no-secret"`
 	for _, args := range [][]string{{"policy", "test", tests}, {"policy", "test", "--policy", pol, tests}, {"policy", "check", "--tests", pol}, {"policy", "check", "--tests-file", tests, pol}} {
 		if r := runCoily(t, nil, args...); r.code != 1 || !strings.Contains(r.stdout, want) || !strings.Contains(r.stdout, "FAIL: 1 of 4 cases") {
 			t.Errorf("%v, failing: %+v", args, r)
