@@ -115,8 +115,14 @@ func Load(path string) (*Suite, error) {
 }
 
 // ReadFile reads the tests file at path, refusing one larger than
-// MaxFileSize. A missing file's error wraps fs.ErrNotExist.
+// MaxFileSize, and anything but a regular file (a FIFO would hang the
+// reader). A missing file's error wraps fs.ErrNotExist.
 func ReadFile(path string) ([]byte, error) {
+	if fi, err := os.Stat(path); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, &policy.Error{File: path, Msg: "not a regular file"}
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err

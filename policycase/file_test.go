@@ -2,7 +2,11 @@ package policycase
 
 import (
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"coily.dev/coily/policy"
@@ -87,5 +91,26 @@ func TestParseHostile(t *testing.T) {
 				t.Errorf("error %q, want %q", err, c.want)
 			}
 		})
+	}
+}
+
+func TestReadFile(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := ReadFile(filepath.Join(dir, "none.tests.yaml")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	fifo := filepath.Join(dir, "fifo.tests.yaml")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(fifo); err == nil || !strings.Contains(err.Error(), "not a regular file") {
+		t.Errorf("a FIFO: %v", err)
+	}
+	big := filepath.Join(dir, "big.tests.yaml")
+	if err := os.WriteFile(big, make([]byte, MaxFileSize+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFile(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("a large file: %v", err)
 	}
 }

@@ -81,8 +81,7 @@ func Run(p *policy.Policy, s *Suite) []Failure {
 	var out []Failure
 	for _, c := range s.Cases {
 		got := check(p, c)
-		want := Outcome{Expect: c.Expect, Rule: c.Rule}
-		if got.Expect != want.Expect || (c.Rule != "" && got.Rule != c.Rule) || (c.Code != "" && got.Code != c.Code) {
+		if got.Expect != c.Expect || (c.Rule != "" && got.Rule != c.Rule) || (c.Code != "" && got.Code != c.Code) {
 			out = append(out, Failure{Path: s.Path, Case: c, Got: got})
 		}
 	}
