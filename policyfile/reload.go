@@ -84,6 +84,9 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 	if err != nil {
 		return nil, err
 	}
+	if !before.Mode().IsRegular() {
+		return nil, errors.New("policy file is not a regular file")
+	}
 	if before.Size() > policy.MaxFileSize {
 		return nil, fmt.Errorf("policy file larger than %d bytes", policy.MaxFileSize)
 	}
