@@ -246,6 +246,13 @@ func (p *Policy) Roles(s Subject) []string {
 	return out
 }
 
+// HasRole reports whether the policy defines the role (the operator
+// role is always defined).
+func (p *Policy) HasRole(name string) bool {
+	_, ok := p.roles[name]
+	return ok || name == OperatorRole
+}
+
 // eachRole calls f for every role the subject holds, with whether that
 // source may confer unlock: the transport, or a policy grant that names
 // the principal (or an alias) exactly.

@@ -1,8 +1,8 @@
 // Package policyfile keeps the server's policy in step with its file: a
 // changed file is read once it is quiet and unchanged while read, parsed,
 // audited before it takes effect, and refused (the last good policy kept
-// in force, the refusal audited) when it cannot be read or is not a
-// valid policy.
+// in force, the refusal audited) when it cannot be read, is not a valid
+// policy, or fails the tests beside it (package policycase).
 package policyfile
 
 import (
@@ -21,6 +21,7 @@ import (
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/policycase"
 	"coily.dev/coily/refusal"
 )
 
@@ -62,15 +63,16 @@ type Reloader struct {
 // New returns a reloader under cfg.
 func New(cfg Config) *Reloader { return &Reloader{cfg: cfg} }
 
-// Reload loads the policy file at path and, if it is valid and
-// differs from the policy in force, puts it in force for new requests
+// Reload loads the policy file at path and, if it is valid, passes the
+// tests beside it (none beside it pass) and differs from the policy in
+// force, puts it in force for new requests
 // (requests already admitted keep the rule they were admitted under). An
-// invalid file changes nothing: the last good policy stays in force, and
+// invalid file, or one failing its tests, changes nothing: the last good policy stays in force, and
 // the refusal is logged and audited.
 func (rl *Reloader) Reload(ctx context.Context, path string) error {
 	data, err := readStable(path, 0, time.Now())
 	if err != nil {
-		return rl.refuseReload(ctx, path, nil, err)
+		return rl.refuseReload(ctx, path, nil, err, "")
 	}
 	return rl.applyPolicy(ctx, path, data)
 }
@@ -81,6 +83,9 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 	before, err := os.Stat(path)
 	if err != nil {
 		return nil, err
+	}
+	if !before.Mode().IsRegular() {
+		return nil, errors.New("policy file is not a regular file")
 	}
 	if before.Size() > policy.MaxFileSize {
 		return nil, fmt.Errorf("policy file larger than %d bytes", policy.MaxFileSize)
@@ -137,13 +142,17 @@ func (rl *Reloader) reloadRecord(path string) audit.Record {
 }
 
 // refuseReload audits a reload that cannot apply: the file could not be
-// read (data nil) or is not a valid policy (its SHA-256 recorded). The last
-// good policy stays in force; cause is returned.
-func (rl *Reloader) refuseReload(ctx context.Context, path string, data []byte, cause error) error {
+// read (data nil), is not a valid policy (its SHA-256 recorded), or fails
+// its tests (their file's SHA-256 recorded too). The last good policy
+// stays in force; cause is returned.
+func (rl *Reloader) refuseReload(ctx context.Context, path string, data []byte, cause error, testsSHA string) error {
 	rec := rl.reloadRecord(path)
 	rec.Decision, rec.Code, rec.Reason = "refuse", string(refusal.BadRequest), cause.Error()
 	if data != nil {
 		rec.Details["refused_sha256"] = fmt.Sprintf("%x", sha256.Sum256(data))
+	}
+	if testsSHA != "" {
+		rec.Details["tests_sha256"] = testsSHA
 	}
 	if _, aerr := rl.cfg.Record(ctx, rec); aerr != nil {
 		return fmt.Errorf("policy reload refused (%w), and the refusal could not be audited: %w", cause, aerr)
@@ -156,13 +165,20 @@ func (rl *Reloader) refuseReload(ctx context.Context, path string, data []byte, 
 func (rl *Reloader) applyPolicy(ctx context.Context, path string, data []byte) error {
 	p, err := policy.ParseFile(path, data)
 	if err != nil {
-		return rl.refuseReload(ctx, path, data, err)
+		return rl.refuseReload(ctx, path, data, err, "")
 	}
 	if p.SHA256 == rl.cfg.Current().SHA256 {
 		return nil
 	}
+	testsSHA, err := RunTests(path, p)
+	if err != nil {
+		return rl.refuseReload(ctx, path, data, err, testsSHA)
+	}
 	rec := rl.reloadRecord(path)
 	rec.Decision, rec.Details["new_sha256"] = "allow", p.SHA256
+	if testsSHA != "" {
+		rec.Details["tests_sha256"] = testsSHA
+	}
 	// Audited before it takes effect: a policy change that cannot be
 	// recorded does not happen.
 	if _, err := rl.cfg.Record(ctx, rec); err != nil {
@@ -186,6 +202,9 @@ func (rl *Reloader) Watch(ctx context.Context, path string) error {
 	if err := w.Add(dir); err != nil {
 		return fmt.Errorf("watch policy directory %s: %w", dir, err)
 	}
+	// The tests beside the policy too: a policy refused for its tests
+	// applies once they are fixed.
+	tests := policycase.BesidePath(path)
 	settle := time.NewTimer(time.Hour)
 	settle.Stop()
 	defer settle.Stop()
@@ -197,7 +216,7 @@ func (rl *Reloader) Watch(ctx context.Context, path string) error {
 			if !ok {
 				return nil
 			}
-			if filepath.Clean(ev.Name) == filepath.Clean(path) || filepath.Base(ev.Name) == "..data" {
+			if n := filepath.Clean(ev.Name); n == filepath.Clean(path) || n == filepath.Clean(tests) || filepath.Base(n) == "..data" {
 				settle.Reset(reloadSettle)
 			}
 		case err, ok := <-w.Errors:
@@ -214,7 +233,7 @@ func (rl *Reloader) Watch(ctx context.Context, path string) error {
 			if err == nil {
 				err = rl.applyPolicy(ctx, path, data)
 			} else {
-				err = rl.refuseReload(ctx, path, nil, err)
+				err = rl.refuseReload(ctx, path, nil, err, "")
 			}
 			if err != nil {
 				rl.cfg.Log.Error("policy reload refused; the last good policy stays in force", "err", err)

@@ -323,6 +323,26 @@ func TestServeRefusesBrokenPolicy(t *testing.T) {
 	}
 }
 
+// A policy whose tests fail is refused at start, as on reload.
+func TestServeRefusesPolicyFailingItsTests(t *testing.T) {
+	dir := shortDir(t)
+	pol := filepath.Join(dir, "p.yaml")
+	if err := os.WriteFile(pol, []byte("version: 1\ncommands:\n  - {name: echo, binary: /bin/echo}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := "version: 1\ncases:\n  - {name: agent echoes, principal: tag:agent, argv: [/bin/echo], expect: allow, rule: echo}\n"
+	if err := os.WriteFile(filepath.Join(dir, "p.tests.yaml"), []byte(tests), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCoily(t, nil, "serve", "--state-dir", dir, "--policy", pol)
+	if r.code != 1 || !strings.Contains(r.stderr, `p.tests.yaml:3:5: case "agent echoes": expected allow by rule "echo", got deny`) {
+		t.Fatalf("serve with a policy failing its tests: %+v", r)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "coily.sock")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("a server refusing its policy left a socket")
+	}
+}
+
 // coily serve does not run as root unless told to.
 func TestServeRefusesRoot(t *testing.T) {
 	if os.Geteuid() != 0 {

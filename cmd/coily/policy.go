@@ -18,17 +18,27 @@ import (
 	"coily.dev/coily/attach/sshkeys"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/policycase"
 )
 
 func policyCmd(a *cli.App) *cobra.Command {
-	return group("policy", "check a policy file, or explain a decision",
+	return group("policy", "check a policy file, run its tests, or explain a decision",
 		`Check a policy file (errors name file:line:column; warnings name rules that can never match, binaries
-missing here, network and egress mismatches) or explain how it decides one request.`,
+missing here, network and egress mismatches), run its tests (a table of requests and the decision each
+must get), or explain how it decides one request.`,
 		command(a, spec{use: "check FILE", short: "validate a policy file and explain each rule's settings", args: cobra.ExactArgs(1),
 			flags: func(fs *pflag.FlagSet) runFunc {
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the result (rules, warnings, errors) as JSON")
-				return func(_ context.Context, e *env) int { return policyCheck(e, e.args[0], *asJSON) }
+				tests := boolFlag(fs, "tests", "COILY_POLICY_TESTS", "run the policy's tests too (POLICY.tests.yaml beside it, or --tests-file)")
+				testsFile := stringFlag(fs, "tests-file", "COILY_POLICY_TESTS_FILE", "", "run the tests in this file (implies --tests)")
+				return func(_ context.Context, e *env) int {
+					if *tests && *testsFile == "" {
+						*testsFile = policycase.BesidePath(e.args[0])
+					}
+					return checkPolicy(e, e.args[0], *asJSON, *testsFile)
+				}
 			}}),
+		policyTestCmd(a),
 		command(a, spec{use: "explain --policy FILE [--as PRINCIPAL] -- ARGV...", short: "show the decision, the rule and the reason for one request",
 			args: cli.ArgsAfterDash("request"), example: "  coily policy explain --policy /etc/coily/policy.yaml --as tag:agent -- gh issue create --repo alice/x --title t",
 			flags: func(fs *pflag.FlagSet) runFunc {
@@ -43,7 +53,12 @@ missing here, network and egress mismatches) or explain how it decides one reque
 
 // policyCheck validates a policy file: errors (with file, line and column)
 // exit 1; rules whose binary is absent here are reported, not fatal.
-func policyCheck(e *env, file string, asJSON bool) int {
+func policyCheck(e *env, file string, asJSON bool) int { return checkPolicy(e, file, asJSON, "") }
+
+// checkPolicy is policyCheck, running the tests in the file tests too
+// (none when ""): a failing case, or a tests file that cannot be read,
+// exits 1.
+func checkPolicy(e *env, file string, asJSON bool, tests string) int {
 	p, err := policy.Load(file)
 	if err != nil {
 		if asJSON {
@@ -88,10 +103,19 @@ func policyCheck(e *env, file string, asJSON bool) int {
 		}
 	}
 	if asJSON {
-		printJSON(e.stdout, map[string]any{"ok": true, "path": p.Path, "sha256": p.SHA256, "rules": out, "absent": absent})
-		return 0
+		res := map[string]any{"ok": true, "path": p.Path, "sha256": p.SHA256, "rules": out, "absent": absent}
+		code := 0
+		if tests != "" {
+			res["tests"], code = checkTestsJSON(p, tests)
+			res["ok"] = code == 0
+		}
+		printJSON(e.stdout, res)
+		return code
 	}
 	printLine(e.stdout, "%s: OK: %d rules (%d cannot match on this host), sha256 %s", p.Path, len(rules), absent, p.SHA256)
+	if tests != "" {
+		return runPolicyTests(e, p, tests, false)
+	}
 	return 0
 }
 

@@ -27,6 +27,7 @@ import (
 	"coily.dev/coily/client"
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
+	"coily.dev/coily/policyfile"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
@@ -210,6 +211,9 @@ func newLogger(e *env, format string) *slog.Logger {
 func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	pol, err := policy.Load(o.policyPath)
 	if err != nil {
+		return err
+	}
+	if _, err := policyfile.RunTests(o.policyPath, pol); err != nil {
 		return err
 	}
 	if err := prepareStateDir(o.stateDir, o.group); err != nil {

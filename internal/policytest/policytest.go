@@ -15,13 +15,15 @@ import (
 	"coily.dev/coily/policy"
 )
 
-// YAMLFiles lists dir's *.yaml files, sorted; none fails the test.
+// YAMLFiles lists dir's *.yaml files, sorted, but for the tests beside
+// a policy (*.tests.yaml, package policycase); none fails the test.
 func YAMLFiles(t testing.TB, dir string) []string {
 	t.Helper()
 	names, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
+	names = slices.DeleteFunc(names, func(n string) bool { return strings.HasSuffix(n, ".tests.yaml") })
 	if len(names) == 0 {
 		t.Fatalf("no *.yaml files in %s", dir)
 	}
