@@ -29,7 +29,8 @@ import (
 // settings, and what the binary adds (commands, transports).
 type App struct {
 	Name    string // the program's name in messages and usage: "coily"
-	Version string
+	Version string // "1.2.0", or "dev" for a build the release did not stamp
+	Commit  string // the commit built, "" when unknown (see package version)
 	Stdin   io.Reader
 	Stdout  io.Writer
 	Stderr  io.Writer
@@ -84,7 +85,7 @@ func (a *App) Root(add ...func(root *cobra.Command)) *cobra.Command {
 every call is identified, checked against a default-deny policy, run in a sandbox with the
 credentials injected into the command alone, and audited. Commands an agent types go through
 ` + "`" + a.Name + ` exec -- ARGV...` + "`" + ` or a shim on PATH (` + "`" + a.Name + ` shim install` + "`" + `).`,
-		Version:       a.Version,
+		Version:       a.versionLine(),
 		SilenceErrors: true,
 		SilenceUsage:  true,
 		// Typing the program alone prints the help (exit 2: nothing done).

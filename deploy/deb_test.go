@@ -235,7 +235,7 @@ func TestDebInstall(t *testing.T) {
 	checkAppArmorLoad(t, root)
 
 	for _, bin := range []string{"coily", "coily-client"} {
-		if got := mustInRoot(t, root, bin, "version"); got != "coily "+testVersion+"\n" {
+		if got := mustInRoot(t, root, bin, "version"); got != "coily "+testVersion+" (commit "+buildInfoCommit(t, dist)+")\n" {
 			t.Errorf("%s version: %q", bin, got)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"debug/buildinfo"
 	"debug/elf"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -321,22 +322,53 @@ func TestReleaseLinuxArchive(t *testing.T) {
 	checkBinary(t, extract(t, files, "coily-client"), "linux", "amd64", "coily.dev/coily/cmd/coily-client")
 	fast := extract(t, files, "coily-exec")
 	checkBinary(t, fast, "linux", "amd64", "coily.dev/coily/cmd/coily-exec")
-	if out, err := exec.Command(fast, "--version").CombinedOutput(); err != nil || string(out) != "coily-exec "+testVersion+"\n" {
-		t.Errorf("coily-exec --version: %q, %v", out, err)
-	}
 	helper := extract(t, files, "git-remote-coily")
 	checkBinary(t, helper, "linux", "amd64", "coily.dev/coily/cmd/git-remote-coily")
-	if out, err := exec.Command(helper, "--version").CombinedOutput(); err != nil || string(out) != "git-remote-coily "+testVersion+"\n" {
-		t.Errorf("git-remote-coily --version: %q, %v", out, err)
+	// Every binary says the release's version and commit, as BUILDINFO does.
+	line := testVersion + " (commit " + buildInfoCommit(t, dist) + ")"
+	client := extract(t, files, "coily-client")
+	for _, c := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{coily, []string{"version"}, "coily " + line},
+		{coily, []string{"--version"}, "coily " + line},
+		{client, []string{"version"}, "coily " + line},
+		{client, []string{"--version"}, "coily " + line},
+		{fast, []string{"--version"}, "coily-exec " + line},
+		{helper, []string{"--version"}, "git-remote-coily " + line},
+	} {
+		if out, err := exec.Command(c.bin, c.args...).CombinedOutput(); err != nil || string(out) != c.want+"\n" {
+			t.Errorf("%s %s: %q, %v; want %q", filepath.Base(c.bin), strings.Join(c.args, " "), out, err, c.want)
+		}
 	}
-	out, err := exec.Command(coily, "version").CombinedOutput()
-	if err != nil || string(out) != "coily "+testVersion+"\n" {
-		t.Errorf("coily version: %q, %v; want %q", out, err, "coily "+testVersion)
+	out, err := exec.Command(coily, "version", "--json").Output()
+	var v struct{ Version, Commit string }
+	if err != nil || json.Unmarshal(out, &v) != nil || v.Version != testVersion || v.Commit != buildInfoCommit(t, dist) {
+		t.Errorf("coily version --json: %s, %v", out, err)
 	}
 	// The production build has no `coily dev`.
 	if out, err := exec.Command(coily, "dev", "--help").CombinedOutput(); err == nil || !strings.Contains(string(out), "unknown command") {
 		t.Errorf("coily dev --help: %v\n%s\nwant an unknown command", err, out)
 	}
+}
+
+// buildInfoCommit is the commit BUILDINFO names, which must be the
+// checkout's.
+func buildInfoCommit(t *testing.T, dist string) string {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dist, "BUILDINFO"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if c, ok := strings.CutPrefix(l, "commit: "); ok && len(c) == 40 {
+			return c
+		}
+	}
+	t.Fatalf("BUILDINFO names no commit:\n%s", b)
+	return ""
 }
 
 func TestReleaseAndroidArchive(t *testing.T) {

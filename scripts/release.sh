@@ -63,7 +63,10 @@ debversion=$(printf '%s' "$version" | sed -E 's/^([0-9.]+)-((rc|alpha|beta)[0-9.
 SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct)}
 export SOURCE_DATE_EPOCH
 export CGO_ENABLED=0 GOFLAGS=-mod=readonly
-ldflags="-s -w -buildid= -X main.version=$version"
+commit=$(git rev-parse HEAD)
+# Every binary says this version and commit (package version), as BUILDINFO
+# does: -trimpath and a tree without .git leave Go's own VCS stamp out.
+ldflags="-s -w -buildid= -X coily.dev/coily/version.version=$version -X coily.dev/coily/version.commit=$commit"
 
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
@@ -138,7 +141,7 @@ done
 # What built this release: with the same commit and Go, the same bytes.
 {
   echo "version: $version"
-  echo "commit: $(git rev-parse HEAD)"
+  echo "commit: $commit"
   echo "source_date_epoch: $SOURCE_DATE_EPOCH"
   echo "go: $goversion"
   echo "platforms: ${platforms[*]}"

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -33,7 +34,7 @@ func ReadDevInfo(dir string) (DevInfo, error) {
 	var d DevInfo
 	data, err := os.ReadFile(filepath.Join(dir, DevInfoFile))
 	if err != nil {
-		return d, fmt.Errorf("no coily dev running with state dir %s (start one with `coily dev --state-dir %s`): %w", dir, dir, err)
+		return d, fmt.Errorf("%w: %w", notRunning(dir), err)
 	}
 	if err := json.Unmarshal(data, &d); err != nil || d.ControlURL == "" || d.Server == "" {
 		return d, errors.Join(errors.New("malformed "+DevInfoFile), err)
@@ -47,6 +48,9 @@ func DialDev(ctx context.Context, dir, as string) (*client.Client, error) {
 	info, err := ReadDevInfo(dir)
 	if err != nil {
 		return nil, &client.DialError{Err: err}
+	}
+	if err := checkDevRunning(ctx, info.ControlURL); err != nil {
+		return nil, &client.DialError{Err: fmt.Errorf("%w: its control server at %s: %w", notRunning(dir), info.ControlURL, err)}
 	}
 	return DialDevNet(ctx, info.ControlURL, info.Server, "coily-"+as, []string{"tag:" + as})
 }
@@ -66,4 +70,37 @@ func DialDevNet(ctx context.Context, controlURL, server, hostname string, tags [
 		return nil, &client.DialError{Err: fmt.Errorf("join the dev tailnet: %w", err)}
 	}
 	return Connect(ctx, s, server, 30*time.Second, func() { s.Close(); os.RemoveAll(dir) })
+}
+
+// notRunning is the error of a client pointed at a state directory no
+// `coily dev` serves.
+func notRunning(dir string) error {
+	return fmt.Errorf("coily dev is not running with state dir %s (start it with `coily dev --state-dir %s`)", dir, dir)
+}
+
+// checkDevRunning asks the dev net's control server at controlURL for its
+// connectivity check, within two seconds: a `coily dev` that was killed
+// leaves its dev.json behind, and joining a control server nobody runs
+// waits for the join's whole timeout.
+func checkDevRunning(ctx context.Context, controlURL string) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, controlURL+"/generate_204", nil)
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{
+		Transport:     &http.Transport{Proxy: nil}, // loopback, never through a proxy
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
+	if err != nil {
+		return err
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent {
+		return fmt.Errorf("answered %s, not a control server's 204", resp.Status)
+	}
+	return nil
 }

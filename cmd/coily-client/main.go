@@ -10,11 +10,11 @@ import (
 	"os"
 
 	"coily.dev/coily/cli"
+	"coily.dev/coily/version"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
 func main() {
-	os.Exit(cli.NewApp("coily", version).Main())
+	a := cli.NewApp("coily", version.Version())
+	a.Commit = version.Commit()
+	os.Exit(a.Main())
 }

@@ -44,6 +44,7 @@ import (
 	"coily.dev/coily/refusal"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/version"
 	"coily.dev/coily/visible"
 )
 
@@ -70,9 +71,6 @@ const dispatcher = "coily"
 // so that a copy of coily-exec found where coily was looked for does not
 // hand it on again.
 const handedOff = "COILY_EXEC_HANDED_OFF"
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 const usage = `usage: coily-exec [--] COMMAND [ARG...]
 Run COMMAND on the coily trust point, as "coily exec -- COMMAND ARG..." does.
@@ -164,7 +162,7 @@ func commandLine(args []string, stdout, stderr io.Writer) (argv []string, whole 
 		fmt.Fprint(stdout, usage)
 		return nil, false, 0
 	case len(rest) > 0 && rest[0] == "--version":
-		fmt.Fprintln(stdout, self, version)
+		fmt.Fprintln(stdout, self, version.Line())
 		return nil, false, 0
 	case len(rest) > 0 && strings.HasPrefix(rest[0], "-"):
 		printLine(stderr, "coily-exec: unknown flag %s: coily-exec takes none (use coily exec)", rest[0])

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,7 +17,6 @@ import (
 
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client/tsnode"
-	"coily.dev/coily/examples"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/sandbox"
@@ -39,20 +37,25 @@ func addDevCommand(a *cli.App, root *cobra.Command) {
 	root.AddCommand(command(a, spec{use: "dev", short: "run a private tailnet and the trust point on this machine (NOT for production)",
 		long: `Start, offline on 127.0.0.1, a private tailnet (Tailscale's test control server and a DERP relay),
 the trust point on it with the demo policy (examples/dev.yaml) and the local operator socket, and a
-bridge for the sandbox "demo"; write DIR/env once it serves; run until interrupted. Any local process
+bridge for the sandbox "demo"; write DIR/env once it serves; run until interrupted. The demo policy
+(DIR/policy.yaml) and credentials (DIR/credentials) are written when absent; a restart keeps the ones
+there, edited or not, and --reset writes them again (the old ones kept as NAME.old). Any local process
 may join this tailnet with any tag: it is for trying coily out, never for production.`,
 		flags: func(fs *pflag.FlagSet) runFunc {
 			policyPath := stringFlag(fs, "policy", "COILY_POLICY", "", "policy file (default: the embedded examples/dev.yaml)")
 			sbUser := sandboxUserFlag(fs)
 			consoleListen := stringFlag(fs, "console-listen", "COILY_DEV_CONSOLE_LISTEN", "127.0.0.1:0", "loopback address of the web console's dev gateway (acts as the dev owner: dev only)")
-			return func(ctx context.Context, e *env) int { return runDev(ctx, e, *policyPath, *sbUser, *consoleListen) }
+			reset := fs.Bool("reset", false, "write the demo policy and credentials again, moving the ones there to NAME.old (without it, a restart keeps them)")
+			return func(ctx context.Context, e *env) int {
+				return runDev(ctx, e, *policyPath, *sbUser, *consoleListen, *reset)
+			}
 		}}))
 }
 
 // runDev starts, offline on loopback, a private tailnet, the trust point on
 // it and on the local socket, writes DIR/env once it serves, and runs until
 // interrupted. It holds DIR's lock from before it changes anything there.
-func runDev(ctx context.Context, e *env, policyPath, sbUser, consoleListen string) int {
+func runDev(ctx context.Context, e *env, policyPath, sbUser, consoleListen string, reset bool) int {
 	runAs, err := sandboxUser(sbUser)
 	if err != nil {
 		return usage(e, "dev: %v", err)
@@ -68,14 +71,14 @@ func runDev(ctx context.Context, e *env, policyPath, sbUser, consoleListen strin
 	}
 	defer lock.Close()
 	fmt.Fprint(e.stderr, devBanner)
-	if err := dev(ctx, e, dir, policyPath, consoleListen, e.global.Verbose, runAs); err != nil {
+	if err := dev(ctx, e, dir, policyPath, consoleListen, reset, runAs); err != nil {
 		printLine(e.stderr, "coily dev: %v", err)
 		return 1
 	}
 	return 0
 }
 
-func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, verbose bool, runAs sandbox.User) error {
+func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, reset bool, runAs sandbox.User) error {
 	if err := prepareStateDir(dir, ""); err != nil {
 		return err
 	}
@@ -86,15 +89,13 @@ func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, ver
 	}
 	removeReadyFiles() // stale files of an earlier run
 	defer removeReadyFiles()
-	if policyPath == "" {
-		policyPath = filepath.Join(dir, "policy.yaml")
-		if err := os.WriteFile(policyPath, examples.DevPolicy, 0o600); err != nil {
-			return err
-		}
+	policyPath, credFile, err := seedDevFiles(e.stderr, dir, policyPath, reset)
+	if err != nil {
+		return err
 	}
 	log := newLogger(e, "text")
 	var tsLog logger.Logf = logger.Discard
-	if verbose {
+	if e.global.Verbose {
 		tsLog = func(format string, args ...any) { log.Debug(fmt.Sprintf(format, args...)) }
 	}
 	net, err := devnet.Start(tsLog)
@@ -104,10 +105,6 @@ func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, ver
 	defer net.Close()
 	node, err := devnet.Join(ctx, net.ControlURL, devnet.NodeOptions{Dir: filepath.Join(dir, "tsnet"),
 		Hostname: "coily", Tags: []string{"tag:coily"}, Logf: tsLog})
-	if err != nil {
-		return err
-	}
-	credFile, err := seedDevCredentials(dir)
 	if err != nil {
 		return err
 	}
@@ -146,18 +143,6 @@ func dev(ctx context.Context, e *env, dir, policyPath, consoleListen string, ver
 			}()
 			printDevHelp(e.stdout, dir, policyPath, dc.url())
 		}})
-}
-
-// seedDevCredentials writes DIR/credentials, a file keystore holding a
-// fresh demo secret ("demo"), which the dev policy injects into
-// /usr/bin/env as COILY_DEMO_TOKEN.
-func seedDevCredentials(dir string) (string, error) {
-	path := filepath.Join(dir, "credentials")
-	data := "# coily dev's file keystore: name=value lines, mode 0600.\ndemo=coily-demo-" + rand.Text() + "\n"
-	if err := writeFileAtomic(path, []byte(data)); err != nil {
-		return "", fmt.Errorf("dev credentials: %w", err)
-	}
-	return path, nil
 }
 
 // writeDevFiles writes DIR/dev.json (for clients) and then DIR/env, whose

@@ -15,16 +15,15 @@ import (
 
 	"coily.dev/coily/cli"
 	"coily.dev/coily/gitcred"
+	"coily.dev/coily/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	if code, ok := runHidden(os.Args[1:]); ok {
 		os.Exit(code)
 	}
-	a := cli.NewApp("coily", version)
+	a := cli.NewApp("coily", version.Version())
+	a.Commit = version.Commit()
 	tsnetDialer(a)
 	devDialer(a)
 	os.Exit(a.Main(func(root *cobra.Command) { addCommands(a, root) }))

@@ -9,14 +9,12 @@ import (
 	"os"
 
 	"coily.dev/coily/client/gitremote"
+	"coily.dev/coily/version"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	if len(os.Args) == 2 && os.Args[1] == "--version" {
-		fmt.Println(gitremote.Name, version)
+		fmt.Println(gitremote.Name, version.Line())
 		return
 	}
 	os.Exit(gitremote.Main())

@@ -111,7 +111,7 @@ func Start(logf logger.Logf) (*Net, error) {
 		n.Close()
 		return nil, fmt.Errorf("devnet: control listener: %w", err)
 	}
-	srv := httptest.NewUnstartedServer(n.Control)
+	srv := httptest.NewUnstartedServer(controlRoutes(n.Control))
 	srv.Listener.Close()
 	srv.Listener = ln
 	srv.Config.ErrorLog = log.New(logWriter{logf}, "", 0)
