@@ -71,9 +71,11 @@ type Case struct {
 	// Env names the variables the request passes.
 	Env    []string
 	Expect Expect
-	// Rule is the rule that must decide: the allow rule for allow and
-	// confirm, the deny rule for deny ("" for a deny by no rule allowing
-	// it, or for any deny when the case names none).
+	// Rule is the rule that must decide: the allow rule for allow, the
+	// rule whose approval is needed for confirm (the allowing rule's own,
+	// or a confirm rule binding the request whichever rule allows it),
+	// the deny rule for deny ("" for a deny by no rule allowing it, or
+	// for any deny when the case names none).
 	Rule string
 	// Code is the refusal code a deny must carry: policy-deny (the
 	// policy's rules) or permission-denied (no exec permission at all);

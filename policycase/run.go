@@ -67,8 +67,10 @@ func Decide(p *policy.Policy, c Case) Outcome {
 	}
 	if d.Result == policy.Allow {
 		o.Expect, o.Code = Allow, ""
-		if d.Rule.Confirm {
-			o.Expect = Confirm
+		if d.Confirm != nil {
+			// Named by the rule whose approval it waits for, which is
+			// the allowing rule's own or an obligation's.
+			o.Expect, o.Rule = Confirm, d.Confirm.Name
 		}
 	}
 	return o

@@ -19,6 +19,7 @@ commands:
   - {name: confirm-echo, binary: /bin/echo, args: [confirm, "**"], confirm: true}
   - {name: echo, binary: /bin/echo, args: ["**"], flags: any}
   - {name: env, binary: /usr/bin/env, env: [GH_REPO]}
+  - {name: confirm-late, binary: /bin/echo, args: [late, "**"], confirm: true}
 `
 
 func TestRun(t *testing.T) {
@@ -39,6 +40,9 @@ func TestRun(t *testing.T) {
 			`expected confirm by rule "echo", got allow by rule "echo"`},
 		{"allow expected, confirm", Case{Principal: "tag:agent", Argv: []string{"echo", "confirm"}, Expect: Allow, Rule: "confirm-echo"},
 			`expected allow by rule "confirm-echo", got confirm by rule "confirm-echo"`},
+		{"confirm by a later rule", Case{Principal: "tag:agent", Argv: []string{"echo", "late", "x"}, Expect: Confirm, Rule: "confirm-late"}, ""},
+		{"confirm by a later rule, allow expected", Case{Principal: "tag:agent", Argv: []string{"echo", "late"}, Expect: Allow, Rule: "echo"},
+			`expected allow by rule "echo", got confirm by rule "confirm-late"`},
 		{"deny by rule", Case{Principal: "tag:agent", Argv: []string{"echo", "secret"}, Expect: Deny, Rule: "no-secret"}, ""},
 		{"deny, any", Case{Principal: "tag:agent", Argv: []string{"echo", "secret"}, Expect: Deny}, ""},
 		{"deny by no rule", Case{Principal: "tag:stranger", Argv: []string{"echo", "hi"}, Expect: Deny}, ""},
