@@ -29,7 +29,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	code := 1
-	defer func() { os.RemoveAll(dir); os.Exit(code) }()
+	defer func() {
+		os.RemoveAll(dir)
+		if coilyExecBin != "" {
+			os.RemoveAll(filepath.Dir(coilyExecBin)) // buildCoilyExec's directory
+		}
+		os.Exit(code)
+	}()
 	if err := os.Chmod(dir, 0o755); err != nil {
 		panic(err)
 	}
