@@ -16,6 +16,7 @@ import (
 
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/regularfile"
 )
 
 // A shim is named after a command (gh, git, aws) and runs `coily exec --
@@ -225,7 +226,7 @@ func readShim(path string) (target string, isShim bool, err error) {
 	if !fi.Mode().IsRegular() || fi.Size() > 4096 {
 		return "", false, nil
 	}
-	f, err := os.Open(path)
+	f, _, err := regularfile.Open(path) // swapped for a FIFO since the Lstat: refused, not waited on
 	if err != nil {
 		return "", false, err
 	}

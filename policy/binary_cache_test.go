@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"path/filepath"
@@ -20,7 +21,7 @@ func TestDigestCache(t *testing.T) {
 	if err := os.WriteFile(bin, content, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	sum, err := fileSHA256(bin)
+	sum, err := readerSHA256(bytes.NewReader(content))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
-	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -19,6 +19,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"coily.dev/coily/regularfile"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/yamlguard"
 	"coily.dev/coily/yamlpos"
@@ -108,21 +109,18 @@ func Load(path string) (*Policy, error) {
 	return Parse(path, data)
 }
 
+// readBounded reads the policy file without blocking on what its path
+// leads to (a FIFO is refused) and refuses one over MaxFileSize.
 func readBounded(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	buf := new(bytes.Buffer)
-	n, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, err
-	}
-	if n > MaxFileSize {
+	data, err := regularfile.Read(path, MaxFileSize)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, regularfile.ErrTooLarge):
 		return nil, fmt.Errorf("file larger than %d bytes", MaxFileSize)
+	case errors.As(err, &pe):
+		return nil, pe.Err // the Error names the file
 	}
-	return buf.Bytes(), nil
+	return data, err
 }
 
 // ParseFile parses data read from the policy file at path: like Load,

@@ -6,13 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"coily.dev/coily/regularfile"
 )
 
 // ruleFile is one entry of `commands:` as written.
@@ -346,14 +347,17 @@ func resolveBinary(path, pin string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("binary %s is not on this host: %w", path, err)
 	}
-	fi, err := os.Stat(resolved)
-	if err != nil || !fi.Mode().IsRegular() {
+	f, _, err := regularfile.Open(resolved)
+	if err != nil {
+		// A FIFO at the binary's path opens at once and is refused here,
+		// before its digest is read.
 		return "", fmt.Errorf("binary %s (%s) is not a regular file", path, resolved)
 	}
+	defer f.Close()
 	if pin == "" {
 		return resolved, nil
 	}
-	sum, err := fileSHA256(resolved)
+	sum, err := readerSHA256(f)
 	if err != nil {
 		return "", fmt.Errorf("binary %s: %w", path, err)
 	}
@@ -363,12 +367,7 @@ func resolveBinary(path, pin string) (string, error) {
 	return resolved, nil
 }
 
-func fileSHA256(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
+func readerSHA256(f io.Reader) (string, error) {
 	h := sha256.New()
 	if _, err := io.Copy(h, f); err != nil {
 		return "", err

@@ -12,8 +12,10 @@ package policycase
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -21,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/policy"
+	"coily.dev/coily/regularfile"
 	"coily.dev/coily/yamlguard"
 	"coily.dev/coily/yamlpos"
 )
@@ -120,24 +123,15 @@ func Load(path string) (*Suite, error) {
 // MaxFileSize, and anything but a regular file (a FIFO would hang the
 // reader). A missing file's error wraps fs.ErrNotExist.
 func ReadFile(path string) ([]byte, error) {
-	if fi, err := os.Stat(path); err != nil {
-		return nil, err
-	} else if !fi.Mode().IsRegular() {
-		return nil, &policy.Error{File: path, Msg: "not a regular file"}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	buf := new(bytes.Buffer)
-	if _, err := buf.ReadFrom(io.LimitReader(f, MaxFileSize+1)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if buf.Len() > MaxFileSize {
+	data, err := regularfile.Read(path, MaxFileSize)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, regularfile.ErrTooLarge):
 		return nil, &policy.Error{File: path, Msg: fmt.Sprintf("file larger than %d bytes", MaxFileSize)}
+	case errors.Is(err, regularfile.ErrNotRegular) && errors.As(err, &pe):
+		return nil, &policy.Error{File: path, Msg: pe.Err.Error()}
 	}
-	return buf.Bytes(), nil
+	return data, err
 }
 
 // Parse reads data as the tests file name (used in messages). Unknown

@@ -10,7 +10,6 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -23,6 +22,7 @@ import (
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policycase"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/regularfile"
 )
 
 // A changed policy file is read once it has been quiet: no event for
@@ -117,21 +117,15 @@ func readStable(path string, quiet time.Duration, now time.Time) ([]byte, error)
 }
 
 // readAtMost reads the file at path, refusing one that holds more than max
-// bytes by the time it is read (it may have grown since it was measured).
+// bytes by the time it is read (it may have grown since it was measured),
+// and anything but a regular file, without blocking on a FIFO put in its
+// place after it was measured.
 func readAtMost(path string, max int64) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > max {
+	data, err := regularfile.Read(path, max)
+	if errors.Is(err, regularfile.ErrTooLarge) {
 		return nil, fmt.Errorf("policy file larger than %d bytes", max)
 	}
-	return data, nil
+	return data, err
 }
 
 // reloadRecord is the audit record of a reload of the file at path.

@@ -28,6 +28,7 @@ import (
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policyfile"
+	"coily.dev/coily/regularfile"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
@@ -161,7 +162,7 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	}
 	o.authKeyFile = *authKeyFile
 	if *authKeyFile != "" {
-		key, err := os.ReadFile(*authKeyFile)
+		key, err := regularfile.Read(*authKeyFile, 64<<10)
 		if err != nil {
 			printLine(e.stderr, "coily serve: auth key: %v", err)
 			return 1

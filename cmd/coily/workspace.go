@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"coily.dev/coily/cli"
+	"coily.dev/coily/regularfile"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/workspace"
 )
@@ -102,7 +102,7 @@ func workspaceCheck(e *env, dir string) int {
 func printMoved(e *env, root string) {
 	paths, _ := filepath.Glob(filepath.Join(root, sandbox.QuarantineDir, "*.json"))
 	for _, p := range paths {
-		data, err := os.ReadFile(p)
+		data, err := regularfile.Read(p, 1<<20) // a FIFO or a huge file at a manifest name does not stall the listing
 		if err != nil {
 			printLine(e.stdout, "  %s: %s", termText(p), termText(err.Error()))
 			continue
