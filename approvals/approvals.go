@@ -51,7 +51,10 @@ type Request struct {
 	ID        string // the Exec's request id
 	Requester string // the caller's principal
 	Exec      *coilyv1.ExecRequest
-	Rule      *policy.Rule
+	Rule      *policy.Rule // the rule that admits it
+	// Confirm is the rule whose approval it needs: Rule itself, or a
+	// confirm rule whose obligation the request matches (nil: Rule).
+	Confirm *policy.Rule
 }
 
 // stdinHead is how much of a request's standard input an approver sees.
@@ -75,6 +78,9 @@ func (q *Queue) Create(r Request, ttl time.Duration) *Ticket {
 		State: coilyv1.ApprovalState_APPROVAL_STATE_PENDING, RequestNote: r.Exec.GetNote(),
 		Cwd: r.Exec.GetCwd(), Env: maps.Clone(r.Exec.GetEnv()),
 	}}
+	if r.Confirm != nil && r.Confirm != r.Rule {
+		ap.a.Rule, ap.a.AllowedBy = r.Confirm.Name, r.Rule.Name
+	}
 	if in := r.Exec.GetStdin(); len(in) > 0 {
 		sum := sha256.Sum256(in)
 		ap.a.StdinBytes, ap.a.StdinSha256 = int64(len(in)), hex.EncodeToString(sum[:])

@@ -173,3 +173,23 @@ func TestApprovalShowsWhatWillRun(t *testing.T) {
 		t.Fatal("the approval shares the request's environment map")
 	}
 }
+
+// TestApprovalNamesTheObligation: when a confirm rule's obligation asks for
+// the approval of a request another rule admits, the approval names the
+// confirm rule (what the approver is asked about) and the admitting one.
+func TestApprovalNamesTheObligation(t *testing.T) {
+	as := New(time.Now, nil)
+	r := pendingExec("tag:agent")
+	r.Rule, r.Confirm = &policy.Rule{Name: "git"}, &policy.Rule{Name: "git-push-force"}
+	if a := as.Create(r, time.Minute).Snapshot(); a.GetRule() != "git-push-force" || a.GetAllowedBy() != "git" {
+		t.Fatalf("obligation: rule %q allowed_by %q, want git-push-force, git", a.GetRule(), a.GetAllowedBy())
+	}
+	r.Confirm = r.Rule // the rule confirms itself
+	if a := as.Create(r, time.Minute).Snapshot(); a.GetRule() != "git" || a.GetAllowedBy() != "" {
+		t.Fatalf("own confirm: rule %q allowed_by %q, want git and none", a.GetRule(), a.GetAllowedBy())
+	}
+	r.Confirm = nil // a relayed descriptor asks
+	if a := as.Create(r, time.Minute).Snapshot(); a.GetRule() != "git" || a.GetAllowedBy() != "" {
+		t.Fatalf("descriptor's confirm: rule %q allowed_by %q, want git and none", a.GetRule(), a.GetAllowedBy())
+	}
+}

@@ -137,6 +137,9 @@ func (a *App) approvalsDecideCmd(name string, v coilyv1.Verdict) *cobra.Command 
 func printApproval(w io.Writer, ap *coilyv1.Approval) {
 	state := strings.ToLower(strings.TrimPrefix(ap.GetState().String(), "APPROVAL_STATE_"))
 	line := fmt.Sprintf("%s  %-9s %s wants rule %q: %s", ap.GetId(), state, ap.GetRequester(), ap.GetRule(), Argv(ap.GetArgv()))
+	if by := ap.GetAllowedBy(); by != "" {
+		line += fmt.Sprintf("  (admitted by rule %q)", by)
+	}
 	if ap.GetState() == coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
 		line += fmt.Sprintf("  (expires %s)", ap.GetExpiresAt().AsTime().Local().Format(time.TimeOnly))
 	} else if ap.GetDecidedBy() != "" {

@@ -75,6 +75,7 @@ type approvalView struct {
 	RequestID   string          `json:"request_id"`
 	Requester   string          `json:"requester"`
 	Rule        string          `json:"rule"`
+	AllowedBy   string          `json:"allowed_by,omitempty"`
 	Argv        []string        `json:"argv"`
 	ArgvText    string          `json:"argv_text"`
 	Note        string          `json:"request_note,omitempty"`
@@ -198,7 +199,7 @@ func newStatusView(v *webapi.StatusView, dev bool, now time.Time) statusView {
 func newApprovalView(a *coilyv1.Approval, rule *policy.Rule, now time.Time) approvalView {
 	state := a.GetState().String()
 	out := approvalView{ID: vt(a.GetId()), RequestID: vt(a.GetRequestId()), Requester: vt(a.GetRequester()),
-		Rule: vt(a.GetRule()), Argv: a.GetArgv(), ArgvText: visible.Argv(a.GetArgv()), Note: vt(a.GetRequestNote()),
+		Rule: vt(a.GetRule()), AllowedBy: vt(a.GetAllowedBy()), Argv: a.GetArgv(), ArgvText: visible.Argv(a.GetArgv()), Note: vt(a.GetRequestNote()),
 		State: stateName(state), DecidedBy: vt(a.GetDecidedBy()), DecideNote: vt(a.GetNote()),
 		CreatedAt: pbStamp(a.GetCreatedAt()), ExpiresAt: pbStamp(a.GetExpiresAt())}
 	if c := a.GetCreatedAt(); c != nil {

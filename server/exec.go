@@ -61,6 +61,7 @@ type execution struct {
 	// an obligation (policy.Decision) or its relayed descriptor asks for.
 	confirm        bool
 	confirmTimeout time.Duration
+	confirmBy      *policy.Rule // the confirm rule whose obligation asks, when not the rule itself
 	// method is the RPC the execution arrived by (Exec or Relay).
 	method string
 	// cancel ends the execution's context (a kill before it runs).
@@ -221,7 +222,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 	if d.Result != policy.Allow {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
-	x.rule, x.confirm, x.confirmTimeout = d.Rule, x.confirm || d.Confirm != nil, d.ConfirmTimeout
+	x.rule, x.confirm, x.confirmTimeout, x.confirmBy = d.Rule, x.confirm || d.Confirm != nil, d.ConfirmTimeout, d.Confirm
 	x.attached = s.attachmentsOf(x, d)
 	x.job.Decided(x.rule.Name, "")
 	return nil
@@ -270,7 +271,7 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if !x.confirm {
 		return nil
 	}
-	ap := s.approvals.Create(approvals.Request{ID: x.id, Requester: x.caller.Principal, Exec: x.req, Rule: x.rule}, x.confirmTimeout)
+	ap := s.approvals.Create(approvals.Request{ID: x.id, Requester: x.caller.Principal, Exec: x.req, Rule: x.rule, Confirm: x.confirmBy}, x.confirmTimeout)
 	asked := ap.Snapshot()
 	x.job.Decided(x.rule.Name, asked.GetId())
 	defer x.job.Decided(x.rule.Name, "")
@@ -278,6 +279,7 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	if rec.Details == nil {
 		rec.Details = map[string]string{}
 	}
+	rec.Details["approval_rule"] = asked.GetRule()
 	if c := x.req.GetCwd(); c != "" {
 		rec.Details["cwd"] = c
 	}

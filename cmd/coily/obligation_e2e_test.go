@@ -33,9 +33,15 @@ func TestCLIObligationThroughBroadRule(t *testing.T) {
 		t.Fatalf("plain echo: %+v", r)
 	}
 	for _, argv := range [][]string{{"/bin/echo", "confirm", "x"}, {"/bin/echo", "-n", "confirm"}, {"/bin/echo", "-e", "--", "confirm"}} {
-		_, done := pendingExec(t, p, argv...)
-		if r := waitRun(t, done); r.code != 125 || !strings.Contains(r.stderr, "(confirm-timeout)") || r.stdout != "" {
+		// It waits for an approval, then times out by confirm_timeout.
+		r := p.run(t, append([]string{"exec", "--"}, argv...)...)
+		if r.code != 125 || !strings.Contains(r.stderr, "(confirm-timeout)") || r.stdout != "" {
 			t.Fatalf("%q after the obligation's timeout: %+v", argv, r)
+		}
+		// The approval names the rule whose obligation asks for it, not
+		// the broad rule that admits the request.
+		if !strings.Contains(r.stderr, `rule "confirm-echo" needs approval`) {
+			t.Fatalf("%q: the approval does not name the confirm rule: %s", argv, r.stderr)
 		}
 	}
 }

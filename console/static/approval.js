@@ -18,7 +18,7 @@
     $("approval").hidden = false;
     $("argv").textContent = a.argv_text;
     setText("requester", a.requester);
-    setText("rule", a.rule);
+    setText("rule", a.allowed_by ? a.rule + " (its obligation; admitted by rule " + a.allowed_by + ")" : a.rule);
     setText("request-note", a.request_note);
     setText("cwd", a.cwd || "the workspace");
     const env = $("env");

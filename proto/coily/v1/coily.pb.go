@@ -1499,7 +1499,9 @@ type Approval struct {
 	// Principal that asked for the Exec.
 	Requester string   `protobuf:"bytes,3,opt,name=requester,proto3" json:"requester,omitempty"`
 	Argv      []string `protobuf:"bytes,4,rep,name=argv,proto3" json:"argv,omitempty"`
-	// Rule that requires confirmation.
+	// Rule that requires confirmation: the rule that admits the request, or
+	// a confirm rule whose obligation it matches (then allowed_by names the
+	// rule that admits it).
 	Rule      string                 `protobuf:"bytes,5,opt,name=rule,proto3" json:"rule,omitempty"`
 	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
 	ExpiresAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expires_at,json=expiresAt,proto3" json:"expires_at,omitempty"`
@@ -1514,11 +1516,14 @@ type Approval struct {
 	// directory, the environment it passes (names and values; credentials
 	// are the server's and never listed), and its standard input: size,
 	// SHA-256 (hex) and the first 512 bytes.
-	Cwd           string            `protobuf:"bytes,12,opt,name=cwd,proto3" json:"cwd,omitempty"`
-	Env           map[string]string `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	StdinBytes    int64             `protobuf:"varint,14,opt,name=stdin_bytes,json=stdinBytes,proto3" json:"stdin_bytes,omitempty"`
-	StdinSha256   string            `protobuf:"bytes,15,opt,name=stdin_sha256,json=stdinSha256,proto3" json:"stdin_sha256,omitempty"`
-	StdinHead     []byte            `protobuf:"bytes,16,opt,name=stdin_head,json=stdinHead,proto3" json:"stdin_head,omitempty"`
+	Cwd         string            `protobuf:"bytes,12,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Env         map[string]string `protobuf:"bytes,13,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	StdinBytes  int64             `protobuf:"varint,14,opt,name=stdin_bytes,json=stdinBytes,proto3" json:"stdin_bytes,omitempty"`
+	StdinSha256 string            `protobuf:"bytes,15,opt,name=stdin_sha256,json=stdinSha256,proto3" json:"stdin_sha256,omitempty"`
+	StdinHead   []byte            `protobuf:"bytes,16,opt,name=stdin_head,json=stdinHead,proto3" json:"stdin_head,omitempty"`
+	// The rule that admits the request, when another rule's obligation asks
+	// for the approval (rule); empty when rule admits it itself.
+	AllowedBy     string `protobuf:"bytes,17,opt,name=allowed_by,json=allowedBy,proto3" json:"allowed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1663,6 +1668,13 @@ func (x *Approval) GetStdinHead() []byte {
 		return x.StdinHead
 	}
 	return nil
+}
+
+func (x *Approval) GetAllowedBy() string {
+	if x != nil {
+		return x.AllowedBy
+	}
+	return ""
 }
 
 // ListApprovalsRequest asks for the pending approvals.
@@ -2699,7 +2711,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x11pending_approvals\x18\n" +
 	" \x01(\x05R\x10pendingApprovals\x124\n" +
 	"\vself_pauses\x18\v \x03(\v2\x13.coily.v1.StopStateR\n" +
-	"selfPauses\"\xd6\x04\n" +
+	"selfPauses\"\xf5\x04\n" +
 	"\bApproval\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1d\n" +
 	"\n" +
@@ -2723,7 +2735,9 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"stdinBytes\x12!\n" +
 	"\fstdin_sha256\x18\x0f \x01(\tR\vstdinSha256\x12\x1d\n" +
 	"\n" +
-	"stdin_head\x18\x10 \x01(\fR\tstdinHead\x1a6\n" +
+	"stdin_head\x18\x10 \x01(\fR\tstdinHead\x12\x1d\n" +
+	"\n" +
+	"allowed_by\x18\x11 \x01(\tR\tallowedBy\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x16\n" +
