@@ -225,7 +225,14 @@ func TestDebInstall(t *testing.T) {
 	checkFile(t, filepath.Join(root, "usr/lib/systemd/system/coily.service"), false, 0o644, rootOwned)
 	checkFile(t, filepath.Join(root, "etc/coily"), true, 0o750, owner{0, gid})
 	checkFile(t, filepath.Join(root, "etc/coily/policy.yaml"), false, 0o640, owner{0, gid})
+	// No tests in /etc: the owner's first rule would fail the shipped
+	// policy's "nothing runs" cases, and the reload be refused; the
+	// example's tests are there to copy.
+	if _, err := os.Lstat(filepath.Join(root, "etc/coily/policy.tests.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("/etc/coily/policy.tests.yaml: %v, want none installed", err)
+	}
 	checkFile(t, filepath.Join(root, "etc/coily/coily.env"), false, 0o640, owner{0, gid})
+	checkFile(t, filepath.Join(root, "usr/share/doc/coily/examples/policy.tests.yaml"), false, 0o644, rootOwned)
 	checkFile(t, filepath.Join(root, "var/lib/coily"), true, 0o710, coily)
 	checkFile(t, filepath.Join(root, "usr/share/doc/coily/operations.md"), false, 0o644, rootOwned)
 	checkFile(t, filepath.Join(root, "etc/apparmor.d/coily"), false, 0o644, rootOwned)
