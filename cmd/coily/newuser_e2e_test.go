@@ -143,7 +143,19 @@ func TestNewUserRun(t *testing.T) {
 	c.CheckText("coily's output", u.outputs...)
 	c.CheckText("the audit log", readAudit(t, dir))
 	c.CheckText("coily dev's log", dev.log.String())
-	c.CheckFiles(ws)
+	// Everything coily dev keeps (audit log, store, scratch directories,
+	// the tailnet's state) but the credentials file the tokens were put in.
+	roots := []string{ws}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != "credentials" {
+			roots = append(roots, filepath.Join(dir, e.Name()))
+		}
+	}
+	c.CheckFiles(roots...)
 }
 
 // newUser is a new user's shell: its environment and what it printed.
