@@ -329,6 +329,14 @@ func consoleCall(t *testing.T, method, base, path string, out any) int {
 // to log it in force.
 func writeNewUserPolicy(t *testing.T, dev *devProc, block string, gh *standin.GitHub, g *standin.Git) {
 	t.Helper()
+	// As the page has it, the policy checks without a warning.
+	written := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(written, []byte(block), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if r := runCoily(t, nil, "policy", "check", written); r.code != 0 || strings.Contains(r.stdout+r.stderr, "warning") {
+		t.Fatalf("policy check of the page's policy: %+v", r)
+	}
 	var doc map[string]any
 	if err := yaml.Unmarshal([]byte(block), &doc); err != nil {
 		t.Fatal(err)
