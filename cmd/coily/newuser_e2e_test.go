@@ -68,7 +68,7 @@ func TestNewUserRun(t *testing.T) {
 
 	start := time.Now()
 	dev := startDev(t, dir, "--state-dir", dir)
-	u := &newUser{t: t, env: newUserEnv(t, dir)}
+	u := &newUser{t: t, env: newUserEnv(t)}
 	u.env["GITHUB_TOKEN"], u.env["GIT_TOKEN"] = ghToken, gitToken
 	u.sh(paths.Replace(recipeBlock(t, "dev credentials")))
 	delete(u.env, "GITHUB_TOKEN")
@@ -84,8 +84,10 @@ func TestNewUserRun(t *testing.T) {
 	steps := map[string]bool{}
 	for _, line := range u.lines(hosts.Replace(paths.Replace(recipeBlock(t, "dev agent")))) {
 		switch {
+		case strings.HasPrefix(line, ". "):
+			u.source(uncomment(strings.TrimPrefix(line, ". ")))
 		case strings.HasPrefix(line, "export "):
-			u.export(strings.TrimPrefix(line, "export "))
+			u.export(uncomment(strings.TrimPrefix(line, "export ")))
 		case strings.Contains(line, "# waits for the owner's approval"):
 			u.approved(line, "git-push-force")
 			steps["force push"] = true
@@ -166,26 +168,41 @@ type newUser struct {
 	requestID string // of the approved force push
 }
 
-// newUserEnv is a fresh shell's environment with `coily` on PATH, after
-// `. /tmp/coily-dev/env` (the README's step).
-func newUserEnv(t *testing.T, dir string) map[string]string {
+// newUserEnv is a fresh shell's environment in a checkout of coily
+// (its PWD) where scripts/dev.sh built bin/coily.
+func newUserEnv(t *testing.T) map[string]string {
 	t.Helper()
-	bin := shortDir(t)
-	if err := os.Symlink(coilyBin, filepath.Join(bin, "coily")); err != nil {
+	checkout := shortDir(t)
+	if err := os.Mkdir(filepath.Join(checkout, "bin"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	env := map[string]string{"PATH": bin + ":/usr/bin:/bin", "HOME": shortDir(t), "TMPDIR": os.TempDir()}
-	data, err := os.ReadFile(filepath.Join(dir, "env"))
-	if err != nil {
+	if err := os.Symlink(coilyBin, filepath.Join(checkout, "bin", "coily")); err != nil {
 		t.Fatal(err)
+	}
+	return map[string]string{"PATH": "/usr/bin:/bin", "HOME": shortDir(t), "TMPDIR": os.TempDir(), "PWD": checkout}
+}
+
+// source does `. FILE` for coily dev's env file: its export lines.
+func (u *newUser) source(file string) {
+	u.t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		u.t.Fatal(err)
 	}
 	for _, m := range regexp.MustCompile(`(?m)^export ([A-Z_]+)='([^']*)'$`).FindAllStringSubmatch(string(data), -1) {
-		env[m[1]] = m[2]
+		u.env[m[1]] = m[2]
 	}
-	if env["COILY_DEV"] != dir || env["COILY_DEV_CONSOLE"] == "" {
-		t.Fatalf("%s/env: %s", dir, data)
+	if u.env["COILY_DEV"] == "" || u.env["COILY_DEV_CONSOLE"] == "" {
+		u.t.Fatalf("%s: %s", file, data)
 	}
-	return env
+}
+
+// uncomment is line without its trailing comment.
+func uncomment(line string) string {
+	if i := strings.Index(line, " #"); i >= 0 {
+		line = line[:i]
+	}
+	return strings.TrimSpace(line)
 }
 
 // lines are a block's commands: no blank lines or comment lines.
@@ -216,11 +233,11 @@ func (u *newUser) environ() []string {
 	return out
 }
 
-// command is line run by /bin/sh in the user's environment, from a
-// directory of its own (the agent's directory is not the workspace).
+// command is line run by /bin/sh in the user's environment, in the
+// checkout (the agent's directory is not the workspace).
 func (u *newUser) command(line string) *exec.Cmd {
 	cmd := exec.Command("/bin/sh", "-c", line)
-	cmd.Env, cmd.Dir = u.environ(), u.env["HOME"]
+	cmd.Env, cmd.Dir = u.environ(), u.env["PWD"]
 	return cmd
 }
 
