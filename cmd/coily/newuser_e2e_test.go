@@ -142,6 +142,7 @@ func TestNewUserRun(t *testing.T) {
 
 	argv.Stop("issue\x00create\x00-R\x00"+ghRepo, "push\x00-f\x00-v\x00origin")
 	dev.stop(t)
+	c.CheckText("the agent's environment", u.environ()...)
 	c.CheckText("coily's output", u.outputs...)
 	c.CheckText("the audit log", readAudit(t, dir))
 	c.CheckText("coily dev's log", dev.log.String())
