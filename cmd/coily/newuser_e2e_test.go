@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
 	"go.yaml.in/yaml/v3"
 
 	"coily.dev/coily/internal/canary"
@@ -41,8 +43,9 @@ var newUserExcerpts = []string{
 // commands taken from the page's blocks and run as written, pointed at a
 // GitHub Enterprise stand-in and git http-backend instead of github.com
 // (hosts, ports, their CA, the variable gh reads for an Enterprise host,
-// and the page's /tmp paths); the force push approved in the console as
-// the owner; the audit log showing the run. No token is in any argv,
+// and the page's /tmp paths); the force push approved by pressing
+// Approve in the console, in headless chromium; the audit log showing
+// the run. No token is in any argv,
 // output, log, audit record or the workspace.
 func TestNewUserRun(t *testing.T) {
 	requireBwrap(t)
@@ -260,8 +263,7 @@ func (u *newUser) run(line string) string {
 func (u *newUser) sh(block string) { u.t.Helper(); u.run(block) }
 
 // approved starts line, which waits for an approval of rule, approves it
-// in coily dev's console as a browser there would, and waits for line to
-// succeed.
+// in coily dev's console in a browser, and waits for line to succeed.
 func (u *newUser) approved(line, rule string) {
 	t := u.t
 	t.Helper()
@@ -292,7 +294,7 @@ func (u *newUser) approved(line, rule string) {
 		} `json:"approvals"`
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for consoleCall(t, "GET", console, "/api/approvals", &list); len(list.Approvals) == 0 || !strings.Contains(errOut.String(), list.Approvals[0].ID); consoleCall(t, "GET", console, "/api/approvals", &list) {
+	for consoleGet(t, console+"/api/approvals", &list); len(list.Approvals) == 0 || !strings.Contains(errOut.String(), list.Approvals[0].ID); consoleGet(t, console+"/api/approvals", &list) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: no approval the agent was told of: %+v\nstderr %s", line, list, errOut)
 		}
@@ -302,9 +304,7 @@ func (u *newUser) approved(line, rule string) {
 	if len(list.Approvals) != 1 || a.Requester != "tag:agent" || a.Rule != rule {
 		t.Fatalf("approvals: %+v", list.Approvals)
 	}
-	if code := consoleCall(t, "POST", console, "/api/approvals/"+a.ID+"/approve", nil); code != 200 {
-		t.Fatalf("approve in the console: %d", code)
-	}
+	approveInChromium(t, console+"/", a.ID)
 	u.requestID = a.RequestID
 	select {
 	case <-done:
@@ -317,29 +317,51 @@ func (u *newUser) approved(line, rule string) {
 	}
 }
 
-// consoleCall calls the console's API as its page does (same origin),
-// decoding the answer into out when out is not nil.
-func consoleCall(t *testing.T, method, base, path string, out any) int {
+// approveInChromium opens the console at home in headless chromium, as
+// the owner would in a browser, and presses Approve on approval id's card.
+func approveInChromium(t *testing.T, home, id string) {
 	t.Helper()
-	req, err := http.NewRequest(method, base+path, nil)
-	if err != nil {
-		t.Fatal(err)
+	chromium, err := exec.LookPath("chromium")
+	requireComponent(t, err == nil, "chromium (scripts/test.sh installs it)")
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.DisableGPU, chromedp.UserDataDir(t.TempDir()),
+		chromedp.Flag("disable-quic", true), chromedp.Flag("disable-component-update", true))
+	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	defer cancelAlloc()
+	bctx, cancelBrowser := chromedp.NewContext(allocCtx)
+	defer cancelBrowser()
+	ctx, cancel := context.WithTimeout(bctx, 60*time.Second)
+	defer cancel()
+	card := `#approvals .approval[data-approval-id="` + id + `"]`
+	if err := chromedp.Do(ctx, chromedp.Navigate(home)); err != nil {
+		t.Fatalf("open the console: %v", err)
 	}
-	if method != "GET" {
-		req.Header.Set("Origin", base)
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('`+card+` button.approve') !== null`,
+		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("no Approve button for %s on the console's page: %v", id, err)
 	}
-	resp, err := http.DefaultClient.Do(req)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(card+" button.approve"))); err != nil {
+		t.Fatalf("press Approve: %v", err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[chromedp.Void](`document.querySelector('`+card+`') === null`,
+		chromedp.WithPollingTimeout(30*time.Second))); err != nil {
+		t.Fatalf("the approval stayed on the page once approved: %v", err)
+	}
+}
+
+// consoleGet reads url of the console's API as its page does, decoding
+// the answer into out.
+func consoleGet(t *testing.T, url string, out any) {
+	t.Helper()
+	resp, err := http.Get(url)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	if out != nil {
-		if err := json.Unmarshal(body, out); err != nil {
-			t.Fatalf("%s %s: %d %q", method, path, resp.StatusCode, body)
-		}
+	if err := json.Unmarshal(body, out); err != nil {
+		t.Fatalf("GET %s: %d %q", url, resp.StatusCode, body)
 	}
-	return resp.StatusCode
 }
 
 // writeNewUserPolicy writes the page's policy, pointed at the stand-ins,
