@@ -27,7 +27,7 @@ func devDialer(a *cli.App) {
 	}}, a.Dialers...)
 	a.GlobalFlags = append(a.GlobalFlags, func(root *cobra.Command) {
 		fs := root.PersistentFlags()
-		fs.StringVar(&dir, "dev", "", "reach the `coily dev` running with this state dir, over its tailnet")
+		fs.StringVar(&dir, "dev", "", "reach the `coily dev` running with this state dir, over its tailnet; the commands that read a state dir on this host read it, unless --state-dir names another")
 		cli.Twin(fs, "dev", "COILY_DEV")
 		as = "owner"
 		fs.Var(devAs{&as}, "dev-as", "with --dev: the tag to present: owner, agent or stranger")
