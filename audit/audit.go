@@ -114,8 +114,9 @@ type Record struct {
 	// CredentialsUsed are the credentials the run used, apart from the
 	// rule's configuration (the lists "credentials", "git_credentials"
 	// and "ssh_keys", the detail "github_app"): each variable a
-	// credential was injected into, each ssh agent key that signed and
-	// how often, each token minted. Names, references and counts, never
+	// credential was injected into, each password given to git's
+	// credential helper, each ssh agent key that signed and how often,
+	// each token minted. Names, references and counts, never
 	// a value; at most MaxCredentialsUsed.
 	CredentialsUsed []string `json:"credentials_used,omitempty"`
 	Hash            string   `json:"hash"` // set by Log: self-hash; must stay the last field
