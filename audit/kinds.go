@@ -15,12 +15,12 @@ var Kinds = []string{
 	"relay", "relay.teardown", // a bridge's relayed request, and the end of its relay
 	"key.issue", "key.rotate", // a sandbox's bridge key
 	"git.fetch", "git.push", // the git proxy
-	"policy.reload",      // a new policy, or one refused
-	"lease.revoke",       // a lease an earlier run left, revoked
-	"workspace.refused",  // a workspace refused until repaired
-	"workspace.repair",   // a workspace repaired
-	EventCheckpoint,      // the head of a new file, with the stop state
-	EventRepair,          // a torn last line cut
-	EventStateRestore,    // the stop state restored from the log
-	EventStateRebuild,    // the state file rebuilt from the log
+	"policy.reload",     // a new policy, or one refused
+	"lease.revoke",      // a lease an earlier run left, revoked
+	"workspace.refused", // a workspace refused until repaired
+	"workspace.repair",  // a workspace repaired
+	EventCheckpoint,     // the head of a new file, with the stop state
+	EventRepair,         // a torn last line cut
+	EventStateRestore,   // the stop state restored from the log
+	EventStateRebuild,   // the state file rebuilt from the log
 }
