@@ -111,7 +111,15 @@ type Record struct {
 	// Egress are the hosts a command's egress proxy was asked for,
 	// aggregated per (host, port, decision); at most MaxEgressRows.
 	Egress []EgressRow `json:"egress,omitempty"`
-	Hash   string      `json:"hash"` // set by Log: self-hash; must stay the last field
+	// CredentialsUsed are the credentials the run used, apart from the
+	// rule's configuration (the lists "credentials", "git_credentials"
+	// and "ssh_keys", the detail "github_app"): each variable a
+	// credential was injected into, each password given to git's
+	// credential helper, each ssh agent key that signed and how often,
+	// each token minted. Names, references and counts, never
+	// a value; at most MaxCredentialsUsed.
+	CredentialsUsed []string `json:"credentials_used,omitempty"`
+	Hash            string   `json:"hash"` // set by Log: self-hash; must stay the last field
 }
 
 // EgressRow is one (host, port, decision) of a command's egress: how many
@@ -133,6 +141,10 @@ type EgressRow struct {
 // MaxLeases bounds the lease ids one record carries; the rest are
 // counted in Details["leases_cut"].
 const MaxLeases = 32
+
+// MaxCredentialsUsed bounds the credentials one record says a run used;
+// the rest are counted in Details["credentials_used_cut"].
+const MaxCredentialsUsed = 64
 
 // MaxEgressRows bounds the rows one record carries; the rest are counted
 // in Details["egress_cut"].

@@ -70,6 +70,7 @@ func capRecord(r *Record) {
 		r.Egress[i].Reason = cutText(r.Egress[i].Reason, maxTextBytes)
 	}
 	capLists(r)
+	capCredentialsUsed(r)
 	r.Reason = capText(r, "reason", r.Reason)
 	r.Principal = capText(r, "principal", r.Principal)
 	r.Peer = capText(r, "peer", r.Peer)
@@ -140,6 +141,27 @@ func capLists(r *Record) {
 	}
 	r.Lists = out
 }
+
+// capCredentialsUsed bounds CredentialsUsed (copied, never changed in
+// place) as capLists bounds one list.
+func capCredentialsUsed(r *Record) {
+	if n := len(r.CredentialsUsed); n > MaxCredentialsUsed {
+		r.SetDetail("credentials_used_cut", strconv.Itoa(n)+" items, "+strconv.Itoa(MaxCredentialsUsed)+" kept")
+		r.CredentialsUsed = r.CredentialsUsed[:MaxCredentialsUsed]
+	}
+	if r.CredentialsUsed == nil {
+		return
+	}
+	kept := make([]string, len(r.CredentialsUsed))
+	for i, it := range r.CredentialsUsed {
+		kept[i] = cutText(it, maxItemBytes)
+	}
+	r.CredentialsUsed = kept
+}
+
+// UseCredential adds what a run used of its credentials to
+// CredentialsUsed (never a value).
+func (r *Record) UseCredential(item string) { r.CredentialsUsed = append(r.CredentialsUsed, item) }
 
 func anyLonger(list []string, n int) bool {
 	for _, s := range list {

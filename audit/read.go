@@ -100,7 +100,13 @@ func eachRecordUpTo(path string, limit int64, fn func(Record) error) error {
 // Tail returns the last n records across all month files, oldest first.
 // Each returned line is checked on its own; a damaged line is an error.
 func Tail(dir string, n int) ([]Record, error) {
-	return tail(dir, n, "", -1)
+	return tail(dir, n, "", -1, nil)
+}
+
+// TailMatching is Tail of the records match accepts (all when match is
+// nil).
+func TailMatching(dir string, n int, match func(Record) bool) ([]Record, error) {
+	return tail(dir, n, "", -1, match)
 }
 
 // Tail returns the last n records the log had written when it was called,
@@ -117,12 +123,13 @@ func (l *Log) Tail(n int) ([]Record, error) {
 	if newest == "" {
 		return nil, nil
 	}
-	return tail(l.dir, n, newest, size)
+	return tail(l.dir, n, newest, size, nil)
 }
 
 // tail returns the last n records of the files up to newest (all, when
-// newest is ""), reading newest only up to size bytes (all when size < 0).
-func tail(dir string, n int, newest string, size int64) ([]Record, error) {
+// newest is ""), reading newest only up to size bytes (all when size < 0),
+// that match accepts (all when match is nil).
+func tail(dir string, n int, newest string, size int64, match func(Record) bool) ([]Record, error) {
 	if n <= 0 {
 		return nil, nil
 	}
@@ -143,7 +150,7 @@ func tail(dir string, n int, newest string, size int64) ([]Record, error) {
 		if files[i].fileName() == newest {
 			limit = size
 		}
-		last, err := lastRecords(filepath.Join(dir, files[i].name), n-len(out), limit)
+		last, err := lastRecords(filepath.Join(dir, files[i].name), n-len(out), limit, match)
 		if err != nil {
 			return nil, err
 		}
@@ -152,13 +159,16 @@ func tail(dir string, n int, newest string, size int64) ([]Record, error) {
 	return out, nil
 }
 
-// lastRecords returns the last n (> 0) records of the file at path, oldest
-// first.
-func lastRecords(path string, n int, limit int64) ([]Record, error) {
+// lastRecords returns the last n (> 0) records of the file at path that
+// match accepts (all when nil), oldest first.
+func lastRecords(path string, n int, limit int64, match func(Record) bool) ([]Record, error) {
 	ring := make([]Record, 0, min(n, 1024))
 	next := 0 // index of the oldest record once the ring is full
 	err := eachRecordUpTo(path, limit, func(r Record) error {
-		if len(ring) < n {
+		switch {
+		case match != nil && !match(r):
+			return nil
+		case len(ring) < n:
 			ring = append(ring, r)
 			return nil
 		}

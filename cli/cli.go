@@ -46,6 +46,10 @@ type App struct {
 	// transport (--tsnet, --dev): given on the command line, they keep
 	// exec off the filesystem transport.
 	TransportFlags []string
+	// Prepared run before every command once its flags are set (the
+	// environment twins too): a binary's own settings may change the
+	// global ones there.
+	Prepared []func(cmd *cobra.Command) error
 
 	g Globals
 }

@@ -55,7 +55,8 @@ func EnvOf(f *pflag.Flag) string {
 
 // prepare runs before every command: it records which global flags the
 // command line gave, then fills every flag the command line left alone
-// from its environment twin, refusing a value the flag refuses.
+// from its environment twin, refusing a value the flag refuses, then
+// runs a.Prepared.
 func (a *App) prepare(cmd *cobra.Command) error {
 	a.g.onCommandLine = map[string]bool{}
 	var err error
@@ -76,6 +77,11 @@ func (a *App) prepare(cmd *cobra.Command) error {
 			err = Usagef("%s=%q: not a valid value for --%s: %v", env, v, f.Name, serr)
 		}
 	})
+	for _, p := range a.Prepared {
+		if err == nil {
+			err = p(cmd)
+		}
+	}
 	return err
 }
 

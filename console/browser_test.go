@@ -84,7 +84,13 @@ func startTailnetConsole(t *testing.T) *tailnetConsole {
 // limits.
 func startTailnetConsoleWith(t *testing.T, cfg console.Config) *tailnetConsole {
 	t.Helper()
-	in := testserver.Start(t, testserver.Options{Policy: testserver.WebPolicy, Tailnet: true, KillGrace: time.Second})
+	return startTailnetConsolePolicy(t, testserver.WebPolicy, cfg)
+}
+
+// startTailnetConsolePolicy is startTailnetConsoleWith serving policy.
+func startTailnetConsolePolicy(t *testing.T, policy string, cfg console.Config) *tailnetConsole {
+	t.Helper()
+	in := testserver.Start(t, testserver.Options{Policy: policy, Tailnet: true, KillGrace: time.Second})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))

@@ -136,6 +136,9 @@ type recordView struct {
 	Details    map[string]string   `json:"details,omitempty"`
 	Lists      map[string][]string `json:"lists,omitempty"`
 	Egress     []egressRowView     `json:"egress,omitempty"`
+	// CredentialsUsed are what the run used of its credentials (the
+	// configured ones are in Lists and Details, as recorded).
+	CredentialsUsed []string `json:"credentials_used,omitempty"`
 }
 
 var vt = visible.Text
@@ -232,9 +235,7 @@ func newApprovalView(a *coilyv1.Approval, rule *policy.Rule, now time.Time) appr
 		}
 		out.Egress = ev
 	}
-	// Names of the variables that get credentials, never references or
-	// values.
-	out.Credentials = texts(slices.Sorted(maps.Keys(rule.Credentials)))
+	out.Credentials = ruleCredentials(rule)
 	return out
 }
 
@@ -260,6 +261,9 @@ func newRecordView(r audit.Record) recordView {
 		Sandbox: vt(r.Sandbox), ExitCode: r.ExitCode, Signal: r.Signal, DurationMS: r.DurationMS, Killed: r.Killed}
 	if len(r.Argv) > 0 {
 		out.ArgvText = visible.Argv(r.Argv)
+	}
+	if len(r.CredentialsUsed) > 0 {
+		out.CredentialsUsed = texts(r.CredentialsUsed)
 	}
 	if len(r.Lists) > 0 {
 		out.Lists = make(map[string][]string, len(r.Lists))

@@ -142,6 +142,9 @@ func TestCredentialCanary(t *testing.T) {
 	if !bytes.Contains(auditData, []byte(`CANARY=file:canary`)) {
 		t.Error("the audit log does not name the credential's reference")
 	}
+	if !bytes.Contains(auditData, []byte(`"credentials_used":["env CANARY from file:canary"]`)) {
+		t.Error("the results do not say the credential was used")
+	}
 }
 
 // A credential that cannot be fetched refuses the request with

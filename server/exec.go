@@ -276,9 +276,7 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	x.job.Decided(x.rule.Name, asked.GetId())
 	defer x.job.Decided(x.rule.Name, "")
 	rec := x.auditRecord("approval.request")
-	if rec.Details == nil {
-		rec.Details = map[string]string{}
-	}
+	rec.SetDetail("approval_id", asked.GetId()) // what the agent and the approver see: `coily audit show` finds the request by it
 	rec.Details["approval_rule"] = asked.GetRule()
 	if c := x.req.GetCwd(); c != "" {
 		rec.Details["cwd"] = c

@@ -69,9 +69,12 @@ type Config struct {
 // refused what it refused (each sentence once, the first MaxRefusals;
 // More counts the refusals after those).
 type Report struct {
-	Signed  int
-	Refused []cmdtext.Text
-	More    int
+	Signed int
+	// SignedBy counts the signatures of each key, by its index in
+	// Config.Keys.
+	SignedBy []int
+	Refused  []cmdtext.Text
+	More     int
 }
 
 // signPair is a key (by index) and the host key of the session it signed
@@ -114,7 +117,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.MaxSignatures = DefaultMaxSignatures
 	}
 	a := &Agent{cfg: cfg, hostKeys: map[string]bool{}, conns: map[net.Conn]struct{}{}, refused: map[string]bool{},
-		logged: map[signPair]bool{}}
+		logged: map[signPair]bool{}, report: Report{SignedBy: make([]int, len(cfg.Keys))}}
 	answer := binary.BigEndian.AppendUint32([]byte{msgIdentitiesAnswer}, uint32(len(cfg.Keys)))
 	for _, k := range cfg.Keys {
 		if k.Signer == nil || len(k.HostKeys) == 0 {
@@ -234,6 +237,7 @@ func (a *Agent) Report() Report {
 	defer a.mu.Unlock()
 	r := a.report
 	r.Refused = slices.Clone(r.Refused)
+	r.SignedBy = slices.Clone(r.SignedBy)
 	return r
 }
 
@@ -288,6 +292,7 @@ func (a *Agent) signed(i int, hostKey ssh.PublicKey) {
 	p := signPair{key: i, hostKey: string(hostKey.Marshal())}
 	a.mu.Lock()
 	a.report.Signed++
+	a.report.SignedBy[i]++
 	first := !a.logged[p]
 	a.logged[p] = true
 	a.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -123,8 +124,8 @@ func TestAgentSignsForBoundSession(t *testing.T) {
 	}
 	r.refused(t, "refused to sign with key file:other for the session with host key "+ssh.FingerprintSHA256(r.hostA.PublicKey())+
 		" (pinned for git.example.com): the rule gives this key for other.example.com only")
-	if rep := r.a.Report(); rep.Signed != 2 || len(rep.Refused) != 1 {
-		t.Fatalf("report %+v", rep)
+	if rep := r.a.Report(); rep.Signed != 2 || len(rep.Refused) != 1 || !slices.Equal(rep.SignedBy, []int{2, 0}) {
+		t.Fatalf("report %+v", rep) // SignedBy: which key signed, for the record's credentials_used
 	}
 }
 

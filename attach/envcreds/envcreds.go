@@ -42,8 +42,16 @@ func (c *Creds) Take(context.Context, map[string]string) ([]scrub.Secret, error)
 // Prepare has nothing to ready.
 func (c *Creds) Prepare(context.Context, *attach.Run) error { return nil }
 
-// Close has nothing to undo.
-func (c *Creds) Close(context.Context, *attach.End) {}
+// Close has nothing to undo; when the command ran, its record says which
+// variables it was given a credential in.
+func (c *Creds) Close(_ context.Context, end *attach.End) {
+	if !end.Result || end.Record == nil {
+		return
+	}
+	for _, name := range slices.Sorted(maps.Keys(c.refs)) {
+		end.Record.UseCredential("env " + name + " from " + c.refs[name].String())
+	}
+}
 
 // Describe lists the credentials as "NAME=reference" pairs, by name:
 // never values.

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/policy"
 )
@@ -36,6 +37,16 @@ commands:
 	c.Describe(&rec)
 	if d := rec.Lists["credentials"]; !slices.Equal(d, []string{"AWS_ACCESS_KEY_ID=file:id", "AWS_SECRET_ACCESS_KEY=file:secret"}) {
 		t.Errorf("credentials = %q", d)
+	}
+	// The command ran: its result says which variables got a credential
+	// (what it used, apart from the configuration); a refusal says none.
+	c.Close(context.Background(), &attach.End{Record: &rec})
+	if rec.CredentialsUsed != nil {
+		t.Errorf("a refusal's record: %q", rec.CredentialsUsed)
+	}
+	c.Close(context.Background(), &attach.End{Record: &rec, Result: true})
+	if !slices.Equal(rec.CredentialsUsed, []string{"env AWS_ACCESS_KEY_ID from file:id", "env AWS_SECRET_ACCESS_KEY from file:secret"}) {
+		t.Errorf("credentials used: %q", rec.CredentialsUsed)
 	}
 	if New(&policy.Rule{}) != nil {
 		t.Error("an attachment without credentials")

@@ -75,8 +75,19 @@ func (c *Creds) Prepare(_ context.Context, run *attach.Run) error {
 	return nil
 }
 
-// Close has nothing to undo.
-func (c *Creds) Close(context.Context, *attach.End) {}
+// Close has nothing to undo; when the command ran, its record says which
+// passwords it was given. The helper answers git inside the sandbox,
+// where the command could read the passwords without it: which hosts git
+// asked for is not the server's to know (the egress rows say which hosts
+// the command reached).
+func (c *Creds) Close(_ context.Context, end *attach.End) {
+	if !end.Result || end.Record == nil {
+		return
+	}
+	for _, g := range c.list {
+		end.Record.UseCredential("git credential helper for https://" + g.Address() + " from " + g.Password.String())
+	}
+}
 
 // Describe lists the credentials as "host:port=reference" pairs: never
 // passwords.

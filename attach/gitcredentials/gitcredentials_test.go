@@ -72,6 +72,15 @@ func TestCredentials(t *testing.T) {
 	if d := rec.Lists["git_credentials"]; !slices.Equal(d, []string{"git.example.com:8443=file:git", "ghe.example.com:443=file:ghe"}) {
 		t.Errorf("git_credentials = %q", d)
 	}
+	c.Close(context.Background(), &attach.End{Record: &rec}) // refused: nothing was given
+	if rec.CredentialsUsed != nil {
+		t.Errorf("a refusal's record: %q", rec.CredentialsUsed)
+	}
+	c.Close(context.Background(), &attach.End{Record: &rec, Result: true})
+	if !slices.Equal(rec.CredentialsUsed, []string{"git credential helper for https://git.example.com:8443 from file:git",
+		"git credential helper for https://ghe.example.com:443 from file:ghe"}) {
+		t.Errorf("credentials used: %q", rec.CredentialsUsed)
+	}
 	if New(&policy.Rule{}) != nil {
 		t.Error("an attachment without git_credentials")
 	}

@@ -19,6 +19,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"time"
 
 	"coily.dev/coily/attach"
@@ -143,6 +144,9 @@ func (t *Token) Close(ctx context.Context, end *attach.End) {
 	}
 	if end.Record == nil {
 		return
+	}
+	if end.Result {
+		end.Record.UseCredential(fmt.Sprintf("github_app installation token for %s (%s) as %s", t.token.Repository, t.token.Permissions, strings.Join(t.app.Env, ", ")))
 	}
 	if err != nil {
 		end.Record.SetDetail("github_app_revoke_failed", err.Error())

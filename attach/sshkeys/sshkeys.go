@@ -149,6 +149,11 @@ func (k *Keys) Close(_ context.Context, end *attach.End) {
 	}
 	if end.Record != nil {
 		details(rep, end.Record)
+		for i, n := range rep.SignedBy {
+			if n > 0 {
+				end.Record.UseCredential(fmt.Sprintf("ssh agent key %s: %d signature(s)", k.keys[i].Key, n))
+			}
+		}
 	}
 	if end.Exit != nil {
 		end.Exit.SshAgentRefused = sentences(k.rule.Name, rep)

@@ -104,6 +104,14 @@ func TestCLIApprovals(t *testing.T) {
 	if r := waitRun(t, done); r.code != 0 || r.stdout != "approved\n" {
 		t.Fatalf("requester after approval: %+v", r)
 	}
+	// The approval id, the one id requester and approver see, finds every
+	// record of the request.
+	r := runCoily(t, nil, "audit", "show", "--state-dir", dir, id)
+	for _, event := range []string{"approval.request", "approval.decide", "exec.decision", "exec.result"} {
+		if r.code != 0 || !strings.Contains(r.stdout, "  "+event+"  ") {
+			t.Fatalf("audit show %s lacks %s: %+v", id, event, r)
+		}
+	}
 
 	// Denied: the requester is refused with confirm-rejected.
 	id, done = pendingExec(t, p, "/bin/echo", "never")
@@ -121,7 +129,10 @@ func TestCLIApprovals(t *testing.T) {
 	}
 
 	// Lockout rejects what is pending.
-	_, done = pendingExec(t, p, "/bin/echo", "locked")
+	id, done = pendingExec(t, p, "/bin/echo", "locked")
+	if r := runCoily(t, nil, "audit", "show", "--state-dir", dir, id); r.code != 0 || !strings.Contains(r.stdout, "  approval.request  ") {
+		t.Fatalf("audit show of a pending approval %s: %+v", id, r) // its request's one record so far names it
+	}
 	if r := p.run(t, "lockout", "--reason", "test"); r.code != 0 {
 		t.Fatalf("lockout: %+v", r)
 	}

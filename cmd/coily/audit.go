@@ -30,14 +30,19 @@ func auditCmd(a *cli.App) *cobra.Command {
 		`Read the hash-chained audit log in <state-dir>/audit directly (on the host, as the server's user or
 root: the files are 0600): the last records, the records of one audit or request id, a check of the
 whole chain, and the repair of a torn last record.`,
-		command(a, spec{use: "tail [-n N] [--json]", short: "print the last records",
+		command(a, spec{use: "tail [-n N] [--follow] [--principal P] [--rule R] [--code C] [--json]", short: "print the last records, and with --follow each as it is written",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				n := fs.IntP("n", "n", 20, "number of records")
 				cli.Twin(fs, "n", "COILY_AUDIT_LINES")
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print records as JSON lines")
-				return func(_ context.Context, e *env) int { return auditTail(e, *n, *asJSON) }
+				follow := fs.BoolP("follow", "f", false, "then print each record as it is written, across new files, until interrupted")
+				var f audit.Filter
+				fs.StringVar(&f.Principal, "principal", "", "only the records of this principal (exact)")
+				fs.StringVar(&f.Rule, "rule", "", "only the records of this rule (exact)")
+				fs.StringVar(&f.Code, "code", "", "only the records with this refusal code (exact), e.g. policy-deny")
+				return func(ctx context.Context, e *env) int { return auditTail(ctx, e, *n, f, *follow, *asJSON) }
 			}}),
-		command(a, spec{use: "show [--json] ID", short: "print the records of an audit id or a request id", args: cobra.ExactArgs(1),
+		command(a, spec{use: "show [--json] ID", short: "print the records of an approval id, a request id or an audit id", args: cobra.ExactArgs(1),
 			flags: func(fs *pflag.FlagSet) runFunc {
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
 				return func(_ context.Context, e *env) int { return auditShow(e, e.args[0], *asJSON) }
@@ -56,36 +61,63 @@ whole chain, and the repair of a torn last record.`,
 
 func auditDir(e *env) string { return filepath.Join(e.global.StateDir, "audit") }
 
-func auditTail(e *env, n int, asJSON bool) int {
-	recs, err := audit.Tail(auditDir(e), n)
+// followEvery is how often `audit tail --follow` looks for new records.
+const followEvery = 250 * time.Millisecond
+
+// auditTail prints the last n records f selects and, with follow, each
+// one written after them until ctx ends (an interrupt).
+func auditTail(ctx context.Context, e *env, n int, f audit.Filter, follow, asJSON bool) int {
+	dir := auditDir(e)
+	var after uint64 // with --follow: the log's last record before the tail is read
+	last, err := audit.Tail(dir, 1)
+	if follow && err == nil && len(last) == 1 {
+		after = last[0].Seq
+	}
+	recs, err := audit.TailMatching(dir, n, f.Match)
 	if err != nil {
 		printLine(e.stderr, "coily audit tail: %v", err)
 		return 1
 	}
-	for _, r := range recs {
+	show := func(r audit.Record) error {
 		if asJSON {
 			printJSON(e.stdout, r)
-			continue
+			return nil
 		}
 		printLine(e.stdout, "%s", summary(r))
 		printEgress(e.stdout, "  ", r)
+		return nil
+	}
+	for _, r := range recs {
+		_ = show(r)
+		after = max(after, r.Seq)
+	}
+	if !follow {
+		return 0
+	}
+	err = audit.Follow(ctx, dir, after, followEvery, func(r audit.Record) error {
+		if f.Match(r) {
+			return show(r)
+		}
+		return nil
+	})
+	if err != nil {
+		printLine(e.stderr, "coily audit tail: %v", err)
+		return 1
 	}
 	return 0
 }
 
-// auditShow prints the records of one audit id or request id: each as its
-// summary line, its other fields one a line, and its egress rows; with
-// --json, each record as stored, one a line.
+// auditShow prints the records an id names (audit.Lookup): an audit id's
+// record, or every record of the request a request id or an approval id
+// names. Each is its summary line, its other fields one a line, and its
+// egress rows; with --json, each record as stored, one a line. An id no
+// record can carry is a usage error, before the log is read.
 func auditShow(e *env, id string, asJSON bool) int {
-	dir := auditDir(e)
-	recs := []audit.Record{}
-	r, err := audit.Find(dir, id)
-	if err == nil {
-		recs = append(recs, r)
-	} else if errors.Is(err, audit.ErrNotFound) {
-		recs, err = audit.FindRequest(dir, id)
-	}
-	if err != nil {
+	recs, err := audit.Lookup(auditDir(e), id)
+	switch {
+	case errors.Is(err, audit.ErrBadID):
+		return usage(e, "audit show: %v", err)
+	case err != nil:
 		printLine(e.stderr, "coily audit show: %v", err)
 		return 1
 	}

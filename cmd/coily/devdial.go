@@ -27,12 +27,36 @@ func devDialer(a *cli.App) {
 	}}, a.Dialers...)
 	a.GlobalFlags = append(a.GlobalFlags, func(root *cobra.Command) {
 		fs := root.PersistentFlags()
-		fs.StringVar(&dir, "dev", "", "reach the `coily dev` running with this state dir, over its tailnet")
+		fs.StringVar(&dir, "dev", "", "reach the `coily dev` running with this state dir, over its tailnet; the commands that read a state dir on this host read it, unless --state-dir names another")
 		cli.Twin(fs, "dev", "COILY_DEV")
 		as = "owner"
 		fs.Var(devAs{&as}, "dev-as", "with --dev: the tag to present: owner, agent or stranger")
 		cli.Twin(fs, "dev-as", "COILY_DEV_AS")
 	})
+	a.Prepared = append(a.Prepared, func(cmd *cobra.Command) error {
+		devStateDirDefault(a, cmd, dir)
+		return nil
+	})
+}
+
+// devStateDirDefault makes the dev state directory (--dev, COILY_DEV) the
+// state directory of the commands that read one on this host (audit,
+// state, key…) when neither --state-dir nor COILY_STATE_DIR names
+// another: `coily audit tail` after `. DIR/env` reads coily dev's log.
+// `coily serve` and `coily dev` choose their own.
+func devStateDirDefault(a *cli.App, cmd *cobra.Command, dir string) {
+	if dir == "" || a.GivenOnCommandLine("state-dir") {
+		return
+	}
+	if _, ok := a.LookupEnv("COILY_STATE_DIR"); ok {
+		return
+	}
+	for c := cmd; c != nil; c = c.Parent() {
+		if c.HasParent() && !c.Parent().HasParent() && (c.Name() == "serve" || c.Name() == "dev") {
+			return
+		}
+	}
+	a.Global().StateDir = dir
 }
 
 // devAs is --dev-as: one of the dev policy's tags.

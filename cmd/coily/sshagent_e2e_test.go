@@ -231,6 +231,14 @@ git push -q ` + shellQuote(otherURL) + ` main`)
 	if d, l := recs[1].Details, recs[1].Lists; d["ssh_agent_signed"] != "0" || !strings.Contains(strings.Join(l["ssh_agent_refused"], "\n"), other.fp) {
 		t.Errorf("second record's details %v %v: want no signature and the refused session", d, l)
 	}
+	// What each run used, apart from the rule's keys: the same rule, one
+	// signed twice, the other not at all.
+	if u := recs[0].CredentialsUsed; !slices.Contains(u, "ssh agent key vault:secret/coily/deploy#private_key: 2 signature(s)") {
+		t.Errorf("first record's credentials_used %q: want the key's 2 signatures", u)
+	}
+	if u := recs[1].CredentialsUsed; slices.ContainsFunc(u, func(s string) bool { return strings.HasPrefix(s, "ssh agent key") }) {
+		t.Errorf("second record's credentials_used %q: no key signed", u)
+	}
 	if row, ok := findRow(recs[0].Egress, gitHost, git.port, "allow"); !ok || row.Conns != 2 {
 		t.Errorf("rows %+v, want one allow row with 2 connections (clone, push)", recs[0].Egress)
 	}

@@ -49,7 +49,7 @@
     } else {
       eg.append(el("li", { text: a.network === "proxied" ? "none" : "no egress proxy (network " + a.network + ")" }));
     }
-    setText("credentials", (a.credentials || []).join(", "));
+    setText("credentials", (a.credentials || []).join("; "));
     setText("timeout", a.timeout);
     setText("request-id", a.request_id);
     $("decide").hidden = !can("approve");

@@ -12,23 +12,77 @@
     return (n / 1048576).toFixed(1) + " MiB";
   }
 
+  // kinds titles every kind of record (audit.Kinds): a record of a kind
+  // not here is shown as one, and the browser test fails on it.
+  const kinds = {
+    "exec.decision": "request decided", "exec.result": "command ended", "exec.kill": "command killed",
+    "approval.request": "approval asked", "approval.decide": "approval decided",
+    "call": "call refused", "refusal.summary": "refusals counted",
+    "lockout": "lockout", "unlock": "unlock", "pause": "pause", "resume": "resume",
+    "relay": "relayed request", "relay.teardown": "relay ended", "key.issue": "bridge key issued", "key.rotate": "bridge keys rotated",
+    "git.fetch": "git fetch", "git.push": "git push", "policy.reload": "policy reloaded", "lease.revoke": "lease revoked",
+    "workspace.refused": "workspace refused", "workspace.repair": "workspace repaired",
+    "audit.checkpoint": "new log file", "audit.repair": "torn line cut", "state.restore": "stop state restored",
+    "state.rebuild": "state file rebuilt",
+  };
+
+  // configured are the credentials the record says the rule gives
+  // (names and references, as recorded).
+  function configured(r) {
+    const out = [];
+    for (const k of ["credentials", "git_credentials", "ssh_keys"]) {
+      for (const item of (r.lists || {})[k] || []) out.push(k + " " + item);
+    }
+    const d = r.details || {};
+    if (d.github_app) out.push("github_app " + d.github_app);
+    return out;
+  }
+
+  // shown are the details and lists a card shows on their own lines.
+  const shown = new Set(["approved_by", "approval_id", "credentials", "git_credentials", "ssh_keys", "github_app"]);
+
   function row(r) {
+    const title = kinds[r.event];
     const head = el("p", { class: "meta" },
       el("span", { class: "time", text: coily.when(r.time) }), " ",
-      el("span", { class: "event", text: r.event }), " ",
-      el("span", { class: "decision " + (r.decision === "refuse" ? "refuse" : "allow"), text: r.decision + (r.code ? " " + r.code : "") }));
-    const li = el("li", { class: "card record", "data-seq": String(r.seq) }, head);
+      el("span", { class: "event" + (title ? "" : " unknown-kind"), text: r.event }), " ",
+      el("span", { class: "kind", text: title || "unknown kind of record" }));
+    if (r.decision || r.code) {
+      head.append(" ", el("span", { class: "decision " + (r.decision === "refuse" ? "refuse" : "allow"),
+        text: [r.decision, r.code].filter(Boolean).join(" ") }));
+    }
+    const li = el("li", { class: "card record", "data-seq": String(r.seq), "data-event": r.event }, head);
     const facts = [];
     if (r.principal) facts.push(r.principal + (r.transport ? " via " + r.transport : ""));
     if (r.rule) facts.push("rule " + r.rule);
-    if (r.exit_code !== undefined) facts.push("exit " + r.exit_code);
+    if (r.exit_code !== undefined && r.exit_code !== null) facts.push("exit " + r.exit_code);
     if (r.signal) facts.push("signal " + r.signal);
     if (r.killed) facts.push(r.killed + " killed");
     if (r.duration_ms) facts.push(Math.round(r.duration_ms) + " ms");
     if (facts.length) li.append(el("p", { class: "facts-line", text: facts.join(" · ") }));
     if (r.argv_text) li.append(el("pre", { class: "argv", text: r.argv_text }));
     if (r.reason) li.append(el("p", { class: "reason", text: r.reason }));
-    if (r.peer) li.append(el("p", { class: "muted small", text: r.peer + " · " + r.id }));
+    const d = r.details || {};
+    if (d.approval_id) {
+      li.append(el("p", { class: "approval-line", text: "approval " + d.approval_id +
+        (d.approved_by ? " · approved by " + d.approved_by : "") }));
+    }
+    const conf = configured(r);
+    if (conf.length) li.append(el("p", { class: "creds-configured small", text: "credentials (rule): " + conf.join("; ") }));
+    if ((r.credentials_used || []).length) {
+      li.append(el("p", { class: "creds-used small", text: "credentials used: " + r.credentials_used.join("; ") }));
+    }
+    const more = [];
+    for (const k of Object.keys(d).sort()) if (!shown.has(k)) more.push(k + "=" + d[k]);
+    for (const k of Object.keys(r.lists || {}).sort()) {
+      if (!shown.has(k)) for (const item of r.lists[k]) more.push(k + ": " + item);
+    }
+    if (more.length) {
+      const ul = el("ul", { class: "plain small muted record-details" });
+      for (const m of more) ul.append(el("li", { class: "mono", text: m }));
+      li.append(ul);
+    }
+    li.append(el("p", { class: "muted small", text: [r.peer, r.request_id, r.id].filter(Boolean).join(" · ") }));
     if (r.egress && r.egress.length) {
       const ul = el("ul", { class: "egress" });
       for (const e of r.egress) {
