@@ -135,11 +135,10 @@ func TestNewUserRun(t *testing.T) {
 			t.Errorf("audit tail does not show %q:\n%s", want, tail)
 		}
 	}
-	// TODO(issue 25 point 6): `coily audit show <approval id>`; today it
-	// takes the request id the approval names.
-	show := u.run("coily --state-dir " + dir + " audit show " + u.requestID)
-	if !strings.Contains(show, "rule      git-push-force") || !strings.Contains(show, "approved_by=tag:owner") {
-		t.Errorf("audit show %s:\n%s", u.requestID, show)
+	// The approval id the agent was told finds the whole request.
+	show := u.run("coily --state-dir " + dir + " audit show " + u.approvalID)
+	if !strings.Contains(show, "rule      git-push-force") || !strings.Contains(show, "approved_by=tag:owner") || !strings.Contains(show, u.requestID) {
+		t.Errorf("audit show %s:\n%s", u.approvalID, show)
 	}
 	t.Logf("the new user's run took %s", time.Since(start).Round(100*time.Millisecond))
 
@@ -166,10 +165,11 @@ func TestNewUserRun(t *testing.T) {
 
 // newUser is a new user's shell: its environment and what it printed.
 type newUser struct {
-	t         *testing.T
-	env       map[string]string
-	outputs   []string
-	requestID string // of the approved force push
+	t          *testing.T
+	env        map[string]string
+	outputs    []string
+	requestID  string // of the approved force push
+	approvalID string // the id the agent was told
 }
 
 // newUserEnv is a fresh shell's environment in a checkout of coily
@@ -305,7 +305,7 @@ func (u *newUser) approved(line, rule string) {
 		t.Fatalf("approvals: %+v", list.Approvals)
 	}
 	approveInChromium(t, console+"/", a.ID)
-	u.requestID = a.RequestID
+	u.requestID, u.approvalID = a.RequestID, a.ID
 	select {
 	case <-done:
 		u.outputs = append(u.outputs, out.String(), errOut.String())
