@@ -60,7 +60,7 @@ func commandRule(r *policy.Rule) *coilyv1.CommandRule {
 		}
 		slices.Sort(cr.Flags)
 	}
-	cr.Env, cr.Confirm, cr.Network = r.Env, r.Confirm, r.Network
+	cr.Env, cr.PassEnv, cr.Confirm, cr.Network = r.Env, r.PassEnv, r.Confirm, r.Network
 	cr.Timeout = durationpb.New(r.Timeout)
 	if r.Confirm {
 		cr.ConfirmTimeout = durationpb.New(r.ConfirmTimeout)
