@@ -252,7 +252,10 @@ type ListCommandsResponse struct {
 	// Deny rules for the same commands, in policy order.
 	Denied []*CommandRule `protobuf:"bytes,2,rep,name=denied,proto3" json:"denied,omitempty"`
 	// The policy in force.
-	PolicySha256  string `protobuf:"bytes,3,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
+	PolicySha256 string `protobuf:"bytes,3,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
+	// The forms of a tool's command line the server refuses whatever a rule
+	// allows (git's -c, -C, --git-dir…), one sentence each.
+	RefusedForms  []string `protobuf:"bytes,4,rep,name=refused_forms,json=refusedForms,proto3" json:"refused_forms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +311,13 @@ func (x *ListCommandsResponse) GetPolicySha256() string {
 	return ""
 }
 
+func (x *ListCommandsResponse) GetRefusedForms() []string {
+	if x != nil {
+		return x.RefusedForms
+	}
+	return nil
+}
+
 // CommandRule describes one rule as a caller needs to know it (never a
 // credential reference or a workspace path).
 type CommandRule struct {
@@ -341,7 +351,10 @@ type CommandRule struct {
 	Present bool `protobuf:"varint,15,opt,name=present,proto3" json:"present,omitempty"`
 	// The variables of env a shim forwards from the caller's own
 	// environment (`pass_env`): what ExecRequest.pass_env may offer.
-	PassEnv       []string `protobuf:"bytes,16,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	PassEnv []string `protobuf:"bytes,16,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	// The protected names of the workspace the rule may write (`writable`:
+	// .git, .git/config, .envrc…); every other protected entry is read-only.
+	Writable      []string `protobuf:"bytes,17,rep,name=writable,proto3" json:"writable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -484,6 +497,13 @@ func (x *CommandRule) GetPresent() bool {
 func (x *CommandRule) GetPassEnv() []string {
 	if x != nil {
 		return x.PassEnv
+	}
+	return nil
+}
+
+func (x *CommandRule) GetWritable() []string {
+	if x != nil {
+		return x.Writable
 	}
 	return nil
 }
@@ -2639,11 +2659,12 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"3\n" +
 	"\x13ListCommandsRequest\x12\x1c\n" +
-	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\x9d\x01\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\xc2\x01\n" +
 	"\x14ListCommandsResponse\x121\n" +
 	"\bcommands\x18\x01 \x03(\v2\x15.coily.v1.CommandRuleR\bcommands\x12-\n" +
 	"\x06denied\x18\x02 \x03(\v2\x15.coily.v1.CommandRuleR\x06denied\x12#\n" +
-	"\rpolicy_sha256\x18\x03 \x01(\tR\fpolicySha256\"\xf5\x03\n" +
+	"\rpolicy_sha256\x18\x03 \x01(\tR\fpolicySha256\x12#\n" +
+	"\rrefused_forms\x18\x04 \x03(\tR\frefusedForms\"\x91\x04\n" +
 	"\vCommandRule\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x16\n" +
@@ -2662,7 +2683,8 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x0frate_per_minute\x18\r \x01(\x05R\rratePerMinute\x12\x16\n" +
 	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x18\n" +
 	"\apresent\x18\x0f \x01(\bR\apresent\x12\x19\n" +
-	"\bpass_env\x18\x10 \x03(\tR\apassEnv\"\xf7\x02\n" +
+	"\bpass_env\x18\x10 \x03(\tR\apassEnv\x12\x1a\n" +
+	"\bwritable\x18\x11 \x03(\tR\bwritable\"\xf7\x02\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x123\n" +
