@@ -21,8 +21,9 @@ func (a *App) agentsMDCmd() *cobra.Command {
 		Short: "print the AGENTS.md / CLAUDE.md section that tells an agent how to use coily",
 		Long: `Print a Markdown section for an agent's instructions (AGENTS.md, CLAUDE.md): what coily is,
 exactly which commands the live policy lets you (or --as PRINCIPAL, e.g. sandbox:demo for a Cowork
-folder; that needs the approve permission) run, what the owner refuses whatever is asked, and what
-each refusal means and what to do about it. Regenerate it when the policy changes.`,
+folder; that needs the approve permission) run and with which environment variables, where they
+run, what waits for the owner's approval, what the owner and the server refuse whatever is asked,
+and what each refusal means and what to do about it. Regenerate it when the policy changes.`,
 		Example: `  coily agents-md >> CLAUDE.md
   coily agents-md --as sandbox:demo >> ~/Cowork/project/AGENTS.md`,
 		Args: cobra.NoArgs,

@@ -66,7 +66,7 @@ through the shared folder unless --socket or --server says otherwise.`,
 	Twin(fs, "cwd", "COILY_CWD")
 	// An array, not a slice: a value may hold commas (--env A=x,y is one
 	// variable); the twin likewise holds one NAME=VALUE or NAME, verbatim.
-	fs.StringArrayVar(&f.env, "env", nil, "NAME=VALUE, or NAME to pass this process's value (the rule must allow each name); repeat for more, a value is taken verbatim (commas included); the environment twin holds one")
+	fs.StringArrayVar(&f.env, "env", nil, "NAME=VALUE, or NAME to pass this process's value (the rule must allow each name; those it lists in pass_env are passed without it); repeat for more, a value is taken verbatim (commas included); the environment twin holds one")
 	Twin(fs, "env", "COILY_EXEC_ENV")
 	fs.BoolVar(&f.json, "json", false, "print a refusal as one JSON object on stderr (the command's own output is unchanged)")
 	Twin(fs, "json", "COILY_JSON")
