@@ -21,8 +21,9 @@ func (a *App) agentsMDCmd() *cobra.Command {
 		Short: "print the AGENTS.md / CLAUDE.md section that tells an agent how to use coily",
 		Long: `Print a Markdown section for an agent's instructions (AGENTS.md, CLAUDE.md): what coily is,
 exactly which commands the live policy lets you (or --as PRINCIPAL, e.g. sandbox:demo for a Cowork
-folder; that needs the approve permission) run, what the owner refuses whatever is asked, and what
-each refusal means and what to do about it. Regenerate it when the policy changes.`,
+folder; that needs the approve permission) run and with which environment variables, where they
+run, what waits for the owner's approval, what the owner and the server refuse whatever is asked,
+and what each refusal means and what to do about it. Regenerate it when the policy changes.`,
 		Example: `  coily agents-md >> CLAUDE.md
   coily agents-md --as sandbox:demo >> ~/Cowork/project/AGENTS.md`,
 		Args: cobra.NoArgs,
@@ -60,54 +61,27 @@ func AgentsMD(w io.Writer, l *coilyv1.ListCommandsResponse, prog, who string, no
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	names := commandNames(l.GetCommands())
 	p("<!-- %s agents-md: generated %s from the policy in force (sha256 %.12s) for %s; regenerate with `%s agents-md` -->",
-		prog, now.UTC().Format("2006-01-02"), l.GetPolicySha256(), md(who), prog)
+		prog, now.UTC().Format("2006-01-02"), mdText(l.GetPolicySha256()), mdText(who), prog)
 	p("## Privileged commands go through coily")
 	p("")
 	if len(names) == 0 {
-		p("This environment holds no credentials of its own, and coily, the trust point that runs privileged commands for it, lets %s run **no command**. Do not look for tokens or other ways around it; ask the user.", md(who))
+		p("This environment holds no credentials of its own, and coily, the trust point that runs privileged commands for it, lets %s run **no command**. Do not look for tokens or other ways around it; ask the user.", mdText(who))
 		_, err := io.WriteString(w, b.String())
 		return err
 	}
-	p("This environment holds no credentials of its own. %s on **coily**, a trust point that checks each call against the owner's policy, runs it in a sandbox with the credentials injected into that command alone, and records it. Run %s as usual (a shim on `PATH` forwards %s to coily), or explicitly as `%s exec -- %s …`. The output and exit code are the command's own.",
+	p("This environment holds no credentials of its own. %s on **coily**, a trust point on the owner's machine that checks each call against the owner's policy, runs it in a sandbox (with the owner's credentials injected into that command alone, where its rule gives any) and records it. A rule that gives no credentials is there so that its command runs on the trust point, in the owner's workspace there. Run %s as usual (a shim on `PATH` forwards %s to coily), or explicitly as `%s exec -- %s …`. The output and exit code are the command's own.",
 		codeList(names), them(names), them(names), prog, md(names[0]))
 	p("")
 	p("### What you may run")
 	p("")
-	p("| command | arguments | flags | notes |")
-	p("| --- | --- | --- | --- |")
+	p("| command | arguments | flags | environment | notes |")
+	p("| --- | --- | --- | --- | --- |")
 	for _, c := range l.GetCommands() {
-		p("| `%s` | %s | %s | %s |", md(c.GetCommand()), argsCell(c.GetArgs()), flagsCell(c.GetFlags()), notesCell(c))
+		p("| `%s` | %s | %s | %s | %s |", md(c.GetCommand()), argsCell(c.GetArgs()), flagsCell(c.GetFlags()), envCell(c), notesCell(c, prog))
 	}
-	if len(l.GetDenied()) > 0 {
-		p("")
-		p("### Refused whatever you ask")
-		p("")
-		for _, c := range l.GetDenied() {
-			reason := c.GetReason()
-			if reason == "" {
-				reason = "denied by the owner"
-			}
-			p("- `%s %s`: %s", md(c.GetCommand()), md(strings.Join(c.GetArgs(), " ")), md(reason))
-		}
-	}
-	p("")
-	p("### When coily refuses")
-	p("")
-	p("coily prints `coily: refused (CODE): message` on stderr and exits 125 (124 when the command ran out of time, 69 when coily cannot be reached). What to do:")
-	p("")
-	p("- `policy-deny`: the policy does not allow this command or these arguments. **Do not retry it, rephrase it, or look for another way to do the same thing.** Tell the user what you wanted to run and why, and ask them to allow it.")
-	p("- `confirm-rejected`, `confirm-timeout`: the owner declined, or did not answer in time. Do not retry; ask the user.")
-	p("- `rate-limit`: wait as long as the message says, then retry once.")
-	p("- `concurrency-busy`: another of your commands is still running; wait for it to finish, then retry.")
-	p("- `pause-active`, `lockout-active`: the owner stopped coily. Stop what you are doing and tell the user; do not retry.")
-	p("- `credential-unavailable`, `sandbox-unavailable`, `internal`, exit 69: coily cannot run it now. Tell the user; do not work around it.")
-	p("- `coily: egress refused: …` after a command's output: it tried to reach a host its rule does not allow. Tell the user which host; do not try another route.")
-	p("")
-	p("### git")
-	p("")
-	p("This environment has no git token, ssh key or credential helper, and needs none: `git clone`, `fetch`, `pull` and `push` of `https://github.com/…` (and `git@github.com:…`) go through coily's git proxy, which holds the credentials, once `%s git setup --global` has run (`git config --get-regexp '^url\\.'` shows its rewrites). Pushes are checked on the ref updates they make: a push the policy does not allow (a forced update, a deleted branch, a branch or repository outside those allowed) is refused with `coily: refused: CODE: …`. Do not retry it another way (a `--force` variant, another remote, a token); tell the user.", prog)
-	p("")
-	p("Never try to obtain the tokens themselves, print the environment of coily's commands, or wrap a command in another program to get past a rule: coily refuses and records it, and the owner sees it.")
+	agentsMDDay(p, l, prog)
+	agentsMDRefused(p, l)
+	agentsMDGit(p, prog)
 	_, err := io.WriteString(w, b.String())
 	return err
 }
@@ -129,9 +103,9 @@ func codeList(names []string) string {
 		q[i] = "`" + md(n) + "`"
 	}
 	if len(q) == 1 {
-		return "The command " + q[0] + " needs the owner's credentials: it runs"
+		return "The command " + q[0] + " runs"
 	}
-	return "The commands " + strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1] + " need the owner's credentials: they run"
+	return "The commands " + strings.Join(q[:len(q)-1], ", ") + " and " + q[len(q)-1] + " run"
 }
 
 // them is the pronoun for names: it or them.
@@ -163,10 +137,13 @@ func flagsCell(flags []string) string {
 	return strings.Join(q, " ")
 }
 
-func notesCell(c *coilyv1.CommandRule) string {
+func notesCell(c *coilyv1.CommandRule, prog string) string {
 	var notes []string
 	if c.GetConfirm() {
-		notes = append(notes, fmt.Sprintf("waits for the owner's approval (up to %s): say why with `--note`", c.GetConfirmTimeout().AsDuration()))
+		notes = append(notes, fmt.Sprintf("waits for the owner's approval (up to %s): say why with `%s exec --note`", c.GetConfirmTimeout().AsDuration(), prog))
+	}
+	if w := c.GetWritable(); len(w) > 0 {
+		notes = append(notes, "may write "+codeSpans(w))
 	}
 	switch c.GetNetwork() {
 	case "proxied":
@@ -177,7 +154,7 @@ func notesCell(c *coilyv1.CommandRule) string {
 			if len(hosts) > 6 {
 				hosts = append(hosts[:6:6], "…")
 			}
-			notes = append(notes, "network: "+md(strings.Join(hosts, ", ")))
+			notes = append(notes, "network: "+mdText(strings.Join(hosts, ", ")))
 		}
 	case "deny", "":
 		notes = append(notes, "no network")
@@ -192,6 +169,12 @@ func notesCell(c *coilyv1.CommandRule) string {
 		return ""
 	}
 	return strings.Join(notes, "; ")
+}
+
+// mdText makes policy text safe as Markdown prose (a deny rule's reason):
+// md, and no link, image or emphasis of its own.
+func mdText(s string) string {
+	return md(strings.NewReplacer(`\`, `\\`, "[", `\[`, "]", `\]`, "*", `\*`, "_", `\_`).Replace(s))
 }
 
 // md makes policy text safe inside Markdown code spans and table cells:

@@ -12,6 +12,7 @@ import (
 
 	"coily.dev/coily/client"
 	"coily.dev/coily/client/folder"
+	"coily.dev/coily/client/passenv"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
 
@@ -65,7 +66,7 @@ through the shared folder unless --socket or --server says otherwise.`,
 	Twin(fs, "cwd", "COILY_CWD")
 	// An array, not a slice: a value may hold commas (--env A=x,y is one
 	// variable); the twin likewise holds one NAME=VALUE or NAME, verbatim.
-	fs.StringArrayVar(&f.env, "env", nil, "NAME=VALUE, or NAME to pass this process's value (the rule must allow each name); repeat for more, a value is taken verbatim (commas included); the environment twin holds one")
+	fs.StringArrayVar(&f.env, "env", nil, "NAME=VALUE, or NAME to pass this process's value (the rule must allow each name; those it lists in pass_env are passed without it); repeat for more, a value is taken verbatim (commas included); the environment twin holds one")
 	Twin(fs, "env", "COILY_EXEC_ENV")
 	fs.BoolVar(&f.json, "json", false, "print a refusal as one JSON object on stderr (the command's own output is unchanged)")
 	Twin(fs, "json", "COILY_JSON")
@@ -107,7 +108,9 @@ func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 		return Refusal(a.Stderr, err, f.json)
 	}
 	defer done()
+	after := a.offerPassEnv(ctx, x, req)
 	exit, err := x.Exec(ctx, req, a.Stdout, a.Stderr)
+	after(exit.GetPolicySha256())
 	if code := interruptedCode(ctx); err != nil && code != 0 {
 		// Ctrl-C (or a SIGTERM) ended the request, and the server killed
 		// the command: exit as a local tool killed by that signal would.
@@ -204,4 +207,20 @@ func (a *App) parseEnv(items []string) map[string]string {
 		}
 	}
 	return out
+}
+
+// offerPassEnv forwards with req the variables the live policy's rules
+// for its command list in pass_env (package passenv), when x reaches the
+// server over gRPC (the shared folder carries no pass_env); the function
+// it returns refreshes the kept names when the command ran under another
+// policy. A name --env gives keeps --env's value (the server's rule).
+func (a *App) offerPassEnv(ctx context.Context, x execer, req *coilyv1.ExecRequest) func(policy string) {
+	c, ok := x.(*client.Client)
+	if !ok {
+		return func(string) {}
+	}
+	cache := passenv.Path(a.Settings())
+	names := passenv.Prepare(ctx, c.API, cache)
+	req.PassEnv = names.Offer(req.GetArgv()[0], a.Getenv)
+	return func(policy string) { passenv.After(ctx, c.API, cache, names, policy) }
 }

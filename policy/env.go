@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"maps"
 	"slices"
 	"strings"
 )
@@ -75,4 +76,56 @@ func envForbiddenReason(name string) string {
 		}
 	}
 	return ""
+}
+
+// envNames checks the names of a rule's env or pass_env (key): each a
+// plain variable name a caller may pass (envForbiddenReason).
+func (b *builder) envNames(r *Rule, rn ruleNode, key string, names []string) {
+	for j, e := range names {
+		if !envNamePattern.MatchString(e) {
+			b.failAt(b.at("commands", ruleIndex(b, rn), key, j), "rule %q: bad environment variable name %q", r.Name, e)
+		} else if why := envForbiddenReason(e); why != "" {
+			b.failAt(b.at("commands", ruleIndex(b, rn), key, j), "rule %q: %s %s may not be passed by callers: %s", r.Name, key, e, why)
+		}
+	}
+}
+
+// passEnvJoined is a rule's env with its pass_env names added: a name a
+// shim forwards is one the caller may pass.
+func passEnvJoined(env, pass []string) []string {
+	out := slices.Clone(env)
+	for _, n := range pass {
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// WithPassEnv returns env with the variables of offered (what a shim
+// forwards from the caller's environment) that the rule allowing the
+// request lists in pass_env; a name env already holds keeps its value.
+// The rest of offered is dropped, never refused: a shim offers the
+// pass_env names of every rule for its command, and only the one that
+// allows the request says which it takes. Without offered, or when no
+// rule allows the request, env is returned as it is.
+func (p *Policy) WithPassEnv(s Subject, argv []string, env, offered map[string]string) map[string]string {
+	if len(offered) == 0 {
+		return env
+	}
+	d := p.DecideExec(s, Request{Argv: argv, Env: slices.Sorted(maps.Keys(env))})
+	if d.Result != Allow || d.Rule == nil {
+		return env
+	}
+	out := maps.Clone(env)
+	for _, n := range d.Rule.PassEnv {
+		v, ok := offered[n]
+		if _, given := env[n]; ok && !given {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[n] = v
+		}
+	}
+	return out
 }

@@ -144,8 +144,12 @@ type Rule struct {
 	Reason string
 	// Report makes a deny rule allow but record that it would deny.
 	Report bool
-	// Env lists the environment variables a caller may pass.
+	// Env lists the environment variables a caller may pass, PassEnv's
+	// included.
 	Env []string
+	// PassEnv lists the variables shims forward from the caller's own
+	// environment (`pass_env`), each also in Env.
+	PassEnv []string
 	// Credentials maps an environment variable of the child to the
 	// credential reference the server fetches into it (never echoed).
 	Credentials map[string]credref.Ref

@@ -28,6 +28,7 @@ type ruleFile struct {
 	Reason         string            `yaml:"reason"`
 	Report         bool              `yaml:"report"`
 	Env            []string          `yaml:"env"`
+	PassEnv        []string          `yaml:"pass_env"`
 	Credentials    yaml.Node         `yaml:"credentials"`
 	Workspace      string            `yaml:"workspace"`
 	Sandbox        string            `yaml:"sandbox"`
@@ -170,7 +171,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 
 // allowOnly are the keys of the core schema that only make sense on allow
 // rules; so do every registered section's.
-var allowOnly = []string{"flags", "env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
+var allowOnly = []string{"flags", "env", "pass_env", "credentials", "workspace", "sandbox", "network", "timeout", "max_output",
 	"confirm", "confirm_timeout", "rate", "concurrency", "per_principal", "writable", "limits", "egress",
 	"ca_file"}
 
@@ -259,14 +260,9 @@ func (b *builder) ruleExecution(p *Policy, r *Rule, rf ruleFile, rn ruleNode) {
 		}
 		r.MaxOutput = v
 	}
-	for j, e := range rf.Env {
-		if !envNamePattern.MatchString(e) {
-			b.failAt(b.at("commands", ruleIndex(b, rn), "env", j), "rule %q: bad environment variable name %q", r.Name, e)
-		} else if why := envForbiddenReason(e); why != "" {
-			b.failAt(b.at("commands", ruleIndex(b, rn), "env", j), "rule %q: env %s may not be passed by callers: %s", r.Name, e, why)
-		}
-	}
-	r.Env = rf.Env
+	b.envNames(r, rn, "env", rf.Env)
+	b.envNames(r, rn, "pass_env", rf.PassEnv)
+	r.Env, r.PassEnv = passEnvJoined(rf.Env, rf.PassEnv), rf.PassEnv
 	b.ruleCredentials(r, rf, rn)
 	b.ruleSections(r, rf, AfterCredentials)
 	b.ruleWritable(r, rf, rn)

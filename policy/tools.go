@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -321,4 +322,23 @@ func ghPositionals(args []string) []string {
 		out = append(out, a)
 	}
 	return out
+}
+
+// RefusedForms says, one sentence each, which forms of a tool's command
+// line are refused whatever a rule allows (for `coily agents-md`).
+func RefusedForms() []string {
+	var runs []string
+	for _, sub := range slices.Sorted(maps.Keys(gitRunsPrograms)) {
+		runs = append(runs, "git "+sub+" "+strings.Join(gitRunsPrograms[sub], ", "))
+	}
+	for _, sub := range slices.Sorted(maps.Keys(gitRunsWords)) {
+		runs = append(runs, "git "+sub+" "+strings.Join(gitRunsWords[sub], ", "))
+	}
+	return []string{
+		"git options before the subcommand that load other configuration or point git elsewhere: " + strings.Join(slices.Sorted(maps.Keys(gitGlobalRefused)), ", "),
+		"git aliases, and git-NAME programs other than git's own commands",
+		"options and words that make git run a program or install hooks: " + strings.Join(runs, "; "),
+		"gh commands that hand out the token: gh auth token, gh auth git-credential, gh auth status --show-token",
+		"gh commands that run code coily cannot vet: gh extension (ext, extensions), gh alias set --shell, gh repo clone or fork with git options after --",
+	}
 }

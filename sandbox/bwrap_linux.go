@@ -344,7 +344,12 @@ func (b Bwrap) mounts(p *Profile, c *Confinement) ([]mount, error) {
 			mount{op: "--tmpfs", dst: filepath.Join(r.path, QuarantineDir), size: denyTmpfsBytes, rank: rankDeny})
 		for _, e := range r.found {
 			op := "--ro-bind-fd"
-			if e.writable {
+			switch {
+			case e.writable && (!e.dir || e.link):
+				// The root's bind covers it: a mount of its own would
+				// refuse the rename git and editors write it by.
+				continue
+			case e.writable:
 				op = "--bind-fd"
 			}
 			out = append(out, mount{op: op, file: e.file, dst: filepath.Join(r.path, e.rel), rank: rankProtect})
@@ -399,7 +404,9 @@ func (c *Confinement) openRoots(p *Profile) ([]*writableRoot, error) {
 		r.found = found
 		dropUnmoved(r.quarantine) // what an earlier check could not move is gone
 		for _, e := range found {
-			c.childFiles = append(c.childFiles, e.file)
+			if e.file != nil {
+				c.childFiles = append(c.childFiles, e.file)
+			}
 		}
 	}
 	return c.roots, nil

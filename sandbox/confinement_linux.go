@@ -275,7 +275,7 @@ func (r *writableRoot) check(writable []string, id string, since time.Time, budg
 	s.post, s.since, s.groupWrite = true, since, groupWritable()
 	s.known = map[[2]uint64]bool{}
 	for _, e := range r.found {
-		if e.kind == kindGitDir {
+		if e.kind == kindGitDir && !e.link {
 			s.known[[2]uint64{e.dev, e.ino}] = true
 		}
 	}
@@ -302,7 +302,10 @@ func (r *writableRoot) check(writable []string, id string, since time.Time, budg
 // git directory by any name but .git, outside modules/ and worktrees/)
 // is fresh whatever the rule may write: Writable ".git" keeps the
 // repositories a command makes under that name, never a work tree
-// dressed as one.
+// dressed as one. So is a symbolic link the command put at a name the
+// rule may write: a protected file the rule may write is no mount point
+// (git and editors replace it by rename), so a command could swap a link
+// in, which the host's tools would follow.
 func (r *writableRoot) fresh(out []protected, writable []string) []protected {
 	// An entry was there before when it is the same file: one bound
 	// read-only stays alive (and keeps its inode number) whatever the
@@ -324,7 +327,7 @@ func (r *writableRoot) fresh(out []protected, writable []string) []protected {
 	}
 	var fresh []protected
 	for _, e := range out {
-		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) && !e.bare() {
+		if before[at{"", e.dev, e.ino}] || before[at{e.rel, e.dev, e.ino}] || slices.Contains(writable, e.optName()) && !e.bare() && !e.link {
 			continue
 		}
 		fresh = append(fresh, e)

@@ -254,7 +254,8 @@ type protected struct {
 	rel      string // relative to the root
 	kind     entryKind
 	dir      bool
-	writable bool     // bound read-write (still its own mount point)
+	writable bool     // the rule may write it: a directory bound read-write, a file not bound
+	link     bool     // a symbolic link
 	dev, ino uint64   // identity when scanned
 	file     *os.File // O_PATH, when the scan opens what it finds
 }

@@ -433,8 +433,8 @@ func (s *scanner) protectNamed() error {
 }
 
 // add records a protected entry. A symbolic link at a protected name is
-// refused unless the rule may write it (then it is left alone: binding it
-// would follow it).
+// refused unless the rule may write it (then it is recorded, never opened
+// or bound: binding it would follow it).
 func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writable bool) error {
 	if s.have[rel] {
 		return nil
@@ -446,7 +446,8 @@ func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writab
 	if u, ok := s.unmoved[[2]uint64{st.Dev, st.Ino}]; ok {
 		return u.refusal(rel)
 	}
-	p := protected{rel: rel, kind: kind, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, writable: writable, dev: st.Dev, ino: st.Ino}
+	p := protected{rel: rel, kind: kind, dir: st.Mode&unix.S_IFMT == unix.S_IFDIR, link: st.Mode&unix.S_IFMT == unix.S_IFLNK,
+		writable: writable, dev: st.Dev, ino: st.Ino}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFLNK:
 		if s.post {
@@ -454,6 +455,7 @@ func (s *scanner) add(dir *os.File, e dirent, rel string, kind entryKind, writab
 			return nil
 		}
 		if writable {
+			s.keep(p) // left alone, unbound: a link swapped in is told apart after
 			return nil
 		}
 		return fmt.Errorf("%w: %s (coily does not follow links at protected names: remove it, or name it in the rule's writable list)", ErrProtectedLink, rel)

@@ -34,7 +34,7 @@ func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequ
 		subject = policy.Subject{Principal: p}
 	}
 	allow, deny := pol.Usable(subject)
-	out := &coilyv1.ListCommandsResponse{PolicySha256: pol.SHA256}
+	out := &coilyv1.ListCommandsResponse{PolicySha256: pol.SHA256, RefusedForms: policy.RefusedForms()}
 	for _, r := range allow {
 		out.Commands = append(out.Commands, commandRule(r))
 	}
@@ -60,7 +60,7 @@ func commandRule(r *policy.Rule) *coilyv1.CommandRule {
 		}
 		slices.Sort(cr.Flags)
 	}
-	cr.Env, cr.Confirm, cr.Network = r.Env, r.Confirm, r.Network
+	cr.Env, cr.PassEnv, cr.Writable, cr.Confirm, cr.Network = r.Env, r.PassEnv, r.Writable, r.Confirm, r.Network
 	cr.Timeout = durationpb.New(r.Timeout)
 	if r.Confirm {
 		cr.ConfirmTimeout = durationpb.New(r.ConfirmTimeout)

@@ -298,8 +298,11 @@ func (s *Server) confirm(ctx context.Context, x *execution) error {
 	return err
 }
 
-// decide is the policy's decision on the request, by its caller.
+// decide is the policy's decision on the request, by its caller, with
+// the variables a shim offered that the allowing rule passes (pass_env);
+// the others are dropped, kept nowhere.
 func (x *execution) decide(p *policy.Policy) policy.Decision {
+	x.req.Env, x.req.PassEnv = p.WithPassEnv(x.caller.Subject(), x.req.GetArgv(), x.req.GetEnv(), x.req.GetPassEnv()), nil
 	return p.DecideExec(x.caller.Subject(), policy.Request{Argv: x.req.GetArgv(), Env: slices.Sorted(maps.Keys(x.req.GetEnv()))})
 }
 
@@ -504,7 +507,7 @@ func (s *Server) runExec(ctx context.Context, x *execution) error {
 // to the store after answering (see saveRequest).
 func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Request, res supervise.Result, runErr error) (*coilyv1.ExecExit, error) {
 	rec := x.auditRecord("exec.result")
-	exit := &coilyv1.ExecExit{}
+	exit := &coilyv1.ExecExit{PolicySha256: x.policy.SHA256}
 	x.closeAttachments(ctx, &attach.End{Record: &rec, Result: true, Exit: exit}) // the command is over: its credentials end with it, the proxy, the agent and their connections too
 	rec.DurationMS = float64(res.Duration.Microseconds()) / 1000
 	supervise.AddReport(&rec, res.Report, x.scrub)

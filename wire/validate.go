@@ -127,7 +127,10 @@ func CheckExec(req *coilyv1.ExecRequest) error {
 			return refusal.New(refusal.BadRequest, "timeout must be positive and at most %s", policy.MaxTimeout)
 		}
 	}
-	if err := validateEnv(req.GetEnv()); err != nil {
+	if err := validateEnv("env", req.GetEnv()); err != nil {
+		return err
+	}
+	if err := validateEnv("pass_env", req.GetPassEnv()); err != nil {
 		return err
 	}
 	if c := req.GetCwd(); len(c) > 4096 || strings.IndexByte(c, 0) >= 0 {
@@ -140,16 +143,16 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 
 // validateEnv checks the shape of caller-passed variables; which names are
 // allowed is the policy's decision.
-func validateEnv(env map[string]string) error {
+func validateEnv(field string, env map[string]string) error {
 	if len(env) > maxEnv {
-		return refusal.New(refusal.BadRequest, "env has %d entries, more than %d", len(env), maxEnv)
+		return refusal.New(refusal.BadRequest, "%s has %d entries, more than %d", field, len(env), maxEnv)
 	}
 	for k, v := range env {
 		switch {
 		case !envName.MatchString(k):
-			return refusal.New(refusal.BadRequest, "env name %q is not of the form [A-Za-z_][A-Za-z0-9_]*", truncate(k, 64))
+			return refusal.New(refusal.BadRequest, "%s name %q is not of the form [A-Za-z_][A-Za-z0-9_]*", field, truncate(k, 64))
 		case len(v) > maxEnvValue || strings.IndexByte(v, 0) >= 0:
-			return refusal.New(refusal.BadRequest, "env %s: value must be at most %d bytes without NUL", k, maxEnvValue)
+			return refusal.New(refusal.BadRequest, "%s %s: value must be at most %d bytes without NUL", field, k, maxEnvValue)
 		}
 	}
 	return nil

@@ -13,7 +13,9 @@
 // coily (a link beside coily-client), it runs `coily exec -- ARGV...`
 // itself and hands every other command line to coily-client unchanged.
 //
-// It takes no flags. Standard input is sent as `--stdin=auto` sends it,
+// It takes no flags. The variables the rules for the command list in
+// pass_env are forwarded from its environment (package passenv), as coily
+// exec forwards them. Standard input is sent as `--stdin=auto` sends it,
 // output streams back, and the exit code is the command's, or 124 (out of
 // time), 125 (refused: "coily: refused (CODE): message" on stderr), 69
 // (the server cannot be reached), 128+N (interrupted by signal N). Where
@@ -44,6 +46,7 @@ import (
 	"coily.dev/coily/refusal"
 
 	"coily.dev/coily/client"
+	"coily.dev/coily/client/passenv"
 	"coily.dev/coily/version"
 	"coily.dev/coily/visible"
 )
@@ -120,7 +123,11 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		printLine(stderr, "coily: rule %q needs approval %s (expires %s); an approver runs: coily approvals approve %s",
 			ap.GetRule(), ap.GetId(), ap.GetExpiresAt().AsTime().Local().Format(time.Kitchen), ap.GetId())
 	}
+	cache := passenv.Path(settings)
+	names := passenv.Prepare(ctx, c.API, cache)
+	req.PassEnv = names.Offer(argv[0], getenv)
 	exit, err := c.Exec(ctx, req, stdout, stderr)
+	passenv.After(ctx, c.API, cache, names, exit.GetPolicySha256())
 	if sig := interrupted(); err != nil && sig != 0 {
 		return 128 + sig
 	}

@@ -96,6 +96,15 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	if strings.Contains(r.stderr, "planted-helper-ran") {
 		t.Fatalf("a helper from the repository's configuration ran: %q", r.stderr)
 	}
+	// push -u records the upstream in .git/config, which the rule may
+	// write: written by lock and rename, and said to be so.
+	r = git(true, "push", "-u", "origin", "HEAD:refs/heads/main")
+	if strings.Contains(r.stderr, "busy") || strings.Contains(r.stderr, "error:") {
+		t.Fatalf("push -u: %q", r.stderr)
+	}
+	if cfg, err := os.ReadFile(filepath.Join(ws, "repo", ".git", "config")); err != nil || !strings.Contains(string(cfg), "merge = refs/heads/main") {
+		t.Fatalf("push -u did not record the upstream: %s %v", cfg, err)
+	}
 	head := strings.TrimSpace(git(true, "rev-parse", "HEAD").stdout)
 	if got := g.Ref(t, "owner/repo", "refs/heads/main"); got == "" || got != head {
 		t.Fatalf("the push did not land: main is %q, want %q; requests %q", got, head, g.Requests())

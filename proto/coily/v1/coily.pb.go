@@ -252,7 +252,10 @@ type ListCommandsResponse struct {
 	// Deny rules for the same commands, in policy order.
 	Denied []*CommandRule `protobuf:"bytes,2,rep,name=denied,proto3" json:"denied,omitempty"`
 	// The policy in force.
-	PolicySha256  string `protobuf:"bytes,3,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
+	PolicySha256 string `protobuf:"bytes,3,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
+	// The forms of a tool's command line the server refuses whatever a rule
+	// allows (git's -c, -C, --git-dir…), one sentence each.
+	RefusedForms  []string `protobuf:"bytes,4,rep,name=refused_forms,json=refusedForms,proto3" json:"refused_forms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -308,6 +311,13 @@ func (x *ListCommandsResponse) GetPolicySha256() string {
 	return ""
 }
 
+func (x *ListCommandsResponse) GetRefusedForms() []string {
+	if x != nil {
+		return x.RefusedForms
+	}
+	return nil
+}
+
 // CommandRule describes one rule as a caller needs to know it (never a
 // credential reference or a workspace path).
 type CommandRule struct {
@@ -338,7 +348,13 @@ type CommandRule struct {
 	// A deny rule's reason.
 	Reason string `protobuf:"bytes,14,opt,name=reason,proto3" json:"reason,omitempty"`
 	// Whether the binary is present on the server's host.
-	Present       bool `protobuf:"varint,15,opt,name=present,proto3" json:"present,omitempty"`
+	Present bool `protobuf:"varint,15,opt,name=present,proto3" json:"present,omitempty"`
+	// The variables of env a shim forwards from the caller's own
+	// environment (`pass_env`): what ExecRequest.pass_env may offer.
+	PassEnv []string `protobuf:"bytes,16,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty"`
+	// The protected names of the workspace the rule may write (`writable`:
+	// .git, .git/config, .envrc…); every other protected entry is read-only.
+	Writable      []string `protobuf:"bytes,17,rep,name=writable,proto3" json:"writable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +494,20 @@ func (x *CommandRule) GetPresent() bool {
 	return false
 }
 
+func (x *CommandRule) GetPassEnv() []string {
+	if x != nil {
+		return x.PassEnv
+	}
+	return nil
+}
+
+func (x *CommandRule) GetWritable() []string {
+	if x != nil {
+		return x.Writable
+	}
+	return nil
+}
+
 // ExecRequest asks for one command to be run.
 type ExecRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -500,7 +530,12 @@ type ExecRequest struct {
 	Env map[string]string `protobuf:"bytes,5,rep,name=env,proto3" json:"env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// Working directory, relative to the rule's workspace. It must stay inside
 	// the workspace, symbolic links included. Empty means the workspace root.
-	Cwd           string `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	Cwd string `protobuf:"bytes,6,opt,name=cwd,proto3" json:"cwd,omitempty"`
+	// Variables a shim forwards from the caller's environment, by the
+	// pass_env names ListCommands gave. Those the allowing rule lists in
+	// pass_env are added to env (a name in env wins); the rest are dropped,
+	// never refused. The same bounds as env.
+	PassEnv       map[string]string `protobuf:"bytes,7,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -575,6 +610,13 @@ func (x *ExecRequest) GetCwd() string {
 		return x.Cwd
 	}
 	return ""
+}
+
+func (x *ExecRequest) GetPassEnv() map[string]string {
+	if x != nil {
+		return x.PassEnv
+	}
+	return nil
 }
 
 // ExecResponse is one event of an Exec stream.
@@ -852,8 +894,11 @@ type ExecExit struct {
 	// SHA256:… (pinned for other.example.com): the rule gives this key for
 	// git.example.com only". At most 16; the audit record has them too.
 	SshAgentRefused []string `protobuf:"bytes,8,rep,name=ssh_agent_refused,json=sshAgentRefused,proto3" json:"ssh_agent_refused,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The SHA-256 of the policy the command ran under: a client that keeps
+	// what ListCommands said (pass_env names) asks again when it changed.
+	PolicySha256  string `protobuf:"bytes,9,opt,name=policy_sha256,json=policySha256,proto3" json:"policy_sha256,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ExecExit) Reset() {
@@ -940,6 +985,13 @@ func (x *ExecExit) GetSshAgentRefused() []string {
 		return x.SshAgentRefused
 	}
 	return nil
+}
+
+func (x *ExecExit) GetPolicySha256() string {
+	if x != nil {
+		return x.PolicySha256
+	}
+	return ""
 }
 
 // LockoutRequest asks for the nuclear stop.
@@ -2619,11 +2671,12 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"\x14coily/v1/coily.proto\x12\bcoily.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"3\n" +
 	"\x13ListCommandsRequest\x12\x1c\n" +
-	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\x9d\x01\n" +
+	"\tprincipal\x18\x01 \x01(\tR\tprincipal\"\xc2\x01\n" +
 	"\x14ListCommandsResponse\x121\n" +
 	"\bcommands\x18\x01 \x03(\v2\x15.coily.v1.CommandRuleR\bcommands\x12-\n" +
 	"\x06denied\x18\x02 \x03(\v2\x15.coily.v1.CommandRuleR\x06denied\x12#\n" +
-	"\rpolicy_sha256\x18\x03 \x01(\tR\fpolicySha256\"\xda\x03\n" +
+	"\rpolicy_sha256\x18\x03 \x01(\tR\fpolicySha256\x12#\n" +
+	"\rrefused_forms\x18\x04 \x03(\tR\frefusedForms\"\x91\x04\n" +
 	"\vCommandRule\x12\x12\n" +
 	"\x04rule\x18\x01 \x01(\tR\x04rule\x12\x18\n" +
 	"\acommand\x18\x02 \x01(\tR\acommand\x12\x16\n" +
@@ -2641,15 +2694,21 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\atimeout\x18\f \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12&\n" +
 	"\x0frate_per_minute\x18\r \x01(\x05R\rratePerMinute\x12\x16\n" +
 	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x18\n" +
-	"\apresent\x18\x0f \x01(\bR\apresent\"\xfc\x01\n" +
+	"\apresent\x18\x0f \x01(\bR\apresent\x12\x19\n" +
+	"\bpass_env\x18\x10 \x03(\tR\apassEnv\x12\x1a\n" +
+	"\bwritable\x18\x11 \x03(\tR\bwritable\"\xf7\x02\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x123\n" +
 	"\atimeout\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12\x12\n" +
 	"\x04note\x18\x04 \x01(\tR\x04note\x120\n" +
 	"\x03env\x18\x05 \x03(\v2\x1e.coily.v1.ExecRequest.EnvEntryR\x03env\x12\x10\n" +
-	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x1a6\n" +
+	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x12=\n" +
+	"\bpass_env\x18\a \x03(\v2\".coily.v1.ExecRequest.PassEnvEntryR\apassEnv\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
+	"\fPassEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd6\x01\n" +
 	"\fExecResponse\x121\n" +
@@ -2667,7 +2726,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"ExecOutput\x12(\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x10.coily.v1.StreamR\x06stream\x12\x12\n" +
-	"\x04data\x18\x02 \x01(\fR\x04data\"\xb8\x02\n" +
+	"\x04data\x18\x02 \x01(\fR\x04data\"\xdd\x02\n" +
 	"\bExecExit\x12\x1b\n" +
 	"\texit_code\x18\x01 \x01(\x05R\bexitCode\x12\x16\n" +
 	"\x06signal\x18\x02 \x01(\x05R\x06signal\x125\n" +
@@ -2676,7 +2735,8 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x10stderr_truncated\x18\x05 \x01(\bR\x0fstderrTruncated\x12\x19\n" +
 	"\baudit_id\x18\x06 \x01(\tR\aauditId\x12#\n" +
 	"\regress_denied\x18\a \x03(\tR\fegressDenied\x12*\n" +
-	"\x11ssh_agent_refused\x18\b \x03(\tR\x0fsshAgentRefused\"(\n" +
+	"\x11ssh_agent_refused\x18\b \x03(\tR\x0fsshAgentRefused\x12#\n" +
+	"\rpolicy_sha256\x18\t \x01(\tR\fpolicySha256\"(\n" +
 	"\x0eLockoutRequest\x12\x16\n" +
 	"\x06reason\x18\x01 \x01(\tR\x06reason\"X\n" +
 	"\x0fLockoutResponse\x12-\n" +
@@ -2826,7 +2886,7 @@ func file_coily_v1_coily_proto_rawDescGZIP() []byte {
 }
 
 var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_coily_v1_coily_proto_goTypes = []any{
 	(Stream)(0),                    // 0: coily.v1.Stream
 	(ApprovalState)(0),             // 1: coily.v1.ApprovalState
@@ -2868,49 +2928,51 @@ var file_coily_v1_coily_proto_goTypes = []any{
 	(*RotateKeysResponse)(nil),     // 37: coily.v1.RotateKeysResponse
 	(*SandboxKey)(nil),             // 38: coily.v1.SandboxKey
 	nil,                            // 39: coily.v1.ExecRequest.EnvEntry
-	nil,                            // 40: coily.v1.Approval.EnvEntry
-	(*durationpb.Duration)(nil),    // 41: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 42: google.protobuf.Timestamp
+	nil,                            // 40: coily.v1.ExecRequest.PassEnvEntry
+	nil,                            // 41: coily.v1.Approval.EnvEntry
+	(*durationpb.Duration)(nil),    // 42: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
 }
 var file_coily_v1_coily_proto_depIdxs = []int32{
 	5,  // 0: coily.v1.ListCommandsResponse.commands:type_name -> coily.v1.CommandRule
 	5,  // 1: coily.v1.ListCommandsResponse.denied:type_name -> coily.v1.CommandRule
-	41, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
-	41, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
-	41, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
+	42, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
+	42, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
+	42, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
 	39, // 5: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
-	8,  // 6: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
-	9,  // 7: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
-	10, // 8: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
-	21, // 9: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
-	0,  // 10: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
-	41, // 11: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
-	28, // 12: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
-	28, // 13: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
-	28, // 14: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
-	28, // 15: coily.v1.ResumeResponse.pause:type_name -> coily.v1.StopState
-	28, // 16: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
-	28, // 17: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
-	29, // 18: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
-	42, // 19: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
-	28, // 20: coily.v1.StatusResponse.self_pauses:type_name -> coily.v1.StopState
-	42, // 21: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	42, // 22: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
-	1,  // 23: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
-	40, // 24: coily.v1.Approval.env:type_name -> coily.v1.Approval.EnvEntry
-	21, // 25: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
-	21, // 26: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
-	2,  // 27: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
-	21, // 28: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
-	42, // 29: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
-	38, // 30: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
-	38, // 31: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
-	42, // 32: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	40, // 6: coily.v1.ExecRequest.pass_env:type_name -> coily.v1.ExecRequest.PassEnvEntry
+	8,  // 7: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
+	9,  // 8: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
+	10, // 9: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
+	21, // 10: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
+	0,  // 11: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
+	42, // 12: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
+	28, // 13: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
+	28, // 14: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
+	28, // 15: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
+	28, // 16: coily.v1.ResumeResponse.pause:type_name -> coily.v1.StopState
+	28, // 17: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
+	28, // 18: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
+	29, // 19: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
+	43, // 20: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	28, // 21: coily.v1.StatusResponse.self_pauses:type_name -> coily.v1.StopState
+	43, // 22: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	43, // 23: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	1,  // 24: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
+	41, // 25: coily.v1.Approval.env:type_name -> coily.v1.Approval.EnvEntry
+	21, // 26: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
+	21, // 27: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
+	2,  // 28: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
+	21, // 29: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
+	43, // 30: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	38, // 31: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
+	38, // 32: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
+	43, // 33: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
+	34, // [34:34] is the sub-list for method output_type
+	34, // [34:34] is the sub-list for method input_type
+	34, // [34:34] is the sub-list for extension type_name
+	34, // [34:34] is the sub-list for extension extendee
+	0,  // [0:34] is the sub-list for field type_name
 }
 
 func init() { file_coily_v1_coily_proto_init() }
@@ -2930,7 +2992,7 @@ func file_coily_v1_coily_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coily_v1_coily_proto_rawDesc), len(file_coily_v1_coily_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

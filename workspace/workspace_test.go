@@ -1,0 +1,86 @@
+package workspace
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"coily.dev/coily/refusal"
+)
+
+// cwdRoot is a workspace with a subdirectory, a file, links inside and
+// out, and a sibling directory whose name starts like the workspace's.
+func cwdRoot(t testing.TB) (root, outside string) {
+	t.Helper()
+	base := t.TempDir()
+	root, outside = filepath.Join(base, "ws"), filepath.Join(base, "ws-outside")
+	for _, d := range []string{root, outside, filepath.Join(root, "sub", "deeper")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(root, "file"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for link, to := range map[string]string{"out": outside, "up": "..", "in": "sub", "loop": "loop", "sneaky": "sub/../../ws-outside"} {
+		if err := os.Symlink(to, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root, outside
+}
+
+// A request's cwd is resolved inside the rule's workspace; whatever a
+// caller writes, it never names a directory outside it.
+func TestResolveInsideHostile(t *testing.T) {
+	root, _ := cwdRoot(t)
+	real, _ := filepath.EvalSymlinks(root)
+	for _, tc := range []struct {
+		cwd  string
+		want string // relative to the workspace; "" for a refusal
+		code refusal.Code
+	}{
+		{"", ".", ""},
+		{"sub", "sub", ""},
+		{"sub/deeper", "sub/deeper", ""},
+		{"./sub/../sub/deeper/", "sub/deeper", ""},
+		{"in", "sub", ""},
+		{"..", "", refusal.PolicyDeny},
+		{"sub/../..", "", refusal.PolicyDeny},
+		{"../ws-outside", "", refusal.PolicyDeny},
+		{"/", "", refusal.BadRequest},
+		{root, "", refusal.BadRequest},
+		{"out", "", refusal.PolicyDeny},
+		{"up", "", refusal.PolicyDeny},
+		{"sneaky", "", refusal.PolicyDeny},
+		{"loop", "", refusal.BadRequest},
+		{"file", "", refusal.BadRequest},
+		{"absent", "", refusal.BadRequest},
+	} {
+		dir, err := resolveInside(root, tc.cwd)
+		if tc.want == "" {
+			if err == nil || refusal.As(err).Code != tc.code {
+				t.Errorf("cwd %q: %q, %v; want refusal %s", tc.cwd, dir, err, tc.code)
+			}
+			continue
+		}
+		if err != nil || dir != filepath.Join(real, tc.want) {
+			t.Errorf("cwd %q: %q, %v; want %s", tc.cwd, dir, err, tc.want)
+		}
+	}
+}
+
+func FuzzResolveInside(f *testing.F) {
+	for _, s := range []string{"", "sub", "..", "sub/../..", "/", "out", "up", "sneaky", "loop", "file", "in/../../ws-outside", "sub\x00", "./././..//"} {
+		f.Add(s)
+	}
+	root, _ := cwdRoot(f)
+	real, _ := filepath.EvalSymlinks(root)
+	f.Fuzz(func(t *testing.T, cwd string) {
+		dir, err := resolveInside(root, cwd)
+		if err == nil && dir != real && !strings.HasPrefix(dir, real+"/") {
+			t.Fatalf("cwd %q resolved to %q, outside %s", cwd, dir, real)
+		}
+	})
+}
