@@ -21,7 +21,7 @@ func obligationPolicy(t *testing.T, effect string, forceFirst bool) *policy.Poli
 	force := `  - name: git-push-force
     binary: /usr/bin/git
     args: [push, "**"]
-    if_flags: [--force, -f, --force-with-lease, --force-if-includes, --mirror]
+    if_flags: [--force, -f, --force-with-lease, --force-if-includes]
 `
 	if effect == "confirm" {
 		force += "    flags: any\n    confirm: true\n"
@@ -51,6 +51,9 @@ var forcePushes = [][]string{
 	{"push", "--force", "--quiet", "origin", "main"},
 	{"push", "--mirror", "origin"},
 	{"push", "--mirr", "origin"},
+	{"push", "--m", "origin"}, // git takes one letter when no other option starts so
+	{"push", "--mi", "origin"},
+	{"push", "--m=x", "origin"},
 	{"push", "--force-with-lease", "origin", "main"},
 	{"push", "--force-with-lease=main:abc", "origin", "main"},
 	{"push", "--force-if-includes", "origin", "main"},
@@ -247,7 +250,7 @@ func TestCheckObligations(t *testing.T) {
 func TestIfFlagsRuleShadowsNothing(t *testing.T) {
 	p := parse(t, "shadow.yaml", `version: 1
 commands:
-  - {name: echo-n, binary: /bin/echo, args: ["**"], flags: any, if_flags: [-n]}
+  - {name: echo-n, binary: /bin/echo, args: ["**"], flags: {-n: true, -e: true}, if_flags: [-n]}
   - {name: echo-hi, binary: /bin/echo, args: [hi]}
 `)
 	for _, w := range p.Warnings() {

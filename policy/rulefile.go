@@ -231,6 +231,12 @@ func (b *builder) ruleArgs(r *Rule, rf ruleFile, rn ruleNode) {
 		if err := r.Args.ValidateAllow(); err != nil {
 			b.failAt(rn.at("if_flags"), "rule %q: %v", r.Name, err)
 		}
+		// Without an approval, if_flags is what narrows the rule, and a
+		// later flag may undo the one required (git push --dry-run
+		// --no-dry-run pushes): flags: any would admit it.
+		if r.Args.AnyFlags && len(r.Args.IfFlags) > 0 && !rf.Confirm {
+			b.failAt(rn.at("if_flags"), "rule %q: if_flags on a rule without confirm needs its flags listed, not flags: any: any flag would let a later one undo the required one (--dry-run --no-dry-run)", r.Name)
+		}
 	}
 }
 

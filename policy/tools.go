@@ -56,7 +56,12 @@ var gitGlobalHarmless = map[string]bool{
 }
 
 // gitBuiltins are git's own commands, but those that hand out credentials
-// (credential) or run hooks and tools on request (hook, citool). Anything
+// (credential), run hooks and tools on request (hook, citool), or speak
+// the transfer protocol beneath push and fetch (send-pack forces with
+// --force, --mirror or a + refspec no push obligation names; fetch-pack,
+// send-pack, upload-pack and receive-pack run the program --exec or
+// --upload-pack names, and receive-pack runs the repository's hooks).
+// Anything
 // else is an alias (which can run a shell command), a program git-NAME
 // found on the PATH, or a typo that help.autocorrect would turn into
 // another command: refused.
@@ -66,14 +71,14 @@ func init() {
 	for _, c := range strings.Fields(`add am annotate apply archive bisect blame branch bugreport bundle cat-file check-attr
 		check-ignore check-mailmap check-ref-format checkout checkout-index cherry cherry-pick clean clone
 		column commit commit-graph commit-tree config count-objects describe diagnose diff diff-files
-		diff-index diff-tree difftool fast-export fast-import fetch fetch-pack fmt-merge-msg for-each-ref
+		diff-index diff-tree difftool fast-export fast-import fetch fmt-merge-msg for-each-ref
 		for-each-repo format-patch fsck gc get-tar-commit-id grep hash-object help index-pack init
 		interpret-trailers log ls-files ls-remote ls-tree mailinfo mailsplit maintenance merge merge-base
 		merge-file merge-index merge-tree mktag mktree multi-pack-index mv name-rev notes pack-objects pack-redundant
-		pack-refs patch-id prune prune-packed pull push range-diff read-tree rebase receive-pack reflog remote
-		repack replace rerere reset restore rev-list rev-parse revert rm send-pack shortlog show show-branch
+		pack-refs patch-id prune prune-packed pull push range-diff read-tree rebase reflog remote
+		repack replace rerere reset restore rev-list rev-parse revert rm shortlog show show-branch
 		show-index show-ref sparse-checkout stash status stripspace submodule switch symbolic-ref tag unpack-file
-		unpack-objects update-index update-ref update-server-info upload-archive upload-pack var verify-commit
+		unpack-objects update-index update-ref update-server-info upload-archive var verify-commit
 		verify-pack verify-tag version whatchanged worktree write-tree`) {
 		gitBuiltins[c] = true
 	}
@@ -168,7 +173,10 @@ func gitRefusedOption(refused []string, arg string) string {
 		switch {
 		case name == o:
 			return o
-		case strings.HasPrefix(o, "--") && strings.HasPrefix(name, "--") && len(name) > 3 && strings.HasPrefix(o, name):
+		// git takes any unambiguous abbreviation of a long option, one
+		// letter too (git push --m is --mirror, git clone --u=CMD is
+		// --upload-pack): every prefix counts, ambiguous ones as well.
+		case strings.HasPrefix(o, "--") && strings.HasPrefix(name, "--") && len(name) >= 3 && strings.HasPrefix(o, name):
 			return o
 		case len(o) == 2 && len(arg) > 2 && arg[0] == '-' && arg[1] != '-' && strings.ContainsRune(arg[1:], rune(o[1])):
 			return o

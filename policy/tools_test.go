@@ -77,6 +77,18 @@ var toolCases = []struct {
 	{"git", []string{"rebase", "-qx", "evil", "main"}, nil, "-x"},
 	{"git", []string{"grep", "--open-files=evil", "x"}, nil, "--open-files-in-pager"},
 	{"git", []string{"difftool", "--extc=evil"}, nil, "--extcmd"},
+	// One letter is an abbreviation too, where no other option starts so.
+	{"git", []string{"clone", "--u=touch x", "remote.git", "c"}, nil, "--upload-pack"},
+	{"git", []string{"ls-remote", "--u=touch x", "remote.git"}, nil, "--upload-pack"},
+	{"git", []string{"archive", "--e=touch x", "HEAD"}, nil, "--exec"},
+	{"git", []string{"push", "--e=touch x", "origin"}, nil, "--exec"},
+	{"git", []string{"init", "--t=/tmp/hooks"}, nil, "--template"},
+	// The transfer protocol beneath push and fetch: refused whole.
+	{"git", []string{"send-pack", "--force", "git@github.com:alice/x.git", "main"}, nil, "not a git command"},
+	{"git", []string{"send-pack", "https://github.com/alice/x", "+main"}, nil, "not a git command"},
+	{"git", []string{"fetch-pack", "--exec=touch x", "remote.git"}, nil, "not a git command"},
+	{"git", []string{"upload-pack", "."}, nil, "not a git command"},
+	{"git", []string{"receive-pack", "."}, nil, "not a git command"},
 	{"gh", []string{"repo", "clone", "o/r", "--", "--template=/tmp/hooks"}, nil, "after --"},
 	{"gh", []string{"repo", "fork", "o/r", "--clone", "--", "-c", "core.hooksPath=x"}, nil, "after --"},
 	{"git", []string{"remote", "add", "x", "ext::sh -c evil"}, nil, "remote helpers"},
