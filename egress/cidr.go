@@ -28,6 +28,11 @@ func ParseCIDR(s string) (CIDR, error) {
 	if err != nil || p.Addr().Zone() != "" {
 		return CIDR{}, fmt.Errorf("%q is not a CIDR (10.0.0.0/8, 127.0.0.1/32:8443, [::1]/128:8443)", s)
 	}
+	if p.Addr().Is4In6() {
+		// Addresses are unmapped before they are matched: a mapped
+		// prefix would never match, silently.
+		return CIDR{}, fmt.Errorf("%q is an IPv4 range written as IPv6; write it as IPv4 (10.0.0.0/8)", s)
+	}
 	if p.Masked() != p {
 		return CIDR{}, fmt.Errorf("%q has host bits set; write %s", s, p.Masked())
 	}

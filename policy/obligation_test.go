@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"coily.dev/coily/policy"
 )
@@ -257,5 +258,33 @@ commands:
 		if strings.Contains(w.Msg, "can never match") {
 			t.Errorf("warning %q", w.Msg)
 		}
+	}
+}
+
+// TestCheckObligationsBounded: the check weighs pairs of rules, each
+// request against every rule, so a large policy of push rules took minutes
+// (150 allow and 150 confirm rules: about 35 minutes, on every reload). It
+// stops at its budget and says where.
+func TestCheckObligationsBounded(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("version: 1\ncommands:\n")
+	for i := range 150 {
+		fmt.Fprintf(&b, "  - {name: push-%d, binary: /usr/bin/git, args: [push, origin, \"b%d-*\"], flags: {-q: true, -v: true}}\n", i, i)
+		fmt.Fprintf(&b, "  - {name: force-%d, binary: /usr/bin/git, args: [push, \"**\"], if_flags: [--force, -f], flags: any, confirm: true}\n", i)
+	}
+	p := parse(t, "big.yaml", b.String())
+	done := make(chan []policy.Warning, 1)
+	go func() { done <- p.Warnings() }()
+	select {
+	case ws := <-done:
+		stopped := false
+		for _, w := range ws {
+			stopped = stopped || strings.Contains(w.Msg, "and no further")
+		}
+		if !stopped {
+			t.Errorf("no warning says the check stopped at its budget (%d warnings)", len(ws))
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatal("policy check of 300 push rules still running after 2 minutes")
 	}
 }
