@@ -91,6 +91,8 @@ func (p *Policy) decide(s Subject, allowed map[string]bool, req Request) Decisio
 		if why != "" {
 			t.args = req.Argv[1:]
 			refused = cmp.Or(refused, why)
+		} else if p.gitConfigWritable && toolName(t.bin, req.Argv[0]) == "git" {
+			t.args = configMayForce(t.args)
 		}
 		for _, r := range t.rules {
 			if r.Effect != Deny || !r.Args.MatchDeny(t.args) {

@@ -45,7 +45,7 @@ func (p *Policy) Warnings() []Warning {
 			warn("rule %q runs %s with network deny: it cannot reach any host (set network: proxied and an egress block)", r.Name, r.Command())
 		}
 	}
-	return append(append(out, p.obligationWarnings()...), p.gitConfigWarnings()...)
+	return append(out, p.obligationWarnings()...)
 }
 
 // networkTools are commands whose purpose is to reach the network: with

@@ -288,3 +288,54 @@ func TestCheckObligationsBounded(t *testing.T) {
 		t.Fatal("policy check of 300 push rules still running after 2 minutes")
 	}
 }
+
+// TestObligationConfigMayForce: where a rule may write .git/config, a
+// command can put `push = +refs/heads/*:refs/heads/*` or `mirror = true`
+// under the remote, and a push naming no refspec then forces without a
+// flag: such a push needs the force rule's approval. A push naming its
+// refspecs reads no pushing configuration and is left alone; without a
+// writable config nothing changes.
+func TestObligationConfigMayForce(t *testing.T) {
+	ws := t.TempDir()
+	src := func(writable string) string {
+		return `version: 1
+workspaces: {ws: ` + ws + `}
+roles: {agent: {permissions: [exec], commands: [git, git-push-force]}}
+grants: [{principals: ["tag:agent"], roles: [agent]}]
+commands:
+  - {name: git-push-force, binary: /usr/bin/git, args: [push, "**"], if_flags: [--force, -f], flags: any, confirm: true}
+  - {name: git, binary: /usr/bin/git, args: ["**"], flags: any, workspace: ws, writable: [` + writable + `]}
+`
+	}
+	writable, plain := parse(t, "w.yaml", src(".git, .git/config")), parse(t, "p.yaml", src(".git"))
+	for _, tc := range []struct {
+		args    []string
+		confirm bool // where .git/config is writable
+	}{
+		{[]string{"push"}, true},
+		{[]string{"push", "origin"}, true},
+		{[]string{"push", "-q", "origin"}, true},
+		{[]string{"push", "origin", "--"}, true},
+		{[]string{"push", "-o", "ci.skip", "origin"}, true},
+		{[]string{"push", "-o", "ci.skip", "origin", "main"}, true}, // which word is the refspec?
+		{[]string{"push", "-qo", "ci.skip", "origin", "main"}, true},
+		{[]string{"push", "--push-option", "x", "origin", "main"}, true},
+		{[]string{"push", "--repo", "origin", "main"}, true},
+		{[]string{"push", "origin", "main"}, false},
+		{[]string{"push", "-u", "origin", "main"}, false},
+		{[]string{"push", "origin", "--", "main"}, false},
+		{[]string{"push", "--push-option=x", "origin", "main"}, false},
+		{[]string{"push", "--all", "origin"}, false},
+		{[]string{"push", "--tags", "origin"}, false},
+		{[]string{"status"}, false},
+	} {
+		argv := append([]string{"/usr/bin/git"}, tc.args...)
+		sub := policy.Subject{Principal: "tag:agent"}
+		if d := writable.DecideExec(sub, policy.Request{Argv: argv}); d.Result != policy.Allow || (d.Confirm != nil) != tc.confirm {
+			t.Errorf("writable config: %q = %v confirm %v (%s), want allowed, confirm %v", tc.args, d.Result, d.Confirm != nil, d.Reason, tc.confirm)
+		}
+		if d := plain.DecideExec(sub, policy.Request{Argv: argv}); d.Result != policy.Allow || d.Confirm != nil {
+			t.Errorf("read-only config: %q = %v confirm %v (%s), want allowed without approval", tc.args, d.Result, d.Confirm != nil, d.Reason)
+		}
+	}
+}

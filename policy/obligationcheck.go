@@ -61,7 +61,7 @@ func (p *Policy) ReloadWarnings() []Warning {
 			out = append(out, Warning{Rule: r.Name, Line: r.Line, Msg: fmt.Sprintf("rule %q cannot match on this host: %v", r.Name, r.Absent)})
 		}
 	}
-	return append(append(out, p.obligationWarnings()...), p.gitConfigWarnings()...)
+	return append(out, p.obligationWarnings()...)
 }
 
 // checkObligation tries the requests sampled from allow rule a and

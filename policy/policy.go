@@ -100,6 +100,9 @@ type Policy struct {
 	limits         sandbox.Limits // every rule's default resource limits
 	notify         *Notify        // the notify block; nil: none
 	git            *Git           // the git section; nil: none
+	// gitConfigWritable: some rule may write .git/config, so a push that
+	// names no refspec may force by configuration (configMayForce).
+	gitConfigWritable bool
 	// byName indexes rules, in file order, by command name (Rule.Command).
 	byName map[string][]*Rule
 	// byBinary indexes rules, in file order, by resolved binary and by the

@@ -166,6 +166,7 @@ func (b *builder) rules(p *Policy, rules []ruleFile) {
 		r.SHA256 = rf.SHA256
 		r.Binary, r.Resolved, r.Absent = resolveCandidates(r.Candidates, r.SHA256)
 		p.rules = append(p.rules, r)
+		p.gitConfigWritable = p.gitConfigWritable || r.Effect == Allow && slices.Contains(r.Writable, ".git/config")
 	}
 }
 

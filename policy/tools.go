@@ -238,6 +238,46 @@ func normalisePush(rest []string) []string {
 	return slices.Insert(out, end, implied...)
 }
 
+// configMayForce reads a push that may force by the repository's
+// configuration as forced: one that names no refspec pushes what
+// remote.NAME.push names, where a + forces, or mirrors by
+// remote.NAME.mirror, without a flag. The caller applies it where some
+// rule may write .git/config, so that a force push's obligation binds
+// `git push` and `git push origin` there (a push with refspecs, --all or
+// --tags reads no pushing configuration: git refuses a configured mirror
+// beside them). A flag that takes its value apart (-o, --push-option,
+// --repo) may hide which word is a refspec: read as forced too.
+func configMayForce(args []string) []string {
+	if len(args) == 0 || args[0] != "push" {
+		return args
+	}
+	positional, hidden, ended := 0, false, false
+	for _, a := range args[1:] {
+		switch {
+		case a == "--" && !ended:
+			ended = true
+		case !ended && strings.HasPrefix(a, "-") && a != "-":
+			if gitRefusedOption([]string{"--all", "--branches", "--tags"}, a) != "" {
+				return args
+			}
+			_, _, withValue := strings.Cut(a, "=")
+			long := gitRefusedOption([]string{"--push-option", "--repo"}, a) != ""
+			short := a[1] != '-' && strings.ContainsRune(a[1:], 'o')
+			hidden = hidden || (long && !withValue) || short
+		default:
+			positional++
+		}
+	}
+	if positional > 1 && !hidden {
+		return args
+	}
+	end := slices.Index(args, "--")
+	if end < 0 {
+		end = len(args)
+	}
+	return slices.Insert(slices.Clone(args), end, "--force")
+}
+
 // firstPositional is the first argument that is not an option (a guess:
 // an option's separate value would be taken for it, which only makes the
 // remote check stricter).
