@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -195,21 +194,4 @@ func TestCLIAuditTailFollow(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("audit tail --follow after SIGINT: %v", err)
 	}
-}
-
-// runCoilyEnv runs the coily binary with env added to the test's own.
-func runCoilyEnv(t *testing.T, env []string, args ...string) cliRun {
-	t.Helper()
-	cmd := exec.Command(coilyBin, args...)
-	cmd.Env = append(os.Environ(), env...)
-	var out, errb strings.Builder
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
 }

@@ -3,6 +3,8 @@
 package main
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -42,4 +44,21 @@ func TestCLIAuditHonoursCOILYDEV(t *testing.T) {
 			t.Errorf("%v %v: want %q: %+v", env, tc.args, tc.want, r)
 		}
 	}
+}
+
+// runCoilyEnv runs the coily binary with env added to the test's own.
+func runCoilyEnv(t *testing.T, env []string, args ...string) cliRun {
+	t.Helper()
+	cmd := exec.Command(coilyBin, args...)
+	cmd.Env = append(os.Environ(), env...)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
 }
