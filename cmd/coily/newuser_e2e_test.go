@@ -124,6 +124,11 @@ func TestNewUserRun(t *testing.T) {
 	if head := repoHead(t, ws); head == pushed || g.Ref(t, "alice/repo", "refs/heads/main") != head {
 		t.Fatalf("the force push did not land: main is %q, pushed %q, head %q", g.Ref(t, "alice/repo", "refs/heads/main"), pushed, head)
 	}
+	// git's identity came from the agent's environment, by the rule's
+	// pass_env, through coily exec.
+	if who := gitOut(t, "-c", "safe.directory=*", "-C", filepath.Join(ws, "repo"), "log", "-1", "--format=%an <%ae> / %cn <%ce>"); strings.TrimSpace(who) != "Agent <agent@example.com> / Agent <agent@example.com>" {
+		t.Fatalf("the commit's author and committer: %q, want the agent's exported identity", who)
+	}
 
 	// The audit log shows the run, the approval and who gave it.
 	tail := u.run(paths.Replace(strings.TrimSpace(recipeBlock(t, "dev audit"))))
@@ -221,12 +226,14 @@ func (u *newUser) lines(block string) []string {
 }
 
 // export does `export NAME=VALUE`, VALUE expanded as the shell would.
-func (u *newUser) export(assign string) {
-	name, value, ok := strings.Cut(assign, "=")
-	if !ok {
-		u.t.Fatalf("export %s", assign)
+func (u *newUser) export(assigns string) {
+	for _, assign := range strings.Fields(assigns) { // the page's values have no spaces
+		name, value, ok := strings.Cut(assign, "=")
+		if !ok {
+			u.t.Fatalf("export %s", assigns)
+		}
+		u.env[name] = os.Expand(strings.Trim(value, `"`), func(k string) string { return u.env[k] })
 	}
-	u.env[name] = os.Expand(strings.Trim(value, `"`), func(k string) string { return u.env[k] })
 }
 
 func (u *newUser) environ() []string {
