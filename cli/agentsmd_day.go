@@ -16,7 +16,7 @@ func agentsMDDay(p func(string, ...any), l *coilyv1.ListCommandsResponse, prog s
 	p("")
 	p("### Where commands run")
 	p("")
-	p("Every command runs on the trust point, in its rule's workspace there, whatever directory you are in: `cd` here does not change where it runs, and it reads and writes the trust point's copy of the files, not this environment's. `%s exec --cwd DIR -- …` runs it in DIR, relative to the workspace (it cannot leave it). In the workspace, the files tools on the owner's machine load and run (`.git/config` and hooks, `.envrc`, `.vscode`, `.claude` and the like) are read-only unless the rule's row says it may write them, and new ones a command makes are moved aside after it.", prog)
+	p("Every command runs on the trust point, in its rule's workspace there: at its root, or, when your directory is inside that workspace (the same path on the trust point, as when you work on the owner's machine), in the same directory of it; from anywhere else `cd` does not change where it runs, and it reads and writes the trust point's copy of the files, not this environment's. `%s exec --cwd DIR -- …` runs it in DIR, relative to the workspace (it cannot leave it). In the workspace, the files tools on the owner's machine load and run (`.git/config` and hooks, `.envrc`, `.vscode`, `.claude` and the like) are read-only unless the rule's row says it may write them, and new ones a command makes are moved aside after it.", prog)
 	p("")
 	p("### Environment variables")
 	p("")

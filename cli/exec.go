@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"time"
 
@@ -83,6 +84,11 @@ type execer interface {
 
 func (a *App) runExec(ctx context.Context, f execFlags, argv []string) int {
 	req := &coilyv1.ExecRequest{Argv: argv, Note: f.note, Cwd: f.cwd, Env: a.parseEnv(f.env)}
+	if f.cwd == "" {
+		// Run where the caller is, when that is inside the rule's
+		// workspace on the trust point (the server decides).
+		req.CallerDir, _ = os.Getwd()
+	}
 	if f.timeout < 0 {
 		PrintLine(a.Stderr, "%s: --timeout must not be negative", a.Name)
 		return ExitUsage

@@ -401,7 +401,7 @@ func (s *Server) makeHome(_ context.Context, x *execution) error {
 // sandbox runs can change it between the scan of its protected entries
 // and their mounts, and what a command leaves behind is its own.
 func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
-	root, dir, err := workspace.Resolve(x.policy, x.rule, x.home, x.req.GetCwd(), s.userHomes())
+	root, dir, err := workspace.Resolve(x.policy, x.rule, x.home, workspace.Dir{Cwd: x.req.GetCwd(), Caller: x.req.GetCallerDir()}, s.userHomes())
 	if err != nil {
 		return err
 	}

@@ -136,6 +136,9 @@ func CheckExec(req *coilyv1.ExecRequest) error {
 	if c := req.GetCwd(); len(c) > 4096 || strings.IndexByte(c, 0) >= 0 {
 		return refusal.New(refusal.BadRequest, "cwd must be at most 4096 bytes without NUL")
 	}
+	if c := req.GetCallerDir(); len(c) > 4096 || strings.IndexByte(c, 0) >= 0 {
+		return refusal.New(refusal.BadRequest, "caller_dir must be at most 4096 bytes without NUL")
+	}
 	return CheckText("note", req.GetNote())
 }
 

@@ -29,13 +29,19 @@ import (
 	"coily.dev/coily/refusal"
 )
 
+// Dir is where in its workspace a command asks to run: Cwd, relative to
+// the root, or else Caller, the caller's own directory (absolute), used
+// when it lies inside the workspace and ignored otherwise.
+type Dir struct{ Cwd, Caller string }
+
 // Resolve returns the command's workspace root (the directory of the
 // rule's named workspace under p, or home for a temporary workspace),
 // resolved, and the directory it runs in: the root joined with the
 // caller's cwd, which must stay inside the workspace once every symbolic
-// link is resolved. userHomes are homes no workspace may be or contain,
-// besides those of the host's users.
-func Resolve(p *policy.Policy, rule *policy.Rule, home, cwd string, userHomes []string) (root, dir string, err error) {
+// link is resolved, or the caller's own directory where it maps (see
+// Dir). userHomes are homes no workspace may be or contain, besides those
+// of the host's users.
+func Resolve(p *policy.Policy, rule *policy.Rule, home string, at Dir, userHomes []string) (root, dir string, err error) {
 	root = home
 	if name := rule.Workspace; name != policy.WorkspaceTemp {
 		named, ok := p.Workspace(name)
@@ -44,6 +50,7 @@ func Resolve(p *policy.Policy, rule *policy.Rule, home, cwd string, userHomes []
 		}
 		root = named
 	}
+	written := root // as the policy names it: the caller may know it so
 	if root, err = resolveInside(root, ""); err != nil {
 		return "", "", err
 	}
@@ -61,9 +68,37 @@ func Resolve(p *policy.Policy, rule *policy.Rule, home, cwd string, userHomes []
 			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q is or contains the home directory %s: a home's dotfiles are its user's configuration and secrets; name a directory inside it", rule.Workspace, h)
 		}
 	}
-	dir, err = resolveInside(root, cwd)
+	if at.Cwd == "" && at.Caller != "" {
+		if dir, ok := callerInside(root, written, at.Caller); ok {
+			return root, dir, nil
+		}
+	}
+	dir, err = resolveInside(root, at.Cwd)
 	return root, dir, err
 }
+
+// callerInside maps the caller's own directory into the workspace whose
+// resolved root is root (written: as the policy names it): the directory,
+// when the caller's absolute path lies under either and resolves inside
+// the workspace (a link out is not followed out); false otherwise, and
+// the caller's directory is then ignored.
+func callerInside(root, written, caller string) (string, bool) {
+	if !filepath.IsAbs(caller) {
+		return "", false
+	}
+	caller = filepath.Clean(caller)
+	for _, base := range []string{root, written} {
+		rel, err := filepath.Rel(base, caller)
+		if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			continue
+		}
+		if dir, err := resolveInside(root, rel); err == nil {
+			return dir, true
+		}
+	}
+	return "", false
+}
+
 
 // resolveInside resolves rel inside root. The check is made on fully
 // resolved paths; a symbolic link swapped in after the check is the

@@ -84,3 +84,64 @@ func FuzzResolveInside(f *testing.F) {
 		}
 	})
 }
+
+// The caller's own directory maps into the workspace when it lies inside
+// it and resolves there; anything else is ignored (the command runs at the
+// root), never refused and never followed out.
+func TestCallerInside(t *testing.T) {
+	root, outside := cwdRoot(t)
+	real, _ := filepath.EvalSymlinks(root)
+	// A way to the workspace through a link, as a caller may know it.
+	via := filepath.Join(t.TempDir(), "via")
+	if err := os.Symlink(root, via); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		caller string
+		want   string // relative to the workspace; "" when ignored
+	}{
+		{root, "."},
+		{filepath.Join(root, "sub"), "sub"},
+		{filepath.Join(root, "sub", "deeper") + "/", "sub/deeper"},
+		{filepath.Join(root, "sub", "..", "sub", "deeper"), "sub/deeper"},
+		{filepath.Join(real, "sub"), "sub"},
+		{filepath.Join(root, "in"), "sub"},
+		{filepath.Join(via, "sub"), ""}, // the caller's link is not the trust point's business
+		{filepath.Join(root, "out"), ""},
+		{filepath.Join(root, "up"), ""},
+		{filepath.Join(root, "sneaky"), ""},
+		{filepath.Join(root, "loop"), ""},
+		{filepath.Join(root, "file"), ""},
+		{filepath.Join(root, "absent"), ""},
+		{filepath.Join(root, ".."), ""},
+		{filepath.Join(root, "..", "ws-outside"), ""},
+		{outside, ""},
+		{root + "-outside", ""},
+		{"sub", ""}, // relative: not a caller's directory
+		{"/", ""},
+		{"", ""},
+	} {
+		dir, ok := callerInside(real, root, tc.caller)
+		switch {
+		case tc.want == "" && ok:
+			t.Errorf("caller %q mapped to %q, want it ignored", tc.caller, dir)
+		case tc.want != "" && (!ok || dir != filepath.Join(real, tc.want)):
+			t.Errorf("caller %q = %q, %v; want %q", tc.caller, dir, ok, filepath.Join(real, tc.want))
+		}
+	}
+}
+
+// FuzzCallerInside: whatever directory a caller claims, what it maps to
+// lies inside the workspace.
+func FuzzCallerInside(f *testing.F) {
+	root, outside := cwdRoot(f)
+	real, _ := filepath.EvalSymlinks(root)
+	for _, s := range []string{"", root, root + "/sub", root + "/out", root + "/up/ws-outside", root + "/../ws-outside", outside, "/", "sub", root + "/sub\x00"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, caller string) {
+		if dir, ok := callerInside(real, root, caller); ok && dir != real && !strings.HasPrefix(dir, real+"/") {
+			t.Fatalf("caller %q mapped to %q, outside %s", caller, dir, real)
+		}
+	})
+}

@@ -102,6 +102,7 @@ func run(args []string, getenv func(string) string, stdin io.Reader, stdout, std
 		return handOff(append([]string{"exec", "--"}, argv...), why, route == client.RouteDev || route == client.RouteTsnet, stderr)
 	}
 	req := &coilyv1.ExecRequest{Argv: argv}
+	req.CallerDir, _ = os.Getwd() // run there when it lies inside the rule's workspace (the server decides)
 	switch client.LookAtStdin(stdin) {
 	case client.StdinReady:
 		data, err := io.ReadAll(io.LimitReader(stdin, maxStdin+1))

@@ -91,6 +91,8 @@ func TestNewUserRun(t *testing.T) {
 			u.source(uncomment(strings.TrimPrefix(line, ". ")))
 		case strings.HasPrefix(line, "export "):
 			u.export(uncomment(strings.TrimPrefix(line, "export ")))
+		case strings.HasPrefix(line, "cd "):
+			u.env["PWD"] = uncomment(strings.TrimPrefix(line, "cd "))
 		case strings.Contains(line, "# waits for the owner's approval"):
 			u.approved(line, "git-push-force")
 			steps["force push"] = true

@@ -535,7 +535,15 @@ type ExecRequest struct {
 	// pass_env names ListCommands gave. Those the allowing rule lists in
 	// pass_env are added to env (a name in env wins); the rest are dropped,
 	// never refused. The same bounds as env.
-	PassEnv       map[string]string `protobuf:"bytes,7,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	PassEnv map[string]string `protobuf:"bytes,7,rep,name=pass_env,json=passEnv,proto3" json:"pass_env,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The caller's own working directory, absolute, which shims and coily
+	// exec send when cwd is empty: where it lies inside the rule's workspace
+	// on the trust point (the same path, or one through the links in the
+	// workspace's path), the command runs in that directory of it; anywhere
+	// else, or where it does not resolve inside the workspace, it is
+	// ignored and the command runs at the workspace root. At most 4096
+	// bytes, no NUL.
+	CallerDir     string `protobuf:"bytes,8,opt,name=caller_dir,json=callerDir,proto3" json:"caller_dir,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -617,6 +625,13 @@ func (x *ExecRequest) GetPassEnv() map[string]string {
 		return x.PassEnv
 	}
 	return nil
+}
+
+func (x *ExecRequest) GetCallerDir() string {
+	if x != nil {
+		return x.CallerDir
+	}
+	return ""
 }
 
 // ExecResponse is one event of an Exec stream.
@@ -2696,7 +2711,7 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x06reason\x18\x0e \x01(\tR\x06reason\x12\x18\n" +
 	"\apresent\x18\x0f \x01(\bR\apresent\x12\x19\n" +
 	"\bpass_env\x18\x10 \x03(\tR\apassEnv\x12\x1a\n" +
-	"\bwritable\x18\x11 \x03(\tR\bwritable\"\xf7\x02\n" +
+	"\bwritable\x18\x11 \x03(\tR\bwritable\"\x96\x03\n" +
 	"\vExecRequest\x12\x12\n" +
 	"\x04argv\x18\x01 \x03(\tR\x04argv\x12\x14\n" +
 	"\x05stdin\x18\x02 \x01(\fR\x05stdin\x123\n" +
@@ -2704,7 +2719,9 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\x04note\x18\x04 \x01(\tR\x04note\x120\n" +
 	"\x03env\x18\x05 \x03(\v2\x1e.coily.v1.ExecRequest.EnvEntryR\x03env\x12\x10\n" +
 	"\x03cwd\x18\x06 \x01(\tR\x03cwd\x12=\n" +
-	"\bpass_env\x18\a \x03(\v2\".coily.v1.ExecRequest.PassEnvEntryR\apassEnv\x1a6\n" +
+	"\bpass_env\x18\a \x03(\v2\".coily.v1.ExecRequest.PassEnvEntryR\apassEnv\x12\x1d\n" +
+	"\n" +
+	"caller_dir\x18\b \x01(\tR\tcallerDir\x1a6\n" +
 	"\bEnvEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1a:\n" +
