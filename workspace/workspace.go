@@ -99,7 +99,6 @@ func callerInside(root, written, caller string) (string, bool) {
 	return "", false
 }
 
-
 // resolveInside resolves rel inside root. The check is made on fully
 // resolved paths; a symbolic link swapped in after the check is the
 // sandbox's to contain (it binds only the workspace).
