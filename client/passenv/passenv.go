@@ -18,7 +18,6 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -26,6 +25,7 @@ import (
 
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/regularfile"
 )
 
 // maxFile bounds what is read of the cache file.
@@ -112,13 +112,8 @@ func Load(path string) *Names {
 	if path == "" {
 		return nil
 	}
-	f, err := os.Open(path)
+	data, err := regularfile.Read(path, maxFile) // a FIFO there does not hold the shim
 	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
-	if err != nil || len(data) > maxFile {
 		return nil
 	}
 	var n Names

@@ -5,7 +5,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 )
@@ -102,6 +104,22 @@ func TestLoadHostile(t *testing.T) {
 	}
 	if n := Load(dir); n != nil {
 		t.Errorf("a directory: loaded %+v", n)
+	}
+	// A FIFO at the cache's name (no writer ever comes) is passed over at
+	// once: the shim must not hang on its own cache.
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan *Names, 1)
+	go func() { done <- Load(fifo) }()
+	select {
+	case n := <-done:
+		if n != nil {
+			t.Errorf("a FIFO: loaded %+v", n)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Load blocked on a FIFO")
 	}
 	if n := Load(""); n != nil {
 		t.Errorf("no path: loaded %+v", n)
