@@ -3,6 +3,7 @@ package policy
 import (
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // Warning is something `coily policy check` reports about a valid policy:
@@ -40,6 +41,11 @@ func (p *Policy) Warnings() []Warning {
 		}
 		for _, w := range r.Egress.Unreachable() {
 			warn("rule %q: %s", r.Name, w)
+		}
+		for _, n := range r.Writable {
+			if strings.HasPrefix(n, ".git/") && !slices.Contains(r.Writable, ".git") {
+				warn("rule %q may write %s but not .git: the entries of a git directory are writable only inside a writable one (and git writes them by a lock file beside them), so %s stays read-only; add .git to writable", r.Name, n, n)
+			}
 		}
 		if r.Network == NetworkDeny && networkTools[r.Command()] {
 			warn("rule %q runs %s with network deny: it cannot reach any host (set network: proxied and an egress block)", r.Name, r.Command())
