@@ -11,6 +11,7 @@ package gitcredentials
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"coily.dev/coily/attach"
 	"coily.dev/coily/audit"
@@ -24,7 +25,8 @@ import (
 
 // Creds are the git credentials of one rule, for one execution.
 type Creds struct {
-	list []GitCredential
+	list    []GitCredential
+	proxied bool // the command's connections go through its egress proxy
 }
 
 // New is the attachment of r's git_credentials; nil when it has none.
@@ -33,7 +35,7 @@ func New(r *policy.Rule) *Creds {
 	if len(list) == 0 {
 		return nil
 	}
-	return &Creds{list: list}
+	return &Creds{list: list, proxied: r.Network == policy.NetworkProxied}
 }
 
 var _ attach.Credentialed = (*Creds)(nil)
@@ -76,17 +78,39 @@ func (c *Creds) Prepare(_ context.Context, run *attach.Run) error {
 }
 
 // Close has nothing to undo; when the command ran, its record says which
-// passwords it was given. The helper answers git inside the sandbox,
-// where the command could read the passwords without it: which hosts git
-// asked for is not the server's to know (the egress rows say which hosts
-// the command reached).
+// passwords it used. The helper answers git inside the sandbox, where the
+// command could read a password without it, so what the helper was asked
+// is not the server's to trust; but a password is used by sending it to
+// its host, and the egress proxy (outside the sandbox, closed before
+// this, its rows in the record) saw which hosts the command reached: a
+// password counts as used when its host and port were, and is left out
+// otherwise. Without an egress proxy (network open) nothing saw it: the
+// record says it was given.
 func (c *Creds) Close(_ context.Context, end *attach.End) {
 	if !end.Result || end.Record == nil {
 		return
 	}
 	for _, g := range c.list {
-		end.Record.UseCredential("git credential helper for https://" + g.Address() + " from " + g.Password.String())
+		what := "git credential helper for https://" + g.Address() + " from " + g.Password.String()
+		if !c.proxied {
+			end.Record.UseCredential(what + " (given; no egress proxy saw whether it was sent)")
+			continue
+		}
+		if n := reached(end.Record.Egress, g.Host, g.Port); n > 0 {
+			end.Record.UseCredential(fmt.Sprintf("%s (its host reached: %d connections)", what, n))
+		}
 	}
+}
+
+// reached counts the connections the egress rows allowed to host:port.
+func reached(rows []audit.EgressRow, host string, port int) int {
+	n := 0
+	for _, r := range rows {
+		if r.Decision == "allow" && r.Port == port && strings.EqualFold(r.Host, host) {
+			n += r.Conns
+		}
+	}
+	return n
 }
 
 // Describe lists the credentials as "host:port=reference" pairs: never

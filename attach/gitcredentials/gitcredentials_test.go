@@ -76,10 +76,24 @@ func TestCredentials(t *testing.T) {
 	if rec.CredentialsUsed != nil {
 		t.Errorf("a refusal's record: %q", rec.CredentialsUsed)
 	}
+	// Used: the password whose host and port the egress proxy let the
+	// command reach; not the other (its host refused, another port).
+	rec.Egress = []audit.EgressRow{
+		{Host: "GIT.example.com", Port: 8443, Decision: "allow", Conns: 2},
+		{Host: "ghe.example.com", Port: 443, Decision: "deny", Conns: 1},
+		{Host: "ghe.example.com", Port: 8443, Decision: "allow", Conns: 1},
+	}
 	c.Close(context.Background(), &attach.End{Record: &rec, Result: true})
-	if !slices.Equal(rec.CredentialsUsed, []string{"git credential helper for https://git.example.com:8443 from file:git",
-		"git credential helper for https://ghe.example.com:443 from file:ghe"}) {
+	if !slices.Equal(rec.CredentialsUsed, []string{"git credential helper for https://git.example.com:8443 from file:git (its host reached: 2 connections)"}) {
 		t.Errorf("credentials used: %q", rec.CredentialsUsed)
+	}
+	// Without an egress proxy nothing saw it: given, and said so.
+	rec = audit.Record{}
+	open := New(rule(t))
+	open.proxied = false
+	open.Close(context.Background(), &attach.End{Record: &rec, Result: true})
+	if len(rec.CredentialsUsed) != 2 || !strings.HasSuffix(rec.CredentialsUsed[1], "(given; no egress proxy saw whether it was sent)") {
+		t.Errorf("credentials used without a proxy: %q", rec.CredentialsUsed)
 	}
 	if New(&policy.Rule{}) != nil {
 		t.Error("an attachment without git_credentials")

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"coily.dev/coily/audit"
 	"coily.dev/coily/internal/standin"
 	"coily.dev/coily/internal/testserver"
 )
@@ -135,6 +136,43 @@ func TestCLIExecGitCredentials(t *testing.T) {
 	}
 	if want := `"git_credentials":["git.test:` + g.Port + `=file:gittoken"]`; !strings.Contains(audit, want) {
 		t.Fatalf("the audit log does not name the git credential (%s)", want)
+	}
+	checkGitCredentialsUsed(t, dir, g.Port)
+}
+
+// checkGitCredentialsUsed: under one rule, a run that reached the
+// credential's host used it (credentials_used says so, with the
+// connections the egress proxy counted); one that reached nothing
+// (rev-parse) or another host (other.test) did not.
+func checkGitCredentialsUsed(t *testing.T, dir, port string) {
+	t.Helper()
+	recs, err := audit.Tail(filepath.Join(dir, "audit"), 200)
+	if err != nil {
+		t.Fatal(err)
+	}
+	used := "git credential helper for https://git.test:" + port + " from file:gittoken (its host reached: "
+	seen := map[string]bool{}
+	for _, rec := range recs {
+		if rec.Event != "exec.result" {
+			continue
+		}
+		argv := strings.Join(rec.Argv, " ")
+		has := slices.ContainsFunc(rec.CredentialsUsed, func(s string) bool { return strings.HasPrefix(s, used) })
+		switch {
+		case strings.HasSuffix(argv, "git push origin HEAD:refs/heads/main"), strings.HasSuffix(argv, "git push -u origin HEAD:refs/heads/main"):
+			seen["push"] = true
+			if !has {
+				t.Errorf("%s: credentials_used %q, want the password used", argv, rec.CredentialsUsed)
+			}
+		case strings.HasSuffix(argv, "git rev-parse HEAD"), strings.Contains(argv, "other.test"):
+			seen["unused"] = true
+			if len(rec.CredentialsUsed) != 0 {
+				t.Errorf("%s: credentials_used %q, want none", argv, rec.CredentialsUsed)
+			}
+		}
+	}
+	if !seen["push"] || !seen["unused"] {
+		t.Fatalf("the runs were not all in the audit log: %v", seen)
 	}
 }
 
