@@ -223,6 +223,7 @@ func (s *Server) decideRule(_ context.Context, x *execution) error {
 		return refusal.New(refusal.PolicyDeny, "%s", d.Reason)
 	}
 	x.rule, x.confirm, x.confirmTimeout, x.confirmBy = d.Rule, x.confirm || d.Confirm != nil, d.ConfirmTimeout, d.Confirm
+	x.req.Cwd = workspace.CallerCwd(x.policy, x.rule, x.req.GetCwd(), x.req.GetCallerDir()) // what the approver sees is where it runs
 	x.attached = s.attachmentsOf(x, d)
 	x.job.Decided(x.rule.Name, "")
 	return nil
@@ -401,7 +402,7 @@ func (s *Server) makeHome(_ context.Context, x *execution) error {
 // sandbox runs can change it between the scan of its protected entries
 // and their mounts, and what a command leaves behind is its own.
 func (s *Server) lockWorkspace(ctx context.Context, x *execution) error {
-	root, dir, err := workspace.Resolve(x.policy, x.rule, x.home, workspace.Dir{Cwd: x.req.GetCwd(), Caller: x.req.GetCallerDir()}, s.userHomes())
+	root, dir, err := workspace.Resolve(x.policy, x.rule, x.home, x.req.GetCwd(), s.userHomes())
 	if err != nil {
 		return err
 	}

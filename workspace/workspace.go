@@ -29,19 +29,13 @@ import (
 	"coily.dev/coily/refusal"
 )
 
-// Dir is where in its workspace a command asks to run: Cwd, relative to
-// the root, or else Caller, the caller's own directory (absolute), used
-// when it lies inside the workspace and ignored otherwise.
-type Dir struct{ Cwd, Caller string }
-
 // Resolve returns the command's workspace root (the directory of the
 // rule's named workspace under p, or home for a temporary workspace),
 // resolved, and the directory it runs in: the root joined with the
 // caller's cwd, which must stay inside the workspace once every symbolic
-// link is resolved, or the caller's own directory where it maps (see
-// Dir). userHomes are homes no workspace may be or contain, besides those
-// of the host's users.
-func Resolve(p *policy.Policy, rule *policy.Rule, home string, at Dir, userHomes []string) (root, dir string, err error) {
+// link is resolved. userHomes are homes no workspace may be or contain,
+// besides those of the host's users.
+func Resolve(p *policy.Policy, rule *policy.Rule, home, cwd string, userHomes []string) (root, dir string, err error) {
 	root = home
 	if name := rule.Workspace; name != policy.WorkspaceTemp {
 		named, ok := p.Workspace(name)
@@ -50,7 +44,6 @@ func Resolve(p *policy.Policy, rule *policy.Rule, home string, at Dir, userHomes
 		}
 		root = named
 	}
-	written := root // as the policy names it: the caller may know it so
 	if root, err = resolveInside(root, ""); err != nil {
 		return "", "", err
 	}
@@ -68,13 +61,37 @@ func Resolve(p *policy.Policy, rule *policy.Rule, home string, at Dir, userHomes
 			return "", "", refusal.New(refusal.PolicyDeny, "workspace %q is or contains the home directory %s: a home's dotfiles are its user's configuration and secrets; name a directory inside it", rule.Workspace, h)
 		}
 	}
-	if at.Cwd == "" && at.Caller != "" {
-		if dir, ok := callerInside(root, written, at.Caller); ok {
-			return root, dir, nil
-		}
-	}
-	dir, err = resolveInside(root, at.Cwd)
+	dir, err = resolveInside(root, cwd)
 	return root, dir, err
+}
+
+// CallerCwd is the request's cwd for rule: cwd itself when given, else
+// the caller's own directory (absolute, ExecRequest.caller_dir) relative
+// to the rule's named workspace, when it lies inside it and resolves
+// there, else "" (the root). The server calls it once the rule is known,
+// before an approver sees the request, so that the directory the approver
+// and the audit log see is the one the command runs in (Resolve checks it
+// again then).
+func CallerCwd(p *policy.Policy, rule *policy.Rule, cwd, caller string) string {
+	if cwd != "" || caller == "" || rule.Workspace == policy.WorkspaceTemp {
+		return cwd
+	}
+	written, ok := p.Workspace(rule.Workspace)
+	if !ok {
+		return ""
+	}
+	root, err := resolveInside(written, "")
+	if err != nil {
+		return ""
+	}
+	dir, ok := callerInside(root, written, caller)
+	if !ok {
+		return ""
+	}
+	if rel, err := filepath.Rel(root, dir); err == nil && rel != "." {
+		return rel
+	}
+	return ""
 }
 
 // callerInside maps the caller's own directory into the workspace whose

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
 )
 
@@ -144,4 +145,37 @@ func FuzzCallerInside(f *testing.F) {
 			t.Fatalf("caller %q mapped to %q, outside %s", caller, dir, real)
 		}
 	})
+}
+
+// CallerCwd turns the caller's directory into the request's cwd once the
+// rule is known (what the approver sees is where the command runs): a
+// given cwd wins, a temporary workspace takes none, and a directory
+// outside, or out through a link, is the root ("").
+func TestCallerCwd(t *testing.T) {
+	root, outside := cwdRoot(t)
+	p, err := policy.Parse("p.yaml", []byte("version: 1\nworkspaces: {ws: "+root+"}\ncommands:\n"+
+		"  - {name: named, binary: /bin/true, workspace: ws}\n  - {name: temp, binary: /bin/true}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, temp := p.Rules()[0], p.Rules()[1]
+	for _, tc := range []struct {
+		rule        *policy.Rule
+		cwd, caller string
+		want        string
+	}{
+		{named, "", filepath.Join(root, "sub", "deeper"), "sub/deeper"},
+		{named, "", filepath.Join(root, "in"), "sub"},
+		{named, "", root, ""},
+		{named, "sub", filepath.Join(root, "sub", "deeper"), "sub"},
+		{named, "", filepath.Join(root, "out"), ""},
+		{named, "", outside, ""},
+		{named, "", "sub", ""},
+		{temp, "", filepath.Join(root, "sub"), ""},
+		{temp, "x", "", "x"},
+	} {
+		if got := CallerCwd(p, tc.rule, tc.cwd, tc.caller); got != tc.want {
+			t.Errorf("CallerCwd(%s, %q, %q) = %q, want %q", tc.rule.Name, tc.cwd, tc.caller, got, tc.want)
+		}
+	}
 }

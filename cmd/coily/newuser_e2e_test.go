@@ -300,6 +300,7 @@ func (u *newUser) approved(line, rule string) {
 			RequestID string `json:"request_id"`
 			Requester string `json:"requester"`
 			Rule      string `json:"rule"`
+			Cwd       string `json:"cwd"`
 		} `json:"approvals"`
 	}
 	deadline := time.Now().Add(30 * time.Second)
@@ -310,7 +311,9 @@ func (u *newUser) approved(line, rule string) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	a := list.Approvals[0]
-	if len(list.Approvals) != 1 || a.Requester != "tag:agent" || a.Rule != rule {
+	// The approver sees the directory the push runs in: the clone, where
+	// the agent is.
+	if len(list.Approvals) != 1 || a.Requester != "tag:agent" || a.Rule != rule || a.Cwd != "repo" {
 		t.Fatalf("approvals: %+v", list.Approvals)
 	}
 	approveInChromium(t, console+"/", a.ID)
