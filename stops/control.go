@@ -140,7 +140,7 @@ func (c *Controls) PauseSelf(principal string, st Stop) (inForce Stop, running i
 	}
 	pauses[principal] = st
 	c.state.SelfPauses = pauses // a restriction: in force even if it cannot be persisted
-	persisted = c.cfg.Store.SetSelfPauses(pauses)
+	persisted = c.cfg.Store.SetSelfPause(principal, st)
 	for _, j := range c.jobs {
 		if j.principal == principal {
 			running++

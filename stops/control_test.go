@@ -2,6 +2,7 @@ package stops
 
 import (
 	"errors"
+	"maps"
 	"testing"
 	"time"
 
@@ -20,8 +21,15 @@ func (m *memStore) SetLockout(s Stop) error {
 	return m.write(func() { m.st.Lockout = s })
 }
 func (m *memStore) SetPause(s Stop) error { return m.write(func() { m.st.Pause = s }) }
-func (m *memStore) SetSelfPauses(p map[string]Stop) error {
-	return m.write(func() { m.st.SelfPauses = p })
+func (m *memStore) SetSelfPause(principal string, s Stop) error {
+	return m.write(func() {
+		self := maps.Clone(m.st.SelfPauses)
+		if self == nil {
+			self = map[string]Stop{}
+		}
+		self[principal] = s
+		m.st.SelfPauses = self
+	})
 }
 func (m *memStore) SetPauses(p Stop, self map[string]Stop) error {
 	return m.write(func() { m.st.Pause, m.st.SelfPauses = p, self })

@@ -49,8 +49,9 @@ type Store interface {
 	SetLockout(Stop) error
 	// SetPause persists the server's pause.
 	SetPause(Stop) error
-	// SetSelfPauses persists the principals' pauses of themselves.
-	SetSelfPauses(map[string]Stop) error
+	// SetSelfPause persists one principal's pause of itself, keeping the
+	// others'.
+	SetSelfPause(principal string, s Stop) error
 	// SetPauses persists the server's pause and the principals' pauses of
 	// themselves at once: both or neither.
 	SetPauses(pause Stop, self map[string]Stop) error

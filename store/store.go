@@ -217,12 +217,29 @@ func (d *DB) SetPauses(pause Stop, self map[string]Stop) error {
 	return nil
 }
 
-// SetSelfPauses persists the principals' pauses of themselves.
-func (d *DB) SetSelfPauses(p map[string]Stop) error {
-	if p == nil {
-		p = map[string]Stop{}
+// SetSelfPause sets one principal's pause of itself, in one transaction
+// with the read of the others' (which it keeps).
+func (d *DB) SetSelfPause(principal string, st Stop) error {
+	err := d.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketState)
+		var self map[string]Stop
+		if err := getJSON(b, keySelfPauses, &self); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if self == nil {
+			self = map[string]Stop{}
+		}
+		self[principal] = st
+		data, err := json.Marshal(self)
+		if err != nil {
+			return fmt.Errorf("encode %s: %w", keySelfPauses, err)
+		}
+		return b.Put(keySelfPauses, data)
+	})
+	if err != nil {
+		return fmt.Errorf("store: put %s: %w", keySelfPauses, err)
 	}
-	return d.put(bucketState, keySelfPauses, p)
+	return nil
 }
 
 func (d *DB) put(bucket, key []byte, v any) error {

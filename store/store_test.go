@@ -340,7 +340,8 @@ func TestLeases(t *testing.T) {
 }
 
 // Principals' pauses of themselves survive a restart, and resuming
-// (SetSelfPauses(nil)) clears them.
+// (SetPauses(pause, nil)) clears them; one principal's pause keeps the
+// others'.
 func TestSelfPausesPersist(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "coily.db")
 	db, err := Open(path)
@@ -348,7 +349,10 @@ func TestSelfPausesPersist(t *testing.T) {
 		t.Fatal(err)
 	}
 	since := time.Unix(1700000000, 0).UTC()
-	if err := db.SetSelfPauses(map[string]Stop{"tag:agent": {Active: true, By: "tag:agent", Reason: "stop me", Since: since}}); err != nil {
+	if err := db.SetSelfPause("tag:agent", Stop{Active: true, By: "tag:agent", Reason: "stop me", Since: since}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetSelfPause("tag:other", Stop{Active: true, By: "tag:other", Since: since}); err != nil {
 		t.Fatal(err)
 	}
 	db.Close()
@@ -357,7 +361,7 @@ func TestSelfPausesPersist(t *testing.T) {
 	}
 	defer db.Close()
 	st, err := db.Stops()
-	if p := st.SelfPauses["tag:agent"]; err != nil || !p.Active || p.Reason != "stop me" || !p.Since.Equal(since) || st.Pause.Active {
+	if p := st.SelfPauses["tag:agent"]; err != nil || !p.Active || p.Reason != "stop me" || !p.Since.Equal(since) || st.Pause.Active || !st.SelfPauses["tag:other"].Active {
 		t.Fatalf("after reopening: %+v %v", st, err)
 	}
 	// Resume: both lifted in one write.
