@@ -44,6 +44,10 @@ const (
 	CredentialUnavailable Code = "credential-unavailable"
 	SandboxUnavailable    Code = "sandbox-unavailable"
 	CommandTimeout        Code = "command-timeout"
+	// StateUnavailable: the state a decision depends on (the rate
+	// buckets, the relay's records, the signing keys, the stop controls)
+	// could not be reached; nothing was run.
+	StateUnavailable Code = "state-unavailable"
 	// CommandKilled: someone allowed to stop commands killed this one
 	// alone (the web console's kill), while it waited or ran.
 	CommandKilled Code = "command-killed"
@@ -69,6 +73,7 @@ var grpcCodes = map[Code]codes.Code{
 	CredentialUnavailable: codes.Unavailable,
 	SandboxUnavailable:    codes.Unavailable,
 	CommandTimeout:        codes.DeadlineExceeded,
+	StateUnavailable:      codes.Unavailable,
 	CommandKilled:         codes.Aborted,
 	BadRequest:            codes.InvalidArgument,
 	Internal:              codes.Internal,
@@ -78,7 +83,8 @@ var grpcCodes = map[Code]codes.Code{
 func Codes() []Code {
 	return []Code{Unauthenticated, PermissionDenied, HMACFail, ReplayDetected, StaleRequest,
 		LockoutActive, PauseActive, RateLimit, ConcurrencyBusy, PolicyDeny, ConfirmRejected,
-		ConfirmTimeout, CredentialUnavailable, SandboxUnavailable, CommandTimeout, CommandKilled, BadRequest, Internal}
+		ConfirmTimeout, CredentialUnavailable, SandboxUnavailable, CommandTimeout, CommandKilled, StateUnavailable,
+		BadRequest, Internal}
 }
 
 // GRPCCode returns the gRPC status code a refusal code is sent with.

@@ -49,8 +49,8 @@ func codeConstants(t *testing.T) []string {
 
 func TestCodesComplete(t *testing.T) {
 	consts := codeConstants(t)
-	if len(consts) != 18 {
-		t.Errorf("found %d Code constants, want 18: %v", len(consts), consts)
+	if len(consts) != 19 {
+		t.Errorf("found %d Code constants, want 19: %v", len(consts), consts)
 	}
 	all := Codes()
 	if len(all) != len(consts) {
