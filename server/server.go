@@ -253,28 +253,8 @@ func New(cfg Config) (*Server, error) {
 		s.log.Warn("starting locked out", "by", st.Lockout.By, "reason", st.Lockout.Reason)
 	}
 	logAbsentBinaries(s, cfg.Policy)
-	s.startLeftoverRevocation()
+	leases.StartRevokingLeftovers(s.leaseConfig(), &s.bg, s.record)
 	return s, nil
-}
-
-// startLeftoverRevocation revokes, in the background, the leases an
-// earlier run of the server recorded and did not revoke (attach/leases). They
-// are read now, before this run records any of its own.
-func (s *Server) startLeftoverRevocation() {
-	leftovers, err := s.cfg.Store.Leases()
-	if err != nil {
-		s.log.Error("reading the leases an earlier run left; they end at their TTL", "err", err)
-		return
-	}
-	if len(leftovers) == 0 {
-		return
-	}
-	s.log.Warn("revoking leases an earlier run of the server did not revoke", "count", len(leftovers))
-	s.bg.Add(1)
-	go func() {
-		defer s.bg.Done()
-		leases.RevokeLeftovers(context.Background(), s.leaseConfig(), leftovers, s.record)
-	}()
 }
 
 // Policy returns the policy in force.

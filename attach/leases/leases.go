@@ -180,6 +180,23 @@ func (l *Leases) Close(ctx context.Context, end *attach.End) {
 // Describe writes the ids of every lease held: lease ids, never values.
 func (l *Leases) Describe(rec *audit.Record) { rec.Leases = l.ids }
 
+// StartRevokingLeftovers revokes, in the background (on bg), the leases
+// an earlier run of the server recorded and did not revoke
+// (RevokeLeftovers). They are read now, before this run records any of
+// its own.
+func StartRevokingLeftovers(cfg Config, bg *sync.WaitGroup, record func(context.Context, audit.Record) (audit.Record, error)) {
+	leftovers, err := cfg.Store.Leases()
+	if err != nil {
+		cfg.Log.Error("reading the leases an earlier run left; they end at their TTL", "err", err)
+		return
+	}
+	if len(leftovers) == 0 {
+		return
+	}
+	cfg.Log.Warn("revoking leases an earlier run of the server did not revoke", "count", len(leftovers))
+	bg.Go(func() { RevokeLeftovers(context.Background(), cfg, leftovers, record) })
+}
+
 // RevokeLeftovers revokes the leases an earlier run of the server left
 // recorded (leftovers, read before this run took any), each audited as an
 // EventRevoke record by record. One that cannot be revoked stays
