@@ -29,7 +29,7 @@ type Components struct {
 	Closing func() bool
 	// Policy returns the policy in force.
 	Policy    func() *policy.Policy
-	Store     *store.DB
+	Store     store.Shared
 	Audit     *audit.Log
 	Keystore  *keystore.Keystore
 	Sandboxes sandbox.Registry

@@ -59,7 +59,7 @@ const (
 )
 
 // Store keeps the sandboxes' signing keys and the request records: what is
-// kept, not how (store.DB is the default).
+// kept, not how (every store.Shared is one).
 type Store interface {
 	// Key is the sandbox's current signing key (store.ErrNotFound: none).
 	Key(sandbox string) (store.Key, error)
@@ -75,7 +75,7 @@ type Store interface {
 	PruneRelays(before, now time.Time) (records, nonces int, err error)
 }
 
-var _ Store = (*store.DB)(nil)
+var _ Store = store.Shared(nil)
 
 // Exec is one relayed request on the server's side: its pipeline, its
 // audit and its stop state.

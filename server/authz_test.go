@@ -78,7 +78,7 @@ func newUnitServer(t *testing.T, policyYAML string) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { al.Close() })
-	s, err := New(Config{Policy: pol, Store: db, Audit: al, ServerUID: 1000, Users: fakeUsers{
+	s, err := New(Config{Policy: pol, Local: db, Shared: db, Audit: al, ServerUID: 1000, Users: fakeUsers{
 		0:    {"root", []string{"root"}},
 		1000: {"coily", []string{"coily"}},
 		1001: {"alice", []string{"alice"}},

@@ -10,6 +10,7 @@ import (
 	"coily.dev/coily/audit"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
 )
 
 // A control action that could not be persisted keeps its own details in
@@ -19,7 +20,7 @@ func TestFailedControlRecords(t *testing.T) {
 	s := newUnitServer(t, matrixPolicy)
 	c := access.Caller{Principal: "local:root", Transport: access.TransportLocal, Roles: []string{"operator"}}
 	ctx := access.WithCall(context.Background(), c, s.Policy())
-	if err := s.cfg.Store.Close(); err != nil { // every later store call fails
+	if err := s.cfg.Local.(*store.DB).Close(); err != nil { // every later store call fails
 		t.Fatal(err)
 	}
 	_, err := s.IssueKey(ctx, &coilyv1.IssueKeyRequest{Sandbox: "demo"})
@@ -30,7 +31,7 @@ func TestFailedControlRecords(t *testing.T) {
 	if refusal.As(err).Code != refusal.Internal {
 		t.Fatalf("Lockout on a closed store: %v", err)
 	}
-	recs, err := audit.Tail(filepath.Join(filepath.Dir(s.cfg.Store.Path()), "audit"), 10)
+	recs, err := audit.Tail(filepath.Join(filepath.Dir(s.cfg.Local.Path()), "audit"), 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -255,7 +255,7 @@ func (s *Server) takeToken(_ context.Context, x *execution) error {
 	if r == nil {
 		return nil
 	}
-	ok, retry, err := s.cfg.Store.Take(x.caller.Principal+"\x00"+x.rule.Name,
+	ok, retry, err := s.cfg.Shared.Take(x.caller.Principal+"\x00"+x.rule.Name,
 		store.Rate{PerMinute: r.PerMinute, Burst: r.Burst}, s.cfg.Now())
 	switch {
 	case err != nil:
@@ -545,7 +545,7 @@ func (s *Server) finishExec(ctx context.Context, x *execution, req *store.Reques
 // so a failure is logged, not turned into a refusal of a command that
 // already ran.
 func (s *Server) saveRequest(req store.Request) {
-	if err := s.cfg.Store.PutRequest(req); err != nil {
+	if err := s.cfg.Local.PutRequest(req); err != nil {
 		s.log.Error("store request record", "request_id", req.ID, "err", err)
 	}
 }

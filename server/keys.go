@@ -31,7 +31,7 @@ func (s *Server) IssueKey(ctx context.Context, req *coilyv1.IssueKeyRequest) (*c
 	if err != nil {
 		return nil, s.refuseControl(ctx, c, "key.issue", refusal.Wrap(refusal.Internal, err, "no randomness for a key"))
 	}
-	key, err := s.cfg.Store.IssueKey(name, secret, s.cfg.Now())
+	key, err := s.cfg.Shared.IssueKey(name, secret, s.cfg.Now())
 	if errors.Is(err, store.ErrKeyExists) {
 		return nil, s.refuseControl(ctx, c, "key.issue", refusal.New(refusal.BadRequest, "sandbox %q already has a key; rotate it instead", name))
 	}
@@ -54,7 +54,7 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 		if !policy.SandboxNamePattern.MatchString(name) {
 			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.New(refusal.BadRequest, "sandbox name must match %s", policy.SandboxNamePattern))
 		}
-		switch _, err := s.cfg.Store.Key(name); {
+		switch _, err := s.cfg.Shared.Key(name); {
 		case errors.Is(err, store.ErrNotFound):
 			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.New(refusal.BadRequest, "sandbox %q has no key; bootstrap it first", name))
 		case err != nil:
@@ -77,7 +77,7 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 
 // replaceKeys stores fresh keys for the sandboxes and audits it.
 func (s *Server) replaceKeys(ctx context.Context, c access.Caller, event string, names []string) ([]store.Key, error) {
-	keys, err := s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
+	keys, err := s.cfg.Shared.ReplaceKeys(names, newKey, s.cfg.Now())
 	rec := access.CallerRecord(c, "/"+coilyv1grpc.CoilyService_ServiceDesc.ServiceName+"/"+controlMethods[event], event, "")
 	rec.Lists = map[string][]string{"sandboxes": names}
 	if err := s.recordControl(ctx, rec, outcome(err), err); err != nil {
@@ -93,12 +93,12 @@ func (s *Server) rotateAllKeys() error {
 	if err != nil || len(names) == 0 {
 		return err
 	}
-	_, err = s.cfg.Store.ReplaceKeys(names, newKey, s.cfg.Now())
+	_, err = s.cfg.Shared.ReplaceKeys(names, newKey, s.cfg.Now())
 	return err
 }
 
 func (s *Server) sandboxNames() ([]string, error) {
-	keys, err := s.cfg.Store.Keys()
+	keys, err := s.cfg.Shared.Keys()
 	names := make([]string, 0, len(keys))
 	for _, k := range keys {
 		names = append(names, k.Sandbox)

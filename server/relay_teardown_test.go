@@ -199,7 +199,7 @@ func (e *teardownEnv) sign(t *testing.T, argv ...string) (string, []byte) {
 
 func auditRecords(t *testing.T, s *Server) []audit.Record {
 	t.Helper()
-	recs, err := audit.Tail(filepath.Join(filepath.Dir(s.cfg.Store.Path()), "audit"), 1000)
+	recs, err := audit.Tail(filepath.Join(filepath.Dir(s.cfg.Local.Path()), "audit"), 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -62,11 +62,14 @@ import (
 // DefaultKillGrace is how long a lockout waits between SIGTERM and SIGKILL.
 const DefaultKillGrace = 5 * time.Second
 
-// Config holds the server's collaborators. Policy, Store and Audit are
-// required.
+// Config holds the server's collaborators. Policy, Local, Shared and Audit
+// are required.
 type Config struct {
-	Policy    *policy.Policy
-	Store     *store.DB
+	Policy *policy.Policy
+	// Local is this host's own state, Shared the state that decides what
+	// runs (package store; one host: both its state file).
+	Local     store.Local
+	Shared    store.Shared
 	Audit     *audit.Log
 	Sandboxes sandbox.Registry
 	// Keystore fetches the credentials rules inject; nil means no
@@ -170,8 +173,8 @@ type UIDRange struct {
 // records the store saw. An unreadable state is an error: the server must
 // not start unlocked because it could not read that it was locked.
 func New(cfg Config) (*Server, error) {
-	if cfg.Policy == nil || cfg.Store == nil || cfg.Audit == nil {
-		return nil, errors.New("server: Policy, Store and Audit are required")
+	if cfg.Policy == nil || cfg.Local == nil || cfg.Shared == nil || cfg.Audit == nil {
+		return nil, errors.New("server: Policy, Local, Shared and Audit are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -210,7 +213,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
 	}
-	controls, err := stops.New(stops.Config{Store: cfg.Store, Fleet: fleet, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now})
+	controls, err := stops.New(stops.Config{Store: cfg.Shared, Fleet: fleet, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now})
 	if err != nil {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
@@ -228,9 +231,9 @@ func New(cfg Config) (*Server, error) {
 				s.guard.Anchor()
 			}
 		}})
-	s.ready = ops.NewReadiness(ops.Components{Closing: s.stops.Closing, Policy: s.Policy, Store: cfg.Store, Audit: cfg.Audit,
+	s.ready = ops.NewReadiness(ops.Components{Closing: s.stops.Closing, Policy: s.Policy, Store: cfg.Shared, Audit: cfg.Audit,
 		Keystore: cfg.Keystore, Sandboxes: cfg.Sandboxes})
-	s.relay = relay.New(relay.Config{Store: cfg.Store, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
+	s.relay = relay.New(relay.Config{Store: cfg.Shared, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
 	s.gate = access.New(access.Config{ServerUID: cfg.ServerUID, WhoIs: cfg.WhoIs, Policy: s.Policy, Locked: s.checkLockout,
 		Record: s.record, Now: func() time.Time { return s.cfg.Now() }, Log: cfg.Logger})
@@ -241,7 +244,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics.Rules(cfg.Policy)
 	s.configureNotifier(cfg.Policy)
-	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Store: cfg.Store, Stops: controls, Record: s.record,
+	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Local: cfg.Local, Stops: controls, Record: s.record,
 		Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	if err := s.guard.CrossCheck(); err != nil {
 		return nil, err

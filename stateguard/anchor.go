@@ -38,7 +38,7 @@ func (s *Guard) AnchorHead(h audit.Head) {
 	if h.Seq <= s.anchored {
 		return
 	}
-	if err := s.cfg.Store.SetAuditHead(store.AuditHead{Seq: h.Seq, Hash: h.Hash, At: s.cfg.Now()}); err != nil {
+	if err := s.cfg.Local.SetAuditHead(store.AuditHead{Seq: h.Seq, Hash: h.Hash, At: s.cfg.Now()}); err != nil {
 		s.cfg.Log.Error("recording the audit log's head in the state file", "seq", h.Seq, "err", err)
 		return
 	}

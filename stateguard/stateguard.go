@@ -30,7 +30,10 @@ import (
 // Config holds a Guard's collaborators, all required.
 type Config struct {
 	Audit *audit.Log
-	Store *store.DB
+	// Local is this host's state: the audit head it anchors and the
+	// file it cross-checks (the stop controls are read and restored
+	// through Stops).
+	Local store.Local
 	Stops *stops.Controls
 	// Record writes an audit record, fsynced (the server's, which anchors
 	// the head after a change of the stop state).
@@ -57,7 +60,7 @@ func New(cfg Config) *Guard { return &Guard{cfg: cfg} }
 //   - the log's last word is a lockout, a pause or a principal's pause of
 //     itself the state file does not have (an older state file put back,
 //     a state written unpersisted): it is restored from the log;
-//   - the state file was missing or empty (store.DB.Created) while the log
+//   - the state file was missing or empty (store.Local.Created) while the log
 //     holds records: the state was lost, so the server starts locked out;
 //   - the log no longer holds the head the state file recorded
 //     (audit.CheckHead): records were cut off its end or rewritten, so the
@@ -73,18 +76,18 @@ func (s *Guard) CrossCheck() error {
 	if err != nil {
 		return fmt.Errorf("server: read the stop state from the audit log: %w", err)
 	}
-	head, err := s.cfg.Store.AuditHead()
+	head, err := s.cfg.Local.AuditHead()
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("server: %w", err)
 	}
 	s.anchored = head.Seq // never recorded further back in this run, but below
 	state, _ := s.cfg.Stops.State()
-	r := restoring{s: s, stops: state, details: map[string]string{"state_file": s.cfg.Store.Path()}}
+	r := restoring{s: s, stops: state, details: map[string]string{"state_file": s.cfg.Local.Path()}}
 	r.fromLog(logged)
-	if s.cfg.Store.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
+	if s.cfg.Local.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
 		r.lock(access.ServerCaller.Principal, s.cfg.Now(), fmt.Sprintf(
 			"%s was missing or empty while the audit log holds %d records: the state was lost, so coily started locked out; "+
-				"check what happened (coily state check, coily audit tail), then unlock", s.cfg.Store.Path(), s.cfg.Audit.Records()))
+				"check what happened (coily state check, coily audit tail), then unlock", s.cfg.Local.Path(), s.cfg.Audit.Records()))
 		r.found = append(r.found, "state file missing or empty")
 	}
 	short, err := r.checkHead(dir, head)
@@ -121,7 +124,7 @@ type restoring struct {
 
 // fromLog takes each stop the log has active and the state file has not.
 func (r *restoring) fromLog(logged audit.Stops) {
-	file := r.s.cfg.Store.Path()
+	file := r.s.cfg.Local.Path()
 	if l := logged.Lockout; l.Active && !r.stops.Lockout.Active {
 		r.lock(l.By, l.Since, fmt.Sprintf("%s [restored at start from audit record %s: %s said unlocked]", l.Reason, l.ID, file))
 		r.found = append(r.found, fmt.Sprintf("lockout: audit record %s says locked out, the state file unlocked", l.ID))
@@ -159,11 +162,11 @@ func (r *restoring) checkHead(dir string, h store.AuditHead) (short bool, err er
 	var herr *audit.HeadError
 	if !errors.As(err, &herr) {
 		if err != nil {
-			return false, fmt.Errorf("server: check the audit log against the head %s recorded: %w", r.s.cfg.Store.Path(), err)
+			return false, fmt.Errorf("server: check the audit log against the head %s recorded: %w", r.s.cfg.Local.Path(), err)
 		}
 		return false, nil
 	}
-	why := fmt.Sprintf("%s (recorded in %s at %s)", strings.TrimPrefix(herr.Error(), "audit: "), r.s.cfg.Store.Path(),
+	why := fmt.Sprintf("%s (recorded in %s at %s)", strings.TrimPrefix(herr.Error(), "audit: "), r.s.cfg.Local.Path(),
 		h.At.UTC().Format("2006-01-02T15:04:05Z"))
 	r.found = append(r.found, why)
 	r.details["audit_head_recorded"] = fmt.Sprintf("%d %s", h.Seq, h.Hash)

@@ -61,7 +61,7 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 		}
 		return out, err
 	}
-	g = New(Config{Audit: al, Store: ro, Stops: controls, Record: record, Log: slog.New(slog.DiscardHandler), Now: time.Now})
+	g = New(Config{Audit: al, Local: ro, Stops: controls, Record: record, Log: slog.New(slog.DiscardHandler), Now: time.Now})
 	if err := g.CrossCheck(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +73,12 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 		t.Fatalf("state.restore record %+v %v", recs, err)
 	}
 	ro.Close()
-	if g.cfg.Store, err = store.Open(dbPath); err != nil {
+	db, err := store.Open(dbPath)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { g.cfg.Store.Close() })
+	t.Cleanup(func() { db.Close() })
+	g.cfg.Local = db
 	for range 5 { // past the recorded head, each one recording it
 		rec := access.CallerRecord(access.ServerCaller, "", "lockout", "again")
 		rec.Decision = "allow"
@@ -84,7 +86,7 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if h, err := g.cfg.Store.AuditHead(); err != nil || h.Seq != recorded.Seq || h.Hash != recorded.Hash {
+	if h, err := g.cfg.Local.AuditHead(); err != nil || h.Seq != recorded.Seq || h.Hash != recorded.Hash {
 		t.Fatalf("the head became %+v, %v; want it kept at %+v", h, err, recorded)
 	}
 	var herr *audit.HeadError

@@ -38,10 +38,9 @@ type Stop = store.Stop
 // State is the state of every stop control, as persisted.
 type State = store.Stops
 
-// Store is where the stop state is persisted: what is kept, not how. The
-// bbolt state file (*store.DB) is the default; each write is durable before
-// it returns, and a state that cannot be read is an error, never an
-// inactive stop.
+// Store is where the stop state is persisted: what is kept, not how
+// (every store.Shared is one). Each write is durable before it returns,
+// and a state that cannot be read is an error, never an inactive stop.
 type Store interface {
 	// Stops reads the whole stop state.
 	Stops() (State, error)
@@ -57,7 +56,7 @@ type Store interface {
 	SetPauses(pause Stop, self map[string]Stop) error
 }
 
-var _ Store = (*store.DB)(nil)
+var _ Store = store.Shared(nil)
 
 // Config holds the controls' collaborators. Store is required.
 type Config struct {

@@ -36,7 +36,7 @@ const renewMargin = 30 * time.Second
 // keystore (their backends), store (their records) and log.
 type Config struct {
 	Keystore *keystore.Keystore
-	Store    *store.DB
+	Store    store.Shared
 	Log      *slog.Logger
 	Now      func() time.Time
 }

@@ -248,7 +248,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	cfg := server.Config{Policy: pol, Store: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version.Version(),
+	cfg := server.Config{Policy: pol, Local: db, Shared: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version.Version(),
 		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
 		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs}
 	if node != nil {

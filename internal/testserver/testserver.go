@@ -144,7 +144,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		// where its sandbox user reaches it (server.New's default).
 		scratch = ""
 	}
-	cfg := server.Config{Policy: pol, Store: in.db, Audit: in.Audit, Keystore: opts.Keystore,
+	cfg := server.Config{Policy: pol, Local: in.db, Shared: in.db, Audit: in.Audit, Keystore: opts.Keystore,
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs,
