@@ -75,7 +75,7 @@ func agentsMDGit(p func(string, ...any), prog string) {
 	p("- `rate-limit`: wait as long as the message says, then retry once.")
 	p("- `concurrency-busy`: another of your commands is still running; wait for it to finish, then retry.")
 	p("- `pause-active`, `lockout-active`: the owner stopped coily. Stop what you are doing and tell the user; do not retry.")
-	p("- `credential-unavailable`, `sandbox-unavailable`, `internal`, exit 69: coily cannot run it now. Tell the user; do not work around it.")
+	p("- `credential-unavailable`, `sandbox-unavailable`, `state-unavailable`, `internal`, exit 69: coily cannot run it now. Tell the user; do not work around it.")
 	p("- `coily: egress refused: …` after a command's output: it tried to reach a host its rule does not allow. Tell the user which host; do not try another route.")
 	p("")
 	p("### git")

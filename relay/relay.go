@@ -231,7 +231,7 @@ func (s *Relayer) verify(sandbox, named string, canon []byte, mac string) error 
 	case errors.Is(err, store.ErrNotFound):
 		return refusal.New(refusal.HMACFail, "sandbox %q has no signing key", sandbox)
 	case err != nil:
-		return refusal.Wrap(refusal.Internal, err, "signing keys unavailable")
+		return stateRefusal(err, "signing keys unavailable")
 	}
 	if err := descriptor.Verify(canon, mac, k.Secret); err != nil {
 		return refusal.New(refusal.HMACFail, "signature does not verify with sandbox %q's current key", sandbox)
@@ -247,7 +247,7 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 	case err == nil:
 		return s.recorded(ctx, x, rec, f)
 	case !errors.Is(err, store.ErrNotFound):
-		return refused(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
+		return refused(ctx, x, d.ID, stateRefusal(err, "request records unavailable"))
 	}
 	now := s.cfg.Now()
 	switch {
@@ -265,7 +265,7 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 	if f.tornDown() { // a teardown came while it was checked: as if it came first
 		rec, err := s.tombstone(d.ID, f.sandbox)
 		if err != nil {
-			return refused(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
+			return refused(ctx, x, d.ID, stateRefusal(err, "request records unavailable"))
 		}
 		return s.recorded(ctx, x, rec, f)
 	}
@@ -276,7 +276,7 @@ func (s *Relayer) answerOnce(ctx context.Context, x Exec, f *flight, d *descript
 	case errors.Is(err, store.ErrNonceSeen):
 		return refused(ctx, x, d.ID, refusal.New(refusal.ReplayDetected, "nonce already used"))
 	case err != nil:
-		return refused(ctx, x, d.ID, refusal.Wrap(refusal.Internal, err, "request records unavailable"))
+		return refused(ctx, x, d.ID, stateRefusal(err, "request records unavailable"))
 	case found:
 		return s.recorded(ctx, x, existing, f)
 	}
@@ -413,6 +413,17 @@ func (s *Relayer) pruneRelayState(now time.Time) {
 // response file.
 func refused(ctx context.Context, x Exec, id string, err error) []byte {
 	return (&collector{}).response(id, x.Refuse(ctx, err))
+}
+
+// stateRefusal refuses a request whose key or record could not be read or
+// written: state-unavailable when the store says its state is out of
+// reach, internal otherwise.
+func stateRefusal(err error, msg string) *refusal.Error {
+	code := refusal.Internal
+	if errors.Is(err, store.ErrUnavailable) {
+		code = refusal.StateUnavailable
+	}
+	return refusal.Wrap(code, err, "%s", msg)
 }
 
 // joinFlight registers the answering of id, or returns the flight already

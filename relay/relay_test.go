@@ -3,6 +3,8 @@ package relay
 import (
 	"context"
 	"crypto/rand"
+	"errors"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -279,5 +281,57 @@ func TestRelayGitLargeAnswerNotKept(t *testing.T) {
 			!strings.Contains(r.Message, "http status 200, 1048577 bytes, sha256 ")):
 			t.Fatalf("a large answer kept as %d bytes, repeated as %s %q", len(rec.Response), r.Code, r.Message)
 		}
+	}
+}
+
+// downStore is a Store whose keys or records are out of reach (as shared
+// state without a quorum): those calls fail with store.ErrUnavailable.
+type downStore struct {
+	Store
+	keys, records bool
+}
+
+var errDown = fmt.Errorf("no quorum: %w", store.ErrUnavailable)
+
+func (d downStore) Key(sandbox string) (store.Key, error) {
+	if d.keys {
+		return store.Key{}, errDown
+	}
+	return d.Store.Key(sandbox)
+}
+
+func (d downStore) Relay(id string) (store.Relay, error) {
+	if d.records {
+		return store.Relay{}, errDown
+	}
+	return d.Store.Relay(id)
+}
+
+func (d downStore) AcceptRelay(r store.Relay, nonce string, exp time.Time) (store.Relay, bool, error) {
+	if d.records {
+		return store.Relay{}, false, errDown
+	}
+	return d.Store.AcceptRelay(r, nonce, exp)
+}
+
+// A relayed request whose key or record cannot be reached is answered
+// state-unavailable and never run; its id is not used up.
+func TestRelayStateUnavailable(t *testing.T) {
+	e := newRelayEnv(t)
+	db := e.r.cfg.Store
+	for name, down := range map[string]downStore{"keys": {Store: db, keys: true}, "records": {Store: db, records: true}} {
+		t.Run(name, func(t *testing.T) {
+			e.r.cfg.Store = down
+			x := &fakeExec{}
+			id := descriptor.NewID()
+			_, resp, _ := e.r.Relay(context.Background(), x, demo, "demo", id, e.request(t, id, "/bin/true"))
+			if r := outcome(t, resp); r.Code != string(refusal.StateUnavailable) || x.runs != 0 {
+				t.Fatalf("answer %+v, %d runs; want state-unavailable and none", r, x.runs)
+			}
+			e.r.cfg.Store = db
+			if _, err := db.Relay(id); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("the id was recorded: %v", err)
+			}
+		})
 	}
 }

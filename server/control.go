@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 	"strconv"
@@ -221,7 +222,7 @@ var controlMethods = map[string]string{"lockout": "Lockout", "unlock": "Unlock",
 func (s *Server) recordControl(ctx context.Context, rec audit.Record, decision string, opErr error) error {
 	rec.Decision = decision
 	if opErr != nil {
-		rec.Code = string(refusal.Internal)
+		rec.Code = string(stateCode(opErr))
 		rec.Details = maps.Clone(rec.Details) // the call's own details stay
 		if rec.Details == nil {
 			rec.Details = map[string]string{}
@@ -233,7 +234,7 @@ func (s *Server) recordControl(ctx context.Context, rec audit.Record, decision s
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}
 	if opErr != nil {
-		return refusal.WithAudit(refusal.Wrap(refusal.Internal, opErr, "%s could not be persisted", rec.Event), out.ID)
+		return refusal.WithAudit(refusal.Wrap(stateCode(opErr), opErr, "%s could not be persisted", rec.Event), out.ID)
 	}
 	return nil
 }
@@ -245,6 +246,16 @@ func outcome(err error) string {
 		return "refuse"
 	}
 	return "allow"
+}
+
+// stateCode is the refusal code of a failure to read or write the state:
+// state-unavailable when the store says it is out of reach, internal
+// otherwise.
+func stateCode(err error) refusal.Code {
+	if errors.Is(err, store.ErrUnavailable) {
+		return refusal.StateUnavailable
+	}
+	return refusal.Internal
 }
 
 // refuseControl audits a refused control call and returns the refusal.

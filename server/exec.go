@@ -259,7 +259,7 @@ func (s *Server) takeToken(_ context.Context, x *execution) error {
 		store.Rate{PerMinute: r.PerMinute, Burst: r.Burst}, s.cfg.Now())
 	switch {
 	case err != nil:
-		return refusal.Wrap(refusal.Internal, err, "rate-limit state unavailable")
+		return refusal.Wrap(stateCode(err), err, "rate-limit state unavailable")
 	case !ok:
 		return &refusal.Error{Code: refusal.RateLimit, RetryAfter: retry,
 			Msg: fmt.Sprintf("rule %q allows %d calls a minute (burst %d); retry in %s", x.rule.Name, r.PerMinute, r.Burst, retry.Round(time.Millisecond))}

@@ -58,11 +58,11 @@ func (s *Server) RotateKeys(ctx context.Context, req *coilyv1.RotateKeysRequest)
 		case errors.Is(err, store.ErrNotFound):
 			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.New(refusal.BadRequest, "sandbox %q has no key; bootstrap it first", name))
 		case err != nil:
-			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))
+			return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(stateCode(err), err, "signing keys unavailable"))
 		}
 		names = []string{name}
 	} else if names, err = s.sandboxNames(); err != nil {
-		return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(refusal.Internal, err, "signing keys unavailable"))
+		return nil, s.refuseControl(ctx, c, "key.rotate", refusal.Wrap(stateCode(err), err, "signing keys unavailable"))
 	}
 	keys, err := s.replaceKeys(ctx, c, "key.rotate", names)
 	if err != nil {

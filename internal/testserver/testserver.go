@@ -83,6 +83,9 @@ type Options struct {
 	// SandboxUIDs is server.Config.SandboxUIDs (a root server's uid per
 	// command; zero: the default range).
 	SandboxUIDs server.UIDRange
+	// Shared, when set, is the shared state the server is given in place
+	// of its state file (which it is handed, to wrap).
+	Shared func(*store.DB) store.Shared
 }
 
 // Instance is a running server and a client connected to it.
@@ -149,6 +152,9 @@ func Start(t testing.TB, opts Options) *Instance {
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs,
 		ScanBudget: opts.ScanBudget, SandboxUIDs: opts.SandboxUIDs}
+	if opts.Shared != nil {
+		cfg.Shared = opts.Shared(in.db)
+	}
 	var tl net.Listener
 	if opts.Tailnet {
 		tl = in.startTailnet(t, &cfg)
