@@ -1,0 +1,43 @@
+// Package storetest is the contract every store.Shared keeps: what the
+// server relies on of the stop controls, the rate buckets, the signing
+// keys, the relay's records and nonces, and the leases, whatever keeps
+// them. Each implementation runs it from its own tests (Shared). It is
+// imported only from tests.
+package storetest
+
+import (
+	"testing"
+
+	"coily.dev/coily/store"
+)
+
+// Writes is what the state under test tells the contract so that it can
+// check a call wrote nothing: a count that grows with every write made
+// to it (bbolt: the pages it wrote; etcd: the store's revision). The
+// Shared that open returns must implement it.
+type Writes interface {
+	Writes(t testing.TB) int64
+}
+
+// Shared runs the contract against the state open returns. Each call of
+// open must return a fresh, empty state of its own; the state may be
+// kept by other processes (an etcd cluster), so the contract waits on
+// nothing but the calls it makes and keeps no state of its own between
+// them.
+func Shared(t *testing.T, open func(t *testing.T) store.Shared) {
+	t.Run("stops", func(t *testing.T) { stops(t, open) })
+	t.Run("rates", func(t *testing.T) { rates(t, open) })
+	t.Run("keys", func(t *testing.T) { keys(t, open) })
+	t.Run("relays", func(t *testing.T) { relays(t, open) })
+	t.Run("leases", func(t *testing.T) { leases(t, open) })
+}
+
+// writes returns the count of writes made to s.
+func writes(t *testing.T, s store.Shared) int64 {
+	t.Helper()
+	w, ok := s.(Writes)
+	if !ok {
+		t.Fatalf("%T does not implement storetest.Writes", s)
+	}
+	return w.Writes(t)
+}
