@@ -1,8 +1,9 @@
 // Package storetest is the contract every store.Shared keeps: what the
 // server relies on of the stop controls, the rate buckets, the signing
 // keys, the relay's records and nonces, and the leases, whatever keeps
-// them. Each implementation runs it from its own tests (Shared). It is
-// imported only from tests.
+// them. Each implementation runs it from its own tests (Shared). It also
+// has shared state that can be put out of reach (Unreachable), for the
+// tests of what uses it. It is imported only from tests.
 package storetest
 
 import (
