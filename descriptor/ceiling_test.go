@@ -1,12 +1,10 @@
 package descriptor
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
 
-	"coily.dev/coily/internal/ceiling"
 	"coily.dev/coily/internal/hostileyaml"
 )
 
@@ -17,35 +15,13 @@ const heapCeiling = 256 << 20
 // real memory ceiling and a deadline, with the refusal it deserves.
 func TestParseHostileUnderCeiling(t *testing.T) {
 	cases := hostileyaml.Cases(yamlDoc(), MaxSize, MaxDepth, MaxNodes)
-	if name, ok := ceiling.Child(t); ok {
-		for _, c := range cases {
-			if c.Name == name {
-				_, _, err := ParseRequest(c.Data)
-				var e *Error
-				if !errors.As(err, &e) {
-					ceiling.Report("not refused as an *Error: " + errString(err))
-					return
-				}
-				ceiling.Report(e.Error())
-			}
-		}
-		return
-	}
+	got := hostileyaml.UnderCeiling(t, cases, heapCeiling, 20*time.Second, func(data []byte) string {
+		_, _, err := ParseRequest(data)
+		return hostileyaml.Answer(err, new(*Error))
+	})
 	for _, c := range cases {
-		got, err := ceiling.Run(t, c.Name, heapCeiling, 20*time.Second)
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		if !strings.HasPrefix(got, CodeBadRequest+": ") || !strings.Contains(got, c.Want) {
-			t.Errorf("%s: %s; want a %s refusal saying %q", c.Name, got, CodeBadRequest, c.Want)
+		if g, ok := got[c.Name]; ok && (!strings.HasPrefix(g, CodeBadRequest+": ") || !strings.Contains(g, c.Want)) {
+			t.Errorf("%s: %s; want a %s refusal saying %q", c.Name, g, CodeBadRequest, c.Want)
 		}
 	}
-}
-
-func errString(err error) string {
-	if err == nil {
-		return "accepted"
-	}
-	return err.Error()
 }

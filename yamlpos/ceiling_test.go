@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"coily.dev/coily/internal/ceiling"
 	"coily.dev/coily/internal/hostileyaml"
 )
 
@@ -14,20 +13,10 @@ import (
 // within a real memory ceiling and a deadline.
 func TestLocateHostileUnderCeiling(t *testing.T) {
 	cases := hostileyaml.Cases("version: 1\n", 4<<20, 8, 20000)
-	if name, ok := ceiling.Child(t); ok {
-		for _, c := range cases {
-			if c.Name == name {
-				p, ok := Locate(c.Data)
-				ceiling.Report(fmt.Sprintf("%v %d:%d", ok, p.Line, p.Column))
-			}
-		}
-		return
-	}
-	for _, c := range cases {
-		if _, err := ceiling.Run(t, c.Name, 256<<20, 20*time.Second); err != nil {
-			t.Error(err)
-		}
-	}
+	hostileyaml.UnderCeiling(t, cases, 256<<20, 20*time.Second, func(data []byte) string {
+		p, ok := Locate(data)
+		return fmt.Sprintf("%v %d:%d", ok, p.Line, p.Column)
+	})
 }
 
 // Input past the bounds is not handed to the second reader; input within

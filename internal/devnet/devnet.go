@@ -22,6 +22,7 @@ import (
 
 	"tailscale.com/derp/derpserver"
 	"tailscale.com/envknob"
+	"tailscale.com/net/netns"
 	"tailscale.com/net/stun"
 	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
@@ -51,6 +52,13 @@ var knobsOnce sync.Once
 // before starting its node.
 func SetOfflineKnobs() {
 	knobsOnce.Do(func() {
+		// The dev tailnet lives on loopback. Where a node cannot mark its
+		// sockets (SO_MARK needs CAP_NET_ADMIN: any unprivileged user),
+		// tailscale binds them to the default route's interface instead,
+		// and a STUN probe to 127.0.0.1 then never hears back: every
+		// unprivileged node waited out netcheck, 3 s, before its first
+		// packet. Nothing here needs to leave by another route.
+		netns.SetEnabled(false)
 		for k, v := range offlineKnobs {
 			if v != "" {
 				envknob.Setenv(k, v)

@@ -6,8 +6,14 @@
 package hostileyaml
 
 import (
+	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+	"testing"
+	"time"
+
+	"coily.dev/coily/internal/ceiling"
 )
 
 // Case is one hostile input and the refusal a reader bounded as coily's are
@@ -62,4 +68,45 @@ func laughs(f, l int) string {
 	}
 	fmt.Fprintf(&b, "x: *a%d\n", l)
 	return b.String()
+}
+
+// UnderCeiling gives each case to answer in a child process of the calling
+// test (package ceiling), under a heap ceiling of limit bytes and a
+// deadline d, and returns each answer by case name. A case whose child
+// died or did not answer in time fails the test and has no answer. In the
+// child itself, it answers the child's one case and returns nil: the test
+// has nothing more to do.
+func UnderCeiling(t *testing.T, cases []Case, limit uint64, d time.Duration, answer func(data []byte) string) map[string]string {
+	t.Helper()
+	if name, ok := ceiling.Child(t); ok {
+		for _, c := range cases {
+			if c.Name == name {
+				ceiling.Report(answer(c.Data))
+			}
+		}
+		return nil
+	}
+	got := make(map[string]string, len(cases))
+	for _, c := range cases {
+		a, err := ceiling.Run(t, c.Name, limit, d)
+		if err != nil {
+			t.Error(err)
+			continue
+		}
+		got[c.Name] = a
+	}
+	return got
+}
+
+// Answer is a reader's answer to a hostile input: "accepted", the message
+// of its refusal when err is one of the type target points to
+// (errors.As), or what else it returned.
+func Answer(err error, target any) string {
+	switch {
+	case err == nil:
+		return "accepted"
+	case !errors.As(err, target):
+		return fmt.Sprintf("not refused as a %T: %T %v", target, err, err)
+	}
+	return reflect.ValueOf(target).Elem().Interface().(error).Error()
 }
