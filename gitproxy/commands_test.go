@@ -3,6 +3,7 @@ package gitproxy
 import (
 	"bytes"
 	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
@@ -75,7 +76,7 @@ var commandCases = []struct {
 func TestReadCommands(t *testing.T) {
 	for _, c := range commandCases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := checkCommands(strings.NewReader(c.body))
+			r, err := checkCommands(strings.NewReader(c.body), io.Discard)
 			if (err == nil) != c.ok {
 				t.Fatalf("err = %v, want ok %v", err, c.ok)
 			}

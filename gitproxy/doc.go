@@ -24,9 +24,11 @@
 //     The proxy classifies each update with git (create, fast-forward,
 //     force, delete, tag), applies the remote's push policy (the whole
 //     push is refused if one update is), waits for an approval when the
-//     policy asks for one, and pushes upstream from the quarantine with a
-//     lease on each ref's old value. The hook's exit status is upstream's
-//     answer.
+//     policy asks for one, and pushes upstream: one ref over https as
+//     the agent's own pack, after the proxy's own command whose old value
+//     is the lease, in one receive-pack POST (forward.go); several refs,
+//     or over ssh, by git push from the quarantine with a lease on each
+//     ref's old value. The hook's exit status is upstream's answer.
 //
 // Invariants:
 //   - upstream is only ever the host the remote names, over https, with

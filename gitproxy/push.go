@@ -70,6 +70,9 @@ type push struct {
 	dir  string    // the push's private directory
 	repo string    // its bare repository
 	refs map[string]string
+	// pack holds the body's bytes after the command list, as git read
+	// them: the agent's pack (forward.go).
+	pack string
 	// what happened, for the audit
 	updates  []*update
 	approval string
@@ -100,8 +103,13 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		return
 	}
 	req, err := backendRequest(r, ReceivePack, p.cfg.MaxPushBytes)
+	var pack *os.File
 	if err == nil {
-		err = checkBody(req)
+		pack, err = ps.keepPack()
+	}
+	if err == nil {
+		defer pack.Close()
+		err = checkBody(req, pack)
 	}
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
@@ -142,9 +150,9 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 }
 
 // checkBody checks the push's command list (checkCommands) before git
-// reads the body.
-func checkBody(req *http.Request) error {
-	body, err := checkCommands(req.Body)
+// reads the body, and copies what git reads after it to pack.
+func checkBody(req *http.Request, pack io.Writer) error {
+	body, err := checkCommands(req.Body, pack)
 	if err != nil {
 		return refusal.Wrap(refusal.BadRequest, err, "%s", err.Error())
 	}
@@ -153,6 +161,17 @@ func checkBody(req *http.Request) error {
 		io.Closer
 	}{body, req.Body}
 	return nil
+}
+
+// keepPack makes the file the push's pack is copied to, in its private
+// directory.
+func (ps *push) keepPack() (*os.File, error) {
+	ps.pack = filepath.Join(ps.dir, "pack")
+	f, err := os.OpenFile(ps.pack, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
+	}
+	return f, nil
 }
 
 // preparePush refreshes the cache, unless the push's own advertisement
@@ -349,6 +368,9 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 			return err
 		}
 		defer up.close()
+	}
+	if ps.forwardable(up) {
+		return p.forward(ctx, ps, up)
 	}
 	args = append(append(args, "--", up.url), specs...)
 	upEnv := append(up.env[:len(up.env):len(up.env)], env[len(p.gitEnv()):]...)
