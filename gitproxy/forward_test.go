@@ -17,8 +17,8 @@ import (
 )
 
 // A push of one ref goes upstream as one receive-pack POST of the agent's
-// own pack, with no advertisement asked first; upstream's refusal
-// reaches the agent with what upstream said.
+// own pack, with no advertisement asked first; several go by git push;
+// upstream's refusal reaches the agent with what upstream said.
 func TestPushForwardedAsOnePOST(t *testing.T) {
 	e := newEnv(t, "")
 	e.seed("owner/app")
@@ -44,6 +44,18 @@ func TestPushForwardedAsOnePOST(t *testing.T) {
 		if r := e.lastPush(); r.Decision != "allow" || r.Details["upstream"] != "upstream accepted 1 ref update(s)" {
 			t.Fatalf("push %d record: %+v", i, r)
 		}
+	}
+	// Two refs at once go by git push (atomic), which asks for the
+	// advertisement first.
+	e.git(work, "branch", "agent/y")
+	c := e.commit(work, "two", "two refs")
+	before := len(e.up.Requests())
+	e.git(work, "push", "--quiet", "origin", "agent/x", "agent/y")
+	if x, y := e.up.Ref(t, "owner/app", "refs/heads/agent/x"), e.up.Ref(t, "owner/app", "refs/heads/agent/y"); x != c || y == "" {
+		t.Fatalf("two refs: upstream at %s and %s, want %s and agent/y", x, y, c)
+	}
+	if reqs := e.up.Requests()[before:]; len(reqs) != 2 || !strings.Contains(reqs[0], "service=git-receive-pack") {
+		t.Fatalf("two refs: upstream saw %q, want git push's advertisement and POST", reqs)
 	}
 	hook := filepath.Join(e.up.Dir("owner/app"), "hooks", "pre-receive")
 	if err := os.WriteFile(hook, []byte("#!/bin/sh\necho 'agent/x is frozen upstream' >&2\nexit 1\n"), 0o755); err != nil {

@@ -339,7 +339,8 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 	return err
 }
 
-// pushUpstream pushes the updates upstream from the quarantine, atomic,
+// pushUpstream pushes the updates upstream: one ref over https as the
+// agent's pack (forward), others from the quarantine by git push, atomic,
 // each with a lease on its old value; upstream's answer is the push's.
 func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error {
 	args := []string{"push", "--porcelain", "--no-verify", "--quiet"}
