@@ -2,7 +2,6 @@ package gitproxy
 
 import (
 	"bytes"
-	"fmt"
 	"io"
 	"net/http"
 	"path/filepath"
@@ -10,9 +9,6 @@ import (
 	"strings"
 	"testing"
 )
-
-// pkt is one pkt-line.
-func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 // A ref name holding a newline would hand git's hook two update lines
 // for one command, the second the agent's own: the push is refused

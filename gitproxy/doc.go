@@ -12,7 +12,8 @@
 //   - a fetch (info/refs, git-upload-pack) is served by git itself (git
 //     upload-pack, run as git http-backend runs it) from a per-remote
 //     bare cache under the state directory, which is refreshed from
-//     upstream (git fetch --prune) on each fetch's ref advertisement
+//     upstream (git fetch --prune, unless upstream's heads and tags, asked
+//     first, are the cache's: lsrefs.go) on each fetch's ref advertisement
 //     (protocol v2's, which holds no refs, runs beside it, and the
 //     fetch's ls-refs waits for it) and a push's unless it was within
 //     30 s; only objects upstream published ever enter it, and the caches

@@ -79,9 +79,9 @@ func TestFetchV2RefreshesBehindBounded(t *testing.T) {
 			t.Fatalf("advertisement: %d %q", resp.StatusCode, body)
 		}
 	}
-	// Each refresh asks upstream twice (its advertisement, its ls-refs);
-	// all but the last had ended when the last advertisement was served.
-	if got := len(e.up.Requests()) - before; got < 2*(n-1) {
-		t.Fatalf("upstream saw %d requests when the advertisements were served, want at least %d", got, 2*(n-1))
+	// Each refresh asks upstream at least once (its ls-refs); all but
+	// the last had ended when the last advertisement was served.
+	if got := len(e.up.Requests()) - before; got < n-1 {
+		t.Fatalf("upstream saw %d requests when the advertisements were served, want at least %d", got, n-1)
 	}
 }

@@ -111,7 +111,7 @@ func forwardBody(u *update, pack string) (io.ReadCloser, int64, error) {
 		caps += " object-format=sha256"
 	}
 	line := u.old + " " + u.new + " " + u.ref + "\x00" + caps + " agent=git/coily\n"
-	head := fmt.Sprintf("%04x%s0000", len(line)+4, line)
+	head := pkt(line) + "0000"
 	f, err := os.Open(pack)
 	if err != nil {
 		return nil, 0, err

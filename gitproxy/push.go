@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -203,21 +204,16 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	if err := makeBare(ps.repo, filepath.Join(cache, "objects")); err != nil {
 		return fail(err)
 	}
-	out, err := p.run(rq.ctx, append(p.gitEnv(), "GIT_DIR="+cache), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	refs, err := p.cacheRefs(rq.ctx, cache)
 	if err != nil {
 		return fail(err)
 	}
-	// The refs go in as a packed-refs file, one "OID REF" line each
-	// (git sorts a file without a header when it reads it): one git
-	// fewer on every push than update-ref.
-	ps.refs = map[string]string{}
+	// The refs go in as a packed-refs file, one "OID REF" line each, in
+	// order: one git fewer on every push than update-ref.
+	ps.refs = refs
 	var packed strings.Builder
-	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		oid, ref, ok := strings.Cut(l, " ")
-		if ok && oidPattern.MatchString(oid) && !strings.ContainsAny(ref, " \t\r\n") {
-			ps.refs[ref] = oid
-			fmt.Fprintf(&packed, "%s %s\n", oid, ref)
-		}
+	for _, ref := range slices.Sorted(maps.Keys(refs)) {
+		fmt.Fprintf(&packed, "%s %s\n", refs[ref], ref)
 	}
 	if err := os.WriteFile(filepath.Join(ps.repo, "packed-refs"), []byte(packed.String()), 0o600); err != nil {
 		return fail(err)
