@@ -104,17 +104,20 @@ func (p *Proxy) refreshBehind(rq *request, e *cacheEntry) error {
 	p.caches.mu.Lock()
 	e.behind = b
 	p.caches.mu.Unlock()
+	// The refresh has a request of its own: a GitHub App's token minted
+	// for it is noted there, not in the advertisement's, which is done.
+	bg := &request{ctx: rq.ctx, caller: rq.caller, method: rq.method, target: rq.target, remote: rq.remote, start: rq.start}
 	go func() {
 		defer release()
-		ctx, cancel := context.WithTimeout(context.WithoutCancel(rq.ctx), p.cfg.UpstreamTimeout)
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(bg.ctx), p.cfg.UpstreamTimeout)
 		defer cancel()
-		up, err := p.upstream(ctx, rq, false)
+		up, err := p.upstream(ctx, bg, false)
 		if err == nil {
 			err = p.refresh(ctx, up, e)
 			up.close()
 		}
 		if err != nil {
-			p.log.Warn("git proxy: refreshing a cache failed", "remote", rq.remote.Name, "err", err)
+			p.log.Warn("git proxy: refreshing a cache failed", "remote", bg.remote.Name, "err", err)
 		}
 		b.err = err
 		close(b.done)
