@@ -56,6 +56,9 @@ func (p *Proxy) fetchInto(ctx context.Context, up *upstream, e *cacheEntry) erro
 			return refusal.Wrap(refusal.Internal, err, "the proxy could not make its cache")
 		}
 	}
+	if p.current(ctx, up, dir) {
+		return nil // git fetch would change nothing (lsrefs.go)
+	}
 	args := append(configArgs(cacheConfig), "fetch", "--quiet", "--prune", "--no-tags", "--no-write-fetch-head", "--", up.url,
 		"+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
 	if _, err := p.runUpstream(ctx, up, env, args...); err != nil {

@@ -13,17 +13,19 @@ const maxCommandBytes = 2 << 20
 
 // checkCommands reads the command list at the head of a receive-pack
 // request, the pkt-lines up to the first flush, and returns a reader of
-// the whole body. A command line holding a newline anywhere but at its
-// end is refused: git hands its pre-receive hook one update per line, so
-// a ref name with a newline would hand it two, the second the agent's
-// own. The pack that follows is not read here (git reads it).
-func checkCommands(body io.Reader) (io.Reader, error) {
+// the whole body, which copies what follows the list to pack as it is
+// read (forward.go sends it upstream). A command line holding a newline
+// anywhere but at its end is refused: git hands its pre-receive hook one
+// update per line, so a ref name with a newline would hand it two, the
+// second the agent's own. The pack that follows is not read here (git
+// reads it).
+func checkCommands(body io.Reader, pack io.Writer) (io.Reader, error) {
 	br := bufio.NewReader(body)
 	head, err := readCommands(br)
 	if err != nil {
 		return nil, err
 	}
-	return io.MultiReader(bytes.NewReader(head), br), nil
+	return io.MultiReader(bytes.NewReader(head), io.TeeReader(br, pack)), nil
 }
 
 // readCommands reads pkt-lines up to and with the first flush, and

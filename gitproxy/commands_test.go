@@ -2,16 +2,13 @@ package gitproxy
 
 import (
 	"bytes"
-	"fmt"
+	"io"
 	"net/http"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 )
-
-// pkt is one pkt-line.
-func pkt(s string) string { return fmt.Sprintf("%04x%s", len(s)+4, s) }
 
 // A ref name holding a newline would hand git's hook two update lines
 // for one command, the second the agent's own: the push is refused
@@ -75,7 +72,7 @@ var commandCases = []struct {
 func TestReadCommands(t *testing.T) {
 	for _, c := range commandCases {
 		t.Run(c.name, func(t *testing.T) {
-			r, err := checkCommands(strings.NewReader(c.body))
+			r, err := checkCommands(strings.NewReader(c.body), io.Discard)
 			if (err == nil) != c.ok {
 				t.Fatalf("err = %v, want ok %v", err, c.ok)
 			}

@@ -12,8 +12,11 @@
 //   - a fetch (info/refs, git-upload-pack) is served by git itself (git
 //     upload-pack, run as git http-backend runs it) from a per-remote
 //     bare cache under the state directory, which is refreshed from
-//     upstream (git fetch --prune) on each fetch's ref advertisement and
-//     a push's unless it was within 30 s; only objects upstream published ever enter it, and the caches
+//     upstream (git fetch --prune, unless upstream's heads and tags, asked
+//     first, are the cache's: lsrefs.go) on each fetch's ref advertisement
+//     (protocol v2's, which holds no refs, runs beside it, and the
+//     fetch's ls-refs waits for it) and a push's unless it was within
+//     30 s; only objects upstream published ever enter it, and the caches
 //     are bounded in bytes, the least recently used removed whole
 //     (evict.go);
 //   - a push (git-receive-pack) is received by git itself into a fresh
@@ -24,9 +27,11 @@
 //     The proxy classifies each update with git (create, fast-forward,
 //     force, delete, tag), applies the remote's push policy (the whole
 //     push is refused if one update is), waits for an approval when the
-//     policy asks for one, and pushes upstream from the quarantine with a
-//     lease on each ref's old value. The hook's exit status is upstream's
-//     answer.
+//     policy asks for one, and pushes upstream: one ref over https as
+//     the agent's own pack, after the proxy's own command whose old value
+//     is the lease, in one receive-pack POST (forward.go); several refs,
+//     or over ssh, by git push from the quarantine with a lease on each
+//     ref's old value. The hook's exit status is upstream's answer.
 //
 // Invariants:
 //   - upstream is only ever the host the remote names, over https, with

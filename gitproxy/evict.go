@@ -29,6 +29,10 @@ type cacheEntry struct {
 	size      int64
 	used      time.Time
 	refreshed time.Time
+	// behind is the last refresh a fetch's advertisement left running
+	// (fetch.go), which the fetches' POSTs wait for; nil when none ran
+	// since the last refresh that was not one of them.
+	behind *behindRefresh
 }
 
 // caches are the proxy's caches under root, bounded in bytes in total
@@ -106,11 +110,16 @@ func (c *caches) release(e *cacheEntry) {
 	}
 }
 
-// refreshed records a refresh of e that left it size bytes large.
+// refreshed records a refresh of e that left it size bytes large; it
+// clears a refresh behind an advertisement that has ended (its failure
+// no longer stands: the cache is as upstream is).
 func (c *caches) refreshed(e *cacheEntry, size int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e.size, e.refreshed = size, time.Now()
+	if e.behind != nil && e.behind.ended() {
+		e.behind = nil
+	}
 }
 
 // sized records e's size after a change other than a refresh.

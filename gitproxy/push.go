@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,6 +71,9 @@ type push struct {
 	dir  string    // the push's private directory
 	repo string    // its bare repository
 	refs map[string]string
+	// pack holds the body's bytes after the command list, as git read
+	// them: the agent's pack (forward.go).
+	pack string
 	// what happened, for the audit
 	updates  []*update
 	approval string
@@ -100,8 +104,13 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 		return
 	}
 	req, err := backendRequest(r, ReceivePack, p.cfg.MaxPushBytes)
+	var pack *os.File
 	if err == nil {
-		err = checkBody(req)
+		pack, err = ps.keepPack()
+	}
+	if err == nil {
+		defer pack.Close()
+		err = checkBody(req, pack)
 	}
 	if err != nil {
 		p.record(rq, "git.push", err, nil, nil)
@@ -142,9 +151,9 @@ func (p *Proxy) servePush(w http.ResponseWriter, r *http.Request, rq *request) {
 }
 
 // checkBody checks the push's command list (checkCommands) before git
-// reads the body.
-func checkBody(req *http.Request) error {
-	body, err := checkCommands(req.Body)
+// reads the body, and copies what git reads after it to pack.
+func checkBody(req *http.Request, pack io.Writer) error {
+	body, err := checkCommands(req.Body, pack)
 	if err != nil {
 		return refusal.Wrap(refusal.BadRequest, err, "%s", err.Error())
 	}
@@ -153,6 +162,17 @@ func checkBody(req *http.Request) error {
 		io.Closer
 	}{body, req.Body}
 	return nil
+}
+
+// keepPack makes the file the push's pack is copied to, in its private
+// directory.
+func (ps *push) keepPack() (*os.File, error) {
+	ps.pack = filepath.Join(ps.dir, "pack")
+	f, err := os.OpenFile(ps.pack, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, refusal.Wrap(refusal.Internal, err, "the proxy could not prepare the push")
+	}
+	return f, nil
 }
 
 // preparePush refreshes the cache, unless the push's own advertisement
@@ -184,21 +204,16 @@ func (p *Proxy) preparePush(rq *request, e *cacheEntry) (*push, error) {
 	if err := makeBare(ps.repo, filepath.Join(cache, "objects")); err != nil {
 		return fail(err)
 	}
-	out, err := p.run(rq.ctx, append(p.gitEnv(), "GIT_DIR="+cache), "for-each-ref", "--format=%(objectname) %(refname)", "refs/heads", "refs/tags")
+	refs, err := p.cacheRefs(rq.ctx, cache)
 	if err != nil {
 		return fail(err)
 	}
-	// The refs go in as a packed-refs file, one "OID REF" line each
-	// (git sorts a file without a header when it reads it): one git
-	// fewer on every push than update-ref.
-	ps.refs = map[string]string{}
+	// The refs go in as a packed-refs file, one "OID REF" line each, in
+	// order: one git fewer on every push than update-ref.
+	ps.refs = refs
 	var packed strings.Builder
-	for l := range strings.SplitSeq(strings.TrimSpace(string(out)), "\n") {
-		oid, ref, ok := strings.Cut(l, " ")
-		if ok && oidPattern.MatchString(oid) && !strings.ContainsAny(ref, " \t\r\n") {
-			ps.refs[ref] = oid
-			fmt.Fprintf(&packed, "%s %s\n", oid, ref)
-		}
+	for _, ref := range slices.Sorted(maps.Keys(refs)) {
+		fmt.Fprintf(&packed, "%s %s\n", refs[ref], ref)
 	}
 	if err := os.WriteFile(filepath.Join(ps.repo, "packed-refs"), []byte(packed.String()), 0o600); err != nil {
 		return fail(err)
@@ -320,7 +335,8 @@ func (p *Proxy) approve(ctx context.Context, ps *push) error {
 	return err
 }
 
-// pushUpstream pushes the updates upstream from the quarantine, atomic,
+// pushUpstream pushes the updates upstream: one ref over https as the
+// agent's pack (forward), others from the quarantine by git push, atomic,
 // each with a lease on its old value; upstream's answer is the push's.
 func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error {
 	args := []string{"push", "--porcelain", "--no-verify", "--quiet"}
@@ -349,6 +365,9 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 			return err
 		}
 		defer up.close()
+	}
+	if ps.forwardable(up) {
+		return p.forward(ctx, ps, up)
 	}
 	args = append(append(args, "--", up.url), specs...)
 	upEnv := append(up.env[:len(up.env):len(up.env)], env[len(p.gitEnv()):]...)

@@ -3,6 +3,7 @@ package gitproxy
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -29,6 +30,12 @@ type upstream struct {
 	ssh *sshUpstream
 	// revoke revokes a token minted for the request; nil when none was.
 	revoke func()
+	// An https upstream's pinned address ("ip:port"), TLS and
+	// Authorization header, for a push the proxy forwards (forward.go);
+	// tls is nil when the CA file cannot be read (git push says why).
+	addr string
+	tls  *tls.Config
+	auth string
 }
 
 // close revokes the upstream's minted token, if it has one, once.
@@ -96,10 +103,12 @@ func (p *Proxy) upstream(ctx context.Context, rq *request, write bool) (*upstrea
 		token, up.revoke = tok.Value, revoke
 	}
 	if token != "" {
-		basic := base64.StdEncoding.EncodeToString([]byte("x-access-token:" + token))
-		cfg = append(cfg, [2]string{"http." + base + ".extraHeader", "Authorization: Basic " + basic})
+		up.auth = "Basic " + base64.StdEncoding.EncodeToString([]byte("x-access-token:"+token))
+		cfg = append(cfg, [2]string{"http." + base + ".extraHeader", "Authorization: " + up.auth})
 	}
 	up.env = append(p.gitEnv(), configEnv(cfg)...)
+	up.addr = netip.AddrPortFrom(addr, uint16(rem.Port)).String()
+	up.tls, _ = tlsConfig(rem.Host, rem.CAFile)
 	return up, nil
 }
 
