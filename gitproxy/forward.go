@@ -25,7 +25,8 @@ import (
 // the advertisement before it: the command's old value is the lease, as
 // receive-pack updates a ref only from that value. The pack is thin
 // against the refs the proxy advertised, which are upstream's; a base
-// upstream has lost since is upstream's to refuse. A push of several
+// upstream has lost since is upstream's to refuse. It goes only when it
+// holds exactly what the update needs (packsent.go). A push of several
 // refs, or over ssh, goes by git push (pushUpstream).
 
 // forwardable reports whether ps goes upstream by forward.
@@ -35,9 +36,9 @@ func (ps *push) forwardable(up *upstream) bool {
 
 // forward sends the push's one update and the agent's pack upstream, and
 // reads upstream's report.
-func (p *Proxy) forward(ctx context.Context, ps *push, up *upstream) error {
+func (p *Proxy) forward(ctx context.Context, ps *push, up *upstream, n int64) error {
 	u := ps.updates[0]
-	body, size, err := forwardBody(u, ps.pack)
+	body, size, err := forwardBody(u, ps.pack, n)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "the proxy could not read the push's pack")
 	}
@@ -103,9 +104,9 @@ func (rep *report) answer(u *update) string {
 }
 
 // forwardBody is the POST's body: the command, with the capabilities the
-// proxy reads the answer by, a flush, and the agent's pack (none for a
-// delete).
-func forwardBody(u *update, pack string) (io.ReadCloser, int64, error) {
+// proxy reads the answer by, a flush, and the first n bytes of the
+// agent's pack (none for a delete).
+func forwardBody(u *update, pack string, n int64) (io.ReadCloser, int64, error) {
 	caps := "report-status side-band-64k quiet"
 	if len(u.old) == 64 {
 		caps += " object-format=sha256"
@@ -116,12 +117,6 @@ func forwardBody(u *update, pack string) (io.ReadCloser, int64, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	st, err := f.Stat()
-	if err != nil {
-		f.Close()
-		return nil, 0, err
-	}
-	n := st.Size()
 	if zero(u.new) {
 		n = 0
 	}

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -130,7 +131,7 @@ func TestForwardHostileUpstream(t *testing.T) {
 			}
 			ps := &push{pack: packFile, updates: []*update{{old: old, new: new, ref: "refs/heads/x"}}}
 			p := &Proxy{cfg: Config{UpstreamTimeout: time.Minute}}
-			err = p.forward(context.Background(), ps, up)
+			err = p.forward(context.Background(), ps, up, int64(len("PACK the agent's bytes")))
 			if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
 				t.Fatalf("forward: %v, want %q", err, c.want)
 			}
@@ -154,4 +155,79 @@ func TestForwardHostileUpstream(t *testing.T) {
 // loopback.
 func tlsUpstream(t *testing.T, h http.HandlerFunc) *standin.Server {
 	return standin.TLS(t).Serve(t, h, "upstream.example")
+}
+
+// A pack of one update that holds an object the update does not need (a
+// blob no ref reaches), or bytes after its end, is not forwarded as it is:
+// upstream gets what git push sends, the update's objects alone; an
+// honest pack is forwarded byte for byte, and nothing after it.
+func TestForwardSendsOnlyWhatTheUpdateNeeds(t *testing.T) {
+	e := newEnv(t, "")
+	e.seed("owner/app")
+	work := filepath.Join(t.TempDir(), "work")
+	e.git("", "clone", "--quiet", e.url("owner/app"), work)
+	e.git(work, "checkout", "--quiet", "-b", "agent/x")
+	for _, c := range []struct {
+		name  string
+		extra bool
+		junk  int
+	}{{"honest", false, 0}, {"bytes after the pack", false, 200 << 10}, {"an object no ref reaches", true, 0}} {
+		t.Run(c.name, func(t *testing.T) {
+			old := e.up.Ref(t, "owner/app", "refs/heads/agent/x")
+			commit := e.commit(work, c.name, c.name)
+			objs := strings.Fields(e.git(work, "rev-list", "--objects", "--no-object-names", commit, "--not", "origin/main"))
+			if old != "" {
+				objs = strings.Fields(e.git(work, "rev-list", "--objects", "--no-object-names", commit, "--not", old))
+			}
+			blob := ""
+			if c.extra {
+				blob = e.gitInput(work, "EXFIL: no ref reaches this\n", "hash-object", "-w", "--stdin")
+				objs = append(objs, blob)
+			}
+			pack := []byte(e.gitInput(work, strings.Join(objs, "\n")+"\n", "pack-objects", "--stdout", "-q"))
+			if old == "" {
+				old = strings.Repeat("0", 40)
+			}
+			line := old + " " + commit + " refs/heads/agent/x\x00report-status side-band-64k\n"
+			body := pkt(line) + "0000" + string(pack) + strings.Repeat("J", c.junk)
+			before := e.up.Received("git-receive-pack")
+			resp, err := http.Post(e.url("owner/app")+"/git-receive-pack", "application/x-git-receive-pack-request", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if got := e.up.Ref(t, "owner/app", "refs/heads/agent/x"); got != commit {
+				t.Fatalf("upstream at %q, want %s", got, commit)
+			}
+			sent := e.up.Received("git-receive-pack") - before
+			if want := int64(len(pkt(forwardedLine(old, commit))) + 4 + len(pack)); !c.extra && sent != want {
+				t.Errorf("upstream read %d bytes of receive-pack body for a pack of %d (and %d after it)", sent, len(pack), c.junk)
+			}
+			if c.extra {
+				cmd := exec.Command("git", "cat-file", "-t", blob)
+				cmd.Dir = e.up.Dir("owner/app")
+				if out, err := cmd.CombinedOutput(); err == nil {
+					t.Fatalf("upstream holds the object no ref reaches (%s)", out)
+				}
+			}
+		})
+	}
+}
+
+// gitInput runs the agent's git with input on its standard input.
+func (e *env) gitInput(dir, input string, args ...string) string {
+	e.t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir, cmd.Stdin = dir, strings.NewReader(input)
+	out, err := cmd.Output()
+	if err != nil {
+		e.t.Fatalf("git %s: %v", strings.Join(args, " "), err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// forwardedLine is the command line the proxy sends upstream for an update.
+func forwardedLine(old, new string) string {
+	return old + " " + new + " refs/heads/agent/x\x00report-status side-band-64k quiet agent=git/coily\n"
 }

@@ -74,6 +74,8 @@ type push struct {
 	// pack holds the body's bytes after the command list, as git read
 	// them: the agent's pack (forward.go).
 	pack string
+	// quarantine holds what git received of the push, once its hook ran.
+	quarantine string
 	// what happened, for the audit
 	updates  []*update
 	approval string
@@ -286,6 +288,7 @@ func (p *Proxy) decideUpdates(ctx context.Context, ps *push, quarantine string, 
 			return refusal.New(refusal.PolicyDeny, "%s: the push's old value %s is not upstream's current value; fetch and try again", u.ref, short(u.old))
 		}
 	}
+	ps.quarantine = quarantine
 	env := append(p.gitEnv(), "GIT_DIR="+ps.repo, "GIT_OBJECT_DIRECTORY="+quarantine, "GIT_ALTERNATE_OBJECT_DIRECTORIES="+objects)
 	if err := p.classify(ctx, env, ups); err != nil {
 		return refusal.Wrap(refusal.BadRequest, err, "the proxy could not classify the push: %s", upstreamSays(err))
@@ -367,7 +370,11 @@ func (p *Proxy) pushUpstream(ctx context.Context, ps *push, env []string) error 
 		defer up.close()
 	}
 	if ps.forwardable(up) {
-		return p.forward(ctx, ps, up)
+		n, why := p.sendLength(ctx, env, ps)
+		if why == nil {
+			return p.forward(ctx, ps, up, n)
+		}
+		p.log.Info("git proxy: a push goes by git push", "remote", ps.rq.remote.Name, "why", why)
 	}
 	args = append(append(args, "--", up.url), specs...)
 	upEnv := append(up.env[:len(up.env):len(up.env)], env[len(p.gitEnv()):]...)

@@ -18,9 +18,13 @@ type report struct {
 	said   string            // the last line upstream said, if any
 }
 
-// Bounds of what readReport reads of upstream's answer.
+// Bounds of what readReport keeps of upstream's answer: the report itself
+// (band 1) and the tail of what upstream said (band 2). What upstream says
+// is read whatever its length, and only its tail kept: a hook that prints
+// a lot must not make a push upstream applied read as refused. The time
+// it may take is the upstream timeout's to bound.
 const (
-	maxReportBytes = 1 << 20
+	maxReportBytes = 64 << 10
 	maxSaidBytes   = 4096
 )
 
@@ -28,10 +32,9 @@ const (
 // each a band byte and its data, up to a flush. Band 1 carries the
 // report's own pkt-lines ("unpack ok", then "ok REF" or "ng REF WHY" per
 // ref, then a flush), band 2 messages, band 3 a fatal error. Anything
-// else, a report that does not end, or more than maxReportBytes, is an
-// error: the push is then not known to have happened.
+// else, a report that does not end, or a report (band 1) of more than
+// maxReportBytes, is an error: the push is then not known to have happened.
 func readReport(r io.Reader) (*report, error) {
-	r = io.LimitReader(r, maxReportBytes)
 	var status, said []byte
 	for {
 		pkt, flush, err := readPkt(r)
@@ -46,6 +49,9 @@ func readReport(r io.Reader) (*report, error) {
 		}
 		switch pkt[0] {
 		case 1:
+			if len(status)+len(pkt)-1 > maxReportBytes {
+				return nil, fmt.Errorf("upstream's report is longer than %d bytes", maxReportBytes)
+			}
 			status = append(status, pkt[1:]...)
 		case 2:
 			said = append(said, pkt[1:]...)

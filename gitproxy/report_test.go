@@ -52,7 +52,10 @@ var reportCases = []struct {
 	{name: "length under four", in: "0003" + status("unpack ok")},
 	{name: "length past the data", in: "ffff\x01unpack ok"},
 	{name: "inner length past the data", in: band(1, "00ffunpack ok\n") + "0000"},
-	{name: "larger than the bound", in: strings.Repeat(band(2, strings.Repeat("x", 60000)), maxReportBytes/60000+1) + status("unpack ok", "ok refs/heads/x")},
+	{name: "a report larger than the bound", in: band(1, pkt("unpack ok\n")) + strings.Repeat(band(1, strings.Repeat("x", 60000)), maxReportBytes/60000+1) + "0000"},
+	{name: "more said than the report's bound, then accepted (what upstream applied is not read as refused)",
+		in: strings.Repeat(band(2, strings.Repeat("x", 60000)+"\n"), 2*maxReportBytes/60000+1) + band(2, "done\n") + status("unpack ok", "ok refs/heads/x"),
+		ok: true, refs: map[string]string{"refs/heads/x": ""}, said: "done"},
 }
 
 // readReport reads upstream's side-band report-status, and refuses what
