@@ -87,6 +87,8 @@ type Store struct {
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
 }
 
+var _ store.Shared = (*Store)(nil)
+
 // Open connects to the cluster and reads once, so that a cluster it cannot
 // reach (or that refuses its credentials) fails here.
 func Open(ctx context.Context, cfg Config) (*Store, error) {

@@ -102,4 +102,9 @@ func TestRateHoldsAcrossHosts(t *testing.T) {
 	if took.Load() != 10 || refused.Load() != 50 {
 		t.Fatalf("%d took, %d refused of 60: want exactly 10 and 50", took.Load(), refused.Load())
 	}
+	// Ten writes, none for the refusals.
+	kv := get(t, prefix(t)+"rates/"+hex.EncodeToString([]byte("alice\x00gh"))).Kvs
+	if len(kv) != 1 || kv[0].Version != 10 {
+		t.Fatalf("the bucket was written %d times, want 10", kv[0].Version)
+	}
 }
