@@ -85,6 +85,11 @@ type Store struct {
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
+
+	// takeLocks serialise this host's Takes of one bucket (by a stripe of
+	// the bucket's name): concurrent Takes of one bucket from one host
+	// would only fail each other's compares, each failure a raft round.
+	takeLocks [64]chan struct{}
 }
 
 var _ store.Shared = (*Store)(nil)
@@ -115,6 +120,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		keep:    cmp(cfg.RelayKeep, DefaultRelayKeep),
 		seal:    aead,
 		leases:  map[int64]clientv3.LeaseID{},
+	}
+	for i := range s.takeLocks {
+		s.takeLocks[i] = make(chan struct{}, 1)
 	}
 	s.cli, err = clientv3.New(clientv3.Config{
 		Endpoints:   cfg.Endpoints,
@@ -197,6 +205,11 @@ func unavailable(err error) bool {
 func (s *Store) retry(op string, step func(ctx context.Context) error) error {
 	ctx, cancel := s.call(context.Background())
 	defer cancel()
+	return s.retryIn(ctx, op, step)
+}
+
+// retryIn is retry within ctx.
+func (s *Store) retryIn(ctx context.Context, op string, step func(ctx context.Context) error) error {
 	for {
 		err := step(ctx)
 		if !errors.Is(err, errConflict) {
