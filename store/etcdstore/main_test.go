@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -52,10 +53,22 @@ var sealKey = func() []byte {
 	return k
 }()
 
+var (
+	prefixMu sync.Mutex
+	prefixes = map[*testing.T]string{}
+)
+
 // prefix is the test's own prefix, so tests share the cluster without
-// seeing each other's keys.
+// seeing each other's keys (a run of -count=2 included).
 func prefix(t *testing.T) string {
-	return "/coily-test/" + strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()) + "/"
+	prefixMu.Lock()
+	defer prefixMu.Unlock()
+	if p, ok := prefixes[t]; ok {
+		return p
+	}
+	p := fmt.Sprintf("/coily-test/%s/%d/", strings.NewReplacer("/", "_", " ", "_").Replace(t.Name()), len(prefixes))
+	prefixes[t] = p
+	return p
 }
 
 // open opens a store on the test's prefix through the given endpoints
