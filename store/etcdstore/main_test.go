@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -24,6 +25,11 @@ import (
 var cluster *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		// A fuzz worker runs only the fuzz target, which needs no cluster.
+		os.Exit(m.Run())
+	}
 	start := time.Now()
 	c, err := etcdtest.New(3, etcdtest.Options{})
 	if err != nil {
