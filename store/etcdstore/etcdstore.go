@@ -212,16 +212,12 @@ func (s *Store) retry(op string, step func(ctx context.Context) error) error {
 func (s *Store) retryIn(ctx context.Context, op string, step func(ctx context.Context) error) error {
 	for {
 		err := step(ctx)
-		if !errors.Is(err, errConflict) {
-			if err != nil && !errors.Is(err, store.ErrCorrupt) && !errors.Is(err, store.ErrNotFound) {
-				return s.fail(op, err)
-			}
-			if err != nil {
-				return fmt.Errorf("etcdstore: %s: %w", op, err)
-			}
+		switch {
+		case err == nil:
 			return nil
-		}
-		if ctx.Err() != nil {
+		case !errors.Is(err, errConflict):
+			return s.fail(op, err)
+		case ctx.Err() != nil:
 			return s.fail(op, ctx.Err())
 		}
 	}
