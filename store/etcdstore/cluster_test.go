@@ -127,3 +127,65 @@ func TestMemberRestartKeepsState(t *testing.T) {
 		t.Fatalf("key written while the member was down: %v", err)
 	}
 }
+
+// TestQuorumLost: a host whose member has lost its quorum gets
+// ErrUnavailable from every call within its call timeout, its watch of
+// the stops ends with ErrUnavailable (never goes quiet), and it works
+// again once the quorum is back.
+func TestQuorumLost(t *testing.T) {
+	const timeout = 2 * time.Second
+	s := openCfg(t, etcdstore.Config{Endpoints: []string{cluster.Endpoint(0)}, CallTimeout: timeout})
+	_, rev, err := s.StopsAt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	events := s.Watch(ctx, rev+1)
+	stopped := []int{1, 2}
+	t.Cleanup(func() {
+		for _, i := range stopped {
+			if err := cluster.Restart(i); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	cluster.Stop(1)
+	cluster.Stop(2)
+
+	for name, call := range map[string]func() error{
+		"Stops": func() error { _, err := s.Stops(); return err },
+		"Take": func() error {
+			_, _, err := s.Take("k", store.Rate{PerMinute: 1, Burst: 1}, time.Now())
+			return err
+		},
+		"Health": func() error { return s.Health(context.Background()) },
+	} {
+		start := time.Now()
+		err := call()
+		if d := time.Since(start); d > timeout+2*time.Second {
+			t.Errorf("%s: answered after %v, the call timeout is %v", name, d, timeout)
+		}
+		wantErr(t, err, store.ErrUnavailable)
+	}
+	select {
+	case ev := <-events:
+		wantErr(t, ev.Err, store.ErrUnavailable)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the watch went quiet without its quorum")
+	}
+	if _, open := <-events; open {
+		t.Fatal("the watch goes on after its error")
+	}
+
+	for len(stopped) > 0 {
+		if err := cluster.Restart(stopped[0]); err != nil {
+			t.Fatal(err)
+		}
+		stopped = stopped[1:]
+	}
+	poll.Until(t, 30*time.Second, "the host to work again", func() bool {
+		ok, _, err := s.Take("k", store.Rate{PerMinute: 1, Burst: 1}, time.Now())
+		return ok && err == nil
+	})
+}
