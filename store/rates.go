@@ -59,48 +59,28 @@ var errRefused = errors.New("store: rate: no token")
 // and meta pages and fdatasyncs.) Not recording the refusal loses nothing,
 // since the refill is recomputed from the stored time on every Take.
 func (d *DB) Take(key string, r Rate, now time.Time) (ok bool, retryAfter time.Duration, err error) {
-	if key == "" {
-		return false, 0, errors.New("store: rate: empty key")
+	if err := r.Check(key); err != nil {
+		return false, 0, err
 	}
-	if len(key) > bolt.MaxKeySize {
-		return false, 0, fmt.Errorf("store: rate: key of %d bytes exceeds %d", len(key), bolt.MaxKeySize)
-	}
-	if r.PerMinute <= 0 || r.Burst <= 0 {
-		return false, 0, fmt.Errorf("store: rate %q: invalid rate %d per minute, burst %d (both must be > 0)", key, r.PerMinute, r.Burst)
-	}
-	now = now.Round(0).UTC() // wall clock only: that is what is stored
 	k := []byte(key)
-	burst, perMinute := float64(r.Burst), float64(r.PerMinute)
-
 	err = d.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketRates)
 		if b == nil {
 			return fmt.Errorf("%w: bucket %s missing", ErrCorrupt, bucketRates)
 		}
-		rec, found, err := getRate(b, k)
+		data := b.Get(k)
+		if data == nil && b.Bucket(k) != nil {
+			return fmt.Errorf("%w: bucket in place of record", ErrCorrupt)
+		}
+		next, took, wait, err := r.Spend(data, now)
 		if err != nil {
 			return err
 		}
-		if !found {
-			rec = rateRecord{Tokens: burst, At: now}
-		}
-		if elapsed := now.Sub(rec.At); elapsed > 0 {
-			rec.Tokens += elapsed.Seconds() * perMinute / 60
-			rec.At = now
-		} // else: the clock went backwards (or stood still): no refill, keep the stored time
-		rec.Tokens = min(rec.Tokens, burst)
-
-		if rec.Tokens+tokenEpsilon < 1 {
-			ms := math.Ceil((1-rec.Tokens)*60000/perMinute - retryToleranceMs)
-			retryAfter = max(time.Duration(ms)*time.Millisecond, time.Millisecond)
+		if !took {
+			retryAfter = wait
 			return errRefused
 		}
-		rec.Tokens = max(rec.Tokens-1, 0)
-		data, err := json.Marshal(rec)
-		if err != nil {
-			return fmt.Errorf("encode: %w", err)
-		}
-		return b.Put(k, data)
+		return b.Put(k, next)
 	})
 	switch {
 	case errors.Is(err, errRefused):
@@ -111,37 +91,77 @@ func (d *DB) Take(key string, r Rate, now time.Time) (ok bool, retryAfter time.D
 	return true, 0, nil
 }
 
-// getRate reads and validates the bucket stored under key. found is false
-// when there is none. Anything but a complete, plausible record is
-// ErrCorrupt: a missing field must not decode as zero tokens at the zero
-// time, which would refill to a full bucket.
-func getRate(b *bolt.Bucket, key []byte) (rec rateRecord, found bool, err error) {
-	data := b.Get(key)
-	if data == nil {
-		if b.Bucket(key) != nil {
-			return rec, false, fmt.Errorf("%w: bucket in place of record", ErrCorrupt)
-		}
-		return rec, false, nil
+// Check refuses a bucket name or a rate Take cannot use: an empty or
+// oversized key, a rate or burst not above zero.
+func (r Rate) Check(key string) error {
+	if key == "" {
+		return errors.New("store: rate: empty key")
 	}
+	if len(key) > bolt.MaxKeySize {
+		return fmt.Errorf("store: rate: key of %d bytes exceeds %d", len(key), bolt.MaxKeySize)
+	}
+	if r.PerMinute <= 0 || r.Burst <= 0 {
+		return fmt.Errorf("store: rate %q: invalid rate %d per minute, burst %d (both must be > 0)", key, r.PerMinute, r.Burst)
+	}
+	return nil
+}
+
+// Spend is Take's arithmetic, for any store that keeps a bucket as the
+// bytes Take writes: given the stored record (nil for none: a full
+// bucket), it returns the record to store and ok when a token was
+// available at now, or ok=false and the time until one will be (then
+// nothing is to be stored). An undecodable record is ErrCorrupt.
+func (r Rate) Spend(stored []byte, now time.Time) (next []byte, ok bool, retryAfter time.Duration, err error) {
+	now = now.Round(0).UTC() // wall clock only: that is what is stored
+	burst, perMinute := float64(r.Burst), float64(r.PerMinute)
+	rec := rateRecord{Tokens: burst, At: now}
+	if stored != nil {
+		if rec, err = decodeRate(stored); err != nil {
+			return nil, false, 0, err
+		}
+	}
+	if elapsed := now.Sub(rec.At); elapsed > 0 {
+		rec.Tokens += elapsed.Seconds() * perMinute / 60
+		rec.At = now
+	} // else: the clock went backwards (or stood still): no refill, keep the stored time
+	rec.Tokens = min(rec.Tokens, burst)
+
+	if rec.Tokens+tokenEpsilon < 1 {
+		ms := math.Ceil((1-rec.Tokens)*60000/perMinute - retryToleranceMs)
+		return nil, false, max(time.Duration(ms)*time.Millisecond, time.Millisecond), nil
+	}
+	rec.Tokens = max(rec.Tokens-1, 0)
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return nil, false, 0, fmt.Errorf("encode: %w", err)
+	}
+	return data, true, 0, nil
+}
+
+// decodeRate reads and validates a stored bucket. Anything but a
+// complete, plausible record is ErrCorrupt: a missing field must not
+// decode as zero tokens at the zero time, which would refill to a full
+// bucket.
+func decodeRate(data []byte) (rec rateRecord, err error) {
 	var raw struct {
 		Tokens *float64   `json:"tokens"`
 		At     *time.Time `json:"at"`
 	}
 	if bytes.Equal(bytes.TrimSpace(data), []byte("null")) {
-		return rec, false, fmt.Errorf("%w: null record", ErrCorrupt)
+		return rec, fmt.Errorf("%w: null record", ErrCorrupt)
 	}
 	if err := json.Unmarshal(data, &raw); err != nil {
-		return rec, false, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		return rec, fmt.Errorf("%w: %v", ErrCorrupt, err)
 	}
 	switch {
 	case raw.Tokens == nil:
-		return rec, false, fmt.Errorf("%w: missing tokens", ErrCorrupt)
+		return rec, fmt.Errorf("%w: missing tokens", ErrCorrupt)
 	case raw.At == nil:
-		return rec, false, fmt.Errorf("%w: missing at", ErrCorrupt)
+		return rec, fmt.Errorf("%w: missing at", ErrCorrupt)
 	case math.IsNaN(*raw.Tokens) || math.IsInf(*raw.Tokens, 0) || *raw.Tokens < 0:
-		return rec, false, fmt.Errorf("%w: tokens %v out of range", ErrCorrupt, *raw.Tokens)
+		return rec, fmt.Errorf("%w: tokens %v out of range", ErrCorrupt, *raw.Tokens)
 	case raw.At.IsZero():
-		return rec, false, fmt.Errorf("%w: zero time", ErrCorrupt)
+		return rec, fmt.Errorf("%w: zero time", ErrCorrupt)
 	}
-	return rateRecord{Tokens: *raw.Tokens, At: *raw.At}, true, nil
+	return rateRecord{Tokens: *raw.Tokens, At: *raw.At}, nil
 }

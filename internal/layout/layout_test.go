@@ -216,3 +216,26 @@ func TestSectionsLiveWithTheirAttachments(t *testing.T) {
 	}
 	t.Fatal("go list found no policy package")
 }
+
+// TestBinariesLinkNoEtcdServer: the embedded etcd server is for tests only
+// (internal/etcdtest); coily speaks to etcd as a client. Linking the server
+// would add raft, its storage and its listeners to every binary.
+func TestBinariesLinkNoEtcdServer(t *testing.T) {
+	for _, tags := range []string{"", "coilydev"} {
+		cmd := exec.Command("go", "list", "-tags", tags, "-deps", "./cmd/...")
+		cmd.Dir = root(t)
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps (tags %q): %v", tags, err)
+		}
+		deps := strings.Fields(string(out))
+		if !slices.Contains(deps, module+"/cmd/coily") {
+			t.Fatalf("go list -deps (tags %q) does not list cmd/coily", tags)
+		}
+		for _, d := range deps {
+			if strings.HasPrefix(d, "go.etcd.io/etcd/server/") || d == module+"/internal/etcdtest" {
+				t.Errorf("a binary links %s (tags %q)", d, tags)
+			}
+		}
+	}
+}

@@ -1,0 +1,5 @@
+//go:build race
+
+package etcdtest
+
+const raceEnabled = true

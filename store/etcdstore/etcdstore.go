@@ -1,0 +1,224 @@
+// Package etcdstore keeps the state that decides what runs (store.Shared)
+// in etcd, so that several coily hosts serve as one trust point: the stop
+// controls, the rate buckets, the sandboxes' signing keys, the relay's
+// exactly-once records and nonces, and the dynamic-secret leases in use.
+//
+// Every key lives under one prefix (one cluster of coily hosts), with
+// these names below it (each name component path-escaped, so a principal,
+// sandbox or id holding "/" cannot reach another's key):
+//
+//	stops/lockout, stops/pause         store.Stop
+//	stops/pause.self/<principal>       store.Stop
+//	rates/<bucket>                     the bucket as store.Rate.Spend writes it
+//	keys/<sandbox>                     store.Key, its secret sealed (AES-256-GCM)
+//	relays/<id>                        store.Relay, under a lease (kept RelayKeep)
+//	nonces/<sandbox>/<nonce>           {}, under a lease (kept to the nonce's expiry)
+//	leases/<id>                        store.Lease
+//
+// Invariants:
+//   - every write that decides something is one etcd transaction that
+//     compares what it read (ModRevision, or CreateRevision 0 for "none"),
+//     so two hosts never both take the last token, accept one nonce or
+//     issue a sandbox's first key;
+//   - every call is bounded by CallTimeout; a timeout, a cluster without a
+//     leader or a lost connection is an error wrapping store.ErrUnavailable,
+//     never "no record";
+//   - a value that cannot be decoded (or unsealed) is store.ErrCorrupt,
+//     never a zero value;
+//   - a sandbox's secret is sealed before it leaves the host: etcd's
+//     members, snapshots and backups never hold it in clear.
+package etcdstore
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"coily.dev/coily/store"
+)
+
+// Defaults for the Config fields left zero.
+const (
+	DefaultCallTimeout = 5 * time.Second
+	DefaultRelayKeep   = 24 * time.Hour
+)
+
+// Config says which cluster to use and how.
+type Config struct {
+	Endpoints []string
+	// TLS is the client's TLS configuration (the cluster's CA, and a
+	// client certificate where the members require one).
+	TLS                *tls.Config
+	Username, Password string
+	// Prefix is where this trust point's keys live, e.g. "/coily/team/".
+	// It must start and end with "/".
+	Prefix string
+	// CallTimeout bounds every call (DefaultCallTimeout when zero).
+	CallTimeout time.Duration
+	// SealKey is the 32-byte AES-256-GCM key every host holds that seals
+	// the sandboxes' secrets. Open refuses to start without one.
+	SealKey []byte
+	// RelayKeep is how long a relay record is kept (DefaultRelayKeep
+	// when zero): the lease it is written under expires then.
+	RelayKeep time.Duration
+}
+
+// Store is an open connection to the cluster. It implements store.Shared.
+type Store struct {
+	cli     *clientv3.Client
+	prefix  string
+	timeout time.Duration
+	keep    time.Duration
+	seal    cipher.AEAD
+
+	leaseMu sync.Mutex
+	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
+
+	// takeLocks serialise this host's Takes of one bucket (by a stripe of
+	// the bucket's name): concurrent Takes of one bucket from one host
+	// would only fail each other's compares, each failure a raft round.
+	takeLocks [64]chan struct{}
+}
+
+var _ store.Shared = (*Store)(nil)
+
+// Open connects to the cluster and reads once, so that a cluster it cannot
+// reach (or that refuses its credentials) fails here.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	if len(cfg.Endpoints) == 0 {
+		return nil, errors.New("etcdstore: no endpoints")
+	}
+	if len(cfg.Prefix) < 2 || !strings.HasPrefix(cfg.Prefix, "/") || !strings.HasSuffix(cfg.Prefix, "/") {
+		return nil, fmt.Errorf("etcdstore: prefix %q must start and end with / and name something", cfg.Prefix)
+	}
+	if len(cfg.SealKey) != 32 {
+		return nil, fmt.Errorf("etcdstore: the seal key is %d bytes, not 32: a sandbox's secret is never stored in clear", len(cfg.SealKey))
+	}
+	block, err := aes.NewCipher(cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
+	}
+	s := &Store{
+		prefix:  cfg.Prefix,
+		timeout: cmp(cfg.CallTimeout, DefaultCallTimeout),
+		keep:    cmp(cfg.RelayKeep, DefaultRelayKeep),
+		seal:    aead,
+		leases:  map[int64]clientv3.LeaseID{},
+	}
+	for i := range s.takeLocks {
+		s.takeLocks[i] = make(chan struct{}, 1)
+	}
+	s.cli, err = clientv3.New(clientv3.Config{
+		Endpoints:   cfg.Endpoints,
+		TLS:         cfg.TLS,
+		Username:    cfg.Username,
+		Password:    cfg.Password,
+		DialTimeout: s.timeout,
+		Context:     context.WithoutCancel(ctx),
+		Logger:      zap.NewNop(),
+	})
+	if err != nil {
+		return nil, s.fail("connect", err)
+	}
+	if err := s.Health(ctx); err != nil {
+		s.cli.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func cmp(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+// Close closes the connection.
+func (s *Store) Close() error { return s.cli.Close() }
+
+// Health reads the lockout once (linearizable): nil when the cluster
+// answers with a quorum, an error wrapping store.ErrUnavailable otherwise.
+func (s *Store) Health(ctx context.Context) error {
+	ctx, cancel := s.call(ctx)
+	defer cancel()
+	if _, err := s.cli.Get(ctx, s.prefix+keyLockout); err != nil {
+		return s.fail("health", err)
+	}
+	return nil
+}
+
+// call bounds one call by CallTimeout and requires a leader.
+func (s *Store) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	return clientv3.WithRequireLeader(ctx), cancel
+}
+
+// fail wraps err from the call op, with store.ErrUnavailable when the
+// cluster could not be reached or could not decide.
+func (s *Store) fail(op string, err error) error {
+	if unavailable(err) {
+		return fmt.Errorf("etcdstore: %s: %w: %w", op, store.ErrUnavailable, err)
+	}
+	return fmt.Errorf("etcdstore: %s: %w", op, err)
+}
+
+func unavailable(err error) bool {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded), errors.Is(err, context.Canceled),
+		errors.Is(err, rpctypes.ErrNoLeader), errors.Is(err, rpctypes.ErrNotLeader),
+		errors.Is(err, rpctypes.ErrLeaderChanged), errors.Is(err, rpctypes.ErrStopped),
+		errors.Is(err, rpctypes.ErrTimeout), errors.Is(err, rpctypes.ErrTimeoutDueToLeaderFail),
+		errors.Is(err, rpctypes.ErrTimeoutDueToConnectionLost), errors.Is(err, rpctypes.ErrTimeoutWaitAppliedIndex),
+		errors.Is(err, rpctypes.ErrTooManyRequests):
+		return true
+	}
+	if st, ok := status.FromError(err); ok {
+		switch st.Code() {
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			return true
+		}
+	}
+	return false
+}
+
+// retry runs one read-compare-write step until it commits or fails, all
+// within one CallTimeout. A step returns errConflict when its compare
+// failed: another client wrote what it read, so it reads again (each
+// conflict is someone else's progress, so the loop ends).
+func (s *Store) retry(op string, step func(ctx context.Context) error) error {
+	ctx, cancel := s.call(context.Background())
+	defer cancel()
+	return s.retryIn(ctx, op, step)
+}
+
+// retryIn is retry within ctx.
+func (s *Store) retryIn(ctx context.Context, op string, step func(ctx context.Context) error) error {
+	for {
+		err := step(ctx)
+		switch {
+		case err == nil:
+			return nil
+		case !errors.Is(err, errConflict):
+			return s.fail(op, err)
+		case ctx.Err() != nil:
+			return s.fail(op, ctx.Err())
+		}
+	}
+}

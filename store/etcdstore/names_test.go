@@ -1,0 +1,58 @@
+package etcdstore
+
+import (
+	"strings"
+	"testing"
+)
+
+var nameSeeds = []string{"alice", "a/b", "a%2Fb", "%", "..", ".", "\x00", "a\x00b", "é", " ", "?#", "%zz", ""}
+
+// TestNames: a name never holds "/", two names never make one key, and a
+// listed key that is not exactly one escaped name is corrupt.
+func TestNames(t *testing.T) {
+	seen := map[string]string{}
+	for _, s := range nameSeeds {
+		e, err := name("x", s)
+		if s == "" {
+			if err == nil {
+				t.Error("an empty name was accepted")
+			}
+			continue
+		}
+		if strings.Contains(e, "/") {
+			t.Errorf("name(%q) = %q holds /", s, e)
+		}
+		if o, dup := seen[e]; dup {
+			t.Errorf("%q and %q both name %q", s, o, e)
+		}
+		seen[e] = s
+		if back, err := unname("d/", "d/"+e); err != nil || back != s {
+			t.Errorf("unname(name(%q)) = %q, %v", s, back, err)
+		}
+	}
+	for _, k := range []string{"d/", "d/a/b", "d/%zz", "d/%41", "e/a", "d/a%2fb"} {
+		if n, err := unname("d/", k); err == nil {
+			t.Errorf("unname(%q) = %q, want corrupt", k, n)
+		}
+	}
+}
+
+func FuzzNames(f *testing.F) {
+	for _, s := range nameSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if e, err := name("x", s); err == nil {
+			if back, err := unname("d/", "d/"+e); err != nil || back != s || strings.Contains(e, "/") {
+				t.Fatalf("%q: %q, %q, %v", s, e, back, err)
+			}
+		}
+		// Any listed key: one name or corrupt, and a name only if it is
+		// the escaping of what it decodes to.
+		if n, err := unname("d/", "d/"+s); err == nil {
+			if e, _ := name("x", n); e != s {
+				t.Fatalf("key %q reads as %q, which is stored as %q", s, n, e)
+			}
+		}
+	})
+}
