@@ -15,7 +15,7 @@ func (c counted) Writes(testing.TB) int64 { return store.PageWrites(c.DB) }
 
 // The state file keeps the shared state's contract (one host).
 func TestShared(t *testing.T) {
-	storetest.Shared(t, func(t *testing.T) store.Shared {
+	storetest.Shared(t, storetest.ByPrune, func(t *testing.T) store.Shared {
 		d, err := store.Open(filepath.Join(t.TempDir(), "coily.db"))
 		if err != nil {
 			t.Fatal(err)

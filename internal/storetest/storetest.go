@@ -20,16 +20,29 @@ type Writes interface {
 	Writes(t testing.TB) int64
 }
 
-// Shared runs the contract against the state open returns. Each call of
-// open must return a fresh, empty state of its own; the state may be
-// kept by other processes (an etcd cluster), so the contract waits on
-// nothing but the calls it makes and keeps no state of its own between
-// them.
-func Shared(t *testing.T, open func(t *testing.T) store.Shared) {
+// Expiry is how the state under test forgets relay records and nonces.
+type Expiry int
+
+const (
+	// ByPrune: PruneRelays(before, now) forgets what is older than
+	// before and the nonces expired at now (the state file).
+	ByPrune Expiry = iota
+	// ByLease: the state forgets them itself, in real time, by leases
+	// (etcd), and PruneRelays does nothing. The contract cannot wait for
+	// that; the implementation's own tests show it.
+	ByLease
+)
+
+// Shared runs the contract against the state open returns, which forgets
+// relay records and nonces as expiry says. Each call of open must return a
+// fresh, empty state of its own; the state may be kept by other processes
+// (an etcd cluster), so the contract waits on nothing but the calls it
+// makes and keeps no state of its own between them.
+func Shared(t *testing.T, expiry Expiry, open func(t *testing.T) store.Shared) {
 	t.Run("stops", func(t *testing.T) { stops(t, open) })
 	t.Run("rates", func(t *testing.T) { rates(t, open) })
 	t.Run("keys", func(t *testing.T) { keys(t, open) })
-	t.Run("relays", func(t *testing.T) { relays(t, open) })
+	t.Run("relays", func(t *testing.T) { relays(t, expiry, open) })
 	t.Run("leases", func(t *testing.T) { leases(t, open) })
 }
 
