@@ -22,23 +22,44 @@ type API struct {
 	// relay is the same calls with the larger bound on one answer that
 	// Relay needs (MaxRelayAnswer).
 	relay coilyv1connect.CoilyServiceClient
+	// servers, when there are several, are the calls on each (failover).
+	servers *servers
 }
 
 func newAPI(c *Conn) API {
-	stubs := func(maxRecv int) coilyv1connect.CoilyServiceClient {
-		opts := append(options(maxRecv), connect.WithInterceptors(statusInterceptor{}))
-		return coilyv1connect.NewCoilyServiceClient(c.http, c.base, opts...)
-	}
-	return API{CoilyServiceClient: stubs(DefaultMaxRecvSize), relay: stubs(MaxRelayAnswer)}
+	return API{CoilyServiceClient: c.service(DefaultMaxRecvSize), relay: c.service(MaxRelayAnswer)}
+}
+
+// service is the coily service's stubs over c, each answer bounded by
+// maxRecv.
+func (c *Conn) service(maxRecv int) coilyv1connect.CoilyServiceClient {
+	opts := append(options(maxRecv), connect.WithInterceptors(statusInterceptor{}))
+	return coilyv1connect.NewCoilyServiceClient(c.http, c.base, opts...)
+}
+
+// newFailoverAPI is the coily service over several servers (failover).
+func newFailoverAPI(s *servers) API {
+	f := failover{s}
+	return API{CoilyServiceClient: f, relay: f, servers: s}
 }
 
 // Exec runs one command; see the service's documentation.
 func (a API) Exec(ctx context.Context, in *coilyv1.ExecRequest) (*Stream[coilyv1.ExecResponse], error) {
+	if a.servers != nil {
+		return open(a.servers, notStarted, func(i int) (*connect.ServerStreamForClient[coilyv1.ExecResponse], error) {
+			return a.servers.stubs[i].Exec(ctx, in)
+		})
+	}
 	return stream(a.CoilyServiceClient.Exec(ctx, in))
 }
 
 // WatchApprovals streams the pending approvals, then every change.
 func (a API) WatchApprovals(ctx context.Context, in *coilyv1.WatchApprovalsRequest) (*Stream[coilyv1.WatchApprovalsResponse], error) {
+	if a.servers != nil {
+		return open(a.servers, idempotent, func(i int) (*connect.ServerStreamForClient[coilyv1.WatchApprovalsResponse], error) {
+			return a.servers.stubs[i].WatchApprovals(ctx, in)
+		})
+	}
 	return stream(a.CoilyServiceClient.WatchApprovals(ctx, in))
 }
 
@@ -51,7 +72,8 @@ func (a API) Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.Rela
 // Stream is the answers of a server-streaming call: Recv returns io.EOF
 // after the last when the call ended well, else the call's status.
 type Stream[T any] struct {
-	s *connect.ServerStreamForClient[T]
+	s      *connect.ServerStreamForClient[T]
+	peeked bool // the first answer was read before the stream was handed out (open)
 }
 
 func stream[T any](s *connect.ServerStreamForClient[T], err error) (*Stream[T], error) {
@@ -63,6 +85,10 @@ func stream[T any](s *connect.ServerStreamForClient[T], err error) (*Stream[T], 
 
 // Recv returns the next answer.
 func (s *Stream[T]) Recv() (*T, error) {
+	if s.peeked {
+		s.peeked = false
+		return s.s.Msg(), nil
+	}
 	if s.s.Receive() {
 		return s.s.Msg(), nil
 	}

@@ -40,8 +40,9 @@ const MaxRelayAnswer = layout.MaxResponseSize + 64<<10
 
 // Client is a connection to a coily server.
 type Client struct {
-	conn *Conn
-	API  API
+	conn  *Conn
+	conns []*Conn // every server's, with several (NewServers)
+	API   API
 	// RateLimitRetries bounds how often a rate-limit refusal is retried.
 	RateLimitRetries int
 	// MaxRetryDelay caps the wait before one retry.
@@ -74,13 +75,39 @@ func New(dial func(ctx context.Context) (net.Conn, error), authority string, cle
 		MaxRetryDelay: MaxRetryDelay, cleanup: cleanup}
 }
 
+// NewServers returns a client of several servers, tried in order from
+// the last one that answered (kept in the user's cache directory, when
+// there is one) and failing over only where that cannot run anything
+// twice (failover.go). One target is New's client.
+func NewServers(targets []Target, cleanup func()) *Client {
+	if len(targets) == 1 {
+		return New(targets[0].Dial, targets[0].Name, cleanup)
+	}
+	s := &servers{sticky: stickyPath(targets)}
+	var conns []*Conn
+	for _, t := range targets {
+		conn := newConn(t.Dial, t.Name)
+		conns = append(conns, conn)
+		s.names = append(s.names, t.Name)
+		s.stubs = append(s.stubs, conn.service(DefaultMaxRecvSize))
+		s.relays = append(s.relays, conn.service(MaxRelayAnswer))
+	}
+	s.cur = loadSticky(s.sticky, s.names)
+	return &Client{conn: conns[0], conns: conns, API: newFailoverAPI(s), RateLimitRetries: RateLimitRetries,
+		MaxRetryDelay: MaxRetryDelay, cleanup: cleanup}
+}
+
 // Conn returns the underlying connection, for calls of other services
-// (health, reflection) and of methods by name.
+// (health, reflection) and of methods by name; with several servers, the
+// first's.
 func (c *Client) Conn() *Conn { return c.conn }
 
-// Close closes the connection and whatever its transport holds.
+// Close closes the connections and whatever their transport holds.
 func (c *Client) Close() error {
 	err := c.conn.Close()
+	for _, conn := range c.conns {
+		_ = conn.Close()
+	}
 	if c.cleanup != nil {
 		c.cleanup()
 	}

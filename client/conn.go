@@ -175,7 +175,11 @@ func statusError(ctx context.Context, err error) error {
 			// pass): the connect timeout, or the connection failing (a
 			// stream reset as the connection went, which connect-go reads
 			// as cancelled).
-			return status.Error(codes.Unavailable, "connection error: "+transportCause(ce))
+			st := status.New(codes.Unavailable, "connection error: "+transportCause(ce))
+			if df := (*dialFailed)(nil); errors.As(ce, &df) {
+				return &notConnected{st}
+			}
+			return st.Err()
 		case connect.CodeInvalidArgument:
 			// An answer that cannot be unmarshalled: the server's fault,
 			// as grpc-go says it, not a bad request of ours.
@@ -211,3 +215,11 @@ func transportCause(ce *connect.Error) string {
 	}
 	return err.Error()
 }
+
+// notConnected is the Unavailable status of a call that failed to connect,
+// so sent nothing: another server may be asked (failsOver). It reads as
+// the status it holds.
+type notConnected struct{ st *status.Status }
+
+func (e *notConnected) Error() string              { return e.st.Err().Error() }
+func (e *notConnected) GRPCStatus() *status.Status { return e.st }

@@ -25,7 +25,7 @@ func (s *connSet) dial(ctx context.Context, dial func(context.Context) (net.Conn
 	defer cancel()
 	c, err := dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, &dialFailed{err}
 	}
 	t := &trackedConn{Conn: c, set: s}
 	_ = c.SetReadDeadline(time.Now().Add(s.timeout)) // some conns have none: then only the dial is bounded
@@ -78,3 +78,9 @@ func (c *trackedConn) Close() error {
 	})
 	return err
 }
+
+// dialFailed is a failure to connect: nothing of any call was sent.
+type dialFailed struct{ err error }
+
+func (e *dialFailed) Error() string { return e.err.Error() }
+func (e *dialFailed) Unwrap() error { return e.err }
