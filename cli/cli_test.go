@@ -455,3 +455,55 @@ func TestCheckServer(t *testing.T) {
 		}
 	}
 }
+
+// CheckServers takes one to MaxServers servers, each one CheckServer
+// takes, and refuses the rest.
+func TestCheckServers(t *testing.T) {
+	for _, ok := range checkServersOK {
+		if err := CheckServers(ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range checkServersBad {
+		err := CheckServers(bad)
+		var u usageError
+		if !errors.As(err, &u) {
+			t.Errorf("%q: %v; want a usage error", bad, err)
+		}
+	}
+}
+
+var (
+	checkServersOK  = []string{"coily", "a,b", "a:7443,b:7443,[fd7a:115c::1]:7443", "fd7a:115c::1,100.64.0.1", manyServers(16)}
+	checkServersBad = []string{"", ",", "a,", ",a", "a,,b", "a,a", "a:7443,a:7443", "a,b c", "a,b:0", "a,http://b", "a,b\n",
+		manyServers(17), strings.Repeat(",", 1000)}
+)
+
+// manyServers is a list of n servers h0,h1,….
+func manyServers(n int) string {
+	var hs []string
+	for k := range n {
+		hs = append(hs, fmt.Sprintf("h%d", k))
+	}
+	return strings.Join(hs, ",")
+}
+
+func FuzzCheckServers(f *testing.F) {
+	for _, s := range append(checkServersOK, checkServersBad...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, list string) {
+		if CheckServers(list) != nil {
+			return
+		}
+		entries := strings.Split(list, ",")
+		if len(entries) > MaxServers {
+			t.Fatalf("%q: %d entries taken", list, len(entries))
+		}
+		for k, e := range entries {
+			if CheckServer(e) != nil || slices.Contains(entries[:k], e) {
+				t.Fatalf("%q: entry %q taken", list, e)
+			}
+		}
+	})
+}

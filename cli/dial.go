@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -36,10 +37,10 @@ func (a *App) Dial(ctx context.Context) (*client.Client, error) {
 		return nil, Usagef("%s is set, but this %s has no %s transport (the development build, go build -tags coilydev ./cmd/coily, has every one)",
 			map[client.Route]string{client.RouteDev: "COILY_DEV", client.RouteTsnet: "COILY_TSNET"}[route], a.Name, route)
 	case client.RouteServer:
-		if err := CheckServer(s.Server); err != nil {
+		if err := CheckServers(s.Server); err != nil {
 			return nil, err
 		}
-		return tailnet.DialServer(ctx, s.Server)
+		return tailnet.DialServer(ctx, s.Servers()...)
 	}
 	return client.DialLocal(s.SocketPath())
 }
@@ -73,6 +74,31 @@ func CheckServer(server string) error {
 	if hasPort {
 		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
 			return Usagef("--server %q: bad port %q: want a number from 1 to 65535", server, port)
+		}
+	}
+	return nil
+}
+
+// MaxServers bounds the servers --server lists.
+const MaxServers = 16
+
+// CheckServers refuses a --server list no transport could dial, as a
+// usage error: one to MaxServers entries separated by commas, each one
+// CheckServer takes, none named twice.
+func CheckServers(list string) error {
+	entries := strings.Split(list, ",")
+	if len(entries) > MaxServers {
+		return Usagef("--server: %d servers; at most %d", len(entries), MaxServers)
+	}
+	for k, e := range entries {
+		if len(entries) > 1 && e == "" {
+			return Usagef("--server %q: an empty entry; want HOST[:PORT],HOST[:PORT],…", list)
+		}
+		if err := CheckServer(e); err != nil {
+			return err
+		}
+		if slices.Contains(entries[:k], e) {
+			return Usagef("--server %q: %q twice", list, e)
 		}
 	}
 	return nil

@@ -96,7 +96,7 @@ const exitCodesSection = `## Exit codes
 | 125 | coily refused or could not run the request: stderr says ` + "`coily: refused (CODE): message`" + ` (with ` + "`--json`" + `, one JSON object ` + "`{code, message, audit_id, retry_after_ms}`" + `) |
 | 69 | the server could not be reached (no socket, no route, the tailnet down): ` + "`coily: server unreachable: …`" + ` |
 | 3 | ` + "`serve`, `dev`, `state rebuild`, `audit repair`" + `: another process holds the state directory; nothing was changed |
-| 2 | usage error: unknown command or flag, a bad value (also in a ` + "`COILY_*`" + ` variable), ` + "`exec`" + ` without ` + "`--`" + ` before the command, ` + "`--tsnet`" + ` without ` + "`--server`" + `, a ` + "`--server`" + ` that is not HOST[:PORT] with a port from 1 to 65535 |
+| 2 | usage error: unknown command or flag, a bad value (also in a ` + "`COILY_*`" + ` variable), ` + "`exec`" + ` without ` + "`--`" + ` before the command, ` + "`--tsnet`" + ` without ` + "`--server`" + `, a ` + "`--server`" + ` that is not HOST[:PORT] with a port from 1 to 65535 (or a list of them, at most 16, none twice) |
 | 1 | a command other than ` + "`exec`" + ` failed (` + "`audit verify`" + ` found a break, ` + "`policy check`" + ` found an error, ` + "`serve`" + ` could not start) |
 | 0 | success |
 

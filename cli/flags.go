@@ -92,7 +92,7 @@ func (a *App) globalFlags(root *cobra.Command) {
 	DocDefault(Twin(fs, "state-dir", "COILY_STATE_DIR"), "/var/lib/coily as root, else $XDG_STATE_HOME/coily or ~/.local/state/coily")
 	fs.StringVar(&a.g.Socket, "socket", "", "the server's local operator socket (default <state-dir>/coily.sock)")
 	Twin(fs, "socket", "COILY_SOCKET")
-	fs.StringVar(&a.g.Server, "server", "", "reach the server over the tailnet at HOST[:PORT] (through this machine's tailscale)")
+	fs.StringVar(&a.g.Server, "server", "", "reach the server over the tailnet at HOST[:PORT] (through this machine's tailscale); several, HOST[:PORT],HOST[:PORT],…, are one trust point, tried in order from the last that answered")
 	Twin(fs, "server", "COILY_SERVER")
 	fs.StringVar(&a.g.ControlURL, "control-url", "", "coordination server URL for an embedded tailnet node, e.g. a headscale (default: Tailscale's)")
 	Twin(fs, "control-url", "COILY_CONTROL_URL")

@@ -112,8 +112,11 @@ func (a *App) gitBase(proxyURL string) (func(host string) string, error) {
 	}
 	switch route {
 	case client.RouteServer:
-		if err := CheckServer(s.Server); err != nil {
+		if err := CheckServers(s.Server); err != nil {
 			return nil, err
+		}
+		if len(s.Servers()) > 1 {
+			return nil, Usagef("--server %q: git's rewrite names one server: a Tailscale Service's name (coily serve --service), or one host", s.Server)
 		}
 		host := s.Server
 		if h, _, err := net.SplitHostPort(s.Server); err == nil {

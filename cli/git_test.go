@@ -139,6 +139,10 @@ func TestGitSetupLocalAndDryRun(t *testing.T) {
 	if out, _ := exec.Command("git", "config", "--get-regexp", `^url\.coily`).CombinedOutput(); len(out) != 0 {
 		t.Fatalf("--dry-run wrote: %s", out)
 	}
+	// Several servers: git's rewrite names one, never "a,b".
+	if code, out, errOut := run(t, map[string]string{"COILY_SERVER": "a:7443,b:7443"}, "git", "setup", "--dry-run"); code != 2 || out != "" || !strings.Contains(errOut, "names one server") {
+		t.Fatalf("a list: %d %q %q", code, out, errOut)
+	}
 	if code, out, errOut := run(t, nil, "git", "setup", "--proxy-url", "http://coily"); code != 0 || !strings.Contains(out, "url.http://coily/git/github.com/.insteadOf https://github.com/") {
 		t.Fatalf("--proxy-url: %d %q %q", code, out, errOut)
 	}

@@ -2,6 +2,7 @@ package client
 
 import (
 	"path/filepath"
+	"strings"
 
 	"coily.dev/coily/client/sandboxenv"
 	"coily.dev/coily/client/statedir"
@@ -25,7 +26,7 @@ const (
 type Settings struct {
 	Socket   string // COILY_SOCKET: the local socket ("": in StateDir)
 	StateDir string // COILY_STATE_DIR ("": statedir.Default)
-	Server   string // COILY_SERVER: HOST[:PORT] on the tailnet
+	Server   string // COILY_SERVER: HOST[:PORT] on the tailnet, or several separated by commas (Servers)
 	Tsnet    bool   // COILY_TSNET: reach Server with a node of this process's own
 	Dev      string // COILY_DEV: the state directory of a `coily dev`
 	// Named is set when the command line named a transport (--socket,
@@ -56,6 +57,15 @@ func (s Settings) Where(exec bool) Route {
 		return RouteServer
 	}
 	return RouteSocket
+}
+
+// Servers is each server Server lists, in order (nil when it lists
+// none).
+func (s Settings) Servers() []string {
+	if s.Server == "" {
+		return nil
+	}
+	return strings.Split(s.Server, ",")
 }
 
 // SocketPath is the local socket: Socket, or the socket in StateDir.

@@ -33,22 +33,30 @@ func hostPort(server string) string {
 // plain TCP to the server's MagicDNS name (a kernel tailscale routes it;
 // on Android, where the Tailscale app does, see tailnetResolver).
 // WireGuard encrypts and authenticates the link; the server identifies
-// this node with WhoIs. The connection is made lazily: the first call
+// this node with WhoIs. Several servers are one to the client
+// (client.NewServers). The connection is made lazily: the first call
 // reports an unreachable server.
-func DialServer(ctx context.Context, server string) (*client.Client, error) {
-	target := hostPort(server)
-	host, portStr, _ := net.SplitHostPort(target)
-	port, err := strconv.ParseUint(portStr, 10, 16)
-	if err != nil {
-		return nil, &client.DialError{Err: fmt.Errorf("server %s: bad port", server)}
-	}
+func DialServer(ctx context.Context, servers ...string) (*client.Client, error) {
 	lc := &local.Client{}
-	if localAPIUp(ctx, lc) {
-		return client.New(func(ctx context.Context) (net.Conn, error) {
-			return lc.DialTCP(ctx, host, uint16(port))
-		}, target, nil), nil
+	viaLocalAPI := localAPIUp(ctx, lc)
+	var targets []client.Target
+	for _, server := range servers {
+		target := hostPort(server)
+		host, portStr, _ := net.SplitHostPort(target)
+		port, err := strconv.ParseUint(portStr, 10, 16)
+		if err != nil {
+			return nil, &client.DialError{Err: fmt.Errorf("server %s: bad port", server)}
+		}
+		dial := dnsDialer(target, tailnetResolver(runtime.GOOS, os.Stat))
+		if viaLocalAPI {
+			dial = func(ctx context.Context) (net.Conn, error) { return lc.DialTCP(ctx, host, uint16(port)) }
+		}
+		targets = append(targets, client.Target{Dial: dial, Name: target})
 	}
-	return client.New(dnsDialer(target, tailnetResolver(runtime.GOOS, os.Stat)), target, nil), nil
+	if len(targets) == 0 {
+		return nil, &client.DialError{Err: fmt.Errorf("no server")}
+	}
+	return client.NewServers(targets, nil), nil
 }
 
 // resolvConf is where Go's own resolver finds the DNS servers to ask.

@@ -40,7 +40,8 @@ import (
 
 // Options configure an embedded node.
 type Options struct {
-	// Server is the coily server's HOST[:PORT] on the tailnet.
+	// Server is the coily server's HOST[:PORT] on the tailnet, or
+	// several separated by commas (client.NewServers).
 	Server     string
 	AuthKey    string // needed only to register a node the first time
 	ControlURL string // empty: Tailscale's
@@ -131,6 +132,10 @@ func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Se
 		cleanup()
 		return nil, &client.DialError{Err: joinError(err, o)}
 	}
+	var tracked conns
+	if servers := strings.Split(o.Server, ","); len(servers) > 1 {
+		return client.NewServers(targets(s, servers, &tracked, o.Logf), func() { tracked.wait(); cleanup() }), nil
+	}
 	host, port := splitServer(o.Server)
 	start := time.Now()
 	ip, err := reach(ctx, s, host)
@@ -140,8 +145,27 @@ func connect(ctx context.Context, o Options, up func(context.Context) (*tsnet.Se
 	}
 	o.Logf("tsnode: server %s (%v) answered a disco ping %v after the node was up", host, ip, time.Since(start).Round(time.Millisecond))
 	addr := net.JoinHostPort(ip.String(), port)
-	var tracked conns
 	return client.New(tracked.dial(s.Dial, addr), addr, func() { tracked.wait(); cleanup() }), nil
+}
+
+// targets are several servers through s: each is reached (a disco ping)
+// when the client first connects to it, so a server that is down costs
+// its connect timeout only when the client tries it (client.NewServers
+// starts from the last one that answered).
+func targets(s *tsnet.Server, servers []string, tracked *conns, logf func(string, ...any)) []client.Target {
+	var out []client.Target
+	for _, server := range servers {
+		host, port := splitServer(server)
+		out = append(out, client.Target{Name: net.JoinHostPort(host, port), Dial: func(ctx context.Context) (net.Conn, error) {
+			ip, err := reach(ctx, s, host)
+			if err != nil {
+				return nil, err
+			}
+			logf("tsnode: server %s (%v) answered a disco ping", host, ip)
+			return tracked.dial(s.Dial, net.JoinHostPort(ip.String(), port))(ctx)
+		}})
+	}
+	return out
 }
 
 // joinError says why a join failed, in words an operator acts on.

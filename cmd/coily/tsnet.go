@@ -33,7 +33,7 @@ func tsnetDialer(a *cli.App) {
 		if g.Server == "" {
 			return nil, cli.Usagef("--tsnet needs --server HOST[:PORT] (or COILY_SERVER)")
 		}
-		if err := cli.CheckServer(g.Server); err != nil {
+		if err := cli.CheckServers(g.Server); err != nil {
 			return nil, err
 		}
 		o := tsnode.Options{Server: g.Server, AuthKey: os.Getenv("TS_AUTHKEY"), ControlURL: g.ControlURL,
