@@ -71,6 +71,12 @@ type Options struct {
 	// Tailnet also serves on a private tailnet (internal/devnet), as the
 	// node "coily" tagged tag:coily, identifying callers with WhoIs.
 	Tailnet bool
+	// Net, with Tailnet, is a private tailnet to join instead of one of
+	// the server's own (several servers on one tailnet); the test closes
+	// it.
+	Net *devnet.Net
+	// Hostname, with Tailnet, is the server's node's name ("": coily).
+	Hostname string
 	// WhoIs identifies callers by remote address without a tailnet (a
 	// unit seam for HTTP handler tests, e.g. WhoIsTags); ignored with
 	// Tailnet.
@@ -104,6 +110,8 @@ type Instance struct {
 	// with Options.Tailnet.
 	Net  *devnet.Net
 	Node *tsnet.Server
+
+	ownNet bool // Net was started for this server, and closes with it
 
 	t        testing.TB
 	gs       *grpc.Server
@@ -157,7 +165,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	}
 	var tl net.Listener
 	if opts.Tailnet {
-		tl = in.startTailnet(t, &cfg)
+		tl = in.startTailnet(t, &cfg, opts)
 	}
 	in.Server, err = server.New(cfg)
 	if err != nil {
@@ -224,24 +232,35 @@ func (in *Instance) Stop() {
 	}
 	if in.Node != nil {
 		in.Node.Close()
-		in.Net.Close()
+		if in.ownNet {
+			in.Net.Close()
+		}
 	}
 }
 
 // startTailnet starts a private tailnet and the server's node on it, and
 // returns the node's listener; cfg gets the node's WhoIs.
-func (in *Instance) startTailnet(t testing.TB, cfg *server.Config) net.Listener {
+func (in *Instance) startTailnet(t testing.TB, cfg *server.Config, opts Options) net.Listener {
 	t.Helper()
 	var err error
-	if in.Net, err = devnet.Start(nil); err != nil {
-		t.Fatal(err)
+	in.Net, in.ownNet = opts.Net, opts.Net == nil
+	if in.ownNet {
+		if in.Net, err = devnet.Start(nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	hostname := opts.Hostname
+	if hostname == "" {
+		hostname = "coily"
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	in.Node, err = devnet.Join(ctx, in.Net.ControlURL, devnet.NodeOptions{Dir: filepath.Join(in.StateDir, "tsnet"),
-		Hostname: "coily", Tags: []string{"tag:coily"}})
+		Hostname: hostname, Tags: []string{"tag:coily"}})
 	if err != nil {
-		in.Net.Close()
+		if in.ownNet {
+			in.Net.Close()
+		}
 		t.Fatal(err)
 	}
 	lc, err := in.Node.LocalClient()
