@@ -18,10 +18,14 @@ import (
 // principals' pauses of themselves are changed in memory. A restriction
 // taken here that could not be persisted (Unsaved) is kept in force over
 // a state that lacks it; one the shared state already holds is no longer
-// unsaved, and the shared state's record stands.
+// unsaved, and the shared state's record stands. A loosening older than
+// the restriction in force (by their records' times) is a state read
+// before this host's own restriction was written: it lifts nothing. A
+// restriction is put in force whatever its time.
 func (c *Controls) Apply(st State) (killed int) {
 	c.mu.Lock()
 	st = c.keepUnsavedLocked(st)
+	st = c.keepNewerLocked(st)
 	newly := st.Lockout.Active && !c.state.Lockout.Active
 	if !st.Lockout.Active {
 		c.state.Lockout = st.Lockout
@@ -59,6 +63,36 @@ func (c *Controls) keepUnsavedLocked(st State) State {
 			st.SelfPauses = map[string]Stop{}
 		}
 		st.SelfPauses[p] = s
+	}
+	return st
+}
+
+// keepNewerLocked is st with each restriction in force here kept where
+// st lifts it by a record older than it. Must hold c.mu.
+func (c *Controls) keepNewerLocked(st State) State {
+	resumed := st.Pause.Since
+	if l := c.state.Lockout; l.Active && !st.Lockout.Active && st.Lockout.Since.Before(l.Since) {
+		st.Lockout = l
+	}
+	if p := c.state.Pause; p.Active && !st.Pause.Active && st.Pause.Since.Before(p.Since) {
+		st.Pause = p
+	}
+	for who, p := range c.state.SelfPauses {
+		if !p.Active || st.SelfPauses[who].Active {
+			continue
+		}
+		// A resume deletes the pauses of themselves: its record is the
+		// server's pause's.
+		lifted := resumed
+		if r, ok := st.SelfPauses[who]; ok {
+			lifted = r.Since
+		}
+		if lifted.Before(p.Since) {
+			if st.SelfPauses == nil {
+				st.SelfPauses = map[string]Stop{}
+			}
+			st.SelfPauses[who] = p
+		}
 	}
 	return st
 }

@@ -3,6 +3,7 @@ package stops
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/store"
@@ -32,14 +33,14 @@ func TestApplyIsALockoutNotPersisted(t *testing.T) {
 	if killed := c.Apply(remote); killed != 0 {
 		t.Fatalf("the same lockout again signalled %d", killed)
 	}
-	c.Apply(State{Pause: stopped("op")})
+	c.Apply(State{Lockout: Stop{By: "op", Since: time.Now()}, Pause: stopped("op")})
 	if err := c.Stopped("agent"); codeOf(err) != refusal.PauseActive {
 		t.Fatalf("after an unlock and a pause learnt: %v", err)
 	}
 	if st, _ := c.State(); st.Lockout.Active || len(st.SelfPauses) != 0 {
 		t.Fatalf("state %+v, want the lockout and the self-pause lifted", st)
 	}
-	c.Apply(State{})
+	c.Apply(State{Pause: Stop{By: "op", Since: time.Now()}})
 	if err := c.Stopped("agent"); err != nil || m.writes != 0 {
 		t.Fatalf("after a resume learnt: %v, %d writes", err, m.writes)
 	}
@@ -104,5 +105,30 @@ func TestUnavailableRefusesFirst(t *testing.T) {
 	c.SetUnavailable(nil)
 	if err := c.Stopped("agent"); codeOf(err) != refusal.PauseActive || c.Unavailable() != nil {
 		t.Fatalf("back in reach: %v", err)
+	}
+}
+
+// A state read before this host's own restriction was written (its
+// loosening older than the restriction) lifts nothing; a later loosening
+// does; a restriction comes in force whatever its time.
+func TestApplyIgnoresStaleLoosenings(t *testing.T) {
+	c := newControls(t, &memStore{})
+	t0 := time.Now()
+	c.Lockout(Stop{Active: true, By: "here", Since: t0})
+	c.Pause(Stop{Active: true, By: "here", Since: t0})
+	c.PauseSelf("bot", Stop{Active: true, By: "bot", Since: t0})
+	stale := State{Lockout: Stop{By: "op", Since: t0.Add(-time.Second)}, Pause: Stop{By: "op", Since: t0.Add(-time.Second)}}
+	c.Apply(stale)
+	if st, _ := c.State(); !st.Lockout.Active || !st.Pause.Active || !st.SelfPauses["bot"].Active {
+		t.Fatalf("a stale state lifted %+v", st)
+	}
+	later := State{Lockout: Stop{By: "op", Since: t0.Add(time.Second)}, Pause: Stop{By: "op", Since: t0.Add(time.Second)}}
+	c.Apply(later)
+	if st, _ := c.State(); st.Lockout.Active || st.Pause.Active || len(st.SelfPauses) != 0 {
+		t.Fatalf("a later unlock and resume left %+v", st)
+	}
+	c.Apply(State{Lockout: Stop{Active: true, By: "skewed", Since: t0.Add(-time.Hour)}})
+	if err := c.CheckLockout(); codeOf(err) != refusal.LockoutActive {
+		t.Fatalf("a lockout with an old time was not put in force: %v", err)
 	}
 }
