@@ -76,6 +76,8 @@ type serveOptions struct {
 	// shared is the etcd cluster the state that decides what runs is
 	// kept in (nil: this host's state file).
 	shared *sharedState
+	// killGrace is the SIGTERM→SIGKILL delay of a lockout and a kill.
+	killGrace time.Duration
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -100,6 +102,7 @@ type serveFlagValues struct {
 	gitCacheMax, gitCacheRemoteMax                           *string
 	ks                                                       *keystoreFlags
 	state                                                    *stateFlags
+	killGrace                                                *time.Duration
 }
 
 func serveFlags(fs *pflag.FlagSet) runFunc {
@@ -121,6 +124,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.sandboxUIDs = sandboxUIDsFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
 	f.state = registerStateFlags(fs)
+	f.killGrace = durationFlag(fs, "kill-grace", "COILY_KILL_GRACE", server.DefaultKillGrace, "how long a lockout or a kill waits between SIGTERM and SIGKILL (100ms to 1m; a fleet on etcd: 500ms, so every command is dead within a second)")
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
 
@@ -151,6 +155,9 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
+	if *f.killGrace < 100*time.Millisecond || *f.killGrace > time.Minute {
+		return usage(e, "serve: --kill-grace %v: must be between 100ms and 1m", *f.killGrace)
+	}
 	log := newLogger(e, *logFormat)
 	if os.Geteuid() == 0 {
 		if !*allowRoot {
@@ -165,7 +172,8 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
-		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared}
+		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared,
+		killGrace: *f.killGrace}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -259,7 +267,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	}
 	cfg := server.Config{Policy: pol, Local: db, Shared: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version.Version(),
 		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
-		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs}
+		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs, KillGrace: o.killGrace}
 	if o.shared != nil {
 		es, sync, err := o.shared.open(ctx, log)
 		if err != nil {
