@@ -111,10 +111,22 @@ func (w *pidWriter) Write(p []byte) (int, error) {
 
 func (n *node) sleep(t *testing.T) sleeper {
 	t.Helper()
+	return n.sleepScript(t, "echo $$; exec sleep 60")
+}
+
+// sleepDeaf is a sleep that ignores SIGTERM: only the kill grace's
+// SIGKILL ends it.
+func (n *node) sleepDeaf(t *testing.T) sleeper {
+	t.Helper()
+	return n.sleepScript(t, "trap '' TERM; echo $$; exec sleep 60")
+}
+
+func (n *node) sleepScript(t *testing.T, script string) sleeper {
+	t.Helper()
 	w := &pidWriter{pid: make(chan int, 1)}
 	s := sleeper{done: make(chan error, 1)}
 	go func() {
-		_, err := n.Client.Exec(context.Background(), &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", "echo $$; exec sleep 60"}}, w, io.Discard)
+		_, err := n.Client.Exec(context.Background(), &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", script}}, w, io.Discard)
 		s.done <- err
 	}()
 	select {
@@ -180,9 +192,10 @@ func (s sleeper) wantStopped(t *testing.T, code refusal.Code) {
 func TestLockoutPropagation(t *testing.T) {
 	ns := servers(t)
 	const rounds = 20
-	var fromCall, fromReturn []time.Duration
+	var fromCall, fromReturn, deaf []time.Duration
 	for r := range rounds {
 		b, c := ns[1].sleep(t), ns[2].sleep(t)
+		d := ns[2].sleepDeaf(t)
 		called := time.Now()
 		if err := ns[0].lockout(t, fmt.Sprint("round ", r)); err != nil {
 			t.Fatal(err)
@@ -190,14 +203,16 @@ func TestLockoutPropagation(t *testing.T) {
 		returned := time.Now()
 		dead := deadAfter(t, called, b.pid, c.pid)
 		fromCall, fromReturn = append(fromCall, dead), append(fromReturn, max(0, dead-returned.Sub(called)))
+		deaf = append(deaf, max(0, deadAfter(t, called, d.pid)-returned.Sub(called)))
 		b.wantStopped(t, refusal.LockoutActive)
 		c.wantStopped(t, refusal.LockoutActive)
-		for _, n := range ns[1:] {
+		d.wantStopped(t, refusal.LockoutActive)
+		for i, n := range ns[1:] {
 			rec := n.WaitAudit(t, func(a audit.Record) bool {
 				return a.Event == audit.EventLockoutRemote && a.Reason == fmt.Sprint("round ", r)
 			})
-			if rec.Details["etcd_rev"] == "" || rec.Killed != 1 {
-				t.Fatalf("lockout.remote %+v, want its revision and one killed", rec)
+			if want := i + 1; rec.Details["etcd_rev"] == "" || rec.Killed != want {
+				t.Fatalf("lockout.remote %+v, want its revision and %d killed", rec, want)
 			}
 			if codeOf(n.exec("/bin/true")) != refusal.LockoutActive {
 				t.Fatal("a server admitted under a lockout from elsewhere")
@@ -211,10 +226,10 @@ func TestLockoutPropagation(t *testing.T) {
 	for _, d := range []struct {
 		from string
 		took []time.Duration
-	}{{"the call", fromCall}, {"its return", fromReturn}} {
+	}{{"the call", fromCall}, {"its return", fromReturn}, {"its return, a sleep ignoring SIGTERM", deaf}} {
 		slices.Sort(d.took)
 		p50, p99 := d.took[len(d.took)/2], d.took[len(d.took)*99/100]
-		t.Logf("lockout on A → sleeps on B and C dead, from %s, %d rounds, kill grace %v: p50 %v, p99 %v",
+		t.Logf("lockout on A → children on B and C dead, from %s, %d rounds, kill grace %v: p50 %v, p99 %v",
 			d.from, rounds, killGrace, p50.Round(time.Millisecond), p99.Round(time.Millisecond))
 		if p99 > time.Second {
 			t.Errorf("p99 from %s %v, want under 1s", d.from, p99)
