@@ -12,6 +12,7 @@ var Kinds = []string{
 	"call",             // a call refused before its method (not authenticated, no permission, a rate)
 	"refusal.summary",  // refusals counted, not written one by one (a flood)
 	"lockout", "unlock", "pause", "resume",
+	EventLockoutRemote,        // a lockout another host took, in force here
 	"relay", "relay.teardown", // a bridge's relayed request, and the end of its relay
 	"key.issue", "key.rotate", // a sandbox's bridge key
 	"git.fetch", "git.push", // the git proxy

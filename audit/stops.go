@@ -15,6 +15,10 @@ const (
 	EventUnlock  = "unlock"
 	EventPause   = "pause"
 	EventResume  = "resume"
+	// EventLockoutRemote is a host's record of a lockout another host
+	// took, come in force here through the shared state: its details
+	// carry the revision it was read at ("etcd_rev").
+	EventLockoutRemote = "lockout.remote"
 	// EventStateRestore is the server's record of the stops it put back
 	// (or imposed) at start, when the state file and the log disagreed:
 	// its details carry the parts it set, as a checkpoint does ("lockout":

@@ -27,6 +27,9 @@ const readyTimeout = 5 * time.Second
 type Components struct {
 	// Closing reports the server shutting down.
 	Closing func() bool
+	// Unavailable is the refusal in force while the state several hosts
+	// share is out of reach (nil: none, or one host).
+	Unavailable func() error
 	// Policy returns the policy in force.
 	Policy    func() *policy.Policy
 	Store     store.Shared
@@ -89,6 +92,9 @@ func (rd *Readiness) check(ctx context.Context) []string {
 	}
 	_, err := rd.c.Store.Stops()
 	add("state", err)
+	if rd.c.Unavailable != nil {
+		add("shared state", rd.c.Unavailable())
+	}
 	add("audit", rd.c.Audit.Check())
 	if b := pol.CredentialBackends(); len(b) > 0 {
 		add("keystore", rd.c.Keystore.Check(ctx, b))

@@ -41,6 +41,7 @@ import (
 	"coily.dev/coily/attach/leases"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
+	"coily.dev/coily/fleet"
 	"coily.dev/coily/keystore"
 	"coily.dev/coily/metrics"
 	"coily.dev/coily/ops"
@@ -68,8 +69,10 @@ type Config struct {
 	Policy *policy.Policy
 	// Local is this host's own state, Shared the state that decides what
 	// runs (package store; one host: both its state file).
-	Local     store.Local
-	Shared    store.Shared
+	Local  store.Local
+	Shared store.Shared
+	// Fleet keeps the stops in step with other hosts' (nil: one host).
+	Fleet     *fleet.Sync
 	Audit     *audit.Log
 	Sandboxes sandbox.Registry
 	// Keystore fetches the credentials rules inject; nil means no
@@ -199,8 +202,8 @@ func New(cfg Config) (*Server, error) {
 	}
 	// Every sandbox bubblewrap starts is held in the fleet until it is
 	// over: a lockout kills them all by it, whatever the job table says.
-	fleet := sandbox.NewFleet()
-	cfg.Sandboxes = cfg.Sandboxes.WithFleet(fleet)
+	boxes := sandbox.NewFleet()
+	cfg.Sandboxes = cfg.Sandboxes.WithFleet(boxes)
 	if cfg.Users == nil {
 		cfg.Users = access.HostUsers{}
 	}
@@ -213,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
 	}
-	controls, err := stops.New(stops.Config{Store: cfg.Shared, Fleet: fleet, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now})
+	controls, err := stops.New(stops.Config{Store: cfg.Shared, Fleet: boxes, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now})
 	if err != nil {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}
@@ -231,7 +234,7 @@ func New(cfg Config) (*Server, error) {
 				s.guard.Anchor()
 			}
 		}})
-	s.ready = ops.NewReadiness(ops.Components{Closing: s.stops.Closing, Policy: s.Policy, Store: cfg.Shared, Audit: cfg.Audit,
+	s.ready = ops.NewReadiness(ops.Components{Closing: s.stops.Closing, Unavailable: s.stops.Unavailable, Policy: s.Policy, Store: cfg.Shared, Audit: cfg.Audit,
 		Keystore: cfg.Keystore, Sandboxes: cfg.Sandboxes})
 	s.relay = relay.New(relay.Config{Store: cfg.Shared, Logger: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	s.policy.Store(cfg.Policy)
@@ -252,6 +255,7 @@ func New(cfg Config) (*Server, error) {
 	cfg.Audit.SetCheckpoint(s.guard.Checkpoint)
 	cfg.Audit.SetAnchor(s.guard.AnchorHead)
 	s.guard.Anchor()
+	cfg.Fleet.Start(controls, fleet.Lockouts{RejectApprovals: s.approvals.RejectAll, Keystore: cfg.Keystore.Lockout, Record: s.record, Logger: cfg.Logger})
 	if st, _ := s.stops.State(); st.Lockout.Active {
 		s.log.Warn("starting locked out", "by", st.Lockout.By, "reason", st.Lockout.Reason)
 	}
@@ -293,6 +297,7 @@ func (s *Server) GRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 // will be no one left to answer) and waits for lockout escalations to end.
 // Call it before stopping the gRPC server so that Exec streams end promptly.
 func (s *Server) Shutdown() {
+	s.cfg.Fleet.Stop()
 	s.stops.Shutdown()
 	s.recorder.Close()
 	s.stops.Wait()

@@ -44,8 +44,17 @@ func (c *Controls) Lockout(st Stop) (inForce Stop, already bool, killed int) {
 }
 
 // PersistLockout writes the lockout st to the store. The lockout is in
-// force whether or not it could be.
-func (c *Controls) PersistLockout(st Stop) error { return c.cfg.Store.SetLockout(st) }
+// force whether or not it could be; one that could not is unsaved.
+func (c *Controls) PersistLockout(st Stop) error {
+	err := c.cfg.Store.SetLockout(st)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil {
+		c.unsaved.Lockout = Stop{}
+	}
+	c.unsavedLocked(func(u *State) { u.Lockout = st }, err)
+	return err
+}
 
 // killSandboxes is a lockout's last step: it kills the sandboxes that
 // were running at the lockout (boxes), whatever the job table says, and,
@@ -101,7 +110,7 @@ func (c *Controls) Unlock(st Stop, allow func() error, refuse func(error) error)
 	if err := c.cfg.Store.SetLockout(st); err != nil {
 		return refuse(err)
 	}
-	c.state.Lockout = st
+	c.state.Lockout, c.unsaved.Lockout = st, Stop{}
 	return nil
 }
 
@@ -120,6 +129,7 @@ func (c *Controls) Pause(st Stop) (inForce Stop, already bool, running int, pers
 	// Written under the lock, so that a Resume cannot land between memory
 	// and file (the server would come back paused after a restart).
 	persisted = c.cfg.Store.SetPause(st)
+	c.unsavedLocked(func(u *State) { u.Pause = st }, persisted)
 	return st, already, len(c.jobs), persisted
 }
 
@@ -141,6 +151,12 @@ func (c *Controls) PauseSelf(principal string, st Stop) (inForce Stop, running i
 	pauses[principal] = st
 	c.state.SelfPauses = pauses // a restriction: in force even if it cannot be persisted
 	persisted = c.cfg.Store.SetSelfPause(principal, st)
+	c.unsavedLocked(func(u *State) {
+		if u.SelfPauses == nil {
+			u.SelfPauses = map[string]Stop{}
+		}
+		u.SelfPauses[principal] = st
+	}, persisted)
 	for _, j := range c.jobs {
 		if j.principal == principal {
 			running++
@@ -163,6 +179,7 @@ func (c *Controls) Resume(st Stop, allow func() error, refuse func(error) error)
 		return refuse(err)
 	}
 	c.state.Pause, c.state.SelfPauses = st, nil
+	c.unsaved.Pause, c.unsaved.SelfPauses = Stop{}, nil
 	return nil
 }
 

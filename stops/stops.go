@@ -82,6 +82,11 @@ type Controls struct {
 	slots slots
 	// closing refuses new admissions once shutdown has begun.
 	closing bool
+	// unavailable refuses new admissions while the shared state is out
+	// of reach (SetUnavailable); unsaved holds the restrictions taken
+	// here that could not be persisted (Unsaved).
+	unavailable error
+	unsaved     State
 
 	bg   sync.WaitGroup // escalations
 	quit chan struct{}  // closed by Shutdown: escalations kill at once
@@ -122,10 +127,14 @@ func (c *Controls) Closing() bool {
 // Quit is closed once shutdown has begun.
 func (c *Controls) Quit() <-chan struct{} { return c.quit }
 
-// CheckLockout refuses while the server is locked out.
+// CheckLockout refuses while the server is locked out, or cannot tell
+// (SetUnavailable).
 func (c *Controls) CheckLockout() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.unavailable != nil {
+		return c.unavailable
+	}
 	if l := c.state.Lockout; l.Active {
 		return lockoutRefusal(l)
 	}
@@ -148,6 +157,9 @@ func (c *Controls) stoppedLocked(principal string) error {
 	if c.closing {
 		return refusal.New(refusal.Internal, "server is shutting down")
 	}
+	if c.unavailable != nil {
+		return c.unavailable
+	}
 	if l := c.state.Lockout; l.Active {
 		return lockoutRefusal(l)
 	}
@@ -160,11 +172,15 @@ func (c *Controls) stoppedLocked(principal string) error {
 	return nil
 }
 
-// haltedLocked is the refusal that ends every wait: shutdown or lockout
-// (a pause lets what was admitted before it run). Must hold c.mu.
+// haltedLocked is the refusal that ends every wait: shutdown, the shared
+// state out of reach or lockout (a pause lets what was admitted before it
+// run). Must hold c.mu.
 func (c *Controls) haltedLocked() error {
 	if c.closing {
 		return refusal.New(refusal.Internal, "server is shutting down")
+	}
+	if c.unavailable != nil {
+		return c.unavailable
 	}
 	if l := c.state.Lockout; l.Active {
 		return lockoutRefusal(l)

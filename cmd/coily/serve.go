@@ -73,6 +73,11 @@ type serveOptions struct {
 	// gitCacheMax and gitCacheRemoteMax are the git proxy's cache
 	// budgets, in total and per remote (0: the proxy's defaults).
 	gitCacheMax, gitCacheRemoteMax int64
+	// shared is the etcd cluster the state that decides what runs is
+	// kept in (nil: this host's state file).
+	shared *sharedState
+	// killGrace is the SIGTERM→SIGKILL delay of a lockout and a kill.
+	killGrace time.Duration
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -96,6 +101,8 @@ type serveFlagValues struct {
 	sandboxUser, sandboxUIDs                                 *string
 	gitCacheMax, gitCacheRemoteMax                           *string
 	ks                                                       *keystoreFlags
+	state                                                    *stateFlags
+	killGrace                                                *time.Duration
 }
 
 func serveFlags(fs *pflag.FlagSet) runFunc {
@@ -116,6 +123,8 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.sandboxUser = sandboxUserFlag(fs)
 	f.sandboxUIDs = sandboxUIDsFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
+	f.state = registerStateFlags(fs)
+	f.killGrace = durationFlag(fs, "kill-grace", "COILY_KILL_GRACE", server.DefaultKillGrace, "how long a lockout or a kill waits between SIGTERM and SIGKILL (100ms to 1m; a fleet on etcd: 500ms, so every command is dead within a second)")
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
 
@@ -142,6 +151,13 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
+	shared, err := f.state.config()
+	if err != nil {
+		return usage(e, "serve: %v", err)
+	}
+	if *f.killGrace < 100*time.Millisecond || *f.killGrace > time.Minute {
+		return usage(e, "serve: --kill-grace %v: must be between 100ms and 1m", *f.killGrace)
+	}
 	log := newLogger(e, *logFormat)
 	if os.Geteuid() == 0 {
 		if !*allowRoot {
@@ -156,7 +172,8 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
-		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax}
+		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared,
+		killGrace: *f.killGrace}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -250,7 +267,15 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	}
 	cfg := server.Config{Policy: pol, Local: db, Shared: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version.Version(),
 		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
-		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs}
+		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs, KillGrace: o.killGrace}
+	if o.shared != nil {
+		es, sync, err := o.shared.open(ctx, log)
+		if err != nil {
+			return err
+		}
+		defer es.Close()
+		cfg.Shared, cfg.Fleet = es, sync
+	}
 	if node != nil {
 		defer node.Close()
 		lc, err := node.LocalClient()
@@ -456,6 +481,11 @@ func (o serveOptions) ownFiles() []string {
 	add(o.policyPath)
 	add(o.authKeyFile)
 	add(o.keystore.file)
+	if o.shared != nil {
+		for _, p := range o.shared.secrets {
+			add(p)
+		}
+	}
 	if v := o.keystore.vault; v != nil {
 		add(v.TokenFile)
 		add(v.SecretIDFile)

@@ -18,7 +18,7 @@
     "exec.decision": "request decided", "exec.result": "command ended", "exec.kill": "command killed",
     "approval.request": "approval asked", "approval.decide": "approval decided",
     "call": "call refused", "refusal.summary": "refusals counted",
-    "lockout": "lockout", "unlock": "unlock", "pause": "pause", "resume": "resume",
+    "lockout": "lockout", "lockout.remote": "lockout from another host", "unlock": "unlock", "pause": "pause", "resume": "resume",
     "relay": "relayed request", "relay.teardown": "relay ended", "key.issue": "bridge key issued", "key.rotate": "bridge keys rotated",
     "git.fetch": "git fetch", "git.push": "git push", "policy.reload": "policy reloaded", "lease.revoke": "lease revoked",
     "workspace.refused": "workspace refused", "workspace.repair": "workspace repaired",

@@ -24,6 +24,7 @@ import (
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/client"
+	"coily.dev/coily/fleet"
 	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/internal/devnet"
 	"coily.dev/coily/keystore"
@@ -92,6 +93,9 @@ type Options struct {
 	// Shared, when set, is the shared state the server is given in place
 	// of its state file (which it is handed, to wrap).
 	Shared func(*store.DB) store.Shared
+	// Fleet keeps the server's stops in step with other hosts' (with a
+	// Shared in etcd; nil: one host).
+	Fleet *fleet.Sync
 }
 
 // Instance is a running server and a client connected to it.
@@ -159,7 +163,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs,
-		ScanBudget: opts.ScanBudget, SandboxUIDs: opts.SandboxUIDs}
+		ScanBudget: opts.ScanBudget, SandboxUIDs: opts.SandboxUIDs, Fleet: opts.Fleet}
 	if opts.Shared != nil {
 		cfg.Shared = opts.Shared(in.db)
 	}
