@@ -97,7 +97,10 @@ func (f *follower) startFile(files []logFile) (int, error) {
 			return i, nil
 		}
 	}
-	return len(files) - 1, nil
+	if len(files) == 0 {
+		return -1, nil
+	}
+	return 0, nil // the record after f.after is in the oldest, or gone
 }
 
 // firstSeq is the Seq of the first record of the file at path; ok is

@@ -68,6 +68,37 @@ func TestFollowAcrossRotation(t *testing.T) {
 	}
 }
 
+// A follow that begins after the log rolled over starts in the file
+// holding the record after its start, the oldest included: it began in
+// the newest file, skipping every record before it, whenever the record
+// it follows from was in the first file.
+func TestFollowStartsInTheOldestFile(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, Now: newClock(oct).Now, MaxFileSize: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = l.Close() })
+	recs := appendN(t, l, 30)
+	if files, _ := logFiles(dir); len(files) < 3 {
+		t.Fatalf("the log did not roll over (%d files): the test proves nothing", len(files))
+	}
+	from := recs[2].Seq
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var seqs []uint64
+	err = Follow(ctx, dir, from, time.Millisecond, func(r Record) error {
+		seqs = append(seqs, r.Seq)
+		if r.Seq == recs[len(recs)-1].Seq {
+			cancel()
+		}
+		return nil
+	})
+	if err != nil || len(seqs) != len(recs)-3 || seqs[0] != from+1 {
+		t.Fatalf("followed %v (%v), want every record after %d", seqs, err, from)
+	}
+}
+
 // TestFollowFromEmptyAndFnError: a follow of an empty log sees the first
 // record; fn's error ends it with that error.
 func TestFollowFromEmptyAndFnError(t *testing.T) {
