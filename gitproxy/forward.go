@@ -45,30 +45,11 @@ func (p *Proxy) forward(ctx context.Context, ps *push, up *upstream, n int64) er
 	defer body.Close()
 	ctx, cancel := context.WithTimeout(ctx, p.cfg.UpstreamTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(up.url, "/")+"/git-receive-pack", body)
-	if err != nil {
-		return refusal.Wrap(refusal.Internal, err, "upstream's URL")
-	}
-	req.ContentLength = size
-	req.Header.Set("Content-Type", "application/x-git-receive-pack-request")
-	req.Header.Set("Accept", "application/x-git-receive-pack-result")
-	req.Header.Set("User-Agent", "git/coily")
-	if up.auth != "" {
-		req.Header.Set("Authorization", up.auth)
-	}
-	client := up.client()
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		ps.answer = "upstream refused: " + oneLine(err.Error())
-		return refusal.Wrap(refusal.PolicyDeny, err, "%s", ps.answer)
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/x-git-receive-pack-result" {
-		ps.answer = fmt.Sprintf("upstream refused: HTTP %d (%s)", resp.StatusCode, oneLine(ct))
-		return refusal.New(refusal.PolicyDeny, "%s", ps.answer)
-	}
-	rep, err := readReport(resp.Body)
+	var rep *report
+	err = up.post(ctx, "git-receive-pack", body, size, "", func(r io.Reader) (err error) {
+		rep, err = readReport(r)
+		return err
+	})
 	if err != nil {
 		ps.answer = "upstream refused: " + oneLine(err.Error())
 		return refusal.Wrap(refusal.PolicyDeny, err, "%s", ps.answer)
@@ -124,6 +105,39 @@ func forwardBody(u *update, pack string, n int64) (io.ReadCloser, int64, error) 
 		io.Reader
 		io.Closer
 	}{io.MultiReader(strings.NewReader(head), io.LimitReader(f, n)), f}, int64(len(head)) + n, nil
+}
+
+// post sends body (size bytes) to upstream's smart HTTP service
+// (git-receive-pack, git-upload-pack) with the remote's credential, by
+// client, and hands read the answer when it is HTTP 200 of the service's
+// result type; gitProtocol, when set, is the Git-Protocol header. ctx
+// bounds it all.
+func (u *upstream) post(ctx context.Context, service string, body io.Reader, size int64, gitProtocol string, read func(io.Reader) error) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(u.url, "/")+"/"+service, body)
+	if err != nil {
+		return err
+	}
+	req.ContentLength = size
+	req.Header.Set("Content-Type", "application/x-"+service+"-request")
+	req.Header.Set("Accept", "application/x-"+service+"-result")
+	req.Header.Set("User-Agent", "git/coily")
+	if gitProtocol != "" {
+		req.Header.Set("Git-Protocol", gitProtocol)
+	}
+	if u.auth != "" {
+		req.Header.Set("Authorization", u.auth)
+	}
+	client := u.client()
+	defer client.CloseIdleConnections()
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/x-"+service+"-result" {
+		return fmt.Errorf("HTTP %d (%s)", resp.StatusCode, oneLine(ct))
+	}
+	return read(resp.Body)
 }
 
 // client is an HTTP client that reaches exactly the upstream's pinned

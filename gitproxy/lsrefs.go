@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net/http"
 	"strings"
 )
 
@@ -63,28 +62,12 @@ func (p *Proxy) lsRefs(ctx context.Context, up *upstream) (map[string]string, er
 	defer cancel()
 	body := pkt("command=ls-refs\n") + pkt("agent=git/coily\n") + "0001" +
 		pkt("ref-prefix refs/heads/\n") + pkt("ref-prefix refs/tags/\n") + "0000"
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(up.url, "/")+"/git-upload-pack", strings.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/x-git-upload-pack-request")
-	req.Header.Set("Accept", "application/x-git-upload-pack-result")
-	req.Header.Set("Git-Protocol", "version=2")
-	req.Header.Set("User-Agent", "git/coily")
-	if up.auth != "" {
-		req.Header.Set("Authorization", up.auth)
-	}
-	client := up.client()
-	defer client.CloseIdleConnections()
-	resp, err := client.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if ct := resp.Header.Get("Content-Type"); resp.StatusCode != http.StatusOK || ct != "application/x-git-upload-pack-result" {
-		return nil, fmt.Errorf("HTTP %d (%s)", resp.StatusCode, oneLine(ct))
-	}
-	return parseLsRefs(resp.Body)
+	var refs map[string]string
+	err := up.post(ctx, "git-upload-pack", strings.NewReader(body), int64(len(body)), "version=2", func(r io.Reader) (err error) {
+		refs, err = parseLsRefs(r)
+		return err
+	})
+	return refs, err
 }
 
 // parseLsRefs reads an ls-refs answer: "OID REF" pkt-lines (attributes
