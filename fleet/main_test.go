@@ -3,15 +3,12 @@ package fleet_test
 import (
 	"context"
 	"crypto/rand"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"go.uber.org/goleak"
 
 	"coily.dev/coily/fleet"
 	"coily.dev/coily/internal/etcdtest"
@@ -25,25 +22,7 @@ import (
 var cluster *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	c, err := etcdtest.New(3, etcdtest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	cluster = c
-	code := m.Run()
-	if err := c.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(etcdtest.IgnoreLeaks()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(etcdtest.Main(m, 3, func(c *etcdtest.Cluster) { cluster = c }))
 }
 
 var sealKey = func() []byte {

@@ -14,6 +14,7 @@ package etcdtest
 import (
 	"crypto/tls"
 	"errors"
+	"flag"
 	"fmt"
 	"net"
 	"net/url"
@@ -27,6 +28,7 @@ import (
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"coily.dev/coily/internal/poll"
@@ -325,4 +327,36 @@ func (c *Cluster) Proxy(i int) (*Proxy, error) {
 	c.proxies = append(c.proxies, p)
 	c.mu.Unlock()
 	return p, nil
+}
+
+// Main runs a test package's tests (m) against one n-member cluster it
+// starts first and hands to use, closes it, and fails the run if a
+// goroutine outlives it (goleak, etcd's own left aside): a package's
+// TestMain is os.Exit(etcdtest.Main(m, 3, func(c *Cluster) { cluster = c })).
+// A fuzz worker process runs its target without a cluster.
+func Main(m *testing.M, n int, use func(*Cluster)) int {
+	flag.Parse()
+	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
+		return m.Run()
+	}
+	start := time.Now()
+	c, err := New(n, Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	fmt.Fprintf(os.Stderr, "etcdtest: %d members ready in %v\n", n, time.Since(start).Round(time.Millisecond))
+	use(c)
+	code := m.Run()
+	if err := c.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		code = 1
+	}
+	if code == 0 {
+		if err := goleak.Find(IgnoreLeaks()...); err != nil {
+			fmt.Fprintln(os.Stderr, "goleak:", err)
+			code = 1
+		}
+	}
+	return code
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"strings"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/goleak"
 	"go.uber.org/zap"
 
 	"coily.dev/coily/internal/etcdtest"
@@ -25,31 +23,7 @@ import (
 var cluster *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
-	flag.Parse()
-	if f := flag.Lookup("test.fuzzworker"); f != nil && f.Value.String() == "true" {
-		// A fuzz worker runs only the fuzz target, which needs no cluster.
-		os.Exit(m.Run())
-	}
-	start := time.Now()
-	c, err := etcdtest.New(3, etcdtest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	fmt.Fprintf(os.Stderr, "etcdtest: 3 members ready in %v\n", time.Since(start).Round(time.Millisecond))
-	cluster = c
-	code := m.Run()
-	if err := c.Close(); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		code = 1
-	}
-	if code == 0 {
-		if err := goleak.Find(etcdtest.IgnoreLeaks()...); err != nil {
-			fmt.Fprintln(os.Stderr, "goleak:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	os.Exit(etcdtest.Main(m, 3, func(c *etcdtest.Cluster) { cluster = c }))
 }
 
 // sealKey is the tests' seal key (each test process makes its own).
