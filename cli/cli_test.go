@@ -442,12 +442,12 @@ func TestAgentsMDFirstName(t *testing.T) {
 
 // CheckServer takes what a transport can dial and refuses the rest.
 func TestCheckServer(t *testing.T) {
-	for _, ok := range []string{"coily", "coily:7443", "coily.tail1234.ts.net", "100.64.0.1", "100.64.0.1:1", "[fd7a:115c::1]:7443", "fd7a:115c::1", "coily:65535"} {
+	for _, ok := range []string{"coily", "coily:7443", "coily.tail1234.ts.net", "100.64.0.1", "100.64.0.1:1", "[fd7a:115c::1]:7443", "fd7a:115c::1", "coily:65535", "svc:coily", "svc:coily:7443"} {
 		if err := CheckServer(ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
 		}
 	}
-	for _, bad := range []string{"", ":7443", "coily:", "coily:0", "coily:65536", "coily:-1", "coily:abc", "coily:7443x", "co ily", "a/b", "coily\n", "x\x1b[2J", "[fd7a::1]:", "http://coily"} {
+	for _, bad := range []string{"", ":7443", "coily:", "coily:0", "coily:65536", "coily:-1", "coily:abc", "coily:7443x", "co ily", "a/b", "coily\n", "x\x1b[2J", "[fd7a::1]:", "http://coily", "svc:", "svc::7443", "svc:coily:", "svc:co ily", "svc:a/b"} {
 		err := CheckServer(bad)
 		var u usageError
 		if !errors.As(err, &u) {

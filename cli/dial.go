@@ -63,6 +63,12 @@ func (a *App) Settings() client.Settings {
 // and free of spaces, slashes and control characters, the port a number
 // from 1 to 65535.
 func CheckServer(server string) error {
+	if name, ok := strings.CutPrefix(server, "svc:"); ok { // a Tailscale Service, svc:NAME[:PORT]
+		if name == "" || strings.HasPrefix(name, ":") {
+			return Usagef("--server %q: want svc:NAME[:PORT]", server)
+		}
+		server = name
+	}
 	host, port, err := net.SplitHostPort(server)
 	hasPort := err == nil
 	if !hasPort {

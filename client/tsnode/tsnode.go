@@ -29,6 +29,7 @@ import (
 	"sync"
 	"time"
 
+	"tailscale.com/client/local"
 	"tailscale.com/envknob"
 	"tailscale.com/ipn/ipnstate"
 	"tailscale.com/tailcfg"
@@ -183,8 +184,13 @@ func joinError(err error, o Options) error {
 	return fmt.Errorf("could not join the tailnet: %w", err)
 }
 
-// splitServer splits HOST[:PORT], the port defaulting to coily's.
+// splitServer splits HOST[:PORT], the port defaulting to coily's; a
+// Service's name (svc:NAME[:PORT]) keeps its prefix.
 func splitServer(server string) (host, port string) {
+	if name, ok := strings.CutPrefix(server, "svc:"); ok {
+		host, port := splitServer(name)
+		return "svc:" + host, port
+	}
 	if h, p, err := net.SplitHostPort(server); err == nil {
 		return h, p
 	}
@@ -225,18 +231,18 @@ func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error
 	tick := time.NewTicker(pingEvery)
 	defer tick.Stop()
 	for {
-		if ip, err := lookupPeer(ctx, lc.Status, host); err != nil {
+		if dial, peer, err := lookup(ctx, lc, host); err != nil {
 			note(err)
 		} else {
 			wg.Go(func() {
 				pctx, cancel := context.WithTimeout(ctx, pingTimeout)
 				defer cancel()
-				if _, err := lc.Ping(pctx, ip, tailcfg.PingDisco); err != nil {
+				if _, err := lc.Ping(pctx, peer, tailcfg.PingDisco); err != nil {
 					note(err)
 					return
 				}
 				select {
-				case answered <- ip:
+				case answered <- dial:
 				default:
 				}
 			})
@@ -253,21 +259,83 @@ func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error
 	}
 }
 
-// lookupPeer resolves host against the node's view of the tailnet.
-func lookupPeer(ctx context.Context, status func(context.Context) (*ipnstate.Status, error), host string) (netip.Addr, error) {
+// lookup resolves host against the node's view of the tailnet: the
+// address to dial and the peer to disco-ping. A peer (its address, MagicDNS
+// name or host name) is both; a Tailscale Service (svc:NAME, or its DNS
+// name) is dialled at its virtual IP and reached through the peer that
+// routes it now (tsservice).
+func lookup(ctx context.Context, lc *local.Client, host string) (dial, peer netip.Addr, err error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
-		return ip, nil
+		return ip, ip, nil
 	}
-	st, err := status(ctx)
+	st, err := lc.Status(ctx)
 	if err != nil {
-		return netip.Addr{}, err
+		return netip.Addr{}, netip.Addr{}, err
 	}
+	if ip, ok := peerNamed(st, host); ok {
+		return ip, ip, nil
+	}
+	dns, err := lc.DNSConfig(ctx)
+	if err != nil {
+		return netip.Addr{}, netip.Addr{}, err
+	}
+	if vip, ok := serviceIP(dns, st, host); ok {
+		if p, ok := routedBy(st, vip); ok {
+			return vip, p, nil
+		}
+		return netip.Addr{}, netip.Addr{}, fmt.Errorf("no peer serves the Service %s (%v) now", host, vip)
+	}
+	return netip.Addr{}, netip.Addr{}, fmt.Errorf("no peer or Service called %s on the tailnet (yet)", host)
+}
+
+// peerNamed finds the peer called host.
+func peerNamed(st *ipnstate.Status, host string) (netip.Addr, bool) {
 	want := strings.TrimSuffix(strings.ToLower(host), ".")
 	for _, p := range st.Peer {
 		dns := strings.TrimSuffix(strings.ToLower(p.DNSName), ".")
 		if (strings.EqualFold(p.HostName, want) || dns == want || strings.HasPrefix(dns, want+".")) && len(p.TailscaleIPs) > 0 {
-			return p.TailscaleIPs[0], nil
+			return p.TailscaleIPs[0], true
 		}
 	}
-	return netip.Addr{}, fmt.Errorf("no peer called %s on the tailnet (yet)", host)
+	return netip.Addr{}, false
+}
+
+// serviceIP finds a Service's virtual IP in the tailnet's DNS records:
+// host is svc:NAME or NAME.<tailnet suffix>.
+func serviceIP(dns *tailcfg.DNSConfig, st *ipnstate.Status, host string) (netip.Addr, bool) {
+	if dns == nil || st.CurrentTailnet == nil {
+		return netip.Addr{}, false
+	}
+	suffix := strings.TrimSuffix(strings.ToLower(st.CurrentTailnet.MagicDNSSuffix), ".")
+	want := strings.TrimSuffix(strings.ToLower(host), ".")
+	if label, ok := strings.CutPrefix(want, "svc:"); ok {
+		want = label + "." + suffix
+	}
+	if !strings.HasSuffix(want, "."+suffix) {
+		return netip.Addr{}, false
+	}
+	for _, r := range dns.ExtraRecords {
+		if strings.TrimSuffix(strings.ToLower(r.Name), ".") != want || (r.Type != "" && r.Type != "A" && r.Type != "AAAA") {
+			continue
+		}
+		if ip, err := netip.ParseAddr(r.Value); err == nil {
+			return ip, true
+		}
+	}
+	return netip.Addr{}, false
+}
+
+// routedBy finds the peer the tailnet routes ip to now.
+func routedBy(st *ipnstate.Status, ip netip.Addr) (netip.Addr, bool) {
+	for _, p := range st.Peer {
+		if p.PrimaryRoutes == nil || len(p.TailscaleIPs) == 0 {
+			continue
+		}
+		for _, r := range p.PrimaryRoutes.All() {
+			if r.Contains(ip) {
+				return p.TailscaleIPs[0], true
+			}
+		}
+	}
+	return netip.Addr{}, false
 }

@@ -32,6 +32,7 @@ import (
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
 	"coily.dev/coily/store"
+	"coily.dev/coily/tsservice"
 	"coily.dev/coily/version"
 )
 
@@ -46,8 +47,11 @@ type serveOptions struct {
 	socket      string
 	group       string
 	// Tailnet: join with tsnet (or use node, already up) and serve there too.
-	tailnet    bool
-	hostname   string
+	tailnet  bool
+	hostname string
+	// service, with tailnet, is a Tailscale Service the node also serves
+	// the API as (tsservice): one name for a fleet's hosts.
+	service    string
 	authKey    string
 	controlURL string
 	node       *tsnet.Server
@@ -98,7 +102,7 @@ type serveFlagValues struct {
 	policyPath, group, logFormat, authKeyFile, metricsListen *string
 	tailnet, allowRoot, web, webHTTP                         *bool
 	metricsPort, egressConns                                 *int
-	sandboxUser, sandboxUIDs                                 *string
+	sandboxUser, sandboxUIDs, service                        *string
 	gitCacheMax, gitCacheRemoteMax                           *string
 	ks                                                       *keystoreFlags
 	state                                                    *stateFlags
@@ -111,6 +115,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.group = stringFlag(fs, "socket-group", "COILY_SOCKET_GROUP", "", "group allowed to reach the local socket (its members still need to be local operators)")
 	f.logFormat = stringFlag(fs, "log-format", "COILY_LOG_FORMAT", "text", "log format: text or json")
 	f.tailnet = boolFlag(fs, "tailnet", "COILY_TAILNET", "also serve on the tailnet, as a tsnet node (its host name: --hostname, default coily)")
+	f.service = stringFlag(fs, "service", "COILY_SERVICE", "", "with --tailnet: also serve the API as this Tailscale Service (svc:NAME), the one name of several hosts; the node must be tagged and approved to host it (docs/scale.md)")
 	f.authKeyFile = stringFlag(fs, "authkey-file", "COILY_AUTHKEY_FILE", "", "file holding the tailnet auth key (default: $TS_AUTHKEY)")
 	f.metricsListen = stringFlag(fs, "metrics-listen", "COILY_METRICS_LISTEN", "", "serve /metrics, /healthz and /readyz on this local address, e.g. 127.0.0.1:9464; no identity is asked, so keep it on loopback")
 	f.metricsPort = intFlag(fs, "metrics-tailnet-port", "COILY_METRICS_TAILNET_PORT", ops.DefaultMetricsPort, "with --tailnet: serve /metrics, /healthz and /readyz on this port of the tailnet node, to callers the policy gives the metrics permission (0: not on the tailnet)")
@@ -169,11 +174,19 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if *policyPath == "" {
 		return usage(e, "serve needs --policy FILE")
 	}
+	if *f.service != "" {
+		if !*tailnet {
+			return usage(e, "serve: --service needs --tailnet")
+		}
+		if _, err := tsservice.ParseName(*f.service); err != nil {
+			return usage(e, "serve: --service: %v", err)
+		}
+	}
 	o := serveOptions{policyPath: *policyPath, stateDir: e.global.StateDir, socket: e.global.SocketPath(),
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
 		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared,
-		killGrace: *f.killGrace}
+		killGrace: *f.killGrace, service: *f.service}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -303,7 +316,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		webLn.Close()
 		return err
 	}
-	listeners, tailAddr, err := listen(o, node)
+	listeners, tailAddr, err := listen(ctx, o, node)
 	if err != nil {
 		webLn.Close()
 		return err
@@ -390,8 +403,9 @@ func tailnetNode(ctx context.Context, log *slog.Logger, o serveOptions) (*tsnet.
 	return node, nil
 }
 
-// listen opens the local socket and, with a node, the tailnet listener.
-func listen(o serveOptions, node *tsnet.Server) ([]net.Listener, string, error) {
+// listen opens the local socket and, with a node, the tailnet listener
+// and the Service's, if it serves one.
+func listen(ctx context.Context, o serveOptions, node *tsnet.Server) ([]net.Listener, string, error) {
 	local, err := access.ListenLocal(o.socket, o.group)
 	if err != nil {
 		return nil, "", err
@@ -404,7 +418,17 @@ func listen(o serveOptions, node *tsnet.Server) ([]net.Listener, string, error) 
 		local.Close()
 		return nil, "", fmt.Errorf("tailnet listener: %w", err)
 	}
-	return []net.Listener{local, tl}, net.JoinHostPort(node.Hostname, strconv.Itoa(client.DefaultPort)), nil
+	lns := []net.Listener{local, tl}
+	if o.service != "" {
+		sl, err := tsservice.Listen(ctx, node, o.service, client.DefaultPort)
+		if err != nil {
+			local.Close()
+			tl.Close()
+			return nil, "", fmt.Errorf("tailnet service: %w", err)
+		}
+		lns = append(lns, sl)
+	}
+	return lns, net.JoinHostPort(node.Hostname, strconv.Itoa(client.DefaultPort)), nil
 }
 
 // reloadOnChange reloads the policy when its file changes and on SIGHUP,

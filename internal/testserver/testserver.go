@@ -279,6 +279,10 @@ func (in *Instance) startTailnet(t testing.TB, cfg *server.Config, opts Options)
 	return tl
 }
 
+// Serve serves the server's API on l too (a Tailscale Service's
+// listener, tsservice), until the server stops.
+func (in *Instance) Serve(l net.Listener) { go func() { _ = in.gs.Serve(l) }() }
+
 // TailnetNode joins the private tailnet as a node with the given host
 // name and tags (none: an untagged node of its own user), once it reaches
 // the server's node. It leaves when the test ends.
