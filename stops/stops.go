@@ -24,6 +24,7 @@ package stops
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -70,6 +71,11 @@ type Config struct {
 	// KillGrace is the SIGTERM→SIGKILL delay of a lockout and a kill.
 	KillGrace time.Duration
 	Now       func() time.Time
+	// Ledger keeps the concurrency slots of every host sharing it. When
+	// nil and Store is a Ledger (etcd), Store is; else (bbolt) the slots
+	// are this host's, counted in memory.
+	Ledger Ledger
+	Logger *slog.Logger
 }
 
 // Controls is the stop state of one server and what it stops.
@@ -80,6 +86,10 @@ type Controls struct {
 	state State
 	jobs  map[string]*Job
 	slots slots
+	// ledger keeps the slots in use across hosts (nil: slots does);
+	// freed is closed, and replaced, whenever a slot is freed here.
+	ledger Ledger
+	freed  chan struct{}
 	// closing refuses new admissions once shutdown has begun.
 	closing bool
 	// unavailable refuses new admissions while the shared state is out
@@ -103,7 +113,18 @@ func New(cfg Config) (*Controls, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Controls{cfg: cfg, state: st, jobs: map[string]*Job{}, slots: newSlots(), quit: make(chan struct{})}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if l, ok := cfg.Store.(Ledger); ok && cfg.Ledger == nil {
+		cfg.Ledger = l
+	}
+	c := &Controls{cfg: cfg, state: st, jobs: map[string]*Job{}, slots: newSlots(), ledger: cfg.Ledger,
+		freed: make(chan struct{}), quit: make(chan struct{})}
+	if c.ledger != nil {
+		c.ledger.OnLost(c.fence)
+	}
+	return c, nil
 }
 
 // State returns the stop state in force and how many jobs are admitted.
@@ -208,12 +229,15 @@ func (c *Controls) Admit(id, principal string, argv []string, cancel context.Can
 // it as waiting. It is idempotent.
 func (c *Controls) Release(j *Job, cl *Claim) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if j != nil {
 		delete(c.jobs, j.id)
 	}
 	c.slots.unwait(cl)
-	if c.slots.free(cl) {
+	if c.ledger == nil && c.slots.free(cl) {
 		c.slots.handOff()
+	}
+	c.mu.Unlock()
+	if c.ledger != nil {
+		c.releaseShared(cl) // an etcd call: never under c.mu
 	}
 }
