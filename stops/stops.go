@@ -15,7 +15,17 @@
 //     then persisted, and only then in force;
 //   - a lockout kills every command of every transport: the jobs it finds,
 //     every sandbox of the fleet, and, while it is still in force after the
-//     grace, every process of the uids the server gives its commands.
+//     grace, every process of the uids the server gives its commands;
+//   - with a Ledger (slots shared by several hosts, ledger.go) a slot is
+//     taken and freed by an etcd call made without Controls.mu, so that a
+//     slow cluster never holds up admission, lockouts or releases here.
+//     What the lock made atomic stays so: a job is admitted (Admit) under
+//     the lock with the lockout check, and the slot it takes later is
+//     killed with it; a wait for a slot is queued under the lock, where a
+//     lockout, shutdown or loss of the shared state ends it, and a slot
+//     granted to a wait that was ended meanwhile is given back. A host
+//     that loses its hold on its slots (Ledger.OnLost) kills its commands
+//     (a fence) before another host may take their slots.
 //
 // Lock order: Controls.mu is taken before the audit log's locks (an unlock
 // and a resume are audited under it) and never while a Job's own lock is

@@ -14,6 +14,8 @@
 //	relays/<id>                        store.Relay, under a lease (kept RelayKeep)
 //	nonces/<sandbox>/<nonce>           {}, under a lease (kept to the nonce's expiry)
 //	leases/<id>                        store.Lease
+//	slots/guard                        empty: its revision orders the takes
+//	slots/held/<host>/<n>              store.Slot, under the host's lease
 //
 // Invariants:
 //   - every write that decides something is one etcd transaction that
@@ -26,7 +28,11 @@
 //   - a value that cannot be decoded (or unsealed) is store.ErrCorrupt,
 //     never a zero value;
 //   - a sandbox's secret is sealed before it leaves the host: etcd's
-//     members, snapshots and backups never hold it in clear.
+//     members, snapshots and backups never hold it in clear;
+//   - a concurrency slot is held by a key under its host's lease, written
+//     only with a bump of the guard at the revision its caps were checked
+//     at (slots.go); a host that cannot renew its lease is told (OnLost)
+//     SlotFence before the lease may expire and free its slots.
 package etcdstore
 
 import (

@@ -239,3 +239,24 @@ func TestSlotFreeRetried(t *testing.T) {
 		return err == nil
 	})
 }
+
+// BenchmarkSlotHold: a slot taken and freed on one host, each step
+// against the embedded 3-member cluster (docs/benchmarks.md).
+func BenchmarkSlotHold(b *testing.B) {
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: cluster.Endpoints(), TLS: cluster.ClientTLS(),
+		Prefix: "/coily-bench/slots/", SealKey: sealKey})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	alice := store.Slot{Principal: "alice", Rule: "gh"}
+	for b.Loop() {
+		release, err := s.Hold(context.Background(), alice, capped(4, 8))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := release(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
