@@ -188,7 +188,6 @@ func (s *Store) freeLater(key string, sess *session) {
 	}
 }
 
-
 // tally counts the slots held as a claim for slot sees them, and returns
 // the guard's revision (0: never written). A key or value that is not a
 // held slot is ErrCorrupt: a slot must never go uncounted.
