@@ -60,6 +60,13 @@ func (h *host) LockedOut(_ context.Context, st store.Stop, rev int64, killed int
 // to member i through its own proxy, each in step before it returns.
 func hosts(t *testing.T) [3]*host {
 	t.Helper()
+	return hostsWith(t, etcdstore.Config{})
+}
+
+// hostsWith is hosts whose stores are opened with cfg's slot term and
+// fence.
+func hostsWith(t *testing.T, cfg etcdstore.Config) [3]*host {
+	t.Helper()
 	runs.Lock()
 	runs.n++
 	prefix := fmt.Sprintf("/coily-test/%s/%d/", strings.ReplaceAll(t.Name(), "/", "_"), runs.n)
@@ -72,7 +79,8 @@ func hosts(t *testing.T) [3]*host {
 		}
 		t.Cleanup(p.Close)
 		s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{p.Endpoint()},
-			TLS: cluster.ClientTLS(), Prefix: prefix, SealKey: sealKey, CallTimeout: 2 * time.Second})
+			TLS: cluster.ClientTLS(), Prefix: prefix, SealKey: sealKey, CallTimeout: 2 * time.Second,
+			SlotTTL: cfg.SlotTTL, SlotFence: cfg.SlotFence})
 		if err != nil {
 			t.Fatal(err)
 		}

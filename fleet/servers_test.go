@@ -47,12 +47,19 @@ type node struct {
 // server i's shared state reached through its own proxy to member i.
 func servers(t *testing.T) [3]*node {
 	t.Helper()
-	hs := hosts(t) // the prefix and the proxies; their controls are not the servers'
+	return serversWith(t, "", etcdstore.Config{})
+}
+
+// serversWith is servers with a policy (testserver.LocalPolicy when
+// empty) and the stores' slot term and fence of cfg.
+func serversWith(t *testing.T, policy string, cfg etcdstore.Config) [3]*node {
+	t.Helper()
+	hs := hostsWith(t, cfg) // the prefix and the proxies; their controls are not the servers'
 	var out [3]*node
 	for i, h := range hs {
 		h.sync.Stop() // the bare controls' sync: the server runs its own
 		s := h.store
-		in := testserver.Start(t, testserver.Options{KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
+		in := testserver.Start(t, testserver.Options{Policy: policy, KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
 			Shared: func(*store.DB) store.Shared { return s }, Fleet: fleet.New(fleet.Config{Store: s, Logger: quiet})})
 		out[i] = &node{Instance: in, proxy: h.proxy, store: s}
 	}

@@ -216,7 +216,7 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = prometheus.NewRegistry()
 	}
-	controls, err := stops.New(stops.Config{Store: cfg.Shared, Fleet: boxes, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now})
+	controls, err := stops.New(stops.Config{Store: cfg.Shared, Fleet: boxes, UIDs: uids, KillGrace: cfg.KillGrace, Now: cfg.Now, Logger: cfg.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("server: read stop state: %w", err)
 	}

@@ -39,7 +39,7 @@ func (c *Controls) Lockout(st Stop) (inForce Stop, already bool, killed int) {
 			killed++
 		}
 	}
-	c.escalate(jobs, func() { c.killSandboxes(boxes, st) })
+	c.escalate(jobs, refusal.LockoutActive, c.cfg.KillGrace, func() { c.killSandboxes(boxes, st) })
 	return st, already, killed
 }
 
@@ -75,20 +75,20 @@ func (c *Controls) killSandboxes(boxes []*sandbox.Confinement, st Stop) {
 	}
 }
 
-// escalate SIGKILLs the jobs' process groups after the grace period, then
-// runs then (if not nil).
-func (c *Controls) escalate(jobs []*Job, then func()) {
+// escalate SIGKILLs the jobs' process groups after grace (why: the reason
+// they are stopped), then runs then (if not nil).
+func (c *Controls) escalate(jobs []*Job, why refusal.Code, grace time.Duration, then func()) {
 	c.bg.Add(1)
 	go func() {
 		defer c.bg.Done()
-		t := time.NewTimer(c.cfg.KillGrace)
+		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-c.quit:
 		}
 		for _, j := range jobs {
-			j.Signal(syscall.SIGKILL, refusal.LockoutActive)
+			j.Signal(syscall.SIGKILL, why)
 		}
 		if then != nil {
 			then()

@@ -149,7 +149,7 @@ func (c *Controls) Kill(id string) (info ExecInfo, running bool, err error) {
 	info = j.Info()
 	running = j.Signal(syscall.SIGTERM, refusal.CommandKilled)
 	if running {
-		c.escalate([]*Job{j}, nil) // SIGKILL after the grace (the first reason stays)
+		c.escalate([]*Job{j}, refusal.CommandKilled, c.cfg.KillGrace, nil) // SIGKILL after the grace (the first reason stays)
 	} else if j.cancel != nil {
 		j.cancel(ErrKilled) // ends a wait for an approval or a slot
 	}

@@ -5,6 +5,7 @@ import (
 
 	"coily.dev/coily/policy"
 	"coily.dev/coily/refusal"
+	"coily.dev/coily/store"
 )
 
 // Claim is one request's hold on the concurrency slots: who asks, under
@@ -15,7 +16,9 @@ type Claim struct {
 	Rule      *policy.Rule
 	Policy    *policy.Policy
 	held      bool // holds a concurrency slot
-	waiting   bool // counted among its principal's requests waiting for an approval or a slot
+	// release frees the slot held in the ledger (Config.Ledger), if any.
+	release func() error
+	waiting bool // counted among its principal's requests waiting for an approval or a slot
 }
 
 // Held reports whether the claim holds a slot.
@@ -23,7 +26,9 @@ func (cl *Claim) Held() bool { return cl.held }
 
 // slots counts the concurrency slots in use and the requests waiting for
 // an approval or a slot. Counts live in memory: the commands they count do
-// not survive a restart either. Guarded by Controls.mu.
+// not survive a restart either. Guarded by Controls.mu. With a ledger
+// (Config.Ledger) the slots in use are counted there, across hosts, and
+// only the requests waiting are counted here (ledger.go).
 type slots struct {
 	running      int            // slots in use, server-wide
 	perRule      map[string]int // by rule
@@ -51,26 +56,40 @@ func newSlots() slots {
 
 func bothKey(cl *Claim) string { return cl.Principal + "\x00" + cl.Rule.Name }
 
-// take gives cl a slot, or says which cap refuses it: the rule's cap for
-// one principal, the principal's, the rule's, then the server's. Each
-// request is held to the policy it was admitted under.
+// take gives cl a slot, or says which cap refuses it (fits).
 func (sl *slots) take(cl *Claim) error {
-	p, r, pol := cl.Principal, cl.Rule, cl.Policy
-	switch {
-	case r.PerPrincipal > 0 && sl.perBoth[bothKey(cl)] >= r.PerPrincipal:
-		return refusal.New(refusal.ConcurrencyBusy, "principal cap of rule %q: %s already runs %d of its commands (its per_principal); retry when one finishes", r.Name, p, r.PerPrincipal)
-	case sl.perPrincipal[p] >= pol.PerPrincipal():
-		return refusal.New(refusal.ConcurrencyBusy, "principal cap: %s already runs %d command(s) (limits.per_principal); retry when one finishes", p, pol.PerPrincipal())
-	case r.Concurrency > 0 && sl.perRule[r.Name] >= r.Concurrency:
-		return refusal.New(refusal.ConcurrencyBusy, "rule cap: rule %q already runs %d command(s) (its concurrency); retry when one finishes", r.Name, r.Concurrency)
-	case sl.running >= pol.Concurrency():
-		return refusal.New(refusal.ConcurrencyBusy, "server cap: %d of %d command slots in use (limits.concurrency); retry when one finishes", sl.running, pol.Concurrency())
+	if err := fits(cl, sl.tally(cl)); err != nil {
+		return err
 	}
 	sl.running++
-	sl.perRule[r.Name]++
-	sl.perPrincipal[p]++
+	sl.perRule[cl.Rule.Name]++
+	sl.perPrincipal[cl.Principal]++
 	sl.perBoth[bothKey(cl)]++
 	cl.held = true
+	return nil
+}
+
+// tally counts the slots in use that cl's caps look at.
+func (sl *slots) tally(cl *Claim) store.Tally {
+	return store.Tally{Both: sl.perBoth[bothKey(cl)], Principal: sl.perPrincipal[cl.Principal], Rule: sl.perRule[cl.Rule.Name], All: sl.running}
+}
+
+// fits says whether one more slot for cl is within its caps, given the
+// slots in use t, or which cap refuses it: the rule's cap for one
+// principal, the principal's, the rule's, then the server's. Each request
+// is held to the policy it was admitted under.
+func fits(cl *Claim, t store.Tally) error {
+	p, r, pol := cl.Principal, cl.Rule, cl.Policy
+	switch {
+	case r.PerPrincipal > 0 && t.Both >= r.PerPrincipal:
+		return refusal.New(refusal.ConcurrencyBusy, "principal cap of rule %q: %s already runs %d of its commands (its per_principal); retry when one finishes", r.Name, p, r.PerPrincipal)
+	case t.Principal >= pol.PerPrincipal():
+		return refusal.New(refusal.ConcurrencyBusy, "principal cap: %s already runs %d command(s) (limits.per_principal); retry when one finishes", p, pol.PerPrincipal())
+	case r.Concurrency > 0 && t.Rule >= r.Concurrency:
+		return refusal.New(refusal.ConcurrencyBusy, "rule cap: rule %q already runs %d command(s) (its concurrency); retry when one finishes", r.Name, r.Concurrency)
+	case t.All >= pol.Concurrency():
+		return refusal.New(refusal.ConcurrencyBusy, "server cap: %d of %d command slots in use (limits.concurrency); retry when one finishes", t.All, pol.Concurrency())
+	}
 	return nil
 }
 
@@ -140,6 +159,9 @@ func (sl *slots) refuseQueued(err error) {
 // TakeSlot takes a concurrency slot for a request that needs no
 // approval; refused with concurrency-busy naming the cap reached.
 func (c *Controls) TakeSlot(cl *Claim) error {
+	if c.ledger != nil {
+		return c.holdShared(cl)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.slots.take(cl)
@@ -158,6 +180,9 @@ func (c *Controls) AdmitWaiter(cl *Claim) error {
 // It waits ahead of new requests until a slot its caps allow is freed,
 // the caller goes away, or a lockout or shutdown ends the wait.
 func (c *Controls) WaitSlot(ctx context.Context, cl *Claim) error {
+	if c.ledger != nil {
+		return c.waitShared(ctx, cl)
+	}
 	c.mu.Lock()
 	if cl.held {
 		c.mu.Unlock()

@@ -15,7 +15,17 @@
 //     then persisted, and only then in force;
 //   - a lockout kills every command of every transport: the jobs it finds,
 //     every sandbox of the fleet, and, while it is still in force after the
-//     grace, every process of the uids the server gives its commands.
+//     grace, every process of the uids the server gives its commands;
+//   - with a Ledger (slots shared by several hosts, ledger.go) a slot is
+//     taken and freed by an etcd call made without Controls.mu, so that a
+//     slow cluster never holds up admission, lockouts or releases here.
+//     What the lock made atomic stays so: a job is admitted (Admit) under
+//     the lock with the lockout check, and the slot it takes later is
+//     killed with it; a wait for a slot is queued under the lock, where a
+//     lockout, shutdown or loss of the shared state ends it, and a slot
+//     granted to a wait that was ended meanwhile is given back. A host
+//     that loses its hold on its slots (Ledger.OnLost) kills its commands
+//     (a fence) before another host may take their slots.
 //
 // Lock order: Controls.mu is taken before the audit log's locks (an unlock
 // and a resume are audited under it) and never while a Job's own lock is
@@ -24,6 +34,7 @@ package stops
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -70,6 +81,11 @@ type Config struct {
 	// KillGrace is the SIGTERM→SIGKILL delay of a lockout and a kill.
 	KillGrace time.Duration
 	Now       func() time.Time
+	// Ledger keeps the concurrency slots of every host sharing it. When
+	// nil and Store is a Ledger (etcd), Store is; else (bbolt) the slots
+	// are this host's, counted in memory.
+	Ledger Ledger
+	Logger *slog.Logger
 }
 
 // Controls is the stop state of one server and what it stops.
@@ -80,6 +96,10 @@ type Controls struct {
 	state State
 	jobs  map[string]*Job
 	slots slots
+	// ledger keeps the slots in use across hosts (nil: slots does);
+	// freed is closed, and replaced, whenever a slot is freed here.
+	ledger Ledger
+	freed  chan struct{}
 	// closing refuses new admissions once shutdown has begun.
 	closing bool
 	// unavailable refuses new admissions while the shared state is out
@@ -103,7 +123,18 @@ func New(cfg Config) (*Controls, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Controls{cfg: cfg, state: st, jobs: map[string]*Job{}, slots: newSlots(), quit: make(chan struct{})}, nil
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if l, ok := cfg.Store.(Ledger); ok && cfg.Ledger == nil {
+		cfg.Ledger = l
+	}
+	c := &Controls{cfg: cfg, state: st, jobs: map[string]*Job{}, slots: newSlots(), ledger: cfg.Ledger,
+		freed: make(chan struct{}), quit: make(chan struct{})}
+	if c.ledger != nil {
+		c.ledger.OnLost(c.fence)
+	}
+	return c, nil
 }
 
 // State returns the stop state in force and how many jobs are admitted.
@@ -208,12 +239,15 @@ func (c *Controls) Admit(id, principal string, argv []string, cancel context.Can
 // it as waiting. It is idempotent.
 func (c *Controls) Release(j *Job, cl *Claim) {
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	if j != nil {
 		delete(c.jobs, j.id)
 	}
 	c.slots.unwait(cl)
-	if c.slots.free(cl) {
+	if c.ledger == nil && c.slots.free(cl) {
 		c.slots.handOff()
+	}
+	c.mu.Unlock()
+	if c.ledger != nil {
+		c.releaseShared(cl) // an etcd call: never under c.mu
 	}
 }

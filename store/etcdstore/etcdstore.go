@@ -14,6 +14,8 @@
 //	relays/<id>                        store.Relay, under a lease (kept RelayKeep)
 //	nonces/<sandbox>/<nonce>           {}, under a lease (kept to the nonce's expiry)
 //	leases/<id>                        store.Lease
+//	slots/guard                        empty: its revision orders the takes
+//	slots/held/<host>/<n>              store.Slot, under the host's lease
 //
 // Invariants:
 //   - every write that decides something is one etcd transaction that
@@ -26,7 +28,11 @@
 //   - a value that cannot be decoded (or unsealed) is store.ErrCorrupt,
 //     never a zero value;
 //   - a sandbox's secret is sealed before it leaves the host: etcd's
-//     members, snapshots and backups never hold it in clear.
+//     members, snapshots and backups never hold it in clear;
+//   - a concurrency slot is held by a key under its host's lease, written
+//     only with a bump of the guard at the revision its caps were checked
+//     at (slots.go); a host that cannot renew its lease is told (OnLost)
+//     SlotFence before the lease may expire and free its slots.
 package etcdstore
 
 import (
@@ -73,6 +79,11 @@ type Config struct {
 	// RelayKeep is how long a relay record is kept (DefaultRelayKeep
 	// when zero): the lease it is written under expires then.
 	RelayKeep time.Duration
+	// SlotTTL is the term of this host's hold on its concurrency slots
+	// (DefaultSlotTTL when zero): cut off that long, its slots are freed.
+	// SlotFence is how long before then it stops its commands
+	// (DefaultSlotFence when zero).
+	SlotTTL, SlotFence time.Duration
 }
 
 // Store is an open connection to the cluster. It implements store.Shared.
@@ -90,6 +101,8 @@ type Store struct {
 	// the bucket's name): concurrent Takes of one bucket from one host
 	// would only fail each other's compares, each failure a raft round.
 	takeLocks [64]chan struct{}
+
+	ledger ledger // the concurrency slots (slots.go)
 }
 
 var _ store.Shared = (*Store)(nil)
@@ -121,6 +134,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		seal:    aead,
 		leases:  map[int64]clientv3.LeaseID{},
 	}
+	if err := s.ledger.init(cfg); err != nil {
+		return nil, err
+	}
 	for i := range s.takeLocks {
 		s.takeLocks[i] = make(chan struct{}, 1)
 	}
@@ -150,8 +166,11 @@ func cmp(d, def time.Duration) time.Duration {
 	return def
 }
 
-// Close closes the connection.
-func (s *Store) Close() error { return s.cli.Close() }
+// Close frees this host's concurrency slots and closes the connection.
+func (s *Store) Close() error {
+	s.closeLedger()
+	return s.cli.Close()
+}
 
 // Health reads the lockout once (linearizable): nil when the cluster
 // answers with a quorum, an error wrapping store.ErrUnavailable otherwise.

@@ -22,6 +22,9 @@ const (
 	dirRelays    = "relays/"
 	dirNonces    = "nonces/"
 	dirLeases    = "leases/"
+	dirSlots     = "slots/"
+	keySlotGuard = "slots/guard"
+	dirHeld      = "slots/held/"
 )
 
 // name is one component of a key: path-escaped, so that it holds no "/"

@@ -56,3 +56,45 @@ func FuzzNames(f *testing.F) {
 		}
 	})
 }
+
+var heldSeeds = []string{"h/1", "h/1/2", "h", "h/", "/1", "%zz/1", "h/%2F", "h/%2f", "a%2Fb/1", "../1", "h/..", "", "h//1"}
+
+// TestHeldKeys: a held slot's key is exactly two escaped names below its
+// directory; anything else is corrupt.
+func TestHeldKeys(t *testing.T) {
+	for _, k := range []string{"h/1", "a%2Fb/1", "h/%2F", "../1", "h/.."} {
+		if err := heldKey("d/", "d/"+k); err != nil {
+			t.Errorf("heldKey(%q): %v", k, err)
+		}
+	}
+	for _, k := range []string{"h/1/2", "h", "h/", "/1", "%zz/1", "h/%2f", "", "h//1", "e/h/1"} {
+		if err := heldKey("d/", "d/"+k); err == nil {
+			t.Errorf("heldKey(%q) accepted", k)
+		}
+	}
+	if err := heldKey("d/", "e/h/1"); err == nil {
+		t.Error("a key of another directory accepted")
+	}
+}
+
+func FuzzHeldKeys(f *testing.F) {
+	for _, s := range heldSeeds {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, k string) {
+		if heldKey("d/", "d/"+k) != nil {
+			return
+		}
+		host, n, ok := strings.Cut(k, "/")
+		if !ok || host == "" || n == "" || strings.Contains(n, "/") {
+			t.Fatalf("%q accepted, not two names", k)
+		}
+		for _, part := range []string{host, n} {
+			if back, err := unname("d/", "d/"+part); err != nil {
+				t.Fatalf("%q accepted, part %q: %v", k, part, err)
+			} else if e, _ := name("x", back); e != part {
+				t.Fatalf("%q accepted, part %q is not an escaping", k, part)
+			}
+		}
+	})
+}
