@@ -26,8 +26,15 @@ type stateFlags struct {
 }
 
 func registerStateFlags(fs *pflag.FlagSet) *stateFlags {
+	return registerEtcdFlags(fs, stringFlag(fs, "state", "COILY_STATE", "", "keep the state that decides what runs (stops, rates, keys, relay records, leases) in etcd, shared by several hosts: etcd://HOST:PORT,HOST:PORT/CLUSTER (TLS required; default: this host's state file)"))
+}
+
+// registerEtcdFlags registers the flags that reach an etcd cluster (its
+// CA, this host's credentials, the seal key) beside url, the flag naming
+// it: serve's --state, state migrate's --to.
+func registerEtcdFlags(fs *pflag.FlagSet, url *string) *stateFlags {
 	return &stateFlags{
-		state: stringFlag(fs, "state", "COILY_STATE", "", "keep the state that decides what runs (stops, rates, keys, relay records, leases) in etcd, shared by several hosts: etcd://HOST:PORT,HOST:PORT/CLUSTER (TLS required; default: this host's state file)"),
+		state: url,
 		ca:    stringFlag(fs, "etcd-ca", "COILY_ETCD_CA", "", "with --state etcd://: the CA that signs the members' certificates (required)"),
 		cert:  stringFlag(fs, "etcd-cert", "COILY_ETCD_CERT", "", "with --state etcd://: this host's client certificate (with --etcd-key)"),
 		key:   stringFlag(fs, "etcd-key", "COILY_ETCD_KEY", "", "with --state etcd://: the client certificate's key"),
