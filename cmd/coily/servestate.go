@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"coily.dev/coily/fleet"
+	"coily.dev/coily/metrics"
 	"coily.dev/coily/regularfile"
 	"coily.dev/coily/store/etcdstore"
 )
@@ -201,11 +203,20 @@ func clusterName(s string) bool {
 }
 
 // open connects to the cluster and returns its store and the sync that
-// keeps this host's stops in step with it.
-func (s *sharedState) open(ctx context.Context, log *slog.Logger) (*etcdstore.Store, *fleet.Sync, error) {
-	st, err := etcdstore.Open(ctx, s.cfg)
+// keeps this host's stops in step with it, both reporting to reg's
+// metrics (metrics.Etcd).
+func (s *sharedState) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (*etcdstore.Store, *fleet.Sync, error) {
+	var sync *fleet.Sync // set before the metrics are served
+	m, err := metrics.NewEtcd(reg, func() bool { return sync.Available() })
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	cfg := s.cfg
+	cfg.Observe = m.Call
+	st, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("shared state: %w", err)
 	}
-	return st, fleet.New(fleet.Config{Store: st, Logger: log}), nil
+	sync = fleet.New(fleet.Config{Store: st, Logger: log, LockoutLearnt: m.LockoutLearnt})
+	return st, sync, nil
 }
