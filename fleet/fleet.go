@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"coily.dev/coily/stops"
@@ -82,6 +83,9 @@ type Config struct {
 	// Timeout bounds each health read (DefaultTimeout when zero).
 	Timeout time.Duration
 	Logger  *slog.Logger
+	// LockoutLearnt, when set, hears each lockout taken elsewhere that
+	// comes in force here (a metric's count).
+	LockoutLearnt func()
 }
 
 // Sync keeps one host's stop controls in step with the shared state. A
@@ -96,7 +100,13 @@ type Sync struct {
 
 	mu   sync.Mutex
 	down bool // the last state reported, to log transitions once
+
+	inStep atomic.Bool // Available
 }
+
+// Available reports whether the host is in step with the shared state and
+// admits requests (false before the first sync and while cut off).
+func (s *Sync) Available() bool { return s != nil && s.inStep.Load() }
 
 // New returns a Sync of the shared state cfg.Store.
 func New(cfg Config) *Sync {
@@ -219,12 +229,19 @@ func (s *Sync) health(ctx context.Context) error {
 func (s *Sync) apply(ctx context.Context, st store.Stops, rev int64) {
 	before, _ := s.ctl.State()
 	killed := s.ctl.Apply(st)
-	if st.Lockout.Active && !before.Lockout.Active && s.host != nil {
+	if !st.Lockout.Active || before.Lockout.Active {
+		return
+	}
+	if s.cfg.LockoutLearnt != nil {
+		s.cfg.LockoutLearnt()
+	}
+	if s.host != nil {
 		s.host.LockedOut(ctx, st.Lockout, rev, killed)
 	}
 }
 
 func (s *Sync) unavailable(err error) {
+	s.inStep.Store(false)
 	s.ctl.SetUnavailable(err)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -236,6 +253,7 @@ func (s *Sync) unavailable(err error) {
 
 func (s *Sync) available(rev int64) {
 	s.ctl.SetUnavailable(nil)
+	s.inStep.Store(true)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.down {

@@ -12,9 +12,11 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/spf13/pflag"
 
 	"coily.dev/coily/fleet"
+	"coily.dev/coily/metrics"
 	"coily.dev/coily/regularfile"
 	"coily.dev/coily/store/etcdstore"
 )
@@ -26,8 +28,15 @@ type stateFlags struct {
 }
 
 func registerStateFlags(fs *pflag.FlagSet) *stateFlags {
+	return registerEtcdFlags(fs, stringFlag(fs, "state", "COILY_STATE", "", "keep the state that decides what runs (stops, rates, keys, relay records, leases) in etcd, shared by several hosts: etcd://HOST:PORT,HOST:PORT/CLUSTER (TLS required; default: this host's state file)"))
+}
+
+// registerEtcdFlags registers the flags that reach an etcd cluster (its
+// CA, this host's credentials, the seal key) beside url, the flag naming
+// it: serve's --state, state migrate's --to.
+func registerEtcdFlags(fs *pflag.FlagSet, url *string) *stateFlags {
 	return &stateFlags{
-		state: stringFlag(fs, "state", "COILY_STATE", "", "keep the state that decides what runs (stops, rates, keys, relay records, leases) in etcd, shared by several hosts: etcd://HOST:PORT,HOST:PORT/CLUSTER (TLS required; default: this host's state file)"),
+		state: url,
 		ca:    stringFlag(fs, "etcd-ca", "COILY_ETCD_CA", "", "with --state etcd://: the CA that signs the members' certificates (required)"),
 		cert:  stringFlag(fs, "etcd-cert", "COILY_ETCD_CERT", "", "with --state etcd://: this host's client certificate (with --etcd-key)"),
 		key:   stringFlag(fs, "etcd-key", "COILY_ETCD_KEY", "", "with --state etcd://: the client certificate's key"),
@@ -194,11 +203,20 @@ func clusterName(s string) bool {
 }
 
 // open connects to the cluster and returns its store and the sync that
-// keeps this host's stops in step with it.
-func (s *sharedState) open(ctx context.Context, log *slog.Logger) (*etcdstore.Store, *fleet.Sync, error) {
-	st, err := etcdstore.Open(ctx, s.cfg)
+// keeps this host's stops in step with it, both reporting to reg's
+// metrics (metrics.Etcd).
+func (s *sharedState) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (*etcdstore.Store, *fleet.Sync, error) {
+	var sync *fleet.Sync // set before the metrics are served
+	m, err := metrics.NewEtcd(reg, func() bool { return sync.Available() })
+	if err != nil {
+		return nil, nil, fmt.Errorf("metrics: %w", err)
+	}
+	cfg := s.cfg
+	cfg.Observe = m.Call
+	st, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("shared state: %w", err)
 	}
-	return st, fleet.New(fleet.Config{Store: st, Logger: log}), nil
+	sync = fleet.New(fleet.Config{Store: st, Logger: log, LockoutLearnt: m.LockoutLearnt})
+	return st, sync, nil
 }

@@ -22,13 +22,25 @@ import (
 // stateCmd is `coily state`: the subcommands work on the state file
 // directly, with the server stopped (bbolt locks the file while it runs).
 func stateCmd(a *cli.App) *cobra.Command {
-	return group("state", "the state file, with the server stopped: check, rebuild",
+	return group("state", "the state file, with the server stopped: check, rebuild, migrate to etcd",
 		`Check the state file (coily.db: lockout and pause, the audit log's recorded head, nonces, rate buckets,
 request records, keys) against the audit log, or rebuild it from what can be rebuilt and start locked out
 (docs/operations.md).`,
 		command(a, spec{use: "check", short: "check the state file against the audit log: its stops, the log's recorded head",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				return func(_ context.Context, e *env) int { return stateCheck(e, e.global.StateDir) }
+			}}),
+		command(a, spec{use: "migrate", short: "copy the state that decides what runs from a state file into etcd, to serve with --state etcd://",
+			long: `Copy what a state file holds of the state that decides what runs (lockout, pauses, rate buckets, signing keys,
+relay records and unexpired nonces, dynamic-secret leases) into an etcd trust point that holds nothing yet, in
+transactions, the stops first. Stop the server first: the file is read only, and refused while a server holds it.
+The audit head and request records stay in the file. docs/scale.md says how to move a host to etcd.`,
+			example: `  coily state migrate --to etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379/team \
+    --etcd-ca /etc/coily/etcd-ca.pem --etcd-cert /etc/coily/etcd-host1.pem --etcd-key /etc/coily/etcd-host1-key.pem \
+    --state-seal-key /etc/coily/state-seal.key --dry-run`,
+			flags: func(fs *pflag.FlagSet) runFunc {
+				f := registerMigrateFlags(fs)
+				return func(ctx context.Context, e *env) int { return stateMigrate(ctx, e, f) }
 			}}),
 		command(a, spec{use: "rebuild", short: "set a damaged state file aside and start a new one, locked out",
 			flags: func(fs *pflag.FlagSet) runFunc {

@@ -258,6 +258,10 @@ func (c *Cluster) ClientTLS() *tls.Config {
 	return &tls.Config{RootCAs: c.pki.pool, Certificates: []tls.Certificate{c.pki.client}, MinVersion: tls.VersionTLS12}
 }
 
+// CAFile is the cluster's CA certificate as a PEM file, for a client
+// configured by files (coily's --etcd-ca).
+func (c *Cluster) CAFile() string { return c.pki.caFile }
+
 // ServerOnlyTLS trusts the cluster's CA but presents no client
 // certificate: the members refuse it.
 func (c *Cluster) ServerOnlyTLS() *tls.Config {

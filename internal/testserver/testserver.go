@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 	"tailscale.com/client/tailscale/apitype"
 	"tailscale.com/tailcfg"
@@ -96,6 +97,8 @@ type Options struct {
 	// Fleet keeps the server's stops in step with other hosts' (with a
 	// Shared in etcd; nil: one host).
 	Fleet *fleet.Sync
+	// Metrics is the server's registry (nil: one of its own).
+	Metrics *prometheus.Registry
 }
 
 // Instance is a running server and a client connected to it.
@@ -163,7 +166,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		Logger: slog.New(slog.NewTextHandler(opts.Log, nil)), Users: opts.Users, ServerUID: os.Getuid(),
 		KillGrace: opts.KillGrace, ScratchDir: scratch, Version: "test", Notifier: opts.Notifier,
 		StateDir: opts.StateDir, Socket: filepath.Join(opts.StateDir, "coily.sock"), WhoIs: opts.WhoIs,
-		ScanBudget: opts.ScanBudget, SandboxUIDs: opts.SandboxUIDs, Fleet: opts.Fleet}
+		ScanBudget: opts.ScanBudget, SandboxUIDs: opts.SandboxUIDs, Fleet: opts.Fleet, Metrics: opts.Metrics}
 	if opts.Shared != nil {
 		cfg.Shared = opts.Shared(in.db)
 	}

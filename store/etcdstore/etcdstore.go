@@ -49,6 +49,7 @@ import (
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -84,6 +85,11 @@ type Config struct {
 	// SlotFence is how long before then it stops its commands
 	// (DefaultSlotFence when zero).
 	SlotTTL, SlotFence time.Duration
+	// Observe, when set, hears every call to the cluster: its operation
+	// (one of a fixed set: "range", "txn", "put", "watch", …, "other"), its
+	// outcome (OutcomeOK, OutcomeUnavailable, OutcomeError) and how long
+	// it took (a stream: to open). It must not block.
+	Observe func(op, outcome string, took time.Duration)
 }
 
 // Store is an open connection to the cluster. It implements store.Shared.
@@ -140,7 +146,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	for i := range s.takeLocks {
 		s.takeLocks[i] = make(chan struct{}, 1)
 	}
+	var dial []grpc.DialOption
+	if cfg.Observe != nil {
+		dial = observeDial(cfg.Observe)
+	}
 	s.cli, err = clientv3.New(clientv3.Config{
+		DialOptions: dial,
 		Endpoints:   cfg.Endpoints,
 		TLS:         cfg.TLS,
 		Username:    cfg.Username,
