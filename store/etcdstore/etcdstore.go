@@ -1,7 +1,8 @@
 // Package etcdstore keeps the state that decides what runs (store.Shared)
 // in etcd, so that several coily hosts serve as one trust point: the stop
 // controls, the rate buckets, the sandboxes' signing keys, the relay's
-// exactly-once records and nonces, and the dynamic-secret leases in use.
+// exactly-once records and nonces, the dynamic-secret leases in use, and
+// the pending approvals with their decisions (approvals.Board).
 //
 // Every key lives under one prefix (one cluster of coily hosts), with
 // these names below it (each name component path-escaped, so a principal,
@@ -14,6 +15,8 @@
 //	relays/<id>                        store.Relay, under a lease (kept RelayKeep)
 //	nonces/<sandbox>/<nonce>           {}, under a lease (kept to the nonce's expiry)
 //	leases/<id>                        store.Lease
+//	approvals/<id>/asked               a pending approval, sealed, under its own lease
+//	approvals/<id>/decided             its decision, written once, under the same lease
 //
 // Invariants:
 //   - every write that decides something is one etcd transaction that
@@ -53,6 +56,8 @@ import (
 const (
 	DefaultCallTimeout = 5 * time.Second
 	DefaultRelayKeep   = 24 * time.Hour
+	// DefaultApprovalLease is Config.ApprovalLease's default.
+	DefaultApprovalLease = 10 * time.Second
 )
 
 // Config says which cluster to use and how.
@@ -73,6 +78,10 @@ type Config struct {
 	// RelayKeep is how long a relay record is kept (DefaultRelayKeep
 	// when zero): the lease it is written under expires then.
 	RelayKeep time.Duration
+	// ApprovalLease is the time-to-live of a pending approval's lease,
+	// kept alive by the host that waits for it (DefaultApprovalLease
+	// when zero): a host gone this long takes its approvals with it.
+	ApprovalLease time.Duration
 }
 
 // Store is an open connection to the cluster. It implements store.Shared.
@@ -82,6 +91,8 @@ type Store struct {
 	timeout time.Duration
 	keep    time.Duration
 	seal    cipher.AEAD
+	// approvalTTL is a pending approval's lease, in seconds.
+	approvalTTL int64
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
@@ -115,11 +126,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
 	}
 	s := &Store{
-		prefix:  cfg.Prefix,
-		timeout: cmp(cfg.CallTimeout, DefaultCallTimeout),
-		keep:    cmp(cfg.RelayKeep, DefaultRelayKeep),
-		seal:    aead,
-		leases:  map[int64]clientv3.LeaseID{},
+		prefix:      cfg.Prefix,
+		timeout:     cmp(cfg.CallTimeout, DefaultCallTimeout),
+		keep:        cmp(cfg.RelayKeep, DefaultRelayKeep),
+		seal:        aead,
+		approvalTTL: int64(max(time.Second, cmp(cfg.ApprovalLease, DefaultApprovalLease)) / time.Second),
+		leases:      map[int64]clientv3.LeaseID{},
 	}
 	for i := range s.takeLocks {
 		s.takeLocks[i] = make(chan struct{}, 1)

@@ -22,6 +22,7 @@ const (
 	dirRelays    = "relays/"
 	dirNonces    = "nonces/"
 	dirLeases    = "leases/"
+	dirApprovals = "approvals/"
 )
 
 // name is one component of a key: path-escaped, so that it holds no "/"
