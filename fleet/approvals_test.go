@@ -9,6 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"coily.dev/coily/approvals"
 	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/testserver"
@@ -110,8 +113,9 @@ func (n *node) decide(id string, approve bool) (*coilyv1.Approval, error) {
 	return n.Server.WebDecide(ownerReq(), id, approve, "from the test")
 }
 
-// An approval asked on A is listed on B and C, approved on B, and A runs
-// the command; it is then listed nowhere.
+// An approval asked on A is listed on B and C; its requester may not
+// approve it on B; the owner approves it on B, and A runs the command; it
+// is then listed nowhere, and a later decision is refused.
 func TestApprovalDecidedOnAnotherHost(t *testing.T) {
 	ns := approvalServers(t)
 	a, b, c := ns[0], ns[1], ns[2]
@@ -119,6 +123,10 @@ func TestApprovalDecidedOnAnotherHost(t *testing.T) {
 	ap := b.waitPending(t)
 	if got := c.waitPending(t); got.GetId() != ap.GetId() || got.GetRequester() == "" || strings.Join(got.GetArgv(), " ") != "/bin/echo confirm from A" {
 		t.Fatalf("C lists %v, B %v", got, ap)
+	}
+	self := &coilyv1.DecideRequest{Id: ap.GetId(), Verdict: coilyv1.Verdict_VERDICT_APPROVE}
+	if _, err := b.Client.API.Decide(context.Background(), self); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("the requester approved its own request on B: %v", err)
 	}
 	d, err := b.decide(ap.GetId(), true)
 	if err != nil || d.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_APPROVED || d.GetDecidedBy() != "tag:owner" {
