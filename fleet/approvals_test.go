@@ -113,12 +113,18 @@ func (n *node) decide(id string, approve bool) (*coilyv1.Approval, error) {
 	return n.Server.WebDecide(ownerReq(), id, approve, "from the test")
 }
 
-// An approval asked on A is listed on B and C; its requester may not
+// An approval asked on A is listed on B and C, and C's watch sees it
+// asked then approved; its requester may not
 // approve it on B; the owner approves it on B, and A runs the command; it
 // is then listed nowhere, and a later decision is refused.
 func TestApprovalDecidedOnAnotherHost(t *testing.T) {
 	ns := approvalServers(t)
 	a, b, c := ns[0], ns[1], ns[2]
+	w, err := c.Server.WebWatchApprovals(ownerReq())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	x := a.ask("/bin/echo", "confirm", "from A")
 	ap := b.waitPending(t)
 	if got := c.waitPending(t); got.GetId() != ap.GetId() || got.GetRequester() == "" || strings.Join(got.GetArgv(), " ") != "/bin/echo confirm from A" {
@@ -135,6 +141,23 @@ func TestApprovalDecidedOnAnotherHost(t *testing.T) {
 	out, err := x.ended(t)
 	if err != nil || out != "confirm from A\n" {
 		t.Fatalf("A's Exec after B's approval: %q %v", out, err)
+	}
+	var seen []coilyv1.ApprovalState
+	for len(seen) < 2 {
+		select {
+		case ch, ok := <-w.Changes:
+			if !ok {
+				t.Fatalf("C's watch ended after %v", seen)
+			}
+			if ch.GetId() == ap.GetId() {
+				seen = append(seen, ch.GetState())
+			}
+		case <-time.After(within):
+			t.Fatalf("C's watch saw %v of A's approval", seen)
+		}
+	}
+	if seen[0] != coilyv1.ApprovalState_APPROVAL_STATE_PENDING || seen[1] != coilyv1.ApprovalState_APPROVAL_STATE_APPROVED {
+		t.Fatalf("C's watch saw %v", seen)
 	}
 	for _, n := range ns {
 		poll.Until(t, within, "the decided approval leaves the lists", func() bool { return len(n.pending(t)) == 0 })
