@@ -21,6 +21,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -226,13 +227,19 @@ func (q *Queue) RejectAll() int {
 		all = append(all, ap)
 	}
 	q.mu.Unlock()
-	n := 0
+	// All at once: with a board each is a write, and a lockout on a host
+	// cut off waits for them no longer than for one.
+	var n atomic.Int64
+	var wg sync.WaitGroup
 	for _, ap := range all {
-		if q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, "lockout", "") {
-			n++
-		}
+		wg.Go(func() {
+			if q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, "lockout", "") {
+				n.Add(1)
+			}
+		})
 	}
-	return n
+	wg.Wait()
+	return int(n.Load())
 }
 
 // List returns the pending approvals, oldest first: every host's with a
