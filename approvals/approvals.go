@@ -3,6 +3,14 @@
 // cancelled, and everyone watching hears of every change. Approvals live
 // in memory: a request waiting for one is an open Exec stream, which does
 // not survive a restart either. Every decision is audited by the server.
+//
+// With a Board (several hosts sharing their state in etcd), every pending
+// approval is also posted there: it is listed and watched on every host,
+// may be decided on any, and is decided once across them all (the
+// board's create-only decision), the waiting host learning the decision
+// from the board. Its expiry, cancellation and a lockout's rejection are
+// settled through the board too, so an approval racing them has one
+// outcome. A board that cannot be reached refuses (state-unavailable).
 package approvals
 
 import (
@@ -13,6 +21,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -32,6 +41,10 @@ type Queue struct {
 	// metrics); nil hears nothing.
 	observe func(coilyv1.ApprovalState, time.Duration)
 
+	// board shares the approvals with the other hosts; nil: this host
+	// alone, in memory.
+	board Board
+
 	mu       sync.Mutex
 	pending  map[string]*Ticket
 	watchers map[chan *coilyv1.Approval]struct{}
@@ -43,6 +56,11 @@ type Ticket struct {
 	a       *coilyv1.Approval // guarded by q.mu; copies go out
 	decided chan struct{}     // closed once the state leaves pending
 	rule    *policy.Rule      // the rule that asked for it (immutable)
+	// remote carries the decision the board learnt (nil: no board);
+	// unpost ends the board's record once settled here.
+	remote <-chan *coilyv1.Approval
+	unpost context.CancelFunc
+	err    error // why the board failed it, guarded by q.mu
 }
 
 // Request is what an approval is asked for: the Exec request, who asked
@@ -64,9 +82,11 @@ const stdinHead = 512
 const watchBuffer = 64
 
 // New returns an empty queue. observe, if not nil, hears how long each
-// approval waited and how it ended.
-func New(now func() time.Time, observe func(coilyv1.ApprovalState, time.Duration)) *Queue {
-	return &Queue{now: now, observe: observe, pending: map[string]*Ticket{}, watchers: map[chan *coilyv1.Approval]struct{}{}}
+// approval waited and how it ended. The approvals are shared through
+// shared when it is a Board (etcdstore), else kept here alone.
+func New(now func() time.Time, observe func(coilyv1.ApprovalState, time.Duration), shared any) *Queue {
+	b, _ := shared.(Board)
+	return &Queue{now: now, observe: observe, board: b, pending: map[string]*Ticket{}, watchers: map[chan *coilyv1.Approval]struct{}{}}
 }
 
 // Create registers a pending approval for an Exec.
@@ -86,10 +106,17 @@ func (q *Queue) Create(r Request, ttl time.Duration) *Ticket {
 		ap.a.StdinBytes, ap.a.StdinSha256 = int64(len(in)), hex.EncodeToString(sum[:])
 		ap.a.StdinHead = bytes.Clone(in[:min(len(in), stdinHead)])
 	}
+	ap.unpost = func() {}
+	if q.board != nil {
+		q.post(ap)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pending[ap.a.GetId()] = ap
 	q.notify(ap.a)
+	if ap.err != nil { // not shared: Wait refuses it at once
+		q.settleLocked(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
+	}
 	return ap
 }
 
@@ -100,12 +127,17 @@ func (q *Queue) Wait(ctx context.Context, ap *Ticket) (*coilyv1.Approval, error)
 	defer t.Stop()
 	select {
 	case <-ap.decided:
+	case d, ok := <-ap.remote:
+		q.learn(ap, d, ok)
 	case <-t.C:
 		q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_EXPIRED, "", "")
 	case <-ctx.Done():
 		q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_CANCELLED, "", "")
 	}
 	a := ap.Snapshot()
+	if err := ap.failed(); err != nil {
+		return a, refusal.Wrap(refusal.StateUnavailable, err, "approval %s: shared state unavailable", a.GetId())
+	}
 	switch a.GetState() {
 	case coilyv1.ApprovalState_APPROVAL_STATE_APPROVED:
 		return a, nil
@@ -128,13 +160,23 @@ func noteSuffix(note string) string {
 }
 
 // Settle moves a pending approval to a final state; it reports false if it
-// was no longer pending (someone else settled it first).
+// was no longer pending (someone else settled it first). With a board it
+// is settled there first, once across every host.
 func (q *Queue) Settle(ap *Ticket, st coilyv1.ApprovalState, by, note string) bool {
+	if q.board != nil {
+		return q.settleShared(ap, st, by, note)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	return q.settleLocked(ap, st, by, note)
+}
+
+// settleLocked settles ap here. Must hold q.mu.
+func (q *Queue) settleLocked(ap *Ticket, st coilyv1.ApprovalState, by, note string) bool {
 	if ap.a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_PENDING {
 		return false
 	}
+	ap.unpost()
 	ap.a.State, ap.a.DecidedBy, ap.a.Note = st, by, note
 	if q.observe != nil {
 		q.observe(st, q.now().Sub(ap.a.GetCreatedAt().AsTime()))
@@ -146,8 +188,11 @@ func (q *Queue) Settle(ap *Ticket, st coilyv1.ApprovalState, by, note string) bo
 }
 
 // Decide records an approver's verdict. The requester may never decide its
-// own request.
+// own request. With a board, the approval may be any host's.
 func (q *Queue) Decide(id, approver string, v coilyv1.Verdict, note string) (*coilyv1.Approval, error) {
+	if q.board != nil {
+		return q.decideShared(id, approver, verdictState(v), note)
+	}
 	q.mu.Lock()
 	ap, ok := q.pending[id]
 	var requester string
@@ -161,14 +206,17 @@ func (q *Queue) Decide(id, approver string, v coilyv1.Verdict, note string) (*co
 	case requester == approver:
 		return nil, refusal.New(refusal.PermissionDenied, "%s may not decide its own request", approver)
 	}
-	st := coilyv1.ApprovalState_APPROVAL_STATE_DENIED
-	if v == coilyv1.Verdict_VERDICT_APPROVE {
-		st = coilyv1.ApprovalState_APPROVAL_STATE_APPROVED
-	}
-	if !q.Settle(ap, st, approver, note) {
+	if !q.Settle(ap, verdictState(v), approver, note) {
 		return nil, refusal.New(refusal.BadRequest, "approval %q was settled before this decision", id)
 	}
 	return ap.Snapshot(), nil
+}
+
+func verdictState(v coilyv1.Verdict) coilyv1.ApprovalState {
+	if v == coilyv1.Verdict_VERDICT_APPROVE {
+		return coilyv1.ApprovalState_APPROVAL_STATE_APPROVED
+	}
+	return coilyv1.ApprovalState_APPROVAL_STATE_DENIED
 }
 
 // RejectAll rejects every pending approval (Lockout) and says how many.
@@ -179,20 +227,30 @@ func (q *Queue) RejectAll() int {
 		all = append(all, ap)
 	}
 	q.mu.Unlock()
-	n := 0
+	// All at once: with a board each is a write, and a lockout on a host
+	// cut off waits for them no longer than for one.
+	var n atomic.Int64
+	var wg sync.WaitGroup
 	for _, ap := range all {
-		if q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, "lockout", "") {
-			n++
-		}
+		wg.Go(func() {
+			if q.Settle(ap, coilyv1.ApprovalState_APPROVAL_STATE_REJECTED, "lockout", "") {
+				n.Add(1)
+			}
+		})
 	}
-	return n
+	wg.Wait()
+	return int(n.Load())
 }
 
-// List returns the pending approvals, oldest first.
-func (q *Queue) List() []*coilyv1.Approval {
+// List returns the pending approvals, oldest first: every host's with a
+// board (an error when it cannot be read).
+func (q *Queue) List(ctx context.Context) ([]*coilyv1.Approval, error) {
+	if q.board != nil {
+		return q.listShared(ctx)
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.sortedLocked()
+	return q.sortedLocked(), nil
 }
 
 // Pending is a pending approval with the rule that asked for it (under
@@ -202,16 +260,23 @@ type Pending struct {
 	Rule     *policy.Rule
 }
 
-// Detailed returns the pending approvals with their rules, oldest first.
-func (q *Queue) Detailed() []Pending {
+// Detailed returns the pending approvals with their rules, oldest first
+// (another host's approval has no rule here).
+func (q *Queue) Detailed(ctx context.Context) ([]Pending, error) {
+	list, err := q.List(ctx)
+	if err != nil {
+		return nil, err
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	list := q.sortedLocked()
 	out := make([]Pending, len(list))
 	for i, a := range list {
-		out[i] = Pending{Approval: a, Rule: q.pending[a.GetId()].rule}
+		out[i] = Pending{Approval: a}
+		if ap, ok := q.pending[a.GetId()]; ok {
+			out[i].Rule = ap.rule
+		}
 	}
-	return out
+	return out, nil
 }
 
 // sortedLocked copies the pending approvals, oldest first. Must hold q.mu.
@@ -230,6 +295,9 @@ func (q *Queue) sortedLocked() []*coilyv1.Approval {
 // approvals. It is closed if the watcher falls more than watchBuffer
 // changes behind, and by the returned cancel.
 func (q *Queue) Watch() (<-chan *coilyv1.Approval, func()) {
+	if q.board != nil {
+		return q.watchShared()
+	}
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	pending := q.sortedLocked()
@@ -248,7 +316,8 @@ func (q *Queue) Watch() (<-chan *coilyv1.Approval, func()) {
 	}
 }
 
-// notify sends a copy of a to every watcher. Must hold q.mu.
+// notify sends a copy of a to every watcher (with a board, the
+// watchers follow the board instead). Must hold q.mu.
 func (q *Queue) notify(a *coilyv1.Approval) {
 	for ch := range q.watchers {
 		select {

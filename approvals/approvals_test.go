@@ -74,7 +74,7 @@ func TestApprovalOutcomes(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			as := New(time.Now, nil)
+			as := New(time.Now, nil, nil)
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ap := as.Create(pendingExec("tag:agent"), tt.ttl)
@@ -99,7 +99,7 @@ func TestApprovalOutcomes(t *testing.T) {
 }
 
 func TestApprovalNeverSelfDecided(t *testing.T) {
-	as := New(time.Now, nil)
+	as := New(time.Now, nil, nil)
 	ap := as.Create(pendingExec("tag:agent"), time.Minute)
 	for _, v := range []coilyv1.Verdict{coilyv1.Verdict_VERDICT_APPROVE, coilyv1.Verdict_VERDICT_DENY} {
 		if _, err := as.Decide(ap.a.GetId(), "tag:agent", v, ""); codeOf(err) != refusal.PermissionDenied {
@@ -115,7 +115,7 @@ func TestApprovalNeverSelfDecided(t *testing.T) {
 }
 
 func TestApprovalWatch(t *testing.T) {
-	as := New(time.Now, nil)
+	as := New(time.Now, nil, nil)
 	first := as.Create(pendingExec("tag:a"), time.Minute)
 	ch, cancel := as.Watch()
 	defer cancel()
@@ -132,14 +132,14 @@ func TestApprovalWatch(t *testing.T) {
 	if a := <-ch; a.GetState() != coilyv1.ApprovalState_APPROVAL_STATE_DENIED || a.GetDecidedBy() != "tag:owner" {
 		t.Fatalf("decision not seen: %v", a)
 	}
-	if got := as.List(); len(got) != 1 || got[0].GetId() != first.a.GetId() {
+	if got, err := as.List(context.Background()); err != nil || len(got) != 1 || got[0].GetId() != first.a.GetId() {
 		t.Fatalf("list %v", got)
 	}
 }
 
 // A watcher that does not read is cut off rather than blocking decisions.
 func TestApprovalSlowWatcherDropped(t *testing.T) {
-	as := New(time.Now, nil)
+	as := New(time.Now, nil, nil)
 	ch, cancel := as.Watch()
 	defer cancel()
 	for range watchBuffer + 5 {
@@ -161,7 +161,7 @@ func TestApprovalShowsWhatWillRun(t *testing.T) {
 	x := pendingExec("tag:agent")
 	in := []byte(strings.Repeat("apiVersion: v1\n", 40)) // 600 bytes
 	x.Exec.Cwd, x.Exec.Env, x.Exec.Stdin = "other-checkout", map[string]string{"NO_COLOR": "1"}, in
-	as := New(time.Now, nil)
+	as := New(time.Now, nil, nil)
 	a := as.Create(x, time.Minute).a
 	sum := sha256.Sum256(in)
 	if a.GetCwd() != "other-checkout" || a.GetEnv()["NO_COLOR"] != "1" || a.GetStdinBytes() != 600 ||
@@ -178,7 +178,7 @@ func TestApprovalShowsWhatWillRun(t *testing.T) {
 // the approval of a request another rule admits, the approval names the
 // confirm rule (what the approver is asked about) and the admitting one.
 func TestApprovalNamesTheObligation(t *testing.T) {
-	as := New(time.Now, nil)
+	as := New(time.Now, nil, nil)
 	r := pendingExec("tag:agent")
 	r.Rule, r.Confirm = &policy.Rule{Name: "git"}, &policy.Rule{Name: "git-push-force"}
 	if a := as.Create(r, time.Minute).Snapshot(); a.GetRule() != "git-push-force" || a.GetAllowedBy() != "git" {

@@ -47,20 +47,23 @@ type node struct {
 // server i's shared state reached through its own proxy to member i.
 func servers(t *testing.T) [3]*node {
 	t.Helper()
-	return serversWith(t, "", etcdstore.Config{})
+	return serversWith(t, testserver.Options{}, etcdstore.Config{})
 }
 
-// serversWith is servers with a policy (testserver.LocalPolicy when
-// empty) and the stores' slot term and fence of cfg.
-func serversWith(t *testing.T, policy string, cfg etcdstore.Config) [3]*node {
+// serversWith is servers, each started with opts (its policy, or
+// testserver's when empty, must let the local caller run /bin/true), and
+// their stores opened with cfg's slot term and fence.
+func serversWith(t *testing.T, opts testserver.Options, cfg etcdstore.Config) [3]*node {
 	t.Helper()
 	hs := hostsWith(t, cfg) // the prefix and the proxies; their controls are not the servers'
 	var out [3]*node
 	for i, h := range hs {
 		h.sync.Stop() // the bare controls' sync: the server runs its own
 		s := h.store
-		in := testserver.Start(t, testserver.Options{Policy: policy, KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
-			Shared: func(*store.DB) store.Shared { return s }, Fleet: fleet.New(fleet.Config{Store: s, Logger: quiet})})
+		o := opts
+		o.KillGrace, o.SandboxUIDs = killGrace, server.UIDRange{Off: true}
+		o.Shared, o.Fleet = func(*store.DB) store.Shared { return s }, fleet.New(fleet.Config{Store: s, Logger: quiet})
+		in := testserver.Start(t, o)
 		out[i] = &node{Instance: in, proxy: h.proxy, store: s}
 	}
 	for _, n := range out {

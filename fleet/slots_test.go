@@ -43,7 +43,7 @@ func running(t *testing.T, dir string) int {
 // concurrency-busy, whichever server they reached. Counted per host, 6
 // would run.
 func TestConcurrencyCapAcrossHosts(t *testing.T) {
-	ns := serversWith(t, cappedPolicy(2), etcdstore.Config{})
+	ns := serversWith(t, testserver.Options{Policy: cappedPolicy(2)}, etcdstore.Config{})
 	dir := t.TempDir()
 	script := fmt.Sprintf("touch %[1]s/run.$$; while [ ! -e %[1]s/go ]; do sleep 0.01; done", dir)
 	var mu sync.Mutex
@@ -96,7 +96,7 @@ func TestConcurrencyCapAcrossHosts(t *testing.T) {
 // before the cluster frees its slot: when another server can first take
 // the slot, the command is already dead.
 func TestFencedHostKillsItsCommands(t *testing.T) {
-	ns := serversWith(t, cappedPolicy(1), etcdstore.Config{SlotTTL: 3 * time.Second, SlotFence: time.Second})
+	ns := serversWith(t, testserver.Options{Policy: cappedPolicy(1)}, etcdstore.Config{SlotTTL: 3 * time.Second, SlotFence: time.Second})
 	a, b := ns[0], ns[1]
 	s := b.sleep(t)
 	if code := codeOf(a.exec("/bin/true")); code != refusal.ConcurrencyBusy {

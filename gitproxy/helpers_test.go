@@ -130,7 +130,7 @@ git:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.queue = approvals.New(time.Now, nil)
+	e.queue = approvals.New(time.Now, nil, nil)
 	cfg := Config{Dir: t.TempDir(), Gate: &fakeGate{caller: access.Caller{Principal: "tag:agent", Transport: "test"}, pol: pol, rec: e.rec},
 		Stopped:   func(string) error { e.mu.Lock(); defer e.mu.Unlock(); return e.stopped },
 		Record:    func(_ context.Context, r audit.Record) (audit.Record, error) { return e.rec.add(r), nil },

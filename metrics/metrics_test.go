@@ -34,7 +34,7 @@ func newTestMetrics(tb testing.TB) (*bare, *prometheus.Registry) {
 		tb.Fatal(err)
 	}
 	s.metrics = m
-	s.approvals = approvals.New(time.Now, m.ApprovalEnded)
+	s.approvals = approvals.New(time.Now, m.ApprovalEnded, nil)
 	return s, reg
 }
 

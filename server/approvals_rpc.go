@@ -17,7 +17,8 @@ func (s *Server) ListApprovals(ctx context.Context, _ *coilyv1.ListApprovalsRequ
 	if _, err := access.CallerFrom(ctx); err != nil {
 		return nil, err
 	}
-	return &coilyv1.ListApprovalsResponse{Approvals: s.approvals.List()}, nil
+	list, err := s.approvals.List(ctx)
+	return &coilyv1.ListApprovalsResponse{Approvals: list}, err
 }
 
 // WatchApprovals streams the pending approvals, then every change, until

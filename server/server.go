@@ -225,7 +225,7 @@ func New(cfg Config) (*Server, error) {
 		uids: uids}
 	// The approvals exist before the metrics that gauge them; none ends
 	// before New returns, so none is observed before the metrics exist.
-	s.approvals = approvals.New(cfg.Now, func(st coilyv1.ApprovalState, waited time.Duration) { s.metrics.ApprovalEnded(st, waited) })
+	s.approvals = approvals.New(cfg.Now, func(st coilyv1.ApprovalState, waited time.Duration) { s.metrics.ApprovalEnded(st, waited) }, cfg.Shared)
 	s.recorder = recorder.New(recorder.Config{Audit: cfg.Audit, Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() },
 		Written: func(took time.Duration, durable bool, err error) { s.metrics.AuditWritten(took, durable, err) },
 		Refused: func(r audit.Record) { s.metrics.Refused(r.Code); s.notifyRefusal(r) },

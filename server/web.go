@@ -110,11 +110,11 @@ func (s *Server) WebStatus(r *http.Request) (*webapi.StatusView, error) {
 func (s *Server) WebApprovals(r *http.Request) ([]approvals.Pending, error) {
 	var out []approvals.Pending
 	err := s.webCall(r, access.WebApprovals, func(ctx context.Context) error {
-		if _, err := s.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{}); err != nil {
-			return err
+		_, err := s.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{})
+		if err == nil {
+			out, err = s.approvals.Detailed(ctx)
 		}
-		out = s.approvals.Detailed()
-		return nil
+		return err
 	})
 	return out, err
 }

@@ -1,7 +1,8 @@
 // Package etcdstore keeps the state that decides what runs (store.Shared)
 // in etcd, so that several coily hosts serve as one trust point: the stop
 // controls, the rate buckets, the sandboxes' signing keys, the relay's
-// exactly-once records and nonces, and the dynamic-secret leases in use.
+// exactly-once records and nonces, the dynamic-secret leases in use, and
+// the pending approvals with their decisions (approvals.Board).
 //
 // Every key lives under one prefix (one cluster of coily hosts), with
 // these names below it (each name component path-escaped, so a principal,
@@ -16,6 +17,8 @@
 //	leases/<id>                        store.Lease
 //	slots/guard                        empty: its revision orders the takes
 //	slots/held/<host>/<n>              store.Slot, under the host's lease
+//	approvals/<id>/asked               a pending approval, sealed, under its own lease
+//	approvals/<id>/decided             its decision, written once, under the same lease
 //
 // Invariants:
 //   - every write that decides something is one etcd transaction that
@@ -60,6 +63,8 @@ import (
 const (
 	DefaultCallTimeout = 5 * time.Second
 	DefaultRelayKeep   = 24 * time.Hour
+	// DefaultApprovalLease is Config.ApprovalLease's default.
+	DefaultApprovalLease = 10 * time.Second
 )
 
 // Config says which cluster to use and how.
@@ -90,6 +95,10 @@ type Config struct {
 	// outcome (OutcomeOK, OutcomeUnavailable, OutcomeError) and how long
 	// it took (a stream: to open). It must not block.
 	Observe func(op, outcome string, took time.Duration)
+	// ApprovalLease is the time-to-live of a pending approval's lease,
+	// kept alive by the host that waits for it (DefaultApprovalLease
+	// when zero): a host gone this long takes its approvals with it.
+	ApprovalLease time.Duration
 }
 
 // Store is an open connection to the cluster. It implements store.Shared.
@@ -99,6 +108,8 @@ type Store struct {
 	timeout time.Duration
 	keep    time.Duration
 	seal    cipher.AEAD
+	// approvalTTL is a pending approval's lease, in seconds.
+	approvalTTL int64
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
@@ -134,11 +145,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
 	}
 	s := &Store{
-		prefix:  cfg.Prefix,
-		timeout: cmp(cfg.CallTimeout, DefaultCallTimeout),
-		keep:    cmp(cfg.RelayKeep, DefaultRelayKeep),
-		seal:    aead,
-		leases:  map[int64]clientv3.LeaseID{},
+		prefix:      cfg.Prefix,
+		timeout:     cmp(cfg.CallTimeout, DefaultCallTimeout),
+		keep:        cmp(cfg.RelayKeep, DefaultRelayKeep),
+		seal:        aead,
+		approvalTTL: int64(max(time.Second, cmp(cfg.ApprovalLease, DefaultApprovalLease)) / time.Second),
+		leases:      map[int64]clientv3.LeaseID{},
 	}
 	if err := s.ledger.init(cfg); err != nil {
 		return nil, err

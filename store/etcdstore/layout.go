@@ -25,6 +25,7 @@ const (
 	dirSlots     = "slots/"
 	keySlotGuard = "slots/guard"
 	dirHeld      = "slots/held/"
+	dirApprovals = "approvals/"
 )
 
 // name is one component of a key: path-escaped, so that it holds no "/"
