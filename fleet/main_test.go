@@ -37,10 +37,11 @@ var runs struct {
 }
 
 // host is one coily host's part in these tests: its store (through a
-// proxy of its own, to cut it off), stop controls and sync.
+// link of its own to every member, to cut it off), stop controls and
+// sync.
 type host struct {
 	store  *etcdstore.Store
-	proxy  *etcdtest.Proxy
+	link   *etcdtest.Link
 	ctl    *stops.Controls
 	sync   *fleet.Sync
 	locked chan lockedOut
@@ -57,8 +58,16 @@ func (h *host) LockedOut(_ context.Context, st store.Stop, rev int64, killed int
 }
 
 // hosts starts three hosts on a prefix of the test's own, host i talking
-// to member i through its own proxy, each in step before it returns.
+// to every member through its own link, member i first, each in step
+// before it returns.
 func hosts(t *testing.T) [3]*host {
+	t.Helper()
+	return hostsOn(t, nil)
+}
+
+// hostsOn is hosts with each host's stop controls persisting through
+// wrap(its store) (nil: the store itself).
+func hostsOn(t *testing.T, wrap func(stops.Store) stops.Store) [3]*host {
 	t.Helper()
 	runs.Lock()
 	runs.n++
@@ -66,23 +75,27 @@ func hosts(t *testing.T) [3]*host {
 	runs.Unlock()
 	var out [3]*host
 	for i := range out {
-		p, err := cluster.Proxy(i)
+		l, err := cluster.Link(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(p.Close)
-		s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{p.Endpoint()},
+		t.Cleanup(l.Close)
+		s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: l.Endpoints(),
 			TLS: cluster.ClientTLS(), Prefix: prefix, SealKey: sealKey, CallTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		ctl, err := stops.New(stops.Config{Store: s, KillGrace: 10 * time.Millisecond})
+		var persist stops.Store = s
+		if wrap != nil {
+			persist = wrap(s)
+		}
+		ctl, err := stops.New(stops.Config{Store: persist, KillGrace: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ctl.Shutdown(); ctl.Wait() })
-		h := &host{store: s, proxy: p, ctl: ctl, sync: fleet.New(fleet.Config{Store: s}), locked: make(chan lockedOut, 8)}
+		h := &host{store: s, link: l, ctl: ctl, sync: fleet.New(fleet.Config{Store: s}), locked: make(chan lockedOut, 8)}
 		h.sync.Start(ctl, h)
 		t.Cleanup(h.sync.Stop)
 		out[i] = h

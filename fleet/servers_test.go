@@ -39,12 +39,13 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // node is one coily server of three on one cluster.
 type node struct {
 	*testserver.Instance
-	proxy *etcdtest.Proxy
+	link  *etcdtest.Link
 	store *etcdstore.Store
 }
 
 // servers starts three coily servers on a prefix of the test's own,
-// server i's shared state reached through its own proxy to member i.
+// server i's shared state reached through its own link to every member,
+// member i first.
 func servers(t *testing.T) [3]*node {
 	t.Helper()
 	hs := hosts(t) // the prefix and the proxies; their controls are not the servers'
@@ -54,7 +55,7 @@ func servers(t *testing.T) [3]*node {
 		s := h.store
 		in := testserver.Start(t, testserver.Options{KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
 			Shared: func(*store.DB) store.Shared { return s }, Fleet: fleet.New(fleet.Config{Store: s, Logger: quiet})})
-		out[i] = &node{Instance: in, proxy: h.proxy, store: s}
+		out[i] = &node{Instance: in, link: h.link, store: s}
 	}
 	for _, n := range out {
 		poll.Until(t, within, "the server admits", func() bool { return n.exec("/bin/true") == nil })
@@ -246,7 +247,7 @@ func TestPartitionedServer(t *testing.T) {
 	ns := servers(t)
 	a, b, c := ns[0], ns[1], ns[2]
 	running := b.sleep(t)
-	b.proxy.Cut()
+	b.link.Cut()
 	poll.Until(t, within, "the cut server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
 	poll.Until(t, within, "the cut server says it is not ready", func() bool {
 		return slices.ContainsFunc(b.Server.Ready(context.Background()), func(p string) bool { return strings.HasPrefix(p, "shared state") })
@@ -258,7 +259,7 @@ func TestPartitionedServer(t *testing.T) {
 	if !alive(running.pid) {
 		t.Fatal("the cut server's sleep died before the heal (nothing should have told it)")
 	}
-	b.proxy.Heal()
+	b.link.Heal()
 	poll.Until(t, within, "the healed server decides again", func() bool {
 		switch code := codeOf(b.exec("/bin/true")); code {
 		case refusal.StateUnavailable:
@@ -277,12 +278,12 @@ func TestPartitionedServer(t *testing.T) {
 	for _, n := range ns {
 		poll.Until(t, within, "the unlock reaches every server", func() bool { return n.exec("/bin/true") == nil })
 	}
-	b.proxy.Cut()
+	b.link.Cut()
 	poll.Until(t, within, "the cut server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
 	if err := b.lockout(t, "cut off"); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a lockout on a cut server: %v, want it in force and unpersisted (state-unavailable)", err)
 	}
-	b.proxy.Heal()
+	b.link.Heal()
 	for _, n := range []*node{a, c} {
 		poll.Until(t, within, "the cut server's lockout reaches the others", func() bool {
 			return codeOf(n.exec("/bin/true")) == refusal.LockoutActive
