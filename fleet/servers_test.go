@@ -78,9 +78,14 @@ func (n *node) lockout(t *testing.T, reason string) error {
 
 func (n *node) unlock(t *testing.T) {
 	t.Helper()
-	if _, err := n.Client.API.Unlock(context.Background(), &coilyv1.UnlockRequest{Reason: "test"}); err != nil {
+	if err := n.unlockErr(); err != nil {
 		t.Fatalf("unlock: %v", err)
 	}
+}
+
+func (n *node) unlockErr() error {
+	_, err := n.Client.API.Unlock(context.Background(), &coilyv1.UnlockRequest{Reason: "test"})
+	return err
 }
 
 // sleeper is a running `sleep` admitted by a server, and its pid.
