@@ -21,7 +21,7 @@ func codeOf(err error) refusal.Code {
 	return ""
 }
 
-func waitAvailable(t *testing.T, h *host) {
+func waitAvailable(t testing.TB, h *host) {
 	t.Helper()
 	poll.Until(t, within, "the host is in step", func() bool { return h.ctl.Unavailable() == nil })
 }

@@ -60,14 +60,14 @@ func (h *host) LockedOut(_ context.Context, st store.Stop, rev int64, killed int
 // hosts starts three hosts on a prefix of the test's own, host i talking
 // to every member through its own link, member i first, each in step
 // before it returns.
-func hosts(t *testing.T) [3]*host {
+func hosts(t testing.TB) [3]*host {
 	t.Helper()
 	return hostsOn(t, nil)
 }
 
 // hostsOn is hosts with each host's stop controls persisting through
 // wrap(its store) (nil: the store itself).
-func hostsOn(t *testing.T, wrap func(stops.Store) stops.Store) [3]*host {
+func hostsOn(t testing.TB, wrap func(stops.Store) stops.Store) [3]*host {
 	t.Helper()
 	runs.Lock()
 	runs.n++

@@ -48,12 +48,18 @@ type node struct {
 // member i first.
 func servers(t *testing.T) [3]*node {
 	t.Helper()
+	return serversWith(t, "")
+}
+
+// serversWith is servers with a policy of its own ("": LocalPolicy).
+func serversWith(t testing.TB, policy string) [3]*node {
+	t.Helper()
 	hs := hosts(t) // the prefix and the proxies; their controls are not the servers'
 	var out [3]*node
 	for i, h := range hs {
 		h.sync.Stop() // the bare controls' sync: the server runs its own
 		s := h.store
-		in := testserver.Start(t, testserver.Options{KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
+		in := testserver.Start(t, testserver.Options{Policy: policy, KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
 			Shared: func(*store.DB) store.Shared { return s }, Fleet: fleet.New(fleet.Config{Store: s, Logger: quiet})})
 		out[i] = &node{Instance: in, link: h.link, store: s}
 	}
