@@ -285,14 +285,14 @@ func TestCutHostCannotDecide(t *testing.T) {
 	a, b := ns[0], ns[1]
 	x := a.ask("/bin/echo", "confirm", "after the heal")
 	id := b.waitPending(t).GetId()
-	b.proxy.Cut()
+	b.link.Cut()
 	if d, err := b.decide(id, true); codeOf(err) != refusal.StateUnavailable {
 		t.Fatalf("a cut host decided: %v %v", d, err)
 	}
 	if _, err := b.Server.WebApprovals(ownerReq()); codeOf(err) != refusal.StateUnavailable {
 		t.Fatalf("a cut host listed the approvals: %v", err)
 	}
-	b.proxy.Heal()
+	b.link.Heal()
 	poll.Until(t, within, "the healed host decides", func() bool {
 		_, err := b.decide(id, true)
 		return err == nil

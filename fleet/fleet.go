@@ -21,6 +21,10 @@
 //     here all along; a lockout already in etcd keeps its record), and
 //     started watching from the read's revision + 1: no change between
 //     the read and the watch is missed;
+//   - a lockout or pause taken here whose write failed while the host
+//     stayed in reach (etcd without a leader for a moment) is written at
+//     the next health read that succeeds, not at a reconnect that may
+//     never come; if that write fails too, the host is out of reach;
 //   - a lockout lifted or a pause changed elsewhere is applied in memory
 //     only: it is in etcd already, and this host writes nothing back.
 package fleet
@@ -193,8 +197,9 @@ func (s *Sync) connect(ctx context.Context) (<-chan etcdstore.StopsEvent, contex
 	return events, stop, nil
 }
 
-// follow applies every change the watch sends and reads the health every
-// Interval, until either fails or ctx ends.
+// follow applies every change the watch sends and, every Interval, reads
+// the health and writes the stops whose write failed, until one of them
+// fails or ctx ends.
 func (s *Sync) follow(ctx context.Context, events <-chan etcdstore.StopsEvent) error {
 	tick := time.NewTicker(s.cfg.Interval)
 	defer tick.Stop()
@@ -213,6 +218,11 @@ func (s *Sync) follow(ctx context.Context, events <-chan etcdstore.StopsEvent) e
 		case <-tick.C:
 			if err := s.health(ctx); err != nil {
 				return err
+			}
+			// A write of a stop that failed while the host stayed in
+			// reach (no leader for a moment) waits for no reconnect.
+			if err := s.ctl.PersistUnsaved(); err != nil {
+				return fmt.Errorf("fleet: write the stops taken here: %w", err)
 			}
 		}
 	}

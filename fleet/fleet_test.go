@@ -21,7 +21,7 @@ func codeOf(err error) refusal.Code {
 	return ""
 }
 
-func waitAvailable(t *testing.T, h *host) {
+func waitAvailable(t testing.TB, h *host) {
 	t.Helper()
 	poll.Until(t, within, "the host is in step", func() bool { return h.ctl.Unavailable() == nil })
 }
@@ -98,14 +98,14 @@ func TestLockoutReachesEveryHost(t *testing.T) {
 // available again.
 func TestCutHostLearnsTheLockoutFirst(t *testing.T) {
 	h := hosts(t)
-	h[1].proxy.Cut()
+	h[1].link.Cut()
 	waitCode(t, h[1], "the cut host refuses", refusal.StateUnavailable)
 	if codeOf(h[1].ctl.CheckLockout()) != refusal.StateUnavailable {
 		t.Fatal("the gate's check admits on a cut host")
 	}
 	lockout(t, h[0], "alice")
 	waitCode(t, h[2], "the lockout reaches the host in reach", refusal.LockoutActive)
-	h[1].proxy.Heal()
+	h[1].link.Heal()
 	// The first answer other than state-unavailable is the lockout.
 	poll.Until(t, within, "the healed host decides again", func() bool {
 		switch code := codeOf(h[1].ctl.Stopped("agent")); code {
@@ -126,13 +126,13 @@ func TestCutHostLearnsTheLockoutFirst(t *testing.T) {
 // the cluster keeps its first record.
 func TestLockoutWhileCutIsWrittenOnHeal(t *testing.T) {
 	h := hosts(t)
-	h[1].proxy.Cut()
+	h[1].link.Cut()
 	waitCode(t, h[1], "the cut host refuses", refusal.StateUnavailable)
 	st, _, _ := h[1].ctl.Lockout(store.Stop{Active: true, By: "bob", Reason: "cut", Since: time.Now().UTC()})
 	if err := h[1].ctl.PersistLockout(st); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("persist on a cut host: %v", err)
 	}
-	h[1].proxy.Heal()
+	h[1].link.Heal()
 	waitAvailable(t, h[1])
 	if codeOf(h[1].ctl.Stopped("agent")) != refusal.LockoutActive {
 		t.Fatal("the cut host's own lockout was lifted on heal")
@@ -151,14 +151,14 @@ func TestLockoutWhileCutIsWrittenOnHeal(t *testing.T) {
 	for _, o := range h {
 		poll.Until(t, within, "the unlock reaches every host", func() bool { return o.ctl.Stopped("agent") == nil })
 	}
-	h[2].proxy.Cut()
+	h[2].link.Cut()
 	waitCode(t, h[2], "the cut host refuses", refusal.StateUnavailable)
 	late, _, _ := h[2].ctl.Lockout(store.Stop{Active: true, By: "late", Since: time.Now().UTC()})
 	if err := h[2].ctl.PersistLockout(late); err == nil {
 		t.Fatal("persisted on a cut host")
 	}
 	lockout(t, h[0], "first")
-	h[2].proxy.Heal()
+	h[2].link.Heal()
 	waitAvailable(t, h[2])
 	got, _, err := h[0].store.StopsAt()
 	if err != nil || got.Lockout.By != "first" {

@@ -37,11 +37,12 @@ var runs struct {
 }
 
 // host is one coily host's part in these tests: its store (through a
-// proxy of its own, to cut it off), stop controls and sync.
+// link of its own to every member, to cut it off), stop controls and
+// sync.
 type host struct {
 	prefix string
 	store  *etcdstore.Store
-	proxy  *etcdtest.Proxy
+	link   *etcdtest.Link
 	ctl    *stops.Controls
 	sync   *fleet.Sync
 	locked chan lockedOut
@@ -58,15 +59,23 @@ func (h *host) LockedOut(_ context.Context, st store.Stop, rev int64, killed int
 }
 
 // hosts starts three hosts on a prefix of the test's own, host i talking
-// to member i through its own proxy, each in step before it returns.
-func hosts(t *testing.T) [3]*host {
+// to every member through its own link, member i first, each in step
+// before it returns.
+func hosts(t testing.TB) [3]*host {
 	t.Helper()
-	return hostsWith(t, etcdstore.Config{})
+	return hostsOn(t, nil)
 }
 
-// hostsWith is hosts whose stores are opened with cfg's slot term and
+// hostsOn is hosts with each host's stop controls persisting through
+// wrap(its store) (nil: the store itself).
+func hostsOn(t testing.TB, wrap func(stops.Store) stops.Store) [3]*host {
+	t.Helper()
+	return hostsWith(t, etcdstore.Config{}, wrap)
+}
+
+// hostsWith is hostsOn whose stores are opened with cfg's slot term and
 // fence.
-func hostsWith(t *testing.T, cfg etcdstore.Config) [3]*host {
+func hostsWith(t testing.TB, cfg etcdstore.Config, wrap func(stops.Store) stops.Store) [3]*host {
 	t.Helper()
 	runs.Lock()
 	runs.n++
@@ -74,24 +83,28 @@ func hostsWith(t *testing.T, cfg etcdstore.Config) [3]*host {
 	runs.Unlock()
 	var out [3]*host
 	for i := range out {
-		p, err := cluster.Proxy(i)
+		l, err := cluster.Link(i)
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(p.Close)
-		s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{p.Endpoint()},
+		t.Cleanup(l.Close)
+		s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: l.Endpoints(),
 			TLS: cluster.ClientTLS(), Prefix: prefix, SealKey: sealKey, CallTimeout: 2 * time.Second,
 			SlotTTL: cfg.SlotTTL, SlotFence: cfg.SlotFence})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { s.Close() })
-		ctl, err := stops.New(stops.Config{Store: s, KillGrace: 10 * time.Millisecond})
+		var persist stops.Store = s
+		if wrap != nil {
+			persist = wrap(s)
+		}
+		ctl, err := stops.New(stops.Config{Store: persist, KillGrace: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ctl.Shutdown(); ctl.Wait() })
-		h := &host{prefix: prefix, store: s, proxy: p, ctl: ctl, sync: fleet.New(fleet.Config{Store: s}), locked: make(chan lockedOut, 8)}
+		h := &host{prefix: prefix, store: s, link: l, ctl: ctl, sync: fleet.New(fleet.Config{Store: s}), locked: make(chan lockedOut, 8)}
 		h.sync.Start(ctl, h)
 		t.Cleanup(h.sync.Stop)
 		out[i] = h

@@ -62,7 +62,7 @@ func TestMetricsOnEtcd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: []string{hs[0].proxy.Endpoint()}, TLS: cluster.ClientTLS(),
+	s, err := etcdstore.Open(context.Background(), etcdstore.Config{Endpoints: hs[0].link.Endpoints(), TLS: cluster.ClientTLS(),
 		Prefix: hs[0].prefix, SealKey: sealKey, CallTimeout: 2 * time.Second, Observe: m.Call})
 	if err != nil {
 		t.Fatal(err)
@@ -71,7 +71,7 @@ func TestMetricsOnEtcd(t *testing.T) {
 	sync = fleet.New(fleet.Config{Store: s, Logger: quiet, LockoutLearnt: m.LockoutLearnt})
 	in := testserver.Start(t, testserver.Options{KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true}, Metrics: reg,
 		Shared: func(*store.DB) store.Shared { return s }, Fleet: sync})
-	n := &node{Instance: in, proxy: hs[0].proxy, store: s}
+	n := &node{Instance: in, link: hs[0].link, store: s}
 	poll.Until(t, within, "the server admits", func() bool { return n.exec("/bin/true") == nil })
 	ops := httptest.NewServer(in.Server.OpsHandler(false))
 	t.Cleanup(ops.Close)
@@ -99,12 +99,12 @@ func TestMetricsOnEtcd(t *testing.T) {
 		return m[learnt] == 1 && m["coily_lockout_active"] == 1
 	})
 
-	hs[0].proxy.Cut()
+	hs[0].link.Cut()
 	poll.Until(t, within, "the host cut off says so", func() bool {
 		m := scrape(t, ops.URL)
 		return m[available] == 0 && m[unavailable] > 0
 	})
-	hs[0].proxy.Heal()
+	hs[0].link.Heal()
 	poll.Until(t, within, "the host back says so", func() bool { return scrape(t, ops.URL)[available] == 1 })
 	if got := scrape(t, ops.URL)[learnt]; got != 1 {
 		t.Errorf("lockouts learnt after the reconnect: %v, want 1 (the same lockout, in force here all along)", got)

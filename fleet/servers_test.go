@@ -39,12 +39,13 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // node is one coily server of three on one cluster.
 type node struct {
 	*testserver.Instance
-	proxy *etcdtest.Proxy
+	link  *etcdtest.Link
 	store *etcdstore.Store
 }
 
 // servers starts three coily servers on a prefix of the test's own,
-// server i's shared state reached through its own proxy to member i.
+// server i's shared state reached through its own link to every member,
+// member i first.
 func servers(t *testing.T) [3]*node {
 	t.Helper()
 	return serversWith(t, testserver.Options{}, etcdstore.Config{})
@@ -53,9 +54,9 @@ func servers(t *testing.T) [3]*node {
 // serversWith is servers, each started with opts (its policy, or
 // testserver's when empty, must let the local caller run /bin/true), and
 // their stores opened with cfg's slot term and fence.
-func serversWith(t *testing.T, opts testserver.Options, cfg etcdstore.Config) [3]*node {
+func serversWith(t testing.TB, opts testserver.Options, cfg etcdstore.Config) [3]*node {
 	t.Helper()
-	hs := hostsWith(t, cfg) // the prefix and the proxies; their controls are not the servers'
+	hs := hostsWith(t, cfg, nil) // the prefix and the proxies; their controls are not the servers'
 	var out [3]*node
 	for i, h := range hs {
 		h.sync.Stop() // the bare controls' sync: the server runs its own
@@ -64,7 +65,7 @@ func serversWith(t *testing.T, opts testserver.Options, cfg etcdstore.Config) [3
 		o.KillGrace, o.SandboxUIDs = killGrace, server.UIDRange{Off: true}
 		o.Shared, o.Fleet = func(*store.DB) store.Shared { return s }, fleet.New(fleet.Config{Store: s, Logger: quiet})
 		in := testserver.Start(t, o)
-		out[i] = &node{Instance: in, proxy: h.proxy, store: s}
+		out[i] = &node{Instance: in, link: h.link, store: s}
 	}
 	for _, n := range out {
 		poll.Until(t, within, "the server admits", func() bool { return n.exec("/bin/true") == nil })
@@ -87,9 +88,14 @@ func (n *node) lockout(t *testing.T, reason string) error {
 
 func (n *node) unlock(t *testing.T) {
 	t.Helper()
-	if _, err := n.Client.API.Unlock(context.Background(), &coilyv1.UnlockRequest{Reason: "test"}); err != nil {
+	if err := n.unlockErr(); err != nil {
 		t.Fatalf("unlock: %v", err)
 	}
+}
+
+func (n *node) unlockErr() error {
+	_, err := n.Client.API.Unlock(context.Background(), &coilyv1.UnlockRequest{Reason: "test"})
+	return err
 }
 
 // sleeper is a running `sleep` admitted by a server, and its pid.
@@ -256,7 +262,7 @@ func TestPartitionedServer(t *testing.T) {
 	ns := servers(t)
 	a, b, c := ns[0], ns[1], ns[2]
 	running := b.sleep(t)
-	b.proxy.Cut()
+	b.link.Cut()
 	poll.Until(t, within, "the cut server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
 	poll.Until(t, within, "the cut server says it is not ready", func() bool {
 		return slices.ContainsFunc(b.Server.Ready(context.Background()), func(p string) bool { return strings.HasPrefix(p, "shared state") })
@@ -268,7 +274,7 @@ func TestPartitionedServer(t *testing.T) {
 	if !alive(running.pid) {
 		t.Fatal("the cut server's sleep died before the heal (nothing should have told it)")
 	}
-	b.proxy.Heal()
+	b.link.Heal()
 	poll.Until(t, within, "the healed server decides again", func() bool {
 		switch code := codeOf(b.exec("/bin/true")); code {
 		case refusal.StateUnavailable:
@@ -287,12 +293,12 @@ func TestPartitionedServer(t *testing.T) {
 	for _, n := range ns {
 		poll.Until(t, within, "the unlock reaches every server", func() bool { return n.exec("/bin/true") == nil })
 	}
-	b.proxy.Cut()
+	b.link.Cut()
 	poll.Until(t, within, "the cut server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
 	if err := b.lockout(t, "cut off"); status.Code(err) != codes.Unavailable {
 		t.Fatalf("a lockout on a cut server: %v, want it in force and unpersisted (state-unavailable)", err)
 	}
-	b.proxy.Heal()
+	b.link.Heal()
 	for _, n := range []*node{a, c} {
 		poll.Until(t, within, "the cut server's lockout reaches the others", func() bool {
 			return codeOf(n.exec("/bin/true")) == refusal.LockoutActive

@@ -102,13 +102,13 @@ func TestFencedHostKillsItsCommands(t *testing.T) {
 	if code := codeOf(a.exec("/bin/true")); code != refusal.ConcurrencyBusy {
 		t.Fatalf("a second command of the principal: %q, want concurrency-busy", code)
 	}
-	b.proxy.Cut()
+	b.link.Cut()
 	poll.Until(t, 30*time.Second, "the cut server's slot is freed", func() bool { return a.exec("/bin/true") == nil })
 	if alive(s.pid) {
 		t.Fatal("another server took the slot while the cut server's command still ran")
 	}
 	s.wantStopped(t, refusal.StateUnavailable)
-	b.proxy.Heal()
+	b.link.Heal()
 	poll.Until(t, 30*time.Second, "the healed server runs again", func() bool { return b.exec("/bin/true") == nil })
 }
 

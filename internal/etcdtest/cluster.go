@@ -364,3 +364,6 @@ func Main(m *testing.M, n int, use func(*Cluster)) int {
 	}
 	return code
 }
+
+// Stopped reports whether member i is stopped.
+func (c *Cluster) Stopped(i int) bool { return c.members[i].etcd == nil }

@@ -62,6 +62,17 @@ func TestCluster(t *testing.T) {
 	if _, err := via.Get(ctx, "k"); err != nil {
 		t.Fatalf("after heal: %v", err)
 	}
+	// Blackholed, a connection stays open and silent; healed, it goes on.
+	p.Blackhole()
+	short2, cancelShort2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort2()
+	if _, err := via.Get(short2, "k"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a get through a blackholed proxy: %v", err)
+	}
+	p.Heal()
+	if _, err := via.Get(ctx, "k"); err != nil {
+		t.Fatalf("after the blackhole healed: %v", err)
+	}
 
 	cli, err := clientv3.New(clientv3.Config{Endpoints: c.Endpoints(), TLS: c.ServerOnlyTLS(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	if err == nil {
@@ -73,10 +84,27 @@ func TestCluster(t *testing.T) {
 		}
 	}
 
-	// The leader stopped: the others elect one; restarted, it rejoins.
+	// The leader stopped: the others elect one, and a client linked to
+	// every member, the stopped one first, goes on; cut, it is refused;
+	// restarted, the member rejoins.
 	l := c.Leader()
+	link, err := c.Link(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	linked := client(t, c, link.Endpoints()...)
 	c.Stop(l)
 	poll.Until(t, 30*time.Second, "a new leader", func() bool { return c.Leader() >= 0 && c.Leader() != l })
+	if _, err := linked.Put(ctx, "k2", "v"); err != nil {
+		t.Fatalf("a put through a link with a member down: %v", err)
+	}
+	link.Cut()
+	short3, cancelShort3 := context.WithTimeout(context.Background(), time.Second)
+	defer cancelShort3()
+	if _, err := linked.Get(short3, "k2"); err == nil {
+		t.Fatal("a get through a cut link")
+	}
+	link.Heal()
 	if err := c.Restart(l); err != nil {
 		t.Fatal(err)
 	}

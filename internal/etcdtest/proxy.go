@@ -10,12 +10,20 @@ import (
 // Proxy is a TCP proxy in front of one member's client URL, so a test can
 // cut one client off the cluster (as etcd's own integration "bridge"
 // does) while the others keep talking to it.
+//
+// Two partitions: Cut closes the connections (what a client sees when a
+// peer's host resets them), Blackhole keeps them open and silent (what a
+// link going down does: no FIN, no RST, the bytes held and delivered
+// once it is up again, as TCP retransmits them), so the client learns of
+// it only from its own timeouts.
 type Proxy struct {
 	ln     net.Listener
 	target string
 
 	mu     sync.Mutex
+	moved  *sync.Cond // signalled when paused or closed changes
 	cut    bool
+	paused bool // blackholed: bytes held until Heal
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every forwarded connection
 	held   map[net.Conn]struct{} // accepted while cut: never forwarded
@@ -28,6 +36,7 @@ func newProxy(target string) (*Proxy, error) {
 		return nil, fmt.Errorf("etcdtest: proxy: %w", err)
 	}
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, held: map[net.Conn]struct{}{}}
+	p.moved = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
 	return p, nil
@@ -49,12 +58,24 @@ func (p *Proxy) Cut() {
 	}
 }
 
+// Blackhole makes a partition as a link going down: every connection
+// stays open but carries nothing, and new ones are accepted and carry
+// nothing, until Heal, which delivers what was held.
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.paused = true
+}
+
 // Heal ends the partition: the connections held while cut are closed so
-// the client dials again, and new ones are forwarded.
+// the client dials again, those held while blackholed carry their bytes
+// on, and new ones are forwarded.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
+	p.paused = false
+	p.moved.Broadcast()
 	for c := range p.held {
 		c.Close()
 		delete(p.held, c)
@@ -69,6 +90,7 @@ func (p *Proxy) Close() {
 		return
 	}
 	p.closed = true
+	p.moved.Broadcast()
 	p.ln.Close()
 	for c := range p.conns {
 		c.Close()
@@ -122,13 +144,44 @@ func (p *Proxy) forward(in net.Conn) {
 	defer p.drop(out)
 	done := make(chan struct{})
 	go func() {
-		io.Copy(out, in)
+		p.pipe(out, in)
 		out.Close()
 		close(done)
 	}()
-	io.Copy(in, out)
+	p.pipe(in, out)
 	in.Close()
 	<-done
+}
+
+// pipe copies from src to dst, holding each read while the proxy is
+// blackholed, until either side fails or the proxy closes.
+func (p *Proxy) pipe(dst io.Writer, src io.Reader) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if !p.open() {
+				return
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// open waits while the proxy is blackholed, and reports whether it is
+// still open.
+func (p *Proxy) open() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.paused && !p.closed {
+		p.moved.Wait()
+	}
+	return !p.closed
 }
 
 func (p *Proxy) drop(c net.Conn) {
@@ -136,4 +189,51 @@ func (p *Proxy) drop(c net.Conn) {
 	p.mu.Lock()
 	delete(p.conns, c)
 	p.mu.Unlock()
+}
+
+// Link is one client's way to the whole cluster: a proxy in front of
+// every member, so that the client goes on while a member is down and can
+// be cut off from all of them at once.
+type Link struct{ proxies []*Proxy }
+
+// Link starts a proxy in front of every member, member first's first
+// (the client's preferred member), closed with the cluster.
+func (c *Cluster) Link(first int) (*Link, error) {
+	l := &Link{}
+	for k := range c.members {
+		p, err := c.Proxy((first + k) % len(c.members))
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.proxies = append(l.proxies, p)
+	}
+	return l, nil
+}
+
+// Endpoints are the proxies' client URLs, to give the etcd client.
+func (l *Link) Endpoints() []string {
+	var out []string
+	for _, p := range l.proxies {
+		out = append(out, p.Endpoint())
+	}
+	return out
+}
+
+// Cut cuts every proxy of the link (Proxy.Cut).
+func (l *Link) Cut() { l.each((*Proxy).Cut) }
+
+// Blackhole blackholes every proxy of the link (Proxy.Blackhole).
+func (l *Link) Blackhole() { l.each((*Proxy).Blackhole) }
+
+// Heal heals every proxy of the link.
+func (l *Link) Heal() { l.each((*Proxy).Heal) }
+
+// Close closes every proxy of the link.
+func (l *Link) Close() { l.each((*Proxy).Close) }
+
+func (l *Link) each(f func(*Proxy)) {
+	for _, p := range l.proxies {
+		f(p)
+	}
 }
