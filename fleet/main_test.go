@@ -39,6 +39,7 @@ var runs struct {
 // host is one coily host's part in these tests: its store (through a
 // proxy of its own, to cut it off), stop controls and sync.
 type host struct {
+	prefix string
 	store  *etcdstore.Store
 	proxy  *etcdtest.Proxy
 	ctl    *stops.Controls
@@ -82,7 +83,7 @@ func hosts(t *testing.T) [3]*host {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { ctl.Shutdown(); ctl.Wait() })
-		h := &host{store: s, proxy: p, ctl: ctl, sync: fleet.New(fleet.Config{Store: s}), locked: make(chan lockedOut, 8)}
+		h := &host{prefix: prefix, store: s, proxy: p, ctl: ctl, sync: fleet.New(fleet.Config{Store: s}), locked: make(chan lockedOut, 8)}
 		h.sync.Start(ctl, h)
 		t.Cleanup(h.sync.Stop)
 		out[i] = h

@@ -39,22 +39,31 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // node is one coily server of three on one cluster.
 type node struct {
 	*testserver.Instance
-	proxy *etcdtest.Proxy
-	store *etcdstore.Store
+	proxy  *etcdtest.Proxy
+	store  *etcdstore.Store
+	prefix string
 }
 
 // servers starts three coily servers on a prefix of the test's own,
 // server i's shared state reached through its own proxy to member i.
 func servers(t *testing.T) [3]*node {
 	t.Helper()
+	return serversWith(t, func(int, *testserver.Options) {})
+}
+
+// serversWith is servers with each server's options set by opt.
+func serversWith(t *testing.T, opt func(i int, o *testserver.Options)) [3]*node {
+	t.Helper()
 	hs := hosts(t) // the prefix and the proxies; their controls are not the servers'
 	var out [3]*node
 	for i, h := range hs {
 		h.sync.Stop() // the bare controls' sync: the server runs its own
 		s := h.store
-		in := testserver.Start(t, testserver.Options{KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
-			Shared: func(*store.DB) store.Shared { return s }, Fleet: fleet.New(fleet.Config{Store: s, Logger: quiet})})
-		out[i] = &node{Instance: in, proxy: h.proxy, store: s}
+		o := testserver.Options{KillGrace: killGrace, SandboxUIDs: server.UIDRange{Off: true},
+			Shared: func(*store.DB) store.Shared { return s }, Fleet: fleet.New(fleet.Config{Store: s, Logger: quiet})}
+		opt(i, &o)
+		in := testserver.Start(t, o)
+		out[i] = &node{Instance: in, proxy: h.proxy, store: s, prefix: h.prefix}
 	}
 	for _, n := range out {
 		poll.Until(t, within, "the server admits", func() bool { return n.exec("/bin/true") == nil })
