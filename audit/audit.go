@@ -163,7 +163,8 @@ type Config struct {
 	MaxFileSize int64
 	// Host names the host in every record it writes (Record.Host): set
 	// in a fleet, whose hosts' records are read together; empty for one
-	// host.
+	// host. Empty, the log goes on naming the host its last record named
+	// (coily audit repair on a fleet's host).
 	Host string
 	// Checkpoint, when set, returns the details of the checkpoint record
 	// that begins every new file (the server's stop state).

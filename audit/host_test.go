@@ -69,3 +69,26 @@ func TestFollowerGoesOnAfterAnError(t *testing.T) {
 		t.Fatalf("read %v, want 1, 2, 3", seen)
 	}
 }
+
+// A log opened without a host goes on naming the host its last record
+// named (coily audit repair on a fleet's host writes as that host).
+func TestHostKeptAcrossOpen(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, Host: "host-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.Append(context.Background(), Record{Event: "exec"}); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l, err = Open(Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	r, err := l.Append(context.Background(), Record{Event: "exec"})
+	if err != nil || r.Host != "host-1" {
+		t.Fatalf("record after reopening: host %q, %v", r.Host, err)
+	}
+}

@@ -78,6 +78,9 @@ func Open(cfg Config) (*Log, error) {
 				return nil, fmt.Errorf("audit: open: %w", err)
 			}
 			l.seq, l.head = rec.Seq, h
+			if l.host == "" {
+				l.host = rec.Host // a repair or a rebuild writes as the host the log is
+			}
 			break
 		}
 	}

@@ -10,7 +10,8 @@
 //     a host cut from etcd audits as before and ships its backlog once it
 //     is back. The local log stays the record; the copy in etcd is a view;
 //   - only durable records are shipped (audit.Log.Head): a line a power
-//     cut could still take back never reaches etcd;
+//     cut could still take back never reaches etcd; and only those naming
+//     this host (records written before it had its name stay local);
 //   - each record is created once under its key; a restart resumes after
 //     the last record etcd holds of this host, after checking that it is
 //     this log's record: a copy that is not (another host ships under this
@@ -160,6 +161,9 @@ func (s *Shipper) readAhead(f *audit.Follower, held []etcdstore.AuditLine) ([]et
 		return held, nil
 	}
 	err := f.ReadNew(func(r audit.Record, line []byte) error {
+		if r.Host != s.cfg.Host {
+			return nil // written before the log had this name: not this name's to ship
+		}
 		held = append(held, etcdstore.AuditLine{Seq: r.Seq, Hash: r.Hash, Time: r.Time, Line: append([]byte(nil), line...)})
 		if len(held) >= maxHeld {
 			return errFull
