@@ -76,13 +76,17 @@ import (
 // Record is one audited event. The Log fills ID, Seq, Time, Prev and Hash;
 // callers fill the rest.
 type Record struct {
-	ID        string    `json:"id"`   // set by Log: "A" + 12-digit zero-padded Seq
-	Seq       uint64    `json:"seq"`  // set by Log: 1-based, monotonic across all files
-	Time      time.Time `json:"time"` // set by Log from Config.Now, UTC
-	Prev      string    `json:"prev"` // set by Log: hex SHA-256 of the previous line
-	Event     string    `json:"event"`
-	Method    string    `json:"method,omitempty"` // gRPC full method name
-	RequestID string    `json:"request_id,omitempty"`
+	ID   string    `json:"id"`   // set by Log: "A" + 12-digit zero-padded Seq
+	Seq  uint64    `json:"seq"`  // set by Log: 1-based, monotonic across all files
+	Time time.Time `json:"time"` // set by Log from Config.Now, UTC
+	Prev string    `json:"prev"` // set by Log: hex SHA-256 of the previous line
+	// Host is the host that wrote the record (set by Log from
+	// Config.Host): empty for one host, its name in a fleet whose records
+	// are read together.
+	Host      string `json:"host,omitempty"`
+	Event     string `json:"event"`
+	Method    string `json:"method,omitempty"` // gRPC full method name
+	RequestID string `json:"request_id,omitempty"`
 	// RelayID is a relayed request's descriptor id (the name of its
 	// answer), apart from RequestID, which is always the server's own.
 	RelayID    string            `json:"relay_id,omitempty"`
@@ -157,6 +161,11 @@ type Config struct {
 	// MaxFileSize closes a file once it holds this many bytes and begins
 	// the next; 0 means DefaultMaxFileSize.
 	MaxFileSize int64
+	// Host names the host in every record it writes (Record.Host): set
+	// in a fleet, whose hosts' records are read together; empty for one
+	// host. Empty, the log goes on naming the host its last record named
+	// (coily audit repair on a fleet's host).
+	Host string
 	// Checkpoint, when set, returns the details of the checkpoint record
 	// that begins every new file (the server's stop state).
 	Checkpoint func() map[string]string
@@ -242,6 +251,21 @@ func encodeLine(r Record) (line []byte, selfHash string, err error) {
 	line = append(line, selfHash...)
 	line = append(line, "\"}\n"...)
 	return line, selfHash, nil
+}
+
+// ParseLine checks one line (without its '\n') on its own, as Verify
+// does: strict JSON of a Record (no unknown field, nothing after it), its
+// "hash" the last field and the SHA-256 of the rest, its ID that of its
+// Seq. It returns the record and the hex SHA-256 of the whole line (what
+// the next record's Prev holds). It never reads its chain: Prev and Seq
+// against the line before are the caller's to check. The errors wrap
+// ErrCorrupt.
+func ParseLine(b []byte) (Record, string, error) {
+	r, h, err := parseLine(b)
+	if err != nil {
+		return Record{}, "", fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	return r, h, nil
 }
 
 // parseLine checks one line (without its '\n') on its own: strict JSON,

@@ -32,11 +32,11 @@ func (f Filter) Match(r Record) bool {
 // of fn or of a read (a damaged line is a *BrokenError). A line not yet
 // whole (a write in progress) is read once its newline is there.
 func Follow(ctx context.Context, dir string, after uint64, every time.Duration, fn func(Record) error) error {
-	f := follower{dir: dir, after: after}
+	f := NewFollower(dir, after)
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
-		if err := f.readNew(fn); err != nil {
+		if err := f.ReadNew(func(r Record, _ []byte) error { return fn(r) }); err != nil {
 			return err
 		}
 		select {
@@ -47,18 +47,28 @@ func Follow(ctx context.Context, dir string, after uint64, every time.Duration, 
 	}
 }
 
-// follower is where Follow has read to: the file, the bytes of it read
-// (whole lines only), and the last Seq passed on.
-type follower struct {
+// Follower reads a log's records as they are written, each once, oldest
+// first, across files (what Follow loops on). It is not safe for
+// concurrent use.
+type Follower struct {
 	dir   string
-	file  string
-	off   int64
-	after uint64
+	file  string // the file read from
+	off   int64  // the bytes of it read (whole lines only)
+	after uint64 // the last Seq passed on
 }
 
-// readNew passes on every whole record written since the last call, in
-// this file and those begun after it.
-func (f *follower) readNew(fn func(Record) error) error {
+// NewFollower reads the log in dir from the record after the one with Seq
+// after.
+func NewFollower(dir string, after uint64) *Follower {
+	return &Follower{dir: dir, after: after}
+}
+
+// ReadNew calls fn with every whole record written since the last call
+// (the first: since the record after), in this file and those begun
+// after it, with its line as written (without its '\n'; valid during the
+// call only). A record fn returns an error for counts as read: the next
+// call goes on after it. A damaged line is a *BrokenError.
+func (f *Follower) ReadNew(fn func(rec Record, line []byte) error) error {
 	files, err := logFiles(f.dir)
 	if err != nil {
 		return err
@@ -87,7 +97,7 @@ func (f *follower) readNew(fn func(Record) error) error {
 
 // startFile is the index of the file holding the record after f.after:
 // the newest whose first record is not past it (-1 without files).
-func (f *follower) startFile(files []logFile) (int, error) {
+func (f *Follower) startFile(files []logFile) (int, error) {
 	for i := len(files) - 1; i > 0; i-- {
 		seq, ok, err := firstSeq(filepath.Join(f.dir, files[i].name))
 		if err != nil {
@@ -118,7 +128,7 @@ func firstSeq(path string) (seq uint64, ok bool, err error) {
 }
 
 // readFile reads f.file from f.off up to its last whole line.
-func (f *follower) readFile(fn func(Record) error) error {
+func (f *Follower) readFile(fn func(Record, []byte) error) error {
 	path := filepath.Join(f.dir, f.file)
 	file, err := os.Open(path)
 	if err != nil {
@@ -150,7 +160,7 @@ func (f *follower) readFile(fn func(Record) error) error {
 			continue
 		}
 		f.after = rec.Seq
-		if err := fn(rec); err != nil {
+		if err := fn(rec, buf); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ const DefaultMaxFileSize = 64 << 20
 // Log appends records to the audit directory. It is safe for concurrent use.
 type Log struct {
 	dir        string
+	host       string
 	now        func() time.Time
 	maxSize    int64
 	checkpoint func() map[string]string
@@ -65,7 +66,7 @@ func Open(cfg Config) (*Log, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: open: %w", err)
 	}
-	l := &Log{dir: cfg.Dir, now: now, head: zeroHash, maxSize: maxSize, checkpoint: cfg.Checkpoint}
+	l := &Log{dir: cfg.Dir, host: cfg.Host, now: now, head: zeroHash, maxSize: maxSize, checkpoint: cfg.Checkpoint}
 	for i := len(files) - 1; i >= 0; i-- {
 		path := filepath.Join(cfg.Dir, files[i].name)
 		rec, h, ok, err := lastRecord(path)
@@ -77,6 +78,9 @@ func Open(cfg Config) (*Log, error) {
 				return nil, fmt.Errorf("audit: open: %w", err)
 			}
 			l.seq, l.head = rec.Seq, h
+			if l.host == "" {
+				l.host = rec.Host // a repair or a rebuild writes as the host the log is
+			}
 			break
 		}
 	}
@@ -212,6 +216,7 @@ func (l *Log) writeRecord(f *os.File, r Record, t time.Time, durable bool) (Reco
 	r.ID = formatID(r.Seq)
 	r.Time = t
 	r.Prev = l.head
+	r.Host = l.host
 	r.Hash = ""
 	line, selfHash, err := encodeLine(r)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/audit"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/webapi"
 )
@@ -98,14 +99,21 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
 	}
 	defer st.Close()
 	es := c.startStream(w)
+	id := func(rec audit.Record) string { return strconv.FormatUint(rec.Seq, 10) }
+	if st.Fleet { // several hosts' seqs: no position to resume from
+		lastID, id = 0, func(audit.Record) string { return "" }
+	}
 	var last uint64
 	for _, rec := range st.Backlog {
 		last = rec.Seq
 		if rec.Seq > lastID && f.match(rec) {
-			if es.send("record", strconv.FormatUint(rec.Seq, 10), newRecordView(rec)) != nil {
+			if es.send("record", id(rec), newRecordView(rec)) != nil {
 				return
 			}
 		}
+	}
+	if st.Fleet {
+		last = 0 // Live repeats none of the backlog
 	}
 	if es.send("ready", "", map[string]uint64{"seq": last}) != nil {
 		return
@@ -125,7 +133,7 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
 			if rec.Seq <= last || !f.match(rec) {
 				continue
 			}
-			if es.send("record", strconv.FormatUint(rec.Seq, 10), newRecordView(rec)) != nil {
+			if es.send("record", id(rec), newRecordView(rec)) != nil {
 				return
 			}
 		case <-beat.C:

@@ -115,6 +115,7 @@ type recordView struct {
 	ID         string              `json:"id"`
 	Seq        uint64              `json:"seq"`
 	Time       string              `json:"time"`
+	Host       string              `json:"host,omitempty"`
 	Event      string              `json:"event"`
 	Method     string              `json:"method,omitempty"`
 	RequestID  string              `json:"request_id,omitempty"`
@@ -255,7 +256,7 @@ func stateName(s string) string {
 }
 
 func newRecordView(r audit.Record) recordView {
-	out := recordView{ID: vt(r.ID), Seq: r.Seq, Time: stamp(r.Time), Event: vt(r.Event), Method: vt(r.Method),
+	out := recordView{ID: vt(r.ID), Seq: r.Seq, Time: stamp(r.Time), Host: vt(r.Host), Event: vt(r.Event), Method: vt(r.Method),
 		RequestID: vt(r.RequestID), RelayID: vt(r.RelayID), Principal: vt(r.Principal), Transport: vt(r.Transport), Peer: vt(r.Peer),
 		Argv: r.Argv, Decision: vt(r.Decision), Code: vt(r.Code), Reason: vt(r.Reason), Rule: vt(r.Rule),
 		Sandbox: vt(r.Sandbox), ExitCode: r.ExitCode, Signal: r.Signal, DurationMS: r.DurationMS, Killed: r.Killed}

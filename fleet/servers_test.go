@@ -39,8 +39,9 @@ var quiet = slog.New(slog.NewTextHandler(io.Discard, nil))
 // node is one coily server of three on one cluster.
 type node struct {
 	*testserver.Instance
-	link  *etcdtest.Link
-	store *etcdstore.Store
+	link   *etcdtest.Link
+	store  *etcdstore.Store
+	prefix string
 }
 
 // servers starts three coily servers on a prefix of the test's own,
@@ -52,11 +53,12 @@ func servers(t *testing.T) [3]*node {
 }
 
 // serversWith is servers, each started with opts (its policy, or
-// testserver's when empty, must let the local caller run /bin/true), and
-// their stores opened with cfg's slot term and fence.
-func serversWith(t testing.TB, opts testserver.Options, cfg etcdstore.Config) [3]*node {
+// testserver's when empty, must let the local caller run /bin/true) and
+// then each of each (server i's own options), and their stores opened with
+// cfg's slot term and fence.
+func serversWith(t testing.TB, opts testserver.Options, cfg etcdstore.Config, each ...func(i int, o *testserver.Options)) [3]*node {
 	t.Helper()
-	hs := hostsWith(t, cfg, nil) // the prefix and the proxies; their controls are not the servers'
+	hs := hostsWith(t, cfg, nil) // the prefix and the links; their controls are not the servers'
 	var out [3]*node
 	for i, h := range hs {
 		h.sync.Stop() // the bare controls' sync: the server runs its own
@@ -64,8 +66,11 @@ func serversWith(t testing.TB, opts testserver.Options, cfg etcdstore.Config) [3
 		o := opts
 		o.KillGrace, o.SandboxUIDs = killGrace, server.UIDRange{Off: true}
 		o.Shared, o.Fleet = func(*store.DB) store.Shared { return s }, fleet.New(fleet.Config{Store: s, Logger: quiet})
+		for _, f := range each {
+			f(i, &o)
+		}
 		in := testserver.Start(t, o)
-		out[i] = &node{Instance: in, link: h.link, store: s}
+		out[i] = &node{Instance: in, link: h.link, store: s, prefix: h.prefix}
 	}
 	for _, n := range out {
 		poll.Until(t, within, "the server admits", func() bool { return n.exec("/bin/true") == nil })

@@ -82,6 +82,10 @@ type AuditStream struct {
 	Live <-chan audit.Record
 	// Close ends the subscription.
 	Close func()
+	// Fleet is set for the records of several hosts (WithAuditFeed): Live
+	// repeats none of the backlog, and a Seq orders one host's records
+	// only, so it is no position in the stream.
+	Fleet bool
 }
 
 // MaxAuditBacklog bounds the records a stream starts with.

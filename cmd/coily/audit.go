@@ -20,7 +20,9 @@ import (
 
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cli"
+	"coily.dev/coily/fleet/auditship"
 	"coily.dev/coily/store"
+	"coily.dev/coily/store/etcdstore"
 )
 
 // auditCmd is `coily audit`: the subcommands read the log files directly,
@@ -30,7 +32,8 @@ func auditCmd(a *cli.App) *cobra.Command {
 		`Read the hash-chained audit log in <state-dir>/audit directly (on the host, as the server's user or
 root: the files are 0600): the last records, the records of one audit or request id, a check of the
 whole chain, and the repair of a torn last record.`,
-		command(a, spec{use: "tail [-n N] [--follow] [--principal P] [--rule R] [--code C] [--json]", short: "print the last records, and with --follow each as it is written",
+		command(a, spec{use: "tail [-n N] [--follow] [--principal P] [--rule R] [--code C] [--json] [--fleet --state etcd://… --etcd-ca …]",
+			short: "print the last records, and with --follow each as it is written; with --fleet, every host's",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				n := fs.IntP("n", "n", 20, "number of records")
 				cli.Twin(fs, "n", "COILY_AUDIT_LINES")
@@ -40,7 +43,14 @@ whole chain, and the repair of a torn last record.`,
 				fs.StringVar(&f.Principal, "principal", "", "only the records of this principal (exact)")
 				fs.StringVar(&f.Rule, "rule", "", "only the records of this rule (exact)")
 				fs.StringVar(&f.Code, "code", "", "only the records with this refusal code (exact), e.g. policy-deny")
-				return func(ctx context.Context, e *env) int { return auditTail(ctx, e, *n, f, *follow, *asJSON) }
+				fleet := fs.Bool("fleet", false, "read every host's records from the etcd cluster the fleet shares (with --state and the --etcd-* flags, as coily serve takes them), each naming its host, merged by time")
+				ef := registerEtcdFlags(fs, stringFlag(fs, "state", "COILY_STATE", "", "with --fleet: the cluster, etcd://HOST:PORT,HOST:PORT/CLUSTER, as coily serve --state names it"))
+				return func(ctx context.Context, e *env) int {
+					if *fleet {
+						return auditTailFleet(ctx, e, ef, *n, f, *follow, *asJSON)
+					}
+					return auditTail(ctx, e, *n, f, *follow, *asJSON)
+				}
 			}}),
 		command(a, spec{use: "show [--json] ID", short: "print the records of an approval id, a request id or an audit id", args: cobra.ExactArgs(1),
 			flags: func(fs *pflag.FlagSet) runFunc {
@@ -79,12 +89,7 @@ func auditTail(ctx context.Context, e *env, n int, f audit.Filter, follow, asJSO
 		return 1
 	}
 	show := func(r audit.Record) error {
-		if asJSON {
-			printJSON(e.stdout, r)
-			return nil
-		}
-		printLine(e.stdout, "%s", summary(r))
-		printEgress(e.stdout, "  ", r)
+		showRecord(e, r, asJSON)
 		return nil
 	}
 	for _, r := range recs {
@@ -105,6 +110,59 @@ func auditTail(ctx context.Context, e *env, n int, f audit.Filter, follow, asJSO
 		return 1
 	}
 	return 0
+}
+
+// auditTailFleet is auditTail of every host's records, read from the
+// cluster the fleet ships them to (package fleet/auditship): the last n
+// f selects, merged by time, and with follow each one shipped after
+// them.
+func auditTailFleet(ctx context.Context, e *env, ef *etcdFlags, n int, f audit.Filter, follow, asJSON bool) int {
+	if *ef.state == "" {
+		return usage(e, "audit tail --fleet needs --state etcd://HOST:PORT,…/CLUSTER and the --etcd-* flags")
+	}
+	cfg, err := ef.conn()
+	if err != nil {
+		return usage(e, "audit tail: %v", err)
+	}
+	cfg.AuditOnly = true
+	st, err := etcdstore.Open(ctx, cfg)
+	if err != nil {
+		printLine(e.stderr, "coily audit tail: %v", err)
+		return 1
+	}
+	defer st.Close()
+	recs, rev, err := auditship.Tail(ctx, st, n, f.Match)
+	if err != nil {
+		printLine(e.stderr, "coily audit tail: %v", err)
+		return 1
+	}
+	for _, r := range recs {
+		showRecord(e, r, asJSON)
+	}
+	if !follow {
+		return 0
+	}
+	err = auditship.Follow(ctx, st, rev, func(r audit.Record) error {
+		if f.Match(r) {
+			showRecord(e, r, asJSON)
+		}
+		return nil
+	})
+	if err != nil {
+		printLine(e.stderr, "coily audit tail: %v", err)
+		return 1
+	}
+	return 0
+}
+
+// showRecord prints r as JSON, or as its summary line and egress rows.
+func showRecord(e *env, r audit.Record, asJSON bool) {
+	if asJSON {
+		printJSON(e.stdout, r)
+		return
+	}
+	printLine(e.stdout, "%s", summary(r))
+	printEgress(e.stdout, "  ", r)
 }
 
 // auditShow prints the records an id names (audit.Lookup): an audit id's
@@ -237,6 +295,9 @@ func printJSON(w io.Writer, v any) {
 // summary is one human line per record.
 func summary(r audit.Record) string {
 	parts := []string{r.ID, r.Time.Local().Format("2006-01-02 15:04:05"), r.Event, r.Decision}
+	if r.Host != "" {
+		parts = slices.Insert(parts, 1, r.Host) // a fleet's host: its record id is its own
+	}
 	if r.Code != "" {
 		parts = append(parts, r.Code)
 	}

@@ -25,6 +25,7 @@ import (
 	"coily.dev/coily/audit"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
+	"coily.dev/coily/fleet/auditship"
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policyfile"
@@ -34,6 +35,7 @@ import (
 	"coily.dev/coily/store"
 	"coily.dev/coily/tsservice"
 	"coily.dev/coily/version"
+	"coily.dev/coily/webapi"
 )
 
 // stopTimeout bounds a graceful stop before connections are cut.
@@ -80,6 +82,9 @@ type serveOptions struct {
 	// shared is the etcd cluster the state that decides what runs is
 	// kept in (nil: this host's state file).
 	shared *sharedState
+	// auditFeed is the console's audit stream of every host (nil: this
+	// host's log).
+	auditFeed webapi.AuditFeed
 	// killGrace is the SIGTERM→SIGKILL delay of a lockout and a kill.
 	killGrace time.Duration
 	// ready is called once both listeners serve, with the tailnet address
@@ -156,7 +161,11 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
-	shared, err := f.state.config()
+	nodeName := ""
+	if *tailnet {
+		nodeName = hostname
+	}
+	shared, err := f.state.config(nodeName)
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
@@ -256,7 +265,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer db.Close()
-	al, err := audit.Open(audit.Config{Dir: filepath.Join(o.stateDir, "audit")})
+	al, err := audit.Open(audit.Config{Dir: filepath.Join(o.stateDir, "audit"), Host: o.shared.auditHost()})
 	var broken *audit.BrokenError
 	if errors.As(err, &broken) && broken.Torn {
 		return fmt.Errorf("%w: the last record was torn by a crash or a full disk: `coily audit repair --state-dir %s` cuts it and records that it did", err, o.stateDir)
@@ -288,6 +297,12 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		}
 		defer es.Close()
 		cfg.Shared, cfg.Fleet = es, sync
+		stopShip, err := o.shared.ship(es, al, log)
+		if err != nil {
+			return err
+		}
+		defer stopShip()
+		o.auditFeed = auditship.Feed{Store: es}
 	}
 	if node != nil {
 		defer node.Close()
@@ -330,7 +345,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer ops.close()
-	web, err := startWeb(log, srv, o, webLn)
+	web, err := startWeb(log, webServer(srv, o.auditFeed), o, webLn)
 	if err != nil {
 		for _, l := range listeners {
 			l.Close()

@@ -118,13 +118,17 @@ func TestStateFlagsRefuse(t *testing.T) {
 		{"user alone", []string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u"}, "go together"},
 		{"no seal key", []string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u", "--etcd-password-file", pw}, "--state-seal-key"},
 		{"seal key open", []string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u", "--etcd-password-file", pw, "--state-seal-key", open}, "chmod 600"},
+		{"host name alone", []string{"--host-name", "a"}, "apply with --state"},
+		{"host name with a slash", []string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u", "--etcd-password-file", pw, "--state-seal-key", key32, "--host-name", "a/b"}, "--host-name"},
+		{"host name too long", []string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u", "--etcd-password-file", pw, "--state-seal-key", key32, "--host-name", strings.Repeat("a", 65)}, "--host-name"},
+		{"audit keep too short", []string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u", "--etcd-password-file", pw, "--state-seal-key", key32, "--audit-keep", "1m"}, "--audit-keep"},
 	} {
 		fs := pflag.NewFlagSet("t", pflag.ContinueOnError)
 		f := registerStateFlags(fs)
 		if err := fs.Parse(c.args); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.config(); err == nil || !strings.Contains(err.Error(), c.want) {
+		if _, err := f.config("node"); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, want %q", c.name, err, c.want)
 		}
 	}
@@ -138,9 +142,16 @@ func TestStateFlagsRefuse(t *testing.T) {
 	if err := fs.Parse([]string{"--state", "etcd://h:1/x", "--etcd-ca", goodCA, "--etcd-user", "u", "--etcd-password-file", pw, "--state-seal-key", key32}); err != nil {
 		t.Fatal(err)
 	}
-	sh, err := f.config()
-	if err != nil || sh.cfg.Password != "secret" || len(sh.cfg.SealKey) != 32 || sh.cfg.TLS.RootCAs == nil || sh.cfg.Prefix != "/coily/x/" {
+	sh, err := f.config("node-1")
+	if err != nil || sh.cfg.Password != "secret" || len(sh.cfg.SealKey) != 32 || sh.cfg.TLS.RootCAs == nil || sh.cfg.Prefix != "/coily/x/" ||
+		sh.host != "node-1" || sh.cfg.AuditKeep != 7*24*time.Hour {
 		t.Fatalf("a complete --state: %+v, %v", sh, err)
+	}
+	if err := fs.Parse([]string{"--host-name", "h2"}); err != nil {
+		t.Fatal(err)
+	}
+	if sh, err := f.config("node-1"); err != nil || sh.host != "h2" {
+		t.Fatalf("--host-name h2: %+v, %v", sh, err)
 	}
 }
 

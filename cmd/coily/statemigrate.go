@@ -22,7 +22,8 @@ const migrateLockWait = time.Second
 type migrateFlags struct {
 	from, to *string
 	dry      *bool
-	etcd     *stateFlags
+	etcd     *etcdFlags
+	sealKey  *string
 }
 
 func registerMigrateFlags(fs *pflag.FlagSet) *migrateFlags {
@@ -32,6 +33,7 @@ func registerMigrateFlags(fs *pflag.FlagSet) *migrateFlags {
 		dry:  boolFlag(fs, "dry-run", "COILY_MIGRATE_DRY_RUN", "read the file, check the target is empty, print what would be copied; write nothing"),
 	}
 	f.etcd = registerEtcdFlags(fs, f.to)
+	f.sealKey = sealKeyFlag(fs)
 	return f
 }
 
@@ -44,7 +46,13 @@ func stateMigrate(ctx context.Context, e *env, f *migrateFlags) int {
 	if *f.to == "" {
 		return usage(e, "state migrate: --to etcd://HOST:PORT,…/CLUSTER is required")
 	}
-	shared, err := f.etcd.config()
+	cfg, err := f.etcd.conn()
+	if err == nil && *f.sealKey == "" {
+		err = errors.New("--state-seal-key is required: the signing keys are sealed before they leave this host")
+	}
+	if err == nil {
+		cfg.SealKey, err = readSealKey(*f.sealKey)
+	}
 	if err != nil {
 		return usage(e, "state migrate: %v", err)
 	}
@@ -68,7 +76,7 @@ func stateMigrate(ctx context.Context, e *env, f *migrateFlags) int {
 		printLine(e.stderr, "coily state migrate: %v", err)
 		return 1
 	}
-	st, err := etcdstore.Open(ctx, shared.cfg)
+	st, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
 		printLine(e.stderr, "coily state migrate: %v", err)
 		return 1

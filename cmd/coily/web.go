@@ -10,6 +10,7 @@ import (
 
 	"coily.dev/coily/console"
 	"coily.dev/coily/server"
+	"coily.dev/coily/webapi"
 )
 
 // webConsole is the web console `coily serve --web` runs on the tailnet
@@ -53,8 +54,17 @@ func (l webListener) Close() {
 	}
 }
 
+// webServer is the server as the console reaches it: its audit stream
+// read from feed when there is one (every host's records).
+func webServer(srv *server.Server, feed webapi.AuditFeed) webapi.Server {
+	if feed == nil {
+		return srv
+	}
+	return webapi.WithAuditFeed(srv, feed)
+}
+
 // startWeb serves the console on its listener; nil when not wanted.
-func startWeb(log *slog.Logger, srv *server.Server, o serveOptions, wl webListener) (*webConsole, error) {
+func startWeb(log *slog.Logger, srv webapi.Server, o serveOptions, wl webListener) (*webConsole, error) {
 	ln := wl.NodeListener
 	if ln == nil {
 		return nil, nil

@@ -51,8 +51,10 @@
       head.append(" ", el("span", { class: "decision " + (r.decision === "refuse" ? "refuse" : "allow"),
         text: [r.decision, r.code].filter(Boolean).join(" ") }));
     }
-    const li = el("li", { class: "card record", "data-seq": String(r.seq), "data-event": r.event }, head);
+    const li = el("li", { class: "card record", "data-seq": String(r.seq), "data-host": r.host || "",
+      "data-time": r.time, "data-event": r.event }, head);
     const facts = [];
+    if (r.host) facts.push("on " + r.host);
     if (r.principal) facts.push(r.principal + (r.transport ? " via " + r.transport : ""));
     if (r.rule) facts.push("rule " + r.rule);
     if (r.exit_code !== undefined && r.exit_code !== null) facts.push("exit " + r.exit_code);
@@ -97,14 +99,23 @@
     return li;
   }
 
-  // insert keeps the newest record first, in Seq order.
+  // after reports whether record element a comes after b: by Seq on one
+  // host, by time then host across a fleet's hosts (each counts its own).
+  function after(a, b) {
+    const ha = a.getAttribute("data-host"), hb = b.getAttribute("data-host");
+    if (ha === hb) return Number(a.getAttribute("data-seq")) > Number(b.getAttribute("data-seq"));
+    const ta = Date.parse(a.getAttribute("data-time")), tb = Date.parse(b.getAttribute("data-time"));
+    return ta !== tb ? ta > tb : ha > hb;
+  }
+
+  // insert keeps the newest record first, each record once.
   function insert(li) {
     const list = $("records");
-    const seq = Number(li.getAttribute("data-seq"));
     let before = null;
     for (const c of list.children) {
-      if (Number(c.getAttribute("data-seq")) < seq) { before = c; break; }
-      if (Number(c.getAttribute("data-seq")) === seq) return;
+      if (c.getAttribute("data-host") === li.getAttribute("data-host") &&
+          c.getAttribute("data-seq") === li.getAttribute("data-seq")) return;
+      if (after(li, c)) { before = c; break; }
     }
     list.insertBefore(li, before);
     while (list.children.length > maxRows) list.lastElementChild.remove();

@@ -110,3 +110,21 @@ func (p *pki) sign(serial int64, cn string, uses ...x509.ExtKeyUsage) ([]byte, *
 func writePEM(path, typ string, der []byte) error {
 	return os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600)
 }
+
+// ClientFiles writes the client certificate and its key (mode 0600) under
+// dir, for a client that reads them from files (coily's --etcd-cert and
+// --etcd-key), and returns their paths and the CA's.
+func (c *Cluster) ClientFiles(dir string) (ca, cert, key string, err error) {
+	cert, key = filepath.Join(dir, "client.pem"), filepath.Join(dir, "client-key.pem")
+	if err := writePEM(cert, "CERTIFICATE", c.pki.client.Certificate[0]); err != nil {
+		return "", "", "", err
+	}
+	keyDER, err := x509.MarshalECPrivateKey(c.pki.client.PrivateKey.(*ecdsa.PrivateKey))
+	if err != nil {
+		return "", "", "", err
+	}
+	if err := writePEM(key, "EC PRIVATE KEY", keyDER); err != nil {
+		return "", "", "", err
+	}
+	return c.pki.caFile, cert, key, nil
+}

@@ -86,6 +86,9 @@ type Options struct {
 	// AuditMaxFileSize rotates the audit log's files at this size; 0
 	// means audit.DefaultMaxFileSize.
 	AuditMaxFileSize int64
+	// AuditHost names the host in every audit record (audit.Config.Host;
+	// "": one host).
+	AuditHost string
 	// ScanBudget bounds the workspace scans (zero: the defaults).
 	ScanBudget sandbox.ScanBudget
 	// SandboxUIDs is server.Config.SandboxUIDs (a root server's uid per
@@ -153,7 +156,7 @@ func Start(t testing.TB, opts Options) *Instance {
 	if in.db, err = store.Open(filepath.Join(opts.StateDir, "coily.db")); err != nil {
 		t.Fatal(err)
 	}
-	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit"), MaxFileSize: opts.AuditMaxFileSize}); err != nil {
+	if in.Audit, err = audit.Open(audit.Config{Dir: filepath.Join(opts.StateDir, "audit"), MaxFileSize: opts.AuditMaxFileSize, Host: opts.AuditHost}); err != nil {
 		t.Fatal(err)
 	}
 	scratch := opts.StateDir

@@ -82,6 +82,13 @@ type Config struct {
 	// SealKey is the 32-byte AES-256-GCM key every host holds that seals
 	// the sandboxes' secrets. Open refuses to start without one.
 	SealKey []byte
+	// AuditOnly opens the store for the audit view alone (coily audit
+	// tail --fleet): no seal key, and every call on a sandbox's key
+	// refused.
+	AuditOnly bool
+	// AuditKeep is how long a shipped audit record is kept
+	// (DefaultAuditKeep when zero).
+	AuditKeep time.Duration
 	// RelayKeep is how long a relay record is kept (DefaultRelayKeep
 	// when zero): the lease it is written under expires then.
 	RelayKeep time.Duration
@@ -107,9 +114,10 @@ type Store struct {
 	prefix  string
 	timeout time.Duration
 	keep    time.Duration
-	seal    cipher.AEAD
+	seal    cipher.AEAD // nil: AuditOnly
 	// approvalTTL is a pending approval's lease, in seconds.
 	approvalTTL int64
+	auditKeep   time.Duration
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
@@ -133,18 +141,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if len(cfg.Prefix) < 2 || !strings.HasPrefix(cfg.Prefix, "/") || !strings.HasSuffix(cfg.Prefix, "/") {
 		return nil, fmt.Errorf("etcdstore: prefix %q must start and end with / and name something", cfg.Prefix)
 	}
-	if len(cfg.SealKey) != 32 {
-		return nil, fmt.Errorf("etcdstore: the seal key is %d bytes, not 32: a sandbox's secret is never stored in clear", len(cfg.SealKey))
-	}
-	block, err := aes.NewCipher(cfg.SealKey)
+	aead, err := openSeal(cfg)
 	if err != nil {
-		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
+		return nil, err
 	}
 	s := &Store{
+		auditKeep:   cmp(cfg.AuditKeep, DefaultAuditKeep),
 		prefix:      cfg.Prefix,
 		timeout:     cmp(cfg.CallTimeout, DefaultCallTimeout),
 		keep:        cmp(cfg.RelayKeep, DefaultRelayKeep),
@@ -181,6 +183,28 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	return s, nil
 }
+
+// openSeal is the AEAD of the seal key; nil for an AuditOnly store.
+func openSeal(cfg Config) (cipher.AEAD, error) {
+	if cfg.AuditOnly && len(cfg.SealKey) == 0 {
+		return nil, nil
+	}
+	if len(cfg.SealKey) != 32 {
+		return nil, fmt.Errorf("etcdstore: the seal key is %d bytes, not 32: a sandbox's secret is never stored in clear", len(cfg.SealKey))
+	}
+	block, err := aes.NewCipher(cfg.SealKey)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return nil, fmt.Errorf("etcdstore: seal key: %w", err)
+	}
+	return aead, nil
+}
+
+// errNoSeal refuses a sandbox's key on a store opened AuditOnly.
+var errNoSeal = errors.New("etcdstore: opened for the audit view only: no seal key")
 
 func cmp(d, def time.Duration) time.Duration {
 	if d > 0 {

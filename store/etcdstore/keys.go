@@ -20,6 +20,9 @@ import (
 // sandbox and the generation, so a sealed secret copied to another
 // sandbox's record, or an older generation's put back, does not open.
 func (s *Store) sealKey(k store.Key) store.Key {
+	if s.seal == nil {
+		panic(errNoSeal) // every caller checks s.seal first
+	}
 	nonce := make([]byte, s.seal.NonceSize())
 	if _, err := rand.Read(nonce); err != nil {
 		panic(err) // crypto/rand does not fail
@@ -30,6 +33,9 @@ func (s *Store) sealKey(k store.Key) store.Key {
 }
 
 func (s *Store) openKey(key string, k store.Key) (store.Key, error) {
+	if s.seal == nil {
+		return store.Key{}, errNoSeal
+	}
 	n := s.seal.NonceSize()
 	if len(k.Secret) < n+s.seal.Overhead() {
 		return store.Key{}, fmt.Errorf("%w: %s: sealed secret too short", store.ErrCorrupt, key)
@@ -107,6 +113,9 @@ func (s *Store) Keys() ([]store.Key, error) {
 // check that it has none (store.ErrKeyExists otherwise): of several hosts
 // issuing at once, one wins.
 func (s *Store) IssueKey(sandbox string, secret []byte, now time.Time) (store.Key, error) {
+	if s.seal == nil {
+		return store.Key{}, errNoSeal
+	}
 	k, err := s.key(dirKeys, "sandbox", sandbox)
 	if err != nil {
 		return store.Key{}, err
@@ -141,6 +150,9 @@ func (s *Store) IssueKey(sandbox string, secret []byte, now time.Time) (store.Ke
 // it read: a key replaced meanwhile makes it read and decide again.
 // secret returns the new key material for a sandbox.
 func (s *Store) ReplaceKeys(sandboxes []string, secret func(sandbox string) ([]byte, error), now time.Time) ([]store.Key, error) {
+	if s.seal == nil {
+		return nil, errNoSeal
+	}
 	names := make([]string, len(sandboxes))
 	for i, sb := range sandboxes {
 		k, err := s.key(dirKeys, "sandbox", sb)
