@@ -104,6 +104,9 @@ func Open(cfg Config) (*Log, error) {
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
 
+// Host is the host the log's records name ("" for one host).
+func (l *Log) Host() string { return l.host }
+
 // SetCheckpoint sets (or replaces) Config.Checkpoint: the server, made
 // after the log, reports its state for the checkpoints.
 func (l *Log) SetCheckpoint(f func() map[string]string) {

@@ -50,7 +50,7 @@ func (s *Server) attachmentsOf(x *execution, d policy.Decision) []attach.Attachm
 // leaseConfig is what the leases of dynamic secrets are held, renewed
 // and revoked with.
 func (s *Server) leaseConfig() leases.Config {
-	return leases.Config{Keystore: s.cfg.Keystore, Store: s.cfg.Shared, Log: s.log, Now: s.cfg.Now}
+	return leases.Config{Keystore: s.cfg.Keystore, Store: s.cfg.Shared, Log: s.log, Now: s.cfg.Now, Host: s.cfg.Audit.Host()}
 }
 
 // fetchCredentials fetches what the credentialed attachments need (step

@@ -24,6 +24,9 @@ type Lease struct {
 	Rule      string    `json:"rule,omitempty"`
 	Acquired  time.Time `json:"acquired"`
 	Expires   time.Time `json:"expires,omitzero"`
+	// Host is the host whose command holds the lease, in a fleet whose
+	// hosts share their leases (etcd); "" for one host.
+	Host string `json:"host,omitempty"`
 }
 
 // PutLease records a lease in use.

@@ -39,6 +39,10 @@ type Config struct {
 	Store    store.Shared
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Host names this host in the leases it records, and is the only
+	// host whose leftovers it revokes at start: in a fleet the store
+	// holds the leases of every host's running commands ("" for one host).
+	Host string
 }
 
 // Leases are the leases one execution's credentials came with.
@@ -73,7 +77,7 @@ func (l *Leases) Hold(leases []keystore.Lease) error {
 	for _, ls := range leases {
 		l.held = append(l.held, ls)
 		l.ids = append(l.ids, ls.ID)
-		rec := store.Lease{ID: ls.ID, Backend: ls.Backend, RequestID: l.id, Rule: l.rule, Acquired: now}
+		rec := store.Lease{ID: ls.ID, Backend: ls.Backend, RequestID: l.id, Rule: l.rule, Acquired: now, Host: l.cfg.Host}
 		if ls.TTL > 0 {
 			rec.Expires = now.Add(ls.TTL)
 		}
@@ -185,16 +189,29 @@ func (l *Leases) Describe(rec *audit.Record) { rec.Leases = l.ids }
 // (RevokeLeftovers). They are read now, before this run records any of
 // its own.
 func StartRevokingLeftovers(cfg Config, bg *sync.WaitGroup, record func(context.Context, audit.Record) (audit.Record, error)) {
-	leftovers, err := cfg.Store.Leases()
+	all, err := cfg.Store.Leases()
 	if err != nil {
 		cfg.Log.Error("reading the leases an earlier run left; they end at their TTL", "err", err)
 		return
 	}
+	leftovers := Leftovers(all, cfg.Host)
 	if len(leftovers) == 0 {
 		return
 	}
 	cfg.Log.Warn("revoking leases an earlier run of the server did not revoke", "count", len(leftovers))
 	bg.Go(func() { RevokeLeftovers(context.Background(), cfg, leftovers, record) })
+}
+
+// Leftovers are the leases of all an earlier run of host left: its own,
+// never those another host of the fleet holds for its running commands.
+func Leftovers(all []store.Lease, host string) []store.Lease {
+	var out []store.Lease
+	for _, l := range all {
+		if l.Host == host {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // RevokeLeftovers revokes the leases an earlier run of the server left

@@ -192,3 +192,22 @@ func TestRevokeLeftovers(t *testing.T) {
 		}
 	}
 }
+
+// In a fleet the store holds the leases of every host's running commands:
+// a host starting revokes only what its own earlier run left, never a
+// lease another host's command holds now (before, every lease recorded).
+func TestLeftoversAreThisHostsOwn(t *testing.T) {
+	all := []store.Lease{{ID: "a1", Host: "a"}, {ID: "b1", Host: "b"}, {ID: "one"}, {ID: "a2", Host: "a"}}
+	for _, tc := range []struct {
+		host string
+		want []string
+	}{{"a", []string{"a1", "a2"}}, {"b", []string{"b1"}}, {"", []string{"one"}}, {"c", nil}} {
+		var got []string
+		for _, l := range Leftovers(all, tc.host) {
+			got = append(got, l.ID)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("host %q: leftovers %v, want %v", tc.host, got, tc.want)
+		}
+	}
+}
