@@ -269,3 +269,50 @@ func FuzzParseName(f *testing.F) {
 		}
 	})
 }
+
+// A server that died without closing its listener serves the Service
+// again once started on the same node state, and withdraws it on Close:
+// tsnet starts a node with fresh prefs and serve config, so nothing the
+// dead run advertised or served is left in the way.
+func TestServesAgainAfterACrash(t *testing.T) {
+	n, err := devnet.Start(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(n.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	dir := t.TempDir()
+	join := func() *tsnet.Server {
+		s, err := devnet.Join(ctx, n.ControlURL, devnet.NodeOptions{Dir: dir, Hostname: "coily-a", Tags: []string{"tag:coily"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	first := join()
+	if err := n.DefineService(ctx, svcName, vip, []*tsnet.Server{first}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tsservice.Listen(ctx, first, svcName, port); err != nil {
+		t.Fatal(err)
+	}
+	first.Close() // the server dies: its listener never closed
+
+	again := join()
+	defer again.Close()
+	ln, err := tsservice.Listen(ctx, again, svcName, port)
+	if err != nil {
+		t.Fatalf("listen after a crash: %v", err)
+	}
+	if err := ln.Close(); err != nil {
+		t.Fatal(err)
+	}
+	lc, err := again.LocalClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := lc.GetPrefs(ctx); err != nil || len(p.AdvertiseServices) != 0 {
+		t.Errorf("after Close the node still advertises %v (%v)", p.AdvertiseServices, err)
+	}
+}

@@ -203,11 +203,13 @@ func StartRevokingLeftovers(cfg Config, bg *sync.WaitGroup, record func(context.
 }
 
 // Leftovers are the leases of all an earlier run of host left: its own,
-// never those another host of the fleet holds for its running commands.
+// and those naming no host (a one-host server's, moved to etcd by coily
+// state migrate while it was stopped), never those another host of the
+// fleet holds for its running commands.
 func Leftovers(all []store.Lease, host string) []store.Lease {
 	var out []store.Lease
 	for _, l := range all {
-		if l.Host == host {
+		if l.Host == host || l.Host == "" {
 			out = append(out, l)
 		}
 	}

@@ -194,14 +194,15 @@ func TestRevokeLeftovers(t *testing.T) {
 }
 
 // In a fleet the store holds the leases of every host's running commands:
-// a host starting revokes only what its own earlier run left, never a
+// a host starting revokes only what its own earlier run left (and a lease
+// naming no host: one migrated from a stopped one-host server), never a
 // lease another host's command holds now (before, every lease recorded).
 func TestLeftoversAreThisHostsOwn(t *testing.T) {
 	all := []store.Lease{{ID: "a1", Host: "a"}, {ID: "b1", Host: "b"}, {ID: "one"}, {ID: "a2", Host: "a"}}
 	for _, tc := range []struct {
 		host string
 		want []string
-	}{{"a", []string{"a1", "a2"}}, {"b", []string{"b1"}}, {"", []string{"one"}}, {"c", nil}} {
+	}{{"a", []string{"a1", "one", "a2"}}, {"b", []string{"b1", "one"}}, {"", []string{"one"}}, {"c", []string{"one"}}} {
 		var got []string
 		for _, l := range Leftovers(all, tc.host) {
 			got = append(got, l.ID)

@@ -32,6 +32,7 @@ import (
 	"tailscale.com/client/local"
 	"tailscale.com/envknob"
 	"tailscale.com/ipn/ipnstate"
+	"tailscale.com/net/tsaddr"
 	"tailscale.com/tailcfg"
 	"tailscale.com/tsnet"
 	"tailscale.com/types/logger"
@@ -208,7 +209,7 @@ const (
 )
 
 // reach finds the server's tailnet address (host may be an address, a
-// MagicDNS name or a bare host name) and disco-pings it until it answers,
+// MagicDNS name or its first label, or a Service) and disco-pings it until it answers,
 // so the first connection does not wait for path discovery. The answer
 // also proves that the server knows this process's disco key (new at every
 // start): until it does, it ignores the pings, and it would reset a
@@ -260,10 +261,7 @@ func reach(ctx context.Context, s *tsnet.Server, host string) (netip.Addr, error
 }
 
 // lookup resolves host against the node's view of the tailnet: the
-// address to dial and the peer to disco-ping. A peer (its address, MagicDNS
-// name or host name) is both; a Tailscale Service (svc:NAME, or its DNS
-// name) is dialled at its virtual IP and reached through the peer that
-// routes it now (tsservice).
+// address to dial and the peer to disco-ping (resolve).
 func lookup(ctx context.Context, lc *local.Client, host string) (dial, peer netip.Addr, err error) {
 	if ip, err := netip.ParseAddr(host); err == nil {
 		return ip, ip, nil
@@ -272,10 +270,25 @@ func lookup(ctx context.Context, lc *local.Client, host string) (dial, peer neti
 	if err != nil {
 		return netip.Addr{}, netip.Addr{}, err
 	}
-	if ip, ok := peerNamed(st, host); ok {
-		return ip, ip, nil
+	return resolve(st, func() (*tailcfg.DNSConfig, error) { return lc.DNSConfig(ctx) }, host)
+}
+
+// resolve finds host in st: a peer (its MagicDNS name, or the first label
+// of it) is both the address to dial and the peer to ping; a Tailscale
+// Service (svc:NAME, or a DNS name the tailnet's records give a Service
+// address) is dialled at its virtual IP, through the peer that routes it
+// now (tsservice). Names are matched only as the control server assigned
+// them, never by the host name a peer reports for itself: a peer calling
+// itself "coily" or "svc:coily" is not the server. A svc: name is only
+// ever a Service.
+func resolve(st *ipnstate.Status, dnsConfig func() (*tailcfg.DNSConfig, error), host string) (dial, peer netip.Addr, err error) {
+	service := strings.HasPrefix(host, "svc:")
+	if !service {
+		if ip, ok := peerNamed(st, host); ok {
+			return ip, ip, nil
+		}
 	}
-	dns, err := lc.DNSConfig(ctx)
+	dns, err := dnsConfig()
 	if err != nil {
 		return netip.Addr{}, netip.Addr{}, err
 	}
@@ -288,12 +301,16 @@ func lookup(ctx context.Context, lc *local.Client, host string) (dial, peer neti
 	return netip.Addr{}, netip.Addr{}, fmt.Errorf("no peer or Service called %s on the tailnet (yet)", host)
 }
 
-// peerNamed finds the peer called host.
+// peerNamed finds the peer whose control-assigned MagicDNS name is host,
+// or begins with host and a dot.
 func peerNamed(st *ipnstate.Status, host string) (netip.Addr, bool) {
 	want := strings.TrimSuffix(strings.ToLower(host), ".")
+	if want == "" {
+		return netip.Addr{}, false
+	}
 	for _, p := range st.Peer {
 		dns := strings.TrimSuffix(strings.ToLower(p.DNSName), ".")
-		if (strings.EqualFold(p.HostName, want) || dns == want || strings.HasPrefix(dns, want+".")) && len(p.TailscaleIPs) > 0 {
+		if (dns == want || strings.HasPrefix(dns, want+".")) && len(p.TailscaleIPs) > 0 {
 			return p.TailscaleIPs[0], true
 		}
 	}
@@ -318,8 +335,8 @@ func serviceIP(dns *tailcfg.DNSConfig, st *ipnstate.Status, host string) (netip.
 		if strings.TrimSuffix(strings.ToLower(r.Name), ".") != want || (r.Type != "" && r.Type != "A" && r.Type != "AAAA") {
 			continue
 		}
-		if ip, err := netip.ParseAddr(r.Value); err == nil {
-			return ip, true
+		if ip, err := netip.ParseAddr(r.Value); err == nil && tsaddr.IsTailscaleIP(ip) {
+			return ip, true // a Service's address is the tailnet's own, never a LAN's behind a router
 		}
 	}
 	return netip.Addr{}, false

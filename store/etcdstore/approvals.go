@@ -244,6 +244,9 @@ func (s *Store) watchDecision(ctx context.Context, ak, dk string, rev int64) (de
 			}
 		}
 	}
+	if ctx.Err() == nil { // the watch closed under a live wait: the store is closing
+		return decision{}, true, errLost
+	}
 	return decision{}, true, ctx.Err()
 }
 
