@@ -104,8 +104,14 @@ func Open(cfg Config) (*Log, error) {
 // Dir is the log's directory.
 func (l *Log) Dir() string { return l.dir }
 
-// Host is the host the log's records name ("" for one host).
-func (l *Log) Host() string { return l.host }
+// Host is the host the log's records name ("" for one host, and for no
+// log at all: a nil *Log).
+func (l *Log) Host() string {
+	if l == nil {
+		return ""
+	}
+	return l.host
+}
 
 // SetCheckpoint sets (or replaces) Config.Checkpoint: the server, made
 // after the log, reports its state for the checkpoints.
