@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"coily.dev/coily/internal/etcdtest"
 	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/stops"
@@ -198,32 +199,5 @@ func TestLeaderKilledMidLockout(t *testing.T) {
 // elsewhere kills its running command once the link is up, before it
 // admits anything.
 func TestBlackholedServer(t *testing.T) {
-	ns := servers(t)
-	a, b, c := ns[0], ns[1], ns[2]
-	running := b.sleep(t)
-	b.link.Blackhole()
-	poll.Until(t, within, "the blackholed server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
-	if err := a.lockout(t, "while B is blackholed"); err != nil {
-		t.Fatal(err)
-	}
-	poll.Until(t, within, "C locked out", func() bool { return codeOf(c.exec("/bin/true")) == refusal.LockoutActive })
-	if !alive(running.pid) {
-		t.Fatal("the blackholed server's sleep died before the heal (nothing could have told it)")
-	}
-	b.link.Heal()
-	poll.Until(t, within, "the healed server decides again", func() bool {
-		switch code := codeOf(b.exec("/bin/true")); code {
-		case refusal.StateUnavailable:
-			return false
-		case refusal.LockoutActive:
-			return true
-		default:
-			t.Fatalf("the healed server answered %q before the lockout", code)
-			return true
-		}
-	})
-	deadAfter(t, time.Now(), running.pid)
-	running.wantStopped(t, refusal.LockoutActive)
-	a.unlock(t)
-	everyAdmits(t, ns[:], "the unlock reaches every server")
+	lockoutWhileOff(t, servers(t), "blackholed", (*etcdtest.Link).Blackhole)
 }

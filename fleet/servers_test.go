@@ -258,26 +258,26 @@ func TestLockoutPropagation(t *testing.T) {
 	}
 }
 
-// A server cut from the cluster refuses state-unavailable (and says it is
-// not ready); a lockout taken elsewhere meanwhile kills its running sleep
-// once it is back, and it refuses lockout-active before it admits
-// anything; a lockout taken on it while cut is written on heal, and
-// reaches the others; an unlock elsewhere lifts it there too.
-func TestPartitionedServer(t *testing.T) {
-	ns := servers(t)
+// lockoutWhileOff takes server 1 off the cluster (off: its link cut or
+// blackholed): it refuses state-unavailable and says it is not ready; a
+// lockout taken on server 0 meanwhile reaches server 2 at once, and server
+// 1's running sleep only once it is back, where it refuses lockout-active
+// before it admits anything; an unlock then lifts it everywhere.
+func lockoutWhileOff(t *testing.T, ns [3]*node, how string, off func(*etcdtest.Link)) {
+	t.Helper()
 	a, b, c := ns[0], ns[1], ns[2]
 	running := b.sleep(t)
-	b.link.Cut()
-	poll.Until(t, within, "the cut server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
-	poll.Until(t, within, "the cut server says it is not ready", func() bool {
+	off(b.link)
+	poll.Until(t, within, "the "+how+" server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
+	poll.Until(t, within, "the "+how+" server says it is not ready", func() bool {
 		return slices.ContainsFunc(b.Server.Ready(context.Background()), func(p string) bool { return strings.HasPrefix(p, "shared state") })
 	})
-	if err := a.lockout(t, "while B is cut"); err != nil {
+	if err := a.lockout(t, "while B is "+how); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, within, "C locked out", func() bool { return codeOf(c.exec("/bin/true")) == refusal.LockoutActive })
 	if !alive(running.pid) {
-		t.Fatal("the cut server's sleep died before the heal (nothing should have told it)")
+		t.Fatal("the " + how + " server's sleep died before the heal (nothing could have told it)")
 	}
 	b.link.Heal()
 	poll.Until(t, within, "the healed server decides again", func() bool {
@@ -293,11 +293,19 @@ func TestPartitionedServer(t *testing.T) {
 	})
 	deadAfter(t, time.Now(), running.pid)
 	running.wantStopped(t, refusal.LockoutActive)
-
 	a.unlock(t)
-	for _, n := range ns {
-		poll.Until(t, within, "the unlock reaches every server", func() bool { return n.exec("/bin/true") == nil })
-	}
+	everyAdmits(t, ns[:], "the unlock reaches every server")
+}
+
+// A server cut from the cluster refuses state-unavailable (and says it is
+// not ready); a lockout taken elsewhere meanwhile kills its running sleep
+// once it is back, and it refuses lockout-active before it admits
+// anything; a lockout taken on it while cut is written on heal, and
+// reaches the others; an unlock elsewhere lifts it there too.
+func TestPartitionedServer(t *testing.T) {
+	ns := servers(t)
+	lockoutWhileOff(t, ns, "cut", (*etcdtest.Link).Cut)
+	a, b, c := ns[0], ns[1], ns[2]
 	b.link.Cut()
 	poll.Until(t, within, "the cut server refuses", func() bool { return codeOf(b.exec("/bin/true")) == refusal.StateUnavailable })
 	if err := b.lockout(t, "cut off"); status.Code(err) != codes.Unavailable {
