@@ -110,8 +110,8 @@ func (s *Server) WebStatus(r *http.Request) (*webapi.StatusView, error) {
 func (s *Server) WebApprovals(r *http.Request) ([]approvals.Pending, error) {
 	var out []approvals.Pending
 	err := s.webCall(r, access.WebApprovals, func(ctx context.Context) error {
-		_, err := s.ListApprovals(ctx, &coilyv1.ListApprovalsRequest{})
-		if err == nil {
+		_, err := access.CallerFrom(ctx)
+		if err == nil { // one read: on etcd, ListApprovals and Detailed each read every host's
 			out, err = s.approvals.Detailed(ctx)
 		}
 		return err
