@@ -78,11 +78,7 @@ func (c *Controls) hold(ctx context.Context, cl *Claim) (func() error, error) {
 func (c *Controls) waitShared(ctx context.Context, cl *Claim) error {
 	w := &slotWaiter{cl: cl, done: make(chan struct{})}
 	c.mu.Lock()
-	if cl.held {
-		c.mu.Unlock()
-		return nil
-	}
-	if err := c.haltedLocked(); err != nil {
+	if done, err := c.settledLocked(cl); done {
 		c.mu.Unlock()
 		return err
 	}

@@ -184,11 +184,7 @@ func (c *Controls) WaitSlot(ctx context.Context, cl *Claim) error {
 		return c.waitShared(ctx, cl)
 	}
 	c.mu.Lock()
-	if cl.held {
-		c.mu.Unlock()
-		return nil
-	}
-	if err := c.haltedLocked(); err != nil {
+	if done, err := c.settledLocked(cl); done {
 		c.mu.Unlock()
 		return err
 	}
@@ -214,6 +210,18 @@ func (c *Controls) WaitSlot(ctx context.Context, cl *Claim) error {
 		c.slots.queue = removeWaiter(c.slots.queue, w)
 		return refusal.Wrap(refusal.Internal, ctx.Err(), "request cancelled while waiting for a slot")
 	}
+}
+
+// settledLocked reports whether cl needs no wait for a slot: it holds one
+// (nil), or a lockout, pause or shutdown refuses it (that refusal).
+func (c *Controls) settledLocked(cl *Claim) (bool, error) {
+	if cl.held {
+		return true, nil
+	}
+	if err := c.haltedLocked(); err != nil {
+		return true, err
+	}
+	return false, nil
 }
 
 func removeWaiter(q []*slotWaiter, w *slotWaiter) []*slotWaiter {
