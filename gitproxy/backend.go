@@ -109,6 +109,11 @@ func (p *Proxy) serveGit(w http.ResponseWriter, req *http.Request, dir string, s
 	}
 	if req.Method == http.MethodPost {
 		cmd.Stdin = req.Body
+		// Git writes (progress, keepalives) while it still reads the
+		// body: without full duplex, Go's HTTP/1 server throws away the
+		// unread rest of the body at the first flush, and git reads an
+		// early EOF. HTTP/2 is full duplex already (ErrNotSupported).
+		_ = http.NewResponseController(w).EnableFullDuplex()
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/x-"+string(svc)+"-"+kind)
@@ -125,6 +130,11 @@ func (p *Proxy) serveGit(w http.ResponseWriter, req *http.Request, dir string, s
 	if err := cmd.Run(); err != nil {
 		p.log.Warn("git proxy: git "+name+" failed", "err", err)
 	}
+	// The body's unread rest (git refused before its end) is drained
+	// here, in the handler: drained after it, in full duplex, the
+	// server's read of it races its read of the next request and
+	// panics ("invalid concurrent Body.Read call", Go issue 68560).
+	req.Body.Close()
 	return cw.n
 }
 
