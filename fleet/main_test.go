@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -22,7 +24,42 @@ import (
 var cluster *etcdtest.Cluster
 
 func TestMain(m *testing.M) {
-	os.Exit(etcdtest.Main(m, 3, func(c *etcdtest.Cluster) { cluster = c }))
+	code := etcdtest.Main(m, 3, func(c *etcdtest.Cluster) { cluster = c })
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
+}
+
+// built is the coily binary coilyBinary built, once per test binary.
+var built struct {
+	once      sync.Once
+	dir, path string
+	err       error
+}
+
+// coilyBinary is the coily binary, for a test that runs `coily serve` as
+// a process of its own: COILY_TEST_COILY's when set (prebuilt by
+// scripts/test.sh), else built once for this test binary.
+func coilyBinary(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("COILY_TEST_COILY"); p != "" {
+		return p
+	}
+	built.once.Do(func() {
+		if built.dir, built.err = os.MkdirTemp("", "coily-fleet-bin-"); built.err != nil {
+			return
+		}
+		built.path = filepath.Join(built.dir, "coily")
+		out, err := exec.Command("go", "build", "-o", built.path, "coily.dev/coily/cmd/coily").CombinedOutput()
+		if err != nil {
+			built.err = fmt.Errorf("go build coily: %w\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path
 }
 
 var sealKey = func() []byte {

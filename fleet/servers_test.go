@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/client"
 	"coily.dev/coily/fleet"
 	"coily.dev/coily/internal/etcdtest"
 	"coily.dev/coily/internal/poll"
@@ -78,10 +79,13 @@ func serversWith(t testing.TB, opts testserver.Options, cfg etcdstore.Config, ea
 	return out
 }
 
-func (n *node) exec(argv ...string) error {
+func (n *node) exec(argv ...string) error { return execOn(n.Client, argv...) }
+
+// execOn runs argv through c, and says how it ended.
+func execOn(c *client.Client, argv ...string) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	_, err := n.Client.Exec(ctx, &coilyv1.ExecRequest{Argv: argv}, io.Discard, io.Discard)
+	_, err := c.Exec(ctx, &coilyv1.ExecRequest{Argv: argv}, io.Discard, io.Discard)
 	return err
 }
 
@@ -144,10 +148,16 @@ func (n *node) sleepDeaf(t *testing.T) sleeper {
 
 func (n *node) sleepScript(t *testing.T, script string) sleeper {
 	t.Helper()
+	return sleepOn(t, n.Client, script)
+}
+
+// sleepOn runs script (which prints its pid first) through c.
+func sleepOn(t *testing.T, c *client.Client, script string) sleeper {
+	t.Helper()
 	w := &pidWriter{pid: make(chan int, 1)}
 	s := sleeper{done: make(chan error, 1)}
 	go func() {
-		_, err := n.Client.Exec(context.Background(), &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", script}}, w, io.Discard)
+		_, err := c.Exec(context.Background(), &coilyv1.ExecRequest{Argv: []string{"/bin/sh", "-c", script}}, w, io.Discard)
 		s.done <- err
 	}()
 	select {

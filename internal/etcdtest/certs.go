@@ -11,10 +11,18 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"time"
 )
+
+// ForwardAddr is the address a test gives, inside network namespaces of
+// its own, to a forwarder in front of the members (Cluster.LinkOn) that a
+// client in another namespace reaches over a veth pair: the members'
+// certificate names it beside 127.0.0.1, so that client verifies the
+// member behind the forwarder. Outside such namespaces nothing has it.
+var ForwardAddr = netip.MustParseAddr("10.99.0.1")
 
 // pki is the cluster's certificate authority and the certificates it
 // signed, as files (for etcd) and as parsed values (for clients).
@@ -27,8 +35,8 @@ type pki struct {
 }
 
 // newPKI makes a CA, one certificate the members use as servers and as
-// peers' clients (SAN 127.0.0.1 and localhost), and one client
-// certificate, writing the CA and the members' pair under dir.
+// peers' clients (SAN 127.0.0.1, ForwardAddr and localhost), and one
+// client certificate, writing the CA and the members' pair under dir.
 func newPKI(dir string) (*pki, error) {
 	p := &pki{}
 	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
@@ -83,8 +91,8 @@ func newPKI(dir string) (*pki, error) {
 	return p, nil
 }
 
-// sign issues a certificate for 127.0.0.1 and localhost with the given
-// uses.
+// sign issues a certificate for 127.0.0.1, ForwardAddr and localhost
+// with the given uses.
 func (p *pki) sign(serial int64, cn string, uses ...x509.ExtKeyUsage) ([]byte, *ecdsa.PrivateKey, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
@@ -97,7 +105,7 @@ func (p *pki) sign(serial int64, cn string, uses ...x509.ExtKeyUsage) ([]byte, *
 		NotAfter:     time.Now().Add(24 * time.Hour),
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  uses,
-		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IP(ForwardAddr.AsSlice())},
 		DNSNames:     []string{"localhost"},
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, p.ca, &key.PublicKey, p.caKey)

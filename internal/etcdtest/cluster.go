@@ -322,11 +322,15 @@ func (c *Cluster) Leader() int {
 
 // Proxy starts a TCP proxy in front of member i's client URL, closed with
 // the cluster (or by its own Close).
-func (c *Cluster) Proxy(i int) (*Proxy, error) {
-	p, err := newProxy(c.members[i].clientURL.Host)
+func (c *Cluster) Proxy(i int) (*Proxy, error) { return c.proxyOn(i, listenLoopback) }
+
+// proxyOn is Proxy listening on what listen returns.
+func (c *Cluster) proxyOn(i int, listen func() (net.Listener, error)) (*Proxy, error) {
+	ln, err := listen()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("etcdtest: proxy: %w", err)
 	}
+	p := newProxy(ln, c.members[i].clientURL.Host)
 	c.mu.Lock()
 	c.proxies = append(c.proxies, p)
 	c.mu.Unlock()

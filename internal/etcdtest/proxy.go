@@ -1,7 +1,6 @@
 package etcdtest
 
 import (
-	"fmt"
 	"io"
 	"net"
 	"sync"
@@ -30,16 +29,17 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-func newProxy(target string) (*Proxy, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, fmt.Errorf("etcdtest: proxy: %w", err)
-	}
+// listenLoopback is where a proxy listens unless told: a free port on
+// 127.0.0.1.
+func listenLoopback() (net.Listener, error) { return net.Listen("tcp", "127.0.0.1:0") }
+
+// newProxy forwards what ln accepts to target; it owns ln.
+func newProxy(ln net.Listener, target string) *Proxy {
 	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]struct{}{}, held: map[net.Conn]struct{}{}}
 	p.moved = sync.NewCond(&p.mu)
 	p.wg.Add(1)
 	go p.accept()
-	return p, nil
+	return p
 }
 
 // Endpoint is the proxy's client URL, to give the etcd client in place of
@@ -198,10 +198,16 @@ type Link struct{ proxies []*Proxy }
 
 // Link starts a proxy in front of every member, member first's first
 // (the client's preferred member), closed with the cluster.
-func (c *Cluster) Link(first int) (*Link, error) {
+func (c *Cluster) Link(first int) (*Link, error) { return c.LinkOn(first, listenLoopback) }
+
+// LinkOn is Link with each proxy listening on what listen returns: e.g. a
+// socket made inside a network namespace of the test's, on ForwardAddr,
+// that only a client in a namespace joined to it reaches. The proxies
+// dial the members from the test's own namespace.
+func (c *Cluster) LinkOn(first int, listen func() (net.Listener, error)) (*Link, error) {
 	l := &Link{}
 	for k := range c.members {
-		p, err := c.Proxy((first + k) % len(c.members))
+		p, err := c.proxyOn((first+k)%len(c.members), listen)
 		if err != nil {
 			l.Close()
 			return nil, err
