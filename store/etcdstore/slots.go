@@ -88,6 +88,11 @@ func (s *Store) OnLost(f func()) {
 // slot under this host's lease in a transaction that requires the guard
 // to be unchanged and bumps it: of hosts holding at once, one writes and
 // the others read again. A free only loosens, so it needs no guard.
+//
+// The guard is one key for every principal: the server's cap and a
+// rule's count every principal's slots, so takes of two principals each
+// decide on the other's; a guard per principal lets both commit past the
+// server's cap (TestSlotCapsHoldAcrossHosts).
 func (s *Store) Hold(ctx context.Context, slot store.Slot, fits func(store.Tally) error) (func() error, error) {
 	if slot.Principal == "" || slot.Rule == "" {
 		return nil, errors.New("etcdstore: a slot without principal or rule")

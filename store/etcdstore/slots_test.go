@@ -30,7 +30,8 @@ func capped(perPrincipal, all int) func(store.Tally) error {
 // free slots of two principals at once, capped at 2 each and 3 in all;
 // never more than that are held, counted between each hold's return and
 // its release (what the ledger holds is at least as many), and the caps
-// are reached.
+// are reached. A guard per principal instead of one for all fails it (4
+// held in all): the cap in all orders every principal's takes.
 func TestSlotCapsHoldAcrossHosts(t *testing.T) {
 	// The caps are what is tested, not the time: 24 takes at once on a
 	// loaded machine (-race) may wait past the default call timeout.
