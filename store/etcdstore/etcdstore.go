@@ -39,6 +39,7 @@
 package etcdstore
 
 import (
+	stdcmp "cmp"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -86,6 +87,10 @@ type Config struct {
 	// tail --fleet): no seal key, and every call on a sandbox's key
 	// refused.
 	AuditOnly bool
+	// AuditTailBytes bounds the lines of the records one AuditTail
+	// keeps, in all (DefaultAuditTailBytes when zero): the oldest are
+	// left out (AuditView.Dropped).
+	AuditTailBytes int
 	// AuditKeep is how long a shipped audit record is kept
 	// (DefaultAuditKeep when zero).
 	AuditKeep time.Duration
@@ -118,6 +123,8 @@ type Store struct {
 	// approvalTTL is a pending approval's lease, in seconds.
 	approvalTTL int64
 	auditKeep   time.Duration
+	tailBytes   int
+	tailHook    func(records, bytes int) // tests: what AuditTail keeps
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
@@ -147,6 +154,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		auditKeep:   cmp(cfg.AuditKeep, DefaultAuditKeep),
+		tailBytes:   stdcmp.Or(cfg.AuditTailBytes, DefaultAuditTailBytes),
 		prefix:      cfg.Prefix,
 		timeout:     cmp(cfg.CallTimeout, DefaultCallTimeout),
 		keep:        cmp(cfg.RelayKeep, DefaultRelayKeep),
