@@ -120,6 +120,8 @@ type Store struct {
 	timeout time.Duration
 	keep    time.Duration
 	seal    cipher.AEAD // nil: AuditOnly
+	// auditOnly: opened for the audit view alone (Config.AuditOnly).
+	auditOnly bool
 	// approvalTTL is a pending approval's lease, in seconds.
 	approvalTTL int64
 	auditKeep   time.Duration
@@ -159,6 +161,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		timeout:     cmp(cfg.CallTimeout, DefaultCallTimeout),
 		keep:        cmp(cfg.RelayKeep, DefaultRelayKeep),
 		seal:        aead,
+		auditOnly:   cfg.AuditOnly,
 		approvalTTL: int64(max(time.Second, cmp(cfg.ApprovalLease, DefaultApprovalLease)) / time.Second),
 		leases:      map[int64]clientv3.LeaseID{},
 	}
@@ -227,12 +230,19 @@ func (s *Store) Close() error {
 	return s.cli.Close()
 }
 
-// Health reads the lockout once (linearizable): nil when the cluster
-// answers with a quorum, an error wrapping store.ErrUnavailable otherwise.
+// Health reads the lockout once (linearizable; an AuditOnly store: the
+// audit view's hosts, all it may read): nil when the cluster answers with
+// a quorum, an error wrapping store.ErrUnavailable otherwise.
 func (s *Store) Health(ctx context.Context) error {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	if _, err := s.cli.Get(ctx, s.prefix+keyLockout); err != nil {
+	key, opts := s.prefix+keyLockout, []clientv3.OpOption(nil)
+	if s.auditOnly {
+		// A reader of the audit view may read nothing else (docs/scale.md,
+		// "A reader's role"): one host's name, if any.
+		key, opts = s.prefix+dirAuditHosts, []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)}
+	}
+	if _, err := s.cli.Get(ctx, key, opts...); err != nil {
 		return s.fail("health", err)
 	}
 	return nil
