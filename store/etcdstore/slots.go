@@ -271,10 +271,10 @@ type renewal struct {
 // each sent on its own (a slow answer delays none of the next), and the
 // fence due its term minus the fence after the last renewal answered was
 // *sent*: the members renewed the lease when they received it, later
-// than that, so the lease expires no sooner than the fence plus the
-// fence. Counted from the answer, a slow answer would put the fence
-// after the lease's expiry. sess is lost when the fence is due, or when
-// etcd says the lease is gone.
+// than that, so the lease expires at least the fence after the fence is
+// due. Counted from the answer, a slow answer would put the fence after
+// the lease's expiry. sess is lost when the fence is due, or when etcd
+// says the lease is gone.
 func (s *Store) renew(ctx context.Context, sess *session, sent time.Time, ttl time.Duration) {
 	var calls sync.WaitGroup
 	defer close(sess.done)
