@@ -17,6 +17,7 @@ import (
 	"coily.dev/coily/console"
 	"coily.dev/coily/internal/testserver"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
+	"coily.dev/coily/webapi"
 )
 
 // TestSecurityHeadersEverywhere: pages, files, answers and refusals all
@@ -587,4 +588,48 @@ func TestGuardRefusesUncleanPaths(t *testing.T) {
 	if st, _ := f.in.Client.API.Status(context.Background(), &coilyv1.StatusRequest{}); st.GetLockout().GetActive() {
 		t.Fatal("an unclean path locked out")
 	}
+}
+
+// droppedFeed is a fleet's feed whose backlog left older records out.
+type droppedFeed struct{}
+
+func (droppedFeed) Subscribe(ctx context.Context, _ int) (*webapi.AuditStream, error) {
+	live := make(chan audit.Record)
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		<-ctx.Done()
+		close(live)
+	}()
+	return &webapi.AuditStream{Backlog: []audit.Record{{Seq: 9, Host: "h1", Event: "pause"}}, Dropped: 7, Live: live, Close: cancel, Fleet: true}, nil
+}
+
+// TestAuditStreamSaysDropped: a fleet's backlog bounded in size (older
+// records left out) says how many in its "ready" event, which the page
+// shows.
+func TestAuditStreamSaysDropped(t *testing.T) {
+	in := testserver.Start(t, testserver.WebOptions())
+	c, err := console.New(console.Config{Server: webapi.WithAuditFeed(in.Server, droppedFeed{}), Hosts: []string{"coily"}, Heartbeat: 50 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	srv := httptest.NewServer(remoteAs(owner, c))
+	defer srv.Close()
+	req, _ := http.NewRequest("GET", srv.URL+"/api/audit/stream", nil)
+	req.Host = "coily"
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	for ev := range readEvents(resp.Body) {
+		if ev.name != "ready" {
+			continue
+		}
+		if !strings.Contains(ev.data, `"dropped":7`) {
+			t.Fatalf("ready: %s, want the 7 records left out", ev.data)
+		}
+		return
+	}
+	t.Fatal("the stream ended before ready")
 }

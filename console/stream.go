@@ -115,7 +115,9 @@ func (c *Console) apiAuditStream(w http.ResponseWriter, r *request) {
 	if st.Fleet {
 		last = 0 // Live repeats none of the backlog
 	}
-	if es.send("ready", "", map[string]uint64{"seq": last}) != nil {
+	// dropped: older records of the backlog left out to bound its bytes
+	// (a fleet's view), which the page says.
+	if es.send("ready", "", map[string]uint64{"seq": last, "dropped": uint64(max(st.Dropped, 0))}) != nil {
 		return
 	}
 	beat := time.NewTicker(c.cfg.Heartbeat)

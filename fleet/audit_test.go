@@ -55,8 +55,8 @@ func fleetTail(t *testing.T, n *node) ([]audit.Record, error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	recs, _, err := auditship.Tail(ctx, n.store, 100000, nil)
-	return recs, err
+	v, err := auditship.Tail(ctx, n.store, 100000, nil)
+	return v.Records, err
 }
 
 // shippedAll reports whether recs hold every record of each node's log,

@@ -75,6 +75,9 @@ type AuditStream struct {
 	// Backlog are the last records written before the subscription, oldest
 	// first.
 	Backlog []audit.Record
+	// Dropped is how many older records of the backlog were left out
+	// to bound its bytes (a fleet's, WithAuditFeed), at least.
+	Dropped int
 	// Live carries every record appended since (some may also be in the
 	// backlog: skip those up to the backlog's last Seq). It is closed when
 	// the subscriber falls too far behind (reconnect) or the server shuts

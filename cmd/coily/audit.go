@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -45,9 +46,13 @@ whole chain, and the repair of a torn last record.`,
 				fs.StringVar(&f.Code, "code", "", "only the records with this refusal code (exact), e.g. policy-deny")
 				fleet := fs.Bool("fleet", false, "read every host's records from the etcd cluster the fleet shares (with --state and the --etcd-* flags, as coily serve takes them), each naming its host, merged by time")
 				ef := registerEtcdFlags(fs, stringFlag(fs, "state", "COILY_STATE", "", "with --fleet: the cluster, etcd://HOST:PORT,HOST:PORT/CLUSTER, as coily serve --state names it"))
+				maxBytes := fs.Int("fleet-bytes", 0, "with --fleet: the most bytes of records (their lines, every host's in all) the last -n may hold, 0 for 16 MiB; older records past it are left out, and said so on stderr")
 				return func(ctx context.Context, e *env) int {
 					if *fleet {
-						return auditTailFleet(ctx, e, ef, *n, f, *follow, *asJSON)
+						if *maxBytes < 0 {
+							return usage(e, "audit tail: --fleet-bytes must be 0 (16 MiB) or more")
+						}
+						return auditTailFleet(ctx, e, ef, fleetTail{n: *n, maxBytes: *maxBytes, f: f, follow: *follow, asJSON: *asJSON})
 					}
 					return auditTail(ctx, e, *n, f, *follow, *asJSON)
 				}
@@ -112,11 +117,18 @@ func auditTail(ctx context.Context, e *env, n int, f audit.Filter, follow, asJSO
 	return 0
 }
 
+// fleetTail is what audit tail --fleet was asked.
+type fleetTail struct {
+	n, maxBytes    int
+	f              audit.Filter
+	follow, asJSON bool
+}
+
 // auditTailFleet is auditTail of every host's records, read from the
 // cluster the fleet ships them to (package fleet/auditship): the last n
-// f selects, merged by time, and with follow each one shipped after
-// them.
-func auditTailFleet(ctx context.Context, e *env, ef *etcdFlags, n int, f audit.Filter, follow, asJSON bool) int {
+// f selects, merged by time (at most maxBytes of them: the older are left
+// out, said on stderr), and with follow each one shipped after them.
+func auditTailFleet(ctx context.Context, e *env, ef *etcdFlags, q fleetTail) int {
 	if *ef.state == "" {
 		return usage(e, "audit tail --fleet needs --state etcd://HOST:PORT,…/CLUSTER and the --etcd-* flags")
 	}
@@ -124,27 +136,31 @@ func auditTailFleet(ctx context.Context, e *env, ef *etcdFlags, n int, f audit.F
 	if err != nil {
 		return usage(e, "audit tail: %v", err)
 	}
-	cfg.AuditOnly = true
+	cfg.AuditOnly, cfg.AuditTailBytes = true, q.maxBytes
 	st, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
 		printLine(e.stderr, "coily audit tail: %v", err)
 		return 1
 	}
 	defer st.Close()
-	recs, rev, err := auditship.Tail(ctx, st, n, f.Match)
+	v, err := auditship.Tail(ctx, st, q.n, q.f.Match)
 	if err != nil {
 		printLine(e.stderr, "coily audit tail: %v", err)
 		return 1
 	}
-	for _, r := range recs {
-		showRecord(e, r, asJSON)
+	if v.Dropped > 0 {
+		printLine(e.stderr, "coily audit tail: %d or more older records of the last %d left out: the view holds at most %d bytes of records (--fleet-bytes)",
+			v.Dropped, q.n, cmp.Or(q.maxBytes, etcdstore.DefaultAuditTailBytes))
 	}
-	if !follow {
+	for _, r := range v.Records {
+		showRecord(e, r, q.asJSON)
+	}
+	if !q.follow {
 		return 0
 	}
-	err = auditship.Follow(ctx, st, rev, func(r audit.Record) error {
-		if f.Match(r) {
-			showRecord(e, r, asJSON)
+	err = auditship.Follow(ctx, st, v.Rev, func(r audit.Record) error {
+		if q.f.Match(r) {
+			showRecord(e, r, q.asJSON)
 		}
 		return nil
 	})

@@ -62,8 +62,8 @@ func appendRec(t *testing.T, l *audit.Log, principal string) {
 func waitShipped(t *testing.T, st *etcdstore.Store, n int) {
 	t.Helper()
 	poll.Until(t, 30*time.Second, fmt.Sprint(n, " records shipped"), func() bool {
-		recs, _, err := st.AuditTail(context.Background(), 1000, nil)
-		return err == nil && len(recs) == n
+		v, err := st.AuditTail(context.Background(), 1000, nil)
+		return err == nil && len(v.Records) == n
 	})
 }
 
@@ -91,6 +91,21 @@ func TestCLIAuditTailFleet(t *testing.T) {
 	var rec audit.Record
 	if err := json.Unmarshal([]byte(r.stdout), &rec); r.code != 0 || err != nil || rec.Host != "a" || rec.Principal != "tag:two" {
 		t.Fatalf("--json --principal tag:two -n 1: %v %+v\n%s", err, rec, r.stderr)
+	}
+	// A bound of bytes that holds one record: the newest is printed, and
+	// stderr says older ones were left out.
+	v, err := st.AuditTail(context.Background(), 3, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := 0
+	for _, rec := range v.Records {
+		size = max(size, rec.Size)
+	}
+	r = runCoily(t, nil, append([]string{"audit", "tail", "--fleet-bytes", fmt.Sprint(size + 1)}, flags...)...)
+	if lines := strings.Split(strings.TrimSpace(r.stdout), "\n"); r.code != 0 || len(lines) != 1 || !strings.HasPrefix(lines[0], "A000000000002  a  ") ||
+		!strings.Contains(r.stderr, "2 or more older records of the last 20 left out") {
+		t.Fatalf("tail --fleet --fleet-bytes %d: %d\n%s%s", size+1, r.code, r.stdout, r.stderr)
 	}
 	if r := runCoily(t, nil, "audit", "tail", "--fleet"); r.code != 2 || !strings.Contains(r.stderr, "--state") {
 		t.Fatalf("--fleet alone: %d %s", r.code, r.stderr)
@@ -132,7 +147,8 @@ func TestCLIAuditTailFleet(t *testing.T) {
 	}
 	_ = cmd.Process.Kill()
 
-	a2, _, err := st.AuditTail(context.Background(), 1000, nil)
+	v2, err := st.AuditTail(context.Background(), 1000, nil)
+	a2 := v2.Records
 	if err != nil {
 		t.Fatal(err)
 	}

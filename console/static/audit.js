@@ -137,7 +137,13 @@
     const q = query().toString();
     es = new EventSource("/api/audit/stream" + (q ? "?" + q : ""));
     es.addEventListener("record", (ev) => insert(row(JSON.parse(ev.data))));
-    es.addEventListener("ready", () => { $("stream-state").textContent = "Live."; showError(""); });
+    es.addEventListener("ready", (ev) => {
+      const d = JSON.parse(ev.data);
+      $("stream-state").textContent = d.dropped > 0
+        ? "Live. " + d.dropped + " or more older records not shown: the fleet's view is bounded in size."
+        : "Live.";
+      showError("");
+    });
     es.addEventListener("refused", (ev) => {
       const e = JSON.parse(ev.data);
       showError(e.code + ": " + e.message);

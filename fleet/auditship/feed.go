@@ -20,14 +20,16 @@ type Feed struct{ Store *etcdstore.Store }
 
 var _ webapi.AuditFeed = Feed{}
 
-// Subscribe returns the last backlog records of every host, and every
+// Subscribe returns the last backlog records of every host (bounded in
+// bytes too: Tail), and every
 // record shipped after them on Live, which closes when the watch ends (a
 // corrupt record, etcd lost), the subscriber falls behind, or ctx ends.
 func (f Feed) Subscribe(ctx context.Context, backlog int) (*webapi.AuditStream, error) {
-	recs, rev, err := Tail(ctx, f.Store, backlog, nil)
+	v, err := Tail(ctx, f.Store, backlog, nil)
 	if err != nil {
 		return nil, err
 	}
+	rev := v.Rev
 	ctx, cancel := context.WithCancel(ctx)
 	live := make(chan audit.Record, feedBuffer)
 	go func() {
@@ -42,7 +44,7 @@ func (f Feed) Subscribe(ctx context.Context, backlog int) (*webapi.AuditStream, 
 			}
 		})
 	}()
-	return &webapi.AuditStream{Backlog: recs, Live: live, Close: cancel, Fleet: true}, nil
+	return &webapi.AuditStream{Backlog: v.Records, Dropped: v.Dropped, Live: live, Close: cancel, Fleet: true}, nil
 }
 
 // errBehind ends a stream whose subscriber fell behind.

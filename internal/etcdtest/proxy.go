@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"time"
 )
 
 // Proxy is a TCP proxy in front of one member's client URL, so a test can
@@ -23,6 +24,10 @@ type Proxy struct {
 	moved  *sync.Cond // signalled when paused or closed changes
 	cut    bool
 	paused bool // blackholed: bytes held until Heal
+	// stalled holds the client's bytes (not the member's) until Heal.
+	stalled bool
+	// delay is how late the member's bytes reach the client (Delay).
+	delay  time.Duration
 	closed bool
 	conns  map[net.Conn]struct{} // both ends of every forwarded connection
 	held   map[net.Conn]struct{} // accepted while cut: never forwarded
@@ -67,14 +72,33 @@ func (p *Proxy) Blackhole() {
 	p.paused = true
 }
 
+// Stall makes a one-way partition: the client's bytes are held (its
+// requests never reach the member) while the member's still flow (the
+// answers to what it received before), until Heal.
+func (p *Proxy) Stall() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.stalled = true
+}
+
+// Delay makes every byte the member sends reach the client d late (a
+// slow answer: the member acted on the request when it received it),
+// from the next byte read on; 0 ends it. Heal does not.
+func (p *Proxy) Delay(d time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.delay = d
+}
+
 // Heal ends the partition: the connections held while cut are closed so
-// the client dials again, those held while blackholed carry their bytes
-// on, and new ones are forwarded.
+// the client dials again, those held while blackholed or stalled carry
+// their bytes on, and new ones are forwarded.
 func (p *Proxy) Heal() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.cut = false
 	p.paused = false
+	p.stalled = false
 	p.moved.Broadcast()
 	for c := range p.held {
 		c.Close()
@@ -144,23 +168,24 @@ func (p *Proxy) forward(in net.Conn) {
 	defer p.drop(out)
 	done := make(chan struct{})
 	go func() {
-		p.pipe(out, in)
+		p.pipe(out, in, true)
 		out.Close()
 		close(done)
 	}()
-	p.pipe(in, out)
+	p.pipeLate(in, out)
 	in.Close()
 	<-done
 }
 
 // pipe copies from src to dst, holding each read while the proxy is
-// blackholed, until either side fails or the proxy closes.
-func (p *Proxy) pipe(dst io.Writer, src io.Reader) {
+// blackholed (or, for the client's bytes, up, stalled), until either side
+// fails or the proxy closes.
+func (p *Proxy) pipe(dst io.Writer, src io.Reader, up bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.open() {
+			if !p.open(up) {
 				return
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
@@ -173,12 +198,56 @@ func (p *Proxy) pipe(dst io.Writer, src io.Reader) {
 	}
 }
 
-// open waits while the proxy is blackholed, and reports whether it is
-// still open.
-func (p *Proxy) open() bool {
+// chunk is bytes read from the member, due to the client at due.
+type chunk struct {
+	due  time.Time
+	data []byte
+}
+
+// pipeLate is pipe of the member's bytes, each written Delay after it
+// was read, in order.
+func (p *Proxy) pipeLate(dst io.Writer, src io.Reader) {
+	late := make(chan chunk, 1024)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for c := range late {
+			time.Sleep(time.Until(c.due)) // the delay simulated, not a wait for an event
+			if !p.open(false) {
+				return
+			}
+			if _, err := dst.Write(c.data); err != nil {
+				return
+			}
+		}
+	}()
+	defer func() { <-done }()
+	defer close(late)
+	for {
+		buf := make([]byte, 32<<10)
+		n, err := src.Read(buf)
+		if n > 0 {
+			p.mu.Lock()
+			due := time.Now().Add(p.delay)
+			p.mu.Unlock()
+			select {
+			case late <- chunk{due, buf[:n]}:
+			case <-done:
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// open waits while the proxy is blackholed (or, up, stalled), and reports
+// whether it is still open.
+func (p *Proxy) open(up bool) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for p.paused && !p.closed {
+	for (p.paused || up && p.stalled) && !p.closed {
 		p.moved.Wait()
 	}
 	return !p.closed
@@ -231,6 +300,14 @@ func (l *Link) Cut() { l.each((*Proxy).Cut) }
 
 // Blackhole blackholes every proxy of the link (Proxy.Blackhole).
 func (l *Link) Blackhole() { l.each((*Proxy).Blackhole) }
+
+// Stall stalls every proxy of the link (Proxy.Stall).
+func (l *Link) Stall() { l.each((*Proxy).Stall) }
+
+// Delay delays every proxy of the link (Proxy.Delay).
+func (l *Link) Delay(d time.Duration) {
+	l.each(func(p *Proxy) { p.Delay(d) })
+}
 
 // Heal heals every proxy of the link.
 func (l *Link) Heal() { l.each((*Proxy).Heal) }

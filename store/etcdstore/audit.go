@@ -46,6 +46,9 @@ const (
 	// maxAuditBatchBytes keeps a batch under etcd's request size (1.5 MiB
 	// by default).
 	maxAuditBatchBytes = 1 << 20
+	// DefaultAuditTailBytes is Config.AuditTailBytes's default: the
+	// records one AuditTail keeps, their lines in all.
+	DefaultAuditTailBytes = 16 << 20
 	// DefaultAuditKeep is how long a shipped record is kept when
 	// Config.AuditKeep is zero.
 	DefaultAuditKeep = 7 * 24 * time.Hour
@@ -86,6 +89,8 @@ type AuditLine struct {
 type AuditRecord struct {
 	audit.Record
 	LineHash string
+	// Size is the line's length, in bytes.
+	Size int
 }
 
 func (s *Store) auditKey(host string, seq uint64) string {
@@ -250,8 +255,23 @@ func (s *Store) auditBefore(ctx context.Context, host string, before uint64, rev
 	return out, nil
 }
 
-// auditPage is how many records AuditTail reads of a host at once.
-const auditPage = 256
+// auditPage is how many records AuditTail reads of a host at once: at
+// most 16 MiB of lines (MaxAuditLine each) held while they are sorted.
+const auditPage = 64
+
+// AuditView is what AuditTail read.
+type AuditView struct {
+	// Records are the records kept, oldest first.
+	Records []AuditRecord
+	// Rev is the revision they were read at (WatchAudit from the next
+	// one misses nothing and repeats nothing).
+	Rev int64
+	// Dropped is how many older records of the last n were left out to
+	// keep the records' lines within Config.AuditTailBytes in all (at
+	// least: a host's older records are not read once they could not be
+	// kept).
+	Dropped int
+}
 
 // AuditTail returns the last n records of every host's shipped log that
 // match accepts (all when nil), read at one revision, merged by time
@@ -259,54 +279,98 @@ const auditPage = 256
 // the next one misses nothing and repeats nothing). Where two records of
 // one host read are consecutive, the second's Prev must be the first's
 // line hash: a copy that breaks its host's chain is store.ErrCorrupt.
-func (s *Store) AuditTail(ctx context.Context, n int, match func(audit.Record) bool) ([]AuditRecord, int64, error) {
+//
+// However many hosts, it never keeps more than n records, nor more than
+// Config.AuditTailBytes of their lines, in all (plus one page of a host
+// being read): the oldest are left out, counted in Dropped.
+func (s *Store) AuditTail(ctx context.Context, n int, match func(audit.Record) bool) (AuditView, error) {
 	hosts, rev, err := s.AuditHosts(ctx, 0)
 	if err != nil || n <= 0 {
-		return nil, rev, err
+		return AuditView{Rev: rev}, err
 	}
-	var all []AuditRecord
+	kept := tailSet{n: n, max: s.tailBytes}
 	for _, h := range hosts {
-		got, err := s.hostTail(ctx, h, rev, n, match)
-		if err != nil {
-			return nil, 0, err
+		if err := s.hostTail(ctx, h, rev, &kept, match); err != nil {
+			return AuditView{}, err
 		}
-		all = append(all, got...)
+		if s.tailHook != nil {
+			s.tailHook(len(kept.recs), kept.bytes)
+		}
 	}
-	slices.SortFunc(all, compareAudit)
-	if len(all) > n {
-		all = all[len(all)-n:]
-	}
-	return all, rev, nil
+	return AuditView{Records: kept.recs, Rev: rev, Dropped: min(kept.cut, n-len(kept.recs))}, nil
 }
 
-// hostTail is host's last n records match accepts at rev, checking the
-// chain between consecutive records read.
-func (s *Store) hostTail(ctx context.Context, host string, rev int64, n int, match func(audit.Record) bool) ([]AuditRecord, error) {
-	var out []AuditRecord
+// hostTail adds host's records match accepts at rev to kept, newest
+// first, until kept takes no more of them, checking the chain between
+// consecutive records read.
+func (s *Store) hostTail(ctx context.Context, host string, rev int64, kept *tailSet, match func(audit.Record) bool) error {
 	var newer *AuditRecord // the record read before (one seq later)
 	before := uint64(0)
-	for len(out) < n {
+	for {
 		page, err := s.auditBefore(ctx, host, before, rev, auditPage)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		for i := range page {
 			r := page[i]
 			if newer != nil && newer.Seq == r.Seq+1 && newer.Prev != r.LineHash {
-				return nil, fmt.Errorf("%w: host %s: record %d does not chain to record %d", store.ErrCorrupt, host, newer.Seq, r.Seq)
+				return fmt.Errorf("%w: host %s: record %d does not chain to record %d", store.ErrCorrupt, host, newer.Seq, r.Seq)
 			}
 			newer = &page[i]
-			if (match == nil || match(r.Record)) && len(out) < n {
-				out = append(out, r)
+			if match != nil && !match(r.Record) {
+				continue
+			}
+			if !kept.add(r) {
+				return nil // the host's older records would not be kept either
 			}
 		}
 		if len(page) < auditPage {
-			break
+			return nil
 		}
 		before = page[len(page)-1].Seq
 	}
-	slices.Reverse(out)
-	return out, nil
+}
+
+// tailSet is the records a tail keeps: the newest n of those added, their
+// lines at most max bytes in all (the oldest left out first).
+type tailSet struct {
+	n, max int
+	recs   []AuditRecord // oldest first
+	bytes  int
+	// floor is the newest record left out for the bytes (nil: none);
+	// cut counts those left out for the bytes and those offered older.
+	floor *AuditRecord
+	cut   int
+}
+
+// add keeps r if it is among the newest, and reports whether it was.
+func (t *tailSet) add(r AuditRecord) bool {
+	if t.floor != nil && compareAudit(r, *t.floor) <= 0 {
+		t.cut++
+		return false
+	}
+	if len(t.recs) >= t.n && compareAudit(r, t.recs[0]) <= 0 {
+		return false
+	}
+	i, _ := slices.BinarySearchFunc(t.recs, r, compareAudit)
+	t.recs = slices.Insert(t.recs, i, r)
+	t.bytes += r.Size
+	if len(t.recs) > t.n {
+		t.drop()
+	}
+	for t.bytes > t.max && len(t.recs) > 0 {
+		old := t.recs[0]
+		t.drop()
+		t.floor = &old
+		t.cut++
+	}
+	return t.floor == nil || compareAudit(r, *t.floor) > 0
+}
+
+// drop leaves out the oldest record kept.
+func (t *tailSet) drop() {
+	t.bytes -= t.recs[0].Size
+	t.recs = slices.Delete(t.recs, 0, 1)
 }
 
 // compareAudit orders records by time, then host, then seq.
@@ -417,5 +481,5 @@ func decodeAudit(prefix string, key, value []byte) (AuditRecord, error) {
 	if rec.Host != host || rec.Seq != seq {
 		return bad("holds record %d of host %q", rec.Seq, rec.Host)
 	}
-	return AuditRecord{Record: rec, LineHash: lineHash}, nil
+	return AuditRecord{Record: rec, LineHash: lineHash, Size: len(value)}, nil
 }

@@ -49,8 +49,8 @@ func ship(t *testing.T, s *etcdstore.Store, host string, lines []etcdstore.Audit
 
 func tail(t *testing.T, s *etcdstore.Store, n int) ([]etcdstore.AuditRecord, error) {
 	t.Helper()
-	recs, _, err := s.AuditTail(context.Background(), n, nil)
-	return recs, err
+	v, err := s.AuditTail(context.Background(), n, nil)
+	return v.Records, err
 }
 
 // Two hosts ship (the first in more records than one transaction holds);
@@ -122,7 +122,8 @@ func TestAuditForgedRefused(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	_, rev, err := s.AuditTail(ctx, 10, nil)
+	v, err := s.AuditTail(ctx, 10, nil)
+	rev := v.Rev
 	if err != nil {
 		t.Fatal(err)
 	}

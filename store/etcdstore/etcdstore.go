@@ -39,6 +39,7 @@
 package etcdstore
 
 import (
+	stdcmp "cmp"
 	"context"
 	"crypto/aes"
 	"crypto/cipher"
@@ -86,6 +87,10 @@ type Config struct {
 	// tail --fleet): no seal key, and every call on a sandbox's key
 	// refused.
 	AuditOnly bool
+	// AuditTailBytes bounds the lines of the records one AuditTail
+	// keeps, in all (DefaultAuditTailBytes when zero): the oldest are
+	// left out (AuditView.Dropped).
+	AuditTailBytes int
 	// AuditKeep is how long a shipped audit record is kept
 	// (DefaultAuditKeep when zero).
 	AuditKeep time.Duration
@@ -115,9 +120,13 @@ type Store struct {
 	timeout time.Duration
 	keep    time.Duration
 	seal    cipher.AEAD // nil: AuditOnly
+	// auditOnly: opened for the audit view alone (Config.AuditOnly).
+	auditOnly bool
 	// approvalTTL is a pending approval's lease, in seconds.
 	approvalTTL int64
 	auditKeep   time.Duration
+	tailBytes   int
+	tailHook    func(records, bytes int) // tests: what AuditTail keeps
 
 	leaseMu sync.Mutex
 	leases  map[int64]clientv3.LeaseID // by the bucket's end, unix seconds
@@ -147,10 +156,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	s := &Store{
 		auditKeep:   cmp(cfg.AuditKeep, DefaultAuditKeep),
+		tailBytes:   stdcmp.Or(cfg.AuditTailBytes, DefaultAuditTailBytes),
 		prefix:      cfg.Prefix,
 		timeout:     cmp(cfg.CallTimeout, DefaultCallTimeout),
 		keep:        cmp(cfg.RelayKeep, DefaultRelayKeep),
 		seal:        aead,
+		auditOnly:   cfg.AuditOnly,
 		approvalTTL: int64(max(time.Second, cmp(cfg.ApprovalLease, DefaultApprovalLease)) / time.Second),
 		leases:      map[int64]clientv3.LeaseID{},
 	}
@@ -219,12 +230,19 @@ func (s *Store) Close() error {
 	return s.cli.Close()
 }
 
-// Health reads the lockout once (linearizable): nil when the cluster
-// answers with a quorum, an error wrapping store.ErrUnavailable otherwise.
+// Health reads the lockout once (linearizable; an AuditOnly store: the
+// audit view's hosts, all it may read): nil when the cluster answers with
+// a quorum, an error wrapping store.ErrUnavailable otherwise.
 func (s *Store) Health(ctx context.Context) error {
 	ctx, cancel := s.call(ctx)
 	defer cancel()
-	if _, err := s.cli.Get(ctx, s.prefix+keyLockout); err != nil {
+	key, opts := s.prefix+keyLockout, []clientv3.OpOption(nil)
+	if s.auditOnly {
+		// A reader of the audit view may read nothing else (docs/scale.md,
+		// "A reader's role"): one host's name, if any.
+		key, opts = s.prefix+dirAuditHosts, []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithLimit(1)}
+	}
+	if _, err := s.cli.Get(ctx, key, opts...); err != nil {
 		return s.fail("health", err)
 	}
 	return nil

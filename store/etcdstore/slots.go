@@ -26,8 +26,9 @@ const (
 	// cut off for that long has its slots freed.
 	DefaultSlotTTL = 15 * time.Second
 	// DefaultSlotFence is how long before its hold may expire a host
-	// that could not renew it stops its commands (OnLost): more than
-	// stops.FenceGrace plus a renewal's round trip.
+	// that could not renew it stops its commands (OnLost), counted from
+	// when the last renewal answered was sent: more than
+	// stops.FenceGrace.
 	DefaultSlotFence = 4 * time.Second
 )
 
@@ -87,6 +88,11 @@ func (s *Store) OnLost(f func()) {
 // slot under this host's lease in a transaction that requires the guard
 // to be unchanged and bumps it: of hosts holding at once, one writes and
 // the others read again. A free only loosens, so it needs no guard.
+//
+// The guard is one key for every principal: the server's cap and a
+// rule's count every principal's slots, so takes of two principals each
+// decide on the other's; a guard per principal lets both commit past the
+// server's cap (TestSlotCapsHoldAcrossHosts).
 func (s *Store) Hold(ctx context.Context, slot store.Slot, fits func(store.Tally) error) (func() error, error) {
 	if slot.Principal == "" || slot.Rule == "" {
 		return nil, errors.New("etcdstore: a slot without principal or rule")
@@ -247,38 +253,82 @@ func (s *Store) session(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	kctx, cancel := context.WithCancel(context.Background())
-	ch, err := s.cli.KeepAlive(kctx, g.ID)
-	if err != nil {
-		cancel()
-		return nil, err
-	}
 	sess := &session{id: g.ID, cancel: cancel, done: make(chan struct{})}
 	l.sess = sess
-	go s.renew(sess, ch, sent, time.Duration(g.TTL)*time.Second)
+	go s.renew(kctx, sess, sent, time.Duration(g.TTL)*time.Second)
 	return sess, nil
 }
 
-// renew follows the renewals of sess's lease: one not renewed within its
-// term minus the fence since the last renewal was answered (the lease may
-// expire fence later, counted from before that renewal was sent) is lost.
-func (s *Store) renew(sess *session, ch <-chan *clientv3.LeaseKeepAliveResponse, sent time.Time, ttl time.Duration) {
+// renewal is one keep-alive's outcome: when it was sent, and the lease's
+// term from then (err nil).
+type renewal struct {
+	sent time.Time
+	ttl  time.Duration
+	err  error
+}
+
+// renew keeps sess's lease alive: a keep-alive every third of its term,
+// each sent on its own (a slow answer delays none of the next), and the
+// fence due its term minus the fence after the last renewal answered was
+// *sent*: the members renewed the lease when they received it, later
+// than that, so the lease expires at least the fence after the fence is
+// due. Counted from the answer, a slow answer would put the fence after
+// the lease's expiry. sess is lost when the fence is due, or when etcd
+// says the lease is gone.
+func (s *Store) renew(ctx context.Context, sess *session, sent time.Time, ttl time.Duration) {
+	var calls sync.WaitGroup
 	defer close(sess.done)
-	t := time.NewTimer(time.Until(sent.Add(ttl - s.ledger.fence)))
-	defer t.Stop()
+	defer calls.Wait()
+	fence := time.NewTimer(time.Until(sent.Add(ttl - s.ledger.fence)))
+	defer fence.Stop()
+	every := time.NewTicker(max(ttl/3, 100*time.Millisecond))
+	defer every.Stop()
+	due := sent.Add(ttl - s.ledger.fence)
+	answers := make(chan renewal, 8)
 	for {
 		select {
-		case r, ok := <-ch:
-			if !ok {
-				s.lose(sess)
-				return
-			}
-			if r != nil {
-				t.Reset(time.Duration(r.TTL)*time.Second - s.ledger.fence)
-			}
-		case <-t.C:
+		case <-ctx.Done():
+			return
+		case <-fence.C:
 			s.lose(sess)
 			return
+		case <-every.C:
+			calls.Go(func() { s.keepAlive(ctx, sess.id, ttl, answers) })
+		case r := <-answers:
+			switch {
+			case errors.Is(r.err, rpctypes.ErrLeaseNotFound):
+				s.lose(sess)
+				return
+			case r.err != nil:
+				continue // the next tries again; the fence stays due
+			}
+			if d := r.sent.Add(r.ttl - s.ledger.fence); d.After(due) {
+				due = d
+				fence.Reset(time.Until(due))
+			}
 		}
+	}
+}
+
+// keepAlive sends one keep-alive of lease id, stamped with when it was
+// sent, and reports it on answers unless ctx has ended. An answer later
+// than the term is of no use: the call is bounded by it.
+func (s *Store) keepAlive(ctx context.Context, id clientv3.LeaseID, ttl time.Duration, answers chan<- renewal) {
+	cctx, cancel := context.WithTimeout(ctx, ttl)
+	defer cancel()
+	r := renewal{sent: time.Now()}
+	resp, err := s.cli.KeepAliveOnce(cctx, id)
+	switch {
+	case err != nil:
+		r.err = err
+	case resp.TTL <= 0:
+		r.err = rpctypes.ErrLeaseNotFound
+	default:
+		r.ttl = time.Duration(resp.TTL) * time.Second
+	}
+	select {
+	case answers <- r:
+	case <-ctx.Done():
 	}
 }
 

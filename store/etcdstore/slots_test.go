@@ -30,7 +30,8 @@ func capped(perPrincipal, all int) func(store.Tally) error {
 // free slots of two principals at once, capped at 2 each and 3 in all;
 // never more than that are held, counted between each hold's return and
 // its release (what the ledger holds is at least as many), and the caps
-// are reached.
+// are reached. A guard per principal instead of one for all fails it (4
+// held in all): the cap in all orders every principal's takes.
 func TestSlotCapsHoldAcrossHosts(t *testing.T) {
 	// The caps are what is tested, not the time: 24 takes at once on a
 	// loaded machine (-race) may wait past the default call timeout.
@@ -263,5 +264,54 @@ func BenchmarkSlotHold(b *testing.B) {
 		if err := release(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestSlotFenceCountsFromSend: a host's hold renewed through slow answers
+// (each 3.5 s late: the member renews the lease when the request arrives),
+// then cut one way (its requests lost, the answers still coming) is
+// fenced before its lease expires and another host takes its slot. A
+// fence counted from when an answer arrived (term 10 s, fence 2 s: 8 s
+// after the answer) would come 1.5 s after the lease's expiry (10 s after
+// the member received the request, 3.5 s before the answer arrived); one
+// counted from when the renewal was sent comes 2 s before it.
+func TestSlotFenceCountsFromSend(t *testing.T) {
+	p, err := cluster.Proxy(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	const late = 3500 * time.Millisecond
+	cut := openCfg(t, etcdstore.Config{Endpoints: []string{p.Endpoint()}, CallTimeout: 4 * late,
+		SlotTTL: 10 * time.Second, SlotFence: 2 * time.Second})
+	other := open(t, cluster.Endpoint(1))
+	var lost atomic.Bool
+	cut.OnLost(func() { lost.Store(true) })
+	alice := store.Slot{Principal: "alice", Rule: "gh"}
+	if _, err := cut.Hold(context.Background(), alice, capped(1, 9)); err != nil {
+		t.Fatal(err)
+	}
+	p.Delay(late)
+	// One call answered late: every renewal answered from here on is.
+	if err := cut.Health(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if lost.Load() {
+		t.Fatal("a hold renewed through answers 3.5 s late (term 10 s, fence 2 s) was fenced")
+	}
+	p.Stall()
+	defer func() {
+		p.Delay(0)
+		p.Heal()
+	}()
+	poll.Until(t, time.Minute, "another host takes the stalled host's slot", func() bool {
+		release, err := other.Hold(context.Background(), alice, capped(1, 9))
+		if err == nil {
+			release()
+		}
+		return err == nil
+	})
+	if !lost.Load() {
+		t.Fatal("another host took the slot before its holder was fenced: the fence counted from the answer, not the send")
 	}
 }
