@@ -255,7 +255,11 @@ func scan(dir string, fn func(Record) error) error {
 // files in order. The first bad line is reported as a *BrokenError; the
 // Report then counts the lines verified before it. An empty directory
 // verifies with 0 lines; a missing one is an error.
-func Verify(dir string) (Report, error) {
+func Verify(dir string) (Report, error) { return verify(dir, nil) }
+
+// verify is Verify, also calling each (when set) with every line that
+// verified, in order.
+func verify(dir string, each func(line []byte) error) (Report, error) {
 	files, err := logFiles(dir)
 	if err != nil {
 		return Report{}, err
@@ -277,6 +281,9 @@ func Verify(dir string) (Report, error) {
 			}
 			seq, rep.Last = rec.Seq, h
 			rep.Lines++
+			if each != nil {
+				return each(b)
+			}
 			return nil
 		})
 		if err != nil {

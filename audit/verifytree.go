@@ -1,0 +1,119 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// TreeReport is what VerifyCheckpoint found.
+type TreeReport struct {
+	Report
+	Tree Tree // the tree of every line of the log, recomputed from the lines
+	// Consistent is set when the hash file's tree at the log's size
+	// has Tree's root and proves (tlog.CheckTree) that it extends the
+	// checkpoint's: what a witness holding only the checkpoint is
+	// shown.
+	Consistent bool
+}
+
+// CheckpointError reports a log that does not hold what a checkpoint
+// commits to. It wraps ErrCorrupt.
+type CheckpointError struct {
+	Checkpoint Checkpoint
+	Lines      int64     // the log's records, all of which verified as a chain
+	Found      tlog.Hash // the root of its first Checkpoint.N records, when it has them
+}
+
+func (e *CheckpointError) Error() string {
+	n := e.Checkpoint.N
+	if e.Lines < n {
+		return fmt.Sprintf("audit: the log holds %d records but the checkpoint (signed by %s) commits to %d: "+
+			"records %d to %d were removed from its end (a cut tail, or deleted newest files)",
+			e.Lines, e.Checkpoint.Origin, n, e.Lines+1, n)
+	}
+	return fmt.Sprintf("audit: the log's first %d records hash to %s but the checkpoint (signed by %s) commits to %s: "+
+		"records at or before %d were changed, and their chain rewritten to match", n, e.Found, e.Checkpoint.Origin, e.Checkpoint.Hash, n)
+}
+
+// Unwrap makes errors.Is(err, ErrCorrupt) true.
+func (e *CheckpointError) Unwrap() error { return ErrCorrupt }
+
+// ErrTreeFile reports a hash file out of step with the lines: derived
+// data, rebuilt by the next Open, but never expected in a log that only
+// Append wrote.
+var ErrTreeFile = errors.New("audit: the tree's hash file does not match the log's lines")
+
+// VerifyCheckpoint checks the log in dir against a checkpoint (opened,
+// so its signature is checked already): the chain as Verify does, then
+// that the tree of the log's first c.N records, recomputed from the lines
+// themselves (never from the hash file, which whoever rewrote the lines
+// could rewrite too), has c's root. A log that is shorter, or whose first
+// c.N records hash otherwise, is a *CheckpointError naming which. It
+// then checks the hash file: that its tree at the log's size has the
+// recomputed root, and a consistency proof from c to it (ErrTreeFile when
+// not). One pass over the lines; memory O(log N).
+func VerifyCheckpoint(dir string, c Checkpoint) (TreeReport, error) {
+	fr := &frontier{}
+	var atN tlog.Hash
+	haveN := c.N == 0
+	if haveN {
+		atN, _ = fr.root()
+	}
+	rep, err := verify(dir, func(line []byte) error {
+		if _, err := fr.add(line); err != nil {
+			return err
+		}
+		if fr.n == c.N {
+			h, err := fr.root()
+			atN, haveN = h, err == nil
+			return err
+		}
+		return nil
+	})
+	out := TreeReport{Report: rep}
+	if err != nil {
+		return out, err
+	}
+	if out.Tree.Hash, err = fr.root(); err != nil {
+		return out, err
+	}
+	out.Tree.N = fr.n
+	if !haveN || atN != c.Hash {
+		return out, &CheckpointError{Checkpoint: c, Lines: fr.n, Found: atN}
+	}
+	if err := checkTreeFile(dir, c.Tree, out.Tree); err != nil {
+		return out, err
+	}
+	out.Consistent = true
+	return out, nil
+}
+
+// checkTreeFile checks that the hash file's tree at now.N has now's root
+// and that a consistency proof from it shows it extends old.
+func checkTreeFile(dir string, old, now Tree) error {
+	r, closer, err := TreeReader(dir)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTreeFile, err)
+	}
+	defer closer.Close()
+	h, err := tlog.TreeHash(now.N, r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTreeFile, err)
+	}
+	if h != now.Hash {
+		return fmt.Errorf("%w: its root at %d is %s, the lines' %s", ErrTreeFile, now.N, h, now.Hash)
+	}
+	if old.N == 0 || old.N == now.N {
+		return nil
+	}
+	p, err := tlog.ProveTree(now.N, old.N, r)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrTreeFile, err)
+	}
+	if err := tlog.CheckTree(p, now.N, now.Hash, old.N, old.Hash); err != nil {
+		return fmt.Errorf("%w: consistency from %d to %d: %w", ErrTreeFile, old.N, now.N, err)
+	}
+	return nil
+}
