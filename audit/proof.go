@@ -172,3 +172,13 @@ func lineAt(dir string, seq uint64) ([]byte, error) {
 	}
 	return out, err
 }
+
+// ParseID reads an audit id ("A" and 12 digits) as its Seq.
+func ParseID(id string) (uint64, error) {
+	digits, ok := strings.CutPrefix(id, "A")
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if !ok || err != nil || n == 0 || formatID(n) != id {
+		return 0, fmt.Errorf("%w: %q is not an audit id (A and 12 digits)", ErrBadID, id)
+	}
+	return n, nil
+}
