@@ -169,6 +169,9 @@ type Config struct {
 	// Checkpoint, when set, returns the details of the checkpoint record
 	// that begins every new file (the server's stop state).
 	Checkpoint func() map[string]string
+	// noTree opens the log without its Merkle tree: only for the
+	// benchmark that measures what the tree costs.
+	noTree bool
 }
 
 // Report summarises a successful (or partial) Verify.

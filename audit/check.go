@@ -27,7 +27,7 @@ func (l *Log) Check() error {
 		return ErrClosed
 	}
 	err := l.recover()
-	if err == nil {
+	if err == nil && l.tree != nil {
 		l.tree.flush() // hashes a full disk held back
 		err = l.tree.err
 	}

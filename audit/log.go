@@ -90,8 +90,10 @@ func Open(cfg Config) (*Log, error) {
 		}
 	}
 	l.durable = Head{Seq: l.seq, Hash: l.head}
-	if l.tree, err = openTree(cfg.Dir, int64(l.seq), lastLine); err != nil {
-		return nil, fmt.Errorf("audit: open: %w", err)
+	if !cfg.noTree {
+		if l.tree, err = openTree(cfg.Dir, int64(l.seq), lastLine); err != nil {
+			return nil, fmt.Errorf("audit: open: %w", err)
+		}
 	}
 	if len(files) > 0 {
 		newest := files[len(files)-1]

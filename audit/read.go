@@ -258,7 +258,8 @@ func scan(dir string, fn func(Record) error) error {
 func Verify(dir string) (Report, error) { return verify(dir, nil) }
 
 // verify is Verify, also calling each (when set) with every line that
-// verified, in order.
+// verified, in order. Lines are parsed on every core (parsing is most of
+// the cost) and checked against the chain in order (verifyPipeline).
 func verify(dir string, each func(line []byte) error) (Report, error) {
 	files, err := logFiles(dir)
 	if err != nil {
@@ -266,29 +267,22 @@ func verify(dir string, each func(line []byte) error) (Report, error) {
 	}
 	rep := Report{Files: len(files), Last: zeroHash}
 	var seq uint64
-	for _, lf := range files {
-		path := filepath.Join(dir, lf.name)
-		err := eachLine(path, func(n int, b []byte) error {
-			rec, h, err := parseLine(b)
-			if err != nil {
-				return &BrokenError{File: path, Line: n, Why: err.Error()}
-			}
-			if rec.Prev != rep.Last {
-				return &BrokenError{File: path, Line: n, Why: "chain broken: prev does not match the line before (a line was removed, inserted or reordered)"}
-			}
-			if rec.Seq != seq+1 {
-				return &BrokenError{File: path, Line: n, Why: fmt.Sprintf("sequence broken: seq %d follows %d", rec.Seq, seq)}
-			}
-			seq, rep.Last = rec.Seq, h
-			rep.Lines++
-			if each != nil {
-				return each(b)
-			}
-			return nil
-		})
-		if err != nil {
-			return rep, err
+	err = verifyPipeline(dir, files, func(path string, n int, b []byte, rec Record, h string, perr error) error {
+		if perr != nil {
+			return &BrokenError{File: path, Line: n, Why: perr.Error()}
 		}
-	}
-	return rep, nil
+		if rec.Prev != rep.Last {
+			return &BrokenError{File: path, Line: n, Why: "chain broken: prev does not match the line before (a line was removed, inserted or reordered)"}
+		}
+		if rec.Seq != seq+1 {
+			return &BrokenError{File: path, Line: n, Why: fmt.Sprintf("sequence broken: seq %d follows %d", rec.Seq, seq)}
+		}
+		seq, rep.Last = rec.Seq, h
+		rep.Lines++
+		if each != nil {
+			return each(b)
+		}
+		return nil
+	})
+	return rep, err
 }

@@ -265,3 +265,25 @@ func rewriteFrom(t *testing.T, dir string, seq uint64, edit func(*Record)) {
 	}
 	mustVerify(t, dir)
 }
+
+// Verify parses lines in batches on every core: the line it names is
+// still the first bad one, by its number in its file, past many batches.
+func TestVerifyNamesLineAcrossBatches(t *testing.T) {
+	dir, path := validLog(t, 3*batchLines+17)
+	lines := splitLines(readFile(t, path))
+	for _, bad := range []int{batchLines, batchLines + 1, 2*batchLines + 5, len(lines)} {
+		edited := append([][]byte(nil), lines...)
+		edited[bad-1] = []byte(strings.Replace(string(lines[bad-1]), `"agent"`, `"agenx"`, 1))
+		edited[len(edited)-1] = []byte(strings.Replace(string(edited[len(edited)-1]), `"uid=1000"`, `"uid=1001"`, 1))
+		writeFile(t, path, joinLines(edited))
+		rep, err := Verify(dir)
+		var be *BrokenError
+		if !errors.As(err, &be) || be.Line != bad || rep.Lines != bad-1 {
+			t.Fatalf("line %d edited: %+v, %v", bad, rep, err)
+		}
+	}
+	writeFile(t, path, joinLines(lines))
+	if rep := mustVerify(t, dir); rep.Lines != len(lines) {
+		t.Fatalf("%+v", rep)
+	}
+}
