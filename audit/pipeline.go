@@ -13,6 +13,9 @@ const batchLines = 256
 type lineBatch struct {
 	path  string
 	first int // line number of lines[0]
+	// skip is how many of the lines, from the first, are trusted: not
+	// parsed (verifyPipeline's trusted).
+	skip  int
 	lines [][]byte
 	recs  []Record
 	hash  []string
@@ -25,17 +28,18 @@ type lineBatch struct {
 
 func (b *lineBatch) parse() {
 	b.recs, b.hash, b.errs = make([]Record, len(b.lines)), make([]string, len(b.lines)), make([]error, len(b.lines))
-	for i, l := range b.lines {
-		b.recs[i], b.hash[i], b.errs[i] = parseLine(l)
+	for i, l := range b.lines[b.skip:] {
+		b.recs[b.skip+i], b.hash[b.skip+i], b.errs[b.skip+i] = parseLine(l)
 	}
 	close(b.done)
 }
 
 // verifyPipeline reads every line of files in order, parses them on
 // GOMAXPROCS workers, and calls check with each line, in order, with what
-// parseLine returned for it. It stops at the first error check returns, or
-// that reading returns after the lines before it were checked.
-func verifyPipeline(dir string, files []logFile, check func(path string, n int, b []byte, rec Record, h string, perr error) error) error {
+// parseLine returned for it (parsed false, and nothing parsed, for the
+// first trusted lines of the log). It stops at the first error check
+// returns, or that reading returns after the lines before it were checked.
+func verifyPipeline(dir string, files []logFile, trusted int64, check func(path string, n int, b []byte, parsed bool, rec Record, h string, perr error) error) error {
 	workers := runtime.GOMAXPROCS(0)
 	jobs := make(chan *lineBatch, workers)
 	ordered := make(chan *lineBatch, 2*workers)
@@ -67,11 +71,15 @@ func verifyPipeline(dir string, files []logFile, check func(path string, n int, 
 			jobs <- b // ordered holds at most 2×workers: this never waits long
 			return true
 		}
+		var seen int64
 		for _, lf := range files {
 			path := filepath.Join(dir, lf.name)
 			b := &lineBatch{path: path, first: 1, done: make(chan struct{})}
 			err := eachLine(path, func(n int, line []byte) error {
 				b.lines = append(b.lines, append([]byte(nil), line...))
+				if seen++; seen <= trusted {
+					b.skip++
+				}
 				if len(b.lines) < batchLines {
 					return nil
 				}
@@ -96,7 +104,7 @@ func verifyPipeline(dir string, files []logFile, check func(path string, n int, 
 	for b := range ordered {
 		<-b.done
 		for i, l := range b.lines {
-			if err := check(b.path, b.first+i, l, b.recs[i], b.hash[i], b.errs[i]); err != nil {
+			if err := check(b.path, b.first+i, l, i >= b.skip, b.recs[i], b.hash[i], b.errs[i]); err != nil {
 				return err
 			}
 		}

@@ -68,8 +68,8 @@ func signNow(b *testing.B, l *Log) {
 
 // bigLog writes a log of n records into dir the fast way (lines encoded
 // and chained directly, 64 MiB files), then opens it once to build its
-// hash file, and returns the signed checkpoint of its first n/2 records.
-func bigLog(b *testing.B, dir string, n int) []byte {
+// hash file.
+func bigLog(b *testing.B, dir string, n int) {
 	b.Helper()
 	start := time.Now()
 	prev, part, size := zeroHash, 0, int64(0)
@@ -119,17 +119,21 @@ func bigLog(b *testing.B, dir string, n int) []byte {
 	}
 	defer l.Close()
 	b.Logf("%d records: written in %v, hash file built at Open in %v", n, written, time.Since(start))
-	var signed []byte
+}
+
+// signAt signs the checkpoint of the first n records of the log in dir.
+func signAt(b *testing.B, dir string, n int64) []byte {
 	r, closer, err := TreeReader(dir)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer closer.Close()
-	h, err := tlog.TreeHash(int64(n/2), r)
+	h, err := tlog.TreeHash(n, r)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if signed, err = SignCheckpoint(testSKey, Tree{N: int64(n / 2), Hash: h}); err != nil {
+	signed, err := SignCheckpoint(testSKey, Tree{N: n, Hash: h})
+	if err != nil {
 		b.Fatal(err)
 	}
 	return signed
@@ -139,25 +143,46 @@ var benchRecords = 1_000_000
 
 // BenchmarkVerifyCheckpoint1M is `coily audit verify --checkpoint` of a
 // log of 1 M records (the chain, the tree recomputed from the lines, the
-// hash file and a consistency proof) against a checkpoint of half of it.
+// hash file and a consistency proof) against a checkpoint of all of it
+// (a witness that is up to date: the lines it covers are hashed, not
+// parsed), of half of it, and Verify alone (every line parsed, as before
+// the tree).
 func BenchmarkVerifyCheckpoint1M(b *testing.B) {
 	dir := b.TempDir()
-	signed := bigLog(b, dir, benchRecords)
-	c, err := OpenCheckpoint(signed, testVKey)
-	if err != nil {
-		b.Fatal(err)
+	bigLog(b, dir, benchRecords)
+	for _, tc := range []struct {
+		name string
+		size int
+	}{{"checkpoint-at-end", benchRecords}, {"checkpoint-at-half", benchRecords / 2}, {"chain-only", -1}} {
+		b.Run(tc.name, func(b *testing.B) {
+			var c Checkpoint
+			if tc.size >= 0 {
+				var err error
+				if c, err = OpenCheckpoint(signAt(b, dir, int64(tc.size)), testVKey); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cpu0 := cpuTime(b)
+			for b.Loop() {
+				var rep Report
+				var err error
+				if tc.size >= 0 {
+					var tr TreeReport
+					tr, err = VerifyCheckpoint(dir, c)
+					rep = tr.Report
+				} else {
+					rep, err = Verify(dir)
+				}
+				if err != nil || rep.Lines != benchRecords {
+					b.Fatalf("%+v, %v", rep, err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(benchRecords), "ns/record")
+			// The CPU time it took, all cores: on a machine other work
+			// shares, the wall time alone says little.
+			b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/float64(benchRecords), "cpu-ns/record")
+		})
 	}
-	cpu0 := cpuTime(b)
-	for b.Loop() {
-		rep, err := VerifyCheckpoint(dir, c)
-		if err != nil || rep.Lines != benchRecords {
-			b.Fatalf("%+v, %v", rep, err)
-		}
-	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(benchRecords), "ns/record")
-	// The CPU time it took, all cores: on a machine other work shares,
-	// the wall time alone says little.
-	b.ReportMetric(float64(cpuTime(b)-cpu0)/float64(b.N)/float64(benchRecords), "cpu-ns/record")
 }
 
 // BenchmarkProve1M is one inclusion proof in a log of 1 M records: the
@@ -165,7 +190,8 @@ func BenchmarkVerifyCheckpoint1M(b *testing.B) {
 // audit prove` runs it, which also finds the record's line.
 func BenchmarkProve1M(b *testing.B) {
 	dir := b.TempDir()
-	signed := bigLog(b, dir, benchRecords)
+	bigLog(b, dir, benchRecords)
+	signed := signAt(b, dir, int64(benchRecords/2))
 	c, err := OpenCheckpoint(signed, testVKey)
 	if err != nil {
 		b.Fatal(err)

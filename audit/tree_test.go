@@ -56,7 +56,7 @@ func recomputed(t testing.TB, dir string) Tree {
 		stored = append(stored, hs...)
 		n++
 		return err
-	})
+	}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +209,11 @@ func TestVerifyCheckpointFindsTampering(t *testing.T) {
 		{"edit one record", func(t *testing.T, s setup) {
 			b := readFile(t, s.files[1])
 			writeFile(t, s.files[1], []byte(strings.Replace(string(b), `"agent"`, `"agenx"`, 1)))
+		}, "line was modified"},
+		{"edit a record after the checkpoint", func(t *testing.T, s setup) {
+			lines := splitLines(readFile(t, s.files[len(s.files)-1]))
+			lines[len(lines)-1] = []byte(strings.Replace(string(lines[len(lines)-1]), `"agent"`, `"agenx"`, 1))
+			writeFile(t, s.files[len(s.files)-1], joinLines(lines))
 		}, "line was modified"},
 		{"rewrite a suffix with recomputed hashes", func(t *testing.T, s setup) {
 			rewriteFrom(t, s.dir, 12, func(r *Record) { r.Principal = "someone-else" })

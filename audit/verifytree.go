@@ -46,32 +46,49 @@ func (e *CheckpointError) Unwrap() error { return ErrCorrupt }
 var ErrTreeFile = errors.New("audit: the tree's hash file does not match the log's lines")
 
 // VerifyCheckpoint checks the log in dir against a checkpoint (opened,
-// so its signature is checked already): the chain as Verify does, then
-// that the tree of the log's first c.N records, recomputed from the lines
-// themselves (never from the hash file, which whoever rewrote the lines
-// could rewrite too), has c's root. A log that is shorter, or whose first
-// c.N records hash otherwise, is a *CheckpointError naming which. It
-// then checks the hash file: that its tree at the log's size has the
+// so its signature is checked already): that the tree of the log's first
+// c.N records, computed from the lines themselves (never from the hash
+// file, which whoever rewrote the lines could rewrite too), has c's root,
+// and that every record after them verifies as Verify checks it (each
+// line on its own, and the chain). Those first c.N lines are then the
+// very bytes the server signed for: they are hashed, not parsed again
+// (parsing is most of Verify's cost). When they do not have c's root,
+// the whole log is verified as Verify does, to name the first broken
+// line; a log whose chain holds but that is shorter than c.N, or whose
+// first c.N records hash otherwise, is a *CheckpointError naming which.
+// It then checks the hash file: that its tree at the log's size has the
 // recomputed root, and a consistency proof from c to it (ErrTreeFile when
-// not). One pass over the lines; memory O(log N).
+// not). Memory O(log N).
 func VerifyCheckpoint(dir string, c Checkpoint) (TreeReport, error) {
-	fr := &frontier{}
-	var atN tlog.Hash
-	haveN := c.N == 0
-	if haveN {
-		atN, _ = fr.root()
-	}
-	rep, err := verify(dir, func(line []byte) error {
-		if _, err := fr.add(line); err != nil {
-			return err
-		}
-		if fr.n == c.N {
+	fr, atN, haveN := &frontier{}, tlog.Hash{}, false
+	each := func(stopAtMismatch bool) func([]byte) error {
+		return func(line []byte) error {
+			if _, err := fr.add(line); err != nil {
+				return err
+			}
+			if fr.n != c.N {
+				return nil
+			}
 			h, err := fr.root()
 			atN, haveN = h, err == nil
+			if err == nil && h != c.Hash && stopAtMismatch {
+				return errNotSigned
+			}
 			return err
 		}
-		return nil
-	})
+	}
+	if c.N == 0 {
+		atN, _ = fr.root()
+		haveN = true
+	}
+	rep, err := verify(dir, each(true), c.N)
+	if errors.Is(err, errNotSigned) || (err == nil && !haveN) {
+		// Not what was signed: verify it all, to name a broken line.
+		fr, haveN = &frontier{}, c.N == 0
+		if rep, err = verify(dir, each(false), 0); err == nil {
+			err = &CheckpointError{Checkpoint: c, Lines: fr.n, Found: atN}
+		}
+	}
 	out := TreeReport{Report: rep}
 	if err != nil {
 		return out, err
@@ -80,15 +97,16 @@ func VerifyCheckpoint(dir string, c Checkpoint) (TreeReport, error) {
 		return out, err
 	}
 	out.Tree.N = fr.n
-	if !haveN || atN != c.Hash {
-		return out, &CheckpointError{Checkpoint: c, Lines: fr.n, Found: atN}
-	}
 	if err := checkTreeFile(dir, c.Tree, out.Tree); err != nil {
 		return out, err
 	}
 	out.Consistent = true
 	return out, nil
 }
+
+// errNotSigned ends the first pass of VerifyCheckpoint at a root that is
+// not the checkpoint's.
+var errNotSigned = errors.New("audit: not the signed tree")
 
 // checkTreeFile checks that the hash file's tree at now.N has now's root
 // and that a consistency proof from it shows it extends old.
