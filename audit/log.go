@@ -257,7 +257,7 @@ func (l *Log) writeRecord(f *os.File, r Record, t time.Time, durable bool) (Reco
 		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, err)
 	}
 	l.seq, l.head = r.Seq, hashHex(line[:len(line)-1])
-	l.tree.add(line[:len(line)-1]) // after the line: never a hash for a line not written
+	l.tree.add(line[:len(line)-1], durable) // after the line: never a hash for a line not written
 	if durable {
 		l.durable = Head{Seq: l.seq, Hash: l.head}
 	}

@@ -24,9 +24,10 @@ import (
 // The hashes are kept in TreeFile beside the log files: 32 bytes each, in
 // tlog.StoredHashIndex order (the leaf of record n, then the interior
 // hashes it completes), so that a proof or a root reads O(log N) of them.
-// They are derived data: the lines are the truth. The file is written by
-// Append right after the line, in the same call, but never fsynced per
-// record: a second fsync per record would double the cost of the request
+// They are derived data: the lines are the truth. Append writes them right
+// after the line, in the same call (AppendPending's wait in memory for the
+// next Append: one write for both), but never fsyncs them per record: a
+// second fsync per record would double the cost of the request
 // path, and nothing is lost without it, because Open cuts the file back to
 // the hashes of the lines that are on disk and recomputes whatever is
 // missing or does not match the last line from the lines themselves. So a
@@ -133,9 +134,11 @@ type tree struct {
 // reader reads the tree's hashes, written or pending.
 func (t *tree) reader() hashFile { return hashFile{f: t.f, count: t.written, tail: t.pending} }
 
-// add computes the hashes of line (the next leaf) and writes them. A nil
-// tree (a benchmark's log without one) does nothing.
-func (t *tree) add(line []byte) {
+// add computes the hashes of line (the next leaf), and writes them with
+// those still pending when flush is set (a durable append: a pending one's
+// wait for it, one write for both). A nil tree (a benchmark's log without
+// one) does nothing.
+func (t *tree) add(line []byte, flush bool) {
 	if t == nil {
 		return
 	}
@@ -145,8 +148,14 @@ func (t *tree) add(line []byte) {
 		return
 	}
 	t.pending = append(t.pending, hs...)
-	t.flush()
+	if flush || len(t.pending) >= maxPending {
+		t.flush()
+	}
 }
+
+// maxPending bounds the hashes add keeps before writing them, however
+// long a run of pending appends.
+const maxPending = 256
 
 // flush writes the pending hashes at the end of the file.
 func (t *tree) flush() {

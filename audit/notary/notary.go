@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"coily.dev/coily/audit"
@@ -50,8 +51,10 @@ type Notary struct {
 	stop chan struct{}
 	done chan struct{}
 
-	mu     sync.Mutex
-	signed int64 // tree size of the last checkpoint signed
+	// signed is the tree size of the last checkpoint signed, read by
+	// notice on every append without waiting for a signing under way.
+	signed atomic.Int64
+	mu     sync.Mutex // held while signing
 	last   []byte
 }
 
@@ -70,7 +73,8 @@ func Start(cfg Config) (*Notary, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	n := &Notary{cfg: cfg, signed: -1, poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	n := &Notary{cfg: cfg, poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
+	n.signed.Store(-1)
 	if _, err := n.Sign(); err != nil {
 		return nil, err
 	}
@@ -106,10 +110,7 @@ func (n *Notary) notice(r audit.Record) {
 		}
 		return
 	}
-	n.mu.Lock()
-	due := int64(r.Seq)-n.signed >= int64(n.cfg.Records)
-	n.mu.Unlock()
-	if due {
+	if int64(r.Seq)-n.signed.Load() >= int64(n.cfg.Records) {
 		select {
 		case n.poke <- struct{}{}:
 		default:
@@ -144,7 +145,7 @@ func (n *Notary) Sign() ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tree.N == n.signed {
+	if tree.N == n.signed.Load() {
 		return n.last, nil
 	}
 	msg, err := audit.SignCheckpoint(n.cfg.Key, tree)
@@ -159,7 +160,8 @@ func (n *Notary) Sign() ([]byte, error) {
 	if err := audit.WriteCheckpoint(n.cfg.Log.Dir(), msg); err != nil {
 		return nil, err
 	}
-	n.signed, n.last = tree.N, msg
+	n.signed.Store(tree.N)
+	n.last = msg
 	return msg, nil
 }
 
