@@ -28,7 +28,12 @@ import (
 // auditCmd is `coily audit`: the subcommands read the log files directly,
 // on the host, as the server's user or root (the files are 0600).
 func auditCmd(a *cli.App) *cobra.Command {
-	cmds := []*cobra.Command{command(a, spec{use: "tail [-n N] [--follow] [--principal P] [--rule R] [--code C] [--json] [--fleet --state etcd://… --etcd-ca …]",
+	return group("audit", "read the audit log: tail, show, verify, repair, key, prove",
+		`Read the hash-chained audit log in <state-dir>/audit directly (on the host, as the server's user or
+root: the files are 0600): the last records, the records of one audit or request id, a check of the
+whole chain (and against a signed checkpoint a witness kept), the repair of a torn last record, the
+key checkpoints are signed with, and a record's inclusion proof.`,
+		command(a, spec{use: "tail [-n N] [--follow] [--principal P] [--rule R] [--code C] [--json] [--fleet --state etcd://… --etcd-ca …]",
 			short: "print the last records, and with --follow each as it is written; with --fleet, every host's",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				n := fs.IntP("n", "n", 20, "number of records")
@@ -65,13 +70,9 @@ func auditCmd(a *cli.App) *cobra.Command {
 			flags: func(fs *pflag.FlagSet) runFunc {
 				return func(_ context.Context, e *env) int { return auditRepair(e, auditDir(e)) }
 			}}),
-	}
-	return group("audit", "read the audit log: tail, show, verify, repair, key, prove",
-		`Read the hash-chained audit log in <state-dir>/audit directly (on the host, as the server's user or
-root: the files are 0600): the last records, the records of one audit or request id, a check of the
-whole chain (and against a signed checkpoint a witness kept), the repair of a torn last record, the
-key checkpoints are signed with, and a record's inclusion proof.`,
-		append(cmds, auditTreeCmds(a)...)...)
+		auditKeyCmd(a),
+		auditProveCmd(a),
+	)
 }
 
 func auditDir(e *env) string { return filepath.Join(e.global.StateDir, "audit") }

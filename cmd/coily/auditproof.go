@@ -15,33 +15,35 @@ import (
 	"coily.dev/coily/regularfile"
 )
 
-// auditTreeCmds are `coily audit key` and `coily audit prove`.
-func auditTreeCmds(a *cli.App) []*cobra.Command {
-	return []*cobra.Command{
-		command(a, spec{use: "key", short: "print the public key the audit log's checkpoints are signed with, to pin it",
-			flags: func(fs *pflag.FlagSet) runFunc {
-				return func(_ context.Context, e *env) int { return auditKey(e) }
-			}}),
-		command(a, spec{use: "prove [--checkpoint FILE] ID | prove --check FILE [--key KEY]",
-			short: "print an audit record's inclusion proof in a signed checkpoint, or check one", args: cobra.MaximumNArgs(1),
-			flags: func(fs *pflag.FlagSet) runFunc {
-				cp := fs.String("checkpoint", "", "the signed checkpoint to prove against (default: the latest, <state-dir>/audit/checkpoint)")
-				check := fs.String("check", "", "check the proof in this file instead, against the pinned key, and print the record")
-				k := registerPinnedKey(fs)
-				return func(_ context.Context, e *env) int {
-					if *check != "" {
-						if len(e.args) > 0 {
-							return usage(e, "audit prove --check FILE takes no ID")
-						}
-						return auditProveCheck(e, *check, k)
+// auditKeyCmd is `coily audit key`.
+func auditKeyCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "key", short: "print the public key the audit log's checkpoints are signed with, to pin it",
+		flags: func(fs *pflag.FlagSet) runFunc {
+			return func(_ context.Context, e *env) int { return auditKey(e) }
+		}})
+}
+
+// auditProveCmd is `coily audit prove`.
+func auditProveCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "prove [--checkpoint FILE] ID | prove --check FILE [--key KEY]",
+		short: "print an audit record's inclusion proof in a signed checkpoint, or check one", args: cobra.MaximumNArgs(1),
+		flags: func(fs *pflag.FlagSet) runFunc {
+			cp := fs.String("checkpoint", "", "the signed checkpoint to prove against (default: the latest, <state-dir>/audit/checkpoint)")
+			check := fs.String("check", "", "check the proof in this file instead, against the pinned key, and print the record")
+			k := registerPinnedKey(fs)
+			return func(_ context.Context, e *env) int {
+				if *check != "" {
+					if len(e.args) > 0 {
+						return usage(e, "audit prove --check FILE takes no ID")
 					}
-					if len(e.args) != 1 {
-						return usage(e, "audit prove needs an audit id (A and 12 digits)")
-					}
-					return auditProve(e, e.args[0], *cp)
+					return auditProveCheck(e, *check, k)
 				}
-			}}),
-	}
+				if len(e.args) != 1 {
+					return usage(e, "audit prove needs an audit id (A and 12 digits)")
+				}
+				return auditProve(e, e.args[0], *cp)
+			}
+		}})
 }
 
 // pinnedKey name the verifier key a checkpoint must be signed with.
