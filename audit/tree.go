@@ -189,8 +189,8 @@ func (t *tree) sync() error {
 
 // openTree opens (creating) the hash file in dir for a log of n records
 // whose last line is last, cuts it back to the hashes of those records,
-// and computes from the log's lines the hashes it lacks. A last leaf that
-// does not match last makes it rebuild the whole file.
+// and computes from the log's lines the hashes it lacks. A last leaf kept
+// that is not its line's makes it rebuild the whole file.
 func openTree(dir string, n int64, last []byte) (*tree, error) {
 	f, err := os.OpenFile(filepath.Join(dir, TreeFile), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
@@ -212,14 +212,22 @@ func loadTree(dir string, f *os.File, n int64, last []byte) (*tree, error) {
 	count := fi.Size() / tlog.HashSize
 	// m: the records whose hashes the file holds whole, at most n.
 	m := int64(sort.Search(int(n)+1, func(k int) bool { return tlog.StoredHashCount(int64(k)) > count })) - 1
-	if m == n && n > 0 {
+	if m > 0 {
+		// The last leaf kept must be its line's, or the file is not this
+		// log's hashes (a log or a hash file put back from elsewhere).
 		hf := hashFile{f: f, count: count}
-		leaf, err := hf.ReadHashes([]int64{tlog.StoredHashIndex(0, n-1)})
+		leaf, err := hf.ReadHashes([]int64{tlog.StoredHashIndex(0, m-1)})
 		if err != nil {
 			return nil, err
 		}
-		if leaf[0] != tlog.RecordHash(last) {
-			m = 0 // not this log's hashes: rebuild them all
+		line := last
+		if m < n {
+			if line, err = lineAt(dir, uint64(m)); err != nil {
+				return nil, err
+			}
+		}
+		if leaf[0] != tlog.RecordHash(line) {
+			m = 0 // rebuild them all
 		}
 	}
 	written := tlog.StoredHashCount(m)

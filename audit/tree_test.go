@@ -120,6 +120,13 @@ func TestTreeFileRebuiltAtOpen(t *testing.T) {
 		"longer": func(t *testing.T, path string) {
 			writeFile(t, path, append(readFile(t, path), make([]byte, 32*3)...))
 		},
+		"short and foreign": func(t *testing.T, path string) {
+			b := readFile(t, path)[:32*20]
+			for i := range b {
+				b[i] ^= 0x5a
+			}
+			writeFile(t, path, b)
+		},
 		"foreign": func(t *testing.T, path string) {
 			b := readFile(t, path)
 			b[len(b)-1] ^= 1 // the last stored hash is an interior one or the last leaf
