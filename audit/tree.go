@@ -80,6 +80,11 @@ func (fr *frontier) add(line []byte) ([]tlog.Hash, error) {
 // root is the tree's root hash.
 func (fr *frontier) root() (tlog.Hash, error) { return tlog.TreeHash(fr.n, fr) }
 
+// recordsIn is how many records' hashes count stored hashes hold whole.
+func recordsIn(count int64) int64 {
+	return int64(sort.Search(int(count)+1, func(k int) bool { return tlog.StoredHashCount(int64(k)) > count })) - 1
+}
+
 // loadFrontier reads the frontier of a tree of n leaves from r.
 func loadFrontier(n int64, r tlog.HashReader) (*frontier, error) {
 	fr := &frontier{n: n}
@@ -210,8 +215,7 @@ func loadTree(dir string, f *os.File, n int64, last []byte) (*tree, error) {
 		return nil, err
 	}
 	count := fi.Size() / tlog.HashSize
-	// m: the records whose hashes the file holds whole, at most n.
-	m := int64(sort.Search(int(n)+1, func(k int) bool { return tlog.StoredHashCount(int64(k)) > count })) - 1
+	m := min(recordsIn(count), n) // the records whose hashes the file holds whole
 	if m > 0 {
 		// The last leaf kept must be its line's, or the file is not this
 		// log's hashes (a log or a hash file put back from elsewhere).

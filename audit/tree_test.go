@@ -299,3 +299,24 @@ func TestVerifyNamesLineAcrossBatches(t *testing.T) {
 		t.Fatalf("%+v", rep)
 	}
 }
+
+// A running server's pending line (a command's decision, before its
+// result) has its hashes written with the next durable append: verifying
+// against a checkpoint meanwhile is no alarm.
+func TestVerifyCheckpointBesidePendingLine(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, newClock(oct))
+	appendN(t, l, 9)
+	_, cp := signedHead(t, l)
+	if _, err := l.AppendPending(context.Background(), sampleRecord(1)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := VerifyCheckpoint(dir, cp)
+	if err != nil || rep.Lines != 10 || !rep.Consistent {
+		t.Fatalf("beside a pending line: %+v, %v", rep, err)
+	}
+	appendN(t, l, 1)
+	if _, err := VerifyCheckpoint(dir, cp); err != nil {
+		t.Fatal(err)
+	}
+}

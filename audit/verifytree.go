@@ -3,6 +3,8 @@ package audit
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"golang.org/x/mod/sumdb/tlog"
 )
@@ -60,11 +62,24 @@ var ErrTreeFile = errors.New("audit: the tree's hash file does not match the log
 // recomputed root, and a consistency proof from c to it (ErrTreeFile when
 // not). Memory O(log N).
 func VerifyCheckpoint(dir string, c Checkpoint) (TreeReport, error) {
+	// The hash file is compared at the size it holds whole when it was
+	// looked at: a running server writes the hashes of a pending line
+	// (a command's decision) with the next durable one.
+	fileN, err := treeFileRecords(dir)
+	if err != nil {
+		return TreeReport{}, fmt.Errorf("%w: %w", ErrTreeFile, err)
+	}
 	fr, atN, haveN := &frontier{}, tlog.Hash{}, false
+	atFile, _ := fr.root() // of no records, until the walk reaches fileN
 	each := func(stopAtMismatch bool) func([]byte) error {
 		return func(line []byte) error {
 			if _, err := fr.add(line); err != nil {
 				return err
+			}
+			if fr.n == fileN {
+				if atFile, err = fr.root(); err != nil {
+					return err
+				}
 			}
 			if fr.n != c.N {
 				return nil
@@ -97,7 +112,11 @@ func VerifyCheckpoint(dir string, c Checkpoint) (TreeReport, error) {
 		return out, err
 	}
 	out.Tree.N = fr.n
-	if err := checkTreeFile(dir, c.Tree, out.Tree); err != nil {
+	file := Tree{N: fileN, Hash: atFile}
+	if fileN >= fr.n {
+		file = out.Tree // hashes of lines a crash lost: Open cuts them
+	}
+	if err := checkTreeFile(dir, c.Tree, file); err != nil {
 		return out, err
 	}
 	out.Consistent = true
@@ -107,6 +126,16 @@ func VerifyCheckpoint(dir string, c Checkpoint) (TreeReport, error) {
 // errNotSigned ends the first pass of VerifyCheckpoint at a root that is
 // not the checkpoint's.
 var errNotSigned = errors.New("audit: not the signed tree")
+
+// treeFileRecords is how many records' hashes the hash file in dir holds
+// whole.
+func treeFileRecords(dir string) (int64, error) {
+	fi, err := os.Stat(filepath.Join(dir, TreeFile))
+	if err != nil {
+		return 0, err
+	}
+	return recordsIn(fi.Size() / tlog.HashSize), nil
+}
 
 // checkTreeFile checks that the hash file's tree at now.N has now's root
 // and that a consistency proof from it shows it extends old.
@@ -122,6 +151,9 @@ func checkTreeFile(dir string, old, now Tree) error {
 	}
 	if h != now.Hash {
 		return fmt.Errorf("%w: its root at %d is %s, the lines' %s", ErrTreeFile, now.N, h, now.Hash)
+	}
+	if old.N > now.N {
+		return fmt.Errorf("%w: it holds %d records' hashes, fewer than the checkpoint's %d", ErrTreeFile, now.N, old.N)
 	}
 	if old.N == 0 || old.N == now.N {
 		return nil
