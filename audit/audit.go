@@ -39,7 +39,8 @@
 // end of the log, or rewriting a whole suffix of it with recomputed hashes,
 // cannot be detected from the log alone: a Head recorded elsewhere (the
 // server keeps Log.Head in its state file, told by SetAnchor) can, with
-// CheckHead.
+// CheckHead; so can a signed checkpoint of the log's Merkle tree kept off
+// the host, with VerifyCheckpoint (tree.go, checkpoint.go, proof.go).
 //
 // # Failure handling
 //
