@@ -39,7 +39,8 @@
 // end of the log, or rewriting a whole suffix of it with recomputed hashes,
 // cannot be detected from the log alone: a Head recorded elsewhere (the
 // server keeps Log.Head in its state file, told by SetAnchor) can, with
-// CheckHead.
+// CheckHead; so can a signed checkpoint of the log's Merkle tree kept off
+// the host, with VerifyCheckpoint (tree.go, checkpoint.go, proof.go).
 //
 // # Failure handling
 //
@@ -169,6 +170,9 @@ type Config struct {
 	// Checkpoint, when set, returns the details of the checkpoint record
 	// that begins every new file (the server's stop state).
 	Checkpoint func() map[string]string
+	// noTree opens the log without its Merkle tree: only for the
+	// benchmark that measures what the tree costs.
+	noTree bool
 }
 
 // Report summarises a successful (or partial) Verify.

@@ -27,6 +27,10 @@ func (l *Log) Check() error {
 		return ErrClosed
 	}
 	err := l.recover()
+	if err == nil && l.tree != nil {
+		l.tree.flush() // hashes a full disk held back
+		err = l.tree.err
+	}
 	l.mu.Unlock()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrBroken, err)

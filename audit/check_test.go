@@ -36,8 +36,8 @@ func TestCheck(t *testing.T) {
 		t.Fatalf("Check after healing: %v", err)
 	}
 	entries, err := os.ReadDir(dir)
-	if err != nil || len(entries) != 1 {
-		t.Fatalf("audit dir holds %v (%v), want only the log file", entries, err)
+	if err != nil || len(entries) != 2 || entries[1].Name() != TreeFile {
+		t.Fatalf("audit dir holds %v (%v), want only the log file and the tree's", entries, err)
 	}
 	if _, err := l.Append(context.Background(), sampleRecord(2)); err != nil {
 		t.Fatal(err)

@@ -108,39 +108,45 @@ func lastHead(dir string) (Head, error) {
 }
 
 // lineHashAt returns the hash of the line of record seq ("" when no file
-// holds it). Lines are numbered by seq within a file, from its first
-// record's; the line found must say it is seq.
+// holds it).
 func lineHashAt(dir string, seq uint64) (string, error) {
+	found := ""
+	err := lineOf(dir, seq, func(b []byte) { found = hashHex(b) })
+	return found, err
+}
+
+// lineOf calls fn with the line of record seq, checked on its own, if a
+// file holds it. Lines are numbered by seq within a file, from its first
+// record's; the line found must say it is seq.
+func lineOf(dir string, seq uint64, fn func(line []byte)) error {
 	files, err := logFiles(dir)
 	if err != nil {
-		return "", err
+		return err
 	}
 	for i := len(files) - 1; i >= 0; i-- {
 		path := filepath.Join(dir, files[i].name)
 		first, ok, err := firstRecord(path)
 		if err != nil {
-			return "", err
+			return err
 		}
 		if !ok || first.Seq > seq {
 			continue
 		}
 		want := seq - first.Seq + 1 // its line number in this file
-		found := ""
-		err = eachLine(path, func(n int, b []byte) error {
+		return eachLine(path, func(n int, b []byte) error {
 			if uint64(n) < want {
 				return nil
 			}
-			rec, h, err := parseLine(b)
+			rec, _, err := parseLine(b)
 			if err != nil {
 				return &BrokenError{File: path, Line: n, Why: err.Error()}
 			}
 			if rec.Seq != seq {
 				return &BrokenError{File: path, Line: n, Why: fmt.Sprintf("sequence broken: seq %d where %d belongs", rec.Seq, seq)}
 			}
-			found = h
+			fn(b)
 			return errStop
 		})
-		return found, err
 	}
-	return "", nil
+	return nil
 }

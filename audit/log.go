@@ -38,6 +38,9 @@ type Log struct {
 	// the anchor.
 	rotated bool
 	closed  bool
+	tree    *tree // the Merkle tree's hash file (tree.go)
+	// notify is told each record made durable (SetNotify).
+	notify func(Record)
 }
 
 // Open opens the audit log in cfg.Dir, creating the directory (0700) if
@@ -67,13 +70,15 @@ func Open(cfg Config) (*Log, error) {
 		return nil, fmt.Errorf("audit: open: %w", err)
 	}
 	l := &Log{dir: cfg.Dir, host: cfg.Host, now: now, head: zeroHash, maxSize: maxSize, checkpoint: cfg.Checkpoint}
+	var lastLine []byte
 	for i := len(files) - 1; i >= 0; i-- {
 		path := filepath.Join(cfg.Dir, files[i].name)
-		rec, h, ok, err := lastRecord(path)
+		rec, h, line, err := lastRecordLine(path)
 		if err != nil {
 			return nil, fmt.Errorf("audit: open: %w", err)
 		}
-		if ok {
+		if line != nil {
+			lastLine = line
 			if err := syncFile(path); err != nil {
 				return nil, fmt.Errorf("audit: open: %w", err)
 			}
@@ -85,15 +90,22 @@ func Open(cfg Config) (*Log, error) {
 		}
 	}
 	l.durable = Head{Seq: l.seq, Hash: l.head}
+	if !cfg.noTree {
+		if l.tree, err = openTree(cfg.Dir, int64(l.seq), lastLine); err != nil {
+			return nil, fmt.Errorf("audit: open: %w", err)
+		}
+	}
 	if len(files) > 0 {
 		newest := files[len(files)-1]
 		f, err := openAppend(filepath.Join(cfg.Dir, newest.name))
 		if err != nil {
+			_ = l.tree.close()
 			return nil, fmt.Errorf("audit: open: %w", err)
 		}
 		fi, err := f.Stat()
 		if err != nil {
 			_ = f.Close()
+			_ = l.tree.close()
 			return nil, fmt.Errorf("audit: open: %w", err)
 		}
 		l.f, l.file, l.size = f, newest, fi.Size()
@@ -131,6 +143,13 @@ func (l *Log) Records() uint64 {
 // lastRecord parses the last line of the file at path. ok is false if the
 // file is empty.
 func lastRecord(path string) (rec Record, lineHash string, ok bool, err error) {
+	rec, lineHash, line, err := lastRecordLine(path)
+	return rec, lineHash, line != nil, err
+}
+
+// lastRecordLine is lastRecord with the line's bytes (without '\n'), nil
+// when the file is empty.
+func lastRecordLine(path string) (rec Record, lineHash string, line []byte, err error) {
 	var last []byte
 	n := 0
 	err = eachLine(path, func(line int, b []byte) error {
@@ -138,13 +157,13 @@ func lastRecord(path string) (rec Record, lineHash string, ok bool, err error) {
 		return nil
 	})
 	if err != nil || n == 0 {
-		return Record{}, "", false, err
+		return Record{}, "", nil, err
 	}
 	rec, lineHash, err = parseLine(last)
 	if err != nil {
-		return Record{}, "", false, &BrokenError{File: path, Line: n, Why: err.Error()}
+		return Record{}, "", nil, &BrokenError{File: path, Line: n, Why: err.Error()}
 	}
-	return rec, lineHash, true, nil
+	return rec, lineHash, last, nil
 }
 
 // syncFile fsyncs the file at path.
@@ -190,11 +209,14 @@ func (l *Log) append(ctx context.Context, r Record, durable bool) (Record, error
 	}
 	l.mu.Lock()
 	out, err := l.appendLocked(ctx, r, durable)
-	rotated, anchor, head := l.rotated, l.anchor, l.durable
+	rotated, anchor, head, notify := l.rotated, l.anchor, l.durable, l.notify
 	l.rotated = false
 	l.mu.Unlock()
 	if rotated && anchor != nil {
 		anchor(head)
+	}
+	if err == nil && durable && notify != nil {
+		notify(out)
 	}
 	return out, err
 }
@@ -235,6 +257,7 @@ func (l *Log) writeRecord(f *os.File, r Record, t time.Time, durable bool) (Reco
 		return Record{}, fmt.Errorf("audit: append: %w: %w", ErrBroken, err)
 	}
 	l.seq, l.head = r.Seq, hashHex(line[:len(line)-1])
+	l.tree.add(line[:len(line)-1], durable) // after the line: never a hash for a line not written
 	if durable {
 		l.durable = Head{Seq: l.seq, Hash: l.head}
 	}
@@ -319,6 +342,7 @@ func (l *Log) fileFor(t time.Time, durable bool) (*os.File, error) {
 			l.pending = false
 		}
 		_ = l.f.Close()
+		_ = l.tree.sync() // derived data: Open rebuilds what a failure here loses
 		// Every line of the file closed is on disk: an anchor to tell.
 		l.durable, l.rotated = Head{Seq: l.seq, Hash: l.head}, true
 	}
@@ -367,7 +391,7 @@ func (l *Log) Close() error {
 		return nil
 	}
 	l.closed = true
-	err := l.closeFile()
+	err := errors.Join(l.closeFile(), l.tree.close())
 	anchor, head := l.anchor, l.durable
 	l.mu.Unlock()
 	if anchor != nil {

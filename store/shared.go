@@ -17,6 +17,10 @@ var ErrUnavailable = errors.New("store: shared state unavailable")
 type Local interface {
 	AuditHead() (AuditHead, error)
 	SetAuditHead(AuditHead) error
+	// AuditCheckpoint and SetAuditCheckpoint keep the latest signed
+	// checkpoint of the audit log's tree, next to its head.
+	AuditCheckpoint() (AuditCheckpoint, error)
+	SetAuditCheckpoint(AuditCheckpoint) error
 	PutRequest(Request) error
 	Request(id string) (Request, error)
 	// Created reports that the file held no state when opened.

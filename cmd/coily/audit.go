@@ -29,10 +29,11 @@ import (
 // auditCmd is `coily audit`: the subcommands read the log files directly,
 // on the host, as the server's user or root (the files are 0600).
 func auditCmd(a *cli.App) *cobra.Command {
-	return group("audit", "read the audit log: tail, show, verify, repair",
+	return group("audit", "read the audit log: tail, show, verify, repair, key, prove",
 		`Read the hash-chained audit log in <state-dir>/audit directly (on the host, as the server's user or
 root: the files are 0600): the last records, the records of one audit or request id, a check of the
-whole chain, and the repair of a torn last record.`,
+whole chain (and against a signed checkpoint a witness kept), the repair of a torn last record, the
+key checkpoints are signed with, and a record's inclusion proof.`,
 		command(a, spec{use: "tail [-n N] [--follow] [--principal P] [--rule R] [--code C] [--json] [--fleet --state etcd://… --etcd-ca …]",
 			short: "print the last records, and with --follow each as it is written; with --fleet, every host's",
 			flags: func(fs *pflag.FlagSet) runFunc {
@@ -62,15 +63,20 @@ whole chain, and the repair of a torn last record.`,
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
 				return func(_ context.Context, e *env) int { return auditShow(e, e.args[0], *asJSON) }
 			}}),
-		command(a, spec{use: "verify [--json]", short: "check the whole hash chain, across rotated files, and that it holds the head the state file recorded",
+		command(a, spec{use: "verify [--json] [--checkpoint FILE --key KEY]",
+			short: "check the whole hash chain, across rotated files, that it holds the head the state file recorded, and what a witnessed checkpoint commits to",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the report as JSON")
-				return func(_ context.Context, e *env) int { return auditVerify(e, auditDir(e), *asJSON) }
+				cp := fs.String("checkpoint", "", "a signed checkpoint kept off the host (by a witness): the log must hold exactly the records it commits to, and extend them")
+				k := registerPinnedKey(fs)
+				return func(_ context.Context, e *env) int { return auditVerify(e, auditDir(e), *asJSON, *cp, k) }
 			}}),
-		command(a, spec{use: "repair", short: "cut a torn last record and record that it did (server stopped)",
+		command(a, spec{use: "repair", short: "cut a torn last record, record that it did and sign a checkpoint of the repaired log (server stopped)",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				return func(_ context.Context, e *env) int { return auditRepair(e, auditDir(e)) }
 			}}),
+		auditKeyCmd(a),
+		auditProveCmd(a),
 	)
 }
 
@@ -212,8 +218,21 @@ func auditShow(e *env, id string, asJSON bool) int {
 // auditVerify checks the whole chain, then that the log still holds the
 // head the state file beside it recorded (a log cut back is whole, but
 // short).
-func auditVerify(e *env, dir string, asJSON bool) int {
-	rep, err := audit.Verify(dir)
+func auditVerify(e *env, dir string, asJSON bool, cpPath string, k pinnedKey) int {
+	var rep audit.Report
+	var err error
+	var tree *treeCheck
+	if cpPath == "" {
+		rep, err = audit.Verify(dir)
+	} else {
+		var code int
+		if tree, code = openWitnessed(e, cpPath, k); tree == nil {
+			return code
+		}
+		var tr audit.TreeReport
+		tr, err = audit.VerifyCheckpoint(dir, tree.cp)
+		rep, tree.now = tr.Report, tr.Tree
+	}
 	head, note := recordedHead(filepath.Join(filepath.Dir(dir), "coily.db"))
 	if err == nil && head.Seq > 0 {
 		if err = audit.CheckHead(dir, audit.Head{Seq: head.Seq, Hash: head.Hash}); err != nil {
@@ -227,6 +246,9 @@ func auditVerify(e *env, dir string, asJSON bool) int {
 		}
 		if note != "" {
 			out["recorded_head_unchecked"] = note
+		}
+		if tree != nil {
+			out["checkpoint"] = tree.json()
 		}
 		if err != nil {
 			out["error"] = err.Error()
@@ -246,6 +268,9 @@ func auditVerify(e *env, dir string, asJSON bool) int {
 			printLine(e.stdout, "it holds the head the state file recorded (record %d)", head.Seq)
 		case note != "":
 			printLine(e.stdout, "the state file's recorded head was not checked: %s", note)
+		}
+		if tree != nil {
+			tree.print(e)
 		}
 	}
 	return 0
@@ -293,7 +318,7 @@ func auditRepair(e *env, dir string) int {
 		return 1
 	}
 	printLine(e.stdout, "cut %d bytes (a torn line) from %s; recorded as %s (%s)", rep.CutBytes, rep.File, rep.Record.ID, rep.Record.Event)
-	return 0
+	return signRepaired(e, dir)
 }
 
 // printJSON writes v as one JSON line, safe for a terminal (termJSON).

@@ -87,6 +87,8 @@ type serveOptions struct {
 	auditFeed webapi.AuditFeed
 	// killGrace is the SIGTERM→SIGKILL delay of a lockout and a kill.
 	killGrace time.Duration
+	// checkpoints configures the audit log's signed checkpoints.
+	checkpoints checkpointFlags
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -112,6 +114,7 @@ type serveFlagValues struct {
 	ks                                                       *keystoreFlags
 	state                                                    *stateFlags
 	killGrace                                                *time.Duration
+	checkpoints                                              checkpointFlags
 }
 
 func serveFlags(fs *pflag.FlagSet) runFunc {
@@ -134,6 +137,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.sandboxUIDs = sandboxUIDsFlag(fs)
 	f.ks = registerKeystoreFlags(fs)
 	f.state = registerStateFlags(fs)
+	f.checkpoints = registerCheckpointFlags(fs)
 	f.killGrace = durationFlag(fs, "kill-grace", "COILY_KILL_GRACE", server.DefaultKillGrace, "how long a lockout or a kill waits between SIGTERM and SIGKILL (100ms to 1m; a fleet on etcd: 500ms, so every command is dead within a second)")
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
@@ -169,6 +173,9 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err != nil {
 		return usage(e, "serve: %v", err)
 	}
+	if err := f.checkpoints.check(); err != nil {
+		return usage(e, "serve: %v", err)
+	}
 	if *f.killGrace < 100*time.Millisecond || *f.killGrace > time.Minute {
 		return usage(e, "serve: --kill-grace %v: must be between 100ms and 1m", *f.killGrace)
 	}
@@ -195,7 +202,7 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
 		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared,
-		killGrace: *f.killGrace, service: *f.service}
+		killGrace: *f.killGrace, service: *f.service, checkpoints: f.checkpoints}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -274,6 +281,11 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer al.Close()
+	nt, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost())
+	if err != nil {
+		return err
+	}
+	defer nt.Stop() // before the log closes: its last checkpoint covers every record
 	ks, err := openKeystore(ctx, log, o.keystore)
 	if err != nil {
 		return err

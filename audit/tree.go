@@ -1,0 +1,345 @@
+package audit
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+// # The Merkle tree
+//
+// Every line of the log is also a leaf of an RFC 6962 Merkle tree (the
+// hashing of Go's checksum database and Certificate Transparency,
+// golang.org/x/mod/sumdb/tlog): record Seq is leaf Seq-1, its leaf hash
+// tlog.RecordHash of the line's bytes without its '\n', across files and
+// rotations. The tree of the first N records has a root hash that a signed
+// checkpoint commits to (checkpoint.go); one record has an inclusion proof
+// and two sizes a consistency proof, each of O(log N) hashes.
+//
+// The hashes are kept in TreeFile beside the log files: 32 bytes each, in
+// tlog.StoredHashIndex order (the leaf of record n, then the interior
+// hashes it completes), so that a proof or a root reads O(log N) of them.
+// They are derived data: the lines are the truth. Append writes them right
+// after the line, in the same call (AppendPending's wait in memory for the
+// next Append: one write for both), but never fsyncs them per record: a
+// second fsync per record would double the cost of the request
+// path, and nothing is lost without it, because Open cuts the file back to
+// the hashes of the lines that are on disk and recomputes whatever is
+// missing or does not match the last line from the lines themselves. So a
+// hash for a line that did not survive a crash is dropped, and a torn hash
+// tail is mended like a torn line. The file is fsynced when a log file is
+// closed at rotation, at Close and after Open rebuilt it. A checker never
+// trusts it: VerifyCheckpoint recomputes the tree from the lines.
+
+// TreeFile is the name of the tree's hash file in the log's directory.
+const TreeFile = "tree.hashes"
+
+// frontier is the right edge of a tree of n leaves: h[l] is the hash of
+// node (l, n>>l - 1), the last complete subtree at level l. It is all
+// tlog.StoredHashes needs to add a leaf, and all tlog.TreeHash needs for
+// the root, so hashes can be computed while streaming the lines.
+type frontier struct {
+	n int64
+	h []tlog.Hash
+}
+
+// ReadHashes serves the frontier's nodes (tlog.HashReader).
+func (fr *frontier) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		level, k := tlog.SplitStoredHashIndex(idx)
+		if level >= len(fr.h) || k != fr.n>>level-1 {
+			return nil, fmt.Errorf("audit: tree: hash %d (level %d, node %d) is not on the edge of a tree of %d", idx, level, k, fr.n)
+		}
+		out[i] = fr.h[level]
+	}
+	return out, nil
+}
+
+// add adds the leaf of line and returns the hashes to store for it.
+func (fr *frontier) add(line []byte) ([]tlog.Hash, error) {
+	hs, err := tlog.StoredHashes(fr.n, line, fr)
+	if err != nil {
+		return nil, err
+	}
+	for level, h := range hs {
+		if level == len(fr.h) {
+			fr.h = append(fr.h, h)
+		}
+		fr.h[level] = h
+	}
+	fr.n++
+	return hs, nil
+}
+
+// root is the tree's root hash.
+func (fr *frontier) root() (tlog.Hash, error) { return tlog.TreeHash(fr.n, fr) }
+
+// recordsIn is how many records' hashes count stored hashes hold whole.
+func recordsIn(count int64) int64 {
+	return int64(sort.Search(int(count)+1, func(k int) bool { return tlog.StoredHashCount(int64(k)) > count })) - 1
+}
+
+// loadFrontier reads the frontier of a tree of n leaves from r.
+func loadFrontier(n int64, r tlog.HashReader) (*frontier, error) {
+	fr := &frontier{n: n}
+	var idx []int64
+	for l := 0; n>>l > 0; l++ {
+		idx = append(idx, tlog.StoredHashIndex(l, n>>l-1))
+	}
+	hs, err := r.ReadHashes(idx)
+	if err != nil {
+		return nil, err
+	}
+	fr.h = hs
+	return fr, nil
+}
+
+// hashFile reads stored hashes from a file (tlog.HashReader), and from
+// tail, the hashes computed but not yet written after its first count.
+type hashFile struct {
+	f     io.ReaderAt
+	count int64 // hashes in f
+	tail  []tlog.Hash
+}
+
+func (hf hashFile) ReadHashes(indexes []int64) ([]tlog.Hash, error) {
+	out := make([]tlog.Hash, len(indexes))
+	for i, idx := range indexes {
+		switch {
+		case idx < 0 || idx >= hf.count+int64(len(hf.tail)):
+			return nil, fmt.Errorf("audit: tree: hash %d is not stored (%d are)", idx, hf.count+int64(len(hf.tail)))
+		case idx >= hf.count:
+			out[i] = hf.tail[idx-hf.count]
+		default:
+			if _, err := hf.f.ReadAt(out[i][:], idx*tlog.HashSize); err != nil {
+				return nil, fmt.Errorf("audit: tree: reading hash %d: %w", idx, err)
+			}
+		}
+	}
+	return out, nil
+}
+
+// tree is the Log's side of the hash file.
+type tree struct {
+	f       *os.File
+	written int64 // hashes in f
+	// pending are hashes computed for lines on disk that a failed write
+	// has not put in f yet; the next flush retries them.
+	pending []tlog.Hash
+	err     error // the last failed write, until a flush succeeds
+	fr      *frontier
+}
+
+// reader reads the tree's hashes, written or pending.
+func (t *tree) reader() hashFile { return hashFile{f: t.f, count: t.written, tail: t.pending} }
+
+// add computes the hashes of line (the next leaf), and writes them with
+// those still pending when flush is set (a durable append: a pending one's
+// wait for it, one write for both). A nil tree (a benchmark's log without
+// one) does nothing.
+func (t *tree) add(line []byte, flush bool) {
+	if t == nil {
+		return
+	}
+	hs, err := t.fr.add(line)
+	if err != nil { // cannot happen: the frontier serves every hash it is asked
+		t.err = err
+		return
+	}
+	t.pending = append(t.pending, hs...)
+	if flush || len(t.pending) >= maxPending {
+		t.flush()
+	}
+}
+
+// maxPending bounds the hashes add keeps before writing them, however
+// long a run of pending appends.
+const maxPending = 256
+
+// flush writes the pending hashes at the end of the file.
+func (t *tree) flush() {
+	if t == nil || len(t.pending) == 0 {
+		return
+	}
+	buf := make([]byte, 0, len(t.pending)*tlog.HashSize)
+	for _, h := range t.pending {
+		buf = append(buf, h[:]...)
+	}
+	if _, err := t.f.WriteAt(buf, t.written*tlog.HashSize); err != nil {
+		t.err = err
+		_ = t.f.Truncate(t.written * tlog.HashSize)
+		return
+	}
+	t.written += int64(len(t.pending))
+	t.pending, t.err = t.pending[:0], nil
+}
+
+// sync flushes and fsyncs the file.
+func (t *tree) sync() error {
+	if t == nil {
+		return nil
+	}
+	t.flush()
+	if t.err != nil {
+		return t.err
+	}
+	return t.f.Sync()
+}
+
+// openTree opens (creating) the hash file in dir for a log of n records
+// whose last line is last, cuts it back to the hashes of those records,
+// and computes from the log's lines the hashes it lacks. A last leaf kept
+// that is not its line's makes it rebuild the whole file.
+func openTree(dir string, n int64, last []byte) (*tree, error) {
+	f, err := os.OpenFile(filepath.Join(dir, TreeFile), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	t, err := loadTree(dir, f, n, last)
+	if err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("audit: tree: %w", err)
+	}
+	return t, nil
+}
+
+func loadTree(dir string, f *os.File, n int64, last []byte) (*tree, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	count := fi.Size() / tlog.HashSize
+	m := min(recordsIn(count), n) // the records whose hashes the file holds whole
+	if m > 0 {
+		// The last leaf kept must be its line's, or the file is not this
+		// log's hashes (a log or a hash file put back from elsewhere).
+		hf := hashFile{f: f, count: count}
+		leaf, err := hf.ReadHashes([]int64{tlog.StoredHashIndex(0, m-1)})
+		if err != nil {
+			return nil, err
+		}
+		line := last
+		if m < n {
+			if line, err = lineAt(dir, uint64(m)); err != nil {
+				return nil, err
+			}
+		}
+		if leaf[0] != tlog.RecordHash(line) {
+			m = 0 // rebuild them all
+		}
+	}
+	written := tlog.StoredHashCount(m)
+	if written*tlog.HashSize != fi.Size() {
+		if err := f.Truncate(written * tlog.HashSize); err != nil {
+			return nil, err
+		}
+	}
+	fr, err := loadFrontier(m, hashFile{f: f, count: written})
+	if err != nil {
+		return nil, err
+	}
+	t := &tree{f: f, written: written, fr: fr}
+	if m == n {
+		return t, nil
+	}
+	if err := t.catchUp(dir, m); err != nil {
+		return nil, err
+	}
+	if t.fr.n != n {
+		return nil, fmt.Errorf("%w: the log's files hold %d lines but its last record is %d", ErrCorrupt, t.fr.n, n)
+	}
+	if err := t.sync(); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// catchUp adds the leaves of the log's lines after the first m.
+func (t *tree) catchUp(dir string, m int64) error {
+	files, err := logFiles(dir)
+	if err != nil {
+		return err
+	}
+	var seen int64
+	for _, lf := range files {
+		err := eachLine(filepath.Join(dir, lf.name), func(_ int, b []byte) error {
+			seen++
+			if seen <= m {
+				return nil
+			}
+			hs, err := t.fr.add(b)
+			if err != nil {
+				return err
+			}
+			t.pending = append(t.pending, hs...)
+			if len(t.pending) >= 4096 {
+				t.flush()
+				return t.err
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// closeTree fsyncs and closes the hash file.
+func (t *tree) close() error {
+	if t == nil {
+		return nil
+	}
+	return errors.Join(t.sync(), t.f.Close())
+}
+
+// Tree is the tree of a log's first N records: its size and root hash.
+type Tree struct {
+	N    int64
+	Hash tlog.Hash
+}
+
+// TreeHead returns the tree of the durable records (those Head counts):
+// what a checkpoint may commit to. It reads O(log N) hashes.
+func (l *Log) TreeHead() (Tree, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := int64(l.durable.Seq)
+	h, err := tlog.TreeHash(n, l.tree.reader())
+	if err != nil {
+		return Tree{}, fmt.Errorf("audit: tree head: %w", err)
+	}
+	return Tree{N: n, Hash: h}, nil
+}
+
+// SetNotify sets the function told every record Append made durable,
+// called without the log's lock held after Append wrote it (the signer of
+// checkpoints counts them, and signs after a stop control's records).
+func (l *Log) SetNotify(f func(Record)) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.notify = f
+}
+
+// TreeReader opens the hash file of the log in dir for reading proofs;
+// the caller closes it. Hashes are read as stored: a proof made from them
+// that does not check against a signed root is a hash file out of step
+// with the lines (VerifyCheckpoint tells).
+func TreeReader(dir string) (tlog.HashReader, io.Closer, error) {
+	f, err := os.Open(filepath.Join(dir, TreeFile))
+	if err != nil {
+		return nil, nil, fmt.Errorf("audit: tree: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		_ = f.Close()
+		return nil, nil, fmt.Errorf("audit: tree: %w", err)
+	}
+	return hashFile{f: f, count: fi.Size() / tlog.HashSize}, f, nil
+}

@@ -1,0 +1,145 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/audit/notary"
+	"coily.dev/coily/store"
+)
+
+// checkpointFlags are coily serve's flags for the audit log's signed
+// checkpoints (package audit/notary).
+type checkpointFlags struct {
+	every   *time.Duration
+	records *int
+}
+
+func registerCheckpointFlags(fs *pflag.FlagSet) checkpointFlags {
+	return checkpointFlags{
+		every: durationFlag(fs, "checkpoint-every", "COILY_CHECKPOINT_EVERY", notary.DefaultEvery,
+			"sign a checkpoint of the audit log at least this often while records are added (1s to 1h; also after every lockout, pause, unlock, resume and policy reload)"),
+		records: intFlag(fs, "checkpoint-records", "COILY_CHECKPOINT_RECORDS", notary.DefaultRecords,
+			"sign a checkpoint of the audit log after this many records (1 to 1000000)"),
+	}
+}
+
+func (f checkpointFlags) check() error {
+	if *f.every < time.Second || *f.every > time.Hour {
+		return fmt.Errorf("--checkpoint-every %v: must be between 1s and 1h", *f.every)
+	}
+	if *f.records < 1 || *f.records > 1_000_000 {
+		return fmt.Errorf("--checkpoint-records %d: must be between 1 and 1000000", *f.records)
+	}
+	return nil
+}
+
+// checkpointOrigin names the log in its checkpoints (and its key): the
+// fleet's name of the host, else the machine's host name. It is fixed
+// when the key is made: the key carries it.
+func checkpointOrigin(fleetHost string) string {
+	host := fleetHost
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	host = strings.Map(func(r rune) rune {
+		if r <= ' ' || r == '+' || r == 0x7f {
+			return '_'
+		}
+		return r
+	}, cmp.Or(host, "localhost"))
+	return "coily/" + host
+}
+
+// auditSigner returns the state file's checkpoint key, making it (named
+// for origin) when there is none, and writes its verifier key beside the
+// log for `coily audit key`.
+func auditSigner(db *store.DB, dir, origin string) (store.AuditSigner, error) {
+	s, err := db.EnsureAuditSigner(func() (string, string, error) { return audit.GenerateSigner(origin) }, time.Now())
+	if err != nil {
+		return store.AuditSigner{}, err
+	}
+	if err := audit.WriteVerifier(dir, s.Verifier); err != nil {
+		return store.AuditSigner{}, err
+	}
+	return s, nil
+}
+
+// startNotary signs the audit log's checkpoints while the server runs.
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string) (*notary.Notary, error) {
+	s, err := auditSigner(db, al.Dir(), checkpointOrigin(fleetHost))
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	every, records := notary.DefaultEvery, notary.DefaultRecords // coily dev sets no flags
+	if f.every != nil {
+		every, records = *f.every, *f.records
+	}
+	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: every, Records: uint64(records), Logger: log,
+		Keep: func(signed []byte, at time.Time) error {
+			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
+		}})
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	log.Info("signing audit checkpoints", "verifier", s.Verifier, "every", every, "records", records)
+	return n, nil
+}
+
+// signRepaired signs a checkpoint of a log `coily audit repair` mended
+// (the state directory locked: no server runs), so that the repair is a
+// new checkpoint, visibly, before the server starts again. A state
+// directory whose server never made a key has nothing to sign with.
+func signRepaired(e *env, dir string) int {
+	path := filepath.Join(filepath.Dir(dir), "coily.db")
+	if _, err := os.Stat(path); err != nil {
+		printLine(e.stdout, "no state file: no checkpoint signed")
+		return 0
+	}
+	db, err := store.Open(path)
+	if err != nil {
+		printLine(e.stderr, "coily audit repair: signing a checkpoint: %v", err)
+		return 1
+	}
+	defer db.Close()
+	s, err := db.AuditSigner()
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		printLine(e.stdout, "the server has no checkpoint key yet: no checkpoint signed")
+		return 0
+	case err != nil:
+		printLine(e.stderr, "coily audit repair: signing a checkpoint: %v", err)
+		return 1
+	}
+	al, err := audit.Open(audit.Config{Dir: dir})
+	if err != nil {
+		printLine(e.stderr, "coily audit repair: signing a checkpoint: %v", err)
+		return 1
+	}
+	defer al.Close()
+	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: time.Hour,
+		Keep: func(signed []byte, at time.Time) error {
+			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
+		}})
+	if err != nil {
+		printLine(e.stderr, "coily audit repair: signing a checkpoint: %v", err)
+		return 1
+	}
+	n.Stop()
+	tree, err := al.TreeHead()
+	if err != nil {
+		printLine(e.stderr, "coily audit repair: %v", err)
+		return 1
+	}
+	printLine(e.stdout, "signed a checkpoint of the repaired log: %d records, root %s (%s)", tree.N, tree.Hash, filepath.Join(dir, audit.CheckpointFile))
+	return 0
+}

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/cli"
+	"coily.dev/coily/regularfile"
+)
+
+// auditKeyCmd is `coily audit key`.
+func auditKeyCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "key", short: "print the public key the audit log's checkpoints are signed with, to pin it",
+		flags: func(fs *pflag.FlagSet) runFunc {
+			return func(_ context.Context, e *env) int { return auditKey(e) }
+		}})
+}
+
+// auditProveCmd is `coily audit prove`.
+func auditProveCmd(a *cli.App) *cobra.Command {
+	return command(a, spec{use: "prove [--checkpoint FILE] ID | prove --check FILE [--key KEY]",
+		short: "print an audit record's inclusion proof in a signed checkpoint, or check one", args: cobra.MaximumNArgs(1),
+		flags: func(fs *pflag.FlagSet) runFunc {
+			cp := fs.String("checkpoint", "", "the signed checkpoint to prove against (default: the latest, <state-dir>/audit/checkpoint)")
+			check := fs.String("check", "", "check the proof in this file instead, against the pinned key, and print the record")
+			k := registerPinnedKey(fs)
+			return func(_ context.Context, e *env) int {
+				if *check != "" {
+					if len(e.args) > 0 {
+						return usage(e, "audit prove --check FILE takes no ID")
+					}
+					return auditProveCheck(e, *check, k)
+				}
+				if len(e.args) != 1 {
+					return usage(e, "audit prove needs an audit id (A and 12 digits)")
+				}
+				return auditProve(e, e.args[0], *cp)
+			}
+		}})
+}
+
+// pinnedKey name the verifier key a checkpoint must be signed with.
+type pinnedKey struct{ key, keyFile *string }
+
+func registerPinnedKey(fs *pflag.FlagSet) pinnedKey {
+	return pinnedKey{
+		key:     fs.String("key", "", "the checkpoint key you pinned (what `coily audit key` printed): checkpoints signed by any other key are refused"),
+		keyFile: fs.String("key-file", "", "a file holding the pinned key (default, without --key: <state-dir>/audit/checkpoint.vkey, which whoever can write the host can replace: pin it)"),
+	}
+}
+
+// verifier returns the pinned key, and whether it came from the host's
+// own file (an unpinned check, said so).
+func (k pinnedKey) verifier(e *env) (vkey string, fromHost bool, err error) {
+	switch {
+	case *k.key != "" && *k.keyFile != "":
+		return "", false, errors.New("--key and --key-file: give one")
+	case *k.key != "":
+		return strings.TrimSpace(*k.key), false, nil
+	}
+	path, fromHost := *k.keyFile, *k.keyFile == ""
+	if fromHost {
+		path = filepath.Join(auditDir(e), audit.VerifierFile)
+	}
+	b, err := regularfile.Read(path, 4<<10)
+	if err != nil {
+		return "", false, fmt.Errorf("checkpoint key: %w", err)
+	}
+	return strings.TrimSpace(string(b)), fromHost, nil
+}
+
+// auditKey prints the verifier key the server wrote beside the log.
+func auditKey(e *env) int {
+	b, err := regularfile.Read(filepath.Join(auditDir(e), audit.VerifierFile), 4<<10)
+	if err != nil {
+		printLine(e.stderr, "coily audit key: %v (the server makes its key when it first starts)", err)
+		return 1
+	}
+	printLine(e.stdout, "%s", strings.TrimSpace(string(b)))
+	return 0
+}
+
+// auditProve prints the inclusion proof of the record id in the signed
+// checkpoint at cpPath (the latest, by default).
+func auditProve(e *env, id, cpPath string) int {
+	seq, err := audit.ParseID(id)
+	if err != nil {
+		return usage(e, "audit prove: %v", err)
+	}
+	if cpPath == "" {
+		cpPath = filepath.Join(auditDir(e), audit.CheckpointFile)
+	}
+	signed, err := regularfile.Read(cpPath, audit.MaxCheckpoint)
+	if err != nil {
+		printLine(e.stderr, "coily audit prove: checkpoint: %v", err)
+		return 1
+	}
+	p, err := audit.Prove(auditDir(e), seq, signed)
+	if err != nil {
+		printLine(e.stderr, "coily audit prove: %v", err)
+		return 1
+	}
+	_, _ = e.stdout.Write(p.Format())
+	return 0
+}
+
+// auditProveCheck checks a proof file against the pinned key.
+func auditProveCheck(e *env, path string, k pinnedKey) int {
+	vkey, fromHost, err := k.verifier(e)
+	if err != nil {
+		return usage(e, "audit prove --check: %v", err)
+	}
+	text, err := regularfile.Read(path, audit.MaxProof)
+	if err != nil {
+		printLine(e.stderr, "coily audit prove --check: %v", err)
+		return 1
+	}
+	rec, c, err := audit.CheckProof(text, vkey)
+	if err != nil {
+		printLine(e.stderr, "coily audit prove --check: FAILED: %v", err)
+		return 1
+	}
+	printLine(e.stdout, "proof OK: record %s is in the log %s signed at %d records (root %s)", rec.ID, c.Origin, c.N, c.Hash)
+	printLine(e.stdout, "%s", summary(rec))
+	if fromHost {
+		printLine(e.stdout, "checked with the key file on this host, not a pinned key: pass --key")
+	}
+	return 0
+}
+
+// treeCheck is what `audit verify --checkpoint` checked.
+type treeCheck struct {
+	cp       audit.Checkpoint
+	now      audit.Tree
+	fromHost bool // the key came from the host's own file
+}
+
+// openWitnessed reads and opens the checkpoint at path with the pinned
+// key; on failure it says why and returns nil and the exit code.
+func openWitnessed(e *env, path string, k pinnedKey) (*treeCheck, int) {
+	vkey, fromHost, err := k.verifier(e)
+	if err != nil {
+		return nil, usage(e, "audit verify: %v", err)
+	}
+	msg, err := regularfile.Read(path, audit.MaxCheckpoint)
+	if err != nil {
+		printLine(e.stderr, "coily audit verify: checkpoint: %v", err)
+		return nil, 1
+	}
+	c, err := audit.OpenCheckpoint(msg, vkey)
+	if err != nil {
+		printLine(e.stderr, "coily audit verify: FAILED: %s: %v", path, err)
+		return nil, 1
+	}
+	return &treeCheck{cp: c, fromHost: fromHost}, 0
+}
+
+func (t *treeCheck) json() map[string]any {
+	return map[string]any{"origin": t.cp.Origin, "size": t.cp.N, "root": t.cp.Hash.String(),
+		"log_size": t.now.N, "log_root": t.now.Hash.String(), "pinned_key": !t.fromHost}
+}
+
+func (t *treeCheck) print(e *env) {
+	printLine(e.stdout, "it holds exactly the %d records the checkpoint signed by %s commits to (root %s), and extends them to %d (root %s)",
+		t.cp.N, t.cp.Origin, t.cp.Hash, t.now.N, t.now.Hash)
+	if t.fromHost {
+		printLine(e.stdout, "checked with the key file on this host, not a pinned key: pass --key")
+	}
+}
