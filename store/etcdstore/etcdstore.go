@@ -19,6 +19,7 @@
 //	slots/held/<host>/<n>              store.Slot, under the host's lease
 //	approvals/<id>/asked               a pending approval, sealed, under its own lease
 //	approvals/<id>/decided             its decision, written once, under the same lease
+//	migrating                          while `coily state migrate` writes: no host opens the prefix
 //
 // Invariants:
 //   - every write that decides something is one etcd transaction that
@@ -128,6 +129,10 @@ type Store struct {
 	takeLocks [64]chan struct{}
 
 	ledger ledger // the concurrency slots (slots.go)
+
+	// afterImportTxn, when set (tests), is called after each of Import's
+	// transactions; an error cuts the import off there.
+	afterImportTxn func(i int) error
 }
 
 var _ store.Shared = (*Store)(nil)
@@ -180,6 +185,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if err := s.Health(ctx); err != nil {
 		s.cli.Close()
 		return nil, err
+	}
+	if !cfg.AuditOnly {
+		if err := s.checkMigrating(ctx); err != nil {
+			s.cli.Close()
+			return nil, err
+		}
 	}
 	return s, nil
 }
