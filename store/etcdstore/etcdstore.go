@@ -19,6 +19,7 @@
 //	slots/held/<host>/<n>              store.Slot, under the host's lease
 //	approvals/<id>/asked               a pending approval, sealed, under its own lease
 //	approvals/<id>/decided             its decision, written once, under the same lease
+//	hosts/<name>                       a host's claim on its name, under the claim's lease
 //	migrating                          while `coily state migrate` writes: no host opens the prefix
 //
 // Invariants:
@@ -130,6 +131,8 @@ type Store struct {
 
 	ledger ledger // the concurrency slots (slots.go)
 
+	host claim // the claim on this host's name (hostclaim.go)
+
 	// afterImportTxn, when set (tests), is called after each of Import's
 	// transactions; an error cuts the import off there.
 	afterImportTxn func(i int) error
@@ -226,6 +229,7 @@ func cmp(d, def time.Duration) time.Duration {
 
 // Close frees this host's concurrency slots and closes the connection.
 func (s *Store) Close() error {
+	s.releaseHost()
 	s.closeLedger()
 	return s.cli.Close()
 }
