@@ -13,6 +13,8 @@ var Kinds = []string{
 	"refusal.summary",  // refusals counted, not written one by one (a flood)
 	"lockout", "unlock", "pause", "resume",
 	EventLockoutRemote,        // a lockout another host took, in force here
+	EventUnlockRemote,         // a lockout lifted by another host, lifted here
+	EventResumeRemote,         // a pause lifted by another host, lifted here
 	"relay", "relay.teardown", // a bridge's relayed request, and the end of its relay
 	"key.issue", "key.rotate", // a sandbox's bridge key
 	"git.fetch", "git.push", // the git proxy

@@ -19,6 +19,16 @@ const (
 	// took, come in force here through the shared state: its details
 	// carry the revision it was read at ("etcd_rev").
 	EventLockoutRemote = "lockout.remote"
+	// EventUnlockRemote is a host's record of a lockout another host
+	// lifted, lifted here through the shared state: LastStops reads it as
+	// an unlock. Its details carry the revision it was read at
+	// ("etcd_rev") and the unlock's time ("since").
+	EventUnlockRemote = "unlock.remote"
+	// EventResumeRemote is a host's record of pauses another host lifted,
+	// lifted here through the shared state: its details carry the pause
+	// state after it as a checkpoint does ("pause", "self_pauses"), which
+	// LastStops reads, and the revision ("etcd_rev").
+	EventResumeRemote = "resume.remote"
 	// EventStateRestore is the server's record of the stops it put back
 	// (or imposed) at start, when the state file and the log disagreed:
 	// its details carry the parts it set, as a checkpoint does ("lockout":
@@ -65,7 +75,10 @@ type Stops struct {
 //   - a lockout (allowed, even if the server could not persist it) makes
 //     the lockout active; an allowed unlock inactive, unless an unlock
 //     refused as internal follows it (its persisting failed, so the
-//     lockout stood);
+//     lockout stood); an unlock.remote (another host's unlock, learnt
+//     through the shared state) inactive;
+//   - a resume.remote sets the server's pause and the self-pauses as its
+//     details carry them, as a checkpoint does;
 //   - an allowed pause pauses the server, or with details "scope": "self"
 //     its principal only; an allowed resume lifts the server's pause and
 //     every self-pause, unless a resume refused as internal follows it
@@ -126,6 +139,12 @@ func (sr *stopReader) read(r Record) error {
 		}
 	case r.Event == EventUnlock && r.Decision == "allow":
 		st.Lockout = Stop{Known: true, Active: false, By: r.Principal, Reason: r.Reason, Since: r.Time, ID: r.ID}
+	case r.Event == EventUnlockRemote && r.Decision == "allow":
+		st.Lockout = Stop{Known: true, Active: false, By: r.Details["by"], Reason: r.Reason, Since: r.Time, ID: r.ID}
+	case r.Event == EventResumeRemote && r.Decision == "allow":
+		// The pause state after another host's resume, carried as a
+		// checkpoint carries it (no lockout part).
+		sr.checkpoint(r)
 	case r.Event == EventUnlock && r.Decision == "refuse" && r.Code == string(refusal.Internal) && !st.Lockout.Active && st.Lockout.Known:
 		// The unlock was recorded, then could not be persisted.
 		st.Lockout = Stop{Known: true, Active: true, By: r.Principal, Reason: "unlock could not be persisted", Since: r.Time, ID: r.ID}

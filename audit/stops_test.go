@@ -123,6 +123,29 @@ func TestLastStops(t *testing.T) {
 	sl.check("", "", "tag:agent") // no resume to undo: the pause since stands
 }
 
+// Another host's loosening, learnt through the shared state, is read as
+// one: unlock.remote lifts the lockout, resume.remote sets the pauses its
+// details carry (a self-pause it still names stands).
+func TestLastStopsRemoteLoosenings(t *testing.T) {
+	sl := newStopLog(t, 1<<20)
+	sl.add(Record{Event: EventLockout, Decision: "allow", Principal: "tag:owner"})
+	sl.add(Record{Event: EventPause, Decision: "allow", Principal: "tag:owner"})
+	sl.add(Record{Event: EventPause, Decision: "allow", Principal: "tag:agent", Details: map[string]string{"scope": "self"}})
+	sl.check("tag:owner", "tag:owner", "tag:agent")
+	sl.add(Record{Event: EventUnlockRemote, Decision: "allow", Principal: "server", Details: map[string]string{"by": "tag:b"}})
+	sl.check("", "tag:owner", "tag:agent")
+	sl.add(Record{Event: EventResumeRemote, Decision: "allow", Principal: "server", Details: map[string]string{
+		CheckpointPause: "inactive", CheckpointSelfPauses: `{"tag:agent":"2026-10-01T00:00:00Z"}`}})
+	sl.check("", "", "tag:agent")
+	sl.add(Record{Event: EventResumeRemote, Decision: "allow", Principal: "server", Details: map[string]string{
+		CheckpointPause: "inactive", CheckpointSelfPauses: `{}`}})
+	sl.check("", "")
+	// A remote loosening refused (never written so) lifts nothing.
+	sl.add(Record{Event: EventLockout, Decision: "allow", Principal: "tag:owner"})
+	sl.add(Record{Event: EventUnlockRemote, Decision: "refuse", Principal: "server"})
+	sl.check("tag:owner", "")
+}
+
 // A checkpoint's word wins over the records before it, part by part, and
 // reading begins at the newest file whose checkpoint carries every part.
 func TestLastStopsCheckpoints(t *testing.T) {

@@ -26,7 +26,10 @@
 //     the next health read that succeeds, not at a reconnect that may
 //     never come; if that write fails too, the host is out of reach;
 //   - a lockout lifted or a pause changed elsewhere is applied in memory
-//     only: it is in etcd already, and this host writes nothing back.
+//     only: it is in etcd already, and this host writes nothing back; a
+//     lockout or pause lifted is audited here (unlock.remote,
+//     resume.remote), so that this host's log, which its next start reads
+//     (stateguard), does not say a stop is in force that is not.
 package fleet
 
 import (
@@ -76,6 +79,10 @@ var _ Controls = (*stops.Controls)(nil)
 // taken elsewhere comes in force here (Lockouts is one).
 type Host interface {
 	LockedOut(ctx context.Context, st store.Stop, rev int64, killed int)
+	// Loosened hears a loosening taken elsewhere that comes in force
+	// here: the lockout lifted (unlock), or the pause or a pause of
+	// itself lifted (resume); after is the stop state in force after it.
+	Loosened(ctx context.Context, after store.Stops, rev int64, unlock, resume bool)
 }
 
 // Config says where the shared state is and how often to look.
@@ -239,6 +246,13 @@ func (s *Sync) health(ctx context.Context) error {
 func (s *Sync) apply(ctx context.Context, st store.Stops, rev int64) {
 	before, _ := s.ctl.State()
 	killed := s.ctl.Apply(st)
+	if s.host != nil {
+		after, _ := s.ctl.State()
+		unlock, resume := loosened(before, after)
+		if unlock || resume {
+			s.host.Loosened(ctx, after, rev, unlock, resume)
+		}
+	}
 	if !st.Lockout.Active || before.Lockout.Active {
 		return
 	}
@@ -248,6 +262,19 @@ func (s *Sync) apply(ctx context.Context, st store.Stops, rev int64) {
 	if s.host != nil {
 		s.host.LockedOut(ctx, st.Lockout, rev, killed)
 	}
+}
+
+// loosened says whether the lockout, and whether the pause or a pause of
+// itself, was in force before and is no longer after.
+func loosened(before, after store.Stops) (unlock, resume bool) {
+	unlock = before.Lockout.Active && !after.Lockout.Active
+	resume = before.Pause.Active && !after.Pause.Active
+	for who, p := range before.SelfPauses {
+		if p.Active && !after.SelfPauses[who].Active {
+			resume = true
+		}
+	}
+	return unlock, resume
 }
 
 func (s *Sync) unavailable(err error) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/stateguard"
 	"coily.dev/coily/store"
 )
 
@@ -42,5 +43,23 @@ func (l Lockouts) LockedOut(ctx context.Context, st store.Stop, rev int64, kille
 	}
 	if _, err := l.Record(context.WithoutCancel(ctx), rec); err != nil {
 		l.Logger.Error("audit a lockout from elsewhere", "err", err, "revision", rev)
+	}
+}
+
+// Loosened audits unlock.remote and resume.remote: who lifted the stop,
+// why, when, and the revision it was read at; resume.remote also carries
+// the pause state after it, which the host's next start reads.
+func (l Lockouts) Loosened(ctx context.Context, after store.Stops, rev int64, unlock, resume bool) {
+	var recs []audit.Record
+	if unlock {
+		recs = append(recs, stateguard.UnlockRemote(after.Lockout, rev))
+	}
+	if resume {
+		recs = append(recs, stateguard.ResumeRemote(after, rev))
+	}
+	for _, rec := range recs {
+		if _, err := l.Record(context.WithoutCancel(ctx), rec); err != nil {
+			l.Logger.Error("audit a loosening from elsewhere", "event", rec.Event, "err", err, "revision", rev)
+		}
 	}
 }

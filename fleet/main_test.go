@@ -95,6 +95,8 @@ func (h *host) LockedOut(_ context.Context, st store.Stop, rev int64, killed int
 	h.locked <- lockedOut{st, rev, killed}
 }
 
+func (h *host) Loosened(context.Context, store.Stops, int64, bool, bool) {}
+
 // hosts starts three hosts on a prefix of the test's own, host i talking
 // to every member through its own link, member i first, each in step
 // before it returns.

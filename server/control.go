@@ -234,7 +234,7 @@ func (s *Server) recordControl(ctx context.Context, rec audit.Record, decision s
 		return refusal.Wrap(refusal.Internal, err, "audit log unavailable")
 	}
 	if opErr != nil {
-		return refusal.WithAudit(refusal.Wrap(stateCode(opErr), opErr, "%s could not be persisted", rec.Event), out.ID)
+		return refusal.WithAudit(refusal.Wrap(stateCode(opErr), opErr, "%s could not be persisted%s", rec.Event, store.ChangedHint(opErr)), out.ID)
 	}
 	return nil
 }

@@ -247,7 +247,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.metrics.Rules(cfg.Policy)
 	s.configureNotifier(cfg.Policy)
-	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Local: cfg.Local, Stops: controls, Record: s.record,
+	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Local: cfg.Local, Stops: controls, Record: s.record, Shared: cfg.Fleet != nil,
 		Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
 	if err := s.guard.CrossCheck(); err != nil {
 		return nil, err

@@ -40,6 +40,10 @@ type Config struct {
 	Record func(context.Context, audit.Record) (audit.Record, error)
 	Log    *slog.Logger
 	Now    func() time.Time
+	// Shared says the stop state is the one several hosts share (etcd):
+	// another host may have lifted what this host's log last says is in
+	// force (remote.go).
+	Shared bool
 }
 
 // Guard cross-checks the stop state at start and anchors the audit head.
@@ -59,7 +63,10 @@ func New(cfg Config) *Guard { return &Guard{cfg: cfg} }
 // state file and the audit log say:
 //   - the log's last word is a lockout, a pause or a principal's pause of
 //     itself the state file does not have (an older state file put back,
-//     a state written unpersisted): it is restored from the log;
+//     a state written unpersisted): it is restored from the log; with a
+//     shared state (Config.Shared), only when the shared state's record
+//     of that control is not newer than the log's: one newer is another
+//     host's unlock or resume, which this host audits (remote.go);
 //   - the state file was missing or empty (store.Local.Created) while the log
 //     holds records: the state was lost, so the server starts locked out;
 //   - the log no longer holds the head the state file recorded
@@ -83,6 +90,11 @@ func (s *Guard) CrossCheck() error {
 	s.anchored = head.Seq // never recorded further back in this run, but below
 	state, _ := s.cfg.Stops.State()
 	r := restoring{s: s, stops: state, details: map[string]string{"state_file": s.cfg.Local.Path()}}
+	if s.cfg.Shared {
+		if logged, err = s.liftedElsewhere(logged, state); err != nil {
+			return err
+		}
+	}
 	r.fromLog(logged)
 	if s.cfg.Local.Created() && s.cfg.Audit.Records() > 0 && !r.stops.Lockout.Active {
 		r.lock(access.ServerCaller.Principal, s.cfg.Now(), fmt.Sprintf(

@@ -94,3 +94,76 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 		t.Fatalf("the next start would not find it: %v", err)
 	}
 }
+
+// crossCheck runs CrossCheck on a log whose last word is a lockout taken
+// at logged, beside a state file that holds an unlock taken at unlocked,
+// the stop state shared or not, and returns the lockout in force.
+func crossCheck(t *testing.T, shared bool, logged, unlocked time.Time) store.Stop {
+	t.Helper()
+	dir := t.TempDir()
+	al, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit"), Now: func() time.Time { return logged }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { al.Close() })
+	rec := access.CallerRecord(access.ServerCaller, "", audit.EventLockout, "locked here")
+	rec.Decision = "allow"
+	if _, err := al.Append(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	db, err := store.Open(filepath.Join(dir, "coily.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.SetLockout(store.Stop{By: "tag:b", Reason: "unlocked elsewhere", Since: unlocked}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if db, err = store.Open(filepath.Join(dir, "coily.db")); err != nil { // not new: the state was not lost
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	controls, err := stops.New(stops.Config{Store: db, Fleet: sandbox.NewFleet(), Now: time.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(Config{Audit: al, Local: db, Stops: controls, Record: al.Append, Log: slog.New(slog.DiscardHandler),
+		Now: time.Now, Shared: shared})
+	if err := g.CrossCheck(); err != nil {
+		t.Fatal(err)
+	}
+	st, _ := controls.State()
+	if last, err := audit.Tail(al.Dir(), 1); err != nil || (!st.Lockout.Active && last[0].Event != audit.EventUnlockRemote) {
+		t.Fatalf("an unlock from elsewhere not audited here: %+v %v", last, err)
+	}
+	return st.Lockout
+}
+
+// One host: a state file that says unlocked beside a log whose last word
+// is a lockout is an older file put back (or forged), whatever its
+// unlock's time: the lockout is restored. Shared (etcd): an unlock newer
+// than the log's lockout is another host's, and stands (audited here as
+// unlock.remote); an older one is an older state put back, and the
+// lockout is restored.
+func TestCrossCheckSharedUnlock(t *testing.T) {
+	at := time.Date(2026, 11, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		shared   bool
+		unlocked time.Time
+		want     bool
+	}{
+		{"one host, unlock newer", false, at.Add(time.Minute), true},
+		{"one host, unlock older", false, at.Add(-time.Minute), true},
+		{"shared, unlock newer", true, at.Add(time.Minute), false},
+		{"shared, unlock older", true, at.Add(-time.Minute), true},
+		{"shared, unlock at the same instant", true, at, true},
+		{"shared, never set", true, time.Time{}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := crossCheck(t, tc.shared, at, tc.unlocked); got.Active != tc.want {
+				t.Fatalf("lockout in force %+v, want active %v", got, tc.want)
+			}
+		})
+	}
+}

@@ -107,11 +107,21 @@ func (c *Controls) Unlock(st Stop, allow func() error, refuse func(error) error)
 	if err := allow(); err != nil {
 		return err
 	}
-	if err := c.cfg.Store.SetLockout(st); err != nil {
+	if err := c.cfg.Store.SetLockout(c.decidedLocked(st)); err != nil {
 		return refuse(err)
 	}
 	c.state.Lockout, c.unsaved.Lockout = st, Stop{}
 	return nil
+}
+
+// decidedLocked is the loosening st decided on the state in force here: a
+// shared store writes it only while what it lifts is still in force
+// there (store.ErrChanged otherwise). Must hold c.mu.
+func (c *Controls) decidedLocked(st Stop) Stop {
+	decided := c.state
+	decided.SelfPauses = maps.Clone(decided.SelfPauses)
+	st.DecidedOn = &decided
+	return st
 }
 
 // Pause pauses the server with the record st (a pause already in force
@@ -168,14 +178,15 @@ func (c *Controls) PauseSelf(principal string, st Stop) (inForce Stop, running i
 // Resume lifts the server's pause, with the record st, and every
 // principal's pause of itself, together in one write or not at all. A
 // loosening, like Unlock: allow, then persist (refuse on failure), then in
-// force.
+// force; decided on the state in force here, it lifts in a shared store
+// only the pauses this host knows (store.ErrChanged otherwise).
 func (c *Controls) Resume(st Stop, allow func() error, refuse func(error) error) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := allow(); err != nil {
 		return err
 	}
-	if err := c.cfg.Store.SetPauses(st, nil); err != nil {
+	if err := c.cfg.Store.SetPauses(c.decidedLocked(st), nil); err != nil {
 		return refuse(err)
 	}
 	c.state.Pause, c.state.SelfPauses = st, nil

@@ -27,7 +27,9 @@ func (c *Controls) Apply(st State) (killed int) {
 	st = c.keepUnsavedLocked(st)
 	st = c.keepNewerLocked(st)
 	newly := st.Lockout.Active && !c.state.Lockout.Active
-	if !st.Lockout.Active {
+	if !newly {
+		// The shared record of a lockout in force here too stands: an
+		// unlock is decided on it (decidedLocked).
 		c.state.Lockout = st.Lockout
 	}
 	c.state.Pause, c.state.SelfPauses = st.Pause, st.SelfPauses

@@ -11,6 +11,22 @@ import (
 // as "no record".
 var ErrUnavailable = errors.New("store: shared state unavailable")
 
+// ErrChanged reports a loosening (an unlock, a resume) refused because
+// the stop it would lift is no longer the one it was decided on: another
+// host locked out or paused meanwhile (Stop.DecidedOn). What is in force
+// stands; read the state again and decide again.
+var ErrChanged = errors.New("store: the stop state changed since it was read (another host stopped meanwhile): read it again")
+
+// ChangedHint is what a caller whose loosening failed with err is told
+// beyond "could not be persisted": for ErrChanged, that another host
+// stopped meanwhile and what to do; else nothing.
+func ChangedHint(err error) string {
+	if !errors.Is(err, ErrChanged) {
+		return ""
+	}
+	return ": another host locked out or paused after the state this host decided on; that stop stands (coily status), decide again"
+}
+
 // Local is the state each host keeps for itself, always in its own bbolt
 // file: the audit chain's head (the log is per host), the record of every
 // Exec request it ran, and whether the file was found missing.

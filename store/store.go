@@ -152,6 +152,13 @@ type Stop struct {
 	By     string    `json:"by,omitempty"`
 	Reason string    `json:"reason,omitempty"`
 	Since  time.Time `json:"since"`
+	// DecidedOn is, on a loosening written to a shared state (an unlock
+	// by SetLockout, a resume by SetPauses), the stop state it was decided
+	// on: it is written only while the records it lifts are those of that
+	// state, in one compare-and-swap, else it fails ErrChanged. A lockout
+	// or a pause is written whatever the state. Never stored; nil (and one
+	// host's file, where no other host writes) writes unconditionally.
+	DecidedOn *Stops `json:"-"`
 }
 
 // Stops is the state of both stop controls.

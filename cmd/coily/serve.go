@@ -303,7 +303,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
 		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs, KillGrace: o.killGrace}
 	if o.shared != nil {
-		es, sync, err := o.shared.open(ctx, log, reg)
+		es, sync, err := o.shared.open(ctx, log, reg, o.stateDir)
 		if err != nil {
 			return err
 		}

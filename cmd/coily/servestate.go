@@ -260,7 +260,10 @@ func clusterName(s string) bool {
 // open connects to the cluster and returns its store and the sync that
 // keeps this host's stops in step with it, both reporting to reg's
 // metrics (metrics.Etcd).
-func (s *sharedState) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer) (*etcdstore.Store, *fleet.Sync, error) {
+//
+// The host then claims its name (etcdstore.ClaimHost) with the id kept in
+// stateDir: a name another live host holds refuses the start.
+func (s *sharedState) open(ctx context.Context, log *slog.Logger, reg prometheus.Registerer, stateDir string) (*etcdstore.Store, *fleet.Sync, error) {
 	var sync *fleet.Sync // set before the metrics are served
 	m, err := metrics.NewEtcd(reg, func() bool { return sync.Available() })
 	if err != nil {
@@ -270,6 +273,14 @@ func (s *sharedState) open(ctx context.Context, log *slog.Logger, reg prometheus
 	cfg.Observe = m.Call
 	st, err := etcdstore.Open(ctx, cfg)
 	if err != nil {
+		return nil, nil, fmt.Errorf("shared state: %w", err)
+	}
+	id, err := hostID(stateDir)
+	if err == nil {
+		err = st.ClaimHost(ctx, s.host, id, log)
+	}
+	if err != nil {
+		st.Close()
 		return nil, nil, fmt.Errorf("shared state: %w", err)
 	}
 	sync = fleet.New(fleet.Config{Store: st, Logger: log, LockoutLearnt: m.LockoutLearnt})

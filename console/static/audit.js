@@ -19,6 +19,7 @@
     "approval.request": "approval asked", "approval.decide": "approval decided",
     "call": "call refused", "refusal.summary": "refusals counted",
     "lockout": "lockout", "lockout.remote": "lockout from another host", "unlock": "unlock", "pause": "pause", "resume": "resume",
+    "unlock.remote": "unlock from another host", "resume.remote": "resume from another host",
     "relay": "relayed request", "relay.teardown": "relay ended", "key.issue": "bridge key issued", "key.rotate": "bridge keys rotated",
     "git.fetch": "git fetch", "git.push": "git push", "policy.reload": "policy reloaded", "lease.revoke": "lease revoked",
     "workspace.refused": "workspace refused", "workspace.repair": "workspace repaired",

@@ -19,6 +19,8 @@
 //	slots/held/<host>/<n>              store.Slot, under the host's lease
 //	approvals/<id>/asked               a pending approval, sealed, under its own lease
 //	approvals/<id>/decided             its decision, written once, under the same lease
+//	hosts/<name>                       a host's claim on its name, under the claim's lease
+//	migrating                          while `coily state migrate` writes: no host opens the prefix
 //
 // Invariants:
 //   - every write that decides something is one etcd transaction that
@@ -137,6 +139,12 @@ type Store struct {
 	takeLocks [64]chan struct{}
 
 	ledger ledger // the concurrency slots (slots.go)
+
+	host claim // the claim on this host's name (hostclaim.go)
+
+	// afterImportTxn, when set (tests), is called after each of Import's
+	// transactions; an error cuts the import off there.
+	afterImportTxn func(i int) error
 }
 
 var _ store.Shared = (*Store)(nil)
@@ -192,6 +200,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.cli.Close()
 		return nil, err
 	}
+	if !cfg.AuditOnly {
+		if err := s.checkMigrating(ctx); err != nil {
+			s.cli.Close()
+			return nil, err
+		}
+	}
 	return s, nil
 }
 
@@ -226,6 +240,7 @@ func cmp(d, def time.Duration) time.Duration {
 
 // Close frees this host's concurrency slots and closes the connection.
 func (s *Store) Close() error {
+	s.releaseHost()
 	s.closeLedger()
 	return s.cli.Close()
 }

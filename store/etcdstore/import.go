@@ -39,10 +39,13 @@ type Imported struct {
 
 // Import copies a state file's shared state (store.DB.Export) into the
 // store's prefix, which must hold no key at all (ErrNotEmpty otherwise).
-// It writes in transactions, each key created only where none exists
-// (CreateRevision 0); the first holds the stop controls and requires the
-// whole prefix to be empty, so the lockout is the first thing a host
-// reading the cluster finds, and two imports at once cannot both start.
+// It first writes the migration marker, create-only into the empty prefix
+// (migrating.go), so that two imports at once cannot both start and no
+// host opens the prefix until the state is whole; then it writes in
+// transactions, each while the marker is its own, each key created only
+// where none exists (CreateRevision 0), the stop controls first; last it
+// deletes the marker. An import cut off leaves the marker: the prefix is
+// emptied and the import run again.
 // A key that appears meanwhile fails the import (store.ErrUnavailable
 // aside, an error here means: look, then start again with an empty
 // prefix). Secrets are sealed with the store's seal key; relay records
@@ -65,12 +68,14 @@ func (s *Store) Import(ctx context.Context, snap store.Snapshot, now time.Time, 
 	if dry {
 		return out, nil
 	}
+	marker, err := s.beginMigration(ctx, now)
+	if err != nil {
+		return Imported{}, err
+	}
 	for i, batch := range batches(ops) {
 		conds := make([]clientv3.Cmp, 0, len(batch)+1)
 		puts := make([]clientv3.Op, 0, len(batch))
-		if i == 0 {
-			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(s.prefix).WithPrefix(), "=", 0))
-		}
+		conds = append(conds, s.ownsMigration(marker))
 		for _, o := range batch {
 			conds = append(conds, clientv3.Compare(clientv3.CreateRevision(o.key), "=", 0))
 			puts = append(puts, o.put)
@@ -79,8 +84,13 @@ func (s *Store) Import(ctx context.Context, snap store.Snapshot, now time.Time, 
 			return Imported{}, err
 		}
 		out.Transactions++
+		if s.afterImportTxn != nil {
+			if err := s.afterImportTxn(i); err != nil {
+				return Imported{}, err
+			}
+		}
 	}
-	return out, nil
+	return out, s.endMigration(ctx, marker)
 }
 
 func (s *Store) importTxn(ctx context.Context, conds []clientv3.Cmp, puts []clientv3.Op, i int) error {
@@ -92,8 +102,6 @@ func (s *Store) importTxn(ctx context.Context, conds []clientv3.Cmp, puts []clie
 		return fmt.Errorf("etcdstore: import: a record is larger than the members accept: raise their --max-request-bytes (docs/scale.md): %w", err)
 	case err != nil:
 		return s.fail("import", err)
-	case !resp.Succeeded && i == 0:
-		return fmt.Errorf("%w: keys appeared under %s meanwhile", ErrNotEmpty, s.prefix)
 	case !resp.Succeeded:
 		return fmt.Errorf("etcdstore: import: keys appeared under %s meanwhile, after %d transactions: nothing more written; look, empty the prefix, import again", s.prefix, i)
 	}

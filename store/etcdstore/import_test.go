@@ -3,9 +3,11 @@ package etcdstore_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -229,5 +231,87 @@ func TestImportInBatches(t *testing.T) {
 	}
 	if ls, err := s.Leases(); err != nil || len(ls) != 150 {
 		t.Fatalf("%d leases, %v", len(ls), err)
+	}
+}
+
+// openErr opens a store on the test's prefix and returns Open's error.
+func openErr(t *testing.T, cfg etcdstore.Config) error {
+	t.Helper()
+	cfg.Endpoints, cfg.TLS, cfg.Prefix = cluster.Endpoints(), cluster.ClientTLS(), prefix(t)
+	if cfg.SealKey == nil && !cfg.AuditOnly {
+		cfg.SealKey = sealKey
+	}
+	s, err := etcdstore.Open(context.Background(), cfg)
+	if err == nil {
+		s.Close()
+	}
+	return err
+}
+
+// TestOpenRefusesMidMigration: while an import writes (between its
+// transactions), or after one cut off, a host opening the prefix is
+// refused ErrMigrating (state-unavailable), told how to go on, instead of
+// reading half a state; the audit view may still open it; once the import
+// ends, the marker is gone and a host opens it.
+func TestOpenRefusesMidMigration(t *testing.T) {
+	now := time.Now().UTC()
+	snap := store.Snapshot{Stops: store.Stops{Lockout: store.Stop{Active: true, Since: now}}}
+	for i := range 150 {
+		snap.Leases = append(snap.Leases, store.Lease{ID: fmt.Sprintf("l%03d", i), Backend: "vault", Acquired: now})
+	}
+	s := open(t)
+	var midway error
+	s.SetAfterImportTxn(func(i int) error {
+		if i == 0 {
+			midway = openErr(t, etcdstore.Config{})
+			if err := openErr(t, etcdstore.Config{AuditOnly: true}); err != nil {
+				t.Errorf("the audit view refused midway: %v", err)
+			}
+		}
+		return nil
+	})
+	if _, err := s.Import(context.Background(), snap, now, false); err != nil {
+		t.Fatal(err)
+	}
+	wantErr(t, midway, etcdstore.ErrMigrating)
+	wantErr(t, midway, store.ErrUnavailable)
+	if !strings.Contains(midway.Error(), "etcdctl del --prefix "+prefix(t)) {
+		t.Errorf("the refusal does not say how to go on: %v", midway)
+	}
+	if err := openErr(t, etcdstore.Config{}); err != nil {
+		t.Fatalf("open after the import: %v", err)
+	}
+}
+
+// TestImportCutOffLeavesTheMarker: an import cut off after its first
+// transaction leaves the prefix refused to every host until it is emptied;
+// emptied, an import runs again.
+func TestImportCutOffLeavesTheMarker(t *testing.T) {
+	now := time.Now().UTC()
+	snap := store.Snapshot{Stops: store.Stops{Lockout: store.Stop{Active: true, Since: now}}}
+	for i := range 100 {
+		snap.Leases = append(snap.Leases, store.Lease{ID: fmt.Sprintf("l%03d", i), Backend: "vault", Acquired: now})
+	}
+	s := open(t)
+	cut := errors.New("cut off")
+	s.SetAfterImportTxn(func(int) error { return cut })
+	if _, err := s.Import(context.Background(), snap, now, false); !errors.Is(err, cut) {
+		t.Fatalf("import: %v", err)
+	}
+	wantErr(t, openErr(t, etcdstore.Config{}), etcdstore.ErrMigrating)
+	if _, err := s.Import(context.Background(), snap, now, false); !errors.Is(err, etcdstore.ErrNotEmpty) {
+		t.Fatalf("an import over a half one: %v, want ErrNotEmpty", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := raw(t).Delete(ctx, prefix(t), clientv3.WithPrefix()); err != nil {
+		t.Fatal(err)
+	}
+	s.SetAfterImportTxn(nil)
+	if _, err := s.Import(context.Background(), snap, now, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := openErr(t, etcdstore.Config{}); err != nil {
+		t.Fatalf("open after the import again: %v", err)
 	}
 }

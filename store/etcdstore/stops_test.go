@@ -1,6 +1,7 @@
 package etcdstore_test
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -71,5 +72,61 @@ func TestStopsCorrupt(t *testing.T) {
 			_, err := s.Stops()
 			wantErr(t, err, store.ErrCorrupt)
 		})
+	}
+}
+
+// A loosening decided on a state (DecidedOn) is written only while what
+// it lifts is that state's: an unlock over no lockout, or over the one it
+// read, is written; over another lockout, or a pause over a pause of
+// itself it did not read, it is ErrChanged and nothing changes. A lockout
+// is written over anything.
+func TestLooseningDecidedOn(t *testing.T) {
+	h := threeHosts(t)
+	since := time.Date(2026, 11, 29, 9, 0, 0, 0, time.UTC)
+	unlock := func(decided store.Stops) store.Stop {
+		return store.Stop{By: "bob", Since: since.Add(time.Hour), DecidedOn: &decided}
+	}
+	if err := h[0].SetLockout(unlock(store.Stops{})); err != nil {
+		t.Fatalf("an unlock over no lockout: %v", err)
+	}
+	l1 := store.Stop{Active: true, By: "alice", Reason: "one", Since: since}
+	l2 := store.Stop{Active: true, By: "carol", Reason: "two", Since: since.Add(time.Minute)}
+	for _, l := range []store.Stop{l1, l2} {
+		if err := h[1].SetLockout(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h[0].SetLockout(unlock(store.Stops{Lockout: l1})); !errors.Is(err, store.ErrChanged) {
+		t.Fatalf("an unlock decided on another lockout: %v, want ErrChanged", err)
+	}
+	if err := h[0].SetLockout(unlock(store.Stops{})); !errors.Is(err, store.ErrChanged) {
+		t.Fatalf("an unlock decided on no lockout over one: %v, want ErrChanged", err)
+	}
+	if st, _ := h[2].Stops(); st.Lockout != l2 {
+		t.Fatalf("lockout %+v after refused unlocks, want %+v", st.Lockout, l2)
+	}
+	if err := h[0].SetLockout(unlock(store.Stops{Lockout: l2})); err != nil {
+		t.Fatalf("an unlock decided on the lockout in force: %v", err)
+	}
+
+	p := store.Stop{Active: true, By: "alice", Since: since}
+	self := store.Stop{Active: true, By: "bot", Since: since}
+	if err := h[1].SetPauses(p, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := h[1].SetSelfPause("bot", self); err != nil {
+		t.Fatal(err)
+	}
+	if err := h[0].SetPauses(unlock(store.Stops{Pause: p}), nil); !errors.Is(err, store.ErrChanged) {
+		t.Fatalf("a resume that never read a pause of itself: %v, want ErrChanged", err)
+	}
+	if st, _ := h[2].Stops(); st.Pause != p || st.SelfPauses["bot"] != self {
+		t.Fatalf("pauses %+v after a refused resume", st)
+	}
+	if err := h[0].SetPauses(unlock(store.Stops{Pause: p, SelfPauses: map[string]store.Stop{"bot": self}}), nil); err != nil {
+		t.Fatalf("a resume decided on the pauses in force: %v", err)
+	}
+	if st, _ := h[2].Stops(); st.Pause.Active || len(st.SelfPauses) != 0 {
+		t.Fatalf("pauses %+v after the resume", st)
 	}
 }
