@@ -60,6 +60,11 @@ type Stop struct {
 	Since  time.Time
 	// ID is the record that last set it.
 	ID string
+	// Unsaved is true when an allowed lockout or pause record that holds
+	// it in force says it could not be persisted (its code is set): a
+	// stop taken while the state was out of reach (a host cut off from
+	// etcd), which no other host saw, so no loosening elsewhere lifted it.
+	Unsaved bool
 }
 
 // Stops is the stop state as the audit log tells it.
@@ -137,6 +142,7 @@ func (sr *stopReader) read(r Record) error {
 		if !st.Lockout.Active {
 			st.Lockout = Stop{Known: true, Active: true, By: r.Principal, Reason: r.Reason, Since: r.Time, ID: r.ID}
 		}
+		st.Lockout.Unsaved = r.Code != ""
 	case r.Event == EventUnlock && r.Decision == "allow":
 		st.Lockout = Stop{Known: true, Active: false, By: r.Principal, Reason: r.Reason, Since: r.Time, ID: r.ID}
 	case r.Event == EventUnlockRemote && r.Decision == "allow":
@@ -170,6 +176,7 @@ func (sr *stopReader) pause(r Record) {
 		if !sr.st.Pause.Active {
 			sr.st.Pause = p
 		}
+		sr.st.Pause.Unsaved = r.Code != ""
 		return
 	}
 	if _, ok := sr.st.SelfPauses[r.Principal]; ok {

@@ -266,3 +266,28 @@ func FuzzLastStops(f *testing.F) {
 		}
 	})
 }
+
+// A lockout or pause recorded as not persisted (a host cut off from the
+// shared state) is Unsaved until a record of it says it was written.
+func TestLastStopsUnsaved(t *testing.T) {
+	sl := newStopLog(t, 1<<20)
+	unsaved := func(event string) Record {
+		return Record{Event: event, Decision: "allow", Principal: "tag:owner", Code: "state-unavailable",
+			Details: map[string]string{"error": "etcd out of reach"}}
+	}
+	want := func(lockout, pause bool) {
+		t.Helper()
+		st, err := LastStops(sl.dir)
+		if err != nil || st.Lockout.Unsaved != lockout || st.Pause.Unsaved != pause {
+			t.Fatalf("lockout unsaved %v, pause unsaved %v (%v), want %v %v", st.Lockout.Unsaved, st.Pause.Unsaved, err, lockout, pause)
+		}
+	}
+	sl.add(Record{Event: EventLockout, Decision: "allow", Principal: "tag:owner"})
+	want(false, false)
+	sl.add(unsaved(EventLockout)) // pressed again while cut off: in force here only
+	sl.add(unsaved(EventPause))
+	want(true, true)
+	sl.add(Record{Event: EventLockout, Decision: "allow", Principal: "tag:owner"})
+	sl.add(Record{Event: EventPause, Decision: "allow", Principal: "tag:owner"})
+	want(false, false)
+}

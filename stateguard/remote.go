@@ -33,7 +33,10 @@ import (
 // after the log's record of them; each such loosening is audited.
 func (s *Guard) liftedElsewhere(logged audit.Stops, st store.Stops) (audit.Stops, error) {
 	ctx := context.Background()
-	if l := logged.Lockout; l.Active && !st.Lockout.Active && st.Lockout.Since.After(l.Since) {
+	// A stop the log says was never persisted was taken while this host
+	// was cut off: no other host saw it, so no unlock elsewhere, however
+	// new, lifted it. It is restored (and written) as on one host.
+	if l := logged.Lockout; l.Active && !l.Unsaved && !st.Lockout.Active && st.Lockout.Since.After(l.Since) {
 		rec := UnlockRemote(st.Lockout, 0)
 		rec.Details["from"], rec.Details["over_record"] = "start", l.ID
 		if _, err := s.cfg.Record(ctx, rec); err != nil {
@@ -42,7 +45,7 @@ func (s *Guard) liftedElsewhere(logged audit.Stops, st store.Stops) (audit.Stops
 		logged.Lockout = audit.Stop{Known: true, By: st.Lockout.By, Reason: st.Lockout.Reason, Since: st.Lockout.Since}
 	}
 	lifted := []string{}
-	if p := logged.Pause; p.Active && !st.Pause.Active && st.Pause.Since.After(p.Since) {
+	if p := logged.Pause; p.Active && !p.Unsaved && !st.Pause.Active && st.Pause.Since.After(p.Since) {
 		logged.Pause = audit.Stop{Known: true, By: st.Pause.By, Reason: st.Pause.Reason, Since: st.Pause.Since}
 		lifted = append(lifted, "the pause")
 	}
@@ -51,11 +54,16 @@ func (s *Guard) liftedElsewhere(logged audit.Stops, st store.Stops) (audit.Stops
 		// A resume deletes the pauses of themselves: its record is the
 		// server's pause's.
 		at := st.Pause.Since
-		if cur, ok := st.SelfPauses[who]; ok {
-			if cur.Active {
-				continue
-			}
+		cur, ok := st.SelfPauses[who]
+		switch {
+		case ok && cur.Active:
+			continue
+		case ok:
 			at = cur.Since
+		case st.Pause.Active:
+			// The shared pause is a pause, not the resume that deleted
+			// the pauses of themselves: nothing says one did.
+			continue
 		}
 		if at.After(p.Since) {
 			logged.SelfPauses = maps.Clone(logged.SelfPauses)

@@ -98,7 +98,7 @@ func TestShortLogUnpersistedKeepsTheHead(t *testing.T) {
 // crossCheck runs CrossCheck on a log whose last word is a lockout taken
 // at logged, beside a state file that holds an unlock taken at unlocked,
 // the stop state shared or not, and returns the lockout in force.
-func crossCheck(t *testing.T, shared bool, logged, unlocked time.Time) store.Stop {
+func crossCheck(t *testing.T, shared, unsaved bool, logged, unlocked time.Time) store.Stop {
 	t.Helper()
 	dir := t.TempDir()
 	al, err := audit.Open(audit.Config{Dir: filepath.Join(dir, "audit"), Now: func() time.Time { return logged }})
@@ -108,6 +108,9 @@ func crossCheck(t *testing.T, shared bool, logged, unlocked time.Time) store.Sto
 	t.Cleanup(func() { al.Close() })
 	rec := access.CallerRecord(access.ServerCaller, "", audit.EventLockout, "locked here")
 	rec.Decision = "allow"
+	if unsaved { // taken while the shared state was out of reach
+		rec.Code, rec.Details = "state-unavailable", map[string]string{"error": "etcd out of reach"}
+	}
 	if _, err := al.Append(context.Background(), rec); err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +136,8 @@ func crossCheck(t *testing.T, shared bool, logged, unlocked time.Time) store.Sto
 		t.Fatal(err)
 	}
 	st, _ := controls.State()
-	if last, err := audit.Tail(al.Dir(), 1); err != nil || (!st.Lockout.Active && last[0].Event != audit.EventUnlockRemote) {
+	if last, err := audit.Tail(al.Dir(), 1); err != nil || (!st.Lockout.Active && last[0].Event != audit.EventUnlockRemote) ||
+		(unsaved && last[0].Event != audit.EventStateRestore) {
 		t.Fatalf("an unlock from elsewhere not audited here: %+v %v", last, err)
 	}
 	return st.Lockout
@@ -150,18 +154,22 @@ func TestCrossCheckSharedUnlock(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
 		shared   bool
+		unsaved  bool
 		unlocked time.Time
 		want     bool
 	}{
-		{"one host, unlock newer", false, at.Add(time.Minute), true},
-		{"one host, unlock older", false, at.Add(-time.Minute), true},
-		{"shared, unlock newer", true, at.Add(time.Minute), false},
-		{"shared, unlock older", true, at.Add(-time.Minute), true},
-		{"shared, unlock at the same instant", true, at, true},
-		{"shared, never set", true, time.Time{}, true},
+		{"one host, unlock newer", false, false, at.Add(time.Minute), true},
+		{"one host, unlock older", false, false, at.Add(-time.Minute), true},
+		{"shared, unlock newer", true, false, at.Add(time.Minute), false},
+		{"shared, unlock older", true, false, at.Add(-time.Minute), true},
+		{"shared, unlock at the same instant", true, false, at, true},
+		{"shared, never set", true, false, time.Time{}, true},
+		// Taken while cut off, never written: the unlock elsewhere, newer
+		// as it is, lifted another lockout (found in review).
+		{"shared, unlock newer, lockout never saved", true, true, at.Add(time.Minute), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := crossCheck(t, tc.shared, at, tc.unlocked); got.Active != tc.want {
+			if got := crossCheck(t, tc.shared, tc.unsaved, at, tc.unlocked); got.Active != tc.want {
 				t.Fatalf("lockout in force %+v, want active %v", got, tc.want)
 			}
 		})
