@@ -38,23 +38,45 @@ func hostID(dir string) (string, error) {
 	return id, nil
 }
 
+// newHostID writes a new id whole or not at all: a temporary file, synced,
+// linked into place (exclusively: never over another's id), then the
+// directory synced. A crash leaves no empty host-id behind.
 func newHostID(path string) (string, error) {
 	b := make([]byte, 16)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, "."+hostIDFile+"-*") // mode 0600
 	if err != nil {
 		return "", fmt.Errorf("host id: %w", err)
 	}
-	if _, err := f.WriteString(id + "\n"); err != nil {
-		f.Close()
+	defer os.Remove(f.Name())
+	_, err = f.WriteString(id + "\n")
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Link(f.Name(), path)
+	}
+	if err == nil {
+		err = syncDirOf(dir)
+	}
+	if err != nil {
 		return "", fmt.Errorf("host id: %w", err)
 	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return "", fmt.Errorf("host id: %w", err)
+	return id, nil
+}
+
+func syncDirOf(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
 	}
-	return id, f.Close()
+	defer d.Close()
+	return d.Sync()
 }
 
 func validHostID(id string) bool {

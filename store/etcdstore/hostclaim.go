@@ -96,14 +96,25 @@ func (s *Store) claimOnce(ctx context.Context, key, id, data string, takeOver bo
 	if err != nil {
 		return 0, s.fail("claim the host name", err)
 	}
+	// No claim while a migration writes the prefix (the marker checked
+	// at Open may have come since): the host would read half a state.
+	marker := s.prefix + keyMigrating
+	noImport := clientv3.Compare(clientv3.CreateRevision(marker), "=", 0)
 	for {
-		resp, err := s.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
-			Then(clientv3.OpPut(key, data, clientv3.WithLease(g.ID))).Else(clientv3.OpGet(key)).Commit()
+		resp, err := s.cli.Txn(cctx).If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0), noImport).
+			Then(clientv3.OpPut(key, data, clientv3.WithLease(g.ID))).Else(clientv3.OpGet(key), clientv3.OpGet(marker)).Commit()
 		if err != nil {
 			return 0, s.fail("claim the host name", err)
 		}
 		if resp.Succeeded {
 			return g.ID, nil
+		}
+		if len(resp.Responses[1].GetResponseRange().Kvs) > 0 {
+			s.revoke(g.ID)
+			if err := s.checkMigrating(ctx); err != nil {
+				return 0, err
+			}
+			return 0, fmt.Errorf("etcdstore: %w", ErrMigrating)
 		}
 		kvs := resp.Responses[0].GetResponseRange().Kvs
 		if len(kvs) == 0 {
@@ -122,7 +133,7 @@ func (s *Store) claimOnce(ctx context.Context, key, id, data string, takeOver bo
 				held.Hostname, held.PID, held.Since.Format(time.RFC3339), HostClaimTTL)
 		}
 		// This host's previous run: its lease outlived it.
-		over, err := s.cli.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision)).
+		over, err := s.cli.Txn(cctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kvs[0].ModRevision), noImport).
 			Then(clientv3.OpPut(key, data, clientv3.WithLease(g.ID))).Commit()
 		if err != nil {
 			return 0, s.fail("take over the host name", err)

@@ -260,9 +260,11 @@ func TestOpenRefusesMidMigration(t *testing.T) {
 		snap.Leases = append(snap.Leases, store.Lease{ID: fmt.Sprintf("l%03d", i), Backend: "vault", Acquired: now})
 	}
 	s := open(t)
-	var midway error
+	early := open(t) // opened before the marker: its claim comes after it
+	var midway, claimed error
 	s.SetAfterImportTxn(func(i int) error {
 		if i == 0 {
+			claimed = early.ClaimHost(context.Background(), "web-1", "id-early", discard)
 			midway = openErr(t, etcdstore.Config{})
 			if err := openErr(t, etcdstore.Config{AuditOnly: true}); err != nil {
 				t.Errorf("the audit view refused midway: %v", err)
@@ -275,6 +277,7 @@ func TestOpenRefusesMidMigration(t *testing.T) {
 	}
 	wantErr(t, midway, etcdstore.ErrMigrating)
 	wantErr(t, midway, store.ErrUnavailable)
+	wantErr(t, claimed, etcdstore.ErrMigrating) // found in review: it claimed, and served half a state
 	if !strings.Contains(midway.Error(), "etcdctl del --prefix "+prefix(t)) {
 		t.Errorf("the refusal does not say how to go on: %v", midway)
 	}
