@@ -247,8 +247,12 @@ func (s *Store) Close() error {
 
 // Health reads the lockout once (linearizable; an AuditOnly store: the
 // audit view's hosts, all it may read): nil when the cluster answers with
-// a quorum, an error wrapping store.ErrUnavailable otherwise.
+// a quorum, an error wrapping store.ErrUnavailable otherwise, or while
+// another process holds this host's name (claimLost).
 func (s *Store) Health(ctx context.Context) error {
+	if err := s.claimLost(); err != nil {
+		return err
+	}
 	ctx, cancel := s.call(ctx)
 	defer cancel()
 	key, opts := s.prefix+keyLockout, []clientv3.OpOption(nil)

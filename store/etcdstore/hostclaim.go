@@ -51,6 +51,22 @@ type claim struct {
 	mu     sync.Mutex
 	lease  clientv3.LeaseID
 	cancel context.CancelFunc
+	// lost is why the claim, lost while the host ran, could not be made
+	// again: another process holds the name (a copy of this state
+	// directory, or another host given this name while this one was cut
+	// off). Health fails with it: the host admits nothing new.
+	lost error
+}
+
+// claimLost is Health's error while another process holds this host's
+// name, nil otherwise.
+func (s *Store) claimLost() error {
+	s.host.mu.Lock()
+	defer s.host.mu.Unlock()
+	if s.host.lost == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: this host's name was taken by another process: %w", store.ErrUnavailable, s.host.lost)
 }
 
 // ClaimHost claims hosts/<name> for this host, whose id is id (kept in
@@ -171,12 +187,17 @@ func (s *Store) keepClaim(ctx context.Context, key, id, data string, lease clien
 			if lease, err = s.claimOnce(ctx, key, id, data, false); err == nil {
 				break
 			}
+			if errors.Is(err, ErrHostTaken) {
+				s.host.mu.Lock()
+				s.host.lost = err
+				s.host.mu.Unlock()
+			}
 			if errors.Is(err, ErrHostTaken) || !errors.Is(err, store.ErrUnavailable) {
-				log.Error("the claim on this host's name was lost and cannot be made again", "err", err)
+				log.Error("the claim on this host's name was lost and cannot be made again: admitting nothing new", "err", err)
 			}
 		}
 		s.host.mu.Lock()
-		s.host.lease = lease
+		s.host.lease, s.host.lost = lease, nil
 		s.host.mu.Unlock()
 	}
 }

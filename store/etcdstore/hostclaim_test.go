@@ -11,6 +11,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"coily.dev/coily/store"
 	"coily.dev/coily/store/etcdstore"
 )
 
@@ -77,5 +78,36 @@ func TestHostNameClaimedOnce(t *testing.T) {
 	c := open(t)
 	if err := c.ClaimHost(ctx, "web-1", "id-c", discard); err != nil {
 		t.Fatalf("a name freed by a stopped host: %v", err)
+	}
+}
+
+// A host whose name another process takes while it runs (a copy of its
+// state directory, with its id) admits nothing new: its Health fails
+// (found in review: it only logged, and both served under one name).
+func TestHostNameTakenWhileRunning(t *testing.T) {
+	ctx := context.Background()
+	a := openRaw(t)
+	defer a.Close()
+	if err := a.ClaimHost(ctx, "web-7", "id-same", discard); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Health(ctx); err != nil {
+		t.Fatalf("health with its claim: %v", err)
+	}
+	copied := openRaw(t)
+	defer copied.Close()
+	if err := copied.ClaimHost(ctx, "web-7", "id-same", discard); err != nil {
+		t.Fatalf("the copy's take-over: %v", err)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := a.Health(ctx)
+		if errors.Is(err, store.ErrUnavailable) && errors.Is(err, etcdstore.ErrHostTaken) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the host whose name was taken is still healthy: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond) // poll with a deadline
 	}
 }
