@@ -136,10 +136,10 @@ if [ "$(id -u)" = 0 ]; then
   set +e
   asuser sandbox sandbox.test 'Bwrap|SeccompBwrap|ScanAfter|SameInside' && asuser gitproxy gitproxy.test 'CloneFetchPush|RefusedRequests|UpstreamRedirect|RacingPush|HugePush|BadPacks|Cache|PushAfterFetch|HookRequestTooLarge|PushRefNameInjection|PushClassification|PushAgentGoneMidApproval|PushesInFlightBounded|NewRemovesLeftovers|SSHUpstream|SSHCommand|PushWaitingSaysSo|GitHubAppRemote|PushForwarded|ForwardHostile|FetchV2' && asuser server server.test 'Containment|Sandbox|ExecLease|LeaseLeftover|Readyz|GitHubApp|TailnetOpsSlowPeers|LockoutStops|StartNeverMoreOpen|StartPaused|StartLockedOut|StateCrossCheck|PolicyReloadRefusesHostile' &&
     asuser stateguard stateguard.test 'ShortLog' &&
-    asuser fleet fleet.test 'LockoutPropagation|PartitionedServer|ConcurrencyCapAcrossHosts|FencedHostKillsItsCommands|ApprovalDecidedOnAnotherHost|FleetAuditView' &&
+    asuser fleet fleet.test 'LockoutPropagation|PartitionedServer|ConcurrencyCapAcrossHosts|FencedHostKillsItsCommands|ApprovalDecidedOnAnotherHost|FleetAuditView|RestartKeepsARemoteLoosening|StaleLooseningLoses' &&
     asuser tsservice tsservice.test 'ServiceConnectionIsThePeers' &&
     asuser console console.test 'SlowPeerHeldOff|UnadmittedBodyNotRead|StreamsOutliveTimeouts|RefusedBodyNeverRead' &&
-    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CLIShimPassEnv|CoilyExecSameAsCoilyExec|GitProxy(LocalSocket|Tailnet|GhPRCreate|ServerCrash|BridgeSandbox|BridgeLargeClone|GitHubApp)|ServeGitCacheBudgets|NewUserRun' &&
+    asuser cmd/coily coily.test 'CLISandbox|CLIWorkspace|CLIShortAuditLog|ServerKilledDuringStart|ServeRefusesRoot|CLIExecAcceptance|CLIExecEgress|CLIExecGitCredentials|GitOverSSH|Recipe|ServeVaultWrapped|CLIMetricsPrometheus|CLIShimAgentPath|CLIShimPassEnv|CoilyExecSameAsCoilyExec|GitProxy(LocalSocket|Tailnet|GhPRCreate|ServerCrash|BridgeSandbox|BridgeLargeClone|GitHubApp)|ServeGitCacheBudgets|NewUserRun|ServeOneNameOneHost|CLIAuditCheckpointWitnessed' &&
     asuser cmd/coily coily.test '^TestChaos$/^(LockoutEveryTransport|HostileWorkspace)$' &&
     asuser sshagent sshagent.test 'OpenSSH' && asuser notify notify.test 'ServerNotifies|SecretAfterKeystoreLoss' &&
     asuser httpserve httpserve.test 'PeerConns'
