@@ -77,6 +77,16 @@ func TestCLIAuditCheckpointWitnessed(t *testing.T) {
 	if r := runCoily(t, nil, "audit", "prove", "--check", proofFile, "--key", vkey); r.code != 0 || !strings.Contains(r.stdout, "proof OK: record A000000000002") {
 		t.Fatalf("prove --check: %+v", r)
 	}
+	check := []string{"audit", "prove", "--check", proofFile, "--key", vkey, "--id"}
+	if r := runCoily(t, nil, append(check, "A000000000002")...); r.code != 0 || !strings.Contains(r.stdout, "proof OK: record A000000000002") {
+		t.Fatalf("prove --check --id of its record: %+v", r)
+	}
+	if r := runCoily(t, nil, append(check, "A000000000003")...); r.code != 1 || !strings.Contains(r.stderr, "the proof is of record A000000000002, not A000000000003") {
+		t.Fatalf("prove --check --id of another record: %+v", r)
+	}
+	if r := runCoily(t, nil, append(check, "A3")...); r.code != 2 {
+		t.Fatalf("prove --check --id A3: %+v", r)
+	}
 
 	_, otherKey, _ := audit.GenerateSigner(cp.Origin)
 	if r := runCoily(t, nil, append(global, "audit", "verify", "--checkpoint", witness, "--key", otherKey)...); r.code != 1 || !strings.Contains(r.stderr, "not signed by") {
