@@ -126,3 +126,48 @@ func cutBack(t *testing.T, dir string, n int64) {
 		t.Fatal(err)
 	}
 }
+
+// TestCLIAuditNewKeyRecorded: the first start records its checkpoint key
+// in the log; a lost state file makes a new key, and that start records
+// it too, naming the key it replaces, before the first checkpoint under
+// it (which covers the record).
+func TestCLIAuditNewKeyRecorded(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	p.stop()
+	global := []string{"--state-dir", dir}
+	first := strings.TrimSpace(runCoily(t, nil, append(global, "audit", "key")...).stdout)
+	keys := func() []audit.Record {
+		t.Helper()
+		recs, err := audit.TailMatching(filepath.Join(dir, "audit"), 10, func(r audit.Record) bool { return r.Event == audit.EventKey })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	if k := keys(); len(k) != 1 || k[0].Details["verifier"] != first || k[0].Details["new"] != "true" || k[0].Details["replaces"] != "" {
+		t.Fatalf("the first start's key records: %+v (key %s)", k, first)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "coily.db")); err != nil {
+		t.Fatal(err)
+	}
+	p = startServe(t, dir, examplePolicy(t))
+	p.stop()
+	second := strings.TrimSpace(runCoily(t, nil, append(global, "audit", "key")...).stdout)
+	k := keys()
+	if second == first || len(k) != 2 || k[1].Details["verifier"] != second || k[1].Details["replaces"] != first || k[1].Details["new"] != "true" {
+		t.Fatalf("after a lost state file: key %s, records %+v", second, k)
+	}
+	signed, err := os.ReadFile(filepath.Join(dir, "audit", audit.CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := audit.OpenCheckpoint(signed, second)
+	if err != nil || cp.N < int64(k[1].Seq) {
+		t.Fatalf("the checkpoint under the new key covers %d records, the key's record is %d (%v)", cp.N, k[1].Seq, err)
+	}
+	if r := runCoily(t, nil, append(global, "audit", "verify", "--checkpoint", filepath.Join(dir, "audit", audit.CheckpointFile), "--key", second)...); r.code != 0 {
+		t.Fatalf("verify: %+v", r)
+	}
+}
