@@ -49,3 +49,29 @@ func TestSettleTreeWithoutArchivedMonths(t *testing.T) {
 		t.Fatalf("Open with a short hash file and no oldest month: %v", err)
 	}
 }
+
+// A log copied off the host without its hash file verifies against a
+// checkpoint from its lines alone (Consistent false), and still fails
+// when cut back.
+func TestVerifyCheckpointWithoutHashFile(t *testing.T) {
+	dir := t.TempDir()
+	l := openLog(t, dir, newClock(oct))
+	appendN(t, l, 7)
+	_, cp := signedHead(t, l)
+	appendN(t, l, 2)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(dir, TreeFile)); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := VerifyCheckpoint(dir, cp)
+	if err != nil || rep.Consistent || rep.Tree != recomputed(t, dir) {
+		t.Fatalf("VerifyCheckpoint without the hash file: %+v, %v", rep, err)
+	}
+	cp.N = 10
+	var ce *CheckpointError
+	if _, err := VerifyCheckpoint(dir, cp); !errors.As(err, &ce) {
+		t.Fatalf("VerifyCheckpoint of a log shorter than the checkpoint: %v", err)
+	}
+}

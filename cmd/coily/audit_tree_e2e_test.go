@@ -167,7 +167,27 @@ func TestCLIAuditNewKeyRecorded(t *testing.T) {
 	if err != nil || cp.N < int64(k[1].Seq) {
 		t.Fatalf("the checkpoint under the new key covers %d records, the key's record is %d (%v)", cp.N, k[1].Seq, err)
 	}
-	if r := runCoily(t, nil, append(global, "audit", "verify", "--checkpoint", filepath.Join(dir, "audit", audit.CheckpointFile), "--key", second)...); r.code != 0 {
-		t.Fatalf("verify: %+v", r)
+	// Off the host: only the log's lines, copied, and the pinned key.
+	copied := filepath.Join(t.TempDir(), "audit")
+	if err := os.Mkdir(copied, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(copied, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	witness := filepath.Join(t.TempDir(), "checkpoint")
+	if err := os.WriteFile(witness, signed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCoily(t, nil, "--state-dir", filepath.Dir(copied), "audit", "verify", "--checkpoint", witness, "--key", second)
+	if r.code != 0 || !strings.Contains(r.stdout, "holds exactly the") || !strings.Contains(r.stdout, "its lines alone were checked") {
+		t.Fatalf("verify off the host: %+v", r)
 	}
 }

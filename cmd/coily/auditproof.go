@@ -154,6 +154,7 @@ type treeCheck struct {
 	cp       audit.Checkpoint
 	now      audit.Tree
 	fromHost bool // the key came from the host's own file
+	hashFile bool // the hash file was checked too (a copy may have none)
 }
 
 // openWitnessed reads and opens the checkpoint at path with the pinned
@@ -184,6 +185,9 @@ func (t *treeCheck) json() map[string]any {
 func (t *treeCheck) print(e *env) {
 	printLine(e.stdout, "it holds exactly the %d records the checkpoint signed by %s commits to (root %s), and extends them to %d (root %s)",
 		t.cp.N, t.cp.Origin, t.cp.Hash, t.now.N, t.now.Hash)
+	if !t.hashFile {
+		printLine(e.stdout, "no %s beside the log: its lines alone were checked", audit.TreeFile)
+	}
 	if t.fromHost {
 		printLine(e.stdout, "checked with the key file on this host, not a pinned key: pass --key")
 	}
