@@ -33,7 +33,11 @@ import (
 // missing or does not match the last line from the lines themselves. So a
 // hash for a line that did not survive a crash is dropped, and a torn hash
 // tail is mended like a torn line. The file is fsynced when a log file is
-// closed at rotation, at Close and after Open rebuilt it. A checker never
+// closed at rotation, at Close, after Open rebuilt it and before every
+// signature (TreeHead). Interior hashes Open does not check: before it
+// signs, the notary calls SettleTree, which trusts the file only up to the
+// last checkpoint signed and derives the rest from the lines, so no
+// checkpoint commits to a root the lines do not give. A checker never
 // trusts it: VerifyCheckpoint recomputes the tree from the lines.
 
 // TreeFile is the name of the tree's hash file in the log's directory.
