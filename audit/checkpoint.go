@@ -41,6 +41,13 @@ const CheckpointFile = "checkpoint"
 // secret: an owner pins it, once, from a trusted view of the host).
 const VerifierFile = "checkpoint.vkey"
 
+// EventKey is the record of a new checkpoint key, made at a server's
+// first start or when its state file (which keeps the key) was lost: its
+// details name the verifier key ("verifier"), "new": "true", and the key
+// the log's verifier file named before ("replaces"), if any. The next
+// checkpoint, the first under the new key, covers it.
+const EventKey = "audit.key"
+
 // MaxCheckpoint bounds a signed checkpoint's size when reading one.
 const MaxCheckpoint = 16 << 10
 
@@ -175,10 +182,19 @@ func WriteCheckpoint(dir string, msg []byte) error { return writeAtomic(dir, Che
 // WriteVerifier writes the verifier key beside the log, unless the file
 // holds it already.
 func WriteVerifier(dir, vkey string) error {
-	if b, err := os.ReadFile(filepath.Join(dir, VerifierFile)); err == nil && string(bytes.TrimSpace(b)) == vkey {
+	if ReadVerifier(dir) == vkey {
 		return nil
 	}
 	return writeAtomic(dir, VerifierFile, []byte(vkey+"\n"))
+}
+
+// ReadVerifier is the verifier key the log's directory holds, "" when none.
+func ReadVerifier(dir string) string {
+	b, err := os.ReadFile(filepath.Join(dir, VerifierFile))
+	if err != nil {
+		return ""
+	}
+	return string(bytes.TrimSpace(b))
 }
 
 func writeAtomic(dir, name string, data []byte) error {

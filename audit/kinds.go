@@ -26,4 +26,5 @@ var Kinds = []string{
 	EventRepair,         // a torn last line cut
 	EventStateRestore,   // the stop state restored from the log
 	EventStateRebuild,   // the state file rebuilt from the log
+	EventKey,            // a new checkpoint key made (a first start, or a lost state file)
 }

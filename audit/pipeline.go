@@ -6,8 +6,16 @@ import (
 	"sync"
 )
 
-// batchLines is how many lines one parsing job holds.
-const batchLines = 256
+// A parsing job holds at most batchLines lines and, unless it is one
+// line, batchBytes of them: the pipeline holds 3×GOMAXPROCS+1 jobs at
+// most, so lines of up to 16 MiB each would otherwise hold gigabytes.
+const (
+	batchLines = 256
+	batchBytes = 8 << 20
+)
+
+// sentBatch, when set (tests), is told every batch the reader sends.
+var sentBatch func(*lineBatch)
 
 // lineBatch is a run of consecutive lines of one file, parsed by a worker.
 type lineBatch struct {
@@ -17,6 +25,7 @@ type lineBatch struct {
 	// parsed (verifyPipeline's trusted).
 	skip  int
 	lines [][]byte
+	size  int // bytes in lines
 	recs  []Record
 	hash  []string
 	errs  []error
@@ -58,6 +67,9 @@ func verifyPipeline(dir string, files []logFile, trusted int64, check func(path 
 		defer close(ordered)
 		defer close(jobs)
 		send := func(b *lineBatch) bool {
+			if sentBatch != nil {
+				sentBatch(b)
+			}
 			select {
 			case <-quit:
 				return false
@@ -76,17 +88,16 @@ func verifyPipeline(dir string, files []logFile, trusted int64, check func(path 
 			path := filepath.Join(dir, lf.name)
 			b := &lineBatch{path: path, first: 1, done: make(chan struct{})}
 			err := eachLine(path, func(n int, line []byte) error {
-				b.lines = append(b.lines, append([]byte(nil), line...))
+				if len(b.lines) == batchLines || (len(b.lines) > 0 && b.size+len(line) > batchBytes) {
+					if !send(b) {
+						return errStop
+					}
+					b = &lineBatch{path: path, first: n, done: make(chan struct{})}
+				}
+				b.lines, b.size = append(b.lines, append([]byte(nil), line...)), b.size+len(line)
 				if seen++; seen <= trusted {
 					b.skip++
 				}
-				if len(b.lines) < batchLines {
-					return nil
-				}
-				if !send(b) {
-					return errStop
-				}
-				b = &lineBatch{path: path, first: n + 1, done: make(chan struct{})}
 				return nil
 			})
 			b.readErr = err

@@ -33,7 +33,11 @@ import (
 // missing or does not match the last line from the lines themselves. So a
 // hash for a line that did not survive a crash is dropped, and a torn hash
 // tail is mended like a torn line. The file is fsynced when a log file is
-// closed at rotation, at Close and after Open rebuilt it. A checker never
+// closed at rotation, at Close, after Open rebuilt it and before every
+// signature (TreeHead). Interior hashes Open does not check: before it
+// signs, the notary calls SettleTree, which trusts the file only up to the
+// last checkpoint signed and derives the rest from the lines, so no
+// checkpoint commits to a root the lines do not give. A checker never
 // trusts it: VerifyCheckpoint recomputes the tree from the lines.
 
 // TreeFile is the name of the tree's hash file in the log's directory.
@@ -134,6 +138,9 @@ type tree struct {
 	pending []tlog.Hash
 	err     error // the last failed write, until a flush succeeds
 	fr      *frontier
+	// unsettled is SettleTree's failure, until it succeeds: the
+	// frontier may not be the lines' then.
+	unsettled error
 }
 
 // reader reads the tree's hashes, written or pending.
@@ -260,14 +267,33 @@ func loadTree(dir string, f *os.File, n int64, last []byte) (*tree, error) {
 	return t, nil
 }
 
-// catchUp adds the leaves of the log's lines after the first m.
+// catchUp adds the leaves of the log's lines after the first m (the
+// frontier's size), reading the log's files from the one that holds
+// record m+1: older files need not be there. A log whose oldest file
+// begins after record m+1 (whole files moved out of the directory) is
+// ErrMissingFiles.
 func (t *tree) catchUp(dir string, m int64) error {
 	files, err := logFiles(dir)
 	if err != nil {
 		return err
 	}
-	var seen int64
-	for _, lf := range files {
+	start, seen, found := 0, int64(0), false
+	for i := len(files) - 1; i >= 0 && !found; i-- {
+		first, ok, err := firstRecord(filepath.Join(dir, files[i].name))
+		if err != nil {
+			return err
+		}
+		if ok && int64(first.Seq) <= m+1 {
+			start, seen, found = i, int64(first.Seq)-1, true
+		}
+	}
+	if !found {
+		if len(files) == 0 {
+			return nil
+		}
+		return fmt.Errorf("%w: the tree needs record %d, and the oldest file in %s begins after it", ErrMissingFiles, m+1, dir)
+	}
+	for _, lf := range files[start:] {
 		err := eachLine(filepath.Join(dir, lf.name), func(_ int, b []byte) error {
 			seen++
 			if seen <= m {
@@ -291,6 +317,66 @@ func (t *tree) catchUp(dir string, m int64) error {
 	return nil
 }
 
+// ErrMissingFiles reports a log directory whose oldest records' files are
+// gone (archived elsewhere) when the tree's hashes had to be computed from
+// them: put the files back for the start, or keep tree.hashes with them.
+var ErrMissingFiles = errors.New("audit: the log's oldest files are not in its directory")
+
+// SettleTree makes the hash file give the roots of the log's lines before
+// a checkpoint is signed from it (the notary calls it at start). The file
+// is never fsynced per record and anyone with the host's files can edit
+// it, so it is trusted only up to trusted, the tree of the last checkpoint
+// signed (nil: none), and only when its root there is trusted's: then its
+// nodes a later root reads (the right edge at trusted.N, hashed into that
+// root) are right, and every hash stored after them is derived from the
+// lines again: O(lines since + log N). Otherwise the whole file is rebuilt
+// from the lines. A rotten hash under trusted.N and off its edge is never
+// read by a root, only by an inclusion proof, which then fails to check:
+// delete tree.hashes and start again to rebuild it. The file is fsynced.
+// When this fails, TreeHead fails until it succeeds.
+func (l *Log) SettleTree(trusted *Tree) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tree == nil {
+		return nil
+	}
+	l.tree.unsettled = l.tree.settle(l.dir, int64(l.seq), trusted)
+	if l.tree.unsettled != nil {
+		return fmt.Errorf("audit: tree: %w", l.tree.unsettled)
+	}
+	return nil
+}
+
+func (t *tree) settle(dir string, n int64, trusted *Tree) error {
+	t.flush()
+	if t.err != nil {
+		return t.err
+	}
+	var m int64
+	if trusted != nil && trusted.N > 0 && trusted.N <= n && trusted.N <= recordsIn(t.written) {
+		if h, err := tlog.TreeHash(trusted.N, t.reader()); err == nil && h == trusted.Hash {
+			m = trusted.N
+		}
+	}
+	written := tlog.StoredHashCount(m)
+	if err := t.f.Truncate(written * tlog.HashSize); err != nil {
+		return err
+	}
+	t.written, t.pending = written, t.pending[:0]
+	fr, err := loadFrontier(m, t.reader())
+	if err != nil {
+		return err
+	}
+	t.fr = fr
+	if err := t.catchUp(dir, m); err != nil {
+		return err
+	}
+	if t.fr.n != n {
+		return fmt.Errorf("%w: the log's files hold %d lines but its last record is %d", ErrCorrupt, t.fr.n, n)
+	}
+	return t.sync()
+}
+
 // closeTree fsyncs and closes the hash file.
 func (t *tree) close() error {
 	if t == nil {
@@ -306,10 +392,18 @@ type Tree struct {
 }
 
 // TreeHead returns the tree of the durable records (those Head counts):
-// what a checkpoint may commit to. It reads O(log N) hashes.
+// what a checkpoint may commit to. It reads O(log N) hashes, and fsyncs
+// the hash file first, so that the hashes a signed root was read from
+// survive a crash.
 func (l *Log) TreeHead() (Tree, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.tree != nil && l.tree.unsettled != nil {
+		return Tree{}, fmt.Errorf("audit: tree head: %w", l.tree.unsettled)
+	}
+	if err := l.tree.sync(); err != nil {
+		return Tree{}, fmt.Errorf("audit: tree head: %w", err)
+	}
 	n := int64(l.durable.Seq)
 	h, err := tlog.TreeHash(n, l.tree.reader())
 	if err != nil {

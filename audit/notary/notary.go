@@ -31,6 +31,11 @@ const (
 type Config struct {
 	Log *audit.Log
 	Key string // the private note key (audit.GenerateSigner); never logged
+	// Trusted is the tree of the last checkpoint signed (the state
+	// file's, opened with the verifier key), nil when there is none:
+	// Start trusts the log's hash file up to it only
+	// (audit.Log.SettleTree) before it signs.
+	Trusted *audit.Tree
 	// Every is the longest a new record waits for a checkpoint; 0 means
 	// DefaultEvery.
 	Every time.Duration
@@ -58,7 +63,7 @@ type Notary struct {
 	last   []byte
 }
 
-// Start checks the key, signs a first checkpoint and begins signing in the
+// Start settles the log's tree (Config.Trusted), signs a first checkpoint and begins signing in the
 // background; Stop ends it. It sets the log's notify hook (audit.Log.SetNotify).
 func Start(cfg Config) (*Notary, error) {
 	if cfg.Every <= 0 {
@@ -75,6 +80,9 @@ func Start(cfg Config) (*Notary, error) {
 	}
 	n := &Notary{cfg: cfg, poke: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	n.signed.Store(-1)
+	if err := cfg.Log.SettleTree(cfg.Trusted); err != nil {
+		return nil, err
+	}
 	if _, err := n.Sign(); err != nil {
 		return nil, err
 	}

@@ -231,7 +231,7 @@ func auditVerify(e *env, dir string, asJSON bool, cpPath string, k pinnedKey) in
 		}
 		var tr audit.TreeReport
 		tr, err = audit.VerifyCheckpoint(dir, tree.cp)
-		rep, tree.now = tr.Report, tr.Tree
+		rep, tree.now, tree.hashFile = tr.Report, tr.Tree, tr.Consistent
 	}
 	head, note := recordedHead(filepath.Join(filepath.Dir(dir), "coily.db"))
 	if err == nil && head.Seq > 0 {

@@ -77,6 +77,16 @@ func TestCLIAuditCheckpointWitnessed(t *testing.T) {
 	if r := runCoily(t, nil, "audit", "prove", "--check", proofFile, "--key", vkey); r.code != 0 || !strings.Contains(r.stdout, "proof OK: record A000000000002") {
 		t.Fatalf("prove --check: %+v", r)
 	}
+	check := []string{"audit", "prove", "--check", proofFile, "--key", vkey, "--id"}
+	if r := runCoily(t, nil, append(check, "A000000000002")...); r.code != 0 || !strings.Contains(r.stdout, "proof OK: record A000000000002") {
+		t.Fatalf("prove --check --id of its record: %+v", r)
+	}
+	if r := runCoily(t, nil, append(check, "A000000000003")...); r.code != 1 || !strings.Contains(r.stderr, "the proof is of record A000000000002, not A000000000003") {
+		t.Fatalf("prove --check --id of another record: %+v", r)
+	}
+	if r := runCoily(t, nil, append(check, "A3")...); r.code != 2 {
+		t.Fatalf("prove --check --id A3: %+v", r)
+	}
 
 	_, otherKey, _ := audit.GenerateSigner(cp.Origin)
 	if r := runCoily(t, nil, append(global, "audit", "verify", "--checkpoint", witness, "--key", otherKey)...); r.code != 1 || !strings.Contains(r.stderr, "not signed by") {
@@ -114,5 +124,70 @@ func cutBack(t *testing.T, dir string, n int64) {
 	lines := strings.SplitAfter(string(data), "\n")
 	if err := os.WriteFile(path, []byte(strings.Join(lines[:n], "")), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCLIAuditNewKeyRecorded: the first start records its checkpoint key
+// in the log; a lost state file makes a new key, and that start records
+// it too, naming the key it replaces, before the first checkpoint under
+// it (which covers the record).
+func TestCLIAuditNewKeyRecorded(t *testing.T) {
+	dir := shortDir(t)
+	p := startServe(t, dir, examplePolicy(t))
+	p.stop()
+	global := []string{"--state-dir", dir}
+	first := strings.TrimSpace(runCoily(t, nil, append(global, "audit", "key")...).stdout)
+	keys := func() []audit.Record {
+		t.Helper()
+		recs, err := audit.TailMatching(filepath.Join(dir, "audit"), 10, func(r audit.Record) bool { return r.Event == audit.EventKey })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	if k := keys(); len(k) != 1 || k[0].Details["verifier"] != first || k[0].Details["new"] != "true" || k[0].Details["replaces"] != "" {
+		t.Fatalf("the first start's key records: %+v (key %s)", k, first)
+	}
+
+	if err := os.Remove(filepath.Join(dir, "coily.db")); err != nil {
+		t.Fatal(err)
+	}
+	p = startServe(t, dir, examplePolicy(t))
+	p.stop()
+	second := strings.TrimSpace(runCoily(t, nil, append(global, "audit", "key")...).stdout)
+	k := keys()
+	if second == first || len(k) != 2 || k[1].Details["verifier"] != second || k[1].Details["replaces"] != first || k[1].Details["new"] != "true" {
+		t.Fatalf("after a lost state file: key %s, records %+v", second, k)
+	}
+	signed, err := os.ReadFile(filepath.Join(dir, "audit", audit.CheckpointFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := audit.OpenCheckpoint(signed, second)
+	if err != nil || cp.N < int64(k[1].Seq) {
+		t.Fatalf("the checkpoint under the new key covers %d records, the key's record is %d (%v)", cp.N, k[1].Seq, err)
+	}
+	// Off the host: only the log's lines, copied, and the pinned key.
+	copied := filepath.Join(t.TempDir(), "audit")
+	if err := os.Mkdir(copied, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(copied, filepath.Base(f)), b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	witness := filepath.Join(t.TempDir(), "checkpoint")
+	if err := os.WriteFile(witness, signed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := runCoily(t, nil, "--state-dir", filepath.Dir(copied), "audit", "verify", "--checkpoint", witness, "--key", second)
+	if r.code != 0 || !strings.Contains(r.stdout, "holds exactly the") || !strings.Contains(r.stdout, "its lines alone were checked") {
+		t.Fatalf("verify off the host: %+v", r)
 	}
 }

@@ -2,16 +2,19 @@ package main
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 
+	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/audit/notary"
 	"coily.dev/coily/store"
@@ -61,38 +64,89 @@ func checkpointOrigin(fleetHost string) string {
 }
 
 // auditSigner returns the state file's checkpoint key, making it (named
-// for origin) when there is none, and writes its verifier key beside the
-// log for `coily audit key`.
-func auditSigner(db *store.DB, dir, origin string) (store.AuditSigner, error) {
-	s, err := db.EnsureAuditSigner(func() (string, string, error) { return audit.GenerateSigner(origin) }, time.Now())
+// for origin) when there is none, and what records it in the log once the
+// server's state guard has checked the state file against the log (a
+// record before that would make a first start's empty log look like a
+// lost state file's).
+func auditSigner(db *store.DB, al *audit.Log, origin string) (store.AuditSigner, func(*notary.Notary) error, error) {
+	made := false
+	s, err := db.EnsureAuditSigner(func() (string, string, error) {
+		made = true
+		return audit.GenerateSigner(origin)
+	}, time.Now())
 	if err != nil {
-		return store.AuditSigner{}, err
+		return store.AuditSigner{}, nil, err
 	}
-	if err := audit.WriteVerifier(dir, s.Verifier); err != nil {
-		return store.AuditSigner{}, err
+	return s, func(nt *notary.Notary) error { return recordKey(al, s.Verifier, made, nt) }, nil
+}
+
+// recordKey records a checkpoint key made, or one the log's verifier file
+// does not name yet, in the log (audit.EventKey), then signs a checkpoint
+// covering that record, then writes the verifier file beside the log for
+// `coily audit key`: a lost state file's new key is in the log and its
+// checkpoints, not only in a replaced key file, and a start that failed
+// in between records it at the next.
+func recordKey(al *audit.Log, vkey string, made bool, nt *notary.Notary) error {
+	old := audit.ReadVerifier(al.Dir())
+	if !made && old == vkey {
+		return nil
 	}
-	return s, nil
+	details := map[string]string{"verifier": vkey, "new": strconv.FormatBool(made)}
+	if old != "" && old != vkey {
+		details["replaces"] = old
+	}
+	_, err := al.Append(context.Background(), audit.Record{Event: audit.EventKey, Principal: access.ServerCaller.Principal, Transport: access.ServerCaller.Transport,
+		Decision: "allow", Reason: "a new checkpoint key: witnesses pin its verifier key (coily audit key)", Details: details})
+	if err != nil {
+		return fmt.Errorf("audit checkpoints: recording the new key: %w", err)
+	}
+	if _, err := nt.Sign(); err != nil {
+		return fmt.Errorf("audit checkpoints: %w", err)
+	}
+	return audit.WriteVerifier(al.Dir(), vkey)
 }
 
 // startNotary signs the audit log's checkpoints while the server runs.
-func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string) (*notary.Notary, error) {
-	s, err := auditSigner(db, al.Dir(), checkpointOrigin(fleetHost))
+// The returned function records a new key in the log (recordKey): call it
+// once the server was made.
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string) (*notary.Notary, func() error, error) {
+	s, record, err := auditSigner(db, al, checkpointOrigin(fleetHost))
 	if err != nil {
-		return nil, fmt.Errorf("audit checkpoints: %w", err)
+		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
 	every, records := notary.DefaultEvery, notary.DefaultRecords // coily dev sets no flags
 	if f.every != nil {
 		every, records = *f.every, *f.records
 	}
 	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: every, Records: uint64(records), Logger: log,
+		Trusted: lastSigned(log, db, s.Verifier),
 		Keep: func(signed []byte, at time.Time) error {
 			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
 		}})
 	if err != nil {
-		return nil, fmt.Errorf("audit checkpoints: %w", err)
+		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
 	log.Info("signing audit checkpoints", "verifier", s.Verifier, "every", every, "records", records)
-	return n, nil
+	return n, func() error { return record(n) }, nil
+}
+
+// lastSigned is the tree of the state file's last checkpoint, opened with
+// the log's verifier key: what the notary trusts the hash file up to. None
+// (no checkpoint yet, or one that does not open) is nil: the notary then
+// derives every hash from the lines.
+func lastSigned(log *slog.Logger, db *store.DB, vkey string) *audit.Tree {
+	c, err := db.AuditCheckpoint()
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err == nil {
+		var cp audit.Checkpoint
+		if cp, err = audit.OpenCheckpoint(c.Signed, vkey); err == nil {
+			return &cp.Tree
+		}
+	}
+	log.Warn("the state file's last audit checkpoint is unusable: the tree's hashes are computed again from every line", "err", err)
+	return nil
 }
 
 // signRepaired signs a checkpoint of a log `coily audit repair` mended
@@ -126,7 +180,7 @@ func signRepaired(e *env, dir string) int {
 		return 1
 	}
 	defer al.Close()
-	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: time.Hour,
+	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: time.Hour, Trusted: lastSigned(slog.Default(), db, s.Verifier),
 		Keep: func(signed []byte, at time.Time) error {
 			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
 		}})

@@ -25,18 +25,22 @@ func auditKeyCmd(a *cli.App) *cobra.Command {
 
 // auditProveCmd is `coily audit prove`.
 func auditProveCmd(a *cli.App) *cobra.Command {
-	return command(a, spec{use: "prove [--checkpoint FILE] ID | prove --check FILE [--key KEY]",
+	return command(a, spec{use: "prove [--checkpoint FILE] ID | prove --check FILE [--id ID] [--key KEY]",
 		short: "print an audit record's inclusion proof in a signed checkpoint, or check one", args: cobra.MaximumNArgs(1),
 		flags: func(fs *pflag.FlagSet) runFunc {
 			cp := fs.String("checkpoint", "", "the signed checkpoint to prove against (default: the latest, <state-dir>/audit/checkpoint)")
 			check := fs.String("check", "", "check the proof in this file instead, against the pinned key, and print the record")
+			id := fs.String("id", "", "with --check: the audit id the proof must be of (a valid proof of another record fails)")
 			k := registerPinnedKey(fs)
 			return func(_ context.Context, e *env) int {
 				if *check != "" {
 					if len(e.args) > 0 {
-						return usage(e, "audit prove --check FILE takes no ID")
+						return usage(e, "audit prove --check FILE takes no ID: pass --id ID")
 					}
-					return auditProveCheck(e, *check, k)
+					return auditProveCheck(e, *check, *id, k)
+				}
+				if *id != "" {
+					return usage(e, "audit prove: --id goes with --check")
 				}
 				if len(e.args) != 1 {
 					return usage(e, "audit prove needs an audit id (A and 12 digits)")
@@ -111,8 +115,14 @@ func auditProve(e *env, id, cpPath string) int {
 	return 0
 }
 
-// auditProveCheck checks a proof file against the pinned key.
-func auditProveCheck(e *env, path string, k pinnedKey) int {
+// auditProveCheck checks a proof file against the pinned key, and that
+// it is of record id when id is given.
+func auditProveCheck(e *env, path, id string, k pinnedKey) int {
+	if id != "" {
+		if _, err := audit.ParseID(id); err != nil {
+			return usage(e, "audit prove --check: --id: %v", err)
+		}
+	}
 	vkey, fromHost, err := k.verifier(e)
 	if err != nil {
 		return usage(e, "audit prove --check: %v", err)
@@ -125,6 +135,10 @@ func auditProveCheck(e *env, path string, k pinnedKey) int {
 	rec, c, err := audit.CheckProof(text, vkey)
 	if err != nil {
 		printLine(e.stderr, "coily audit prove --check: FAILED: %v", err)
+		return 1
+	}
+	if id != "" && rec.ID != id {
+		printLine(e.stderr, "coily audit prove --check: FAILED: the proof is of record %s, not %s", rec.ID, id)
 		return 1
 	}
 	printLine(e.stdout, "proof OK: record %s is in the log %s signed at %d records (root %s)", rec.ID, c.Origin, c.N, c.Hash)
@@ -140,6 +154,7 @@ type treeCheck struct {
 	cp       audit.Checkpoint
 	now      audit.Tree
 	fromHost bool // the key came from the host's own file
+	hashFile bool // the hash file was checked too (a copy may have none)
 }
 
 // openWitnessed reads and opens the checkpoint at path with the pinned
@@ -170,6 +185,9 @@ func (t *treeCheck) json() map[string]any {
 func (t *treeCheck) print(e *env) {
 	printLine(e.stdout, "it holds exactly the %d records the checkpoint signed by %s commits to (root %s), and extends them to %d (root %s)",
 		t.cp.N, t.cp.Origin, t.cp.Hash, t.now.N, t.now.Hash)
+	if !t.hashFile {
+		printLine(e.stdout, "no %s beside the log: its lines alone were checked", audit.TreeFile)
+	}
 	if t.fromHost {
 		printLine(e.stdout, "checked with the key file on this host, not a pinned key: pass --key")
 	}

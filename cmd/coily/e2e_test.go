@@ -277,13 +277,13 @@ func TestCLIAuditVerifyNamesTamperedLine(t *testing.T) {
 	}
 	p.stop()
 	global := []string{"--state-dir", dir}
-	if r := runCoily(t, nil, append(global, "audit", "verify")...); r.code != 0 || !strings.Contains(r.stdout, "audit log OK: 7 records") { // a checkpoint, then 3 × decision and result
+	if r := runCoily(t, nil, append(global, "audit", "verify")...); r.code != 0 || !strings.Contains(r.stdout, "audit log OK: 8 records") { // a checkpoint, the new checkpoint key, then 3 × decision and result
 		t.Fatalf("verify: %+v", r)
 	}
 	if r := runCoily(t, nil, append(global, "audit", "tail", "-n", "2")...); r.code != 0 || strings.Count(r.stdout, "\n") != 2 {
 		t.Fatalf("tail: %+v", r)
 	}
-	if r := runCoily(t, nil, append(global, "audit", "show", "--json", "A000000000004")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
+	if r := runCoily(t, nil, append(global, "audit", "show", "--json", "A000000000005")...); r.code != 0 || !strings.Contains(r.stdout, `"argv":["/bin/echo","1"]`) {
 		t.Fatalf("show: %+v", r)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
@@ -294,15 +294,15 @@ func TestCLIAuditVerifyNamesTamperedLine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Change one byte of the second line: the argv "0" becomes "9".
+	// Change one byte of the third line: the argv "0" becomes "9".
 	lines := bytes.SplitAfter(data, []byte("\n"))
-	lines[1] = bytes.Replace(lines[1], []byte(`"/bin/echo","0"`), []byte(`"/bin/echo","9"`), 1)
+	lines[2] = bytes.Replace(lines[2], []byte(`"/bin/echo","0"`), []byte(`"/bin/echo","9"`), 1)
 	if err := os.WriteFile(files[0], bytes.Join(lines, nil), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	r := runCoily(t, nil, append(global, "audit", "verify")...)
-	if r.code == 0 || !strings.Contains(r.stderr, filepath.Base(files[0])+":2:") {
-		t.Fatalf("verify after tampering with line 2: %+v", r)
+	if r.code == 0 || !strings.Contains(r.stderr, filepath.Base(files[0])+":3:") {
+		t.Fatalf("verify after tampering with line 3: %+v", r)
 	}
 }
 

@@ -281,7 +281,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer al.Close()
-	nt, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost())
+	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost())
 	if err != nil {
 		return err
 	}
@@ -339,6 +339,9 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	defer stopNotifier()
 	cfg.Notifier = notifier
 	srv, err := server.New(cfg)
+	if err == nil {
+		err = recordKey() // after the state guard's check of the log
+	}
 	if err != nil {
 		webLn.Close()
 		return err
