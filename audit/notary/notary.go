@@ -103,8 +103,8 @@ func (n *Notary) Stop() {
 
 // signsAfter are the events a checkpoint follows at once.
 var signsAfter = map[string]bool{
-	audit.EventLockout: true, audit.EventLockoutRemote: true, audit.EventUnlock: true,
-	audit.EventPause: true, audit.EventResume: true, audit.EventStateRestore: true,
+	audit.EventLockout: true, audit.EventLockoutRemote: true, audit.EventUnlock: true, audit.EventUnlockRemote: true,
+	audit.EventPause: true, audit.EventResume: true, audit.EventResumeRemote: true, audit.EventStateRestore: true,
 	audit.EventRepair: true, "policy.reload": true,
 }
 

@@ -89,3 +89,35 @@ func TestNotarySigns(t *testing.T) {
 		t.Fatalf("kept %d checkpoints, the last not the latest", len(kept))
 	}
 }
+
+// Every record that changes what the trust point admits is signed for at
+// once, the loosenings learnt from other hosts too (unlock.remote and
+// resume.remote were missing when the two changes met).
+func TestNotarySignsEveryStopAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	l, err := audit.Open(audit.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	skey, vkey, err := audit.GenerateSigner("coily/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := Start(Config{Log: l, Key: skey, Every: time.Hour, Records: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Stop()
+	for _, event := range []string{audit.EventLockout, audit.EventLockoutRemote, audit.EventUnlock, audit.EventUnlockRemote,
+		audit.EventPause, audit.EventResume, audit.EventResumeRemote, audit.EventStateRestore, audit.EventRepair, "policy.reload"} {
+		r, err := l.Append(context.Background(), audit.Record{Event: event, Decision: "allow"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := audit.OpenCheckpoint(n.Latest(), vkey)
+		if err != nil || c.N != int64(r.Seq) {
+			t.Errorf("after %s (record %d) the latest checkpoint covers %d (%v)", event, r.Seq, c.N, err)
+		}
+	}
+}
