@@ -16,16 +16,7 @@ import (
 // checkpoint is kept, written for witnesses, opens with the verifier key
 // and verifies against the log.
 func TestNotarySigns(t *testing.T) {
-	dir := t.TempDir()
-	l, err := audit.Open(audit.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	skey, vkey, err := audit.GenerateSigner("coily/test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir, l, skey, vkey := signedLog(t)
 	var mu sync.Mutex
 	var kept [][]byte
 	n, err := Start(Config{Log: l, Key: skey, Every: time.Hour, Records: 5, Keep: func(b []byte, _ time.Time) error {
@@ -94,16 +85,7 @@ func TestNotarySigns(t *testing.T) {
 // once, the loosenings learnt from other hosts too (unlock.remote and
 // resume.remote were missing when the two changes met).
 func TestNotarySignsEveryStopAtOnce(t *testing.T) {
-	dir := t.TempDir()
-	l, err := audit.Open(audit.Config{Dir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	skey, vkey, err := audit.GenerateSigner("coily/test")
-	if err != nil {
-		t.Fatal(err)
-	}
+	_, l, skey, vkey := signedLog(t)
 	n, err := Start(Config{Log: l, Key: skey, Every: time.Hour, Records: 1000})
 	if err != nil {
 		t.Fatal(err)
@@ -120,4 +102,19 @@ func TestNotarySignsEveryStopAtOnce(t *testing.T) {
 			t.Errorf("after %s (record %d) the latest checkpoint covers %d (%v)", event, r.Seq, c.N, err)
 		}
 	}
+}
+
+// signedLog is a new log in a temporary directory and a checkpoint key.
+func signedLog(t *testing.T) (dir string, l *audit.Log, skey, vkey string) {
+	t.Helper()
+	dir = t.TempDir()
+	l, err := audit.Open(audit.Config{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	if skey, vkey, err = audit.GenerateSigner("coily/test"); err != nil {
+		t.Fatal(err)
+	}
+	return dir, l, skey, vkey
 }
