@@ -107,8 +107,14 @@ func (p *Proxy) serveGit(w http.ResponseWriter, req *http.Request, dir string, s
 	if proto != "" {
 		cmd.Env = append(cmd.Env, "GIT_PROTOCOL="+proto)
 	}
+	var body *bodyFeed
 	if req.Method == http.MethodPost {
-		cmd.Stdin = req.Body
+		var err error
+		if body, err = feedBody(cmd, req.Body); err != nil {
+			p.log.Warn("git proxy: git "+name+" stdin", "err", err)
+			http.Error(w, "git proxy: cannot start git", http.StatusInternalServerError)
+			return 0
+		}
 		// Git writes (progress, keepalives) while it still reads the
 		// body: without full duplex, Go's HTTP/1 server throws away the
 		// unread rest of the body at the first flush, and git reads an
@@ -130,12 +136,68 @@ func (p *Proxy) serveGit(w http.ResponseWriter, req *http.Request, dir string, s
 	if err := cmd.Run(); err != nil {
 		p.log.Warn("git proxy: git "+name+" failed", "err", err)
 	}
+	if body != nil {
+		body.abandon(w)
+	}
 	// The body's unread rest (git refused before its end) is drained
 	// here, in the handler: drained after it, in full duplex, the
 	// server's read of it races its read of the next request and
 	// panics ("invalid concurrent Body.Read call", Go issue 68560).
 	req.Body.Close()
 	return cw.n
+}
+
+// bodyFeed copies a request's body into git's stdin. exec's own copy
+// (cmd.Stdin = body) makes Wait wait for it: when git ends before the
+// body does (a push refused at its first command), Wait stayed blocked on
+// the agent's next read until the read timeout (15 min), holding the push
+// slot, for as long as the agent trickled or withheld the rest.
+type bodyFeed struct {
+	done  chan struct{}
+	whole bool // the body was read to its end; set before done closes
+}
+
+// feedBody starts copying body into cmd's stdin (cmd not yet started);
+// the pipe closes when the body ends, or when Wait sees git exit.
+func feedBody(cmd *exec.Cmd, body io.Reader) (*bodyFeed, error) {
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("git stdin: %w", err)
+	}
+	f := &bodyFeed{done: make(chan struct{})}
+	go func() {
+		defer close(f.done)
+		_, err := io.Copy(in, body)
+		f.whole = err == nil
+		in.Close()
+	}()
+	return f, nil
+}
+
+// drainGrace is how long the body's rest may take to arrive once git has
+// exited: what an honest client has already sent is drained (and the
+// connection kept); an agent withholding it loses the connection instead.
+const drainGrace = time.Second
+
+// abandon ends the copy once git has exited. Unless the body was read to
+// its end, the connection's read deadline is set to now, so that the
+// copy's read still waiting on the agent returns; then to drainGrace from
+// now for the drain of the rest (Body.Close): cut at once, the drain
+// fails without closing the connection, and the server read the body's
+// rest as the next request. abandon returns once the copy has stopped
+// reading the body.
+func (f *bodyFeed) abandon(w http.ResponseWriter) {
+	select {
+	case <-f.done:
+		if f.whole {
+			return
+		}
+	default:
+	}
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now())
+	<-f.done
+	_ = rc.SetReadDeadline(time.Now().Add(drainGrace))
 }
 
 type countingWriter struct {

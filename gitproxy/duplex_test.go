@@ -1,9 +1,11 @@
 package gitproxy
 
 import (
+	"bufio"
 	"bytes"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestGitReadsTheWholeBodyAfterItsFirstWrite: receive-pack writes to its
@@ -50,5 +53,54 @@ func TestGitReadsTheWholeBodyAfterItsFirstWrite(t *testing.T) {
 		if len(got) != 1 || got[0] != strconv.Itoa(size) {
 			t.Errorf("a body of %d bytes: git read %q", size, out)
 		}
+	}
+}
+
+// TestGitEndingEarlyFreesTheHandler: git may end before it has read the
+// whole body (a push refused at its first command). An agent that then
+// trickles the rest, or sends nothing more, must not hold the handler (and
+// its push slot) until the read timeout: exec's copy of the body into
+// git's stdin stayed blocked on the agent's connection, and cmd.Run
+// waited for it. The stand-in for git answers and exits without reading;
+// the client sends 1 KiB of a 100 KB body, then nothing.
+func TestGitEndingEarlyFreesTheHandler(t *testing.T) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "git")
+	if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf 'refused\\n'\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{git: fake, log: slog.New(slog.DiscardHandler), home: dir}
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer close(done)
+		req, err := backendRequest(r, ReceivePack, 1<<30)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		p.serveGit(w, req, dir, ReceivePack, false, nil)
+	}))
+	defer srv.Close()
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	head := "POST /repo.git/git-receive-pack HTTP/1.1\r\nHost: x\r\nContent-Type: application/x-git-receive-pack-request\r\nContent-Length: 100000\r\n\r\n"
+	if _, err := conn.Write(append([]byte(head), bytes.Repeat([]byte("P"), 1<<10)...)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler still waits on the agent's body 30 s after git ended")
+	}
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(out), "refused") {
+		t.Errorf("the agent read %q, not git's answer", out)
 	}
 }
