@@ -13,6 +13,8 @@ import (
 
 	"golang.org/x/mod/sumdb/note"
 	"golang.org/x/mod/sumdb/tlog"
+
+	"coily.dev/coily/atomicfile"
 )
 
 // # Signed checkpoints
@@ -197,22 +199,11 @@ func ReadVerifier(dir string) string {
 	return string(bytes.TrimSpace(b))
 }
 
+// writeAtomic replaces dir/name with data (mode 0600), whole or not at
+// all.
 func writeAtomic(dir, name string, data []byte) error {
-	f, err := os.CreateTemp(dir, "."+name+".*")
-	if err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, name), data, 0o600); err != nil {
 		return fmt.Errorf("audit: %s: %w", name, err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	err = errors.Join(err, f.Close())
-	if err == nil {
-		err = os.Rename(f.Name(), filepath.Join(dir, name))
-	}
-	if err != nil {
-		_ = os.Remove(f.Name())
-		return fmt.Errorf("audit: %s: %w", name, err)
-	}
-	return syncDir(dir)
+	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"coily.dev/coily/atomicfile"
 )
 
 // DefaultMaxFileSize is the size at which a log file is closed and the
@@ -323,7 +325,7 @@ func (l *Log) fileFor(t time.Time, durable bool) (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := syncDir(l.dir); err != nil {
+	if err := atomicfile.SyncDir(l.dir); err != nil {
 		_ = f.Close()
 		return nil, err
 	}
@@ -368,19 +370,6 @@ func (l *Log) fileFor(t time.Time, durable bool) (*os.File, error) {
 // carries the state the Config reports (the server's stop controls), so
 // that reading the state back need not go further than the newest file.
 const EventCheckpoint = "audit.checkpoint"
-
-// syncDir makes a newly created file's directory entry durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	if err := d.Sync(); err != nil {
-		_ = d.Close()
-		return err
-	}
-	return d.Close()
-}
 
 // Close closes the log. Later Appends fail with ErrClosed. Closing twice is
 // a no-op. The anchor (SetAnchor) is told the durable head last.

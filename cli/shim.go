@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"coily.dev/coily/atomicfile"
 	"coily.dev/coily/client"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/regularfile"
@@ -191,7 +192,7 @@ func (a *App) installShims(dir, self, fast string, names []string, force bool) i
 			PrintLine(a.Stdout, "%s -> %s", path, fast)
 			continue
 		}
-		if err := writeFileAtomic(path, []byte(shimScript(self, n)), 0o755); err != nil {
+		if err := atomicfile.Write(path, []byte(shimScript(self, n)), 0o755); err != nil {
 			PrintLine(a.Stderr, "%s: %v", a.Name, err)
 			return ExitFailure
 		}
@@ -333,28 +334,6 @@ func onPathFirst(dir, path string) bool {
 // shellQuote quotes s for sh, in single quotes.
 func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-// writeFileAtomic writes data to path through a temporary file in the
-// same directory, renamed into place.
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 // symlinkAtomic makes path a link to target, through a temporary link in

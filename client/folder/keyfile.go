@@ -13,6 +13,7 @@ import (
 	"sync"
 	"syscall"
 
+	"coily.dev/coily/atomicfile"
 	"coily.dev/coily/descriptor"
 )
 
@@ -123,7 +124,7 @@ func WriteKeyFile(path string, k KeyFile) error {
 		return fmt.Errorf("client: key file: %w", err)
 	}
 	ok = true
-	syncDir(dir)
+	_ = atomicfile.SyncDir(dir) // where the system allows it
 	return nil
 }
 
@@ -152,14 +153,6 @@ func CheckKeyFileTarget(path string) error {
 		return fmt.Errorf("client: key file %s is not a regular file", path)
 	}
 	return nil
-}
-
-// syncDir makes a rename in dir durable, where the system allows it.
-func syncDir(dir string) {
-	if d, err := os.Open(dir); err == nil {
-		_ = d.Sync()
-		d.Close()
-	}
 }
 
 // ReadKeyFile reads a key file strictly: a regular file, not a symbolic

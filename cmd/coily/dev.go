@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"tailscale.com/types/logger"
 
+	"coily.dev/coily/atomicfile"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/internal/devnet"
@@ -152,12 +153,12 @@ func writeDevFiles(dir string, info tsnode.DevInfo, consoleURL string) error {
 	if err != nil {
 		return err
 	}
-	if err := writeFileAtomic(filepath.Join(dir, tsnode.DevInfoFile), data); err != nil {
+	if err := atomicfile.Write(filepath.Join(dir, tsnode.DevInfoFile), data, 0o600); err != nil {
 		return err
 	}
 	env := fmt.Sprintf("# coily dev: source this file, then run coily commands.\nexport COILY_DEV=%s\nexport COILY_DEV_AS=owner\n"+
 		"# The web console, acting as the dev owner (dev only):\nexport COILY_DEV_CONSOLE=%s\n", shellQuote(dir), shellQuote(consoleURL))
-	return writeFileAtomic(filepath.Join(dir, "env"), []byte(env))
+	return atomicfile.Write(filepath.Join(dir, "env"), []byte(env), 0o600)
 }
 
 func printDevHelp(w io.Writer, dir, policyPath, consoleURL string) {
@@ -177,14 +178,4 @@ In another shell:
   COILY_DEV_AS=agent coily exec -- /bin/echo confirm hi  # waits: approve it in the console
 Stop with Ctrl-C.
 `, dir, policyPath, consoleURL)
-}
-
-// writeFileAtomic writes data (mode 0600) through a temporary file renamed
-// into place.
-func writeFileAtomic(path string, data []byte) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }

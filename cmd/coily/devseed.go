@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"coily.dev/coily/atomicfile"
 	"coily.dev/coily/examples"
 )
 
@@ -45,7 +46,7 @@ func seedDevFile(path string, data []byte, reset bool) (string, error) {
 	_, err := os.Lstat(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return "the demo one, written", writeFileAtomic(path, data)
+		return "the demo one, written", atomicfile.Write(path, data, 0o600)
 	case err != nil:
 		return "", err
 	case !reset:
@@ -54,5 +55,5 @@ func seedDevFile(path string, data []byte, reset bool) (string, error) {
 	if err := os.Rename(path, path+".old"); err != nil {
 		return "", err
 	}
-	return "replaced by the demo one (--reset); the one it replaced is " + path + ".old", writeFileAtomic(path, data)
+	return "replaced by the demo one (--reset); the one it replaced is " + path + ".old", atomicfile.Write(path, data, 0o600)
 }

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 
+	"coily.dev/coily/atomicfile"
 	"coily.dev/coily/regularfile"
 )
 
@@ -38,45 +38,16 @@ func hostID(dir string) (string, error) {
 	return id, nil
 }
 
-// newHostID writes a new id whole or not at all: a temporary file, synced,
-// linked into place (exclusively: never over another's id), then the
-// directory synced. A crash leaves no empty host-id behind.
+// newHostID writes a new id whole or not at all, and never over another's
+// id (atomicfile.Create): a crash leaves no empty host-id behind.
 func newHostID(path string) (string, error) {
 	b := make([]byte, 16)
 	rand.Read(b)
 	id := hex.EncodeToString(b)
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, "."+hostIDFile+"-*") // mode 0600
-	if err != nil {
-		return "", fmt.Errorf("host id: %w", err)
-	}
-	defer os.Remove(f.Name())
-	_, err = f.WriteString(id + "\n")
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Link(f.Name(), path)
-	}
-	if err == nil {
-		err = syncDirOf(dir)
-	}
-	if err != nil {
+	if err := atomicfile.Create(path, []byte(id+"\n"), 0o600); err != nil {
 		return "", fmt.Errorf("host id: %w", err)
 	}
 	return id, nil
-}
-
-func syncDirOf(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 func validHostID(id string) bool {
