@@ -25,22 +25,7 @@ import (
 // abnormal exit"), seen under load in CI. The stand-in for git writes a
 // byte first, then counts what it reads.
 func TestGitReadsTheWholeBodyAfterItsFirstWrite(t *testing.T) {
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "git")
-	script := "#!/bin/sh\nprintf 'started\\n'\nwc -c\n"
-	if err := os.WriteFile(fake, []byte(script), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	p := &Proxy{git: fake, log: slog.New(slog.DiscardHandler), home: dir}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		req, err := backendRequest(r, ReceivePack, 1<<30)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		p.serveGit(w, req, dir, ReceivePack, false, nil)
-	}))
-	defer srv.Close()
+	srv, _ := fakeGitServer(t, "#!/bin/sh\nprintf 'started\\n'\nwc -c\n")
 	for _, size := range []int{1 << 10, 200 << 10, 1 << 20} {
 		body := bytes.Repeat([]byte("P"), size)
 		resp, err := http.Post(srv.URL, "application/x-git-receive-pack-request", bytes.NewReader(body))
@@ -64,23 +49,7 @@ func TestGitReadsTheWholeBodyAfterItsFirstWrite(t *testing.T) {
 // waited for it. The stand-in for git answers and exits without reading;
 // the client sends 1 KiB of a 100 KB body, then nothing.
 func TestGitEndingEarlyFreesTheHandler(t *testing.T) {
-	dir := t.TempDir()
-	fake := filepath.Join(dir, "git")
-	if err := os.WriteFile(fake, []byte("#!/bin/sh\nprintf 'refused\\n'\n"), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	p := &Proxy{git: fake, log: slog.New(slog.DiscardHandler), home: dir}
-	done := make(chan struct{})
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		defer close(done)
-		req, err := backendRequest(r, ReceivePack, 1<<30)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		p.serveGit(w, req, dir, ReceivePack, false, nil)
-	}))
-	defer srv.Close()
+	srv, done := fakeGitServer(t, "#!/bin/sh\nprintf 'refused\\n'\n")
 	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
 	if err != nil {
 		t.Fatal(err)
@@ -103,4 +72,27 @@ func TestGitEndingEarlyFreesTheHandler(t *testing.T) {
 	if !strings.Contains(string(out), "refused") {
 		t.Errorf("the agent read %q, not git's answer", out)
 	}
+}
+
+// fakeGitServer serves receive-pack POSTs through serveGit with script as
+// git; done is closed as each handler returns.
+func fakeGitServer(t *testing.T, script string) (*httptest.Server, chan struct{}) {
+	dir := t.TempDir()
+	fake := filepath.Join(dir, "git")
+	if err := os.WriteFile(fake, []byte(script), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := &Proxy{git: fake, log: slog.New(slog.DiscardHandler), home: dir}
+	done := make(chan struct{}, 16)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() { done <- struct{}{} }()
+		req, err := backendRequest(r, ReceivePack, 1<<30)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		p.serveGit(w, req, dir, ReceivePack, false, nil)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, done
 }
