@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,12 +22,14 @@ import (
 // sshTailnetPolicy is headscale's policy for the Tailscale SSH test: the
 // operators' user (ops) may reach the trust point's host (tag:coily-host)
 // on port 22 and log in there, by Tailscale SSH, as the logins named by
-// %[1]q (the operator) and %[2]q (a login outside the socket's group),
-// and as nothing else (root included).
+// %[1]q (the operator, after a fresh check: headscale holds the session
+// until its administrator approves) and %[2]q (a login outside the
+// socket's group), and as nothing else (root included).
 const sshTailnetPolicy = `{
   "tagOwners": {"tag:coily-host": []},
   "grants": [{"src": ["ops@"], "dst": ["tag:coily-host"], "ip": ["tcp:22"]}],
-  "ssh": [{"action": "accept", "src": ["ops@"], "dst": ["tag:coily-host"], "users": [%[1]q, %[2]q]}]
+  "ssh": [{"action": "check", "src": ["ops@"], "dst": ["tag:coily-host"], "users": [%[1]q]},
+          {"action": "accept", "src": ["ops@"], "dst": ["tag:coily-host"], "users": [%[2]q]}]
 }`
 
 // sshCoilyPolicy is the trust point's: members of the operators' group
@@ -90,9 +93,20 @@ func cleanupRun(t *testing.T, name string, args ...string) {
 // operator's node, as the runbook has it.
 func sshRun(t *testing.T, ops *osNode, login string, remote ...string) cliRun {
 	t.Helper()
+	return sshRunChecked(t, ops, nil, login, remote...)
+}
+
+// checkURL is the line headscale's check action has Tailscale SSH print.
+var checkURL = regexp.MustCompile(`To authenticate, visit: \S+/auth/(\S+)`)
+
+// sshRunChecked is sshRun; approve, when set, is called with the auth id
+// of a check the session is held for, while it is held.
+func sshRunChecked(t *testing.T, ops *osNode, approve func(id string), login string, remote ...string) cliRun {
+	t.Helper()
 	cmd := ops.command(append([]string{"ssh", login + "@coily-host"}, remote...)...)
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
+	var out bytes.Buffer
+	errb := &checkWatch{approve: approve}
+	cmd.Stdout, cmd.Stderr = &out, errb
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,6 +128,32 @@ func sshRun(t *testing.T, ops *osNode, login string, remote ...string) cliRun {
 		t.Fatal(err)
 	}
 	return cliRun{code: code, stdout: out.String(), stderr: errb.String()}
+}
+
+// checkWatch collects stderr and, the first time the check's line
+// appears, calls approve with its auth id.
+type checkWatch struct {
+	mu       sync.Mutex
+	buf      bytes.Buffer
+	approve  func(string)
+	approved bool
+}
+
+func (w *checkWatch) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf.Write(p)
+	if m := checkURL.FindStringSubmatch(w.buf.String()); m != nil && !w.approved && w.approve != nil {
+		w.approved = true
+		go w.approve(m[1])
+	}
+	return len(p), nil
+}
+
+func (w *checkWatch) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }
 
 // sleepers returns the pids of the processes whose command line holds
@@ -171,6 +211,25 @@ func TestHeadscaleTailscaleSSHLockout(t *testing.T) {
 	ops := startOSNode(t, hs, env, "ops-laptop", hs.AuthKey(t, headscaletest.Key{User: hs.CreateUser(t, "ops").ID}), "", nil)
 	ops.waitPeer(t, "coily-host", func(p osPeer) bool { return len(p.SSHHostKeys) > 0 })
 
+	// The operator's first session is held for a check, which headscale's
+	// administrator approves; until then nothing runs.
+	approved := make(chan string, 1)
+	approve := func(id string) {
+		if out, err := hs.CLI("auth", "approve", "--auth-id", id); err != nil {
+			t.Errorf("headscale auth approve: %v\n%s", err, out)
+		}
+		approved <- id
+	}
+	r := sshRunChecked(t, ops, approve, operator, coilyBin, "--socket", p.socket, "status")
+	select {
+	case <-approved:
+	default:
+		t.Fatalf("the operator's first session was not held for a check: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+	if r.code != 0 || !regexp.MustCompile(`(?m)^lockout:\s+off$`).MatchString(r.stdout) {
+		t.Fatalf("status after the check: exit %d\nstdout: %s\nstderr: %s", r.code, r.stdout, r.stderr)
+	}
+
 	// A sandboxed command in flight.
 	mark := fmt.Sprintf("%d.%03d", 900+time.Now().Nanosecond()%99, time.Now().Nanosecond()%1000)
 	running := exec.Command(coilyBin, "--socket", p.socket, "exec", "--", "/bin/sleep", mark)
@@ -189,7 +248,7 @@ func TestHeadscaleTailscaleSSHLockout(t *testing.T) {
 
 	// The runbook's lockout.
 	start := time.Now()
-	r := sshRun(t, ops, operator, coilyBin, "--socket", p.socket, "lockout", "--reason", "tailscale ssh drill")
+	r = sshRun(t, ops, operator, coilyBin, "--socket", p.socket, "lockout", "--reason", "tailscale ssh drill")
 	returned := time.Since(start)
 	if r.code != 0 || !strings.Contains(r.stdout, "locked out by local:"+operator) {
 		t.Fatalf("tailscale ssh %s@coily-host coily lockout: exit %d\nstdout: %s\nstderr: %s", operator, r.code, r.stdout, r.stderr)
