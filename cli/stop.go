@@ -77,8 +77,8 @@ func (a *App) resumeCmd() *cobra.Command {
 // ssh (`tailscale ssh HOST coily lockout --reason "agent misbehaving"`)
 // the remote shell splits the quoted reason into words, and an emergency
 // brake must not fail on quoting (TestHeadscaleTailscaleSSHLockout).
-const reasonWords = "Words after the flags are part of the reason: `tailscale ssh HOST coily lockout --reason " +
-	"\"agent misbehaving\"` arrives split by the remote shell and still means one reason."
+const reasonWords = "Words after the flags are part of the reason: over ssh (tailscale ssh HOST coily lockout\n" +
+	"--reason \"agent misbehaving\") the remote shell splits a quoted reason, which still means one reason."
 
 // stopCmd builds one stop control: call returns the answer and the line
 // that says it.
