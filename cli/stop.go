@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -72,20 +73,28 @@ func (a *App) resumeCmd() *cobra.Command {
 		})
 }
 
+// reasonWords says why a stop control takes words after its flags: over
+// ssh (`tailscale ssh HOST coily lockout --reason "agent misbehaving"`)
+// the remote shell splits the quoted reason into words, and an emergency
+// brake must not fail on quoting (TestHeadscaleTailscaleSSHLockout).
+const reasonWords = "Words after the flags are part of the reason: over ssh (tailscale ssh HOST coily lockout\n" +
+	"--reason \"agent misbehaving\") the remote shell splits a quoted reason, which still means one reason."
+
 // stopCmd builds one stop control: call returns the answer and the line
 // that says it.
 func (a *App) stopCmd(name, short, long string, call func(context.Context, *client.Client, string) (proto.Message, string, error)) *cobra.Command {
 	var reason string
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   name + " [--reason TEXT]",
+		Use:   name + " [--reason TEXT [WORD...]]",
 		Short: short,
-		Long:  long,
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Long:  long + "\n\n" + reasonWords,
+		Args:  cobra.ArbitraryArgs,
+		RunE: func(cmd *cobra.Command, words []string) error {
 			ctx := cmd.Context()
+			why := strings.TrimSpace(strings.Join(append([]string{reason}, words...), " "))
 			return a.withClient(ctx, asJSON, func(c *client.Client) error {
-				resp, line, err := call(ctx, c, reason)
+				resp, line, err := call(ctx, c, why)
 				if err != nil {
 					return err
 				}

@@ -33,6 +33,8 @@ command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegis
 [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)                  # scrapes coily serve --metrics-listen (TestCLIMetricsPrometheus)
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)          # a clean Debian root the .deb is installed into (deploy: TestDebInstall)
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)                      # the web console in a real browser (TestBrowserConsole)
+[ -x /usr/bin/qemu-aarch64-static ] || need_apt+=(qemu-user-static)   # the phone's android/arm64 client, emulated (TestHeadscalePhoneClient)
+[ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || need_apt+=(libc6-arm64-cross) # its loader, standing in for Android's linker64
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}"
@@ -48,7 +50,7 @@ fi
 scripts/tools.sh
 scripts/vaultdev.sh # a real Vault server (the Vault core in-process) for the keystore tests
 scripts/headscale.sh # a real headscale (control server) for the TestHeadscale* tests
-scripts/tailscaled.sh # a real tailscaled, for the lean client through an OS tailscaled
+scripts/tailscaled.sh # a real tailscaled and tailscale CLI: the lean client through them, tailscale ssh, the phone's node
 scripts/npm-tools.sh # verdaccio, the npm registry internal/standin starts
 
 step "gofmt"
@@ -171,9 +173,10 @@ awk -v e="$exposure" 'BEGIN { exit !(e != "" && e <= 4.0) }' || { echo "deploy/c
 
 step "tailnet tests inside a network namespace holding only loopback"
 # Proves that the private tailnet (control, DERP, STUN, nodes), coily dev,
-# a real headscale with its embedded DERP (and a tailscaled joined to it)
-# and the console in chromium need nothing beyond 127.0.0.1: in this
-# namespace nothing else exists.
+# a real headscale with its embedded DERP (and tailscaleds joined to it:
+# tailscale ssh to the trust point's host, the phone's TUN node, which runs
+# in a namespace of its own inside this one) and the console in chromium
+# need nothing beyond 127.0.0.1: in this namespace nothing else exists.
 if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/null; then
   bindir=$(mktemp -d)
   go test -c -o "$bindir/server.test" ./server/
@@ -183,7 +186,7 @@ if [ "$(id -u)" = 0 ] && command -v unshare >/dev/null && command -v ip >/dev/nu
     ip link set lo up
     if ip -o addr show | grep -v " lo " | grep -q inet; then echo "namespace has non-loopback addresses" >&2; exit 1; fi
     (cd server && "$1/server.test" -test.run "Tailnet" -test.count=1)
-    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet|TestHeadscaleIdentityGrantsLockout|TestHeadscaleLeanClient" -test.count=1)
+    (cd cmd/coily && "$1/coily.test" -test.run "TestCLIDev|TestCLIServeTailnet|TestHeadscaleIdentityGrantsLockout|TestHeadscaleLeanClient|TestHeadscaleTailscaleSSHLockout|TestHeadscalePhoneClient" -test.count=1)
     (cd console && "$1/console.test" -test.run "TestBrowser" -test.count=1)
   ' sh "$bindir"
   rm -rf "$bindir"

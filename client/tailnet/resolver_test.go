@@ -41,6 +41,34 @@ func TestTailnetResolver(t *testing.T) {
 	}
 }
 
+// TestLocalAPIMayAnswer: on Linux and Android a missing LocalAPI socket
+// (the phone: the Tailscale app has none Termux reaches) is not asked,
+// as asking waits two seconds (tailscale's client retries for a starting
+// tailscaled); elsewhere, or with the socket there, it is.
+func TestLocalAPIMayAnswer(t *testing.T) {
+	present := func(string) (os.FileInfo, error) { return nil, nil }
+	missing := func(string) (os.FileInfo, error) { return nil, fs.ErrNotExist }
+	denied := func(string) (os.FileInfo, error) { return nil, fs.ErrPermission }
+	tests := []struct {
+		goos string
+		stat func(string) (os.FileInfo, error)
+		want bool
+	}{
+		{"android", missing, false},
+		{"android", denied, false},
+		{"android", present, true},
+		{"linux", missing, false},
+		{"linux", present, true},
+		{"darwin", missing, true}, // the app's LocalAPI is no socket file
+		{"windows", missing, true},
+	}
+	for _, tt := range tests {
+		if got := localAPIMayAnswer(tt.goos, "/var/run/tailscale/tailscaled.sock", tt.stat); got != tt.want {
+			t.Errorf("localAPIMayAnswer(%s, …) = %v, want %v", tt.goos, got, tt.want)
+		}
+	}
+}
+
 // TestDNSDialerAsksTheNamedServer: a dialer naming a DNS server resolves
 // the name there — a real DNS server on loopback standing in for
 // 100.100.100.100 — and reach the address it answers.

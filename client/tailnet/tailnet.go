@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"tailscale.com/client/local"
+	"tailscale.com/paths"
 
 	"coily.dev/coily/client"
 )
@@ -97,9 +98,28 @@ func dnsDialer(hostport, dnsServer string) func(context.Context) (net.Conn, erro
 	return func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", hostport) }
 }
 
+// localAPIMayAnswer says whether asking the LocalAPI at socket is worth
+// it. On Linux and Android the LocalAPI is that unix socket, and without
+// it nothing answers; asking anyway waits, as tailscale's client retries
+// a missing socket for the first two seconds of the process's life (a
+// tailscaled may be starting): every command of the phone's, whose
+// Tailscale app has no socket Termux can reach, paid those two seconds
+// (TestHeadscalePhoneClient, docs/benchmarks.md). Elsewhere (the macOS
+// app's LocalAPI is found by other means) it is asked.
+func localAPIMayAnswer(goos, socket string, stat func(string) (os.FileInfo, error)) bool {
+	if goos != "linux" && goos != "android" {
+		return true
+	}
+	_, err := stat(socket)
+	return err == nil
+}
+
 // localAPIUp says whether this machine's tailscaled answers its LocalAPI
 // (briefly: a missing daemon answers at once).
 func localAPIUp(ctx context.Context, lc *local.Client) bool {
+	if !localAPIMayAnswer(runtime.GOOS, paths.DefaultTailscaledSocket(), os.Stat) {
+		return false
+	}
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
 	_, err := lc.StatusWithoutPeers(ctx)

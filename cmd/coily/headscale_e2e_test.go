@@ -71,13 +71,20 @@ type hsTrust struct {
 // to it as tag:coily.
 func startHeadscaleTrust(t *testing.T, o headscaletest.Options) *hsTrust {
 	t.Helper()
+	return startHeadscaleTrustPolicy(t, o, hsCoilyPolicy)
+}
+
+// startHeadscaleTrustPolicy is startHeadscaleTrust with the trust point's
+// policy coilyPolicy.
+func startHeadscaleTrustPolicy(t *testing.T, o headscaletest.Options, coilyPolicy string) *hsTrust {
+	t.Helper()
 	if o.Policy == "" {
 		o.Policy = hsTailnetPolicy
 	}
 	hs := headscaletest.Start(t, o)
 	dir := shortDir(t)
 	pol, keyFile := filepath.Join(dir, "policy.yaml"), filepath.Join(dir, "authkey")
-	if err := os.WriteFile(pol, []byte(hsCoilyPolicy), 0o600); err != nil {
+	if err := os.WriteFile(pol, []byte(coilyPolicy), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(keyFile, []byte(hs.AuthKey(t, headscaletest.Key{Tags: []string{"tag:coily"}})), 0o600); err != nil {
