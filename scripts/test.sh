@@ -32,6 +32,8 @@ command -v npm >/dev/null || need_apt+=(npm)                          # NpmRegis
 [ -x /usr/bin/aws ] || need_apt+=(awscli)                            # S3 (a pyenv or pip aws on PATH is not the one rules name)
 [ -x /usr/bin/prometheus ] || need_apt+=(prometheus)                  # scrapes coily serve --metrics-listen (TestCLIMetricsPrometheus)
 command -v debootstrap >/dev/null || need_apt+=(debootstrap)          # a clean Debian root the .deb is installed into (deploy: TestDebInstall)
+command -v podman >/dev/null || need_apt+=(podman)                    # the image, and the sandbox inside a container (deploy: TestContainer*)
+command -v runc >/dev/null || need_apt+=(runc)                        # podman's runtime where crun refuses a hybrid cgroup hierarchy
 [ -x /usr/bin/chromium ] || need_apt+=(chromium)                      # the web console in a real browser (TestBrowserConsole)
 getent passwd nobody >/dev/null || { echo "user nobody is missing" >&2; exit 1; }
 if [ ${#need_apt[@]} -gt 0 ]; then
