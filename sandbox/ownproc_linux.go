@@ -79,3 +79,7 @@ func ownProcAttr(runAs *User) *syscall.SysProcAttr {
 	}
 	return attr
 }
+
+// OwnProc reports whether sandboxes here start bwrap through unshare(1)
+// with a /proc of its own: outside the host's initial PID namespace.
+func OwnProc() bool { return needOwnProc() }

@@ -61,7 +61,7 @@ func sandboxCheck(ctx context.Context, e *env) int {
 		_, err = sandbox.HostSeccompArch()
 		report("seccomp filter for this architecture", err)
 		report("user namespaces for this user", sandbox.CheckUserNamespaces())
-		if r := sandbox.DetectRuntime(); r != "" {
+		if r := sandbox.DetectRuntime(); r != "" && sandbox.OwnProc() {
 			fmt.Fprintf(e.stdout, "info  in a %s container: bubblewrap starts with a /proc of its own (unshare); the container needs %s (docs/operations.md, In a container)\n",
 				r, sandbox.ContainerFlag(r, "Can't mount proc"))
 		}
