@@ -40,7 +40,7 @@ func debianRoot(t *testing.T) string {
 	suite := hostSuite()
 	cache := filepath.Join(cacheHome, "coily-test", "debian-"+suite+"-"+runtime.GOARCH)
 	if _, err := os.Stat(filepath.Join(cache, "complete")); err != nil {
-		makeDebianRoot(t, cache, suite)
+		makeDebianRoot(t, cache, suite, "systemd,procps,bubblewrap")
 	}
 	root := filepath.Join(t.TempDir(), "root")
 	if out, err := exec.Command("cp", "-a", filepath.Join(cache, "root"), root).CombinedOutput(); err != nil {
@@ -49,7 +49,9 @@ func debianRoot(t *testing.T) string {
 	return root
 }
 
-func makeDebianRoot(t *testing.T, cache, suite string) {
+// makeDebianRoot runs debootstrap's minbase of suite, with the packages
+// include (comma-separated), into cache/root, marked complete.
+func makeDebianRoot(t *testing.T, cache, suite, include string) {
 	t.Helper()
 	mirror := os.Getenv("COILY_TEST_DEBIAN_MIRROR")
 	if mirror == "" {
@@ -63,7 +65,7 @@ func makeDebianRoot(t *testing.T, cache, suite string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include=systemd,procps,bubblewrap",
+	cmd := exec.CommandContext(ctx, "debootstrap", "--variant=minbase", "--include="+include,
 		suite, tmp, mirror)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("debootstrap %s from %s: %v\n%s", suite, mirror, err, tail(out, 2000))

@@ -145,13 +145,39 @@ func (b Bwrap) Wrap(_ context.Context, cmd *exec.Cmd, p Profile) (*Confinement, 
 	}
 	c.status, c.release = statusR, blockW
 	c.childFiles = append([]*os.File{filter, statusW, blockR}, c.childFiles...)
-	cmd.Path, cmd.Args = bwrap, append([]string{"bwrap"}, args...)
-	if p.Dynamic != nil {
-		cmd.Path, cmd.Args = rlimitArgs(p.Dynamic.Pool.prlimit, p.Limits, bwrap, args)
+	run, runArgs := bwrap, args
+	cmd.SysProcAttr = outerNamespaces(procUser, p.Dynamic != nil)
+	if needOwnProc() {
+		// A PID namespace of the container's: bwrap needs a /proc of its
+		// own outer namespace (ownproc_linux.go).
+		unshare, err := UnsharePath()
+		if err != nil {
+			return nil, fmt.Errorf("%w: a sandbox outside the host's PID namespace needs unshare(1) (util-linux): %v", ErrUnavailable, err)
+		}
+		uid, gid := os.Getuid(), os.Getgid()
+		if procUser != nil {
+			uid, gid = procUser.UID, procUser.GID
+		}
+		u := ownProcArgv(unshare, uid, gid)
+		run, runArgs = unshare, append(append(u[1:], bwrap), args...)
+		cmd.SysProcAttr = ownProcAttr(procUser)
+		c.ownProc = true
+	}
+	cmd.Path, cmd.Args = run, append([]string{filepath.Base(run)}, runArgs...)
+	switch {
+	case p.Dynamic != nil:
+		cmd.Path, cmd.Args = rlimitArgs(p.Dynamic.Pool.prlimit, p.Limits, run, runArgs)
+	case c.ownProc:
+		// The namespaces are the sandbox user's, not coily's: coily has
+		// no capability over their processes to set limits at the gate.
+		prlimit, err := exec.LookPath("prlimit")
+		if err != nil {
+			return nil, fmt.Errorf("%w: a sandbox outside the host's PID namespace needs prlimit(1) (util-linux): %v", ErrUnavailable, err)
+		}
+		cmd.Path, cmd.Args = rlimitArgs(prlimit, p.Limits, run, runArgs)
 	}
 	cmd.Env, cmd.Dir = slices.Clone(p.Env), "" // bwrap passes its environment on: exactly p.Env
 	cmd.ExtraFiles = append([]*os.File{filter, statusW, blockR, blockW}, binds...)
-	cmd.SysProcAttr = outerNamespaces(procUser, p.Dynamic != nil)
 	if c.cgroup != nil {
 		// bwrap is born in the command's cgroup (clone3's CLONE_INTO_CGROUP):
 		// moving a process later costs the kernel an RCU grace period.

@@ -21,6 +21,10 @@ func CheckUserNamespaces() error {
 	if err == nil {
 		return nil
 	}
+	if r := containerRuntime(); r != "" {
+		return fmt.Errorf("%w: user namespaces are refused (%v): in a %s container, run it with %s", ErrUnavailable, err, r,
+			ContainerFlag(r, "unshare failed"))
+	}
 	return fmt.Errorf("%w: user namespaces are refused (%v): %s", ErrUnavailable, err, usernsCause())
 }
 

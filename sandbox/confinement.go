@@ -39,6 +39,9 @@ type Confinement struct {
 	// dynamic is the command's own uid, if it has one; detach undoes the
 	// idmapped mounts of its roots (Close).
 	dynamic *Dynamic
+	// ownProc: bwrap was started by unshare(1), with a /proc of its own
+	// (ownproc_linux.go): the process started is unshare, bwrap its child.
+	ownProc bool
 	detach  []func()
 
 	mu      sync.Mutex  // guards cgroup and the four below, shared with Signal
@@ -179,6 +182,11 @@ func firstLine(b []byte) string {
 
 // hint suggests a fix for the setup failures seen in practice.
 func hint(stderr []byte) string {
+	if r := containerRuntime(); r != "" {
+		if f := ContainerFlag(r, string(stderr)); f != "" {
+			return fmt.Sprintf(" (in a %s container: run it with %s; docs/operations.md, In a container)", r, f)
+		}
+	}
 	switch s := string(stderr); {
 	case bytes.Contains(stderr, []byte("namespace")) || bytes.Contains(stderr, []byte("uid map")):
 		return " (user namespaces are refused: " + UsernsHint + "; `coily sandbox check` tells more)"

@@ -53,6 +53,9 @@ func (c *Confinement) Start(ctx context.Context, proc *os.Process) error {
 		return fmt.Errorf("%w: bwrap reported %v before its child", ErrUnavailable, first)
 	}
 	init, err := onlyChild(pid)
+	if err == nil && c.ownProc {
+		init, err = onlyChild(init) // unshare's child is bwrap
+	}
 	if err != nil {
 		return fmt.Errorf("%w: the sandbox's first process: %v", ErrUnavailable, err)
 	}
@@ -92,7 +95,7 @@ func onlyChild(pid int) (int, error) {
 // command (everything it starts inherits them); its cgroup, if any, it
 // was born in.
 func (c *Confinement) bound() error {
-	if c.dynamic != nil {
+	if c.dynamic != nil || c.ownProc {
 		return nil // bwrap was started under them (rlimitArgs)
 	}
 	for _, s := range c.limits.rlimits() {

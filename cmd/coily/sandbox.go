@@ -61,6 +61,10 @@ func sandboxCheck(ctx context.Context, e *env) int {
 		_, err = sandbox.HostSeccompArch()
 		report("seccomp filter for this architecture", err)
 		report("user namespaces for this user", sandbox.CheckUserNamespaces())
+		if r := sandbox.DetectRuntime(); r != "" && sandbox.OwnProc() {
+			fmt.Fprintf(e.stdout, "info  in a %s container: bubblewrap starts with a /proc of its own (unshare); the container needs %s (docs/operations.md, In a container)\n",
+				r, sandbox.ContainerFlag(r, "Can't mount proc"))
+		}
 		if os.Geteuid() == 0 {
 			fmt.Fprintf(e.stdout, "info  running as root: sandboxes run as %s (--sandbox-user), never as root; coily serve refuses root without --allow-root\n", sandbox.DefaultUser())
 		}
