@@ -110,7 +110,8 @@ func recordKey(al *audit.Log, vkey string, made bool, nt *notary.Notary) error {
 // startNotary signs the audit log's checkpoints while the server runs.
 // The returned function records a new key in the log (recordKey): call it
 // once the server was made.
-func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string) (*notary.Notary, func() error, error) {
+// Every checkpoint is offered to copies (sent off the host).
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string, copies func([]byte, bool)) (*notary.Notary, func() error, error) {
 	s, record, err := auditSigner(db, al, checkpointOrigin(fleetHost))
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
@@ -120,7 +121,7 @@ func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlag
 		every, records = *f.every, *f.records
 	}
 	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: every, Records: uint64(records), Logger: log,
-		Trusted: stateguard.TrustedTree(db, al.Dir()),
+		Trusted: stateguard.TrustedTree(db, al.Dir()), Copy: copies,
 		Keep: func(signed []byte, at time.Time) error {
 			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
 		}})

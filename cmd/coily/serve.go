@@ -26,6 +26,7 @@ import (
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/fleet/auditship"
+	"coily.dev/coily/notify"
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policyfile"
@@ -341,7 +342,8 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		webLn.Close()
 		return err
 	}
-	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost())
+	copies := &notify.Checkpoints{Notify: notifier.Notify}
+	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost(), copies.Offer)
 	if err == nil {
 		defer nt.Stop() // before the log closes: its last checkpoint covers every record
 		err = recordKey()

@@ -189,7 +189,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		t.Fatal(err)
 	}
 	if opts.Checkpoints {
-		in.startNotary(t)
+		in.startNotary(t, opts.Notifier)
 	}
 	if in.ScratchDir = in.Server.ScratchDir(); in.ScratchDir != opts.StateDir {
 		t.Cleanup(func() { os.RemoveAll(in.ScratchDir) })
