@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"path/filepath"
 	"slices"
 	"syscall"
@@ -159,7 +160,14 @@ func signAt(b *testing.B, dir string, n int64) []byte {
 	return signed
 }
 
-var benchRecords = 1_000_000
+// benchRecords is the size of the benchmarks' big log: 1 M, or
+// COILY_BENCH_RECORDS (a smaller one to profile with).
+var benchRecords = func() int {
+	if n, err := strconv.Atoi(os.Getenv("COILY_BENCH_RECORDS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}()
 
 // BenchmarkVerifyCheckpoint1M is `coily audit verify --checkpoint` of a
 // log of 1 M records (the chain, the tree recomputed from the lines, the
