@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -159,21 +160,31 @@ func signAt(b *testing.B, dir string, n int64) []byte {
 	return signed
 }
 
-var benchRecords = 1_000_000
+// benchRecords is the size of the benchmarks' big log: 1 M, or
+// COILY_BENCH_RECORDS (a smaller one to profile with).
+var benchRecords = func() int {
+	if n, err := strconv.Atoi(os.Getenv("COILY_BENCH_RECORDS")); err == nil && n > 0 {
+		return n
+	}
+	return 1_000_000
+}()
 
 // BenchmarkVerifyCheckpoint1M is `coily audit verify --checkpoint` of a
 // log of 1 M records (the chain, the tree recomputed from the lines, the
 // hash file and a consistency proof) against a checkpoint of all of it
 // (a witness that is up to date: the lines it covers are hashed, not
 // parsed), of half of it, and Verify alone (every line parsed, as before
-// the tree).
+// the tree), and the server's check at start against the checkpoint its
+// state file kept (start-check: the lines hashed, not parsed).
 func BenchmarkVerifyCheckpoint1M(b *testing.B) {
 	dir := b.TempDir()
 	bigLog(b, dir, benchRecords)
 	for _, tc := range []struct {
-		name string
-		size int
-	}{{"checkpoint-at-end", benchRecords}, {"checkpoint-at-half", benchRecords / 2}, {"chain-only", -1}} {
+		name  string
+		size  int
+		start bool // the server's check at start (CheckCheckpoint), not verify
+	}{{"checkpoint-at-end", benchRecords, false}, {"checkpoint-at-half", benchRecords / 2, false}, {"chain-only", -1, false},
+		{"start-check", benchRecords, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			var c Checkpoint
 			if tc.size >= 0 {
@@ -186,11 +197,15 @@ func BenchmarkVerifyCheckpoint1M(b *testing.B) {
 			for b.Loop() {
 				var rep Report
 				var err error
-				if tc.size >= 0 {
+				switch {
+				case tc.start:
+					err = CheckCheckpoint(dir, c)
+					rep.Lines = benchRecords
+				case tc.size >= 0:
 					var tr TreeReport
 					tr, err = VerifyCheckpoint(dir, c)
 					rep = tr.Report
-				} else {
+				default:
 					rep, err = Verify(dir)
 				}
 				if err != nil || rep.Lines != benchRecords {

@@ -42,6 +42,9 @@ const (
 	// when a caller reaches the policy's refusals.count within
 	// refusals.window.
 	KindRefusals Kind = "refusals"
+	// KindCheckpoint is a signed checkpoint of the audit log, sent as it
+	// is (Checkpoints decides which).
+	KindCheckpoint Kind = "checkpoint"
 )
 
 // Event is something that happened on the server. Exactly the part of its
@@ -53,6 +56,10 @@ type Event struct {
 	Stop     *Stop
 	Refusal  *Refusal
 	Refusals *Refusals
+	// Checkpoint is the signed note (audit.SignCheckpoint), coily's own
+	// text: sent verbatim, so that a copy saved to a file is what
+	// `coily audit verify --checkpoint FILE` reads.
+	Checkpoint []byte
 }
 
 // Approval is an approval waiting for a human.

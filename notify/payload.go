@@ -24,6 +24,9 @@ type Payload struct {
 	Lockout  *PayloadStop     `json:"lockout,omitempty"`
 	Pause    *PayloadStop     `json:"pause,omitempty"`
 	Refusals *PayloadRefusals `json:"refusals,omitempty"`
+	// Checkpoint is a signed checkpoint of the audit log (event
+	// audit.checkpoint), verbatim.
+	Checkpoint string `json:"checkpoint,omitempty"`
 }
 
 // PayloadApproval is a waiting approval.

@@ -37,6 +37,8 @@ const (
 	EventLockout  = "lockout"
 	EventPause    = "pause"
 	EventRefusals = "refusals"
+	// EventCheckpoint is a copy of a signed audit checkpoint.
+	EventCheckpoint = "audit.checkpoint"
 )
 
 // render builds ev's notification. console is the console's base URL
@@ -52,6 +54,9 @@ func render(ev Event, n *policy.Notify, console string, now time.Time) content {
 		c = renderPause(ev.Stop, console)
 	case ev.Kind == KindRefusals && ev.Refusals != nil:
 		c = renderRefusals(ev.Refusals, console)
+	case ev.Kind == KindCheckpoint && len(ev.Checkpoint) > 0 && len(ev.Checkpoint) <= maxMessage:
+		c = content{event: EventCheckpoint, title: "coily: audit checkpoint", message: string(ev.Checkpoint), priority: 1,
+			payload: Payload{Checkpoint: string(ev.Checkpoint)}}
 	default:
 		c = content{event: string(ev.Kind), title: "coily", message: "event " + clean(string(ev.Kind), maxName), priority: 3}
 	}

@@ -24,13 +24,17 @@ const (
 	NotifyRefusals = "refusals"
 	// NotifyPause: the server was paused.
 	NotifyPause = "pause"
+	// NotifyCheckpoint: a copy of a signed checkpoint of the audit log
+	// (after every stop control's record, else at most hourly), so that
+	// the owner's phone keeps one the host cannot take back.
+	NotifyCheckpoint = "checkpoint"
 )
 
 // NotifyEvents lists every notification event, in a stable order.
-var NotifyEvents = []string{NotifyApproval, NotifyLockout, NotifyRefusals, NotifyPause}
+var NotifyEvents = []string{NotifyApproval, NotifyLockout, NotifyRefusals, NotifyPause, NotifyCheckpoint}
 
 // DefaultNotifyEvents are the events of a notify block that names none.
-var DefaultNotifyEvents = []string{NotifyApproval, NotifyLockout, NotifyRefusals}
+var DefaultNotifyEvents = []string{NotifyApproval, NotifyLockout, NotifyRefusals, NotifyCheckpoint}
 
 // Defaults and bounds of notify.refusals.
 const (

@@ -22,7 +22,7 @@ func TestNotifyBlock(t *testing.T) {
 		t.Fatal("no notify block")
 	}
 	want := policy.Notify{ConsoleURL: "https://coily.example-tailnet.ts.net", IncludeArgv: true,
-		Events: []string{"approval", "lockout", "refusals", "pause"}, RefusalCount: 5, RefusalWindow: time.Minute}
+		Events: []string{"approval", "lockout", "refusals", "pause", "checkpoint"}, RefusalCount: 5, RefusalWindow: time.Minute}
 	got := *n
 	got.Ntfy, got.Webhook = nil, nil
 	if got.ConsoleURL != want.ConsoleURL || got.IncludeArgv != want.IncludeArgv || !slices.Equal(got.Events, want.Events) ||

@@ -106,6 +106,11 @@ func (s *Guard) CrossCheck() error {
 	if err != nil {
 		return err
 	}
+	cut, err := r.checkCheckpoint(dir)
+	if err != nil {
+		return err
+	}
+	short = short || cut
 	if len(r.found) == 0 {
 		return nil
 	}
@@ -180,12 +185,24 @@ func (r *restoring) checkHead(dir string, h store.AuditHead) (short bool, err er
 	}
 	why := fmt.Sprintf("%s (recorded in %s at %s)", strings.TrimPrefix(herr.Error(), "audit: "), r.s.cfg.Local.Path(),
 		h.At.UTC().Format("2006-01-02T15:04:05Z"))
-	r.found = append(r.found, why)
-	r.details["audit_head_recorded"] = fmt.Sprintf("%d %s", h.Seq, h.Hash)
-	r.details["audit_head_found"] = fmt.Sprintf("%d %s", herr.Last.Seq, herr.Last.Hash)
-	r.lock(access.ServerCaller.Principal, r.s.cfg.Now(), why+": coily started locked out. Find out what removed them "+
-		"(coily audit verify, coily audit tail, a copy of the log kept elsewhere), then unlock (coily unlock)")
+	r.LostRecords(why, map[string]string{
+		"audit_head_recorded": fmt.Sprintf("%d %s", h.Seq, h.Hash),
+		"audit_head_found":    fmt.Sprintf("%d %s", herr.Last.Seq, herr.Last.Hash),
+	})
 	return true, nil
+}
+
+// LostRecords is the path of every check that proves the log lost or
+// changed records (the head, the checkpoint, a witness's): the server
+// starts locked out, why (what disagrees: sizes, roots, which check) in
+// the lockout's reason and the state.restore record with details, and
+// the repair in the reason.
+func (r *restoring) LostRecords(why string, details map[string]string) {
+	r.found = append(r.found, why)
+	maps.Copy(r.details, details)
+	r.lock(access.ServerCaller.Principal, r.s.cfg.Now(), why+": coily started locked out. Find out what removed or changed them "+
+		"(coily audit verify --checkpoint, coily audit tail, a copy of the log kept elsewhere; docs/operations.md, "+
+		"\"The audit log lost records\"), then unlock (coily unlock)")
 }
 
 // lock locks out, or adds why to the reason of the lockout in force (the

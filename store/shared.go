@@ -37,6 +37,9 @@ type Local interface {
 	// checkpoint of the audit log's tree, next to its head.
 	AuditCheckpoint() (AuditCheckpoint, error)
 	SetAuditCheckpoint(AuditCheckpoint) error
+	// AuditSigner is the key the checkpoints are signed with: its
+	// verifier opens the one kept (ErrNotFound before the first start).
+	AuditSigner() (AuditSigner, error)
 	PutRequest(Request) error
 	Request(id string) (Request, error)
 	// Created reports that the file held no state when opened.

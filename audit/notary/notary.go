@@ -6,9 +6,11 @@
 // and at stop. Each checkpoint goes to the state file (Config.Keep, next
 // to the audit head) and to the log's checkpoint file, for witnesses.
 //
-// Pushing checkpoints to witnesses off the host (ntfy, a webhook, another
-// coily host, the bridge's file) is not done here yet: Config.Keep is the
-// seam, told every checkpoint signed, in order.
+// Copies go to the owner's ntfy topic and webhook through Config.Copy
+// (notify.Checkpoints: every one after a stop control's record, others at
+// most hourly). Other witnesses off the host (another coily host, the
+// bridge's file) are not done here yet: Config.Keep and Config.Copy are
+// the seams, told every checkpoint signed, in order.
 package notary
 
 import (
@@ -44,7 +46,12 @@ type Config struct {
 	Records uint64
 	// Keep records a signed checkpoint (the state file); its failure is
 	// logged, and the next checkpoint tries again.
-	Keep   func(signed []byte, at time.Time) error
+	Keep func(signed []byte, at time.Time) error
+	// Copy, when set, is told every new checkpoint once it is kept;
+	// stop says it was signed right after a record that changes what
+	// the trust point admits (signsAfter). Copies off the host
+	// (notify.Checkpoints) are sent from it; it must not block.
+	Copy   func(signed []byte, stop bool)
 	Logger *slog.Logger
 	Now    func() time.Time // nil means time.Now
 }
@@ -113,7 +120,7 @@ var signsAfter = map[string]bool{
 // next one can be hidden), Records records wake the background signer.
 func (n *Notary) notice(r audit.Record) {
 	if signsAfter[r.Event] {
-		if _, err := n.Sign(); err != nil {
+		if _, err := n.sign(true); err != nil {
 			n.cfg.Logger.Error("signing the audit log's checkpoint", "after", r.ID, "err", err)
 		}
 		return
@@ -146,7 +153,9 @@ func (n *Notary) run() {
 // Sign signs a checkpoint of the log's durable records unless the last
 // one covers them already, keeps it, and writes it to the log's
 // checkpoint file. It returns the latest signed checkpoint.
-func (n *Notary) Sign() ([]byte, error) {
+func (n *Notary) Sign() ([]byte, error) { return n.sign(false) }
+
+func (n *Notary) sign(stop bool) ([]byte, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	tree, err := n.cfg.Log.TreeHead()
@@ -170,6 +179,9 @@ func (n *Notary) Sign() ([]byte, error) {
 	}
 	n.signed.Store(tree.N)
 	n.last = msg
+	if n.cfg.Copy != nil {
+		n.cfg.Copy(msg, stop)
+	}
 	return msg, nil
 }
 

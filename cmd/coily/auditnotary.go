@@ -17,6 +17,7 @@ import (
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/audit/notary"
+	"coily.dev/coily/stateguard"
 	"coily.dev/coily/store"
 )
 
@@ -109,7 +110,8 @@ func recordKey(al *audit.Log, vkey string, made bool, nt *notary.Notary) error {
 // startNotary signs the audit log's checkpoints while the server runs.
 // The returned function records a new key in the log (recordKey): call it
 // once the server was made.
-func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string) (*notary.Notary, func() error, error) {
+// Every checkpoint is offered to copies (sent off the host).
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string, copies func([]byte, bool)) (*notary.Notary, func() error, error) {
 	s, record, err := auditSigner(db, al, checkpointOrigin(fleetHost))
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
@@ -119,7 +121,7 @@ func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlag
 		every, records = *f.every, *f.records
 	}
 	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: every, Records: uint64(records), Logger: log,
-		Trusted: lastSigned(log, db, s.Verifier),
+		Trusted: stateguard.TrustedTree(db, al.Dir()), Copy: copies,
 		Keep: func(signed []byte, at time.Time) error {
 			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
 		}})
@@ -128,25 +130,6 @@ func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlag
 	}
 	log.Info("signing audit checkpoints", "verifier", s.Verifier, "every", every, "records", records)
 	return n, func() error { return record(n) }, nil
-}
-
-// lastSigned is the tree of the state file's last checkpoint, opened with
-// the log's verifier key: what the notary trusts the hash file up to. None
-// (no checkpoint yet, or one that does not open) is nil: the notary then
-// derives every hash from the lines.
-func lastSigned(log *slog.Logger, db *store.DB, vkey string) *audit.Tree {
-	c, err := db.AuditCheckpoint()
-	if errors.Is(err, store.ErrNotFound) {
-		return nil
-	}
-	if err == nil {
-		var cp audit.Checkpoint
-		if cp, err = audit.OpenCheckpoint(c.Signed, vkey); err == nil {
-			return &cp.Tree
-		}
-	}
-	log.Warn("the state file's last audit checkpoint is unusable: the tree's hashes are computed again from every line", "err", err)
-	return nil
 }
 
 // signRepaired signs a checkpoint of a log `coily audit repair` mended
@@ -180,7 +163,17 @@ func signRepaired(e *env, dir string) int {
 		return 1
 	}
 	defer al.Close()
-	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: time.Hour, Trusted: lastSigned(slog.Default(), db, s.Verifier),
+	// A repair cuts only a torn line, which no checkpoint covers: a log
+	// that does not hold the kept checkpoint lost records otherwise, and
+	// signing it would hide that from the next start.
+	if lost, err := stateguard.CheckKeptCheckpoint(db, dir); err != nil || lost != nil {
+		if lost != nil {
+			err = errors.New(lost.Why)
+		}
+		printLine(e.stderr, "coily audit repair: no checkpoint signed: %v", err)
+		return 1
+	}
+	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: time.Hour, Trusted: stateguard.TrustedTree(db, dir),
 		Keep: func(signed []byte, at time.Time) error {
 			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
 		}})

@@ -169,6 +169,11 @@ func openWitnessed(e *env, path string, k pinnedKey) (*treeCheck, int) {
 		printLine(e.stderr, "coily audit verify: checkpoint: %v", err)
 		return nil, 1
 	}
+	if len(msg) > 0 && msg[len(msg)-1] != '\n' {
+		// A copy saved from a phone's notification may have lost the
+		// final newline, which no signature covers.
+		msg = append(msg, '\n')
+	}
 	c, err := audit.OpenCheckpoint(msg, vkey)
 	if err != nil {
 		printLine(e.stderr, "coily audit verify: FAILED: %s: %v", path, err)

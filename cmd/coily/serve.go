@@ -26,6 +26,7 @@ import (
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/fleet/auditship"
+	"coily.dev/coily/notify"
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policyfile"
@@ -281,11 +282,6 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer al.Close()
-	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost())
-	if err != nil {
-		return err
-	}
-	defer nt.Stop() // before the log closes: its last checkpoint covers every record
 	ks, err := openKeystore(ctx, log, o.keystore)
 	if err != nil {
 		return err
@@ -338,9 +334,19 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	}
 	defer stopNotifier()
 	cfg.Notifier = notifier
+	// The state guard checks the log against the checkpoint the state
+	// file keeps before the notary signs (and keeps) one of the log as
+	// it is: a log that lost records is found first.
 	srv, err := server.New(cfg)
+	if err != nil {
+		webLn.Close()
+		return err
+	}
+	copies := &notify.Checkpoints{Notify: notifier.Notify}
+	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost(), copies.Offer)
 	if err == nil {
-		err = recordKey() // after the state guard's check of the log
+		defer nt.Stop() // before the log closes: its last checkpoint covers every record
+		err = recordKey()
 	}
 	if err != nil {
 		webLn.Close()

@@ -24,6 +24,7 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/audit/notary"
 	"coily.dev/coily/client"
 	"coily.dev/coily/client/tsnode"
 	"coily.dev/coily/fleet"
@@ -102,6 +103,10 @@ type Options struct {
 	Fleet *fleet.Sync
 	// Metrics is the server's registry (nil: one of its own).
 	Metrics *prometheus.Registry
+	// Checkpoints signs the audit log's checkpoints as coily serve does
+	// (audit/notary, started once the server was made), kept in the
+	// state file.
+	Checkpoints bool
 }
 
 // Instance is a running server and a client connected to it.
@@ -115,6 +120,8 @@ type Instance struct {
 	Server     *server.Server
 	Client     *client.Client
 	Audit      *audit.Log
+	// Notary signs the log's checkpoints, with Options.Checkpoints.
+	Notary *notary.Notary
 
 	// Net and Node are the private tailnet and the server's node on it,
 	// with Options.Tailnet.
@@ -181,6 +188,9 @@ func Start(t testing.TB, opts Options) *Instance {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if opts.Checkpoints {
+		in.startNotary(t, opts.Notifier)
+	}
 	if in.ScratchDir = in.Server.ScratchDir(); in.ScratchDir != opts.StateDir {
 		t.Cleanup(func() { os.RemoveAll(in.ScratchDir) })
 	}
@@ -234,6 +244,9 @@ func (in *Instance) Stop() {
 	<-in.done
 	in.Server.RemoveScratch()
 	in.gs = nil
+	if in.Notary != nil {
+		in.Notary.Stop()
+	}
 	if err := in.Audit.Close(); err != nil {
 		in.t.Errorf("close audit: %v", err)
 	}
