@@ -60,6 +60,15 @@ func VerifierOf(skey string) (string, error) {
 	return v, nil
 }
 
+// CheckKey checks that vkey is a witness's verifier key (cosignature/v1,
+// or a plain Ed25519 note key, taken as its cosignature/v1 twin).
+func CheckKey(vkey string) error {
+	if _, err := fnote.NewVerifierForCosignatureV1(strings.TrimSpace(vkey)); err != nil {
+		return fmt.Errorf("witness: verifier key: %w", err)
+	}
+	return nil
+}
+
 // cosign cosigns the checkpoint text (the note's text, ending in '\n')
 // and returns the signature line.
 func cosign(s note.Signer, text []byte) ([]byte, error) {

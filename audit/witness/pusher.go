@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -31,6 +32,9 @@ type PusherConfig struct {
 	// or changed; Recovered when it takes one again.
 	Outage    func(url string, err error)
 	Recovered func(url string)
+	// Down are the witnesses known not to take checkpoints at start
+	// (already reported): no Outage until they took one again.
+	Down []string
 }
 
 // Pusher pushes every checkpoint it is offered to its witnesses, each in
@@ -104,7 +108,7 @@ func (p *Pusher) run(w *worker) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() { <-w.stop; cancel() }()
-	down := false
+	down := slices.Contains(p.cfg.Down, w.c.URL)
 	var pending []byte
 	for {
 		if pending == nil {

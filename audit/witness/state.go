@@ -157,3 +157,28 @@ func cosigner(skey string) (note.Signer, error) {
 	}
 	return s, nil
 }
+
+// Forget drops what the witness in dir holds for origin (the witness
+// stopped): its next checkpoint of that log is cosigned as a first one.
+// It is the owner's repair once a log's lost records are accounted for;
+// it returns the tree forgotten.
+func Forget(dir, origin string) (audit.Tree, error) {
+	st, err := loadState(dir)
+	if err != nil {
+		return audit.Tree{}, err
+	}
+	e, ok := st[origin]
+	if !ok {
+		return audit.Tree{}, fmt.Errorf("witness: %s holds no checkpoint of %s", dir, origin)
+	}
+	delete(st, origin)
+	f := stateFile{Logs: map[string]string{}}
+	for o, old := range st {
+		f.Logs[o] = string(old.Signed)
+	}
+	b, err := json.MarshalIndent(f, "", "  ")
+	if err != nil {
+		return audit.Tree{}, fmt.Errorf("witness: state: %w", err)
+	}
+	return e.Tree, writeAtomic(dir, StateFile, b, 0o600)
+}

@@ -109,7 +109,8 @@ func recordKey(al *audit.Log, vkey string, made bool, nt *notary.Notary) error {
 // startNotary signs the audit log's checkpoints while the server runs.
 // The returned function records a new key in the log (recordKey): call it
 // once the server was made.
-func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string) (*notary.Notary, func() error, error) {
+// Every checkpoint kept is offered to the witnesses (offer never blocks).
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string, offer func([]byte)) (*notary.Notary, func() error, error) {
 	s, record, err := auditSigner(db, al, checkpointOrigin(fleetHost))
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
@@ -121,7 +122,11 @@ func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlag
 	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: every, Records: uint64(records), Logger: log,
 		Trusted: lastSigned(log, db, s.Verifier),
 		Keep: func(signed []byte, at time.Time) error {
-			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
+			if err := db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at}); err != nil {
+				return err
+			}
+			offer(signed)
+			return nil
 		}})
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
