@@ -50,6 +50,13 @@ const VerifierFile = "checkpoint.vkey"
 // checkpoint, the first under the new key, covers it.
 const EventKey = "audit.key"
 
+// EventWitness is the record of a witness off the host that stopped
+// taking the log's checkpoints (written once an outage, "outage"), that
+// refused one as not extending what it holds ("refused": the log lost
+// or changed records it saw), or that takes them again ("recovered"):
+// details "witness" (its URL), "state" and "error".
+const EventWitness = "audit.witness"
+
 // MaxCheckpoint bounds a signed checkpoint's size when reading one.
 const MaxCheckpoint = 16 << 10
 

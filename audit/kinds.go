@@ -27,4 +27,5 @@ var Kinds = []string{
 	EventStateRestore,   // the stop state restored from the log
 	EventStateRebuild,   // the state file rebuilt from the log
 	EventKey,            // a new checkpoint key made (a first start, or a lost state file)
+	EventWitness,        // a witness that stopped taking checkpoints, or refused one, or took them again
 }

@@ -88,9 +88,9 @@ type Config struct {
 	ServerUID int
 	// KillGrace is the SIGTERM→SIGKILL delay of a lockout.
 	KillGrace time.Duration
-	// ScratchDir holds each Exec's private working directory; empty means
-	// the OS temp dir.
-	ScratchDir string
+	// ScratchDir holds each Exec's private working directory; empty means the OS temp dir.
+	ScratchDir  string
+	LostRecords []stateguard.Lost // found at start outside the state file (a witness): locked out
 	// StateDir and Socket are the server's own; every sandbox hides them.
 	StateDir, Socket string
 	// ScanBudget bounds the scans of a workspace before and after each
@@ -248,7 +248,7 @@ func New(cfg Config) (*Server, error) {
 	s.metrics.Rules(cfg.Policy)
 	s.configureNotifier(cfg.Policy)
 	s.guard = stateguard.New(stateguard.Config{Audit: cfg.Audit, Local: cfg.Local, Stops: controls, Record: s.record, Shared: cfg.Fleet != nil,
-		Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }})
+		Log: cfg.Logger, Now: func() time.Time { return s.cfg.Now() }, Lost: cfg.LostRecords})
 	if err := s.guard.CrossCheck(); err != nil {
 		return nil, err
 	}

@@ -9,13 +9,6 @@ import (
 	"coily.dev/coily/store"
 )
 
-// Lost is what a check found the log lost or changed: why, for the
-// lockout's reason, and the details of the state.restore record.
-type Lost struct {
-	Why     string
-	Details map[string]string
-}
-
 // CheckKeptCheckpoint checks the log in dir against the latest checkpoint
 // local kept (audit.CheckCheckpoint), opened with the host's own verifier
 // key: a log shorter than it, or whose tree at its size has another root,

@@ -44,6 +44,20 @@ type Config struct {
 	// another host may have lifted what this host's log last says is in
 	// force (remote.go).
 	Shared bool
+	// Lost are losses of audit records found at start by others than
+	// the state file (a witness holding a checkpoint the log does not
+	// extend): CrossCheck starts locked out, naming each.
+	Lost []Lost
+}
+
+// Lost is what a check found the log lost or changed: the state file's
+// checkpoint (CheckKeptCheckpoint), or a witness outside the host
+// (Config.Lost).
+type Lost struct {
+	// Why says what was found and the command that repairs it.
+	Why string
+	// Details are audited with the state.restore record.
+	Details map[string]string
 }
 
 // Guard cross-checks the stop state at start and anchors the audit head.
@@ -71,7 +85,9 @@ func New(cfg Config) *Guard { return &Guard{cfg: cfg} }
 //     holds records: the state was lost, so the server starts locked out;
 //   - the log no longer holds the head the state file recorded
 //     (audit.CheckHead): records were cut off its end or rewritten, so the
-//     server starts locked out, naming both.
+//     server starts locked out, naming both;
+//   - another found records lost (Config.Lost: a witness): the server
+//     starts locked out, naming it.
 //
 // What it restores is persisted, logged and audited in one state.restore
 // record that says what disagreed. The head is recorded afresh at start
@@ -111,6 +127,12 @@ func (s *Guard) CrossCheck() error {
 		return err
 	}
 	short = short || cut
+	for _, l := range s.cfg.Lost {
+		r.lock(access.ServerCaller.Principal, s.cfg.Now(), l.Why)
+		r.found = append(r.found, l.Why)
+		maps.Copy(r.details, l.Details)
+		short = true
+	}
 	if len(r.found) == 0 {
 		return nil
 	}

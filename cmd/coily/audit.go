@@ -63,12 +63,13 @@ key checkpoints are signed with, and a record's inclusion proof.`,
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
 				return func(_ context.Context, e *env) int { return auditShow(e, e.args[0], *asJSON) }
 			}}),
-		command(a, spec{use: "verify [--json] [--checkpoint FILE --key KEY]",
+		command(a, spec{use: "verify [--json] [--checkpoint FILE|URL --key KEY [--witness-key WKEY]]",
 			short: "check the whole hash chain, across rotated files, that it holds the head the state file recorded, and what a witnessed checkpoint commits to",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the report as JSON")
-				cp := fs.String("checkpoint", "", "a signed checkpoint kept off the host (by a witness): the log must hold exactly the records it commits to, and extend them")
+				cp := fs.String("checkpoint", "", "a signed checkpoint kept off the host: a file, or a witness's URL (its latest checkpoint of this log): the log must hold exactly the records it commits to, and extend them")
 				k := registerPinnedKey(fs)
+				k.witnessKey = fs.String("witness-key", "", "with --checkpoint: the witness's key you pinned (what `coily witness key` printed): the checkpoint must carry its cosignature")
 				return func(_ context.Context, e *env) int { return auditVerify(e, auditDir(e), *asJSON, *cp, k) }
 			}}),
 		command(a, spec{use: "repair", short: "cut a torn last record, record that it did and sign a checkpoint of the repaired log (server stopped)",

@@ -107,15 +107,11 @@ func recordKey(al *audit.Log, vkey string, made bool, nt *notary.Notary) error {
 	return audit.WriteVerifier(al.Dir(), vkey)
 }
 
-// startNotary signs the audit log's checkpoints while the server runs.
-// The returned function records a new key in the log (recordKey): call it
-// once the server was made.
-// Every checkpoint is offered to copies (sent off the host).
-func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string, copies func([]byte, bool)) (*notary.Notary, func() error, error) {
-	s, record, err := auditSigner(db, al, checkpointOrigin(fleetHost))
-	if err != nil {
-		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
-	}
+// startNotary signs the audit log's checkpoints with s (auditSigner)
+// while the server runs. Every checkpoint is offered to copies (sent off
+// the host) and, once kept in the state file, to the witnesses (offer
+// never blocks).
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, s store.AuditSigner, copies func([]byte, bool), offer func([]byte)) (*notary.Notary, error) {
 	every, records := notary.DefaultEvery, notary.DefaultRecords // coily dev sets no flags
 	if f.every != nil {
 		every, records = *f.every, *f.records
@@ -123,13 +119,33 @@ func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlag
 	n, err := notary.Start(notary.Config{Log: al, Key: s.Key, Every: every, Records: uint64(records), Logger: log,
 		Trusted: stateguard.TrustedTree(db, al.Dir()), Copy: copies,
 		Keep: func(signed []byte, at time.Time) error {
-			return db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at})
+			if err := db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at}); err != nil {
+				return err
+			}
+			offer(signed)
+			return nil
 		}})
 	if err != nil {
-		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
 	log.Info("signing audit checkpoints", "verifier", s.Verifier, "every", every, "records", records)
-	return n, func() error { return record(n) }, nil
+	return n, nil
+}
+
+// checkpointNow signs a checkpoint of the log as it is, kept nowhere: what
+// the witnesses are asked about at start, before the state guard checks
+// the log against the state file (the notary, which keeps what it signs
+// there, starts after that check, so that a log that lost records is
+// found before a checkpoint of it replaces the one kept).
+func checkpointNow(db *store.DB, al *audit.Log, s store.AuditSigner) ([]byte, error) {
+	if err := al.SettleTree(stateguard.TrustedTree(db, al.Dir())); err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	tree, err := al.TreeHead()
+	if err != nil {
+		return nil, fmt.Errorf("audit checkpoints: %w", err)
+	}
+	return audit.SignCheckpoint(s.Key, tree)
 }
 
 // signRepaired signs a checkpoint of a log `coily audit repair` mended

@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"coily.dev/coily/audit"
+	"coily.dev/coily/audit/witness"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/regularfile"
 )
@@ -50,8 +52,9 @@ func auditProveCmd(a *cli.App) *cobra.Command {
 		}})
 }
 
-// pinnedKey name the verifier key a checkpoint must be signed with.
-type pinnedKey struct{ key, keyFile *string }
+// pinnedKey name the verifier key a checkpoint must be signed with, and
+// (audit verify) the witness key it must be cosigned with.
+type pinnedKey struct{ key, keyFile, witnessKey *string }
 
 func registerPinnedKey(fs *pflag.FlagSet) pinnedKey {
 	return pinnedKey{
@@ -151,20 +154,29 @@ func auditProveCheck(e *env, path, id string, k pinnedKey) int {
 
 // treeCheck is what `audit verify --checkpoint` checked.
 type treeCheck struct {
+	url      bool      // the checkpoint came from a witness's URL
+	witness  string    // the witness whose cosignature was checked ("" when none)
+	cosigned time.Time // when it cosigned
 	cp       audit.Checkpoint
 	now      audit.Tree
 	fromHost bool // the key came from the host's own file
 	hashFile bool // the hash file was checked too (a copy may have none)
 }
 
-// openWitnessed reads and opens the checkpoint at path with the pinned
-// key; on failure it says why and returns nil and the exit code.
+// openWitnessed reads the checkpoint at path (a file, or a witness's URL:
+// its latest for the log the pinned key names) and opens it with the
+// pinned key, and checks the witness's cosignature when a witness key is
+// given; on failure it says why and returns nil and the exit code.
 func openWitnessed(e *env, path string, k pinnedKey) (*treeCheck, int) {
 	vkey, fromHost, err := k.verifier(e)
 	if err != nil {
 		return nil, usage(e, "audit verify: %v", err)
 	}
-	msg, err := regularfile.Read(path, audit.MaxCheckpoint)
+	wkey := ""
+	if k.witnessKey != nil {
+		wkey = strings.TrimSpace(*k.witnessKey)
+	}
+	msg, err := readWitnessed(path, vkey)
 	if err != nil {
 		printLine(e.stderr, "coily audit verify: checkpoint: %v", err)
 		return nil, 1
@@ -179,12 +191,36 @@ func openWitnessed(e *env, path string, k pinnedKey) (*treeCheck, int) {
 		printLine(e.stderr, "coily audit verify: FAILED: %s: %v", path, err)
 		return nil, 1
 	}
-	return &treeCheck{cp: c, fromHost: fromHost}, 0
+	t := &treeCheck{cp: c, fromHost: fromHost, url: isURL(path)}
+	if wkey != "" {
+		if t.cosigned, err = witness.Cosigned(msg, wkey); err != nil {
+			printLine(e.stderr, "coily audit verify: FAILED: %s: %v", path, err)
+			return nil, 1
+		}
+		t.witness = wkey[:strings.IndexByte(wkey+"+", '+')]
+	}
+	return t, 0
+}
+
+func isURL(path string) bool {
+	return strings.HasPrefix(path, "http://") || strings.HasPrefix(path, "https://")
+}
+
+// readWitnessed reads a checkpoint from a file, or from a witness's URL
+// (GET <url>/checkpoint/<origin>, the origin the pinned key names).
+func readWitnessed(path, vkey string) ([]byte, error) {
+	if !isURL(path) {
+		return regularfile.Read(path, audit.MaxCheckpoint+witness.MaxCosignature)
+	}
+	origin, _, _ := strings.Cut(vkey, "+")
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return witness.Fetch(ctx, nil, path, origin)
 }
 
 func (t *treeCheck) json() map[string]any {
 	return map[string]any{"origin": t.cp.Origin, "size": t.cp.N, "root": t.cp.Hash.String(),
-		"log_size": t.now.N, "log_root": t.now.Hash.String(), "pinned_key": !t.fromHost}
+		"log_size": t.now.N, "log_root": t.now.Hash.String(), "pinned_key": !t.fromHost, "witness": t.witness}
 }
 
 func (t *treeCheck) print(e *env) {
@@ -195,5 +231,11 @@ func (t *treeCheck) print(e *env) {
 	}
 	if t.fromHost {
 		printLine(e.stdout, "checked with the key file on this host, not a pinned key: pass --key")
+	}
+	switch {
+	case t.witness != "":
+		printLine(e.stdout, "cosigned by the witness %s at %s", t.witness, t.cosigned.UTC().Format(time.RFC3339))
+	case t.url:
+		printLine(e.stdout, "the witness's cosignature was not checked: pass --witness-key")
 	}
 }

@@ -31,7 +31,7 @@ func main() {
 
 // addCommands registers the server-side commands.
 func addCommands(a *cli.App, root *cobra.Command) {
-	root.AddCommand(serveCmd(a), bridgeCmd(a), sandboxCmd(a), auditCmd(a), stateCmd(a), policyCmd(a), keyCmd(a), workspaceCmd(a))
+	root.AddCommand(serveCmd(a), bridgeCmd(a), sandboxCmd(a), auditCmd(a), witnessCmd(a), stateCmd(a), policyCmd(a), keyCmd(a), workspaceCmd(a))
 	addDevCommand(a, root)
 }
 

@@ -23,6 +23,7 @@ import (
 
 	"coily.dev/coily/access"
 	"coily.dev/coily/audit"
+	"coily.dev/coily/audit/witness"
 	"coily.dev/coily/cli"
 	"coily.dev/coily/client"
 	"coily.dev/coily/fleet/auditship"
@@ -90,6 +91,10 @@ type serveOptions struct {
 	killGrace time.Duration
 	// checkpoints configures the audit log's signed checkpoints.
 	checkpoints checkpointFlags
+	// witnesses take the audit log's checkpoints (--witness); witnessFor
+	// are the peers' logs this host witnesses (--witness-for).
+	witnesses  []*witness.Client
+	witnessFor []string
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -116,6 +121,7 @@ type serveFlagValues struct {
 	state                                                    *stateFlags
 	killGrace                                                *time.Duration
 	checkpoints                                              checkpointFlags
+	witness                                                  witnessFlags
 }
 
 func serveFlags(fs *pflag.FlagSet) runFunc {
@@ -139,6 +145,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.ks = registerKeystoreFlags(fs)
 	f.state = registerStateFlags(fs)
 	f.checkpoints = registerCheckpointFlags(fs)
+	f.witness = registerWitnessFlags(fs)
 	f.killGrace = durationFlag(fs, "kill-grace", "COILY_KILL_GRACE", server.DefaultKillGrace, "how long a lockout or a kill waits between SIGTERM and SIGKILL (100ms to 1m; a fleet on etcd: 500ms, so every command is dead within a second)")
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
@@ -177,6 +184,16 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if err := f.checkpoints.check(); err != nil {
 		return usage(e, "serve: %v", err)
 	}
+	witnesses, err := parseWitnesses(f.witness.push.specs)
+	if err != nil {
+		return usage(e, "serve: %v", err)
+	}
+	if _, err := parseLogs(f.witness.serveFor.specs); err != nil {
+		return usage(e, "serve: --witness-for %v", err)
+	}
+	if len(f.witness.serveFor.specs) > 0 && !*tailnet {
+		return usage(e, "serve: --witness-for needs --tailnet")
+	}
 	if *f.killGrace < 100*time.Millisecond || *f.killGrace > time.Minute {
 		return usage(e, "serve: --kill-grace %v: must be between 100ms and 1m", *f.killGrace)
 	}
@@ -203,7 +220,8 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 		group: *group, tailnet: *tailnet, hostname: hostname, controlURL: e.global.ControlURL, keystore: ks, egressConns: *egressConns,
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
 		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared,
-		killGrace: *f.killGrace, service: *f.service, checkpoints: f.checkpoints}
+		killGrace: *f.killGrace, service: *f.service, checkpoints: f.checkpoints,
+		witnesses: witnesses, witnessFor: f.witness.serveFor.specs}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -282,6 +300,16 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer al.Close()
+	wit := newWitnesses(log, al, o.witnesses)
+	defer wit.stop() // after the notary's last checkpoint was offered
+	signer, recordKey, err := auditSigner(db, al, checkpointOrigin(o.shared.auditHost()))
+	if err != nil {
+		return fmt.Errorf("audit checkpoints: %w", err)
+	}
+	lost, err := wit.atStart(ctx, func() ([]byte, error) { return checkpointNow(db, al, signer) }, o.stateDir)
+	if err != nil {
+		return err
+	}
 	ks, err := openKeystore(ctx, log, o.keystore)
 	if err != nil {
 		return err
@@ -292,12 +320,16 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	reg, err := metricsRegistry()
+	if err == nil {
+		err = reg.Register(wit.failed)
+	}
 	if err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	cfg := server.Config{Policy: pol, Local: db, Shared: db, Audit: al, Keystore: ks, Logger: log, ServerUID: os.Getuid(), Version: version.Version(),
 		StateDir: o.stateDir, Socket: o.socket, OwnFiles: o.ownFiles(), EgressConns: o.egressConns, Metrics: reg,
-		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs, KillGrace: o.killGrace}
+		SandboxUser: o.sandboxUser, SandboxUIDs: o.sandboxUIDs, KillGrace: o.killGrace,
+		LostRecords: lost}
 	if o.shared != nil {
 		es, sync, err := o.shared.open(ctx, log, reg, o.stateDir)
 		if err != nil {
@@ -320,6 +352,11 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		}
 		cfg.WhoIs = lc.WhoIs
 	}
+	stopWitness, err := serveWitness(log, o, node)
+	if err != nil {
+		return err
+	}
+	defer stopWitness()
 	// The console's listener first: notifications link to its URL.
 	webLn, err := listenWeb(ctx, log, o, node)
 	if err != nil {
@@ -343,10 +380,11 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	copies := &notify.Checkpoints{Notify: notifier.Notify}
-	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost(), copies.Offer)
+	nt, err := startNotary(log, db, al, o.checkpoints, signer, copies.Offer, wit.offer)
 	if err == nil {
 		defer nt.Stop() // before the log closes: its last checkpoint covers every record
-		err = recordKey()
+		wit.start(nt.Latest())
+		err = recordKey(nt) // after the state guard's check of the log
 	}
 	if err != nil {
 		webLn.Close()
