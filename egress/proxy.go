@@ -48,6 +48,9 @@ type Config struct {
 	// host, a TLS server name) is shown, logged and audited only with
 	// their forms redacted (cmdtext).
 	Secrets *scrub.Set
+	// Inspect, when set, names the hosts whose TLS the proxy terminates
+	// (its CA's) and what it checks and injects in their requests.
+	Inspect *Inspection
 }
 
 const (
@@ -59,8 +62,9 @@ const (
 // number of listeners; Close ends everything.
 type Proxy struct {
 	cfg   Config
-	rows  rows
-	bytes atomic.Int64
+	rows     rows
+	requests requestRows
+	bytes    atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -197,6 +201,10 @@ func (p *Proxy) Close() error {
 // Rows is a snapshot of the aggregated rows, sorted by host, port, decision.
 func (p *Proxy) Rows() []Row { return p.rows.list(p.cfg.Secrets) }
 
+// Requests are the rows of the requests made on inspected connections,
+// in order, at most MaxRequestRows, and how many more were made.
+func (p *Proxy) Requests() ([]RequestRow, int) { return p.requests.list(p.cfg.Secrets) }
+
 // conn is one client connection and, once dialed, its upstream.
 type conn struct {
 	mu       sync.Mutex
@@ -284,6 +292,10 @@ func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req 
 	if !c.setUpstream(v.upstream) {
 		key := p.open(t, v.decision, v.reason, "", start)
 		p.rows.finish(key, 0, 0, 0, true, p.cfg.Now())
+		return
+	}
+	if kind == kindConnect && p.inspects(t) {
+		p.intercept(ctx, c, br, t, v, start)
 		return
 	}
 	if kind == kindConnect {
