@@ -61,7 +61,7 @@ const (
 // Proxy is an egress proxy for one rule (one exec). Serve it on any
 // number of listeners; Close ends everything.
 type Proxy struct {
-	cfg   Config
+	cfg      Config
 	rows     rows
 	requests requestRows
 	bytes    atomic.Int64
