@@ -385,3 +385,23 @@ func TestInspectWithGH(t *testing.T) {
 }
 
 func b64(s string) string { return base64Std(s) }
+
+// Plain HTTP never carries a placeholder out: in the URL or a header it
+// is refused before a byte goes upstream.
+func TestPlainHTTPPlaceholderRefused(t *testing.T) {
+	e := newInspectEnv(t, nil, 0, FormBearer)
+	host := apiHost + ":" + e.port
+	for _, head := range []string{
+		"GET http://" + host + "/x?t=" + e.placeholder + " HTTP/1.1\r\nHost: " + host + "\r\n\r\n",
+		"GET http://" + host + "/x HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Bearer " + e.placeholder + "\r\n\r\n",
+		"GET http://" + host + "/x HTTP/1.1\r\nHost: " + host + "\r\nAuthorization: Basic " + b64("u:"+e.placeholder) + "\r\n\r\n",
+	} {
+		resp, body, _ := e.tp.raw(t, head)
+		if resp.StatusCode != 403 || !strings.Contains(body, "placeholder") {
+			t.Errorf("%q: %d %q; want 403", head, resp.StatusCode, body)
+		}
+	}
+	if s := e.seen.all(); len(s) != 0 {
+		t.Errorf("the upstream received %q", s)
+	}
+}

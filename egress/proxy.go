@@ -302,7 +302,16 @@ func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req 
 		p.tunnel(c, br, t, v, start) // it records the row once it has seen the first bytes
 		return
 	}
+	if msg := p.plainPlaceholder(req, t); msg != "" {
+		key := p.open(t, Deny, reasonPlaceholder, msg, start)
+		writeStatus(c.client, http.StatusForbidden, msg)
+		p.rows.finish(key, 0, 0, 0, false, p.cfg.Now())
+		return
+	}
 	key := p.open(t, v.decision, v.reason, "", start)
+	if ins := p.injections(); len(ins) > 0 && req.Body != nil {
+		req.Body = newScanReader(req.Body, ins, 0) // a placeholder in the body cuts it before it leaves
+	}
 	up, down := p.forward(c, br, req, &meter{p: p})
 	end := p.cfg.Now()
 	p.rows.finish(key, up, down, end.Sub(start), false, end)
@@ -443,4 +452,29 @@ func (h *headLimit) Read(b []byte) (int, error) {
 	n, err := h.r.Read(b)
 	h.n -= int64(n)
 	return n, err
+}
+
+// injections are the placeholders the proxy knows, nil without any.
+func (p *Proxy) injections() []Injection {
+	if p.cfg.Inspect == nil {
+		return nil
+	}
+	return p.cfg.Inspect.Inject
+}
+
+// plainPlaceholder is the refusal of a plain-HTTP request carrying a
+// placeholder in its URL or headers: plain HTTP is never a place the
+// proxy injects a credential. "" when it carries none.
+func (p *Proxy) plainPlaceholder(req *http.Request, t Target) string {
+	ins := p.injections()
+	found := containsPlaceholder(req.RequestURI, ins) || containsPlaceholder(unescape(req.RequestURI), ins)
+	for name, vals := range req.Header {
+		for _, v := range vals {
+			found = found || containsPlaceholder(name, ins) || containsPlaceholder(v, ins) || basicHides(name, v, ins)
+		}
+	}
+	if !found {
+		return ""
+	}
+	return fmt.Sprintf("coily: %s (host %s, rule %q)", (&placeholderError{where: "over plain HTTP"}).Error(), t, p.cfg.Rule)
 }
