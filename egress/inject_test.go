@@ -68,7 +68,7 @@ func TestInjectHeaders(t *testing.T) {
 	for _, bad := range []http.Header{
 		{"Authorization": {"Bearer " + ph}, "Cookie": {"t=" + ph}},
 		{"X-" + ph: {"1"}},
-		{"Proxy-Authorization": {"Basic " + base64Std("u:" + ph)}},
+		{"Proxy-Authorization": {"Basic " + base64Std("u:"+ph)}},
 	} {
 		if _, err := injectHeaders(bad, "api.test", "/repos/x", ins); err == nil {
 			t.Errorf("%v: placeholder not refused", bad)
