@@ -66,56 +66,69 @@ var systemBundles = []string{
 	"/etc/ssl/cert.pem",
 }
 
-// inspection readies TLS inspection: the exec's CA, a placeholder per
-// injected variable in the child's environment, and the CA bundle the
-// sandbox trusts (the rule's ca_file, or the system's roots, plus the
-// CA) bound at sandbox.CAPath and named by every sandbox.CAEnv variable.
-// nil when the rule inspects nothing.
+// inspection readies TLS inspection for run (Inspect), binding the
+// bundle at sandbox.CAPath. nil when the rule inspects nothing.
 func (p *Proxy) inspection(run *attach.Run) (*egress.Inspection, error) {
 	if len(p.eg.Inspect) == 0 {
 		return nil, nil
 	}
-	ca, err := egress.NewAuthority(p.eg.Inspect, p.validity, p.now())
-	if err != nil {
-		return nil, refusal.Wrap(refusal.Internal, err, "egress inspection CA of rule %q", p.rule)
-	}
-	base, roots, err := p.roots()
+	insp, env, f, err := Inspect(p.eg, p.secrets, p.caFile, p.validity, p.now(), run.Scratch, run.ScratchPrefix+"egress-ca-")
 	if err != nil {
 		return nil, refusal.Wrap(refusal.SandboxUnavailable, err, "egress inspection of rule %q: %v", p.rule, err)
 	}
-	insp := &egress.Inspection{CA: ca, Roots: roots, Rules: p.eg.HTTPRules(), MaxBody: p.eg.MaxBody}
-	placeholders := map[string]string{}
-	for _, in := range p.eg.Inject {
-		ph := placeholders[in.Env]
-		if ph == "" {
-			ph = egress.NewPlaceholder()
-			placeholders[in.Env] = ph
-			run.SetEnv(in.Env, ph)
-		}
-		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: ph, Secret: p.secrets[in.Env], Host: in.Host,
-			PathPrefix: in.Path, Form: in.Form, Header: in.Header})
-	}
-	bundle := append(append(base, '\n'), ca.CertPEM()...)
-	f, err := writeBundle(run.Scratch, run.ScratchPrefix+"egress-ca-", bundle)
-	if err != nil {
-		return nil, refusal.Wrap(refusal.Internal, err, "could not write the egress CA bundle of rule %q", p.rule)
-	}
 	p.bundle = f
-	run.Bind(sandbox.Bind{At: sandbox.CAPath, File: f})
-	for _, k := range sandbox.CAEnv {
-		run.SetEnv(k, sandbox.CAPath)
+	for k, v := range env {
+		run.SetEnv(k, v)
 	}
+	run.Bind(sandbox.Bind{At: sandbox.CAPath, File: f})
 	return insp, nil
 }
 
+// Inspect readies the TLS inspection of eg: the exec's CA, valid from now
+// for validity; a placeholder per injected variable, standing for its
+// value in secrets; and the CA bundle the sandbox trusts (caFile, or the
+// system's roots, plus the CA), written read-only into dir under prefix
+// and returned open, for the caller to bind at sandbox.CAPath and to
+// remove. env is what the child's environment gets: the placeholders,
+// and every sandbox.CAEnv variable naming sandbox.CAPath.
+func Inspect(eg *policy.Egress, secrets map[string]string, caFile string, validity time.Duration, now time.Time, dir, prefix string) (*egress.Inspection, map[string]string, *os.File, error) {
+	ca, err := egress.NewAuthority(eg.Inspect, validity, now)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	base, roots, err := roots(caFile)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	insp := &egress.Inspection{CA: ca, Roots: roots, Rules: eg.HTTPRules(), MaxBody: eg.MaxBody}
+	env := map[string]string{}
+	for _, in := range eg.Inject {
+		ph := env[in.Env]
+		if ph == "" {
+			ph = egress.NewPlaceholder()
+			env[in.Env] = ph
+		}
+		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: ph, Secret: secrets[in.Env], Host: in.Host,
+			PathPrefix: in.Path, Form: in.Form, Header: in.Header})
+	}
+	f, err := writeBundle(dir, prefix, append(append(base, '\n'), ca.CertPEM()...))
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("the CA bundle: %w", err)
+	}
+	for _, k := range sandbox.CAEnv {
+		env[k] = sandbox.CAPath
+	}
+	return insp, env, f, nil
+}
+
 // roots are the certificates the sandbox trusted before inspection (PEM)
-// and the pool the proxy verifies upstreams with: the rule's ca_file, or
-// the system's (pool nil).
-func (p *Proxy) roots() ([]byte, *x509.CertPool, error) {
-	if p.caFile != "" {
-		data, err := cabundle.Read(p.caFile)
+// and the pool the proxy verifies upstreams with: caFile's, or the
+// system's (pool nil).
+func roots(caFile string) ([]byte, *x509.CertPool, error) {
+	if caFile != "" {
+		data, err := cabundle.Read(caFile)
 		if err != nil {
-			return nil, nil, fmt.Errorf("ca_file %s: %w", p.caFile, err)
+			return nil, nil, fmt.Errorf("ca_file %s: %w", caFile, err)
 		}
 		pool := x509.NewCertPool()
 		pool.AppendCertsFromPEM(data)

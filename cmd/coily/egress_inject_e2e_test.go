@@ -110,3 +110,31 @@ true`
 		t.Errorf("coily audit show:\n%s", out.stdout)
 	}
 }
+
+// `coily sandbox exec --egress-inspect --egress-inject` tries inspection
+// alone: the value of $VAR in coily's environment is injected, the
+// command holds a placeholder, and the request rows are printed.
+func TestSandboxExecEgressInject(t *testing.T) {
+	requireBwrap(t)
+	_, err := exec.LookPath("curl")
+	requireComponent(t, err == nil, "curl")
+	token := "ghp_Canary" + strings.ToUpper(strconv.FormatInt(time.Now().UnixNano(), 36)) + "sbxQ"
+	g := standin.GitHubEnterprise(t, token)
+	script := `curl -sS --noproxy "" -H "Authorization: Bearer $GH_TOKEN" https://localhost:` + g.Port + `/api/v3/user; echo; env | grep -c ghp_ || true`
+	cmd := exec.Command(coilyBin, "sandbox", "exec", "--network", "proxied", "--egress-allow", "localhost:"+g.Port,
+		"--egress-allow-cidr", "127.0.0.0/8", "--egress-inspect", "localhost", "--egress-inject", "GH_TOKEN@localhost/api/:bearer",
+		"--", "/bin/sh", "-c", script)
+	// The proxy verifies the stand-in with the roots Go reads from SSL_CERT_FILE.
+	cmd.Env = append(os.Environ(), "GH_TOKEN="+token, "SSL_CERT_FILE="+g.CAFile)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), `"login":"`+g.Login) || !strings.Contains(out.String(), "\n0\n") {
+		t.Fatalf("sandbox exec: %v\nstdout %s\nstderr %s", err, out.String(), errb.String())
+	}
+	if !strings.Contains(errb.String(), "coily: request allow  localhost:"+g.Port+"  GET /api/v3/user  200") || !strings.Contains(errb.String(), "injected") {
+		t.Errorf("stderr lacks the request row:\n%s", errb.String())
+	}
+	c := canary.New(t)
+	c.AddString("GH_TOKEN", token)
+	c.CheckText("sandbox exec's output", out.String(), errb.String())
+}
