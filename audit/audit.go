@@ -117,6 +117,9 @@ type Record struct {
 	// Egress are the hosts a command's egress proxy was asked for,
 	// aggregated per (host, port, decision); at most MaxEgressRows.
 	Egress []EgressRow `json:"egress,omitempty"`
+	// EgressRequests are the requests made on connections whose TLS the
+	// proxy inspected, in order; at most MaxEgressRequests.
+	EgressRequests []EgressRequest `json:"egress_requests,omitempty"`
 	// CredentialsUsed are the credentials the run used, apart from the
 	// rule's configuration (the lists "credentials", "git_credentials"
 	// and "ssh_keys", the detail "github_app"): each variable a
@@ -143,6 +146,29 @@ type EgressRow struct {
 	First      time.Time `json:"first"`
 	Last       time.Time `json:"last"`
 }
+
+// EgressRequest is one request on an inspected connection: its method
+// and path (query stripped), what the proxy decided and why, the status
+// the command got, the body bytes each way, and whether a credential was
+// injected into it.
+type EgressRequest struct {
+	Time      time.Time `json:"time"`
+	Host      string    `json:"host"`
+	Port      int       `json:"port"`
+	Method    string    `json:"method"`
+	Path      string    `json:"path"`
+	Decision  string    `json:"decision"`
+	Reason    string    `json:"reason,omitempty"`
+	Status    int       `json:"status"`
+	BytesUp   int64     `json:"bytes_up"`
+	BytesDown int64     `json:"bytes_down"`
+	Injected  bool      `json:"injected,omitempty"`
+	Proto     string    `json:"proto,omitempty"`
+}
+
+// MaxEgressRequests bounds the request rows one record carries; the rest
+// are counted in Details["egress_requests_cut"].
+const MaxEgressRequests = 64
 
 // MaxLeases bounds the lease ids one record carries; the rest are
 // counted in Details["leases_cut"].

@@ -57,6 +57,14 @@ func capRecord(r *Record) {
 		r.Egress = r.Egress[:MaxEgressRows]
 		r.SetDetail("egress_cut", strconv.Itoa(n)+" rows, "+strconv.Itoa(MaxEgressRows)+" kept")
 	}
+	if n := len(r.EgressRequests); n > MaxEgressRequests {
+		r.EgressRequests = r.EgressRequests[:MaxEgressRequests]
+		r.SetDetail("egress_requests_cut", strconv.Itoa(n)+" requests, "+strconv.Itoa(MaxEgressRequests)+" kept")
+	}
+	for i := range r.EgressRequests {
+		q := &r.EgressRequests[i]
+		q.Host, q.Method, q.Path = cutText(q.Host, 256), cutText(q.Method, 32), cutText(q.Path, 1024)
+	}
 	r.Leases = slices.Clone(r.Leases)
 	if n := len(r.Leases); n > MaxLeases {
 		r.Leases = r.Leases[:MaxLeases]

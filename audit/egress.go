@@ -12,3 +12,15 @@ func EgressRows(rows []egress.Row) []EgressRow {
 	}
 	return out
 }
+
+// EgressRequests is the record's form of the request rows of an egress
+// proxy's inspected connections; dropped are those it did not keep.
+func EgressRequests(rows []egress.RequestRow) []EgressRequest {
+	var out []EgressRequest
+	for _, r := range rows {
+		out = append(out, EgressRequest{Time: r.Time, Host: r.Host.String(), Port: r.Port, Method: r.Method.String(),
+			Path: r.Path.String(), Decision: string(r.Decision), Reason: r.Reason, Status: r.Status,
+			BytesUp: r.BytesUp, BytesDown: r.BytesDown, Injected: r.Injected, Proto: r.Proto})
+	}
+	return out
+}

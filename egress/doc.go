@@ -12,8 +12,13 @@
 //   - A host name is resolved exactly once per request, and the proxy
 //     dials exactly an address that passed classification; it never hands
 //     a name to the dialer.
-//   - TLS is never intercepted: a CONNECT tunnel carries bytes unchanged.
-//     But a tunnel whose ClientHello names another server than the CONNECT
+//   - TLS is intercepted only for the hosts of Config.Inspect's CA (a rule's
+//     egress.inspect): there the proxy terminates TLS with a leaf of the
+//     exec's own CA, checks each request (Host, framing, http rules, body
+//     cap), swaps credential placeholders only where an Injection says and
+//     refuses them anywhere else, and sends the request over its own TLS
+//     connection to the checked address, verified against Roots. Every
+//     other CONNECT tunnel carries bytes unchanged. But a tunnel whose ClientHello names another server than the CONNECT
 //     host, or whose ClientHello cannot be parsed, is closed before one of
 //     its bytes goes upstream (see sniff).
 //   - Every request, allowed or refused, lands in a Row; every denial is

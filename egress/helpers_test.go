@@ -127,7 +127,7 @@ func startProxy(t *testing.T, cfg Config, allow []string, cidrs []CIDR) *testPro
 
 // client is a net/http client whose proxy is tp, reached over the unix
 // socket like the sandbox's bridge does.
-func (tp *testProxy) client(t *testing.T, base *http.Transport) *http.Client {
+func (tp *testProxy) client(t testing.TB, base *http.Transport) *http.Client {
 	tr := base
 	if tr == nil {
 		tr = &http.Transport{}

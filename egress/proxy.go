@@ -48,6 +48,9 @@ type Config struct {
 	// host, a TLS server name) is shown, logged and audited only with
 	// their forms redacted (cmdtext).
 	Secrets *scrub.Set
+	// Inspect, when set, names the hosts whose TLS the proxy terminates
+	// (its CA's) and what it checks and injects in their requests.
+	Inspect *Inspection
 }
 
 const (
@@ -58,9 +61,10 @@ const (
 // Proxy is an egress proxy for one rule (one exec). Serve it on any
 // number of listeners; Close ends everything.
 type Proxy struct {
-	cfg   Config
-	rows  rows
-	bytes atomic.Int64
+	cfg      Config
+	rows     rows
+	requests requestRows
+	bytes    atomic.Int64
 
 	mu        sync.Mutex
 	closed    bool
@@ -197,6 +201,10 @@ func (p *Proxy) Close() error {
 // Rows is a snapshot of the aggregated rows, sorted by host, port, decision.
 func (p *Proxy) Rows() []Row { return p.rows.list(p.cfg.Secrets) }
 
+// Requests are the rows of the requests made on inspected connections,
+// in order, at most MaxRequestRows, and how many more were made.
+func (p *Proxy) Requests() ([]RequestRow, int) { return p.requests.list(p.cfg.Secrets) }
+
 // conn is one client connection and, once dialed, its upstream.
 type conn struct {
 	mu       sync.Mutex
@@ -286,11 +294,24 @@ func (p *Proxy) serveTarget(ctx context.Context, c *conn, br *bufio.Reader, req 
 		p.rows.finish(key, 0, 0, 0, true, p.cfg.Now())
 		return
 	}
+	if kind == kindConnect && p.inspects(t) {
+		p.intercept(ctx, c, br, t, v, start)
+		return
+	}
 	if kind == kindConnect {
 		p.tunnel(c, br, t, v, start) // it records the row once it has seen the first bytes
 		return
 	}
+	if msg := p.plainPlaceholder(req, t); msg != "" {
+		key := p.open(t, Deny, reasonPlaceholder, msg, start)
+		writeStatus(c.client, http.StatusForbidden, msg)
+		p.rows.finish(key, 0, 0, 0, false, p.cfg.Now())
+		return
+	}
 	key := p.open(t, v.decision, v.reason, "", start)
+	if ins := p.injections(); len(ins) > 0 && req.Body != nil {
+		req.Body = newScanReader(req.Body, ins, 0) // a placeholder in the body cuts it before it leaves
+	}
 	up, down := p.forward(c, br, req, &meter{p: p})
 	end := p.cfg.Now()
 	p.rows.finish(key, up, down, end.Sub(start), false, end)
@@ -431,4 +452,29 @@ func (h *headLimit) Read(b []byte) (int, error) {
 	n, err := h.r.Read(b)
 	h.n -= int64(n)
 	return n, err
+}
+
+// injections are the placeholders the proxy knows, nil without any.
+func (p *Proxy) injections() []Injection {
+	if p.cfg.Inspect == nil {
+		return nil
+	}
+	return p.cfg.Inspect.Inject
+}
+
+// plainPlaceholder is the refusal of a plain-HTTP request carrying a
+// placeholder in its URL or headers: plain HTTP is never a place the
+// proxy injects a credential. "" when it carries none.
+func (p *Proxy) plainPlaceholder(req *http.Request, t Target) string {
+	ins := p.injections()
+	found := containsPlaceholder(req.RequestURI, ins) || containsPlaceholder(unescape(req.RequestURI), ins)
+	for name, vals := range req.Header {
+		for _, v := range vals {
+			found = found || containsPlaceholder(name, ins) || containsPlaceholder(v, ins) || basicHides(name, v, ins)
+		}
+	}
+	if !found {
+		return ""
+	}
+	return fmt.Sprintf("coily: %s (host %s, rule %q)", (&placeholderError{where: "over plain HTTP"}).Error(), t, p.cfg.Rule)
 }

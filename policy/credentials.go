@@ -21,8 +21,9 @@ var reservedEnv = append([]string{"PATH", "HOME", "TMPDIR", "LANG", "TZ", "TERM"
 // coily's credential helper's (COILY_GIT_*), git's configuration
 // (GIT_CONFIG_COUNT, _KEY_n, _VALUE_n name the helper) and the names the
 // server fetches the private keys of ssh agents and GitHub Apps under
-// (COILY_SSH_*, COILY_GITHUB_*, never in the environment).
-var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "COILY_GITHUB_", "GIT_CONFIG"}
+// and the credentials the egress proxy injects (COILY_SSH_*,
+// COILY_GITHUB_*, COILY_INJECT_*, never in the environment).
+var reservedEnvPrefixes = []string{"LC_", "COILY_GIT_", "COILY_SSH_", "COILY_GITHUB_", "COILY_INJECT_", "GIT_CONFIG"}
 
 // ValidEnvName reports whether name may name a variable of a rule (env,
 // credentials, a section's variables).

@@ -46,6 +46,15 @@ type Egress struct {
 	// (0: no cap).
 	MaxConns int
 	MaxBytes int64
+	// Inspect are the hosts whose TLS the proxy terminates with a CA of
+	// the exec's own (`inspect`); HTTP their method and path rules
+	// (`http`, unparsed: HTTPRules), MaxBody the cap of each request body
+	// there; Inject the credentials the proxy puts in their requests in
+	// place of a placeholder the child holds (`inject`).
+	Inspect []string
+	HTTP    map[string][]string
+	MaxBody int64
+	Inject  []Inject
 }
 
 // HostPort is one allowlist entry. Host is lower case without a trailing

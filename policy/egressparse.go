@@ -24,6 +24,10 @@ type egressFile struct {
 	KnownHosts []string            `yaml:"ssh_known_hosts"`
 	MaxConns   int                 `yaml:"max_connections"`
 	MaxBytes   string              `yaml:"max_bytes"`
+	Inspect    []string            `yaml:"inspect"`
+	HTTP       map[string][]string `yaml:"http"`
+	MaxBody    string              `yaml:"max_body"`
+	Inject     []injectFile        `yaml:"inject"`
 }
 
 // MaxEgressConns bounds a rule's max_connections (the server-wide budget
@@ -72,6 +76,7 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 	for _, name := range slices.Sorted(maps.Keys(ef.Hosts)) {
 		b.egressHost(r.Name, e, name, ef.Hosts[name], at("hosts"))
 	}
+	b.egressInspect(r, e, ef, at)
 	e.SSHKnownHosts = b.knownHosts(r.Name, ef.KnownHosts, at("ssh_known_hosts"))
 	if ef.MaxConns < 0 || ef.MaxConns > MaxEgressConns {
 		b.failAt(b.at(at("max_connections")...), "rule %q: egress max_connections %d must be between 1 and %d", r.Name, ef.MaxConns, MaxEgressConns)
@@ -85,6 +90,33 @@ func (b *builder) ruleEgress(r *Rule, rf ruleFile, rn ruleNode) {
 		e.MaxBytes = n
 	}
 	r.Egress = e
+}
+
+// egressInspect reads inspect, http, max_body and inject: the hosts
+// whose TLS the proxy terminates and what it checks and injects there.
+func (b *builder) egressInspect(r *Rule, e *Egress, ef *egressFile, at func(...any) []any) {
+	if err := checkInspect(e, ef.Inspect); err != nil {
+		b.failAt(b.at(at("inspect")...), "rule %q: %v", r.Name, err)
+		return
+	}
+	if err := checkHTTPRules(e, ef.HTTP); err != nil {
+		b.failAt(b.at(at("http")...), "rule %q: %v", r.Name, err)
+	}
+	if ef.MaxBody != "" {
+		n, err := ParseSize(ef.MaxBody)
+		if err != nil || n <= 0 || len(e.Inspect) == 0 {
+			b.failAt(b.at(at("max_body")...), "rule %q: egress max_body %q: a size such as 1MiB, with inspect", r.Name, ef.MaxBody)
+		}
+		e.MaxBody = n
+	}
+	for j, f := range ef.Inject {
+		in, err := checkInject(r, e, f)
+		if err != nil {
+			b.failAt(b.at(at("inject", j)...), "rule %q: %v", r.Name, err)
+			continue
+		}
+		e.Inject = append(e.Inject, in)
+	}
 }
 
 // egressRegistry checks one `registries:` entry: a preset of this rule

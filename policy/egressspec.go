@@ -17,6 +17,11 @@ type EgressSpec struct {
 	Allow   []string // HOST[:PORT] or *.DOMAIN[:PORT], as in `allow`
 	Presets []string // names from EgressPresets, as in `presets`
 	CIDRs   []string // as in `allow_cidrs`: masked prefixes
+	Inspect []string // as in `inspect`: hosts of the allowlist
+	// Inject are VAR@HOST[/PATH]:FORM, FORM bearer, token, basic or
+	// header=NAME: as an `inject` entry, without its credential reference
+	// (the caller supplies the value).
+	Inject []string
 }
 
 // EgressSpecError names the EgressSpec field (by its policy key: mode,
@@ -59,7 +64,52 @@ func ParseEgress(spec EgressSpec) (*Egress, error) {
 			return nil, &EgressSpecError{Field: "presets", Value: name, Err: err}
 		}
 	}
+	if err := checkInspect(e, spec.Inspect); err != nil {
+		return nil, &EgressSpecError{Field: "inspect", Value: strings.Join(spec.Inspect, ","), Err: err}
+	}
+	for _, s := range spec.Inject {
+		in, err := ParseInjectSpec(s)
+		if err == nil && !slices.Contains(e.Inspect, in.Host) {
+			err = fmt.Errorf("egress inject: host %q is not an inspected host", in.Host)
+		}
+		if err != nil {
+			return nil, &EgressSpecError{Field: "inject", Value: s, Err: err}
+		}
+		e.Inject = append(e.Inject, in)
+	}
 	return e, nil
+}
+
+// ParseInjectSpec reads VAR@HOST[/PATH]:FORM (FORM bearer, token, basic
+// or header=NAME) into an Inject without a credential reference.
+func ParseInjectSpec(s string) (Inject, error) {
+	env, rest, ok := strings.Cut(s, "@")
+	i := strings.LastIndexByte(rest, ':')
+	if !ok || i < 0 {
+		return Inject{}, fmt.Errorf("egress inject %q: want VAR@HOST[/PATH]:FORM", s)
+	}
+	target, form := rest[:i], rest[i+1:]
+	host, path := target, ""
+	if j := strings.IndexByte(target, '/'); j >= 0 {
+		host, path = target[:j], target[j:]
+	}
+	header := ""
+	if name, ok := strings.CutPrefix(form, "header="); ok {
+		form, header = "", name
+	}
+	in := Inject{Env: env, Host: strings.ToLower(host), Path: path, Header: header}
+	switch {
+	case !ValidEnvName(env):
+		return in, fmt.Errorf("egress inject: bad variable name %q", env)
+	case ReservedEnv(env):
+		return in, fmt.Errorf("egress inject: %s is set by the server", env)
+	}
+	if err := checkInjectPath(path); err != nil {
+		return in, err
+	}
+	f, err := injectForm(form, header)
+	in.Form = f
+	return in, err
 }
 
 // parseEgressMode reads `egress.mode`: empty means enforce.

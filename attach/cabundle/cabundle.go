@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"syscall"
 
 	"coily.dev/coily/attach"
@@ -49,7 +50,14 @@ var _ attach.Attachment = (*Bundle)(nil)
 // certificates, exactly those checked. The copy is readable by anyone (it
 // holds certificates only), so that the sandbox's user — for a root
 // server an unprivileged one — reads it whoever owns the original.
+//
+// When the egress proxy inspects TLS it has bound its own bundle there
+// already, which holds the ca_file's certificates and its CA: Prepare
+// then leaves it be.
 func (b *Bundle) Prepare(_ context.Context, run *attach.Run) error {
+	if slices.ContainsFunc(run.Binds, func(x sandbox.Bind) bool { return x.At == sandbox.CAPath }) {
+		return nil
+	}
 	data, err := Read(b.path)
 	if err != nil {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "ca_file %s of rule %q: %v", b.path, b.rule, err)

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,10 +31,16 @@ type Proxy struct {
 	eg     *policy.Egress
 	shared *egress.Budget
 	now    func() time.Time
+	// caFile is the rule's ca_file; validity how long its inspection CA
+	// lives (the rule's timeout and a margin).
+	caFile   string
+	validity time.Duration
 
-	proxy  *egress.Proxy
-	dir    string
-	closed bool
+	secrets map[string]string // injected credentials, by the child's variable (Take)
+	bundle  *os.File          // the CA bundle bound into the sandbox when inspecting
+	proxy   *egress.Proxy
+	dir     string
+	closed  bool
 }
 
 // New is the proxy of rule r, under the server-wide connection budget
@@ -46,7 +53,7 @@ func New(r *policy.Rule, shared *egress.Budget, now func() time.Time) *Proxy {
 	if eg == nil {
 		eg = &policy.Egress{} // proxied with no egress block: nothing is allowed
 	}
-	return &Proxy{rule: r.Name, eg: eg, shared: shared, now: now}
+	return &Proxy{rule: r.Name, eg: eg, shared: shared, now: now, caFile: r.CAFile, validity: timeoutOf(r)}
 }
 
 var _ attach.Attachment = (*Proxy)(nil)
@@ -64,8 +71,12 @@ func (p *Proxy) Prepare(_ context.Context, run *attach.Run) error {
 	if len(p.eg.Hosts) > 0 {
 		resolver = egress.Pinned{Hosts: p.eg.Hosts, Next: net.DefaultResolver}
 	}
+	insp, err := p.inspection(run)
+	if err != nil {
+		return err
+	}
 	px, err := egress.New(egress.Config{Rule: p.rule, Allowlist: allow, Mode: mode, Resolver: resolver, Shared: p.shared,
-		MaxConns: p.eg.MaxConns, MaxBytes: p.eg.MaxBytes, Now: p.now, Logger: run.Log, Secrets: run.Secrets})
+		MaxConns: p.eg.MaxConns, MaxBytes: p.eg.MaxBytes, Now: p.now, Logger: run.Log, Secrets: run.Secrets, Inspect: insp})
 	if err != nil {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "egress proxy of rule %q", p.rule)
 	}
@@ -141,17 +152,28 @@ func (p *Proxy) Close(_ context.Context, end *attach.End) {
 		return
 	}
 	p.closed = true
+	p.closeBundle()
 	var rows []egress.Row
+	var requests []egress.RequestRow
+	dropped := 0
 	if p.proxy != nil {
 		_ = p.proxy.Close()
 		os.RemoveAll(p.dir)
 		rows = p.proxy.Rows()
+		requests, dropped = p.proxy.Requests()
 	}
 	if !end.Result {
 		return
 	}
 	if end.Record != nil {
 		end.Record.Egress = audit.EgressRows(rows)
+		end.Record.EgressRequests = audit.EgressRequests(requests)
+		if dropped > 0 {
+			end.Record.SetDetail("egress_requests_dropped", strconv.Itoa(dropped))
+		}
+		for _, in := range p.eg.Inject {
+			end.Record.UseCredential("egress inject " + in.Env + " from " + in.Ref.String() + " to " + in.Host + in.Path)
+		}
 	}
 	if end.Exit != nil {
 		end.Exit.EgressDenied = deniedSentences(rows)

@@ -406,4 +406,10 @@ func printEgress(w io.Writer, indent string, r audit.Record) {
 	if cut := r.Details["egress_cut"]; cut != "" {
 		printLine(w, "%segress rows cut: %s", indent, cut)
 	}
+	for _, q := range r.EgressRequests {
+		printLine(w, "%s%s", indent, egressRequestLine(q))
+	}
+	if cut := r.Details["egress_requests_cut"]; cut != "" {
+		printLine(w, "%segress requests cut: %s", indent, cut)
+	}
 }

@@ -87,3 +87,22 @@ func humanMillis(ms float64) string {
 	}
 	return d.Round(time.Second).String()
 }
+
+// egressRequestLine renders one request of an inspected connection:
+// decision, host:port, method, path, status, body bytes each way, then
+// "injected" and the reason of a refusal, e.g.
+//
+//	request allow  api.github.com:443  GET /repos/alice/app  200  0 B up  5.1 kB down  injected
+//	request deny   api.github.com:443  DELETE /repos/alice/app  403  0 B up  0 B down  http-rule
+func egressRequestLine(q audit.EgressRequest) string {
+	parts := []string{fmt.Sprintf("request %-5s  %s", cli.ShellWord(q.Decision), egressTarget(q.Host, q.Port)),
+		cli.ShellWord(q.Method) + " " + cli.ShellWord(q.Path), strconv.Itoa(q.Status),
+		humanBytes(q.BytesUp) + " up", humanBytes(q.BytesDown) + " down"}
+	if q.Injected {
+		parts = append(parts, "injected")
+	}
+	if q.Reason != "" {
+		parts = append(parts, cli.ShellWord(q.Reason))
+	}
+	return strings.Join(parts, "  ")
+}

@@ -78,7 +78,7 @@ func sandboxCheck(ctx context.Context, e *env) int {
 			l.Memory>>20, l.Processes, l.OpenFiles, l.FileSize>>20, l.Tmp>>20, l.Shm>>20)
 	}
 	for _, mode := range []sandbox.Network{sandbox.NetworkDeny, sandbox.NetworkOpen} {
-		code, err := runConfined(ctx, backend, profileFor(mode), []string{"/bin/true"}, nil, io.Discard, io.Discard)
+		code, err := runConfined(ctx, backend, profileFor(mode), []string{"/bin/true"}, nil, io.Discard, io.Discard, nil)
 		if err == nil && code != 0 {
 			err = fmt.Errorf("/bin/true exited %d", code)
 		}
@@ -179,10 +179,17 @@ func sandboxExec(ctx context.Context, e *env, o sandboxExecOptions) int {
 			return 125
 		}
 		in.Binds = append(in.Binds, sandbox.Bind{At: sandbox.ProxySocketPath, Path: own.socket})
+		if own.bundle != nil {
+			in.Binds = append(in.Binds, sandbox.Bind{At: sandbox.CAPath, File: own.bundle})
+		}
 	}
-	code, err := runConfined(ctx, defaultBackend(), in, e.args, e.stdin, e.stdout, e.stderr)
+	code, err := runConfined(ctx, defaultBackend(), in, e.args, e.stdin, e.stdout, e.stderr, own.childEnv())
 	if own != nil {
-		printRows(e.stderr, own.stop(), err == nil)
+		rows, reqs := own.stop()
+		printRows(e.stderr, rows, err == nil)
+		for _, q := range reqs {
+			printLine(e.stderr, "coily: %s", egressRequestLine(q))
+		}
 	}
 	if err != nil {
 		printLine(e.stderr, "coily: refused (sandbox-unavailable): %v", err)
@@ -216,7 +223,7 @@ func knownHostsFlag(path string, mode sandbox.Network) (string, error) {
 
 // runConfined runs argv under the default profile built from in, with a
 // private home, and returns its exit code (128+N for signal N).
-func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInput, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInput, argv []string, stdin io.Reader, stdout, stderr io.Writer, env map[string]string) (int, error) {
 	home, err := os.MkdirTemp("", "coily-sandbox-")
 	if err != nil {
 		return 0, err
@@ -225,7 +232,7 @@ func runConfined(ctx context.Context, box sandbox.Sandbox, in sandbox.ProfileInp
 	if in.Workspace == "" {
 		in.Workspace, in.Dir = home, home
 	}
-	in.Home, in.Env = home, sandbox.Environ(home, nil)
+	in.Home, in.Env = home, sandbox.Environ(home, env)
 	if h, err := os.UserHomeDir(); err == nil {
 		in.UserHomes = []string{h, "/root"}
 	}

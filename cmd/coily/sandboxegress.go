@@ -7,9 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"coily.dev/coily/attach/egressproxy"
 	"coily.dev/coily/audit"
 	"coily.dev/coily/egress"
 	"coily.dev/coily/policy"
@@ -20,13 +22,14 @@ import (
 // by hand, to try an allowlist before it goes into a policy. They are read
 // by policy.ParseEgress, as a rule's `egress:` block is.
 type egressFlags struct {
-	mode                  *string
-	allow, presets, cidrs *repeatedFlag
+	mode                                   *string
+	allow, presets, cidrs, inspect, inject *repeatedFlag
 }
 
 // egressFlagNames maps an egress block's keys to the flags that set them.
 var egressFlagNames = map[string]string{
 	"mode": "--egress-mode", "allow": "--egress-allow", "presets": "--egress-preset", "allow_cidrs": "--egress-allow-cidr",
+	"inspect": "--egress-inspect", "inject": "--egress-inject",
 }
 
 func addEgressFlags(fs *pflag.FlagSet) *egressFlags {
@@ -35,6 +38,8 @@ func addEgressFlags(fs *pflag.FlagSet) *egressFlags {
 		allow:   listFlag(fs, "egress-allow", "COILY_EGRESS_ALLOW", "with --network proxied: HOST[:PORT] or *.DOMAIN[:PORT] the command may reach; repeatable"),
 		presets: listFlag(fs, "egress-preset", "COILY_EGRESS_PRESET", "with --network proxied: a preset's hosts (npm, pip, github, aws, ...); repeatable"),
 		cidrs:   listFlag(fs, "egress-allow-cidr", "COILY_EGRESS_ALLOW_CIDR", "with --network proxied: a CIDR the command may reach by address (private, loopback, ...); repeatable"),
+		inspect: listFlag(fs, "egress-inspect", "COILY_EGRESS_INSPECT", "with --network proxied: a host of the allowlist whose TLS the proxy terminates with a CA of this run; repeatable"),
+		inject:  listFlag(fs, "egress-inject", "COILY_EGRESS_INJECT", "with --network proxied: VAR@HOST[/PATH]:FORM (bearer, token, basic, header=NAME): the proxy sends $VAR's value to an inspected HOST, the command gets a placeholder; repeatable"),
 	}
 }
 
@@ -52,7 +57,8 @@ func givenOn(fs *pflag.FlagSet) string {
 
 // parse reads the flags as an egress block; an error names the flag.
 func (f *egressFlags) parse() (*policy.Egress, error) {
-	eg, err := policy.ParseEgress(policy.EgressSpec{Mode: *f.mode, Allow: f.allow.specs, Presets: f.presets.specs, CIDRs: f.cidrs.specs})
+	eg, err := policy.ParseEgress(policy.EgressSpec{Mode: *f.mode, Allow: f.allow.specs, Presets: f.presets.specs, CIDRs: f.cidrs.specs,
+		Inspect: f.inspect.specs, Inject: f.inject.specs})
 	var se *policy.EgressSpecError
 	if errors.As(err, &se) {
 		return nil, fmt.Errorf("%s: %w", egressFlagNames[se.Field], se.Err)
@@ -68,6 +74,10 @@ type ownProxy struct {
 	dir    string
 	socket string
 	served chan struct{}
+	// With --egress-inspect: the CA bundle to bind at sandbox.CAPath and
+	// the variables the command gets (placeholders, CA variables).
+	bundle *os.File
+	env    map[string]string
 }
 
 // For a root process the sandbox runs as runAs (zero: the default user):
@@ -78,15 +88,25 @@ func startOwnProxy(eg *policy.Egress, runAs sandbox.User) (*ownProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p, err := egress.New(egress.Config{Rule: "sandbox exec", Allowlist: allow, Mode: mode})
-	if err != nil {
-		return nil, err
-	}
 	dir, err := os.MkdirTemp("", "coily-egress-") // 0700
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy directory: %w", err)
 	}
-	o := &ownProxy{proxy: p, dir: dir, socket: filepath.Join(dir, "egress.sock"), served: make(chan struct{})}
+	o := &ownProxy{dir: dir, socket: filepath.Join(dir, "egress.sock"), served: make(chan struct{})}
+	var insp *egress.Inspection
+	if len(eg.Inspect) > 0 {
+		if insp, err = o.inspect(eg); err != nil {
+			os.RemoveAll(dir)
+			return nil, err
+		}
+	}
+	p, err := egress.New(egress.Config{Rule: "sandbox exec", Allowlist: allow, Mode: mode, Inspect: insp})
+	if err != nil {
+		o.closeBundle()
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	o.proxy = p
 	l, err := net.Listen("unix", o.socket)
 	if err == nil {
 		if err = giveToSandbox(dir, o.socket, runAs); err != nil {
@@ -94,6 +114,7 @@ func startOwnProxy(eg *policy.Egress, runAs sandbox.User) (*ownProxy, error) {
 		}
 	}
 	if err != nil {
+		o.closeBundle()
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
 	}
@@ -106,11 +127,40 @@ func startOwnProxy(eg *policy.Egress, runAs sandbox.User) (*ownProxy, error) {
 
 // stop ends the proxy and every tunnel, removes its socket, and returns
 // what it saw.
-func (o *ownProxy) stop() []audit.EgressRow {
+func (o *ownProxy) stop() ([]audit.EgressRow, []audit.EgressRequest) {
 	_ = o.proxy.Close()
 	<-o.served
+	o.closeBundle()
 	os.RemoveAll(o.dir)
-	return audit.EgressRows(o.proxy.Rows())
+	reqs, _ := o.proxy.Requests()
+	return audit.EgressRows(o.proxy.Rows()), audit.EgressRequests(reqs)
+}
+
+// inspect readies --egress-inspect and --egress-inject: each injected
+// variable's value is taken from coily's own environment, and the
+// command gets a placeholder in its place.
+func (o *ownProxy) inspect(eg *policy.Egress) (*egress.Inspection, error) {
+	secrets := map[string]string{}
+	for _, in := range eg.Inject {
+		v := os.Getenv(in.Env)
+		if v == "" {
+			return nil, fmt.Errorf("--egress-inject: $%s is not set in coily's environment", in.Env)
+		}
+		secrets[in.Env] = v
+	}
+	insp, env, f, err := egressproxy.Inspect(eg, secrets, "", time.Hour, time.Now(), o.dir, "ca-")
+	if err != nil {
+		return nil, fmt.Errorf("egress inspection: %w", err)
+	}
+	o.bundle, o.env = f, env
+	return insp, nil
+}
+
+func (o *ownProxy) closeBundle() {
+	if o.bundle != nil {
+		o.bundle.Close()
+		os.Remove(o.bundle.Name())
+	}
 }
 
 // giveToSandbox lets a root process's sandbox user through dir and gives
@@ -127,4 +177,13 @@ func giveToSandbox(dir, socket string, runAs sandbox.User) error {
 		return err
 	}
 	return os.Lchown(socket, runAs.UID, runAs.GID)
+}
+
+// childEnv is what the command's environment gets from the proxy; nil
+// without one.
+func (o *ownProxy) childEnv() map[string]string {
+	if o == nil {
+		return nil
+	}
+	return o.env
 }

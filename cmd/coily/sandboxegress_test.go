@@ -61,7 +61,7 @@ func TestOwnProxy(t *testing.T) {
 	if got := get("other.example"); got != 403 {
 		t.Errorf("host outside the allowlist: status %d", got)
 	}
-	rows := o.stop()
+	rows, _ := o.stop()
 	if len(rows) != 2 || rows[0].Host != "localhost" || rows[0].Decision != "allow" || rows[0].BytesDown == 0 ||
 		rows[1].Host != "other.example" || rows[1].Decision != "deny" || rows[1].Reason != "not-allowlisted" {
 		t.Fatalf("rows %+v", rows)

@@ -1,0 +1,358 @@
+package egress
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Inspection is what the proxy does with the hosts whose TLS it
+// terminates: the hosts of CA. A CONNECT to any other host stays a
+// tunnel that carries bytes unchanged.
+type Inspection struct {
+	CA *Authority
+	// Roots verify the upstream's certificate (nil: the system's), as a
+	// client of the command's own would.
+	Roots *x509.CertPool
+	// Rules are the method and path rules of each inspected host; a host
+	// without any lets every request through.
+	Rules map[string][]HTTPRule
+	// MaxBody caps each request body (0: no cap).
+	MaxBody int64
+	// Inject swaps placeholders for secrets.
+	Inject []Injection
+}
+
+// inspects reports whether CONNECT t is terminated here.
+func (p *Proxy) inspects(t Target) bool {
+	in := p.cfg.Inspect
+	return in != nil && in.CA != nil && !t.Addr.IsValid() && in.CA.Covers(t.Host)
+}
+
+// Reasons a request on an inspected connection is refused.
+const (
+	reasonHTTPRule     = "http-rule"
+	reasonPlaceholder  = "placeholder"
+	reasonBodyCap      = "body-cap"
+	reasonHostMismatch = "host-mismatch"
+	reasonBadRequest   = "bad-request"
+)
+
+// inspected is one CONNECT whose TLS the proxy terminates.
+type inspected struct {
+	p        *Proxy
+	t        Target
+	ctx      context.Context
+	tr       *http.Transport
+	up, down atomic.Int64
+	wg       sync.WaitGroup // h2 handlers
+}
+
+// intercept answers 200, terminates the client's TLS with a leaf of the
+// exec's CA, and serves its requests (HTTP/1.1 or HTTP/2, as ALPN
+// decides) by sending each, checked, to the upstream over a TLS
+// connection verified like any client's. It records the row.
+func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Target, v verdict, start time.Time) {
+	if _, err := io.WriteString(c.client, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
+		p.rows.finish(p.open(t, v.decision, v.reason, "", start), 0, 0, 0, true, p.cfg.Now())
+		return
+	}
+	m := &meter{p: p}
+	stop := m.watch(c)
+	defer stop()
+	var sniBad string
+	leaf, _ := p.cfg.Inspect.CA.Leaf(t.Host)
+	tc := tls.Server(touchConn{Conn: c.client, r: br, m: m}, &tls.Config{
+		MinVersion: tls.VersionTLS12,
+		NextProtos: []string{"h2", "http/1.1"},
+		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
+			if h.ServerName != "" && !sniMatches(t, h.ServerName) {
+				sniBad = h.ServerName
+				return nil, errors.New("server name is not the CONNECT host")
+			}
+			return leaf, nil
+		},
+	})
+	hctx, cancel := context.WithTimeout(ctx, p.cfg.IdleTimeout)
+	err := tc.HandshakeContext(hctx)
+	cancel()
+	if sniBad != "" {
+		s := sniffed{refuse: reasonSNIMismatch, sni: sniBad}
+		p.rows.finish(p.open(t, Deny, s.refuse, s.message(t, p.cfg.Rule), start, s.logAttrs()...), 0, 0, 0, false, p.cfg.Now())
+		return
+	}
+	key := p.open(t, v.decision, v.reason, "", start)
+	if err != nil {
+		end := p.cfg.Now()
+		p.rows.finish(key, 0, 0, end.Sub(start), true, end)
+		return
+	}
+	rctx, rcancel := context.WithCancel(ctx)
+	ic := &inspected{p: p, t: t, ctx: rctx}
+	ic.tr = ic.transport(c.upstream, m)
+	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+		ic.serveH2(tc)
+	} else {
+		ic.serveH1(tc)
+	}
+	rcancel()
+	ic.wg.Wait()
+	ic.tr.CloseIdleConnections()
+	end := p.cfg.Now()
+	p.rows.finish(key, ic.up.Load(), ic.down.Load(), end.Sub(start), false, end)
+}
+
+// transport is the client of one inspected connection's upstream: its
+// first connection is the one decide dialed, later ones go to the same
+// checked address (never a name); TLS is verified against Roots for the
+// CONNECT host.
+func (ic *inspected) transport(first net.Conn, m *meter) *http.Transport {
+	addr := first.RemoteAddr().String()
+	var used atomic.Bool
+	p := ic.p
+	return &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			u := first
+			if used.Swap(true) {
+				var err error
+				if u, err = p.cfg.Dialer.DialContext(ctx, "tcp", addr); err != nil {
+					return nil, err
+				}
+			}
+			return countConn{Conn: u, m: m, up: &ic.up, down: &ic.down}, nil
+		},
+		TLSClientConfig:       &tls.Config{ServerName: ic.t.Host, RootCAs: p.cfg.Inspect.Roots, MinVersion: tls.VersionTLS12},
+		ForceAttemptHTTP2:     true,
+		DisableCompression:    true,
+		MaxConnsPerHost:       4,
+		IdleConnTimeout:       p.cfg.IdleTimeout,
+		TLSHandshakeTimeout:   p.cfg.IdleTimeout,
+		ResponseHeaderTimeout: p.cfg.IdleTimeout,
+	}
+}
+
+// serveH1 serves HTTP/1.1 requests one after the other until the client
+// or a response closes the connection. Each head is checked raw first
+// (checkHead) so that framing another hop could read differently is
+// refused rather than normalized.
+func (ic *inspected) serveH1(tc *tls.Conn) {
+	br := bufio.NewReaderSize(tc, maxHeaderBytes+4096)
+	for {
+		tc.SetReadDeadline(time.Now().Add(ic.p.cfg.IdleTimeout))
+		if err := checkHead(br); err != nil {
+			if !errors.Is(err, io.EOF) {
+				ic.refuseRaw(tc, err)
+			}
+			return
+		}
+		req, err := http.ReadRequest(br)
+		if err != nil {
+			ic.refuseRaw(tc, err)
+			return
+		}
+		tc.SetReadDeadline(time.Time{})
+		cont := func() {}
+		if req.Header.Get("Expect") == "100-continue" {
+			cont = func() { io.WriteString(tc, "HTTP/1.1 100 Continue\r\n\r\n") }
+		}
+		resp, finish := ic.roundTrip(req, cont)
+		keep := !req.Close && !resp.Close && req.ProtoAtLeast(1, 1)
+		down := ic.writeH1(tc, req, resp, keep)
+		finish(down)
+		if !keep {
+			return
+		}
+		// What the upstream left of the body would be read as the next head.
+		if !bodyDone(req) {
+			return
+		}
+	}
+}
+
+// bodyDone reports a request body read to its end.
+func bodyDone(req *http.Request) bool {
+	n, err := req.Body.Read(make([]byte, 1))
+	return n == 0 && errors.Is(err, io.EOF)
+}
+
+// refuseRaw answers a request that could not be read as one.
+func (ic *inspected) refuseRaw(w io.Writer, err error) {
+	msg := fmt.Sprintf("coily: a request to %s could not be read: %v (rule %q)", ic.t, err, ic.p.cfg.Rule)
+	ic.p.rows.finish(ic.p.open(ic.t, Deny, reasonBadRequest, msg, ic.p.cfg.Now()), 0, 0, 0, false, ic.p.cfg.Now())
+	ic.p.requests.add(requestRow{RequestRow: RequestRow{Time: ic.p.cfg.Now(), Port: ic.t.Port, Decision: Deny,
+		Reason: reasonBadRequest, Status: http.StatusBadRequest, Proto: "HTTP/1.1"}, host: ic.t.Host})
+	body := msg + "\n"
+	fmt.Fprintf(w, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Coily-Egress: refused\r\n\r\n%s", len(body), body)
+}
+
+// writeH1 writes resp to the client and returns the body bytes written.
+func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response, keep bool) int64 {
+	defer resp.Body.Close()
+	stripHopByHop(resp.Header)
+	var n int64
+	resp.Body = countBody{r: resp.Body, n: &n}
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	resp.Request = req
+	resp.Close = !keep
+	resp.TransferEncoding = nil
+	if resp.ContentLength < 0 && keep {
+		resp.TransferEncoding = []string{"chunked"}
+	}
+	resp.Write(w)
+	return n
+}
+
+// serveH2 serves the connection with net/http's HTTP/2 server; it
+// returns once the connection is over.
+func (ic *inspected) serveH2(tc *tls.Conn) {
+	l := &oneConn{c: tc, done: make(chan struct{})}
+	srv := &http.Server{
+		Handler:     http.HandlerFunc(ic.handleH2),
+		IdleTimeout: ic.p.cfg.IdleTimeout,
+		ConnState: func(_ net.Conn, s http.ConnState) {
+			if s == http.StateClosed || s == http.StateHijacked {
+				l.Close()
+			}
+		},
+		ErrorLog: nil,
+	}
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP2(true)
+	srv.TLSConfig = &tls.Config{NextProtos: []string{"h2"}}
+	srv.Serve(l)
+	srv.Close()
+}
+
+func (ic *inspected) handleH2(w http.ResponseWriter, r *http.Request) {
+	ic.wg.Add(1)
+	defer ic.wg.Done()
+	resp, finish := ic.roundTrip(r, func() {})
+	defer resp.Body.Close()
+	stripHopByHop(resp.Header)
+	for k, vs := range resp.Header {
+		w.Header()[k] = vs
+	}
+	if resp.ContentLength >= 0 {
+		w.Header().Set("Content-Length", strconv.FormatInt(resp.ContentLength, 10))
+	}
+	w.WriteHeader(resp.StatusCode)
+	var n int64
+	rc := http.NewResponseController(w)
+	buf := make([]byte, 32<<10)
+	for {
+		k, err := resp.Body.Read(buf)
+		if k > 0 {
+			if _, werr := w.Write(buf[:k]); werr != nil {
+				break
+			}
+			n += int64(k)
+			rc.Flush()
+		}
+		if err != nil {
+			break
+		}
+	}
+	finish(n)
+}
+
+// oneConn is a listener that yields one connection, then waits until
+// closed.
+type oneConn struct {
+	mu   sync.Mutex
+	c    net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	c := l.c
+	l.c = nil
+	l.mu.Unlock()
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error   { l.once.Do(func() { close(l.done) }); return nil }
+func (l *oneConn) Addr() net.Addr { return dummyAddr{} }
+
+type dummyAddr struct{}
+
+func (dummyAddr) Network() string { return "egress" }
+func (dummyAddr) String() string  { return "inspected" }
+
+// touchConn is the client's side of an inspected connection: reads go
+// through r (what the CONNECT's reader buffered first) and every byte
+// either way resets the idle watchdog.
+type touchConn struct {
+	net.Conn
+	r io.Reader
+	m *meter
+}
+
+func (c touchConn) Read(b []byte) (int, error) {
+	n, err := c.r.Read(b)
+	c.m.touch()
+	return n, err
+}
+
+func (c touchConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.m.touch()
+	return n, err
+}
+
+// countConn counts an upstream connection's bytes through the meter (the
+// proxy's byte cap) and into up and down.
+type countConn struct {
+	net.Conn
+	m        *meter
+	up, down *atomic.Int64
+}
+
+func (c countConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	c.down.Add(int64(n))
+	if !c.m.count(n) {
+		c.Conn.Close()
+		return n, errByteCap
+	}
+	return n, err
+}
+
+func (c countConn) Write(b []byte) (int, error) {
+	n, err := c.Conn.Write(b)
+	c.up.Add(int64(n))
+	if !c.m.count(n) && err == nil {
+		c.Conn.Close()
+		err = errByteCap
+	}
+	return n, err
+}
+
+// countBody counts what is read through it.
+type countBody struct {
+	r io.ReadCloser
+	n *int64
+}
+
+func (b countBody) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	*b.n += int64(n)
+	return n, err
+}
+
+func (b countBody) Close() error { return b.r.Close() }

@@ -1,0 +1,126 @@
+package egress
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"testing"
+	"time"
+
+	"coily.dev/coily/internal/benchstat"
+	"coily.dev/coily/internal/standin"
+)
+
+// BenchmarkInspectVsTunnel measures, in one run on loopback, a request
+// through an inspected connection (TLS terminated, checked, a placeholder
+// swapped, TLS again to the upstream) against the same request through a
+// plain CONNECT tunnel to the same upstream, interleaved: on a kept-alive
+// connection (warm) and on a new connection each time (cold); and the
+// bulk throughput of a 64 MiB download both ways.
+func BenchmarkInspectVsTunnel(b *testing.B) {
+	const bulk = 64 << 20
+	uca := standin.TLS(b)
+	srv := uca.Serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/bulk" {
+			w.Header().Set("Content-Length", strconv.Itoa(bulk))
+			io.CopyN(w, zeros{}, bulk)
+			return
+		}
+		io.WriteString(w, "ok")
+	}), "inspected.test", "tunnel.test")
+	ca, err := NewAuthority([]string{"inspected.test"}, time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ph := NewPlaceholder()
+	insp := &Inspection{CA: ca, Roots: uca.Pool, Inject: []Injection{{Placeholder: ph, Secret: "s3cr3t-value", Host: "inspected.test", Form: FormBearer}}}
+	al, _ := NewAllowlist([]string{"inspected.test:" + srv.Port, "tunnel.test:" + srv.Port}, loopback)
+	p, err := New(Config{Rule: "bench", Allowlist: al, Resolver: newResolver("inspected.test", "127.0.0.1", "tunnel.test", "127.0.0.1"), Inspect: insp})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tp := &testProxy{Proxy: p, socket: b.TempDir() + "/egress.sock"}
+	serveBench(b, p, tp.socket)
+	mine := x509.NewCertPool()
+	mine.AddCert(ca.Certificate())
+	client := func(roots *x509.CertPool, keep bool) *http.Client {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, DisableKeepAlives: !keep,
+			TLSNextProto: map[string]func(string, *tls.Conn) http.RoundTripper{}}
+		c := tp.client(b, tr)
+		c.Transport.(*http.Transport).DisableKeepAlives = !keep
+		b.Cleanup(c.CloseIdleConnections)
+		return c
+	}
+	get := func(c *http.Client, host, path string) {
+		req, _ := http.NewRequest("GET", "https://"+host+":"+srv.Port+path, nil)
+		req.Header.Set("Authorization", "Bearer "+ph)
+		resp, err := c.Do(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatalf("%s%s: %s", host, path, resp.Status)
+		}
+	}
+	timed := func(c *http.Client, host, path string) time.Duration {
+		start := time.Now()
+		get(c, host, path)
+		return time.Since(start)
+	}
+	warmI, warmT := client(mine, true), client(uca.Pool, true)
+	coldI, coldT := client(mine, false), client(uca.Pool, false)
+	get(warmI, "inspected.test", "/")
+	get(warmT, "tunnel.test", "/")
+	var wi, wt, ci, ct []time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		wt = append(wt, timed(warmT, "tunnel.test", "/"))
+		wi = append(wi, timed(warmI, "inspected.test", "/"))
+		ct = append(ct, timed(coldT, "tunnel.test", "/"))
+		ci = append(ci, timed(coldI, "inspected.test", "/"))
+	}
+	b.StopTimer()
+	benchstat.Report(b, "tunnel-warm", wt)
+	benchstat.Report(b, "inspect-warm", wi)
+	benchstat.Report(b, "tunnel-cold", ct)
+	benchstat.Report(b, "inspect-cold", ci)
+	b.ReportMetric(benchstat.Added(wi, wt, 50), "added-warm-p50-ms")
+	b.ReportMetric(benchstat.Added(ci, ct, 50), "added-cold-p50-ms")
+	dt := timed(warmT, "tunnel.test", "/bulk")
+	di := timed(warmI, "inspected.test", "/bulk")
+	b.ReportMetric(float64(bulk)/dt.Seconds()/1e6, "tunnel-MB/s")
+	b.ReportMetric(float64(bulk)/di.Seconds()/1e6, "inspect-MB/s")
+	b.ReportMetric(dt.Seconds()/di.Seconds(), "throughput-ratio")
+}
+
+// BenchmarkAuthority measures what inspection costs an exec before its
+// first request: minting its CA and one leaf.
+func BenchmarkAuthority(b *testing.B) {
+	now := time.Now()
+	for i := 0; i < b.N; i++ {
+		ca, err := NewAuthority([]string{"api.github.com"}, time.Hour, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := ca.Leaf("api.github.com"); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N), "ms/exec")
+}
+
+// serveBench serves p on a unix socket at sock until b ends.
+func serveBench(b *testing.B, p *Proxy, sock string) {
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); p.Serve(l) }()
+	b.Cleanup(func() { p.Close(); <-done })
+}

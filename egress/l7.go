@@ -1,0 +1,164 @@
+package egress
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"coily.dev/coily/cmdtext"
+	"coily.dev/coily/scrub"
+)
+
+// HTTPRule lets requests of one method (or any: "*") whose path matches
+// Pattern through to an inspected host. Pattern is a path of segments:
+// "*" matches one segment, a last "**" any number (none included), any
+// other segment itself.
+type HTTPRule struct {
+	Method  string
+	Pattern string
+}
+
+// ParseHTTPRule reads "METHOD /path/pattern" (METHOD upper-case letters
+// or "*"). Hostile input is refused: a path not starting with "/",
+// "." or ".." segments, empty inner segments, "**" before the end,
+// partial wildcards ("a*"), percent signs, control bytes, spaces.
+func ParseHTTPRule(s string) (HTTPRule, error) {
+	method, pattern, ok := strings.Cut(s, " ")
+	if !ok {
+		return HTTPRule{}, fmt.Errorf("egress: http rule %q: want \"METHOD /path\"", s)
+	}
+	if method != "*" {
+		if method == "" || len(method) > 16 || strings.Trim(method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+			return HTTPRule{}, fmt.Errorf("egress: http rule %q: method must be upper-case letters or *", s)
+		}
+	}
+	if err := checkPattern(pattern); err != nil {
+		return HTTPRule{}, fmt.Errorf("egress: http rule %q: %w", s, err)
+	}
+	return HTTPRule{Method: method, Pattern: pattern}, nil
+}
+
+func checkPattern(p string) error {
+	if !strings.HasPrefix(p, "/") || len(p) > 1024 {
+		return errors.New("path must start with / (at most 1024 bytes)")
+	}
+	if p == "/" {
+		return nil
+	}
+	segs := strings.Split(p[1:], "/")
+	for i, seg := range segs {
+		switch {
+		case seg == "" && i == len(segs)-1: // trailing slash
+		case seg == "":
+			return errors.New("empty path segment")
+		case seg == "." || seg == "..":
+			return errors.New("dot segments are not allowed")
+		case seg == "**" && i != len(segs)-1:
+			return errors.New("** may only be the last segment")
+		case seg != "*" && seg != "**" && strings.ContainsAny(seg, "*%?#"):
+			return errors.New("a wildcard is a whole segment (* or **); no %, ? or #")
+		}
+		for _, b := range []byte(seg) {
+			if b <= ' ' || b >= 0x7f {
+				return errors.New("control bytes, spaces and non-ASCII are not allowed")
+			}
+		}
+	}
+	return nil
+}
+
+// Allows reports whether the rule lets method and path (the request's
+// escaped path, query stripped) through.
+func (r HTTPRule) Allows(method, path string) bool {
+	if r.Method != "*" && r.Method != method {
+		return false
+	}
+	return matchPath(r.Pattern, path)
+}
+
+func matchPath(pattern, path string) bool {
+	if !strings.HasPrefix(path, "/") {
+		return false
+	}
+	ps := strings.Split(pattern[1:], "/")
+	xs := strings.Split(path[1:], "/")
+	for i, p := range ps {
+		if p == "**" {
+			for _, x := range xs[i:] { // no dot segment hides behind **
+				if x == "." || x == ".." {
+					return false
+				}
+			}
+			return true
+		}
+		if i >= len(xs) {
+			return false
+		}
+		switch x := xs[i]; {
+		case x == "." || x == "..":
+			return false
+		case p == "*" && x == "":
+			return false
+		case p != "*" && p != x:
+			return false
+		}
+	}
+	return len(ps) == len(xs)
+}
+
+// RequestRow is one request on an inspected connection: what was asked
+// (the path without its query), what was decided, and what came of it.
+type RequestRow struct {
+	Time      time.Time    `json:"time"`
+	Host      cmdtext.Text `json:"host"`
+	Port      int          `json:"port"`
+	Method    cmdtext.Text `json:"method"`
+	Path      cmdtext.Text `json:"path"`
+	Decision  Decision     `json:"decision"`
+	Reason    string       `json:"reason,omitempty"`
+	Status    int          `json:"status"`
+	BytesUp   int64        `json:"bytes_up"`
+	BytesDown int64        `json:"bytes_down"`
+	Injected  bool         `json:"injected,omitempty"`
+	Proto     string       `json:"proto"`
+}
+
+// MaxRequestRows bounds the request rows one proxy keeps; later ones are
+// only counted (Proxy.RequestsDropped).
+const MaxRequestRows = 256
+
+type requestRow struct {
+	RequestRow
+	host, method, path string
+}
+
+type requestRows struct {
+	mu      sync.Mutex
+	rows    []requestRow
+	dropped int
+}
+
+func (r *requestRows) add(row requestRow) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.rows) >= MaxRequestRows {
+		r.dropped++
+		return
+	}
+	r.rows = append(r.rows, row)
+}
+
+func (r *requestRows) list(secrets *scrub.Set) ([]RequestRow, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]RequestRow, len(r.rows))
+	for i, e := range r.rows {
+		out[i] = e.RequestRow
+		out[i].Host = cmdtext.New(secrets, e.host)
+		out[i].Method = cmdtext.New(secrets, e.method)
+		out[i].Path = cmdtext.New(secrets, e.path)
+	}
+	return out, r.dropped
+}

@@ -1,0 +1,219 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+)
+
+// refusalOf is a request refused on an inspected connection.
+type refusalOf struct {
+	reason, msg string
+}
+
+// roundTrip checks one request of an inspected connection, sends it
+// upstream with its placeholders swapped and returns the response to
+// give the client (the upstream's, or a refusal), and a finish to call
+// with the body bytes given, which records the request's row.
+func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, func(down int64)) {
+	p, t := ic.p, ic.t
+	row := requestRow{RequestRow: RequestRow{Time: p.cfg.Now(), Port: t.Port, Proto: in.Proto}, host: t.Host,
+		method: in.Method, path: in.URL.Path}
+	refuse := func(r refusalOf) (*http.Response, func(int64)) {
+		p.rows.finish(p.open(t, Deny, r.reason, r.msg, row.Time), 0, 0, 0, false, p.cfg.Now())
+		row.Decision, row.Reason, row.Status = Deny, r.reason, http.StatusForbidden
+		return refusalResponse(in, r.msg), func(int64) { p.requests.add(row) }
+	}
+	out, scan, injected, r := ic.outgoing(in)
+	if r != nil {
+		return refuse(*r)
+	}
+	row.path = out.URL.EscapedPath()
+	if strings.EqualFold(in.Header.Get("Expect"), "100-continue") {
+		cont()
+	}
+	resp, err := ic.tr.RoundTrip(out)
+	if scan != nil {
+		row.BytesUp = scan.n
+	}
+	switch {
+	case scan != nil && scan.found:
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return refuse(refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the body of " + in.Method + " " + row.path}).Error())})
+	case scan != nil && scan.capped:
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return refuse(refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s is over the rule's cap of %d bytes", in.Method, row.path, p.cfg.Inspect.MaxBody))})
+	case err != nil:
+		msg := fmt.Sprintf("coily: sending %s %s to %s failed: %v", in.Method, row.path, t, err)
+		row.Decision, row.Reason, row.Status = Allow, "upstream-error", http.StatusBadGateway
+		return textResponse(in, http.StatusBadGateway, msg), func(int64) { p.requests.add(row) }
+	}
+	row.Decision, row.Status, row.Injected = Allow, resp.StatusCode, injected
+	return resp, func(down int64) {
+		row.BytesDown = down
+		p.requests.add(row)
+	}
+}
+
+// sentence is a refusal's text: the reason, the host and the rule.
+func (ic *inspected) sentence(what string) string {
+	return fmt.Sprintf("coily: %s (host %s, rule %q)", what, ic.t, ic.p.cfg.Rule)
+}
+
+// outgoing checks in and builds the request sent upstream: the same
+// method, path, query and headers (hop-by-hop ones removed, placeholders
+// swapped) to the CONNECT host, and its body through a scanReader. A
+// request the rules refuse is a refusal.
+func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, bool, *refusalOf) {
+	t, insp := ic.t, ic.p.cfg.Inspect
+	authority := t.Host
+	if t.Port != 443 {
+		authority = t.Host + ":" + strconv.Itoa(t.Port)
+	}
+	switch {
+	case in.Host != authority && in.Host != t.Host+":"+strconv.Itoa(t.Port):
+		return nil, nil, false, &refusalOf{reasonHostMismatch, ic.sentence(fmt.Sprintf("the request names host %q, not the CONNECT host", in.Host))}
+	case in.URL.IsAbs() || !strings.HasPrefix(in.URL.EscapedPath(), "/") || in.URL.Opaque != "":
+		return nil, nil, false, &refusalOf{reasonBadRequest, ic.sentence("only origin-form request targets (/path) go through an inspected connection")}
+	}
+	path := in.URL.EscapedPath()
+	ins := insp.Inject
+	if containsPlaceholder(in.RequestURI, ins) || containsPlaceholder(in.URL.RawQuery, ins) || containsPlaceholder(in.URL.Path, ins) ||
+		containsPlaceholder(unescape(in.URL.RawQuery), ins) {
+		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the URL of " + in.Method + " " + path}).Error())}
+	}
+	if rules := insp.Rules[t.Host]; len(rules) > 0 && !anyAllows(rules, in.Method, path) {
+		return nil, nil, false, &refusalOf{reasonHTTPRule, ic.sentence(fmt.Sprintf("%s %s is not allowed by the rule's http rules for this host", in.Method, path))}
+	}
+	if insp.MaxBody > 0 && in.ContentLength > insp.MaxBody {
+		return nil, nil, false, &refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s (%d bytes) is over the rule's cap of %d bytes", in.Method, path, in.ContentLength, insp.MaxBody))}
+	}
+	h := in.Header.Clone()
+	stripHopByHop(h)
+	h.Del("Expect")
+	used, err := injectHeaders(h, t.Host, path, ins)
+	if err != nil {
+		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
+	}
+	u := &url.URL{Scheme: "https", Host: authority, Path: in.URL.Path, RawPath: in.URL.RawPath, RawQuery: in.URL.RawQuery}
+	out, err := http.NewRequestWithContext(ic.ctx, in.Method, u.String(), nil)
+	if err != nil {
+		return nil, nil, false, &refusalOf{reasonBadRequest, ic.sentence(err.Error())}
+	}
+	out.Header, out.Host = h, authority
+	var scan *scanReader
+	if in.Body != nil && in.Body != http.NoBody && in.ContentLength != 0 {
+		scan = newScanReader(in.Body, ins, insp.MaxBody)
+		out.Body, out.ContentLength = scan, in.ContentLength
+	}
+	return out, scan, len(used) > 0, nil
+}
+
+func unescape(s string) string {
+	if u, err := url.QueryUnescape(s); err == nil {
+		return u
+	}
+	return s
+}
+
+func anyAllows(rules []HTTPRule, method, path string) bool {
+	for _, r := range rules {
+		if r.Allows(method, path) {
+			return true
+		}
+	}
+	return false
+}
+
+// refusalResponse is a 403 with the sentence as its body.
+func refusalResponse(req *http.Request, msg string) *http.Response {
+	return textResponse(req, http.StatusForbidden, msg)
+}
+
+func textResponse(req *http.Request, status int, msg string) *http.Response {
+	body := msg + "\n"
+	h := http.Header{}
+	h.Set("Content-Type", "text/plain; charset=utf-8")
+	h.Set("X-Coily-Egress", "refused")
+	return &http.Response{StatusCode: status, Status: fmt.Sprintf("%d %s", status, http.StatusText(status)),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1, Header: h, Request: req, Close: true,
+		ContentLength: int64(len(body)), Body: io.NopCloser(strings.NewReader(body))}
+}
+
+// errSmuggle is a head whose framing hops could read differently.
+var errSmuggle = errors.New("the request head's framing is ambiguous")
+
+// checkHead peeks at the next request head (without consuming it) and
+// refuses framing that one hop could read otherwise than the next:
+// Content-Length with Transfer-Encoding, several of either, a
+// Transfer-Encoding other than "chunked", obsolete line folding, bare LF
+// line ends, or header names with spaces before the colon. io.EOF: the
+// client closed between requests.
+func checkHead(br *bufio.Reader) error {
+	var head []byte
+	for {
+		if _, err := br.Peek(br.Buffered() + 1); err != nil {
+			if br.Buffered() == 0 {
+				return io.EOF
+			}
+			return fmt.Errorf("incomplete request head: %w", err)
+		}
+		buf, _ := br.Peek(br.Buffered())
+		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
+			head = buf[:i+2]
+			break
+		}
+		if len(buf) >= maxHeaderBytes {
+			return errors.New("request head longer than 64 KiB")
+		}
+	}
+	return checkHeadLines(head)
+}
+
+// checkHeadLines checks a request head, request line included, each line
+// ending in CRLF.
+func checkHeadLines(head []byte) error {
+	lines := bytes.Split(head, []byte("\r\n"))
+	var cl, te int
+	for i, l := range lines[:len(lines)-1] {
+		if bytes.IndexByte(l, '\n') >= 0 || bytes.IndexByte(l, '\r') >= 0 {
+			return fmt.Errorf("%w: a bare CR or LF", errSmuggle)
+		}
+		if i == 0 {
+			continue
+		}
+		if len(l) > 0 && (l[0] == ' ' || l[0] == '\t') {
+			return fmt.Errorf("%w: folded header line", errSmuggle)
+		}
+		name, val, ok := bytes.Cut(l, []byte(":"))
+		if !ok || len(name) == 0 || bytes.ContainsAny(name, " \t") {
+			return fmt.Errorf("%w: malformed header line", errSmuggle)
+		}
+		switch strings.ToLower(string(name)) {
+		case "content-length":
+			cl++
+		case "transfer-encoding":
+			te++
+			if !strings.EqualFold(strings.TrimSpace(string(val)), "chunked") {
+				return fmt.Errorf("%w: Transfer-Encoding %q", errSmuggle, bytes.TrimSpace(val))
+			}
+		}
+	}
+	switch {
+	case cl > 0 && te > 0:
+		return fmt.Errorf("%w: both Content-Length and Transfer-Encoding", errSmuggle)
+	case cl > 1 || te > 1:
+		return fmt.Errorf("%w: repeated Content-Length or Transfer-Encoding", errSmuggle)
+	}
+	return nil
+}

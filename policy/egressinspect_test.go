@@ -1,0 +1,148 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+
+	"coily.dev/coily/egress"
+	"coily.dev/coily/policy"
+)
+
+// inspectBlock is a rule's egress block with inspection, for editing.
+func inspectBlock() map[string]any {
+	return map[string]any{
+		"allow":    []string{"api.github.com", "uploads.github.com:8443"},
+		"inspect":  []string{"api.github.com"},
+		"http":     map[string][]string{"api.github.com": {"GET /repos/alice/app/**", "POST /repos/alice/app/issues"}},
+		"max_body": "1MiB",
+		"inject": []map[string]string{{"env": "GH_TOKEN", "credential": "vault:secret/coily/github#token",
+			"host": "api.github.com", "path": "/repos/", "form": "token"}},
+	}
+}
+
+func loadInspect(t *testing.T, block map[string]any, extra string) (*policy.Egress, error) {
+	t.Helper()
+	j, err := json.Marshal(block)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := "version: 1\ncommands:\n  - {name: r, binary: /usr/bin/curl, args: [\"**\"], network: proxied" + extra + ", egress: " + string(j) + "}\n"
+	p, err := policy.Parse("inspect.yaml", []byte(doc))
+	if err != nil {
+		return nil, err
+	}
+	i := slices.IndexFunc(p.Rules(), func(r *policy.Rule) bool { return r.Name == "r" })
+	return p.Rules()[i].Egress, nil
+}
+
+func TestLoadEgressInspect(t *testing.T) {
+	e, err := loadInspect(t, inspectBlock(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(e.Inspect, []string{"api.github.com"}) || e.MaxBody != 1<<20 || len(e.Inject) != 1 {
+		t.Fatalf("%+v", e)
+	}
+	in := e.Inject[0]
+	if in.Env != "GH_TOKEN" || in.Host != "api.github.com" || in.Path != "/repos/" || in.Form != egress.FormToken || in.Ref.String() != "vault:secret/coily/github#token" {
+		t.Errorf("inject %+v", in)
+	}
+	if r := e.HTTPRules()["api.github.com"]; len(r) != 2 || !r[0].Allows("GET", "/repos/alice/app/x") {
+		t.Errorf("http rules %+v", r)
+	}
+}
+
+// TestLoadEgressInspectHostile: each edit of a good block is refused
+// with an error naming what is wrong.
+func TestLoadEgressInspectHostile(t *testing.T) {
+	inj := func(kv ...string) func(map[string]any) {
+		return func(b map[string]any) {
+			m := b["inject"].([]map[string]string)[0]
+			for i := 0; i+1 < len(kv); i += 2 {
+				if kv[i+1] == "" {
+					delete(m, kv[i])
+				} else {
+					m[kv[i]] = kv[i+1]
+				}
+			}
+		}
+	}
+	set := func(k string, v any) func(map[string]any) { return func(b map[string]any) { b[k] = v } }
+	cases := []struct {
+		name  string
+		edit  func(map[string]any)
+		extra string
+		err   string
+	}{
+		{"inspect a host not allowed", set("inspect", []string{"github.com"}), "", "not in the rule's egress allowlist"},
+		{"inspect a wildcard", set("inspect", []string{"*.github.com"}), "", "without wildcard"},
+		{"inspect with a port", set("inspect", []string{"api.github.com:443"}), "", "without wildcard or port"},
+		{"inspect an IP", set("inspect", []string{"127.0.0.1"}), "", "allow_cidrs"},
+		{"inspect twice", set("inspect", []string{"api.github.com", "API.github.com"}), "", "twice"},
+		{"http for a host not inspected", set("http", map[string][]string{"uploads.github.com": {"GET /**"}}), "", "not an inspected host"},
+		{"http rule hostile", set("http", map[string][]string{"api.github.com": {"GET /a/../b"}}), "", "dot segments"},
+		{"http rule without method", set("http", map[string][]string{"api.github.com": {"/a"}}), "", "METHOD"},
+		{"http no rules", set("http", map[string][]string{"api.github.com": {}}), "", "1 to"},
+		{"max_body zero", set("max_body", "0"), "", "max_body"},
+		{"max_body junk", set("max_body", "lots"), "", "max_body"},
+		{"inject to a host not inspected", inj("host", "uploads.github.com"), "", "not an inspected host"},
+		{"inject a reserved variable", inj("env", "HTTPS_PROXY"), "", "set by the server"},
+		{"inject a coily name", inj("env", "COILY_INJECT_X"), "", "set by the server"},
+		{"inject a bad name", inj("env", "GH-TOKEN"), "", "bad variable name"},
+		{"inject a passed variable", inj(), ", env: [GH_TOKEN]", "callers may pass"},
+		{"inject a credential too", inj(), ", credentials: {GH_TOKEN: 'vault:x/y#z'}", "also in credentials"},
+		{"inject bad path", inj("path", "repos"), "", "path"},
+		{"inject dot path", inj("path", "/repos/../x"), "", "dot segment"},
+		{"inject path with query", inj("path", "/repos?x"), "", "path"},
+		{"inject unknown form", inj("form", "cookie"), "", "form"},
+		{"inject form header without name", inj("form", "header"), "", "header: NAME"},
+		{"inject form and header", inj("header", "X-Key"), "", "exclusive"},
+		{"inject into Host", inj("form", "", "header", "Host"), "", "cannot carry"},
+		{"inject into a proxy header", inj("form", "", "header", "Proxy-Authorization"), "", "cannot carry"},
+		{"inject into a header with a colon", inj("form", "", "header", "X:Y"), "", "cannot carry"},
+		{"inject bad reference", inj("credential", "plaintext-token"), "", "GH_TOKEN"},
+	}
+	for _, tc := range cases {
+		b := inspectBlock()
+		tc.edit(b)
+		if _, err := loadInspect(t, b, tc.extra); err == nil || !strings.Contains(err.Error(), tc.err) {
+			t.Errorf("%s: %v; want an error containing %q", tc.name, err, tc.err)
+		}
+	}
+	b := inspectBlock()
+	b["inject"] = append(b["inject"].([]map[string]string), map[string]string{"env": "GH_TOKEN", "credential": "vault:other/x#y", "host": "api.github.com", "form": "bearer"})
+	if _, err := loadInspect(t, b, ""); err == nil || !strings.Contains(err.Error(), "two credentials") {
+		t.Errorf("one variable, two credentials: %v", err)
+	}
+}
+
+// FuzzEgressInspect: whatever inspect, http and inject hold, the loader
+// refuses or gives an Egress whose inspected hosts are allowed and whose
+// injections go to inspected hosts.
+func FuzzEgressInspect(f *testing.F) {
+	f.Add("api.github.com", "GET /repos/**", "GH_TOKEN", "/repos/", "token", "")
+	f.Add("github.com", "GET /a/../b", "HTTPS_PROXY", "x", "cookie", "Host")
+	f.Add("api.github.com", "* /", "X", "", "", "X-Api-Key")
+	f.Fuzz(func(t *testing.T, inspect, rule, env, path, form, header string) {
+		b := inspectBlock()
+		b["inspect"] = []string{inspect}
+		b["http"] = map[string][]string{inspect: {rule}}
+		b["inject"] = []map[string]string{{"env": env, "credential": "vault:secret/x#y", "host": inspect, "path": path, "form": form, "header": header}}
+		e, err := loadInspect(t, b, "")
+		if err != nil {
+			return
+		}
+		for _, h := range e.Inspect {
+			if !e.Allows(h, 443) && !e.Allows(h, 8443) {
+				t.Fatalf("inspected %q is not allowed", h)
+			}
+		}
+		for _, in := range e.Inject {
+			if !slices.Contains(e.Inspect, in.Host) || policy.ReservedEnv(in.Env) || strings.Contains(in.Path, "..") {
+				t.Fatalf("inject %+v", in)
+			}
+		}
+	})
+}
