@@ -46,6 +46,7 @@ const (
 	reasonBodyCap      = "body-cap"
 	reasonHostMismatch = "host-mismatch"
 	reasonBadRequest   = "bad-request"
+	reasonPath         = "path"
 )
 
 // inspected is one CONNECT whose TLS the proxy terminates.

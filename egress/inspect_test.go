@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,7 +216,8 @@ func TestInspectHTTPRulesAndBodyCap(t *testing.T) {
 		{"POST", "/repos/alice/app/issues", strings.Repeat("x", 1001), 403},
 		{"DELETE", "/repos/alice/app", "", 403},
 		{"GET", "/repos/bob/app", "", 403},
-		{"GET", "/repos/alice/app/%2e%2e/x", "", 200}, // an escaped segment is a name, not a dot segment
+		{"GET", "/repos/alice/app/%2e%2e/x", "", 403}, // an encoded dot segment is one (nginx and most frameworks decode it)
+		{"GET", "/repos/alice/app/%2e%2e/%2e%2e/%2e%2e/user", "", 403},
 		{"GET", "/user", "", 403},
 	}
 	for _, tc := range cases {
@@ -233,13 +235,69 @@ func TestInspectHTTPRulesAndBodyCap(t *testing.T) {
 	for _, r := range reqs {
 		if r.Decision == Deny {
 			denied++
-			if r.Status != 403 || (r.Reason != reasonHTTPRule && r.Reason != reasonBodyCap) {
+			if r.Status != 403 || (r.Reason != reasonHTTPRule && r.Reason != reasonBodyCap && r.Reason != reasonPath) {
 				t.Errorf("denied row %+v", r)
 			}
 		}
 	}
-	if denied != 4 {
-		t.Errorf("%d denied request rows, want 4: %+v", denied, reqs)
+	if denied != 6 {
+		t.Errorf("%d denied request rows, want 6: %+v", denied, reqs)
+	}
+}
+
+// TestInspectInjectDotSegments: with the injection's prefix /repos/, a
+// path that leaves it once normalised (as nginx, Envoy and most
+// frameworks do) is refused with 403 and a row, over HTTP/1.1 and
+// HTTP/2, and the upstream never sees the secret.
+func TestInspectInjectDotSegments(t *testing.T) {
+	e := newInspectEnv(t, nil, 0, FormBearer)
+	paths := []string{"/repos/../user", "/repos/%2e%2e/user", "/repos/%2E%2e/user", "/repos/./../user", "/repos/alice/%2e%2e/%2e%2e/user",
+		"/repos/org%2f..%2f..%2fuser", "/repos/a%5c..%5cuser", "/repos//user", "/repos/..;/user", "/repos/a%00"}
+	for _, p := range paths { // HTTP/1.1, the request line as written
+		_, _, c := e.tp.raw(t, connect(apiHost+":"+e.port))
+		tc := tls.Client(c, &tls.Config{ServerName: apiHost, RootCAs: caPool(e.ca), NextProtos: []string{"http/1.1"}})
+		fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", p, apiHost, e.port, e.placeholder)
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Errorf("HTTP/1.1 %s: %v", p, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 403 || resp.Header.Get("X-Coily-Egress") != "refused" || !strings.Contains(string(body), "path") {
+			t.Errorf("HTTP/1.1 %s: %s %q; want 403 saying why", p, resp.Status, body)
+		}
+	}
+	c := e.client(t, caPool(e.ca), true)
+	for _, p := range paths { // HTTP/2: net/http sends the path as parsed
+		u, err := url.Parse(e.url(apiHost, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &http.Request{Method: "GET", URL: u, Header: http.Header{"Authorization": {"Bearer " + e.placeholder}}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Errorf("HTTP/2 %s: %v", p, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 403 || resp.ProtoMajor != 2 || !strings.Contains(string(body), "path") {
+			t.Errorf("HTTP/2 %s: %s %s %q; want 403 saying why", p, resp.Proto, resp.Status, body)
+		}
+	}
+	for _, s := range e.seen.all() {
+		if strings.Contains(s, secretTok) {
+			t.Errorf("the upstream saw the secret: %q", s)
+		}
+	}
+	reqs, _ := e.tp.Requests()
+	if len(reqs) != 2*len(paths) {
+		t.Errorf("%d request rows, want %d", len(reqs), 2*len(paths))
+	}
+	for _, r := range reqs {
+		if r.Decision != Deny || r.Reason != reasonPath || r.Status != 403 || r.Injected {
+			t.Errorf("row %+v: want a path refusal", r)
+		}
 	}
 }
 
