@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -54,6 +55,12 @@ type inspectEnv struct {
 
 func newInspectEnv(t *testing.T, rules map[string][]HTTPRule, maxBody int64, form Form) *inspectEnv {
 	t.Helper()
+	return newInspectEnvPort(t, rules, maxBody, form, -1)
+}
+
+// newInspectEnvPort: the injection's port is injPort (-1: the upstream's).
+func newInspectEnvPort(t *testing.T, rules map[string][]HTTPRule, maxBody int64, form Form, injPort int) *inspectEnv {
+	t.Helper()
 	seen := &upstreamSeen{}
 	uca := standin.TLS(t)
 	srv := uca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -71,8 +78,11 @@ func newInspectEnv(t *testing.T, rules map[string][]HTTPRule, maxBody int64, for
 		t.Fatal(err)
 	}
 	ph := NewPlaceholder()
+	if injPort < 0 {
+		injPort, _ = strconv.Atoi(srv.Port)
+	}
 	insp := &Inspection{CA: ca, Roots: uca.Pool, Rules: rules, MaxBody: maxBody,
-		Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: apiHost, PathPrefix: "/repos/", Form: form}}}
+		Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: apiHost, Port: injPort, PathPrefix: "/repos/", Form: form}}}
 	res := newResolver(apiHost, "127.0.0.1", otherHost, "127.0.0.1", tunnelHost, "127.0.0.1")
 	tp := startProxy(t, Config{Resolver: res, Inspect: insp},
 		[]string{apiHost + ":" + srv.Port, otherHost + ":" + srv.Port, tunnelHost + ":" + srv.Port}, loopback)
@@ -301,6 +311,23 @@ func TestInspectInjectDotSegments(t *testing.T) {
 	}
 }
 
+// TestInspectInjectPort: an injection for api.example.test (port 443 by
+// default) does not send the secret to the same host on another port.
+func TestInspectInjectPort(t *testing.T) {
+	for _, port := range []int{0, 443, 8443} {
+		e := newInspectEnvPort(t, nil, 0, FormBearer, port)
+		resp, body := do(t, e.client(t, caPool(e.ca), false), "GET", e.url(apiHost, "/repos/alice/app"), "Bearer "+e.placeholder, "")
+		if resp.StatusCode != 403 || !strings.Contains(body, "placeholder") {
+			t.Errorf("injection for port %d, request to port %s: %s %q; want 403", port, e.port, resp.Status, body)
+		}
+		for _, s := range e.seen.all() {
+			if strings.Contains(s, secretTok) {
+				t.Errorf("port %d: the upstream on %s saw the secret", port, e.port)
+			}
+		}
+	}
+}
+
 func mustRule(t *testing.T, s string) HTTPRule {
 	t.Helper()
 	r, err := ParseHTTPRule(s)
@@ -419,7 +446,7 @@ func TestInspectWithGH(t *testing.T) {
 	uca := x509.NewCertPool()
 	pemBytes, _ := os.ReadFile(g.CAFile)
 	uca.AppendCertsFromPEM(pemBytes)
-	insp := &Inspection{CA: ca, Roots: uca, Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: ghe, Form: FormToken}}}
+	insp := &Inspection{CA: ca, Roots: uca, Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: ghe, Port: atoi(t, g.Port), Form: FormToken}}}
 	tp := startProxy(t, Config{Resolver: newResolver(ghe, "127.0.0.1"), Inspect: insp}, []string{ghe + ":" + g.Port}, loopback)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(caFile, ca.CertPEM(), 0o600)
@@ -439,6 +466,14 @@ func TestInspectWithGH(t *testing.T) {
 	if len(reqs) == 0 || !reqs[len(reqs)-1].Injected {
 		t.Errorf("request rows %+v: want an injected request", reqs)
 	}
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 func b64(s string) string { return base64Std(s) }

@@ -104,7 +104,7 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 	h := in.Header.Clone()
 	stripHopByHop(h)
 	h.Del("Expect")
-	used, err := injectHeaders(h, t.Host, path, ins)
+	used, err := injectHeaders(h, t.Host, t.Port, path, ins)
 	if err != nil {
 		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
 	}

@@ -97,7 +97,12 @@ func ParseInjectSpec(s string) (Inject, error) {
 	if name, ok := strings.CutPrefix(form, "header="); ok {
 		form, header = "", name
 	}
-	in := Inject{Env: env, Host: strings.ToLower(host), Path: path, Header: header}
+	in := Inject{Env: env, Path: path, Header: header}
+	h, port, err := injectHost(host)
+	if err != nil {
+		return in, err
+	}
+	in.Host, in.Port = h, port
 	switch {
 	case !ValidEnvName(env):
 		return in, fmt.Errorf("egress inject: bad variable name %q", env)
