@@ -152,7 +152,10 @@ func TestInspectInjectsOverHTTP1AndHTTP2(t *testing.T) {
 			t.Errorf("request %d: %s %q", i, resp.Status, body)
 		}
 	}
-	reqs, _ := e.tp.Requests()
+	// A row is added once its response is written: the client can read
+	// the response first.
+	var reqs []RequestRow
+	waitFor(t, "5 request rows", func() bool { reqs, _ = e.tp.Requests(); return len(reqs) >= 5 })
 	if len(reqs) != 5 {
 		t.Fatalf("request rows %+v, want 5", reqs)
 	}
@@ -240,7 +243,8 @@ func TestInspectHTTPRulesAndBodyCap(t *testing.T) {
 	if resp, _ := do(t, c, "DELETE", e.url(otherHost, "/anything"), "", ""); resp.StatusCode != 200 {
 		t.Errorf("DELETE on a host without rules: %s", resp.Status)
 	}
-	reqs, _ := e.tp.Requests()
+	var reqs []RequestRow
+	waitFor(t, "a request row each", func() bool { reqs, _ = e.tp.Requests(); return len(reqs) >= len(cases)+1 })
 	var denied int
 	for _, r := range reqs {
 		if r.Decision == Deny {
@@ -300,7 +304,8 @@ func TestInspectInjectDotSegments(t *testing.T) {
 			t.Errorf("the upstream saw the secret: %q", s)
 		}
 	}
-	reqs, _ := e.tp.Requests()
+	var reqs []RequestRow
+	waitFor(t, "a request row each", func() bool { reqs, _ = e.tp.Requests(); return len(reqs) >= 2*len(paths) })
 	if len(reqs) != 2*len(paths) {
 		t.Errorf("%d request rows, want %d", len(reqs), 2*len(paths))
 	}
@@ -462,10 +467,10 @@ func TestInspectWithGH(t *testing.T) {
 	if strings.Contains(out, secretTok) {
 		t.Error("gh printed the secret")
 	}
-	reqs, _ := tp.Requests()
-	if len(reqs) == 0 || !reqs[len(reqs)-1].Injected {
-		t.Errorf("request rows %+v: want an injected request", reqs)
-	}
+	waitFor(t, "an injected request row", func() bool {
+		reqs, _ := tp.Requests()
+		return len(reqs) > 0 && reqs[len(reqs)-1].Injected
+	})
 }
 
 func atoi(t *testing.T, s string) int {
