@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"coily.dev/coily/egress"
@@ -130,6 +131,14 @@ func checkInject(r *Rule, e *Egress, f injectFile) (Inject, error) {
 		}
 	}
 	return in, nil
+}
+
+// HostPort is the host and, when not 443, its port.
+func (in Inject) HostPort() string {
+	if in.Port == 0 || in.Port == 443 {
+		return in.Host
+	}
+	return in.Host + ":" + strconv.Itoa(in.Port)
 }
 
 // injectHost reads an inject entry's host: one name, with the port the
