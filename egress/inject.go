@@ -75,6 +75,7 @@ type Injection struct {
 	Placeholder string // NewPlaceholder
 	Secret      string
 	Host        string // an inspected host, exact
+	Port        int    // the CONNECT port (0: 443)
 	PathPrefix  string // "" or starting with "/"
 	Form        Form
 	Header      string // FormHeader's header name
@@ -88,10 +89,14 @@ func (in Injection) header() string {
 	return "Authorization"
 }
 
-// matches reports whether a request to host with path is one the
-// injection swaps the placeholder in.
-func (in Injection) matches(host, path string) bool {
-	return host == in.Host && pathHasPrefix(path, in.PathPrefix)
+// matches reports whether a request to host:port (the CONNECT's) with
+// path (canonPath's) is one the injection swaps the placeholder in.
+func (in Injection) matches(host string, port int, path string) bool {
+	want := in.Port
+	if want == 0 {
+		want = 443
+	}
+	return host == in.Host && port == want && pathHasPrefix(path, in.PathPrefix)
 }
 
 // pathHasPrefix: "" matches all; "/a" matches "/a", "/a/…" but not "/ab";
@@ -152,15 +157,15 @@ func (e *placeholderError) Error() string {
 }
 
 // injectHeaders swaps every placeholder in h for its secret where an
-// injection allows it, for a request to host with path; a placeholder
+// injection allows it, for a request to host:port with path; a placeholder
 // anywhere else, or one sent encoded (base64 in a Basic header that is
 // not the injection's), refuses the request. It reports the injections
 // used.
-func injectHeaders(h http.Header, host, path string, ins []Injection) ([]Injection, error) {
+func injectHeaders(h http.Header, host string, port int, path string, ins []Injection) ([]Injection, error) {
 	var used []Injection
 	for name, vals := range h {
 		for i, v := range vals {
-			in, ok := findInjection(ins, name, v, host, path)
+			in, ok := findInjection(ins, name, v, host, port, path)
 			if ok {
 				nv, _ := in.swap(v)
 				vals[i] = nv
@@ -175,9 +180,9 @@ func injectHeaders(h http.Header, host, path string, ins []Injection) ([]Injecti
 	return used, nil
 }
 
-func findInjection(ins []Injection, name, value, host, path string) (Injection, bool) {
+func findInjection(ins []Injection, name, value, host string, port int, path string) (Injection, bool) {
 	for _, in := range ins {
-		if in.header() == name && in.matches(host, path) {
+		if in.header() == name && in.matches(host, port, path) {
 			if _, ok := in.swap(value); ok {
 				return in, true
 			}

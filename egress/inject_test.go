@@ -61,7 +61,7 @@ func TestInjectHeaders(t *testing.T) {
 	ins := []Injection{{Placeholder: ph, Secret: "S", Host: "api.test", PathPrefix: "/repos", Form: FormBearer},
 		{Placeholder: ph, Secret: "S", Host: "api.test", Form: FormHeader, Header: "X-Api-Key"}}
 	h := http.Header{"Authorization": {"Bearer " + ph}, "X-Api-Key": {ph}, "Accept": {"*/*"}}
-	used, err := injectHeaders(h, "api.test", "/repos/x", ins)
+	used, err := injectHeaders(h, "api.test", 443, "/repos/x", ins)
 	if err != nil || len(used) != 2 || h.Get("Authorization") != "Bearer S" || h.Get("X-Api-Key") != "S" {
 		t.Fatalf("%v %v %v", used, err, h)
 	}
@@ -70,12 +70,15 @@ func TestInjectHeaders(t *testing.T) {
 		{"X-" + ph: {"1"}},
 		{"Proxy-Authorization": {"Basic " + base64Std("u:"+ph)}},
 	} {
-		if _, err := injectHeaders(bad, "api.test", "/repos/x", ins); err == nil {
+		if _, err := injectHeaders(bad, "api.test", 443, "/repos/x", ins); err == nil {
 			t.Errorf("%v: placeholder not refused", bad)
 		}
 	}
-	if _, err := injectHeaders(http.Header{"Authorization": {"Bearer " + ph}}, "api.test", "/user", ins); err == nil {
+	if _, err := injectHeaders(http.Header{"Authorization": {"Bearer " + ph}}, "api.test", 443, "/user", ins); err == nil {
 		t.Error("placeholder outside the path prefix not refused")
+	}
+	if _, err := injectHeaders(http.Header{"Authorization": {"Bearer " + ph}}, "api.test", 8443, "/repos/x", ins); err == nil {
+		t.Error("placeholder to another port than the injection's (443) not refused")
 	}
 }
 

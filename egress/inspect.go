@@ -46,6 +46,8 @@ const (
 	reasonBodyCap      = "body-cap"
 	reasonHostMismatch = "host-mismatch"
 	reasonBadRequest   = "bad-request"
+	reasonPath         = "path"
+	reasonConnClosed   = "connection-closed"
 )
 
 // inspected is one CONNECT whose TLS the proxy terminates.
@@ -55,7 +57,40 @@ type inspected struct {
 	ctx      context.Context
 	tr       *http.Transport
 	up, down atomic.Int64
-	wg       sync.WaitGroup // h2 handlers
+	h2       handlerGate
+}
+
+// handlerGate counts the HTTP/2 handlers of a connection. net/http starts
+// each in its own goroutine and does not wait for them when the
+// connection ends, so a handler can begin after Serve returned: counting
+// it with a bare WaitGroup.Add there races the Wait and its row would be
+// recorded after the connection's. Here a handler enters under the lock
+// or not at all: once closed, a late one sends nothing upstream.
+type handlerGate struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// enter admits a handler (leave when done); false once closed.
+func (g *handlerGate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.wg.Add(1)
+	return true
+}
+
+func (g *handlerGate) leave() { g.wg.Done() }
+
+// close admits no more handlers and waits for those admitted.
+func (g *handlerGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
+	g.wg.Wait()
 }
 
 // intercept answers 200, terminates the client's TLS with a leaf of the
@@ -106,7 +141,7 @@ func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Targ
 		ic.serveH1(tc)
 	}
 	rcancel()
-	ic.wg.Wait()
+	ic.h2.close()
 	ic.tr.CloseIdleConnections()
 	end := p.cfg.Now()
 	p.rows.finish(key, ic.up.Load(), ic.down.Load(), end.Sub(start), false, end)
@@ -234,8 +269,13 @@ func (ic *inspected) serveH2(tc *tls.Conn) {
 }
 
 func (ic *inspected) handleH2(w http.ResponseWriter, r *http.Request) {
-	ic.wg.Add(1)
-	defer ic.wg.Done()
+	if !ic.h2.enter() { // the connection is over and its row written
+		ic.p.requests.add(requestRow{RequestRow: RequestRow{Time: ic.p.cfg.Now(), Port: ic.t.Port, Decision: Deny,
+			Reason: reasonConnClosed, Status: http.StatusServiceUnavailable, Proto: r.Proto}, host: ic.t.Host, method: r.Method, path: r.URL.Path})
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	defer ic.h2.leave()
 	resp, finish := ic.roundTrip(r, func() {})
 	defer resp.Body.Close()
 	stripHopByHop(resp.Header)

@@ -36,7 +36,7 @@ func BenchmarkInspectVsTunnel(b *testing.B) {
 		b.Fatal(err)
 	}
 	ph := NewPlaceholder()
-	insp := &Inspection{CA: ca, Roots: uca.Pool, Inject: []Injection{{Placeholder: ph, Secret: "s3cr3t-value", Host: "inspected.test", Form: FormBearer}}}
+	insp := &Inspection{CA: ca, Roots: uca.Pool, Inject: []Injection{{Placeholder: ph, Secret: "s3cr3t-value", Host: "inspected.test", Port: benchPort(b, srv.Port), Form: FormBearer}}}
 	al, _ := NewAllowlist([]string{"inspected.test:" + srv.Port, "tunnel.test:" + srv.Port}, loopback)
 	p, err := New(Config{Rule: "bench", Allowlist: al, Resolver: newResolver("inspected.test", "127.0.0.1", "tunnel.test", "127.0.0.1"), Inspect: insp})
 	if err != nil {
@@ -123,4 +123,12 @@ func serveBench(b *testing.B, p *Proxy, sock string) {
 	done := make(chan struct{})
 	go func() { defer close(done); p.Serve(l) }()
 	b.Cleanup(func() { p.Close(); <-done })
+}
+
+func benchPort(b *testing.B, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n
 }

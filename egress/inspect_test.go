@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -53,6 +55,12 @@ type inspectEnv struct {
 
 func newInspectEnv(t *testing.T, rules map[string][]HTTPRule, maxBody int64, form Form) *inspectEnv {
 	t.Helper()
+	return newInspectEnvPort(t, rules, maxBody, form, -1)
+}
+
+// newInspectEnvPort: the injection's port is injPort (-1: the upstream's).
+func newInspectEnvPort(t *testing.T, rules map[string][]HTTPRule, maxBody int64, form Form, injPort int) *inspectEnv {
+	t.Helper()
 	seen := &upstreamSeen{}
 	uca := standin.TLS(t)
 	srv := uca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -70,8 +78,11 @@ func newInspectEnv(t *testing.T, rules map[string][]HTTPRule, maxBody int64, for
 		t.Fatal(err)
 	}
 	ph := NewPlaceholder()
+	if injPort < 0 {
+		injPort, _ = strconv.Atoi(srv.Port)
+	}
 	insp := &Inspection{CA: ca, Roots: uca.Pool, Rules: rules, MaxBody: maxBody,
-		Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: apiHost, PathPrefix: "/repos/", Form: form}}}
+		Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: apiHost, Port: injPort, PathPrefix: "/repos/", Form: form}}}
 	res := newResolver(apiHost, "127.0.0.1", otherHost, "127.0.0.1", tunnelHost, "127.0.0.1")
 	tp := startProxy(t, Config{Resolver: res, Inspect: insp},
 		[]string{apiHost + ":" + srv.Port, otherHost + ":" + srv.Port, tunnelHost + ":" + srv.Port}, loopback)
@@ -141,7 +152,10 @@ func TestInspectInjectsOverHTTP1AndHTTP2(t *testing.T) {
 			t.Errorf("request %d: %s %q", i, resp.Status, body)
 		}
 	}
-	reqs, _ := e.tp.Requests()
+	// A row is added once its response is written: the client can read
+	// the response first.
+	var reqs []RequestRow
+	waitFor(t, "5 request rows", func() bool { reqs, _ = e.tp.Requests(); return len(reqs) >= 5 })
 	if len(reqs) != 5 {
 		t.Fatalf("request rows %+v, want 5", reqs)
 	}
@@ -215,7 +229,8 @@ func TestInspectHTTPRulesAndBodyCap(t *testing.T) {
 		{"POST", "/repos/alice/app/issues", strings.Repeat("x", 1001), 403},
 		{"DELETE", "/repos/alice/app", "", 403},
 		{"GET", "/repos/bob/app", "", 403},
-		{"GET", "/repos/alice/app/%2e%2e/x", "", 200}, // an escaped segment is a name, not a dot segment
+		{"GET", "/repos/alice/app/%2e%2e/x", "", 403}, // an encoded dot segment is one (nginx and most frameworks decode it)
+		{"GET", "/repos/alice/app/%2e%2e/%2e%2e/%2e%2e/user", "", 403},
 		{"GET", "/user", "", 403},
 	}
 	for _, tc := range cases {
@@ -228,18 +243,93 @@ func TestInspectHTTPRulesAndBodyCap(t *testing.T) {
 	if resp, _ := do(t, c, "DELETE", e.url(otherHost, "/anything"), "", ""); resp.StatusCode != 200 {
 		t.Errorf("DELETE on a host without rules: %s", resp.Status)
 	}
-	reqs, _ := e.tp.Requests()
+	var reqs []RequestRow
+	waitFor(t, "a request row each", func() bool { reqs, _ = e.tp.Requests(); return len(reqs) >= len(cases)+1 })
 	var denied int
 	for _, r := range reqs {
 		if r.Decision == Deny {
 			denied++
-			if r.Status != 403 || (r.Reason != reasonHTTPRule && r.Reason != reasonBodyCap) {
+			if r.Status != 403 || (r.Reason != reasonHTTPRule && r.Reason != reasonBodyCap && r.Reason != reasonPath) {
 				t.Errorf("denied row %+v", r)
 			}
 		}
 	}
-	if denied != 4 {
-		t.Errorf("%d denied request rows, want 4: %+v", denied, reqs)
+	if denied != 6 {
+		t.Errorf("%d denied request rows, want 6: %+v", denied, reqs)
+	}
+}
+
+// TestInspectInjectDotSegments: with the injection's prefix /repos/, a
+// path that leaves it once normalised (as nginx, Envoy and most
+// frameworks do) is refused with 403 and a row, over HTTP/1.1 and
+// HTTP/2, and the upstream never sees the secret.
+func TestInspectInjectDotSegments(t *testing.T) {
+	e := newInspectEnv(t, nil, 0, FormBearer)
+	paths := []string{"/repos/../user", "/repos/%2e%2e/user", "/repos/%2E%2e/user", "/repos/./../user", "/repos/alice/%2e%2e/%2e%2e/user",
+		"/repos/org%2f..%2f..%2fuser", "/repos/a%5c..%5cuser", "/repos//user", "/repos/..;/user", "/repos/a%00"}
+	for _, p := range paths { // HTTP/1.1, the request line as written
+		_, _, c := e.tp.raw(t, connect(apiHost+":"+e.port))
+		tc := tls.Client(c, &tls.Config{ServerName: apiHost, RootCAs: caPool(e.ca), NextProtos: []string{"http/1.1"}})
+		fmt.Fprintf(tc, "GET %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\nConnection: close\r\n\r\n", p, apiHost, e.port, e.placeholder)
+		resp, err := http.ReadResponse(bufio.NewReader(tc), nil)
+		if err != nil {
+			t.Errorf("HTTP/1.1 %s: %v", p, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 403 || resp.Header.Get("X-Coily-Egress") != "refused" || !strings.Contains(string(body), "path") {
+			t.Errorf("HTTP/1.1 %s: %s %q; want 403 saying why", p, resp.Status, body)
+		}
+	}
+	c := e.client(t, caPool(e.ca), true)
+	for _, p := range paths { // HTTP/2: net/http sends the path as parsed
+		u, err := url.Parse(e.url(apiHost, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req := &http.Request{Method: "GET", URL: u, Header: http.Header{"Authorization": {"Bearer " + e.placeholder}}}
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Errorf("HTTP/2 %s: %v", p, err)
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 403 || resp.ProtoMajor != 2 || !strings.Contains(string(body), "path") {
+			t.Errorf("HTTP/2 %s: %s %s %q; want 403 saying why", p, resp.Proto, resp.Status, body)
+		}
+	}
+	for _, s := range e.seen.all() {
+		if strings.Contains(s, secretTok) {
+			t.Errorf("the upstream saw the secret: %q", s)
+		}
+	}
+	var reqs []RequestRow
+	waitFor(t, "a request row each", func() bool { reqs, _ = e.tp.Requests(); return len(reqs) >= 2*len(paths) })
+	if len(reqs) != 2*len(paths) {
+		t.Errorf("%d request rows, want %d", len(reqs), 2*len(paths))
+	}
+	for _, r := range reqs {
+		if r.Decision != Deny || r.Reason != reasonPath || r.Status != 403 || r.Injected {
+			t.Errorf("row %+v: want a path refusal", r)
+		}
+	}
+}
+
+// TestInspectInjectPort: an injection for api.example.test (port 443 by
+// default) does not send the secret to the same host on another port.
+func TestInspectInjectPort(t *testing.T) {
+	for _, port := range []int{0, 443, 8443} {
+		e := newInspectEnvPort(t, nil, 0, FormBearer, port)
+		resp, body := do(t, e.client(t, caPool(e.ca), false), "GET", e.url(apiHost, "/repos/alice/app"), "Bearer "+e.placeholder, "")
+		if resp.StatusCode != 403 || !strings.Contains(body, "placeholder") {
+			t.Errorf("injection for port %d, request to port %s: %s %q; want 403", port, e.port, resp.Status, body)
+		}
+		for _, s := range e.seen.all() {
+			if strings.Contains(s, secretTok) {
+				t.Errorf("port %d: the upstream on %s saw the secret", port, e.port)
+			}
+		}
 	}
 }
 
@@ -361,7 +451,7 @@ func TestInspectWithGH(t *testing.T) {
 	uca := x509.NewCertPool()
 	pemBytes, _ := os.ReadFile(g.CAFile)
 	uca.AppendCertsFromPEM(pemBytes)
-	insp := &Inspection{CA: ca, Roots: uca, Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: ghe, Form: FormToken}}}
+	insp := &Inspection{CA: ca, Roots: uca, Inject: []Injection{{Placeholder: ph, Secret: secretTok, Host: ghe, Port: atoi(t, g.Port), Form: FormToken}}}
 	tp := startProxy(t, Config{Resolver: newResolver(ghe, "127.0.0.1"), Inspect: insp}, []string{ghe + ":" + g.Port}, loopback)
 	caFile := filepath.Join(t.TempDir(), "ca.pem")
 	os.WriteFile(caFile, ca.CertPEM(), 0o600)
@@ -377,10 +467,18 @@ func TestInspectWithGH(t *testing.T) {
 	if strings.Contains(out, secretTok) {
 		t.Error("gh printed the secret")
 	}
-	reqs, _ := tp.Requests()
-	if len(reqs) == 0 || !reqs[len(reqs)-1].Injected {
-		t.Errorf("request rows %+v: want an injected request", reqs)
+	waitFor(t, "an injected request row", func() bool {
+		reqs, _ := tp.Requests()
+		return len(reqs) > 0 && reqs[len(reqs)-1].Injected
+	})
+}
+
+func atoi(t *testing.T, s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
 	}
+	return n
 }
 
 func b64(s string) string { return base64Std(s) }

@@ -61,6 +61,10 @@ func FuzzHTTPRule(f *testing.F) {
 	for _, s := range hostileHTTPRules {
 		f.Add(s, "/a/../b")
 	}
+	for _, p := range hostilePaths {
+		f.Add("GET /repos/alice/**", p)
+		f.Add("GET /repos/*", p)
+	}
 	f.Add("GET /repos/alice/app/**", "/repos/alice/app/x")
 	f.Add("GET /repos/*/app", "/repos/x/app")
 	f.Fuzz(func(t *testing.T, rule, path string) {

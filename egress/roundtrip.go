@@ -86,10 +86,13 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 	case in.URL.IsAbs() || !strings.HasPrefix(in.URL.EscapedPath(), "/") || in.URL.Opaque != "":
 		return nil, nil, false, &refusalOf{reasonBadRequest, ic.sentence("only origin-form request targets (/path) go through an inspected connection")}
 	}
-	path := in.URL.EscapedPath()
+	path, err := canonPath(requestPath(in))
+	if err != nil {
+		return nil, nil, false, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path of %s %s is refused (%v): a server could read it as another path than the one the rules check", in.Method, in.URL.EscapedPath(), err))}
+	}
 	ins := insp.Inject
 	if containsPlaceholder(in.RequestURI, ins) || containsPlaceholder(in.URL.RawQuery, ins) || containsPlaceholder(in.URL.Path, ins) ||
-		containsPlaceholder(unescape(in.URL.RawQuery), ins) {
+		containsPlaceholder(unescape(in.URL.RawQuery), ins) || containsPlaceholder(path, ins) {
 		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the URL of " + in.Method + " " + path}).Error())}
 	}
 	if rules := insp.Rules[t.Host]; len(rules) > 0 && !anyAllows(rules, in.Method, path) {
@@ -101,11 +104,15 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 	h := in.Header.Clone()
 	stripHopByHop(h)
 	h.Del("Expect")
-	used, err := injectHeaders(h, t.Host, path, ins)
+	used, err := injectHeaders(h, t.Host, t.Port, path, ins)
 	if err != nil {
 		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
 	}
-	u := &url.URL{Scheme: "https", Host: authority, Path: in.URL.Path, RawPath: in.URL.RawPath, RawQuery: in.URL.RawQuery}
+	u, err := url.Parse("https://" + authority + path)
+	if err != nil || u.EscapedPath() != path { // never: canonPath's output parses as itself
+		return nil, nil, false, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path %s would not be sent as checked", path))}
+	}
+	u.RawQuery = in.URL.RawQuery
 	out, err := http.NewRequestWithContext(ic.ctx, in.Method, u.String(), nil)
 	if err != nil {
 		return nil, nil, false, &refusalOf{reasonBadRequest, ic.sentence(err.Error())}
@@ -117,6 +124,16 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 		out.Body, out.ContentLength = scan, in.ContentLength
 	}
 	return out, scan, len(used) > 0, nil
+}
+
+// requestPath is the request's path as the client sent it, escaped,
+// without its query.
+func requestPath(in *http.Request) string {
+	if in.RequestURI == "" {
+		return in.URL.EscapedPath()
+	}
+	p, _, _ := strings.Cut(in.RequestURI, "?")
+	return p
 }
 
 func unescape(s string) string {

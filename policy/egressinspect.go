@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 
 	"coily.dev/coily/egress"
@@ -19,6 +20,7 @@ type Inject struct {
 	Env    string
 	Ref    credref.Ref
 	Host   string
+	Port   int    // the CONNECT port of Host (0: 443)
 	Path   string // "" or starting with "/"
 	Form   egress.Form
 	Header string // FormHeader's header
@@ -92,7 +94,12 @@ func checkHTTPRules(e *Egress, rules map[string][]string) error {
 
 // checkInject reads one `inject` entry of rule r.
 func checkInject(r *Rule, e *Egress, f injectFile) (Inject, error) {
-	in := Inject{Env: f.Env, Host: f.Host, Path: f.Path, Header: f.Header}
+	in := Inject{Env: f.Env, Path: f.Path, Header: f.Header}
+	host, port, err := injectHost(f.Host)
+	if err != nil {
+		return in, err
+	}
+	in.Host, in.Port = host, port
 	switch {
 	case !ValidEnvName(f.Env):
 		return in, fmt.Errorf("egress inject: bad variable name %q", f.Env)
@@ -102,7 +109,7 @@ func checkInject(r *Rule, e *Egress, f injectFile) (Inject, error) {
 		return in, fmt.Errorf("egress inject: %s is also a variable callers may pass", f.Env)
 	case r.Credentials[f.Env] != (credref.Ref{}):
 		return in, fmt.Errorf("egress inject: %s is also in credentials: the child would hold the secret itself", f.Env)
-	case !slices.Contains(e.Inspect, f.Host):
+	case !slices.Contains(e.Inspect, in.Host):
 		return in, fmt.Errorf("egress inject: host %q is not an inspected host (egress inspect)", f.Host)
 	}
 	if err := checkInjectPath(f.Path); err != nil {
@@ -124,6 +131,27 @@ func checkInject(r *Rule, e *Egress, f injectFile) (Inject, error) {
 		}
 	}
 	return in, nil
+}
+
+// HostPort is the host and, when not 443, its port.
+func (in Inject) HostPort() string {
+	if in.Port == 0 || in.Port == 443 {
+		return in.Host
+	}
+	return in.Host + ":" + strconv.Itoa(in.Port)
+}
+
+// injectHost reads an inject entry's host: one name, with the port the
+// CONNECT names (none: 443; the credential goes to that port only).
+func injectHost(s string) (string, int, error) {
+	hp, err := ParseHostPort(s)
+	switch {
+	case err != nil:
+		return "", 0, fmt.Errorf("egress inject: %w", err)
+	case hp.Suffix:
+		return "", 0, fmt.Errorf("egress inject: host %q must be one host name, without wildcard", s)
+	}
+	return hp.Host, hp.Port, nil
 }
 
 // checkInjectPath accepts "" or an absolute path without dot segments,

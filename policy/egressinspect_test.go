@@ -49,6 +49,14 @@ func TestLoadEgressInspect(t *testing.T) {
 	if in.Env != "GH_TOKEN" || in.Host != "api.github.com" || in.Path != "/repos/" || in.Form != egress.FormToken || in.Ref.String() != "vault:secret/coily/github#token" {
 		t.Errorf("inject %+v", in)
 	}
+	if in.Port != 0 {
+		t.Errorf("inject port %d, want 0 (443)", in.Port)
+	}
+	b := inspectBlock()
+	b["inject"].([]map[string]string)[0]["host"] = "api.github.com:8443"
+	if e, err := loadInspect(t, b, ""); err != nil || e.Inject[0].Host != "api.github.com" || e.Inject[0].Port != 8443 {
+		t.Errorf("inject to api.github.com:8443: %v %+v", err, e)
+	}
 	if r := e.HTTPRules()["api.github.com"]; len(r) != 2 || !r[0].Allows("GET", "/repos/alice/app/x") {
 		t.Errorf("http rules %+v", r)
 	}
@@ -103,6 +111,9 @@ func TestLoadEgressInspectHostile(t *testing.T) {
 		{"inject into a proxy header", inj("form", "", "header", "Proxy-Authorization"), "", "cannot carry"},
 		{"inject into a header with a colon", inj("form", "", "header", "X:Y"), "", "cannot carry"},
 		{"inject bad reference", inj("credential", "plaintext-token"), "", "GH_TOKEN"},
+		{"inject to a wildcard host", inj("host", "*.github.com"), "", "wildcard"},
+		{"inject to a bad port", inj("host", "api.github.com:0"), "", "port"},
+		{"inject to port 99999", inj("host", "api.github.com:99999"), "", "port"},
 	}
 	for _, tc := range cases {
 		b := inspectBlock()
@@ -145,4 +156,28 @@ func FuzzEgressInspect(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestParseInjectSpecPort: VAR@HOST:PORT/PATH:FORM names the port the
+// credential goes to; none is 443 (0).
+func TestParseInjectSpecPort(t *testing.T) {
+	for _, tc := range []struct {
+		spec, host string
+		port       int
+		path       string
+	}{
+		{"GH_TOKEN@api.github.com/repos/:bearer", "api.github.com", 0, "/repos/"},
+		{"GH_TOKEN@ghe.test:8443/repos/:token", "ghe.test", 8443, "/repos/"},
+		{"GH_TOKEN@GHE.test:8443:basic", "ghe.test", 8443, ""},
+	} {
+		in, err := policy.ParseInjectSpec(tc.spec)
+		if err != nil || in.Host != tc.host || in.Port != tc.port || in.Path != tc.path {
+			t.Errorf("ParseInjectSpec(%q) = %+v, %v", tc.spec, in, err)
+		}
+	}
+	for _, s := range []string{"GH_TOKEN@*.github.com:bearer", "GH_TOKEN@api.github.com:x/:bearer", "GH_TOKEN@a:1:2:bearer"} {
+		if in, err := policy.ParseInjectSpec(s); err == nil {
+			t.Errorf("ParseInjectSpec(%q) = %+v, want an error", s, in)
+		}
+	}
 }

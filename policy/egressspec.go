@@ -18,7 +18,7 @@ type EgressSpec struct {
 	Presets []string // names from EgressPresets, as in `presets`
 	CIDRs   []string // as in `allow_cidrs`: masked prefixes
 	Inspect []string // as in `inspect`: hosts of the allowlist
-	// Inject are VAR@HOST[/PATH]:FORM, FORM bearer, token, basic or
+	// Inject are VAR@HOST[:PORT][/PATH]:FORM, FORM bearer, token, basic or
 	// header=NAME: as an `inject` entry, without its credential reference
 	// (the caller supplies the value).
 	Inject []string
@@ -80,13 +80,13 @@ func ParseEgress(spec EgressSpec) (*Egress, error) {
 	return e, nil
 }
 
-// ParseInjectSpec reads VAR@HOST[/PATH]:FORM (FORM bearer, token, basic
+// ParseInjectSpec reads VAR@HOST[:PORT][/PATH]:FORM (FORM bearer, token, basic
 // or header=NAME) into an Inject without a credential reference.
 func ParseInjectSpec(s string) (Inject, error) {
 	env, rest, ok := strings.Cut(s, "@")
 	i := strings.LastIndexByte(rest, ':')
 	if !ok || i < 0 {
-		return Inject{}, fmt.Errorf("egress inject %q: want VAR@HOST[/PATH]:FORM", s)
+		return Inject{}, fmt.Errorf("egress inject %q: want VAR@HOST[:PORT][/PATH]:FORM", s)
 	}
 	target, form := rest[:i], rest[i+1:]
 	host, path := target, ""
@@ -97,7 +97,12 @@ func ParseInjectSpec(s string) (Inject, error) {
 	if name, ok := strings.CutPrefix(form, "header="); ok {
 		form, header = "", name
 	}
-	in := Inject{Env: env, Host: strings.ToLower(host), Path: path, Header: header}
+	in := Inject{Env: env, Path: path, Header: header}
+	h, port, err := injectHost(host)
+	if err != nil {
+		return in, err
+	}
+	in.Host, in.Port = h, port
 	switch {
 	case !ValidEnvName(env):
 		return in, fmt.Errorf("egress inject: bad variable name %q", env)

@@ -172,7 +172,7 @@ func (p *Proxy) Close(_ context.Context, end *attach.End) {
 			end.Record.SetDetail("egress_requests_dropped", strconv.Itoa(dropped))
 		}
 		for _, in := range p.eg.Inject {
-			end.Record.UseCredential("egress inject " + in.Env + " from " + in.Ref.String() + " to " + in.Host + in.Path)
+			end.Record.UseCredential("egress inject " + in.Env + " from " + in.Ref.String() + " to " + in.HostPort() + in.Path)
 		}
 	}
 	if end.Exit != nil {

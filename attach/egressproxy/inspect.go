@@ -109,7 +109,7 @@ func Inspect(eg *policy.Egress, secrets map[string]string, caFile string, validi
 			env[in.Env] = ph
 		}
 		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: ph, Secret: secrets[in.Env], Host: in.Host,
-			PathPrefix: in.Path, Form: in.Form, Header: in.Header})
+			Port: in.Port, PathPrefix: in.Path, Form: in.Form, Header: in.Header})
 	}
 	f, err := writeBundle(dir, prefix, append(append(base, '\n'), ca.CertPEM()...))
 	if err != nil {

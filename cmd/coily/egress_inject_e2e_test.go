@@ -53,8 +53,8 @@ commands:
       inspect: [%s, other.example.test]
       http: {%s: ["GET /api/v3/**", "POST /api/graphql"]}
       inject:
-        - {env: GH_ENTERPRISE_TOKEN, credential: "file:gh", host: %s, path: /api/, form: token}
-`, g.CAFile, ghe, g.Port, g.Port, ghe, ghe, ghe, ghe)), 0o600); err != nil {
+        - {env: GH_ENTERPRISE_TOKEN, credential: "file:gh", host: "%s:%s", path: /api/, form: token}
+`, g.CAFile, ghe, g.Port, g.Port, ghe, ghe, ghe, ghe, g.Port)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	p := startServe(t, dir, pol, "--credentials-file", creds)
@@ -122,7 +122,7 @@ func TestSandboxExecEgressInject(t *testing.T) {
 	g := standin.GitHubEnterprise(t, token)
 	script := `curl -sS --noproxy "" -H "Authorization: Bearer $GH_TOKEN" https://localhost:` + g.Port + `/api/v3/user; echo; env | grep -c ghp_ || true`
 	cmd := exec.Command(coilyBin, "sandbox", "exec", "--network", "proxied", "--egress-allow", "localhost:"+g.Port,
-		"--egress-allow-cidr", "127.0.0.0/8", "--egress-inspect", "localhost", "--egress-inject", "GH_TOKEN@localhost/api/:bearer",
+		"--egress-allow-cidr", "127.0.0.0/8", "--egress-inspect", "localhost", "--egress-inject", "GH_TOKEN@localhost:"+g.Port+"/api/:bearer",
 		"--", "/bin/sh", "-c", script)
 	// The proxy verifies the stand-in with the roots Go reads from SSL_CERT_FILE.
 	cmd.Env = append(os.Environ(), "GH_TOKEN="+token, "SSL_CERT_FILE="+g.CAFile)
