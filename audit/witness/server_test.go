@@ -18,7 +18,7 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	s, wkey := newWitness(t, dir, l)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	c := &Client{URL: srv.URL, Key: wkey, Prove: l.prove}
+	c := &Client{URL: srv.URL, Key: wkey, LogKey: l.vkey, Prove: l.prove}
 	ctx := context.Background()
 	for _, n := range []int64{0, 3, 7, 7, 20, 1000} {
 		msg := l.sign(t, n)
@@ -39,7 +39,7 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	s2, _ := newWitness(t, dir, l)
 	srv2 := httptest.NewServer(s2)
 	defer srv2.Close()
-	c2 := &Client{URL: srv2.URL, Key: wkey, Prove: l.prove}
+	c2 := &Client{URL: srv2.URL, Key: wkey, LogKey: l.vkey, Prove: l.prove}
 	if _, err := c2.Add(ctx, l.sign(t, 1500)); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
@@ -55,14 +55,14 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	}
 	// A shorter log (records lost) is refused, as AheadError.
 	var ahead *AheadError
-	if _, err := (&Client{URL: srv2.URL, Key: wkey, Prove: l.prove}).Add(ctx, l.sign(t, 1499)); !errors.As(err, &ahead) || ahead.Witness != 1500 {
+	if _, err := (&Client{URL: srv2.URL, Key: wkey, LogKey: l.vkey, Prove: l.prove}).Add(ctx, l.sign(t, 1499)); !errors.As(err, &ahead) || ahead.Witness != 1500 {
 		t.Fatalf("a smaller tree: got %v, want AheadError at 1500", err)
 	}
 	// A rewritten log of the same length or longer is refused.
 	forked := &memLog{skey: l.skey, vkey: l.vkey, tag: "x"}
 	for _, n := range []int64{1500, 1600} {
 		var inc *InconsistentError
-		if _, err := (&Client{URL: srv2.URL, Key: wkey, Prove: forked.prove}).Add(ctx, forked.sign(t, n)); !errors.As(err, &inc) {
+		if _, err := (&Client{URL: srv2.URL, Key: wkey, LogKey: forked.vkey, Prove: forked.prove}).Add(ctx, forked.sign(t, n)); !errors.As(err, &inc) {
 			t.Fatalf("a rewritten log of %d: got %v, want InconsistentError", n, err)
 		}
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -227,5 +229,83 @@ func TestCLIWitnessDetectsLostRecords(t *testing.T) {
 				t.Fatalf("status at start: %+v\n%s", r, p.log)
 			}
 		})
+	}
+}
+
+// TestCLIWitnessUnsignedRefusalIsAnOutage: whoever answers at a
+// witness's address (plain http: a spoofer, a misconfigured proxy) and
+// refuses the checkpoint (409 "1000", a bare 409, a 422) with nothing
+// signed does not lock the server out: it comes up unlocked, and the
+// witness's outage is audited once.
+func TestCLIWitnessUnsignedRefusalIsAnOutage(t *testing.T) {
+	_, wkey, err := witness.GenerateKey("stub/witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, ctype, body string
+		status            int
+	}{
+		{"409 sized", witness.SizeType, "1000\n", http.StatusConflict},
+		{"bare 409", "text/plain", "no", http.StatusConflict},
+		{"422", "text/plain", "no", http.StatusUnprocessableEntity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", tc.ctype)
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer stub.Close()
+			dir := shortDir(t)
+			p := startServe(t, dir, examplePolicy(t), "--witness", stub.URL+"="+wkey, "--checkpoint-every", "1s")
+			if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+				t.Fatalf("status at start: %+v\n%s", r, p.log)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				recs, err := audit.TailMatching(filepath.Join(dir, "audit"), 100, func(r audit.Record) bool { return r.Event == audit.EventWitness })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(recs) > 0 {
+					if len(recs) != 1 || recs[0].Details["state"] != "outage" {
+						t.Fatalf("witness records: %+v", recs)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no audit.witness outage record:\n%s", p.log)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+				t.Fatalf("status after the outage: %+v\n%s", r, p.log)
+			}
+		})
+	}
+}
+
+// TestCLIWitnessWipedStateLocksOut: the state file and the log removed,
+// the next start makes a new log key; the witness refuses its checkpoint
+// (not signed by the pinned key) and holds one it cosigned of the same
+// origin under the former key: the server comes up locked out, naming
+// the witness.
+func TestCLIWitnessWipedStateLocksOut(t *testing.T) {
+	h := newWitnessed(t)
+	dir := shortDir(t)
+	copyDir(t, h.dir, dir)
+	for _, name := range []string{"coily.db", "audit"} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := h.serve(t, dir)
+	if r := p.run(t, "status"); !lockedOut.MatchString(r.stdout) || !strings.Contains(r.stdout, h.w.url) || !strings.Contains(r.stdout, "another key") {
+		t.Fatalf("status at start: %+v\n%s", r, p.log)
 	}
 }

@@ -110,11 +110,12 @@ func recordKey(al *audit.Log, vkey string, made bool, nt *notary.Notary) error {
 // The returned function records a new key in the log (recordKey): call it
 // once the server was made.
 // Every checkpoint kept is offered to the witnesses (offer never blocks).
-func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string, offer func([]byte)) (*notary.Notary, func() error, error) {
+func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlags, fleetHost string, wit *witnesses) (*notary.Notary, func() error, error) {
 	s, record, err := auditSigner(db, al, checkpointOrigin(fleetHost))
 	if err != nil {
 		return nil, nil, fmt.Errorf("audit checkpoints: %w", err)
 	}
+	wit.pin(s.Verifier)
 	every, records := notary.DefaultEvery, notary.DefaultRecords // coily dev sets no flags
 	if f.every != nil {
 		every, records = *f.every, *f.records
@@ -125,7 +126,7 @@ func startNotary(log *slog.Logger, db *store.DB, al *audit.Log, f checkpointFlag
 			if err := db.SetAuditCheckpoint(store.AuditCheckpoint{Signed: signed, At: at}); err != nil {
 				return err
 			}
-			offer(signed)
+			wit.offer(signed)
 			return nil
 		}})
 	if err != nil {

@@ -94,6 +94,14 @@ func (w *witnesses) prove(n, old int64) (tlog.TreeProof, error) {
 	return tlog.ProveTree(n, old, r)
 }
 
+// pin gives the clients the log's verifier key: a witness's refusal is
+// believed only with a checkpoint it signs.
+func (w *witnesses) pin(vkey string) {
+	for _, c := range w.clients {
+		c.LogKey = vkey
+	}
+}
+
 // offer hands a signed checkpoint to the pushers once they run (the
 // notary's Keep: never blocks).
 func (w *witnesses) offer(signed []byte) {
@@ -154,8 +162,20 @@ func (w *witnesses) start(signed []byte) {
 func lostAt(c *witness.Client, err error, stateDir string) stateguard.Lost {
 	d := map[string]string{"witness": c.URL}
 	var ahead *witness.AheadError
-	if errors.As(err, &ahead) {
+	var inc *witness.InconsistentError
+	var repl *witness.ReplacedError
+	switch {
+	case errors.As(err, &ahead):
 		d["witness_size"], d["log_size"] = strconv.FormatInt(ahead.Witness, 10), strconv.FormatInt(ahead.Sent, 10)
+		d["witness_root"], d["log_root"] = ahead.WitnessRoot, ahead.SentRoot
+	case errors.As(err, &inc):
+		d["witness_size"], d["log_size"] = strconv.FormatInt(inc.Witness, 10), strconv.FormatInt(inc.Sent, 10)
+		d["witness_root"], d["log_root"] = inc.WitnessRoot, inc.SentRoot
+	case errors.As(err, &repl):
+		d["witness_size"], d["witness_root"], d["witness_signers"] = strconv.FormatInt(repl.Witness, 10), repl.Root, repl.Signers
+		return stateguard.Lost{Details: d, Why: fmt.Sprintf("%v: coily started locked out. If the state file was lost, not replaced by someone else, "+
+			"put it back from a copy; else, once the owner checked, `coily witness forget` on the witness's host and pin the new key (`coily audit key`) there, then coily unlock (docs/operations.md, \"Witnesses\")",
+			strings.TrimPrefix(err.Error(), "witness: "))}
 	}
 	why := fmt.Sprintf("%v: coily started locked out. See what is missing or changed with `coily audit verify --state-dir %s --checkpoint %s --key KEY --witness-key %s`; "+
 		"put the records back from a copy if there is one, else, once they are accounted for, `coily witness forget` on the witness's host, then coily unlock (docs/operations.md, \"Witnesses\")",

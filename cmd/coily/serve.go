@@ -301,7 +301,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	defer al.Close()
 	wit := newWitnesses(log, al, o.witnesses)
 	defer wit.stop() // after the notary's last checkpoint was offered
-	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost(), wit.offer)
+	nt, recordKey, err := startNotary(log, db, al, o.checkpoints, o.shared.auditHost(), wit)
 	if err != nil {
 		return err
 	}
