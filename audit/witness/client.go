@@ -21,14 +21,14 @@ type Prover func(n, old int64) (tlog.TreeProof, error)
 
 // Client pushes a log's checkpoints to one witness.
 type Client struct {
-	URL   string // the witness's prefix: URL+"/add-checkpoint"
-	Key   string // the witness's pinned cosignature/v1 verifier key
+	URL string // the witness's prefix: URL+"/add-checkpoint"
+	Key string // the witness's pinned cosignature/v1 verifier key
 	// LogKey is the log's own verifier key: a refusal is believed only
 	// when the witness shows a checkpoint signed by it and cosigned by
 	// Key that proves records lost or changed (else it is an outage).
 	LogKey string
 	Prove  Prover
-	HTTP  *http.Client // nil means http.DefaultClient
+	HTTP   *http.Client // nil means http.DefaultClient
 
 	mu   sync.Mutex
 	size int64 // the size the witness last acknowledged (0: none yet)

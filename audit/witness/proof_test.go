@@ -23,8 +23,8 @@ func TestUnsignedRefusalIsAnOutage(t *testing.T) {
 	}
 	cases := []struct {
 		name, ctype, body string
-		status          int
-		latest          []byte // what GET /checkpoint/coily/a answers (nil: 404)
+		status            int
+		latest            []byte // what GET /checkpoint/coily/a answers (nil: 404)
 	}{
 		{"409 sized larger", SizeType, "1000\n", http.StatusConflict, nil},
 		{"bare 409", "text/plain", "no", http.StatusConflict, nil},

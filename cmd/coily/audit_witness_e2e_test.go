@@ -30,7 +30,13 @@ var witnessAddr = regexp.MustCompile(`"witness serving" addr=(127\.0\.0\.1:\d+)`
 // startWitness runs `coily witness serve` on a free loopback port.
 func startWitness(t *testing.T, dir string, logs ...string) *witnessProc {
 	t.Helper()
-	args := []string{"witness", "serve", "--listen", "127.0.0.1:0", "--state", dir}
+	return startWitnessAt(t, "127.0.0.1:0", dir, logs...)
+}
+
+// startWitnessAt runs `coily witness serve` listening on addr.
+func startWitnessAt(t *testing.T, addr, dir string, logs ...string) *witnessProc {
+	t.Helper()
+	args := []string{"witness", "serve", "--listen", addr, "--state", dir}
 	for _, l := range logs {
 		args = append(args, "--log", l)
 	}
@@ -64,6 +70,7 @@ type witnessed struct {
 	w          *witnessProc
 	vkey, wkey string
 	origin     string
+	wdir       string // the witness's state
 }
 
 // newWitnessed runs a server twice without a witness (its key made, then
@@ -79,6 +86,7 @@ func newWitnessed(t *testing.T) *witnessed {
 	h.vkey = strings.TrimSpace(runCoily(t, nil, "--state-dir", h.dir, "audit", "key").stdout)
 	h.origin, _, _ = strings.Cut(h.vkey, "+")
 	wdir := t.TempDir()
+	h.wdir = wdir
 	h.wkey = strings.TrimSpace(runCoily(t, nil, "witness", "key", "--state", wdir).stdout)
 	if !strings.Contains(h.wkey, "/witness+") {
 		t.Fatalf("witness key: %q", h.wkey)
@@ -307,5 +315,42 @@ func TestCLIWitnessWipedStateLocksOut(t *testing.T) {
 	p := h.serve(t, dir)
 	if r := p.run(t, "status"); !lockedOut.MatchString(r.stdout) || !strings.Contains(r.stdout, h.w.url) || !strings.Contains(r.stdout, "another key") {
 		t.Fatalf("status at start: %+v\n%s", r, p.log)
+	}
+}
+
+// TestCLIWitnessRefusalWhileRunningLocksOut: a witness down when the
+// server starts that answers later with a proven refusal (an older state file put back with the
+// log cut back to match) locks the running server out, as at start.
+func TestCLIWitnessRefusalWhileRunningLocksOut(t *testing.T) {
+	h := newWitnessed(t)
+	dir := shortDir(t)
+	copyDir(t, h.dir, dir)
+	// An older state file put back, the log cut back to match it: only
+	// the witness sees it.
+	if err := os.Remove(filepath.Join(dir, "coily.db")); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, h.old, dir)
+	_ = h.w.cmd.Process.Signal(syscall.SIGTERM)
+	_ = h.w.cmd.Wait()
+	p := h.serve(t, dir)
+	if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+		t.Fatalf("status at start, the witness down: %+v\n%s", r, p.log)
+	}
+	startWitnessAt(t, strings.TrimPrefix(h.w.url, "http://"), h.wdir, h.origin+"="+h.vkey)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p.run(t, "exec", "--", "/bin/echo", "more") // records: a newer checkpoint to push
+		r := p.run(t, "status")
+		if lockedOut.MatchString(r.stdout) {
+			if !strings.Contains(r.stdout, "a witness refused") {
+				t.Fatalf("the lockout's reason: %+v", r)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not locked out after the witness refused: %+v\n%s", r, p.log)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -70,7 +70,9 @@ type witnesses struct {
 	clients []*witness.Client
 	pusher  atomic.Pointer[witness.Pusher]
 	down    []string // refused at start
-	failed  *prometheus.CounterVec
+	// lock locks the running server out (a proven refusal while it runs).
+	lock   func(ctx context.Context, reason string) error
+	failed *prometheus.CounterVec
 }
 
 func newWitnesses(log *slog.Logger, al *audit.Log, clients []*witness.Client) *witnesses {
@@ -148,10 +150,11 @@ func (w *witnesses) atStart(ctx context.Context, signed []byte, stateDir string)
 // start starts the pushers (once the server's start-up cross-check
 // recorded what atStart found: a witness that refused is not recorded
 // again until it takes a checkpoint) and offers them signed.
-func (w *witnesses) start(signed []byte) {
+func (w *witnesses) start(signed []byte, lock func(ctx context.Context, reason string) error) {
 	if len(w.clients) == 0 {
 		return
 	}
+	w.lock = lock
 	w.pusher.Store(witness.StartPusher(witness.PusherConfig{Clients: w.clients, Logger: w.log, Down: w.down,
 		Failed: func(u string) { w.failed.WithLabelValues(u).Inc() }, Outage: w.outage, Recovered: w.recovered}))
 	w.offer(signed)
@@ -192,6 +195,22 @@ func (w *witnesses) outage(u string, err error) {
 		w.log.Error("a witness refused the audit log's checkpoint: the log lost or changed records it saw", "witness", u, "err", err)
 	}
 	w.record(u, state, err)
+	if state == "refused" && w.lock != nil {
+		if lerr := w.lock(context.Background(), lockReason(err)); lerr != nil {
+			w.log.Error("locking out on a witness's refusal", "witness", u, "err", lerr)
+		}
+	}
+}
+
+// lockReason is a lockout's reason for a witness's proven refusal while
+// the server runs (the audit.witness record before it has the details),
+// within a reason's bound.
+func lockReason(err error) string {
+	r := "a witness refused the audit log's checkpoint: " + err.Error() + "; see docs/operations.md, \"Witnesses\""
+	if len(r) > 1000 {
+		r = strings.ToValidUTF8(r[:1000], "") + "…"
+	}
+	return r
 }
 
 func (w *witnesses) recovered(u string) {

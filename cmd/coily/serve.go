@@ -30,6 +30,7 @@ import (
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policyfile"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/regularfile"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
@@ -369,7 +370,10 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	cfg.Notifier = notifier
 	srv, err := server.New(cfg)
 	if err == nil {
-		wit.start(nt.Latest())
+		wit.start(nt.Latest(), func(ctx context.Context, reason string) error {
+			_, err := srv.Lockout(access.WithCall(ctx, access.ServerCaller, nil), &coilyv1.LockoutRequest{Reason: reason})
+			return err
+		})
 		err = recordKey() // after the state guard's check of the log
 	}
 	if err != nil {
