@@ -177,6 +177,13 @@ func TestCLIWitnessDetectsLostRecords(t *testing.T) {
 	if r := h.verify(t, h.dir); r.code != 0 || !strings.Contains(r.stdout, "cosigned by the witness") {
 		t.Fatalf("verify against the witness: %+v", r)
 	}
+	// A replayed older cosignature is refused with --max-age.
+	if r := runCoily(t, nil, "--state-dir", h.dir, "audit", "verify", "--checkpoint", h.w.url, "--key", h.vkey, "--witness-key", h.wkey, "--max-age", "1ns"); r.code != 1 || !strings.Contains(r.stderr, "more than --max-age") {
+		t.Fatalf("verify --max-age 1ns: %+v", r)
+	}
+	if r := runCoily(t, nil, "--state-dir", h.dir, "audit", "verify", "--checkpoint", h.w.url, "--key", h.vkey, "--witness-key", h.wkey, "--max-age", "1h"); r.code != 0 || !strings.Contains(r.stdout, "the checkpoint's size") {
+		t.Fatalf("verify --max-age 1h: %+v", r)
+	}
 	if r := runCoily(t, nil, "--state-dir", h.dir, "audit", "verify", "--checkpoint", h.w.url, "--key", h.vkey, "--witness-key", h.vkey); r.code != 1 {
 		t.Fatalf("verify with the log's key as the witness's: %+v", r)
 	}
