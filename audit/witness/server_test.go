@@ -36,6 +36,7 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	// A restarted witness holds what it cosigned; a new client (a
 	// restarted server) learns its size from the 409 and proves from it.
 	srv.Close()
+	_ = s.Close()
 	s2, _ := newWitness(t, dir, l)
 	srv2 := httptest.NewServer(s2)
 	defer srv2.Close()
@@ -131,7 +132,8 @@ func TestWitnessRefusals(t *testing.T) {
 func TestWitnessStateFailsClosed(t *testing.T) {
 	dir := t.TempDir()
 	l := newMemLog(t, "coily/a")
-	newWitness(t, dir, l)
+	s0, _ := newWitness(t, dir, l)
+	_ = s0.Close()
 	if err := os.WriteFile(filepath.Join(dir, StateFile), []byte(`{"logs":{"coily/a":"not a note"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}

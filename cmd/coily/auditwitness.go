@@ -265,6 +265,7 @@ func serveWitness(log *slog.Logger, o serveOptions, node *tsnet.Server) (func(),
 	}
 	ln, err := node.Listen("tcp", ":"+strconv.Itoa(witnessPort))
 	if err != nil {
+		_ = w.Close()
 		return nil, fmt.Errorf("witness tailnet listener: %w", err)
 	}
 	hs := httpserve.New(w, witnessLimits, nil)
@@ -274,5 +275,6 @@ func serveWitness(log *slog.Logger, o serveOptions, node *tsnet.Server) (func(),
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
+		_ = w.Close()
 	}, nil
 }
