@@ -21,10 +21,14 @@ type Prover func(n, old int64) (tlog.TreeProof, error)
 
 // Client pushes a log's checkpoints to one witness.
 type Client struct {
-	URL   string // the witness's prefix: URL+"/add-checkpoint"
-	Key   string // the witness's pinned cosignature/v1 verifier key
-	Prove Prover
-	HTTP  *http.Client // nil means http.DefaultClient
+	URL string // the witness's prefix: URL+"/add-checkpoint"
+	Key string // the witness's pinned cosignature/v1 verifier key
+	// LogKey is the log's own verifier key: a refusal is believed only
+	// when the witness shows a checkpoint signed by it and cosigned by
+	// Key that proves records lost or changed (else it is an outage).
+	LogKey string
+	Prove  Prover
+	HTTP   *http.Client // nil means http.DefaultClient
 
 	mu   sync.Mutex
 	size int64 // the size the witness last acknowledged (0: none yet)
@@ -35,6 +39,9 @@ type Client struct {
 type AheadError struct {
 	URL           string
 	Witness, Sent int64
+	// WitnessRoot and SentRoot are the roots of the witness's checkpoint
+	// and of the one sent.
+	WitnessRoot, SentRoot string
 }
 
 func (e *AheadError) Error() string {
@@ -46,14 +53,47 @@ func (e *AheadError) Error() string {
 // consistent with the tree it holds (422, or a 409 fork): the log changed
 // records the witness saw.
 type InconsistentError struct {
-	URL           string
-	Witness, Sent int64 // Witness is -1 when not known
-	Why           string
+	URL                   string
+	Witness, Sent         int64
+	WitnessRoot, SentRoot string
+	Why                   string
 }
 
 func (e *InconsistentError) Error() string {
-	return fmt.Sprintf("witness %s holds a tree the log's checkpoint of %d records does not extend (%s): records it saw were changed", e.URL, e.Sent, e.Why)
+	return fmt.Sprintf("witness %s holds a tree of %d records (root %s) the log's checkpoint of %d records (root %s) does not extend (%s): records it saw were changed",
+		e.URL, e.Witness, e.WitnessRoot, e.Sent, e.SentRoot, e.Why)
 }
+
+// ReplacedError reports a witness that holds a checkpoint it cosigned of
+// the log's origin under another log key: the log's key (and so the
+// state file that held it) was replaced since.
+type ReplacedError struct {
+	URL     string
+	Witness int64  // the records of the checkpoint the witness holds
+	Root    string // its root
+	Signers string // who signed it
+}
+
+func (e *ReplacedError) Error() string {
+	return fmt.Sprintf("witness %s holds a checkpoint it cosigned of %d records (root %s) of this log's origin signed by another key (%s): the log's key and the state file that held it were replaced",
+		e.URL, e.Witness, e.Root, e.Signers)
+}
+
+// UnprovenError is a witness's refusal it does not back with a
+// checkpoint, cosigned by it and signed by the log's key, that proves
+// records lost or changed: whoever answers at its address (a proxy, a
+// spoofer) is not trusted for what it does not sign. An outage.
+type UnprovenError struct {
+	URL string
+	Why string // the refusal
+	Err error  // why it is not proven
+}
+
+func (e *UnprovenError) Error() string {
+	return fmt.Sprintf("witness %s refused the checkpoint (%s) without proof: %v", e.URL, e.Why, e.Err)
+}
+
+func (e *UnprovenError) Unwrap() error { return e.Err }
 
 // Add pushes the signed checkpoint with a consistency proof from the size
 // the witness last acknowledged (on a 409, from the size it answers, once)
@@ -70,20 +110,21 @@ func (c *Client) Add(ctx context.Context, signed []byte) ([]byte, error) {
 	for try := 0; ; try++ {
 		sig, held, err := c.post(ctx, cp, signed)
 		var conflict *sizeConflict
-		if !errors.As(err, &conflict) {
-			if err == nil {
-				c.size = cp.N
-			}
-			return sig, err
-		}
-		if held > cp.N {
-			c.size = held
-			return nil, &AheadError{URL: c.URL, Witness: held, Sent: cp.N}
-		}
-		if try > 0 {
+		var refused *refusal
+		switch {
+		case err == nil:
+			c.size = cp.N
+			return sig, nil
+		case errors.As(err, &refused):
+			return nil, c.proven(ctx, cp, refused)
+		case !errors.As(err, &conflict):
+			return nil, err
+		case held > cp.N:
+			return nil, c.proven(ctx, cp, &refusal{status: http.StatusConflict, why: fmt.Sprintf("it holds %d records", held)})
+		case try > 0:
 			return nil, fmt.Errorf("witness %s: a second 409 (holds %d)", c.URL, held)
 		}
-		c.size = held
+		c.size = held // a lie here fails the next proof: the witness checks it
 	}
 }
 
@@ -102,7 +143,7 @@ func (c *Client) post(ctx context.Context, cp audit.Checkpoint, signed []byte) (
 		req.Proof = p
 	}
 	if c.size > cp.N {
-		return nil, c.size, &sizeConflict{held: c.size}
+		return nil, 0, &refusal{status: http.StatusConflict, why: fmt.Sprintf("it acknowledged %d records before", c.size)}
 	}
 	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(c.URL, "/")+"/add-checkpoint", bytes.NewReader(req.Format()))
 	if err != nil {
@@ -134,8 +175,9 @@ func (c *Client) post(ctx context.Context, cp audit.Checkpoint, signed []byte) (
 			return nil, 0, fmt.Errorf("witness %s: 409: %w", c.URL, err)
 		}
 		return nil, held, &sizeConflict{held: held}
-	case resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusUnprocessableEntity:
-		return nil, 0, &InconsistentError{URL: c.URL, Witness: -1, Sent: cp.N, Why: fmt.Sprintf("%s: %s", resp.Status, snippet(body))}
+	case resp.StatusCode == http.StatusConflict || resp.StatusCode == http.StatusUnprocessableEntity ||
+		resp.StatusCode == http.StatusForbidden || resp.StatusCode == http.StatusNotFound:
+		return nil, 0, &refusal{status: resp.StatusCode, why: fmt.Sprintf("%s: %s", resp.Status, snippet(body))}
 	}
 	return nil, 0, fmt.Errorf("witness %s: %s: %s", c.URL, resp.Status, snippet(body))
 }

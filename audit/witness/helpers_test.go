@@ -92,6 +92,7 @@ func newWitness(t testing.TB, dir string, logs ...*memLog) (*Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { _ = s.Close() })
 	return s, vkey
 }
 

@@ -176,10 +176,12 @@ func (p *Pusher) push(ctx context.Context, w *worker, signed []byte) ([]byte, er
 	return signed, err
 }
 
-// Refused reports whether err is a witness's refusal that names records
-// the log lost (*AheadError) or changed (*InconsistentError).
+// Refused reports whether err is a witness's proven refusal that names
+// records the log lost (*AheadError) or changed (*InconsistentError), or
+// a log key replaced (*ReplacedError).
 func Refused(err error) bool {
 	var ahead *AheadError
 	var inc *InconsistentError
-	return errors.As(err, &ahead) || errors.As(err, &inc)
+	var repl *ReplacedError
+	return errors.As(err, &ahead) || errors.As(err, &inc) || errors.As(err, &repl)
 }

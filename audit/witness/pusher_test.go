@@ -27,7 +27,7 @@ func TestPusherOutageAndRecovery(t *testing.T) {
 	var mu sync.Mutex
 	var outages, recoveries, failures int
 	var lastErr error
-	p := StartPusher(PusherConfig{Clients: []*Client{{URL: "http://" + addr, Key: wkey, Prove: l.prove}},
+	p := StartPusher(PusherConfig{Clients: []*Client{{URL: "http://" + addr, Key: wkey, LogKey: l.vkey, Prove: l.prove}},
 		Backoff: time.Millisecond, Idle: 10 * time.Millisecond, Tries: 2,
 		Failed:    func(string) { mu.Lock(); failures++; mu.Unlock() },
 		Outage:    func(_ string, err error) { mu.Lock(); outages++; lastErr = err; mu.Unlock() },

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strings"
 	"sync"
 
@@ -40,6 +41,7 @@ type Server struct {
 	mu    sync.Mutex // held from reading the state to writing it
 	state state
 	mux   *http.ServeMux
+	lock  *os.File // the flock on the state while it serves
 }
 
 // New opens a witness's state in cfg.Dir (fail closed: a state file that
@@ -64,13 +66,20 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.signer = signer
+	if s.lock, err = lockState(cfg.Dir); err != nil {
+		return nil, err
+	}
 	if s.state, err = loadState(cfg.Dir); err != nil {
+		s.lock.Close()
 		return nil, err
 	}
 	s.mux.HandleFunc("POST /add-checkpoint", s.serveAdd)
 	s.mux.HandleFunc("GET /checkpoint/", s.serveLatest)
 	return s, nil
 }
+
+// Close releases the state's lock (the witness stopped serving).
+func (s *Server) Close() error { return s.lock.Close() }
 
 // ServeHTTP serves the witness protocol.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }

@@ -18,7 +18,7 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	s, wkey := newWitness(t, dir, l)
 	srv := httptest.NewServer(s)
 	defer srv.Close()
-	c := &Client{URL: srv.URL, Key: wkey, Prove: l.prove}
+	c := &Client{URL: srv.URL, Key: wkey, LogKey: l.vkey, Prove: l.prove}
 	ctx := context.Background()
 	for _, n := range []int64{0, 3, 7, 7, 20, 1000} {
 		msg := l.sign(t, n)
@@ -36,10 +36,11 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	// A restarted witness holds what it cosigned; a new client (a
 	// restarted server) learns its size from the 409 and proves from it.
 	srv.Close()
+	_ = s.Close()
 	s2, _ := newWitness(t, dir, l)
 	srv2 := httptest.NewServer(s2)
 	defer srv2.Close()
-	c2 := &Client{URL: srv2.URL, Key: wkey, Prove: l.prove}
+	c2 := &Client{URL: srv2.URL, Key: wkey, LogKey: l.vkey, Prove: l.prove}
 	if _, err := c2.Add(ctx, l.sign(t, 1500)); err != nil {
 		t.Fatalf("after a restart: %v", err)
 	}
@@ -55,14 +56,14 @@ func TestWitnessCosignsOnlyConsistentGrowth(t *testing.T) {
 	}
 	// A shorter log (records lost) is refused, as AheadError.
 	var ahead *AheadError
-	if _, err := (&Client{URL: srv2.URL, Key: wkey, Prove: l.prove}).Add(ctx, l.sign(t, 1499)); !errors.As(err, &ahead) || ahead.Witness != 1500 {
+	if _, err := (&Client{URL: srv2.URL, Key: wkey, LogKey: l.vkey, Prove: l.prove}).Add(ctx, l.sign(t, 1499)); !errors.As(err, &ahead) || ahead.Witness != 1500 {
 		t.Fatalf("a smaller tree: got %v, want AheadError at 1500", err)
 	}
 	// A rewritten log of the same length or longer is refused.
 	forked := &memLog{skey: l.skey, vkey: l.vkey, tag: "x"}
 	for _, n := range []int64{1500, 1600} {
 		var inc *InconsistentError
-		if _, err := (&Client{URL: srv2.URL, Key: wkey, Prove: forked.prove}).Add(ctx, forked.sign(t, n)); !errors.As(err, &inc) {
+		if _, err := (&Client{URL: srv2.URL, Key: wkey, LogKey: forked.vkey, Prove: forked.prove}).Add(ctx, forked.sign(t, n)); !errors.As(err, &inc) {
 			t.Fatalf("a rewritten log of %d: got %v, want InconsistentError", n, err)
 		}
 	}
@@ -131,7 +132,8 @@ func TestWitnessRefusals(t *testing.T) {
 func TestWitnessStateFailsClosed(t *testing.T) {
 	dir := t.TempDir()
 	l := newMemLog(t, "coily/a")
-	newWitness(t, dir, l)
+	s0, _ := newWitness(t, dir, l)
+	_ = s0.Close()
 	if err := os.WriteFile(filepath.Join(dir, StateFile), []byte(`{"logs":{"coily/a":"not a note"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}

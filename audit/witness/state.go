@@ -163,6 +163,11 @@ func cosigner(skey string) (note.Signer, error) {
 // It is the owner's repair once a log's lost records are accounted for;
 // it returns the tree forgotten.
 func Forget(dir, origin string) (audit.Tree, error) {
+	lock, err := lockState(dir)
+	if err != nil {
+		return audit.Tree{}, err
+	}
+	defer lock.Close()
 	st, err := loadState(dir)
 	if err != nil {
 		return audit.Tree{}, err

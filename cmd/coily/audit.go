@@ -63,13 +63,14 @@ key checkpoints are signed with, and a record's inclusion proof.`,
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the records as stored, one JSON object a line")
 				return func(_ context.Context, e *env) int { return auditShow(e, e.args[0], *asJSON) }
 			}}),
-		command(a, spec{use: "verify [--json] [--checkpoint FILE|URL --key KEY [--witness-key WKEY]]",
+		command(a, spec{use: "verify [--json] [--checkpoint FILE|URL --key KEY [--witness-key WKEY [--max-age D]]]",
 			short: "check the whole hash chain, across rotated files, that it holds the head the state file recorded, and what a witnessed checkpoint commits to",
 			flags: func(fs *pflag.FlagSet) runFunc {
 				asJSON := boolFlag(fs, "json", "COILY_JSON", "print the report as JSON")
 				cp := fs.String("checkpoint", "", "a signed checkpoint kept off the host: a file, or a witness's URL (its latest checkpoint of this log): the log must hold exactly the records it commits to, and extend them")
 				k := registerPinnedKey(fs)
 				k.witnessKey = fs.String("witness-key", "", "with --checkpoint: the witness's key you pinned (what `coily witness key` printed): the checkpoint must carry its cosignature")
+				k.maxAge = fs.Duration("max-age", 0, "with --witness-key: refuse a cosignature older than this (a replayed older checkpoint of the witness hides the records after it); 0: any age")
 				return func(_ context.Context, e *env) int { return auditVerify(e, auditDir(e), *asJSON, *cp, k) }
 			}}),
 		command(a, spec{use: "repair", short: "cut a torn last record, record that it did and sign a checkpoint of the repaired log (server stopped)",

@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +30,13 @@ var witnessAddr = regexp.MustCompile(`"witness serving" addr=(127\.0\.0\.1:\d+)`
 // startWitness runs `coily witness serve` on a free loopback port.
 func startWitness(t *testing.T, dir string, logs ...string) *witnessProc {
 	t.Helper()
-	args := []string{"witness", "serve", "--listen", "127.0.0.1:0", "--state", dir}
+	return startWitnessAt(t, "127.0.0.1:0", dir, logs...)
+}
+
+// startWitnessAt runs `coily witness serve` listening on addr.
+func startWitnessAt(t *testing.T, addr, dir string, logs ...string) *witnessProc {
+	t.Helper()
+	args := []string{"witness", "serve", "--listen", addr, "--state", dir}
 	for _, l := range logs {
 		args = append(args, "--log", l)
 	}
@@ -62,6 +70,7 @@ type witnessed struct {
 	w          *witnessProc
 	vkey, wkey string
 	origin     string
+	wdir       string // the witness's state
 }
 
 // newWitnessed runs a server twice without a witness (its key made, then
@@ -77,6 +86,7 @@ func newWitnessed(t *testing.T) *witnessed {
 	h.vkey = strings.TrimSpace(runCoily(t, nil, "--state-dir", h.dir, "audit", "key").stdout)
 	h.origin, _, _ = strings.Cut(h.vkey, "+")
 	wdir := t.TempDir()
+	h.wdir = wdir
 	h.wkey = strings.TrimSpace(runCoily(t, nil, "witness", "key", "--state", wdir).stdout)
 	if !strings.Contains(h.wkey, "/witness+") {
 		t.Fatalf("witness key: %q", h.wkey)
@@ -167,6 +177,13 @@ func TestCLIWitnessDetectsLostRecords(t *testing.T) {
 	if r := h.verify(t, h.dir); r.code != 0 || !strings.Contains(r.stdout, "cosigned by the witness") {
 		t.Fatalf("verify against the witness: %+v", r)
 	}
+	// A replayed older cosignature is refused with --max-age.
+	if r := runCoily(t, nil, "--state-dir", h.dir, "audit", "verify", "--checkpoint", h.w.url, "--key", h.vkey, "--witness-key", h.wkey, "--max-age", "1ns"); r.code != 1 || !strings.Contains(r.stderr, "more than --max-age") {
+		t.Fatalf("verify --max-age 1ns: %+v", r)
+	}
+	if r := runCoily(t, nil, "--state-dir", h.dir, "audit", "verify", "--checkpoint", h.w.url, "--key", h.vkey, "--witness-key", h.wkey, "--max-age", "1h"); r.code != 0 || !strings.Contains(r.stdout, "the checkpoint's size") {
+		t.Fatalf("verify --max-age 1h: %+v", r)
+	}
 	if r := runCoily(t, nil, "--state-dir", h.dir, "audit", "verify", "--checkpoint", h.w.url, "--key", h.vkey, "--witness-key", h.vkey); r.code != 1 {
 		t.Fatalf("verify with the log's key as the witness's: %+v", r)
 	}
@@ -227,5 +244,120 @@ func TestCLIWitnessDetectsLostRecords(t *testing.T) {
 				t.Fatalf("status at start: %+v\n%s", r, p.log)
 			}
 		})
+	}
+}
+
+// TestCLIWitnessUnsignedRefusalIsAnOutage: whoever answers at a
+// witness's address (plain http: a spoofer, a misconfigured proxy) and
+// refuses the checkpoint (409 "1000", a bare 409, a 422) with nothing
+// signed does not lock the server out: it comes up unlocked, and the
+// witness's outage is audited once.
+func TestCLIWitnessUnsignedRefusalIsAnOutage(t *testing.T) {
+	_, wkey, err := witness.GenerateKey("stub/witness")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, ctype, body string
+		status            int
+	}{
+		{"409 sized", witness.SizeType, "1000\n", http.StatusConflict},
+		{"bare 409", "text/plain", "no", http.StatusConflict},
+		{"422", "text/plain", "no", http.StatusUnprocessableEntity},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.Method == http.MethodGet {
+					http.NotFound(w, r)
+					return
+				}
+				w.Header().Set("Content-Type", tc.ctype)
+				w.WriteHeader(tc.status)
+				_, _ = w.Write([]byte(tc.body))
+			}))
+			defer stub.Close()
+			dir := shortDir(t)
+			p := startServe(t, dir, examplePolicy(t), "--witness", stub.URL+"="+wkey, "--checkpoint-every", "1s")
+			if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+				t.Fatalf("status at start: %+v\n%s", r, p.log)
+			}
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				recs, err := audit.TailMatching(filepath.Join(dir, "audit"), 100, func(r audit.Record) bool { return r.Event == audit.EventWitness })
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(recs) > 0 {
+					if len(recs) != 1 || recs[0].Details["state"] != "outage" {
+						t.Fatalf("witness records: %+v", recs)
+					}
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("no audit.witness outage record:\n%s", p.log)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+				t.Fatalf("status after the outage: %+v\n%s", r, p.log)
+			}
+		})
+	}
+}
+
+// TestCLIWitnessWipedStateLocksOut: the state file and the log removed,
+// the next start makes a new log key; the witness refuses its checkpoint
+// (not signed by the pinned key) and holds one it cosigned of the same
+// origin under the former key: the server comes up locked out, naming
+// the witness.
+func TestCLIWitnessWipedStateLocksOut(t *testing.T) {
+	h := newWitnessed(t)
+	dir := shortDir(t)
+	copyDir(t, h.dir, dir)
+	for _, name := range []string{"coily.db", "audit"} {
+		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p := h.serve(t, dir)
+	if r := p.run(t, "status"); !lockedOut.MatchString(r.stdout) || !strings.Contains(r.stdout, h.w.url) || !strings.Contains(r.stdout, "another key") {
+		t.Fatalf("status at start: %+v\n%s", r, p.log)
+	}
+}
+
+// TestCLIWitnessRefusalWhileRunningLocksOut: a witness down when the
+// server starts that answers later with a proven refusal (an older state file put back with the
+// log cut back to match) locks the running server out, as at start.
+func TestCLIWitnessRefusalWhileRunningLocksOut(t *testing.T) {
+	h := newWitnessed(t)
+	dir := shortDir(t)
+	copyDir(t, h.dir, dir)
+	// An older state file put back, the log cut back to match it: only
+	// the witness sees it.
+	if err := os.Remove(filepath.Join(dir, "coily.db")); err != nil {
+		t.Fatal(err)
+	}
+	copyDir(t, h.old, dir)
+	_ = h.w.cmd.Process.Signal(syscall.SIGTERM)
+	_ = h.w.cmd.Wait()
+	p := h.serve(t, dir)
+	if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
+		t.Fatalf("status at start, the witness down: %+v\n%s", r, p.log)
+	}
+	startWitnessAt(t, strings.TrimPrefix(h.w.url, "http://"), h.wdir, h.origin+"="+h.vkey)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		p.run(t, "exec", "--", "/bin/echo", "more") // records: a newer checkpoint to push
+		r := p.run(t, "status")
+		if lockedOut.MatchString(r.stdout) {
+			if !strings.Contains(r.stdout, "a witness refused") {
+				t.Fatalf("the lockout's reason: %+v", r)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not locked out after the witness refused: %+v\n%s", r, p.log)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -54,7 +54,10 @@ func auditProveCmd(a *cli.App) *cobra.Command {
 
 // pinnedKey name the verifier key a checkpoint must be signed with, and
 // (audit verify) the witness key it must be cosigned with.
-type pinnedKey struct{ key, keyFile, witnessKey *string }
+type pinnedKey struct {
+	key, keyFile, witnessKey *string
+	maxAge                   *time.Duration // audit verify --max-age: of the witness's cosignature
+}
 
 func registerPinnedKey(fs *pflag.FlagSet) pinnedKey {
 	return pinnedKey{
@@ -199,6 +202,16 @@ func openWitnessed(e *env, path string, k pinnedKey) (*treeCheck, int) {
 		}
 		t.witness = wkey[:strings.IndexByte(wkey+"+", '+')]
 	}
+	if k.maxAge != nil && *k.maxAge > 0 {
+		if wkey == "" {
+			return nil, usage(e, "audit verify: --max-age needs --witness-key")
+		}
+		if age := time.Since(t.cosigned); age > *k.maxAge {
+			printLine(e.stderr, "coily audit verify: FAILED: %s: the witness cosigned this checkpoint of %d records at %s, %s ago, more than --max-age %s: an older checkpoint replayed hides the records after it",
+				path, c.N, t.cosigned.UTC().Format(time.RFC3339), age.Round(time.Second), *k.maxAge)
+			return nil, 1
+		}
+	}
 	return t, 0
 }
 
@@ -226,6 +239,7 @@ func (t *treeCheck) json() map[string]any {
 func (t *treeCheck) print(e *env) {
 	printLine(e.stdout, "it holds exactly the %d records the checkpoint signed by %s commits to (root %s), and extends them to %d (root %s)",
 		t.cp.N, t.cp.Origin, t.cp.Hash, t.now.N, t.now.Hash)
+	printLine(e.stdout, "the checkpoint's size %d, the log's %d: %d records since it", t.cp.N, t.now.N, t.now.N-t.cp.N)
 	if !t.hashFile {
 		printLine(e.stdout, "no %s beside the log: its lines alone were checked", audit.TreeFile)
 	}

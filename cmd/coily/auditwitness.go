@@ -70,7 +70,9 @@ type witnesses struct {
 	clients []*witness.Client
 	pusher  atomic.Pointer[witness.Pusher]
 	down    []string // refused at start
-	failed  *prometheus.CounterVec
+	// lock locks the running server out (a proven refusal while it runs).
+	lock   func(ctx context.Context, reason string) error
+	failed *prometheus.CounterVec
 }
 
 func newWitnesses(log *slog.Logger, al *audit.Log, clients []*witness.Client) *witnesses {
@@ -92,6 +94,14 @@ func (w *witnesses) prove(n, old int64) (tlog.TreeProof, error) {
 	}
 	defer closer.Close()
 	return tlog.ProveTree(n, old, r)
+}
+
+// pin gives the clients the log's verifier key: a witness's refusal is
+// believed only with a checkpoint it signs.
+func (w *witnesses) pin(vkey string) {
+	for _, c := range w.clients {
+		c.LogKey = vkey
+	}
 }
 
 // offer hands a signed checkpoint to the pushers once they run (the
@@ -145,10 +155,11 @@ func (w *witnesses) atStart(ctx context.Context, sign func() ([]byte, error), st
 // start starts the pushers (once the server's start-up cross-check
 // recorded what atStart found: a witness that refused is not recorded
 // again until it takes a checkpoint) and offers them signed.
-func (w *witnesses) start(signed []byte) {
+func (w *witnesses) start(signed []byte, lock func(ctx context.Context, reason string) error) {
 	if len(w.clients) == 0 {
 		return
 	}
+	w.lock = lock
 	w.pusher.Store(witness.StartPusher(witness.PusherConfig{Clients: w.clients, Logger: w.log, Down: w.down,
 		Failed: func(u string) { w.failed.WithLabelValues(u).Inc() }, Outage: w.outage, Recovered: w.recovered}))
 	w.offer(signed)
@@ -159,8 +170,20 @@ func (w *witnesses) start(signed []byte) {
 func lostAt(c *witness.Client, err error, stateDir string) stateguard.Lost {
 	d := map[string]string{"witness": c.URL}
 	var ahead *witness.AheadError
-	if errors.As(err, &ahead) {
+	var inc *witness.InconsistentError
+	var repl *witness.ReplacedError
+	switch {
+	case errors.As(err, &ahead):
 		d["witness_size"], d["log_size"] = strconv.FormatInt(ahead.Witness, 10), strconv.FormatInt(ahead.Sent, 10)
+		d["witness_root"], d["log_root"] = ahead.WitnessRoot, ahead.SentRoot
+	case errors.As(err, &inc):
+		d["witness_size"], d["log_size"] = strconv.FormatInt(inc.Witness, 10), strconv.FormatInt(inc.Sent, 10)
+		d["witness_root"], d["log_root"] = inc.WitnessRoot, inc.SentRoot
+	case errors.As(err, &repl):
+		d["witness_size"], d["witness_root"], d["witness_signers"] = strconv.FormatInt(repl.Witness, 10), repl.Root, repl.Signers
+		return stateguard.Lost{Details: d, Why: fmt.Sprintf("%v: coily started locked out. If the state file was lost, not replaced by someone else, "+
+			"put it back from a copy; else, once the owner checked, `coily witness forget` on the witness's host and pin the new key (`coily audit key`) there, then coily unlock (docs/operations.md, \"Witnesses\")",
+			strings.TrimPrefix(err.Error(), "witness: "))}
 	}
 	why := fmt.Sprintf("%v: coily started locked out. See what is missing or changed with `coily audit verify --state-dir %s --checkpoint %s --key KEY --witness-key %s`; "+
 		"put the records back from a copy if there is one, else, once they are accounted for, `coily witness forget` on the witness's host, then coily unlock (docs/operations.md, \"Witnesses\")",
@@ -177,6 +200,22 @@ func (w *witnesses) outage(u string, err error) {
 		w.log.Error("a witness refused the audit log's checkpoint: the log lost or changed records it saw", "witness", u, "err", err)
 	}
 	w.record(u, state, err)
+	if state == "refused" && w.lock != nil {
+		if lerr := w.lock(context.Background(), lockReason(err)); lerr != nil {
+			w.log.Error("locking out on a witness's refusal", "witness", u, "err", lerr)
+		}
+	}
+}
+
+// lockReason is a lockout's reason for a witness's proven refusal while
+// the server runs (the audit.witness record before it has the details),
+// within a reason's bound.
+func lockReason(err error) string {
+	r := "a witness refused the audit log's checkpoint: " + err.Error() + "; see docs/operations.md, \"Witnesses\""
+	if len(r) > 1000 {
+		r = strings.ToValidUTF8(r[:1000], "") + "…"
+	}
+	return r
 }
 
 func (w *witnesses) recovered(u string) {
@@ -231,6 +270,7 @@ func serveWitness(log *slog.Logger, o serveOptions, node *tsnet.Server) (func(),
 	}
 	ln, err := node.Listen("tcp", ":"+strconv.Itoa(witnessPort))
 	if err != nil {
+		_ = w.Close()
 		return nil, fmt.Errorf("witness tailnet listener: %w", err)
 	}
 	hs := httpserve.New(w, witnessLimits, nil)
@@ -240,5 +280,6 @@ func serveWitness(log *slog.Logger, o serveOptions, node *tsnet.Server) (func(),
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		_ = hs.Shutdown(ctx)
+		_ = w.Close()
 	}, nil
 }

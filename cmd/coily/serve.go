@@ -31,6 +31,7 @@ import (
 	"coily.dev/coily/ops"
 	"coily.dev/coily/policy"
 	"coily.dev/coily/policyfile"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/regularfile"
 	"coily.dev/coily/sandbox"
 	"coily.dev/coily/server"
@@ -306,6 +307,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	if err != nil {
 		return fmt.Errorf("audit checkpoints: %w", err)
 	}
+	wit.pin(signer.Verifier)
 	lost, err := wit.atStart(ctx, func() ([]byte, error) { return checkpointNow(db, al, signer) }, o.stateDir)
 	if err != nil {
 		return err
@@ -383,7 +385,10 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 	nt, err := startNotary(log, db, al, o.checkpoints, signer, copies.Offer, wit.offer)
 	if err == nil {
 		defer nt.Stop() // before the log closes: its last checkpoint covers every record
-		wit.start(nt.Latest())
+		wit.start(nt.Latest(), func(ctx context.Context, reason string) error {
+			_, err := srv.Lockout(access.WithCall(ctx, access.ServerCaller, nil), &coilyv1.LockoutRequest{Reason: reason})
+			return err
+		})
 		err = recordKey(nt) // after the state guard's check of the log
 	}
 	if err != nil {

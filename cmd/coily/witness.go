@@ -109,6 +109,7 @@ func witnessServe(ctx context.Context, e *env, listen, dir, name string, specs [
 		printLine(e.stderr, "coily witness serve: %v", err)
 		return 1
 	}
+	defer w.Close()
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		printLine(e.stderr, "coily witness serve: %v", err)
