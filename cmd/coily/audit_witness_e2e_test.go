@@ -281,7 +281,9 @@ func TestCLIWitnessUnsignedRefusalIsAnOutage(t *testing.T) {
 			if r := p.run(t, "status"); r.code != 0 || lockedOut.MatchString(r.stdout) {
 				t.Fatalf("status at start: %+v\n%s", r, p.log)
 			}
-			deadline := time.Now().Add(30 * time.Second)
+			// The pusher reports an outage after its tries (5, backing
+			// off from a second: 15 s and more under load).
+			deadline := time.Now().Add(90 * time.Second)
 			for {
 				recs, err := audit.TailMatching(filepath.Join(dir, "audit"), 100, func(r audit.Record) bool { return r.Event == audit.EventWitness })
 				if err != nil {
