@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -92,7 +93,9 @@ func (a *App) stopCmd(name, short, long string, call func(context.Context, *clie
 		Args:  cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, words []string) error {
 			ctx := cmd.Context()
-			why := strings.TrimSpace(strings.Join(append([]string{reason}, words...), " "))
+			// Joined, never trimmed: a reason given whole reaches the
+			// server exactly (the audit and status show what was sent).
+			why := strings.Join(slices.DeleteFunc(append([]string{reason}, words...), func(w string) bool { return w == "" }), " ")
 			return a.withClient(ctx, asJSON, func(c *client.Client) error {
 				resp, line, err := call(ctx, c, why)
 				if err != nil {

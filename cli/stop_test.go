@@ -75,6 +75,10 @@ func TestStopReasonWords(t *testing.T) {
 		{[]string{"unlock", "--reason", "drill", "over"}, nil, "drill over"},
 		{[]string{"pause", "--reason", "lunch", "--", "--json"}, nil, "lunch --json"},
 		{[]string{"resume", "--reason", "back"}, nil, "back"},
+		// Given whole, a reason is sent exactly: never trimmed (U+0085 and
+		// spaces are white space to strings.TrimSpace).
+		{[]string{"lockout", "--reason", " odd\u0085"}, nil, " odd\u0085"},
+		{[]string{"lockout", "--reason", "odd\u0085", "more"}, nil, "odd\u0085 more"},
 	} {
 		env := map[string]string{"COILY_SOCKET": sock}
 		for k, v := range tc.env {
