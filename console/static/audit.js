@@ -24,7 +24,7 @@
     "git.fetch": "git fetch", "git.push": "git push", "policy.reload": "policy reloaded", "lease.revoke": "lease revoked",
     "workspace.refused": "workspace refused", "workspace.repair": "workspace repaired",
     "audit.checkpoint": "new log file", "audit.repair": "torn line cut", "state.restore": "stop state restored",
-    "state.rebuild": "state file rebuilt", "audit.key": "new checkpoint key",
+    "state.rebuild": "state file rebuilt", "audit.key": "new checkpoint key", "audit.witness": "witness outage or refusal",
   };
 
   // configured are the credentials the record says the rule gives
