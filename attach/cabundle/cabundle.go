@@ -62,7 +62,7 @@ func (b *Bundle) Prepare(_ context.Context, run *attach.Run) error {
 	if err != nil {
 		return refusal.Wrap(refusal.SandboxUnavailable, err, "ca_file %s of rule %q: %v", b.path, b.rule, err)
 	}
-	cp, err := writeCopy(run.Scratch, run.ScratchPrefix+"ca-", data)
+	cp, err := WriteCopy(run.Scratch, run.ScratchPrefix+"ca-", data)
 	if err != nil {
 		return refusal.Wrap(refusal.Internal, err, "could not copy the ca_file of rule %q", b.rule)
 	}
@@ -118,9 +118,11 @@ func Pool(path string) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// writeCopy writes data to a new read-only file in dir, its name
-// starting with prefix, and returns it open for reading.
-func writeCopy(dir, prefix string, data []byte) (*os.File, error) {
+// WriteCopy writes data to a new read-only file in dir, its name
+// starting with prefix, and returns it open for reading (the sandbox binds
+// it by descriptor): the rule's CA bundle, and the egress proxy's bundle
+// with an exec's inspection CA.
+func WriteCopy(dir, prefix string, data []byte) (*os.File, error) {
 	f, err := os.CreateTemp(dir, prefix)
 	if err != nil {
 		return nil, err

@@ -111,7 +111,7 @@ func Inspect(eg *policy.Egress, secrets map[string]string, caFile string, validi
 		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: ph, Secret: secrets[in.Env], Host: in.Host,
 			Port: in.Port, PathPrefix: in.Path, Form: in.Form, Header: in.Header})
 	}
-	f, err := writeBundle(dir, prefix, append(append(base, '\n'), ca.CertPEM()...))
+	f, err := cabundle.WriteCopy(dir, prefix, append(append(base, '\n'), ca.CertPEM()...))
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("the CA bundle: %w", err)
 	}
@@ -140,26 +140,6 @@ func roots(caFile string) ([]byte, *x509.CertPool, error) {
 		}
 	}
 	return nil, nil, errors.New("no system CA bundle to add the inspection CA to")
-}
-
-// writeBundle writes data to a new read-only file in dir and returns it
-// open for reading (the sandbox binds it by descriptor).
-func writeBundle(dir, prefix string, data []byte) (*os.File, error) {
-	f, err := os.CreateTemp(dir, prefix)
-	if err != nil {
-		return nil, err
-	}
-	name := f.Name()
-	_, err = f.Write(data)
-	err = errors.Join(err, f.Chmod(0o444), f.Close())
-	if err == nil {
-		f, err = os.Open(name)
-	}
-	if err != nil {
-		os.Remove(name)
-		return nil, err
-	}
-	return f, nil
 }
 
 // caValidity is how long an exec's CA is valid past its rule's timeout.
