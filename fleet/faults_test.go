@@ -150,6 +150,7 @@ func TestMemberKilledAndRestarted(t *testing.T) {
 func TestLeaderKilledMidLockout(t *testing.T) {
 	ns := servers(t)
 	for r := range 2 {
+		slotsFreed(t, ns[0])
 		l := leader(t)
 		taker := ns[(l+r)%3]
 		var kids []sleeper

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -332,4 +334,24 @@ func TestPartitionedServer(t *testing.T) {
 	for _, n := range ns {
 		poll.Until(t, within, "the unlock reaches every server", func() bool { return n.exec("/bin/true") == nil })
 	}
+}
+
+// slotsFreed waits until no host holds a concurrency slot under the
+// servers' prefix. A command's slot is freed when it ends; a free that
+// failed (no leader for a moment) is retried every second, so a round
+// that starts as many commands as the principal's cap waits for it
+// rather than finding one held by a child of the round before.
+func slotsFreed(t *testing.T, n *node) {
+	t.Helper()
+	cli, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), TLS: cluster.ClientTLS(), DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	poll.Until(t, within, "every slot freed", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		resp, err := cli.Get(ctx, n.prefix+"slots/held/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+		return err == nil && resp.Count == 0
+	})
 }

@@ -230,7 +230,7 @@ func cmpErr(err, other error) error {
 // it is decided or its record is gone; not done (read again) when the
 // watch failed.
 func (s *Store) watchDecision(ctx context.Context, ak, dk string, rev int64) (decision, bool, error) {
-	for wr := range s.cli.Watch(ctx, strings.TrimSuffix(ak, partAsked), clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+	for wr := range s.watchPrefix(ctx, strings.TrimSuffix(ak, partAsked), rev) {
 		if wr.Err() != nil {
 			return decision{}, false, nil
 		}
@@ -431,7 +431,7 @@ func (s *Store) followApprovals(ctx context.Context, out chan<- *coilyv1.Approva
 		}
 	}
 	dir := s.prefix + dirApprovals
-	for wr := range s.cli.Watch(clientv3.WithRequireLeader(ctx), dir, clientv3.WithPrefix(), clientv3.WithRev(resp.Header.Revision+1)) {
+	for wr := range s.watchPrefix(clientv3.WithRequireLeader(ctx), dir, resp.Header.Revision+1) {
 		if err := wr.Err(); err != nil {
 			return s.fail("follow approvals", err)
 		}

@@ -427,7 +427,7 @@ func (s *Store) WatchAudit(ctx context.Context, fromRev int64) <-chan AuditEvent
 func (s *Store) watchAudit(ctx context.Context, rev int64, send func(AuditRecord) bool) error {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, s.prefix+dirAudit, clientv3.WithPrefix(), clientv3.WithRev(rev), clientv3.WithFilterDelete()) {
+	for wr := range s.watchPrefix(wctx, s.prefix+dirAudit, rev, clientv3.WithFilterDelete()) {
 		if err := wr.Err(); err != nil {
 			return s.fail("watch audit", err)
 		}

@@ -143,6 +143,12 @@ func TestEtcdAuditReaderRole(t *testing.T) {
 	if err != nil || len(v.Records) != 3 {
 		t.Fatalf("tail as the reader: %d records, %v", len(v.Records), err)
 	}
+	// The reader's token made stale (a password set again drops every
+	// token of the user) before the watch opens: clientv3 renews a token
+	// for a unary call, not for a watch, which failed "invalid auth
+	// token" at once (and sometimes did when a member had not applied
+	// a fresh token yet).
+	staleTokens(t, "reader", "reader-password")
 	wctx, wcancel := context.WithCancel(ctx)
 	defer wcancel()
 	watch := s.WatchAudit(wctx, v.Rev+1)
@@ -170,5 +176,36 @@ func TestEtcdAuditReaderRole(t *testing.T) {
 	}
 	if ev := <-watch; ev.Err != nil || ev.Record.Seq != 4 {
 		t.Fatalf("the reader's watch: %+v, want record 4", ev)
+	}
+
+	// The same for a host's watch of the stop controls.
+	_, rev, err := host.StopsAt()
+	if err != nil {
+		t.Fatal(err)
+	}
+	staleTokens(t, "host1", "host1-password")
+	stops := host.Watch(wctx, rev+1)
+	if err := openCfg(t, etcdstore.Config{Prefix: pre, Username: "host1", Password: "host1-password", CallTimeout: 3 * time.Second}).
+		SetPause(store.Stop{Active: true, By: "test", Reason: "a stale token"}); err != nil {
+		t.Fatal(err)
+	}
+	if ev := <-stops; ev.Err != nil || !ev.Stops.Pause.Active {
+		t.Fatalf("the host's watch of the stops: %+v, want the pause", ev)
+	}
+}
+
+// staleTokens drops every auth token of user by setting its password
+// again, as root.
+func staleTokens(t *testing.T, user, password string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	root, err := clientv3.New(clientv3.Config{Endpoints: cluster.Endpoints(), TLS: cluster.ClientTLS(), Username: "root", Password: "root-password", DialTimeout: 5 * time.Second, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if _, err := root.UserChangePassword(ctx, user, password); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -62,7 +62,7 @@ func (s *Store) Watch(ctx context.Context, fromRev int64) <-chan StopsEvent {
 func (s *Store) watchFrom(ctx context.Context, rev int64, send func(StopsEvent) bool) (next int64, err error) {
 	wctx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
 	defer cancel()
-	for wr := range s.cli.Watch(wctx, s.prefix+dirStops, clientv3.WithPrefix(), clientv3.WithRev(rev)) {
+	for wr := range s.watchPrefix(wctx, s.prefix+dirStops, rev) {
 		at := int64(0) // now, after a compaction
 		switch err := wr.Err(); {
 		case errors.Is(err, rpctypes.ErrCompacted):
