@@ -255,16 +255,49 @@ func loadTree(dir string, f *os.File, n int64, last []byte) (*tree, error) {
 	if m == n {
 		return t, nil
 	}
-	if err := t.catchUp(dir, m); err != nil {
+	if err := t.fill(dir, m, n); err != nil {
 		return nil, err
-	}
-	if t.fr.n != n {
-		return nil, fmt.Errorf("%w: the log's files hold %d lines but its last record is %d", ErrCorrupt, t.fr.n, n)
 	}
 	if err := t.sync(); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// fill adds the leaves of the log's lines after the first m (the
+// frontier's size) until the tree has the log's n records (catchUp). When
+// the files named by their first records do not give n lines (files
+// swapped: a later file begins with an earlier record), the whole tree is
+// derived again from every line in the files' order, which is what a
+// checker hashes (CheckCheckpoint, VerifyCheckpoint): a log whose files
+// hold its n lines has a tree of them, however they were shuffled, and a
+// checkpoint of it shows whoever holds an earlier one (the state file, a
+// witness) that records were changed, where refusing to open it would
+// keep the server from starting locked out, naming what disagrees.
+func (t *tree) fill(dir string, m, n int64) error {
+	err := t.catchUp(dir, m)
+	if err == nil && t.fr.n == n {
+		return nil
+	}
+	if rerr := t.restart(); rerr != nil {
+		return rerr
+	}
+	if aerr := t.addLines(dir, nil, 0, 0); aerr == nil && t.fr.n == n {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return fmt.Errorf("%w: the log's files hold %d lines but its last record is %d", ErrCorrupt, t.fr.n, n)
+}
+
+// restart empties the tree (the hash file cut to nothing).
+func (t *tree) restart() error {
+	if err := t.f.Truncate(0); err != nil {
+		return err
+	}
+	t.written, t.pending, t.fr, t.err = 0, t.pending[:0], &frontier{}, nil
+	return nil
 }
 
 // catchUp adds the leaves of the log's lines after the first m (the
@@ -293,7 +326,19 @@ func (t *tree) catchUp(dir string, m int64) error {
 		}
 		return fmt.Errorf("%w: the tree needs record %d, and the oldest file in %s begins after it", ErrMissingFiles, m+1, dir)
 	}
-	for _, lf := range files[start:] {
+	return t.addLines(dir, files[start:], seen, m)
+}
+
+// addLines adds the leaves of the lines of files (nil: every file of the
+// log) after the first m, of which seen come before them.
+func (t *tree) addLines(dir string, files []logFile, seen, m int64) error {
+	if files == nil {
+		var err error
+		if files, err = logFiles(dir); err != nil {
+			return err
+		}
+	}
+	for _, lf := range files {
 		err := eachLine(filepath.Join(dir, lf.name), func(_ int, b []byte) error {
 			seen++
 			if seen <= m {
@@ -368,11 +413,8 @@ func (t *tree) settle(dir string, n int64, trusted *Tree) error {
 		return err
 	}
 	t.fr = fr
-	if err := t.catchUp(dir, m); err != nil {
+	if err := t.fill(dir, m, n); err != nil {
 		return err
-	}
-	if t.fr.n != n {
-		return fmt.Errorf("%w: the log's files hold %d lines but its last record is %d", ErrCorrupt, t.fr.n, n)
 	}
 	return t.sync()
 }

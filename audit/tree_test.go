@@ -320,3 +320,80 @@ func TestVerifyCheckpointBesidePendingLine(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// linesTree is the tree of every line of the log in dir in its files'
+// order, whether or not they verify as a chain.
+func linesTree(t testing.TB, dir string) Tree {
+	t.Helper()
+	files, err := logFiles(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fr := &frontier{}
+	for _, lf := range files {
+		if err := eachLine(filepath.Join(dir, lf.name), func(_ int, b []byte) error {
+			_, err := fr.add(b)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := fr.root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Tree{N: fr.n, Hash: h}
+}
+
+// The oldest two files swapped (the second now begins with record 1):
+// SettleTree trusting none of the hash file, and Open rebuilding a
+// missing one, derive the tree of the lines in the files' order, which
+// does not hold the checkpoint signed before. Both used to fail ("the
+// log's files hold 17 lines but its last record is 22"), so that a
+// server could not start locked out, naming what disagrees
+// (TestCLIWitnessDetectsRotatedLogTampering).
+func TestTreeOfSwappedFiles(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(Config{Dir: dir, Now: newClock(oct).Now, MaxFileSize: 2 << 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	appendN(t, l, 30)
+	_, cp := signedHead(t, l)
+	l.Close()
+	files, _ := logFiles(dir)
+	if len(files) < 3 {
+		t.Fatalf("%d files", len(files))
+	}
+	a, b := filepath.Join(dir, files[0].name), filepath.Join(dir, files[1].name)
+	da, db := readFile(t, a), readFile(t, b)
+	writeFile(t, a, db)
+	writeFile(t, b, da)
+	want := linesTree(t, dir)
+	if want.N != cp.N || want.Hash == cp.Hash {
+		t.Fatalf("the swapped lines' tree %v, the checkpoint's %v", want, cp.Tree)
+	}
+	for _, rebuild := range []bool{false, true} {
+		if rebuild {
+			if err := os.Remove(filepath.Join(dir, TreeFile)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		l, err := Open(Config{Dir: dir, Now: newClock(oct).Now, MaxFileSize: 2 << 10})
+		if err != nil {
+			t.Fatalf("Open (rebuilding the hash file: %v): %v", rebuild, err)
+		}
+		if err := l.SettleTree(nil); err != nil {
+			t.Fatalf("SettleTree (rebuilding the hash file: %v): %v", rebuild, err)
+		}
+		got, err := l.TreeHead()
+		l.Close()
+		if err != nil || got != want {
+			t.Fatalf("tree head (rebuilding the hash file: %v): %v %v, want %v", rebuild, got, err, want)
+		}
+	}
+	var cerr *CheckpointError
+	if err := CheckCheckpoint(dir, cp); !errors.As(err, &cerr) {
+		t.Fatalf("CheckCheckpoint of the swapped files: %v", err)
+	}
+}

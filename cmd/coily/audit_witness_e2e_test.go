@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -71,6 +73,10 @@ type witnessed struct {
 	vkey, wkey string
 	origin     string
 	wdir       string // the witness's state
+	// args are the servers' extra flags (the dev build's rotation size);
+	// files is how many files the log has at least, once made.
+	args  []string
+	files int
 }
 
 // newWitnessed runs a server twice without a witness (its key made, then
@@ -79,7 +85,16 @@ type witnessed struct {
 // every record.
 func newWitnessed(t *testing.T) *witnessed {
 	t.Helper()
-	h := &witnessed{dir: shortDir(t), old: shortDir(t)}
+	return newWitnessedWith(t, &witnessed{files: 1})
+}
+
+// newWitnessedWith makes h as newWitnessed does, its servers given
+// h.args (the first, whose state the older copy is, without them: its
+// records all in the oldest file), and adds records until the log has
+// h.files files.
+func newWitnessedWith(t *testing.T, h *witnessed) *witnessed {
+	t.Helper()
+	h.dir, h.old = shortDir(t), shortDir(t)
 	p := startServe(t, h.dir, examplePolicy(t))
 	p.run(t, "exec", "--", "/bin/echo", "one")
 	p.stop()
@@ -103,6 +118,11 @@ func newWitnessed(t *testing.T) *witnessed {
 		}
 	}
 	p.run(t, "exec", "--", "/bin/echo", "three")
+	for len(logFiles(t, h.dir)) < h.files {
+		if r := p.run(t, "exec", "--", "/bin/echo", "more"); r.code != 0 {
+			t.Fatalf("exec: %+v", r)
+		}
+	}
 	p.stop()
 	// A restart: no false alarm, and the witness catches up.
 	p = h.serve(t, h.dir)
@@ -117,7 +137,7 @@ func newWitnessed(t *testing.T) *witnessed {
 // serve starts a server on dir pushing to the witness.
 func (h *witnessed) serve(t *testing.T, dir string) *serveProc {
 	t.Helper()
-	return startServe(t, dir, examplePolicy(t), "--witness", h.w.url+"="+h.wkey, "--checkpoint-every", "1s")
+	return startServe(t, dir, examplePolicy(t), append([]string{"--witness", h.w.url + "=" + h.wkey, "--checkpoint-every", "1s"}, h.args...)...)
 }
 
 // waitWitnessed waits until the witness holds every record of the
@@ -153,6 +173,22 @@ func records(t *testing.T, dir string) int64 {
 		t.Fatalf("the log's last record: %v %v", last, err)
 	}
 	return int64(last[0].Seq)
+}
+
+// logFiles is the audit log's files in dir, oldest first (YYYY-MM.jsonl
+// before YYYY-MM.0001.jsonl).
+func logFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "audit", "*.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	order := func(path string) string {
+		month, part, _ := strings.Cut(strings.TrimSuffix(filepath.Base(path), ".jsonl"), ".")
+		return month + "." + fmt.Sprintf("%04s", part)
+	}
+	slices.SortFunc(files, func(a, b string) int { return strings.Compare(order(a), order(b)) })
+	return files
 }
 
 func copyDir(t *testing.T, from, to string) {

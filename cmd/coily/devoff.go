@@ -4,6 +4,7 @@ package main
 
 import (
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"coily.dev/coily/cli"
 )
@@ -15,3 +16,9 @@ func addDevCommand(*cli.App, *cobra.Command) {}
 
 // devDialer: the --dev transport is in development builds only.
 func devDialer(*cli.App) {}
+
+// devServeFlags: coily serve's hidden development flags (the audit log's
+// rotation size) are in development builds only; here the default.
+func devServeFlags(*pflag.FlagSet) func() (int64, error) {
+	return func() (int64, error) { return 0, nil }
+}

@@ -96,6 +96,9 @@ type serveOptions struct {
 	// are the peers' logs this host witnesses (--witness-for).
 	witnesses  []*witness.Client
 	witnessFor []string
+	// auditMaxFileSize rotates the audit log's files at this size (0:
+	// audit.DefaultMaxFileSize; set by development builds only).
+	auditMaxFileSize int64
 	// ready is called once both listeners serve, with the tailnet address
 	// and the open store.
 	ready func(tailnetAddr string, db *store.DB)
@@ -123,6 +126,7 @@ type serveFlagValues struct {
 	killGrace                                                *time.Duration
 	checkpoints                                              checkpointFlags
 	witness                                                  witnessFlags
+	dev                                                      func() (int64, error) // devServeFlags
 }
 
 func serveFlags(fs *pflag.FlagSet) runFunc {
@@ -147,6 +151,7 @@ func serveFlags(fs *pflag.FlagSet) runFunc {
 	f.state = registerStateFlags(fs)
 	f.checkpoints = registerCheckpointFlags(fs)
 	f.witness = registerWitnessFlags(fs)
+	f.dev = devServeFlags(fs)
 	f.killGrace = durationFlag(fs, "kill-grace", "COILY_KILL_GRACE", server.DefaultKillGrace, "how long a lockout or a kill waits between SIGTERM and SIGKILL (100ms to 1m; a fleet on etcd: 500ms, so every command is dead within a second)")
 	return func(ctx context.Context, e *env) int { return runServe(ctx, e, f) }
 }
@@ -195,6 +200,10 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 	if len(f.witness.serveFor.specs) > 0 && !*tailnet {
 		return usage(e, "serve: --witness-for needs --tailnet")
 	}
+	auditMax, err := f.dev()
+	if err != nil {
+		return usage(e, "serve: %v", err)
+	}
 	if *f.killGrace < 100*time.Millisecond || *f.killGrace > time.Minute {
 		return usage(e, "serve: --kill-grace %v: must be between 100ms and 1m", *f.killGrace)
 	}
@@ -222,7 +231,7 @@ func runServe(ctx context.Context, e *env, f serveFlagValues) int {
 		metricsListen: *metricsListen, metricsTailnetPort: *metricsPort, sandboxUser: runAs, sandboxUIDs: uids,
 		web: *f.web, webHTTP: *f.webHTTP, gitCacheMax: cacheMax, gitCacheRemoteMax: cacheRemoteMax, shared: shared,
 		killGrace: *f.killGrace, service: *f.service, checkpoints: f.checkpoints,
-		witnesses: witnesses, witnessFor: f.witness.serveFor.specs}
+		witnesses: witnesses, witnessFor: f.witness.serveFor.specs, auditMaxFileSize: auditMax}
 	if *egressConns < 1 || *egressConns > 65536 {
 		return usage(e, "serve: --egress-max-conns %d: must be between 1 and 65536", *egressConns)
 	}
@@ -292,7 +301,7 @@ func serve(ctx context.Context, log *slog.Logger, o serveOptions) error {
 		return err
 	}
 	defer db.Close()
-	al, err := audit.Open(audit.Config{Dir: filepath.Join(o.stateDir, "audit"), Host: o.shared.auditHost()})
+	al, err := audit.Open(audit.Config{Dir: filepath.Join(o.stateDir, "audit"), Host: o.shared.auditHost(), MaxFileSize: o.auditMaxFileSize})
 	var broken *audit.BrokenError
 	if errors.As(err, &broken) && broken.Torn {
 		return fmt.Errorf("%w: the last record was torn by a crash or a full disk: `coily audit repair --state-dir %s` cuts it and records that it did", err, o.stateDir)
