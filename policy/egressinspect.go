@@ -28,6 +28,7 @@ type Inject struct {
 
 // injectFile is an `egress.inject` entry as written.
 type injectFile struct {
+	Preset     string `yaml:"preset"`
 	Env        string `yaml:"env"`
 	Credential string `yaml:"credential"`
 	Host       string `yaml:"host"`
@@ -49,19 +50,30 @@ func checkInspect(e *Egress, hosts []string) error {
 		return fmt.Errorf("egress inspect: at most %d hosts", MaxInspectHosts)
 	}
 	for _, h := range hosts {
-		hp, err := ParseHostPort(h)
-		switch {
-		case err != nil:
-			return fmt.Errorf("egress inspect: %w", err)
-		case hp.Suffix || hp.Port != 0:
-			return fmt.Errorf("egress inspect: %q must be one host name, without wildcard or port", h)
-		case slices.Contains(e.Inspect, hp.Host):
-			return fmt.Errorf("egress inspect: %q is listed twice", h)
-		case !slices.ContainsFunc(e.Effective(), func(a HostPort) bool { return a.Match(hp.Host, cmpPort(a.Port)) }):
-			return fmt.Errorf("egress inspect: %q is not in the rule's egress allowlist", h)
+		if err := inspectHost(e, h); err != nil {
+			return err
 		}
-		e.Inspect = append(e.Inspect, hp.Host)
 	}
+	return nil
+}
+
+// inspectHost adds h (one host name the effective allowlist lets
+// through) to e.Inspect.
+func inspectHost(e *Egress, h string) error {
+	hp, err := ParseHostPort(h)
+	switch {
+	case err != nil:
+		return fmt.Errorf("egress inspect: %w", err)
+	case hp.Suffix || hp.Port != 0:
+		return fmt.Errorf("egress inspect: %q must be one host name, without wildcard or port", h)
+	case slices.Contains(e.Inspect, hp.Host):
+		return fmt.Errorf("egress inspect: %q is listed twice", h)
+	case len(e.Inspect) >= MaxInspectHosts:
+		return fmt.Errorf("egress inspect: at most %d hosts", MaxInspectHosts)
+	case !slices.ContainsFunc(e.Effective(), func(a HostPort) bool { return a.Match(hp.Host, cmpPort(a.Port)) }):
+		return fmt.Errorf("egress inspect: %q is not in the rule's egress allowlist", h)
+	}
+	e.Inspect = append(e.Inspect, hp.Host)
 	return nil
 }
 
@@ -111,6 +123,8 @@ func checkInject(r *Rule, e *Egress, f injectFile) (Inject, error) {
 		return in, fmt.Errorf("egress inject: %s is also in credentials: the child would hold the secret itself", f.Env)
 	case !slices.Contains(e.Inspect, in.Host):
 		return in, fmt.Errorf("egress inject: host %q is not an inspected host (egress inspect)", f.Host)
+	case !e.Allows(in.Host, cmpPort(in.Port)):
+		return in, fmt.Errorf("egress inject: %s is not in the rule's egress allowlist (the credential would go nowhere)", in.HostPort())
 	}
 	if err := checkInjectPath(f.Path); err != nil {
 		return in, err

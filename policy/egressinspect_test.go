@@ -54,6 +54,7 @@ func TestLoadEgressInspect(t *testing.T) {
 	}
 	b := inspectBlock()
 	b["inject"].([]map[string]string)[0]["host"] = "api.github.com:8443"
+	b["allow"] = append(b["allow"].([]string), "api.github.com:8443")
 	if e, err := loadInspect(t, b, ""); err != nil || e.Inject[0].Host != "api.github.com" || e.Inject[0].Port != 8443 {
 		t.Errorf("inject to api.github.com:8443: %v %+v", err, e)
 	}
@@ -114,6 +115,7 @@ func TestLoadEgressInspectHostile(t *testing.T) {
 		{"inject to a wildcard host", inj("host", "*.github.com"), "", "wildcard"},
 		{"inject to a bad port", inj("host", "api.github.com:0"), "", "port"},
 		{"inject to port 99999", inj("host", "api.github.com:99999"), "", "port"},
+		{"inject to a port not allowed", inj("host", "api.github.com:8443"), "", "api.github.com:8443 is not in the rule's egress allowlist"},
 	}
 	for _, tc := range cases {
 		b := inspectBlock()

@@ -99,6 +99,7 @@ func (b *builder) egressInspect(r *Rule, e *Egress, ef *egressFile, at func(...a
 		b.failAt(b.at(at("inspect")...), "rule %q: %v", r.Name, err)
 		return
 	}
+	entries := b.injectEntries(r, e, ef, at)
 	if err := checkHTTPRules(e, ef.HTTP); err != nil {
 		b.failAt(b.at(at("http")...), "rule %q: %v", r.Name, err)
 	}
@@ -109,14 +110,41 @@ func (b *builder) egressInspect(r *Rule, e *Egress, ef *egressFile, at func(...a
 		}
 		e.MaxBody = n
 	}
-	for j, f := range ef.Inject {
-		in, err := checkInject(r, e, f)
+	for _, f := range entries {
+		in, err := checkInject(r, e, f.injectFile)
 		if err != nil {
-			b.failAt(b.at(at("inject", j)...), "rule %q: %v", r.Name, err)
+			b.failAt(b.at(at("inject", f.at)...), "rule %q: %v", r.Name, err)
 			continue
 		}
 		e.Inject = append(e.Inject, in)
 	}
+}
+
+// injectEntry is an `inject` entry as written or as a preset expands
+// it, with the index of the entry written.
+type injectEntry struct {
+	injectFile
+	at int
+}
+
+// injectEntries expands the presets of `inject` (inspecting their hosts).
+func (b *builder) injectEntries(r *Rule, e *Egress, ef *egressFile, at func(...any) []any) []injectEntry {
+	var out []injectEntry
+	for j, f := range ef.Inject {
+		if f.Preset == "" {
+			out = append(out, injectEntry{f, j})
+			continue
+		}
+		fs, err := expandInjectPreset(e, f)
+		if err != nil {
+			b.failAt(b.at(at("inject", j)...), "rule %q: %v", r.Name, err)
+			continue
+		}
+		for _, x := range fs {
+			out = append(out, injectEntry{x, j})
+		}
+	}
+	return out
 }
 
 // egressRegistry checks one `registries:` entry: a preset of this rule

@@ -1,6 +1,7 @@
 package standin
 
 import (
+	"crypto/subtle"
 	"fmt"
 	"net/http"
 	"strings"
@@ -13,7 +14,8 @@ import (
 // and /owner/name,
 // to an installation token of that repository alone as the Basic auth
 // password (any user name), with contents: read to fetch and write to
-// push; anything else is answered 401. Each git request is recorded in
+// push, or to the user's token (g.Token, as a personal access token);
+// anything else is answered 401. Each git request is recorded in
 // Requests as "GIT <method> <path> token-repo=<repo>" (or "401 GIT …").
 func (g *GitHub) ServeGit(t testing.TB, repos ...string) *Git {
 	t.Helper()
@@ -44,6 +46,10 @@ func (g *GitHub) serveGit(w http.ResponseWriter, r *http.Request) bool {
 		r.URL.Path = "/" + repo + ".git/" + parts[2]
 	}
 	tok, authorised := g.gitToken(r)
+	if _, pass, ok := r.BasicAuth(); ok && subtle.ConstantTimeCompare([]byte(pass), []byte(g.Token)) == 1 {
+		// The user's own token, as a personal access token: every repository.
+		tok, authorised = InstallationToken{Repo: repo, Permissions: map[string]string{"contents": "write"}}, true
+	}
 	need := "read"
 	if isPush(r) {
 		need = "write"

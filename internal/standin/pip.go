@@ -3,6 +3,7 @@ package standin
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
 	"html"
@@ -26,6 +27,10 @@ type PipOptions struct {
 	Wheels []Wheel
 	// Hosts are more names for the server's certificate.
 	Hosts []string
+	// Password, when set, is the Basic auth password (any user name)
+	// every request needs: without it the answer is 401 with a Basic
+	// challenge, as a private index answers.
+	Password string
 }
 
 // DefaultWheel is the wheel PipIndex serves when given none: import
@@ -37,6 +42,7 @@ type Pip struct {
 	*Server
 	Simple string // the index URL for --index-url: URL + "/simple/"
 
+	password string
 	files    map[string][]byte   // file name → wheel
 	projects map[string][]string // normalised project name → file names
 
@@ -53,7 +59,7 @@ func PipIndex(t testing.TB, opt PipOptions) *Pip {
 	if len(wheels) == 0 {
 		wheels = []Wheel{DefaultWheel}
 	}
-	p := &Pip{files: map[string][]byte{}, projects: map[string][]string{}}
+	p := &Pip{password: opt.Password, files: map[string][]byte{}, projects: map[string][]string{}}
 	for _, w := range wheels {
 		b, err := w.Build()
 		if err != nil {
@@ -110,6 +116,11 @@ func (p *Pip) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (p *Pip) respond(w http.ResponseWriter, r *http.Request) int {
+	if _, pass, ok := r.BasicAuth(); p.password != "" && (!ok || subtle.ConstantTimeCompare([]byte(pass), []byte(p.password)) != 1) {
+		w.Header().Set("WWW-Authenticate", `Basic realm="standin pip"`)
+		http.Error(w, "authentication required", http.StatusUnauthorized)
+		return http.StatusUnauthorized
+	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		http.Error(w, "method not allowed", http.StatusMethodNotAllowed)
 		return http.StatusMethodNotAllowed
