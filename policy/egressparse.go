@@ -117,6 +117,9 @@ func (b *builder) egressInspect(r *Rule, e *Egress, ef *egressFile, at func(...a
 		}
 		e.Inject = append(e.Inject, in)
 	}
+	if _, err := SigV4Groups(e.Inject); err != nil {
+		b.failAt(b.at(at("inject")...), "rule %q: %v", r.Name, err)
+	}
 }
 
 // egressRegistry checks one `registries:` entry: a preset of this rule
