@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -118,4 +119,35 @@ true`
 	if injected < 4 || refused != 1 {
 		t.Errorf("request rows %+v: want 4+ injected, 1 refused", recs[0].EgressRequests)
 	}
+}
+
+// `coily sandbox exec --egress-inject VAR@HOST:sigv4` for the three AWS
+// variables: the real aws s3 ls, holding placeholders, is re-signed with
+// the key from coily's own environment.
+func TestSandboxExecEgressInjectSigV4(t *testing.T) {
+	requireBwrap(t)
+	standin.Need(t, standin.AWSPath, standin.AWSHint)
+	keys := standin.NewAWSKeys()
+	keys.Add("AKIDCALLER", "caller-secret")
+	id, secret, token := keys.Issue("AKIDCALLER", "arn:aws:iam::123456789012:role/coily-s3", time.Hour)
+	s3 := standin.S3WithKeys(t, keys, map[string][]string{"alpha": {"report.csv"}})
+	at := "@localhost:" + s3.Port + ":sigv4"
+	script := `export HOME=$(mktemp -d) AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null AWS_EC2_METADATA_DISABLED=true AWS_PAGER= AWS_DEFAULT_REGION=us-east-1 NO_PROXY= no_proxy=
+` + standin.AWSPath + ` --endpoint-url https://localhost:` + s3.Port + ` s3 ls 2>&1; env | grep -c -e ` + "FQoGZXIvYXdzE" + ` -e ASIA || true`
+	cmd := exec.Command(coilyBin, "sandbox", "exec", "--network", "proxied", "--egress-allow", "localhost:"+s3.Port,
+		"--egress-allow-cidr", "127.0.0.0/8", "--egress-inspect", "localhost", "--egress-inject", "AWS_ACCESS_KEY_ID"+at,
+		"--egress-inject", "AWS_SECRET_ACCESS_KEY"+at, "--egress-inject", "AWS_SESSION_TOKEN"+at, "--", "/bin/sh", "-c", script)
+	cmd.Env = append(os.Environ(), "AWS_ACCESS_KEY_ID="+id, "AWS_SECRET_ACCESS_KEY="+secret, "AWS_SESSION_TOKEN="+token, "SSL_CERT_FILE="+s3.CAFile)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil || !strings.Contains(out.String(), " alpha\n") || !strings.HasSuffix(out.String(), "\n0\n") {
+		t.Fatalf("sandbox exec: %v\nstdout %s\nstderr %s\nS3 %q", err, out.String(), errb.String(), s3.Requests())
+	}
+	if !strings.Contains(errb.String(), "coily: request allow  localhost:"+s3.Port+"  GET /  200") || !strings.Contains(errb.String(), "injected") {
+		t.Errorf("stderr lacks the request row:\n%s", errb.String())
+	}
+	c := canary.New(t)
+	c.AddString("aws secret", secret)
+	c.AddString("aws session token", token)
+	c.CheckText("sandbox exec's output", out.String(), errb.String())
 }
