@@ -40,7 +40,9 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 		cont()
 	}
 	if o.sigv4 != nil {
-		if r := ic.resign(o); r != nil {
+		release, r := ic.resign(o)
+		defer release()
+		if r != nil {
 			return refuse(*r)
 		}
 	}

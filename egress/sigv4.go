@@ -261,12 +261,27 @@ func (ic *inspected) injectRefusal(err error) *refusalOf {
 	return &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
 }
 
+// sigV4BufferSlots is how many SigV4 bodies one proxy buffers at once
+// (each at most MaxSigV4Buffer): more requests wait for a slot, so that
+// a command cannot make the server hold a buffer per HTTP/2 stream.
+const sigV4BufferSlots = 2
+
 // resign readies o's body and signs o.req with the real key of its
-// injection.
-func (ic *inspected) resign(o outgoingReq) *refusalOf {
+// injection. release (always non-nil) frees the buffer slot a body
+// without a payload hash took; call it once the request is sent.
+func (ic *inspected) resign(o outgoingReq) (release func(), _ *refusalOf) {
+	release = func() {}
 	limit := int64(MaxSigV4Buffer)
 	if m := ic.p.cfg.Inspect.MaxBody; m > 0 && m < limit {
 		limit = m
+	}
+	if o.sigv4.payload == "" && o.req.Body != nil {
+		select {
+		case ic.p.sigv4Buf <- struct{}{}:
+			release = func() { <-ic.p.sigv4Buf }
+		case <-ic.ctx.Done():
+			return release, &refusalOf{reasonSigV4, ic.sentence("the connection ended while the request waited to be buffered")}
+		}
 	}
 	payload, err := o.sigv4.prepareBody(o.req, limit)
 	if err == nil {
@@ -274,12 +289,12 @@ func (ic *inspected) resign(o outgoingReq) *refusalOf {
 	}
 	if err != nil {
 		if o.scan != nil && o.scan.found {
-			return &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the body of " + o.req.Method + " " + o.req.URL.EscapedPath()}).Error())}
+			return release, &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the body of " + o.req.Method + " " + o.req.URL.EscapedPath()}).Error())}
 		}
 		if o.scan != nil && o.scan.capped {
-			return &refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s is over the rule's cap", o.req.Method, o.req.URL.EscapedPath()))}
+			return release, &refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s is over the rule's cap", o.req.Method, o.req.URL.EscapedPath()))}
 		}
-		return ic.injectRefusal(err)
+		return release, ic.injectRefusal(err)
 	}
-	return nil
+	return release, nil
 }
