@@ -37,6 +37,9 @@ const (
 	FormBasic
 	// FormHeader: a named header whose whole value is the secret.
 	FormHeader
+	// FormSigV4: an AWS key; the child signs with placeholders and the
+	// proxy re-signs the request (SigV4, header form) with the real key.
+	FormSigV4
 )
 
 // ParseForm reads bearer, token, basic or header.
@@ -50,8 +53,10 @@ func ParseForm(s string) (Form, error) {
 		return FormBasic, nil
 	case "header":
 		return FormHeader, nil
+	case "sigv4":
+		return FormSigV4, nil
 	}
-	return 0, fmt.Errorf("egress: injection form %q: want bearer, token, basic or header", s)
+	return 0, fmt.Errorf("egress: injection form %q: want bearer, token, basic, header or sigv4", s)
 }
 
 func (f Form) String() string {
@@ -64,6 +69,8 @@ func (f Form) String() string {
 		return "basic"
 	case FormHeader:
 		return "header"
+	case FormSigV4:
+		return "sigv4"
 	}
 	return "?"
 }
@@ -79,6 +86,33 @@ type Injection struct {
 	PathPrefix  string // "" or starting with "/"
 	Form        Form
 	Header      string // FormHeader's header name
+	// AWS holds FormSigV4's other values: Placeholder then stands for
+	// the access key id and Secret is the secret access key.
+	AWS *AWSKey
+}
+
+// AWSKey is the rest of an AWS key injected by re-signing (FormSigV4).
+type AWSKey struct {
+	AccessKeyID  string // the real one
+	SessionToken string // the real one; "" for a long-term key
+	// SecretPlaceholder is what the child holds as its secret access key
+	// (it signs with it; it is never sent, and refused if it is).
+	SecretPlaceholder string
+	// TokenPlaceholder is what the child holds as its session token,
+	// sent as X-Amz-Security-Token; "" when Session token is "".
+	TokenPlaceholder string
+}
+
+// placeholders are every value the child holds for the injection.
+func (in Injection) placeholders() []string {
+	out := []string{in.Placeholder}
+	if in.AWS != nil {
+		out = append(out, in.AWS.SecretPlaceholder)
+		if in.AWS.TokenPlaceholder != "" {
+			out = append(out, in.AWS.TokenPlaceholder)
+		}
+	}
+	return out
 }
 
 // header is the request header the injection rewrites.
@@ -208,8 +242,10 @@ func basicHides(name, v string, ins []Injection) bool {
 // containsPlaceholder reports s holding any injection's placeholder.
 func containsPlaceholder(s string, ins []Injection) bool {
 	for _, in := range ins {
-		if strings.Contains(s, in.Placeholder) {
-			return true
+		for _, ph := range in.placeholders() {
+			if ph != "" && strings.Contains(s, ph) {
+				return true
+			}
 		}
 	}
 	return false
@@ -242,8 +278,10 @@ var errBodyCap = errors.New("egress: request body over the rule's cap")
 func newScanReader(r io.Reader, ins []Injection, max int64) *scanReader {
 	s := &scanReader{r: r, max: max}
 	for _, in := range ins {
-		s.needles = append(s.needles, []byte(in.Placeholder))
-		s.keep = max0(s.keep, len(in.Placeholder)-1)
+		for _, ph := range in.placeholders() {
+			s.needles = append(s.needles, []byte(ph))
+			s.keep = max0(s.keep, len(ph)-1)
+		}
 	}
 	return s
 }

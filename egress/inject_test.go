@@ -11,13 +11,13 @@ import (
 )
 
 func TestParseForm(t *testing.T) {
-	for _, s := range []string{"bearer", "token", "basic", "header"} {
+	for _, s := range []string{"bearer", "token", "basic", "header", "sigv4"} {
 		f, err := ParseForm(s)
 		if err != nil || f.String() != s {
 			t.Errorf("ParseForm(%q) = %v, %v", s, f, err)
 		}
 	}
-	for _, s := range []string{"", "Bearer", "BASIC", "cookie", "header:x"} {
+	for _, s := range []string{"", "Bearer", "BASIC", "cookie", "header:x", "SigV4", "sigv4a"} {
 		if _, err := ParseForm(s); err == nil {
 			t.Errorf("ParseForm(%q) succeeded", s)
 		}

@@ -65,6 +65,8 @@ type Proxy struct {
 	rows     rows
 	requests requestRows
 	bytes    atomic.Int64
+	// sigv4Buf bounds the SigV4 bodies buffered at once (sigv4.go).
+	sigv4Buf chan struct{}
 
 	mu        sync.Mutex
 	closed    bool
@@ -99,7 +101,8 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Proxy{cfg: cfg, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{}}, nil
+	return &Proxy{cfg: cfg, listeners: map[net.Listener]struct{}{}, conns: map[*conn]struct{}{},
+		sigv4Buf: make(chan struct{}, sigV4BufferSlots)}, nil
 }
 
 // ErrClosed is returned by Serve after Close.

@@ -30,13 +30,21 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 		row.Decision, row.Reason, row.Status = Deny, r.reason, http.StatusForbidden
 		return refusalResponse(in, r.msg), func(int64) { p.requests.add(row) }
 	}
-	out, scan, injected, r := ic.outgoing(in)
+	o, r := ic.outgoing(in)
 	if r != nil {
 		return refuse(*r)
 	}
+	out, scan := o.req, o.scan
 	row.path = out.URL.EscapedPath()
 	if strings.EqualFold(in.Header.Get("Expect"), "100-continue") {
 		cont()
+	}
+	if o.sigv4 != nil {
+		release, r := ic.resign(o)
+		defer release()
+		if r != nil {
+			return refuse(*r)
+		}
 	}
 	resp, err := ic.tr.RoundTrip(out)
 	if scan != nil {
@@ -53,12 +61,17 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 			resp.Body.Close()
 		}
 		return refuse(refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s is over the rule's cap of %d bytes", in.Method, row.path, p.cfg.Inspect.MaxBody))})
+	case o.sigv4 != nil && o.sigv4.check != nil && o.sigv4.check.bad:
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return refuse(refusalOf{reasonSigV4, ic.sentence(fmt.Sprintf("the body of %s %s does not hash to its X-Amz-Content-Sha256; it was cut before its end", in.Method, row.path))})
 	case err != nil:
 		msg := fmt.Sprintf("coily: sending %s %s to %s failed: %v", in.Method, row.path, t, err)
 		row.Decision, row.Reason, row.Status = Allow, "upstream-error", http.StatusBadGateway
 		return textResponse(in, http.StatusBadGateway, msg), func(int64) { p.requests.add(row) }
 	}
-	row.Decision, row.Status, row.Injected = Allow, resp.StatusCode, injected
+	row.Decision, row.Status, row.Injected = Allow, resp.StatusCode, o.injected
 	return resp, func(down int64) {
 		row.BytesDown = down
 		p.requests.add(row)
@@ -70,11 +83,19 @@ func (ic *inspected) sentence(what string) string {
 	return fmt.Sprintf("coily: %s (host %s, rule %q)", what, ic.t, ic.p.cfg.Rule)
 }
 
+// outgoingReq is a request checked and ready to go upstream.
+type outgoingReq struct {
+	req      *http.Request
+	scan     *scanReader // its body's, nil without one
+	injected bool
+	sigv4    *sigV4Plan // non-nil: re-sign it (resign) before sending
+}
+
 // outgoing checks in and builds the request sent upstream: the same
 // method, path, query and headers (hop-by-hop ones removed, placeholders
 // swapped) to the CONNECT host, and its body through a scanReader. A
 // request the rules refuse is a refusal.
-func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, bool, *refusalOf) {
+func (ic *inspected) outgoing(in *http.Request) (outgoingReq, *refusalOf) {
 	t, insp := ic.t, ic.p.cfg.Inspect
 	authority := t.Host
 	if t.Port != 443 {
@@ -82,40 +103,44 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 	}
 	switch {
 	case in.Host != authority && in.Host != t.Host+":"+strconv.Itoa(t.Port):
-		return nil, nil, false, &refusalOf{reasonHostMismatch, ic.sentence(fmt.Sprintf("the request names host %q, not the CONNECT host", in.Host))}
+		return outgoingReq{}, &refusalOf{reasonHostMismatch, ic.sentence(fmt.Sprintf("the request names host %q, not the CONNECT host", in.Host))}
 	case in.URL.IsAbs() || !strings.HasPrefix(in.URL.EscapedPath(), "/") || in.URL.Opaque != "":
-		return nil, nil, false, &refusalOf{reasonBadRequest, ic.sentence("only origin-form request targets (/path) go through an inspected connection")}
+		return outgoingReq{}, &refusalOf{reasonBadRequest, ic.sentence("only origin-form request targets (/path) go through an inspected connection")}
 	}
 	path, err := canonPath(requestPath(in))
 	if err != nil {
-		return nil, nil, false, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path of %s %s is refused (%v): a server could read it as another path than the one the rules check", in.Method, in.URL.EscapedPath(), err))}
+		return outgoingReq{}, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path of %s %s is refused (%v): a server could read it as another path than the one the rules check", in.Method, in.URL.EscapedPath(), err))}
 	}
 	ins := insp.Inject
 	if containsPlaceholder(in.RequestURI, ins) || containsPlaceholder(in.URL.RawQuery, ins) || containsPlaceholder(in.URL.Path, ins) ||
 		containsPlaceholder(unescape(in.URL.RawQuery), ins) || containsPlaceholder(path, ins) {
-		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the URL of " + in.Method + " " + path}).Error())}
+		return outgoingReq{}, &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the URL of " + in.Method + " " + path}).Error())}
 	}
 	if rules := insp.Rules[t.Host]; len(rules) > 0 && !anyAllows(rules, in.Method, path) {
-		return nil, nil, false, &refusalOf{reasonHTTPRule, ic.sentence(fmt.Sprintf("%s %s is not allowed by the rule's http rules for this host", in.Method, path))}
+		return outgoingReq{}, &refusalOf{reasonHTTPRule, ic.sentence(fmt.Sprintf("%s %s is not allowed by the rule's http rules for this host", in.Method, path))}
 	}
 	if insp.MaxBody > 0 && in.ContentLength > insp.MaxBody {
-		return nil, nil, false, &refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s (%d bytes) is over the rule's cap of %d bytes", in.Method, path, in.ContentLength, insp.MaxBody))}
+		return outgoingReq{}, &refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s (%d bytes) is over the rule's cap of %d bytes", in.Method, path, in.ContentLength, insp.MaxBody))}
 	}
 	h := in.Header.Clone()
 	stripHopByHop(h)
 	h.Del("Expect")
+	plan, err := planSigV4(h, t.Host, t.Port, path, ins)
+	if err != nil {
+		return outgoingReq{}, ic.injectRefusal(err)
+	}
 	used, err := injectHeaders(h, t.Host, t.Port, path, ins)
 	if err != nil {
-		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
+		return outgoingReq{}, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
 	}
 	u, err := url.Parse("https://" + authority + path)
 	if err != nil || u.EscapedPath() != path { // never: canonPath's output parses as itself
-		return nil, nil, false, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path %s would not be sent as checked", path))}
+		return outgoingReq{}, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path %s would not be sent as checked", path))}
 	}
 	u.RawQuery = in.URL.RawQuery
 	out, err := http.NewRequestWithContext(ic.ctx, in.Method, u.String(), nil)
 	if err != nil {
-		return nil, nil, false, &refusalOf{reasonBadRequest, ic.sentence(err.Error())}
+		return outgoingReq{}, &refusalOf{reasonBadRequest, ic.sentence(err.Error())}
 	}
 	out.Header, out.Host = h, authority
 	var scan *scanReader
@@ -123,7 +148,7 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 		scan = newScanReader(in.Body, ins, insp.MaxBody)
 		out.Body, out.ContentLength = scan, in.ContentLength
 	}
-	return out, scan, len(used) > 0, nil
+	return outgoingReq{req: out, scan: scan, injected: len(used) > 0 || plan != nil, sigv4: plan}, nil
 }
 
 // requestPath is the request's path as the client sent it, escaped,

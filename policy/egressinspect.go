@@ -190,7 +190,7 @@ func checkInjectPath(p string) error {
 	return nil
 }
 
-// injectForm reads `form` (bearer, token, basic) or `header: NAME`, one
+// injectForm reads `form` (bearer, token, basic, sigv4) or `header: NAME`, one
 // of them.
 func injectForm(form, header string) (egress.Form, error) {
 	switch {
@@ -207,7 +207,7 @@ func injectForm(form, header string) (egress.Form, error) {
 	}
 	f, err := egress.ParseForm(form)
 	if err != nil {
-		return 0, fmt.Errorf("egress inject: form %q: bearer, token, basic or header: NAME", form)
+		return 0, fmt.Errorf("egress inject: form %q: bearer, token, basic, sigv4 or header: NAME", form)
 	}
 	return f, nil
 }

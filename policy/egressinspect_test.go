@@ -183,3 +183,60 @@ func TestParseInjectSpecPort(t *testing.T) {
 		}
 	}
 }
+
+// sigv4Block injects an AWS key by re-signing: the key id, the secret
+// and, when token, the session token, to s3.amazonaws.com.
+func sigv4Block(envs ...string) map[string]any {
+	var inject []map[string]string
+	for _, env := range envs {
+		inject = append(inject, map[string]string{"env": env, "credential": "vault:aws/sts/coily-s3#" + strings.ToLower(env),
+			"host": "s3.amazonaws.com", "form": "sigv4"})
+	}
+	return map[string]any{"allow": []string{"s3.amazonaws.com", "sts.amazonaws.com"}, "inspect": []string{"s3.amazonaws.com", "sts.amazonaws.com"}, "inject": inject}
+}
+
+func TestLoadEgressInjectSigV4(t *testing.T) {
+	e, err := loadInspect(t, sigv4Block("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := policy.SigV4Groups(e.Inject)
+	if err != nil || len(g) != 1 || g[0].KeyID.Env != "AWS_ACCESS_KEY_ID" || g[0].Secret.Env != "AWS_SECRET_ACCESS_KEY" ||
+		g[0].Token == nil || g[0].Token.Ref.String() != "vault:aws/sts/coily-s3#aws_session_token" {
+		t.Fatalf("%+v %v", g, err)
+	}
+	if _, err := loadInspect(t, sigv4Block("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"), ""); err != nil {
+		t.Errorf("a long-term key (no token): %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		block map[string]any
+		want  string
+	}{
+		{"no secret", sigv4Block("AWS_ACCESS_KEY_ID", "AWS_SESSION_TOKEN"), "needs both"},
+		{"no key id", sigv4Block("AWS_SECRET_ACCESS_KEY"), "needs both"},
+		{"another variable", sigv4Block("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "GH_TOKEN"), "form sigv4 is for"},
+		{"twice", sigv4Block("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SECRET_ACCESS_KEY"), "twice"},
+	} {
+		if _, err := loadInspect(t, tc.block, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
+		}
+	}
+	// Split over two hosts, each group must be whole.
+	b := sigv4Block("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY")
+	b["inject"].([]map[string]string)[1]["host"] = "sts.amazonaws.com"
+	if _, err := loadInspect(t, b, ""); err == nil || !strings.Contains(err.Error(), "needs both") {
+		t.Errorf("a key split over two hosts: %v", err)
+	}
+	// The sandbox exec flags read the same.
+	_, err = policy.ParseEgress(policy.EgressSpec{Allow: []string{"s3.test"}, Inspect: []string{"s3.test"},
+		Inject: []string{"AWS_ACCESS_KEY_ID@s3.test:sigv4"}})
+	if err == nil || !strings.Contains(err.Error(), "needs both") {
+		t.Errorf("flags with the key id alone: %v", err)
+	}
+	eg, err := policy.ParseEgress(policy.EgressSpec{Allow: []string{"s3.test"}, Inspect: []string{"s3.test"},
+		Inject: []string{"AWS_ACCESS_KEY_ID@s3.test:sigv4", "AWS_SECRET_ACCESS_KEY@s3.test:sigv4"}})
+	if err != nil || eg.Inject[0].Form != egress.FormSigV4 {
+		t.Errorf("flags: %v %+v", err, eg)
+	}
+}

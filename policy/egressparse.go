@@ -118,6 +118,9 @@ func (b *builder) egressInspect(r *Rule, e *Egress, ef *egressFile, at func(...a
 		}
 		e.Inject = append(e.Inject, in)
 	}
+	if _, err := SigV4Groups(e.Inject); err != nil {
+		b.failAt(b.at(at("inject")...), "rule %q: %v", r.Name, err)
+	}
 }
 
 // injectEntry is an `inject` entry as written or as a preset expands

@@ -77,11 +77,14 @@ func ParseEgress(spec EgressSpec) (*Egress, error) {
 		}
 		e.Inject = append(e.Inject, in)
 	}
+	if _, err := SigV4Groups(e.Inject); err != nil {
+		return nil, &EgressSpecError{Field: "inject", Value: strings.Join(spec.Inject, ","), Err: err}
+	}
 	return e, nil
 }
 
-// ParseInjectSpec reads VAR@HOST[:PORT][/PATH]:FORM (FORM bearer, token, basic
-// or header=NAME) into an Inject without a credential reference.
+// ParseInjectSpec reads VAR@HOST[:PORT][/PATH]:FORM (FORM bearer, token, basic,
+// sigv4 or header=NAME) into an Inject without a credential reference.
 func ParseInjectSpec(s string) (Inject, error) {
 	env, rest, ok := strings.Cut(s, "@")
 	i := strings.LastIndexByte(rest, ':')

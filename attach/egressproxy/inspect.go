@@ -102,14 +102,30 @@ func Inspect(eg *policy.Egress, secrets map[string]string, caFile string, validi
 	}
 	insp := &egress.Inspection{CA: ca, Roots: roots, Rules: eg.HTTPRules(), MaxBody: eg.MaxBody}
 	env := map[string]string{}
-	for _, in := range eg.Inject {
-		ph := env[in.Env]
-		if ph == "" {
-			ph = egress.NewPlaceholder()
-			env[in.Env] = ph
+	placeholder := func(name string) string {
+		if env[name] == "" {
+			env[name] = egress.NewPlaceholder()
 		}
-		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: ph, Secret: secrets[in.Env], Host: in.Host,
+		return env[name]
+	}
+	for _, in := range eg.Inject {
+		if in.Form == egress.FormSigV4 {
+			continue
+		}
+		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: placeholder(in.Env), Secret: secrets[in.Env], Host: in.Host,
 			Port: in.Port, PathPrefix: in.Path, Form: in.Form, Header: in.Header})
+	}
+	groups, err := policy.SigV4Groups(eg.Inject)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	for _, g := range groups {
+		key := &egress.AWSKey{AccessKeyID: secrets[g.KeyID.Env], SecretPlaceholder: placeholder(g.Secret.Env)}
+		if g.Token != nil {
+			key.SessionToken, key.TokenPlaceholder = secrets[g.Token.Env], placeholder(g.Token.Env)
+		}
+		insp.Inject = append(insp.Inject, egress.Injection{Placeholder: placeholder(g.KeyID.Env), Secret: secrets[g.Secret.Env],
+			Host: g.KeyID.Host, Port: g.KeyID.Port, PathPrefix: g.KeyID.Path, Form: egress.FormSigV4, AWS: key})
 	}
 	f, err := cabundle.WriteCopy(dir, prefix, append(append(base, '\n'), ca.CertPEM()...))
 	if err != nil {

@@ -39,7 +39,7 @@ func addEgressFlags(fs *pflag.FlagSet) *egressFlags {
 		presets: listFlag(fs, "egress-preset", "COILY_EGRESS_PRESET", "with --network proxied: a preset's hosts (npm, pip, github, aws, ...); repeatable"),
 		cidrs:   listFlag(fs, "egress-allow-cidr", "COILY_EGRESS_ALLOW_CIDR", "with --network proxied: a CIDR the command may reach by address (private, loopback, ...); repeatable"),
 		inspect: listFlag(fs, "egress-inspect", "COILY_EGRESS_INSPECT", "with --network proxied: a host of the allowlist whose TLS the proxy terminates with a CA of this run; repeatable"),
-		inject:  listFlag(fs, "egress-inject", "COILY_EGRESS_INJECT", "with --network proxied: VAR@HOST[:PORT][/PATH]:FORM (bearer, token, basic, header=NAME): the proxy sends $VAR's value to an inspected HOST (port 443 unless given), the command gets a placeholder; repeatable"),
+		inject:  listFlag(fs, "egress-inject", "COILY_EGRESS_INJECT", "with --network proxied: VAR@HOST[:PORT][/PATH]:FORM (bearer, token, basic, sigv4, header=NAME): the proxy sends $VAR's value to an inspected HOST (port 443 unless given), the command gets a placeholder; repeatable"),
 	}
 }
 

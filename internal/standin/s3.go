@@ -3,6 +3,7 @@ package standin
 import (
 	"crypto/md5"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
 	"fmt"
@@ -29,7 +30,8 @@ const AWSPath = "/usr/bin/aws"
 var s3Created = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // S3Server is a local HTTPS stand-in for Amazon S3, enough for `aws s3
-// ls` (awscli 2.9): ListBuckets and ListObjectsV2, path-style. It accepts
+// ls` and `aws s3 cp` of small files (awscli 2.9): ListBuckets, ListObjectsV2, and
+// PutObject, GetObject and HeadObject in memory, path-style. It accepts
 // only requests signed (SigV4, header form, with X-Amz-Content-Sha256)
 // with a key of its AWSKeys, in any region: a long-term key, or a
 // temporary one STS issued, with its session token.
@@ -40,6 +42,7 @@ type S3Server struct {
 
 	secret  string
 	buckets map[string][]string // bucket → sorted keys
+	objects map[string][]byte   // "bucket/key" → the body PutObject stored
 
 	mu       sync.Mutex
 	requests []string
@@ -63,7 +66,7 @@ func S3(t testing.TB, accessKey, secret string, buckets map[string][]string, hos
 // and holds buckets, with a certificate also valid for hosts.
 func S3WithKeys(t testing.TB, keys *AWSKeys, buckets map[string][]string, hosts ...string) *S3Server {
 	t.Helper()
-	s := &S3Server{Keys: keys, buckets: map[string][]string{}}
+	s := &S3Server{Keys: keys, buckets: map[string][]string{}, objects: map[string][]byte{}}
 	for b, keys := range buckets {
 		s.buckets[b] = slices.Sorted(slices.Values(keys))
 	}
@@ -147,12 +150,80 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 			q := r.URL.Query()
 			s.record(fmt.Sprintf("%s ListObjectsV2 prefix=%s delimiter=%s", line, q.Get("prefix"), q.Get("delimiter")))
 			s.listObjects(w, bucket, q)
+		case strings.Contains(bucket, "/") && r.URL.RawQuery == "" && s.object(w, r, line, body):
 		default:
 			s.record("501 " + line + " " + r.URL.RawQuery)
 			t.Logf("standin s3: unanswered %s %s?%s", r.Method, r.URL.Path, r.URL.RawQuery)
 			s3Error(w, http.StatusNotImplemented, "NotImplemented", "The stand-in does not answer this request.")
 		}
 	})
+}
+
+// object answers PutObject, GetObject and HeadObject on r's path
+// ("/bucket/key"), recording the payload hash form of a put; false for
+// other methods.
+func (s *S3Server) object(w http.ResponseWriter, r *http.Request, line string, body []byte) bool {
+	name := strings.TrimPrefix(r.URL.Path, "/")
+	bucket, _, _ := strings.Cut(name, "/")
+	s.mu.Lock()
+	_, bucketOK := s.buckets[bucket]
+	data, found := s.objects[name]
+	s.mu.Unlock()
+	switch {
+	case r.Method != http.MethodPut && r.Method != http.MethodGet && r.Method != http.MethodHead:
+		return false
+	case !bucketOK:
+		s.record("404 " + line + " NoSuchBucket")
+		s3Error(w, http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist")
+	case r.Method == http.MethodPut:
+		payload := "sha256"
+		if p := r.Header.Get("X-Amz-Content-Sha256"); p == "UNSIGNED-PAYLOAD" {
+			payload = p
+		}
+		if md := r.Header.Get("Content-Md5"); md != "" && md != base64MD5(body) {
+			s.record("400 " + line + " BadDigest")
+			s3Error(w, http.StatusBadRequest, "BadDigest", "The Content-MD5 you specified did not match what we received.")
+			return true
+		}
+		s.mu.Lock()
+		s.objects[name] = body
+		s.mu.Unlock()
+		s.record(fmt.Sprintf("%s PutObject %d bytes payload=%s", line, len(body), payload))
+		w.Header().Set("ETag", `"`+hexMD5(body)+`"`)
+		w.WriteHeader(http.StatusOK)
+	case !found:
+		s.record("404 " + line + " NoSuchKey")
+		s3Error(w, http.StatusNotFound, "NoSuchKey", "The specified key does not exist.")
+	default:
+		s.record(fmt.Sprintf("%s %sObject", line, map[string]string{http.MethodGet: "Get", http.MethodHead: "Head"}[r.Method]))
+		w.Header().Set("ETag", `"`+hexMD5(data)+`"`)
+		w.Header().Set("Last-Modified", s3Created.Format(http.TimeFormat))
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		w.Header().Set("Content-Type", "binary/octet-stream")
+		w.WriteHeader(http.StatusOK)
+		if r.Method == http.MethodGet {
+			_, _ = w.Write(data)
+		}
+	}
+	return true
+}
+
+// Object returns what PutObject stored under bucket/key.
+func (s *S3Server) Object(bucket, key string) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	b, ok := s.objects[bucket+"/"+key]
+	return b, ok
+}
+
+func hexMD5(b []byte) string {
+	sum := md5.Sum(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func base64MD5(b []byte) string {
+	sum := md5.Sum(b)
+	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // s3Messages are S3's messages for the refusals the stand-in answers.

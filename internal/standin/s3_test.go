@@ -1,6 +1,8 @@
 package standin
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -82,5 +84,34 @@ func TestS3RefusesWrongCredentials(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestS3AWSCLICopiesUpAndDown(t *testing.T) {
+	aws := Need(t, AWSPath, AWSHint)
+	s := S3(t, "AKIDSTANDIN", "standin-secret-1", s3Buckets)
+	env := s.Env(t)
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "up.txt"), filepath.Join(dir, "down.txt")
+	if err := os.WriteFile(src, []byte("hello from the stand-in\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, "", env, aws, "--endpoint-url", s.URL, "s3", "cp", src, "s3://alpha/up.txt")
+	if got, ok := s.Object("alpha", "up.txt"); !ok || string(got) != "hello from the stand-in\n" {
+		t.Fatalf("stored %q, %v", got, ok)
+	}
+	run(t, "", env, aws, "--endpoint-url", s.URL, "s3", "cp", "s3://alpha/up.txt", dst)
+	if got, err := os.ReadFile(dst); err != nil || string(got) != "hello from the stand-in\n" {
+		t.Fatalf("downloaded %q, %v", got, err)
+	}
+	if _, err := tryRun(t, "", env, aws, "--endpoint-url", s.URL, "s3", "cp", src, "s3://gamma/up.txt"); err == nil {
+		t.Fatal("a put to a missing bucket succeeded")
+	}
+	// awscli 2.9 sends a small upload unsigned (HTTPS, with Content-MD5),
+	// never aws-chunked: what the egress proxy can re-sign.
+	want := []string{"PUT /alpha/up.txt PutObject 24 bytes payload=UNSIGNED-PAYLOAD", "HEAD /alpha/up.txt HeadObject",
+		"GET /alpha/up.txt GetObject", "404 PUT /gamma/up.txt NoSuchBucket"}
+	if got := s.Requests(); !slices.Equal(got, want) {
+		t.Fatalf("requests = %q, want %q", got, want)
 	}
 }

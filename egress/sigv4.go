@@ -1,0 +1,300 @@
+package egress
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+)
+
+// Payload hashes a SigV4 request may name in X-Amz-Content-Sha256.
+const (
+	unsignedPayload = "UNSIGNED-PAYLOAD"
+	streamingPrefix = "STREAMING-"
+)
+
+// MaxSigV4Buffer bounds the body the proxy buffers to hash a SigV4
+// request that names no payload hash (every service but S3), when the
+// rule sets no smaller max_body.
+const MaxSigV4Buffer = 8 << 20
+
+// sigV4Plan is how one request signed with an injection's placeholders
+// is re-signed with the real key.
+type sigV4Plan struct {
+	in   Injection
+	auth sigV4Auth
+	// payload is X-Amz-Content-Sha256 as sent: 64 hex digits the body
+	// must hash to, UNSIGNED-PAYLOAD, or "" (none: the body is buffered
+	// and hashed).
+	payload string
+	check   *hashCheck // the body's check when payload is a hash
+}
+
+// sigV4Error is a SigV4 request the proxy will not re-sign; its text is
+// the 403's sentence.
+type sigV4Error struct{ what string }
+
+func (e *sigV4Error) Error() string { return e.what }
+
+func sigV4Refusal(format string, args ...any) error {
+	return &sigV4Error{what: fmt.Sprintf(format, args...)}
+}
+
+// planSigV4 finds the request whose Authorization carries the access key
+// placeholder of a sigv4 injection, checks it, and takes its
+// Authorization, X-Amz-Security-Token and X-Amz-Date out of h (the
+// signer writes them anew). nil, nil: no sigv4 placeholder in the
+// Authorization (the headers are then checked like any).
+func planSigV4(h http.Header, host string, port int, path string, ins []Injection) (*sigV4Plan, error) {
+	vals := h.Values("Authorization")
+	var mine []Injection
+	for _, in := range ins {
+		if in.Form == FormSigV4 && in.AWS != nil && slices2Contains(vals, in.Placeholder) {
+			mine = append(mine, in)
+		}
+	}
+	if len(mine) == 0 {
+		return nil, nil
+	}
+	if len(vals) != 1 {
+		return nil, sigV4Refusal("a request carrying the AWS key placeholder has %d Authorization headers", len(vals))
+	}
+	auth, err := parseSigV4Auth(vals[0])
+	if err != nil {
+		return nil, sigV4Refusal("the Authorization header carrying the AWS key placeholder is not one the proxy re-signs (%v)", err)
+	}
+	var in Injection
+	found := false
+	for _, c := range mine {
+		if c.Placeholder == auth.AccessKey && c.matches(host, port, path) {
+			in, found = c, true
+			break
+		}
+	}
+	if !found {
+		return nil, &placeholderError{where: "in header Authorization to " + host}
+	}
+	if err := checkSessionToken(h.Values("X-Amz-Security-Token"), in.AWS.TokenPlaceholder); err != nil {
+		return nil, err
+	}
+	payload, err := payloadOf(h.Values("X-Amz-Content-Sha256"))
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"Authorization", "X-Amz-Security-Token", "X-Amz-Date"} {
+		h.Del(k)
+	}
+	return &sigV4Plan{in: in, auth: auth, payload: payload}, nil
+}
+
+// slices2Contains reports a value of vals containing s.
+func slices2Contains(vals []string, s string) bool {
+	for _, v := range vals {
+		if strings.Contains(v, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// checkSessionToken: the child sends its token placeholder, once, when
+// it holds one, and no token otherwise.
+func checkSessionToken(vals []string, placeholder string) error {
+	switch {
+	case placeholder == "" && len(vals) == 0:
+		return nil
+	case placeholder == "":
+		return sigV4Refusal("the request carries an X-Amz-Security-Token, but the rule injects a key without a session token")
+	case len(vals) != 1 || vals[0] != placeholder:
+		return sigV4Refusal("X-Amz-Security-Token must be the session token placeholder, sent once")
+	}
+	return nil
+}
+
+// payloadOf reads X-Amz-Content-Sha256: absent, UNSIGNED-PAYLOAD or a
+// SHA-256 in hex. A streaming payload (aws-chunked, each chunk signed in
+// a chain that starts from the request's signature) cannot be re-signed
+// without re-framing the body, and is refused.
+func payloadOf(vals []string) (string, error) {
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) > 1:
+		return "", sigV4Refusal("the request has several X-Amz-Content-Sha256 headers")
+	case vals[0] == unsignedPayload:
+		return unsignedPayload, nil
+	case isLowerHex(vals[0], 64):
+		return vals[0], nil
+	case strings.HasPrefix(vals[0], streamingPrefix):
+		return "", sigV4Refusal("the request body is signed chunk by chunk (X-Amz-Content-Sha256: %.64s), which the proxy cannot re-sign; "+
+			"keep the AWS key in the command's environment (short-lived STS credentials) for this command, or make the client send an unchunked body "+
+			"(the AWS CLI and boto3 do; the Java SDK v1 with disableChunkedEncoding)", vals[0])
+	}
+	return "", sigV4Refusal("X-Amz-Content-Sha256 is neither a SHA-256 in lower-case hex nor UNSIGNED-PAYLOAD")
+}
+
+// prepareBody readies out's body for plan before it is signed: a hash the
+// request names is checked as the body streams (hashCheck); without one
+// the body is read whole (at most limit bytes) and hashed. It returns the
+// payload hash to sign.
+func (plan *sigV4Plan) prepareBody(out *http.Request, limit int64) (string, error) {
+	switch {
+	case plan.payload == unsignedPayload:
+		return unsignedPayload, nil
+	case plan.payload != "" && out.Body == nil:
+		if plan.payload != emptySHA256 {
+			return "", sigV4Refusal("X-Amz-Content-Sha256 names a body, but the request has none")
+		}
+		return plan.payload, nil
+	case plan.payload != "":
+		plan.check = &hashCheck{r: out.Body, want: plan.payload, h: sha256.New()}
+		out.Body = plan.check
+		return plan.payload, nil
+	case out.Body == nil:
+		return emptySHA256, nil
+	}
+	data, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
+	switch {
+	case err != nil:
+		return "", err
+	case int64(len(data)) > limit:
+		return "", sigV4Refusal("the request names no X-Amz-Content-Sha256 and its body is over the %d bytes the proxy buffers to hash it", limit)
+	}
+	sum := sha256.Sum256(data)
+	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))
+	return hex.EncodeToString(sum[:]), nil
+}
+
+// emptySHA256 is the SHA-256 of nothing.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// sign signs out (SigV4, header form) with the real key, for the region
+// and service the child signed for, now. S3 signs its path as sent; the
+// other services escape it once more.
+func (plan *sigV4Plan) sign(ctx context.Context, out *http.Request, payload string, now time.Time) error {
+	creds := aws.Credentials{AccessKeyID: plan.in.AWS.AccessKeyID, SecretAccessKey: plan.in.Secret, SessionToken: plan.in.AWS.SessionToken}
+	s3 := plan.auth.Service == "s3"
+	return v4.NewSigner().SignHTTP(ctx, creds, out, payload, plan.auth.Service, plan.auth.Region, now,
+		func(o *v4.SignerOptions) { o.DisableURIPathEscaping = s3 })
+}
+
+// errPayloadHash ends a body that does not hash to its
+// X-Amz-Content-Sha256.
+var errPayloadHash = errors.New("egress: the request body does not match its X-Amz-Content-Sha256")
+
+// hashCheck passes a body on while hashing it and holds back its last
+// byte until the body's end shows the hash is the one the request
+// named: a body that does not match is cut one byte short (the upstream
+// never receives a whole request with it) and fails with errPayloadHash.
+type hashCheck struct {
+	r    io.ReadCloser
+	want string
+	h    hash.Hash
+	held []byte // at most one byte, read but not yet passed on
+	err  error
+	bad  bool
+}
+
+func (c *hashCheck) Read(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	for {
+		buf := make([]byte, len(p)+1)
+		copy(buf, c.held)
+		n, err := c.r.Read(buf[len(c.held):])
+		c.h.Write(buf[len(c.held) : len(c.held)+n])
+		all := buf[:len(c.held)+n]
+		if errors.Is(err, io.EOF) {
+			if hex.EncodeToString(c.h.Sum(nil)) != c.want {
+				c.bad, c.held, c.err = true, nil, errPayloadHash
+				return 0, c.err
+			}
+			c.held = nil
+			k := copy(p, all)
+			if k < len(all) { // never: all is at most len(p) bytes plus one held
+				c.held = append([]byte(nil), all[k:]...)
+				return k, nil
+			}
+			c.err = io.EOF
+			return k, io.EOF
+		}
+		if err != nil {
+			c.err = err
+			return 0, err
+		}
+		if len(all) <= 1 {
+			c.held = append(c.held[:0], all...)
+			continue
+		}
+		k := copy(p, all[:len(all)-1])
+		c.held = append([]byte(nil), all[k:]...)
+		return k, nil
+	}
+}
+
+func (c *hashCheck) Close() error { return c.r.Close() }
+
+// reasonSigV4 is a SigV4 request the proxy does not re-sign.
+const reasonSigV4 = "sigv4"
+
+// injectRefusal is the refusal of an injection's error: a placeholder
+// where it does not belong, or a SigV4 request the proxy cannot re-sign.
+func (ic *inspected) injectRefusal(err error) *refusalOf {
+	var se *sigV4Error
+	if errors.As(err, &se) {
+		return &refusalOf{reasonSigV4, ic.sentence(se.Error())}
+	}
+	return &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
+}
+
+// sigV4BufferSlots is how many SigV4 bodies one proxy buffers at once
+// (each at most MaxSigV4Buffer): more requests wait for a slot, so that
+// a command cannot make the server hold a buffer per HTTP/2 stream.
+const sigV4BufferSlots = 2
+
+// resign readies o's body and signs o.req with the real key of its
+// injection. release (always non-nil) frees the buffer slot a body
+// without a payload hash took; call it once the request is sent.
+func (ic *inspected) resign(o outgoingReq) (release func(), _ *refusalOf) {
+	release = func() {}
+	limit := int64(MaxSigV4Buffer)
+	if m := ic.p.cfg.Inspect.MaxBody; m > 0 && m < limit {
+		limit = m
+	}
+	if o.sigv4.payload == "" && o.req.Body != nil {
+		select {
+		case ic.p.sigv4Buf <- struct{}{}:
+			release = func() { <-ic.p.sigv4Buf }
+		case <-ic.ctx.Done():
+			return release, &refusalOf{reasonSigV4, ic.sentence("the connection ended while the request waited to be buffered")}
+		}
+	}
+	payload, err := o.sigv4.prepareBody(o.req, limit)
+	if err == nil {
+		err = o.sigv4.sign(ic.ctx, o.req, payload, time.Now())
+	}
+	if err != nil {
+		if o.scan != nil && o.scan.found {
+			return release, &refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the body of " + o.req.Method + " " + o.req.URL.EscapedPath()}).Error())}
+		}
+		if o.scan != nil && o.scan.capped {
+			return release, &refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s is over the rule's cap", o.req.Method, o.req.URL.EscapedPath()))}
+		}
+		return release, ic.injectRefusal(err)
+	}
+	return release, nil
+}
