@@ -45,9 +45,9 @@ func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequ
 	return out, nil
 }
 
-// AuditCheckpoint answers the log's latest checkpoint to a witness that pulls it (witness.Pull).
+// AuditCheckpoint answers the log's latest checkpoint to a witness that pulls it (witness.AnswerPull).
 func (s *Server) AuditCheckpoint(_ context.Context, req *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
-	return witness.Pull(s.cfg.Audit.Dir(), req)
+	return witness.AnswerPull(s.cfg.Audit.Dir(), req)
 }
 
 // commandRule describes a rule for its callers.

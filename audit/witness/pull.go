@@ -13,9 +13,9 @@ import (
 	refusals "coily.dev/coily/refusal"
 )
 
-// Pull is the server's answer to AuditCheckpoint: the latest checkpoint
+// AnswerPull is the server's answer to AuditCheckpoint: the latest checkpoint
 // of the log in logDir as an add-checkpoint request (AddBody).
-func Pull(logDir string, req *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
+func AnswerPull(logDir string, req *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
 	b, err := AddBody(logDir, req.GetOld())
 	if err != nil {
 		return nil, err
@@ -42,18 +42,27 @@ func AddBody(logDir string, old int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("witness: %s: %w", audit.CheckpointFile, err)
 	}
+	return addBody(signed, old, func(n, old int64) (tlog.TreeProof, error) {
+		r, closer, err := audit.TreeReader(logDir)
+		if err != nil {
+			return nil, err
+		}
+		defer closer.Close()
+		return tlog.ProveTree(n, old, r)
+	})
+}
+
+// addBody is the add-checkpoint request of the signed checkpoint for a
+// witness holding old records, with prove's proof when old is between 0
+// and the checkpoint's size.
+func addBody(signed []byte, old int64, prove Prover) ([]byte, error) {
 	c, err := audit.ParseCheckpoint(noteTextOf(signed))
 	if err != nil {
 		return nil, fmt.Errorf("witness: %s: %w", audit.CheckpointFile, err)
 	}
 	req := AddRequest{Old: old, Checkpoint: signed}
 	if old > 0 && old < c.N {
-		r, closer, err := audit.TreeReader(logDir)
-		if err != nil {
-			return nil, err
-		}
-		defer closer.Close()
-		if req.Proof, err = tlog.ProveTree(c.N, old, r); err != nil {
+		if req.Proof, err = prove(c.N, old); err != nil {
 			return nil, fmt.Errorf("witness: proving %d to %d: %w", old, c.N, err)
 		}
 	}
