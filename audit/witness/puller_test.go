@@ -52,7 +52,7 @@ func TestPullKeepsGrowingCheckpoint(t *testing.T) {
 func TestPullRefusesWhatDoesNotExtendTheHeldTree(t *testing.T) {
 	l := newMemLog(t, "coily/a")
 	forked := &memLog{skey: l.skey, vkey: l.vkey, tag: " forked"} // the same key, other records
-	other := newMemLog(t, "coily/a")                                // the same origin, another key
+	other := newMemLog(t, "coily/a")                              // the same origin, another key
 	stranger := newMemLog(t, "coily/b")
 	const held = 20
 	cases := []struct {

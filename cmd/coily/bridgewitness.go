@@ -95,11 +95,15 @@ func (b *bridgeWitness) run(ctx context.Context, log *slog.Logger, api checkpoin
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
+	last := b.w.Held(b.origin).N
 	wg.Go(func() {
 		witness.RunPuller(ctx, witness.PullerConfig{Witness: b.w, Origin: b.origin, Every: b.every, Logger: log,
 			Source: pullSource(api),
-			Pulled: func(t audit.Tree) {
-				log.Info("the witness keeps the audit checkpoint", "origin", b.origin, "size", t.N)
+			Pulled: func(t audit.Tree) { // logged when it grew
+				if t.N != last {
+					log.Info("the witness keeps the audit checkpoint", "origin", b.origin, "size", t.N)
+				}
+				last = t.N
 			}})
 	})
 	return func() {
