@@ -78,6 +78,9 @@ var table = map[string]Rule{
 	coilyv1grpc.CoilyService_Status_FullMethodName: {Need: perms(policy.PermStatus, policy.PermExec), Locked: ServedWhileLocked},
 	// A caller allowed to exec may see what it may run.
 	coilyv1grpc.CoilyService_ListCommands_FullMethodName: {Need: perms(policy.PermExec)},
+	// The audit log's latest checkpoint, for a witness that pulls it (the
+	// bridge's): what the log commits to, readable under a lockout.
+	coilyv1grpc.CoilyService_AuditCheckpoint_FullMethodName: {Need: perms(policy.PermRelay, policy.PermAuditRead), Locked: ServedWhileLocked},
 
 	coilyv1grpc.CoilyService_ListApprovals_FullMethodName:  {Need: perms(policy.PermApprove)},
 	coilyv1grpc.CoilyService_WatchApprovals_FullMethodName: {Need: perms(policy.PermApprove)},

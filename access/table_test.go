@@ -63,8 +63,8 @@ var (
 	healthRefl  = []string{"Check", "Watch", "List", "ServerReflectionInfo"}
 	agentMethod = append([]string{"Exec", "Pause", "Status", "ListCommands", "web:page", "web:status", "web:pause", "git:fetch", "git:push"}, healthRefl...)
 	watchMethod = append([]string{"Status", "web:page", "web:status", "ops"}, healthRefl...)
-	bridgeMeth  = append([]string{"Relay", "RelayTeardown", "web:page"}, healthRefl...)
-	auditMethod = append([]string{"web:page", "web:audit"}, healthRefl...)
+	bridgeMeth  = append([]string{"Relay", "RelayTeardown", "AuditCheckpoint", "web:page"}, healthRefl...)
+	auditMethod = append([]string{"AuditCheckpoint", "web:page", "web:audit"}, healthRefl...)
 )
 
 // TestAuthorizationMatrix walks every action of every kind (every gRPC

@@ -214,3 +214,7 @@ func (f failover) RotateKeys(ctx context.Context, in *coilyv1.RotateKeysRequest)
 func (f failover) ListCommands(ctx context.Context, in *coilyv1.ListCommandsRequest) (*coilyv1.ListCommandsResponse, error) {
 	return try(f.s, idempotent, func(i int) (*coilyv1.ListCommandsResponse, error) { return f.s.stubs[i].ListCommands(ctx, in) })
 }
+
+func (f failover) AuditCheckpoint(ctx context.Context, in *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
+	return try(f.s, idempotent, func(i int) (*coilyv1.AuditCheckpointResponse, error) { return f.s.stubs[i].AuditCheckpoint(ctx, in) })
+}

@@ -2,21 +2,22 @@ package server
 
 import (
 	"context"
+	"maps"
 	"slices"
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"coily.dev/coily/access"
+	"coily.dev/coily/audit/witness"
 	"coily.dev/coily/policy"
 	coilyv1 "coily.dev/coily/proto/coily/v1"
 	"coily.dev/coily/refusal"
 	"coily.dev/coily/wire"
 )
 
-// ListCommands lists the rules the caller may run under the policy in
-// force, and the deny rules that speak for the same commands (for `coily
-// agents-md`). It says nothing a caller could not learn by trying: no
-// credential reference, workspace path or other caller's rule.
+// ListCommands lists the caller's rules in force and the deny rules for the
+// same commands (for `coily agents-md`): nothing a caller could not learn
+// by trying (no credential reference, workspace path or other's rule).
 func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequest) (*coilyv1.ListCommandsResponse, error) {
 	c, err := access.CallerFrom(ctx)
 	if err != nil {
@@ -44,6 +45,11 @@ func (s *Server) ListCommands(ctx context.Context, req *coilyv1.ListCommandsRequ
 	return out, nil
 }
 
+// AuditCheckpoint answers the log's latest checkpoint to a witness that pulls it (witness.AnswerPull).
+func (s *Server) AuditCheckpoint(_ context.Context, req *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
+	return witness.AnswerPull(s.cfg.Audit.Dir(), req)
+}
+
 // commandRule describes a rule for its callers.
 func commandRule(r *policy.Rule) *coilyv1.CommandRule {
 	cr := &coilyv1.CommandRule{Rule: r.Name, Command: r.Command(), Binary: r.Binary, Args: r.Args.Args,
@@ -51,14 +57,10 @@ func commandRule(r *policy.Rule) *coilyv1.CommandRule {
 	if r.Effect == policy.Deny {
 		return cr
 	}
-	switch {
-	case r.Args.AnyFlags:
+	if r.Args.AnyFlags {
 		cr.Flags = []string{"any"}
-	default:
-		for name := range r.Args.Flags {
-			cr.Flags = append(cr.Flags, name)
-		}
-		slices.Sort(cr.Flags)
+	} else {
+		cr.Flags = slices.Sorted(maps.Keys(r.Args.Flags))
 	}
 	cr.Env, cr.PassEnv, cr.Writable, cr.Confirm, cr.Network = r.Env, r.PassEnv, r.Writable, r.Confirm, r.Network
 	cr.Timeout = durationpb.New(r.Timeout)

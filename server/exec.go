@@ -145,9 +145,8 @@ func (s *Server) Exec(req *coilyv1.ExecRequest, stream grpc.ServerStreamingServe
 
 // execute is the Exec pipeline (docs/architecture.md), for every transport: each
 // step is a call that passes or refuses with a stable code; a refusal is
-// audited (refuseExec), and the run ends with its result audited
-// (runExec). Steps 1–2, identity and method authorization, ran in the
-// interceptor; step 4, the relay checks, in Relay before it calls this.
+// audited (refuseExec), the run's result too (runExec). Steps 1–2 (identity,
+// method) ran in the interceptor; step 4, the relay checks, in Relay.
 func (s *Server) execute(ctx context.Context, x *execution, out sender) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)

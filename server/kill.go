@@ -17,9 +17,8 @@ const killEvent = "exec.kill"
 // killExec stops one admitted Exec for c, by request id: a running
 // command's process group and sandbox get SIGTERM, then SIGKILL after the
 // kill grace, as in a lockout; one that has not started (waiting for an
-// approval or a slot) never starts, and its wait ends. Its caller is
-// answered command-killed. The kill is audited, refused or not, with the
-// request's principal, argv and rule.
+// approval or a slot) never starts, and its wait ends; its caller hears
+// command-killed. Audited, refused or not, with its principal, argv, rule.
 func (s *Server) killExec(ctx context.Context, c access.Caller, method, id, reason string) (bool, error) {
 	rec := access.CallerRecord(c, method, killEvent, reason)
 	rec.RequestID = id

@@ -2,6 +2,8 @@ package witness
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"testing"
 )
 
@@ -97,4 +99,42 @@ func itoa(n int64) string {
 		b = append([]byte{byte('0' + n%10)}, b...)
 	}
 	return string(b)
+}
+
+// FuzzPullFrom: whatever the host answers a witness that pulls (after it
+// kept 10 records), the witness keeps a tree that extends them or refuses
+// the answer, naming it, and holds the 10 still.
+func FuzzPullFrom(f *testing.F) {
+	l := newMemLog(f, "coily/a")
+	good := l.sign(f, 10)
+	for _, n := range []int64{12, 10, 5, 0} {
+		b, _ := addBody(l.sign(f, n), 10, l.prove)
+		f.Add(b)
+	}
+	forked := &memLog{skey: l.skey, vkey: l.vkey, tag: "x"}
+	b, _ := addBody(forked.sign(f, 12), 10, forked.prove)
+	f.Add(b)
+	f.Add(AddRequest{Old: 10, Checkpoint: l.sign(f, 12)}.Format())
+	for _, tc := range addCases {
+		f.Add([]byte(tc.body))
+	}
+	l.grow(f, 12)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		s, _ := newWitness(t, t.TempDir(), l)
+		if _, err := s.Add(AddRequest{Checkpoint: good}.Format()); err != nil {
+			t.Fatal(err)
+		}
+		tree, err := s.PullFrom(context.Background(), "coily/a", func(context.Context, int64) ([]byte, error) { return body, nil })
+		var refused *RefusedError
+		switch {
+		case errors.As(err, &refused):
+			if refused.Held != l.tree(t, 10) || refused.Why == "" || s.Held("coily/a") != l.tree(t, 10) {
+				t.Fatalf("refused %v, holding %+v", refused, s.Held("coily/a"))
+			}
+		case err != nil:
+			t.Fatalf("neither kept nor refused: %v", err)
+		case tree.N < 10 || tree.N > 12 || tree.Hash != l.tree(t, tree.N).Hash:
+			t.Fatalf("the witness moved to a tree of %d records, root %s", tree.N, tree.Hash)
+		}
+	})
 }

@@ -34,6 +34,7 @@ type Config struct {
 // http.StripPrefix).
 type Server struct {
 	logs   map[string]note.Verifier
+	vkeys  map[string]string // origin -> the log's verifier key
 	signer note.Signer
 	dir    string
 	log    *slog.Logger
@@ -47,7 +48,7 @@ type Server struct {
 // New opens a witness's state in cfg.Dir (fail closed: a state file that
 // does not read is an error, never "no checkpoint seen").
 func New(cfg Config) (*Server, error) {
-	s := &Server{logs: map[string]note.Verifier{}, dir: cfg.Dir, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{logs: map[string]note.Verifier{}, vkeys: map[string]string{}, dir: cfg.Dir, log: cfg.Logger, mux: http.NewServeMux()}
 	if s.log == nil {
 		s.log = slog.Default()
 	}
@@ -59,7 +60,7 @@ func New(cfg Config) (*Server, error) {
 		if v.Name() != origin {
 			return nil, fmt.Errorf("witness: log %s: its verifier key is named %s", origin, v.Name())
 		}
-		s.logs[origin] = v
+		s.logs[origin], s.vkeys[origin] = v, strings.TrimSpace(vkey)
 	}
 	signer, err := cosigner(cfg.Key)
 	if err != nil {

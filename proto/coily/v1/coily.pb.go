@@ -2680,6 +2680,100 @@ func (x *SandboxKey) GetCreated() *timestamppb.Timestamp {
 	return nil
 }
 
+type AuditCheckpointRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The size of the log's tree the witness holds (0: none); the proof is
+	// from it.
+	Old           int64 `protobuf:"varint,1,opt,name=old,proto3" json:"old,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditCheckpointRequest) Reset() {
+	*x = AuditCheckpointRequest{}
+	mi := &file_coily_v1_coily_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditCheckpointRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditCheckpointRequest) ProtoMessage() {}
+
+func (x *AuditCheckpointRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditCheckpointRequest.ProtoReflect.Descriptor instead.
+func (*AuditCheckpointRequest) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *AuditCheckpointRequest) GetOld() int64 {
+	if x != nil {
+		return x.Old
+	}
+	return 0
+}
+
+type AuditCheckpointResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// "old N", the consistency proof (base64, one hash a line), an empty
+	// line and the signed checkpoint (docs/operations.md, "Witnesses").
+	// When N is larger than the checkpoint's size there is no proof: the
+	// witness refuses a smaller tree.
+	AddCheckpoint []byte `protobuf:"bytes,1,opt,name=add_checkpoint,json=addCheckpoint,proto3" json:"add_checkpoint,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditCheckpointResponse) Reset() {
+	*x = AuditCheckpointResponse{}
+	mi := &file_coily_v1_coily_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditCheckpointResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditCheckpointResponse) ProtoMessage() {}
+
+func (x *AuditCheckpointResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_coily_v1_coily_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditCheckpointResponse.ProtoReflect.Descriptor instead.
+func (*AuditCheckpointResponse) Descriptor() ([]byte, []int) {
+	return file_coily_v1_coily_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AuditCheckpointResponse) GetAddCheckpoint() []byte {
+	if x != nil {
+		return x.AddCheckpoint
+	}
+	return nil
+}
+
 var File_coily_v1_coily_proto protoreflect.FileDescriptor
 
 const file_coily_v1_coily_proto_rawDesc = "" +
@@ -2872,7 +2966,11 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x05R\n" +
 	"generation\x124\n" +
-	"\acreated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\acreated*F\n" +
+	"\acreated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"*\n" +
+	"\x16AuditCheckpointRequest\x12\x10\n" +
+	"\x03old\x18\x01 \x01(\x03R\x03old\"@\n" +
+	"\x17AuditCheckpointResponse\x12%\n" +
+	"\x0eadd_checkpoint\x18\x01 \x01(\fR\raddCheckpoint*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +
@@ -2903,67 +3001,69 @@ func file_coily_v1_coily_proto_rawDescGZIP() []byte {
 }
 
 var file_coily_v1_coily_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_coily_v1_coily_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_coily_v1_coily_proto_goTypes = []any{
-	(Stream)(0),                    // 0: coily.v1.Stream
-	(ApprovalState)(0),             // 1: coily.v1.ApprovalState
-	(Verdict)(0),                   // 2: coily.v1.Verdict
-	(*ListCommandsRequest)(nil),    // 3: coily.v1.ListCommandsRequest
-	(*ListCommandsResponse)(nil),   // 4: coily.v1.ListCommandsResponse
-	(*CommandRule)(nil),            // 5: coily.v1.CommandRule
-	(*ExecRequest)(nil),            // 6: coily.v1.ExecRequest
-	(*ExecResponse)(nil),           // 7: coily.v1.ExecResponse
-	(*ExecStarted)(nil),            // 8: coily.v1.ExecStarted
-	(*ExecOutput)(nil),             // 9: coily.v1.ExecOutput
-	(*ExecExit)(nil),               // 10: coily.v1.ExecExit
-	(*LockoutRequest)(nil),         // 11: coily.v1.LockoutRequest
-	(*LockoutResponse)(nil),        // 12: coily.v1.LockoutResponse
-	(*UnlockRequest)(nil),          // 13: coily.v1.UnlockRequest
-	(*UnlockResponse)(nil),         // 14: coily.v1.UnlockResponse
-	(*PauseRequest)(nil),           // 15: coily.v1.PauseRequest
-	(*PauseResponse)(nil),          // 16: coily.v1.PauseResponse
-	(*ResumeRequest)(nil),          // 17: coily.v1.ResumeRequest
-	(*ResumeResponse)(nil),         // 18: coily.v1.ResumeResponse
-	(*StatusRequest)(nil),          // 19: coily.v1.StatusRequest
-	(*StatusResponse)(nil),         // 20: coily.v1.StatusResponse
-	(*Approval)(nil),               // 21: coily.v1.Approval
-	(*ListApprovalsRequest)(nil),   // 22: coily.v1.ListApprovalsRequest
-	(*ListApprovalsResponse)(nil),  // 23: coily.v1.ListApprovalsResponse
-	(*WatchApprovalsRequest)(nil),  // 24: coily.v1.WatchApprovalsRequest
-	(*WatchApprovalsResponse)(nil), // 25: coily.v1.WatchApprovalsResponse
-	(*DecideRequest)(nil),          // 26: coily.v1.DecideRequest
-	(*DecideResponse)(nil),         // 27: coily.v1.DecideResponse
-	(*StopState)(nil),              // 28: coily.v1.StopState
-	(*Caller)(nil),                 // 29: coily.v1.Caller
-	(*RelayRequest)(nil),           // 30: coily.v1.RelayRequest
-	(*RelayResponse)(nil),          // 31: coily.v1.RelayResponse
-	(*RelayTeardownRequest)(nil),   // 32: coily.v1.RelayTeardownRequest
-	(*RelayTeardownResponse)(nil),  // 33: coily.v1.RelayTeardownResponse
-	(*IssueKeyRequest)(nil),        // 34: coily.v1.IssueKeyRequest
-	(*IssueKeyResponse)(nil),       // 35: coily.v1.IssueKeyResponse
-	(*RotateKeysRequest)(nil),      // 36: coily.v1.RotateKeysRequest
-	(*RotateKeysResponse)(nil),     // 37: coily.v1.RotateKeysResponse
-	(*SandboxKey)(nil),             // 38: coily.v1.SandboxKey
-	nil,                            // 39: coily.v1.ExecRequest.EnvEntry
-	nil,                            // 40: coily.v1.ExecRequest.PassEnvEntry
-	nil,                            // 41: coily.v1.Approval.EnvEntry
-	(*durationpb.Duration)(nil),    // 42: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil),  // 43: google.protobuf.Timestamp
+	(Stream)(0),                     // 0: coily.v1.Stream
+	(ApprovalState)(0),              // 1: coily.v1.ApprovalState
+	(Verdict)(0),                    // 2: coily.v1.Verdict
+	(*ListCommandsRequest)(nil),     // 3: coily.v1.ListCommandsRequest
+	(*ListCommandsResponse)(nil),    // 4: coily.v1.ListCommandsResponse
+	(*CommandRule)(nil),             // 5: coily.v1.CommandRule
+	(*ExecRequest)(nil),             // 6: coily.v1.ExecRequest
+	(*ExecResponse)(nil),            // 7: coily.v1.ExecResponse
+	(*ExecStarted)(nil),             // 8: coily.v1.ExecStarted
+	(*ExecOutput)(nil),              // 9: coily.v1.ExecOutput
+	(*ExecExit)(nil),                // 10: coily.v1.ExecExit
+	(*LockoutRequest)(nil),          // 11: coily.v1.LockoutRequest
+	(*LockoutResponse)(nil),         // 12: coily.v1.LockoutResponse
+	(*UnlockRequest)(nil),           // 13: coily.v1.UnlockRequest
+	(*UnlockResponse)(nil),          // 14: coily.v1.UnlockResponse
+	(*PauseRequest)(nil),            // 15: coily.v1.PauseRequest
+	(*PauseResponse)(nil),           // 16: coily.v1.PauseResponse
+	(*ResumeRequest)(nil),           // 17: coily.v1.ResumeRequest
+	(*ResumeResponse)(nil),          // 18: coily.v1.ResumeResponse
+	(*StatusRequest)(nil),           // 19: coily.v1.StatusRequest
+	(*StatusResponse)(nil),          // 20: coily.v1.StatusResponse
+	(*Approval)(nil),                // 21: coily.v1.Approval
+	(*ListApprovalsRequest)(nil),    // 22: coily.v1.ListApprovalsRequest
+	(*ListApprovalsResponse)(nil),   // 23: coily.v1.ListApprovalsResponse
+	(*WatchApprovalsRequest)(nil),   // 24: coily.v1.WatchApprovalsRequest
+	(*WatchApprovalsResponse)(nil),  // 25: coily.v1.WatchApprovalsResponse
+	(*DecideRequest)(nil),           // 26: coily.v1.DecideRequest
+	(*DecideResponse)(nil),          // 27: coily.v1.DecideResponse
+	(*StopState)(nil),               // 28: coily.v1.StopState
+	(*Caller)(nil),                  // 29: coily.v1.Caller
+	(*RelayRequest)(nil),            // 30: coily.v1.RelayRequest
+	(*RelayResponse)(nil),           // 31: coily.v1.RelayResponse
+	(*RelayTeardownRequest)(nil),    // 32: coily.v1.RelayTeardownRequest
+	(*RelayTeardownResponse)(nil),   // 33: coily.v1.RelayTeardownResponse
+	(*IssueKeyRequest)(nil),         // 34: coily.v1.IssueKeyRequest
+	(*IssueKeyResponse)(nil),        // 35: coily.v1.IssueKeyResponse
+	(*RotateKeysRequest)(nil),       // 36: coily.v1.RotateKeysRequest
+	(*RotateKeysResponse)(nil),      // 37: coily.v1.RotateKeysResponse
+	(*SandboxKey)(nil),              // 38: coily.v1.SandboxKey
+	(*AuditCheckpointRequest)(nil),  // 39: coily.v1.AuditCheckpointRequest
+	(*AuditCheckpointResponse)(nil), // 40: coily.v1.AuditCheckpointResponse
+	nil,                             // 41: coily.v1.ExecRequest.EnvEntry
+	nil,                             // 42: coily.v1.ExecRequest.PassEnvEntry
+	nil,                             // 43: coily.v1.Approval.EnvEntry
+	(*durationpb.Duration)(nil),     // 44: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil),   // 45: google.protobuf.Timestamp
 }
 var file_coily_v1_coily_proto_depIdxs = []int32{
 	5,  // 0: coily.v1.ListCommandsResponse.commands:type_name -> coily.v1.CommandRule
 	5,  // 1: coily.v1.ListCommandsResponse.denied:type_name -> coily.v1.CommandRule
-	42, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
-	42, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
-	42, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
-	39, // 5: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
-	40, // 6: coily.v1.ExecRequest.pass_env:type_name -> coily.v1.ExecRequest.PassEnvEntry
+	44, // 2: coily.v1.CommandRule.confirm_timeout:type_name -> google.protobuf.Duration
+	44, // 3: coily.v1.CommandRule.timeout:type_name -> google.protobuf.Duration
+	44, // 4: coily.v1.ExecRequest.timeout:type_name -> google.protobuf.Duration
+	41, // 5: coily.v1.ExecRequest.env:type_name -> coily.v1.ExecRequest.EnvEntry
+	42, // 6: coily.v1.ExecRequest.pass_env:type_name -> coily.v1.ExecRequest.PassEnvEntry
 	8,  // 7: coily.v1.ExecResponse.started:type_name -> coily.v1.ExecStarted
 	9,  // 8: coily.v1.ExecResponse.output:type_name -> coily.v1.ExecOutput
 	10, // 9: coily.v1.ExecResponse.exit:type_name -> coily.v1.ExecExit
 	21, // 10: coily.v1.ExecResponse.approval:type_name -> coily.v1.Approval
 	0,  // 11: coily.v1.ExecOutput.stream:type_name -> coily.v1.Stream
-	42, // 12: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
+	44, // 12: coily.v1.ExecExit.duration:type_name -> google.protobuf.Duration
 	28, // 13: coily.v1.LockoutResponse.lockout:type_name -> coily.v1.StopState
 	28, // 14: coily.v1.UnlockResponse.lockout:type_name -> coily.v1.StopState
 	28, // 15: coily.v1.PauseResponse.pause:type_name -> coily.v1.StopState
@@ -2971,20 +3071,20 @@ var file_coily_v1_coily_proto_depIdxs = []int32{
 	28, // 17: coily.v1.StatusResponse.lockout:type_name -> coily.v1.StopState
 	28, // 18: coily.v1.StatusResponse.pause:type_name -> coily.v1.StopState
 	29, // 19: coily.v1.StatusResponse.caller:type_name -> coily.v1.Caller
-	43, // 20: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
+	45, // 20: coily.v1.StatusResponse.started_at:type_name -> google.protobuf.Timestamp
 	28, // 21: coily.v1.StatusResponse.self_pauses:type_name -> coily.v1.StopState
-	43, // 22: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
-	43, // 23: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
+	45, // 22: coily.v1.Approval.created_at:type_name -> google.protobuf.Timestamp
+	45, // 23: coily.v1.Approval.expires_at:type_name -> google.protobuf.Timestamp
 	1,  // 24: coily.v1.Approval.state:type_name -> coily.v1.ApprovalState
-	41, // 25: coily.v1.Approval.env:type_name -> coily.v1.Approval.EnvEntry
+	43, // 25: coily.v1.Approval.env:type_name -> coily.v1.Approval.EnvEntry
 	21, // 26: coily.v1.ListApprovalsResponse.approvals:type_name -> coily.v1.Approval
 	21, // 27: coily.v1.WatchApprovalsResponse.approval:type_name -> coily.v1.Approval
 	2,  // 28: coily.v1.DecideRequest.verdict:type_name -> coily.v1.Verdict
 	21, // 29: coily.v1.DecideResponse.approval:type_name -> coily.v1.Approval
-	43, // 30: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
+	45, // 30: coily.v1.StopState.since:type_name -> google.protobuf.Timestamp
 	38, // 31: coily.v1.IssueKeyResponse.key:type_name -> coily.v1.SandboxKey
 	38, // 32: coily.v1.RotateKeysResponse.key:type_name -> coily.v1.SandboxKey
-	43, // 33: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
+	45, // 33: coily.v1.SandboxKey.created:type_name -> google.protobuf.Timestamp
 	34, // [34:34] is the sub-list for method output_type
 	34, // [34:34] is the sub-list for method input_type
 	34, // [34:34] is the sub-list for extension type_name
@@ -3009,7 +3109,7 @@ func file_coily_v1_coily_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_coily_v1_coily_proto_rawDesc), len(file_coily_v1_coily_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   39,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -74,6 +74,9 @@ const (
 	// CoilyServiceListCommandsProcedure is the fully-qualified name of the CoilyService's ListCommands
 	// RPC.
 	CoilyServiceListCommandsProcedure = "/coily.v1.CoilyService/ListCommands"
+	// CoilyServiceAuditCheckpointProcedure is the fully-qualified name of the CoilyService's
+	// AuditCheckpoint RPC.
+	CoilyServiceAuditCheckpointProcedure = "/coily.v1.CoilyService/AuditCheckpoint"
 )
 
 // CoilyServiceClient is a client for the coily.v1.CoilyService service.
@@ -122,6 +125,12 @@ type CoilyServiceClient interface {
 	// policy in force, with what the owner's deny rules refuse for them: what
 	// `coily agents-md` tells an agent.
 	ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error)
+	// AuditCheckpoint answers the audit log's latest signed checkpoint as a
+	// C2SP tlog-witness add-checkpoint request body for a witness that holds
+	// `old` records of the log (the consistency proof from old to the
+	// checkpoint's size): what a witness that pulls, the bridge's, checks and
+	// keeps with the same code as one the server pushes to.
+	AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error)
 }
 
 // NewCoilyServiceClient constructs a client for the coily.v1.CoilyService service. By default, it
@@ -219,25 +228,32 @@ func NewCoilyServiceClient(httpClient connect.HTTPClient, baseURL string, opts .
 			connect.WithSchema(coilyServiceMethods.ByName("ListCommands")),
 			connect.WithClientOptions(opts...),
 		),
+		auditCheckpoint: connect.NewClient[v1.AuditCheckpointRequest, v1.AuditCheckpointResponse](
+			httpClient,
+			baseURL+CoilyServiceAuditCheckpointProcedure,
+			connect.WithSchema(coilyServiceMethods.ByName("AuditCheckpoint")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // coilyServiceClient implements CoilyServiceClient.
 type coilyServiceClient struct {
-	exec           *connect.Client[v1.ExecRequest, v1.ExecResponse]
-	lockout        *connect.Client[v1.LockoutRequest, v1.LockoutResponse]
-	unlock         *connect.Client[v1.UnlockRequest, v1.UnlockResponse]
-	pause          *connect.Client[v1.PauseRequest, v1.PauseResponse]
-	resume         *connect.Client[v1.ResumeRequest, v1.ResumeResponse]
-	status         *connect.Client[v1.StatusRequest, v1.StatusResponse]
-	listApprovals  *connect.Client[v1.ListApprovalsRequest, v1.ListApprovalsResponse]
-	watchApprovals *connect.Client[v1.WatchApprovalsRequest, v1.WatchApprovalsResponse]
-	decide         *connect.Client[v1.DecideRequest, v1.DecideResponse]
-	relay          *connect.Client[v1.RelayRequest, v1.RelayResponse]
-	relayTeardown  *connect.Client[v1.RelayTeardownRequest, v1.RelayTeardownResponse]
-	issueKey       *connect.Client[v1.IssueKeyRequest, v1.IssueKeyResponse]
-	rotateKeys     *connect.Client[v1.RotateKeysRequest, v1.RotateKeysResponse]
-	listCommands   *connect.Client[v1.ListCommandsRequest, v1.ListCommandsResponse]
+	exec            *connect.Client[v1.ExecRequest, v1.ExecResponse]
+	lockout         *connect.Client[v1.LockoutRequest, v1.LockoutResponse]
+	unlock          *connect.Client[v1.UnlockRequest, v1.UnlockResponse]
+	pause           *connect.Client[v1.PauseRequest, v1.PauseResponse]
+	resume          *connect.Client[v1.ResumeRequest, v1.ResumeResponse]
+	status          *connect.Client[v1.StatusRequest, v1.StatusResponse]
+	listApprovals   *connect.Client[v1.ListApprovalsRequest, v1.ListApprovalsResponse]
+	watchApprovals  *connect.Client[v1.WatchApprovalsRequest, v1.WatchApprovalsResponse]
+	decide          *connect.Client[v1.DecideRequest, v1.DecideResponse]
+	relay           *connect.Client[v1.RelayRequest, v1.RelayResponse]
+	relayTeardown   *connect.Client[v1.RelayTeardownRequest, v1.RelayTeardownResponse]
+	issueKey        *connect.Client[v1.IssueKeyRequest, v1.IssueKeyResponse]
+	rotateKeys      *connect.Client[v1.RotateKeysRequest, v1.RotateKeysResponse]
+	listCommands    *connect.Client[v1.ListCommandsRequest, v1.ListCommandsResponse]
+	auditCheckpoint *connect.Client[v1.AuditCheckpointRequest, v1.AuditCheckpointResponse]
 }
 
 // Exec calls coily.v1.CoilyService.Exec.
@@ -358,6 +374,15 @@ func (c *coilyServiceClient) ListCommands(ctx context.Context, req *v1.ListComma
 	return nil, err
 }
 
+// AuditCheckpoint calls coily.v1.CoilyService.AuditCheckpoint.
+func (c *coilyServiceClient) AuditCheckpoint(ctx context.Context, req *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error) {
+	response, err := c.auditCheckpoint.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // CoilyServiceHandler is an implementation of the coily.v1.CoilyService service.
 type CoilyServiceHandler interface {
 	// Exec runs one command under the policy. The stream is: one `started`
@@ -404,6 +429,12 @@ type CoilyServiceHandler interface {
 	// policy in force, with what the owner's deny rules refuse for them: what
 	// `coily agents-md` tells an agent.
 	ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error)
+	// AuditCheckpoint answers the audit log's latest signed checkpoint as a
+	// C2SP tlog-witness add-checkpoint request body for a witness that holds
+	// `old` records of the log (the consistency proof from old to the
+	// checkpoint's size): what a witness that pulls, the bridge's, checks and
+	// keeps with the same code as one the server pushes to.
+	AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error)
 }
 
 // NewCoilyServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -497,6 +528,12 @@ func NewCoilyServiceHandler(svc CoilyServiceHandler, opts ...connect.HandlerOpti
 		connect.WithSchema(coilyServiceMethods.ByName("ListCommands")),
 		connect.WithHandlerOptions(opts...),
 	)
+	coilyServiceAuditCheckpointHandler := connect.NewUnaryHandlerSimple(
+		CoilyServiceAuditCheckpointProcedure,
+		svc.AuditCheckpoint,
+		connect.WithSchema(coilyServiceMethods.ByName("AuditCheckpoint")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/coily.v1.CoilyService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case CoilyServiceExecProcedure:
@@ -527,6 +564,8 @@ func NewCoilyServiceHandler(svc CoilyServiceHandler, opts ...connect.HandlerOpti
 			coilyServiceRotateKeysHandler.ServeHTTP(w, r)
 		case CoilyServiceListCommandsProcedure:
 			coilyServiceListCommandsHandler.ServeHTTP(w, r)
+		case CoilyServiceAuditCheckpointProcedure:
+			coilyServiceAuditCheckpointHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -590,4 +629,8 @@ func (UnimplementedCoilyServiceHandler) RotateKeys(context.Context, *v1.RotateKe
 
 func (UnimplementedCoilyServiceHandler) ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.ListCommands is not implemented"))
+}
+
+func (UnimplementedCoilyServiceHandler) AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("coily.v1.CoilyService.AuditCheckpoint is not implemented"))
 }

@@ -34,7 +34,7 @@ var File_coily_v1_service_proto protoreflect.FileDescriptor
 
 const file_coily_v1_service_proto_rawDesc = "" +
 	"\n" +
-	"\x16coily/v1/service.proto\x12\bcoily.v1\x1a\x14coily/v1/coily.proto2\xc5\a\n" +
+	"\x16coily/v1/service.proto\x12\bcoily.v1\x1a\x14coily/v1/coily.proto2\x9d\b\n" +
 	"\fCoilyService\x127\n" +
 	"\x04Exec\x12\x15.coily.v1.ExecRequest\x1a\x16.coily.v1.ExecResponse0\x01\x12>\n" +
 	"\aLockout\x12\x18.coily.v1.LockoutRequest\x1a\x19.coily.v1.LockoutResponse\x12;\n" +
@@ -50,37 +50,40 @@ const file_coily_v1_service_proto_rawDesc = "" +
 	"\bIssueKey\x12\x19.coily.v1.IssueKeyRequest\x1a\x1a.coily.v1.IssueKeyResponse\x12G\n" +
 	"\n" +
 	"RotateKeys\x12\x1b.coily.v1.RotateKeysRequest\x1a\x1c.coily.v1.RotateKeysResponse\x12M\n" +
-	"\fListCommands\x12\x1d.coily.v1.ListCommandsRequest\x1a\x1e.coily.v1.ListCommandsResponseB>Z<coily.dev/coily/proto/coily/v1/coilyv1connect;coilyv1connectb\x06proto3"
+	"\fListCommands\x12\x1d.coily.v1.ListCommandsRequest\x1a\x1e.coily.v1.ListCommandsResponse\x12V\n" +
+	"\x0fAuditCheckpoint\x12 .coily.v1.AuditCheckpointRequest\x1a!.coily.v1.AuditCheckpointResponseB>Z<coily.dev/coily/proto/coily/v1/coilyv1connect;coilyv1connectb\x06proto3"
 
 var file_coily_v1_service_proto_goTypes = []any{
-	(*v1.ExecRequest)(nil),            // 0: coily.v1.ExecRequest
-	(*v1.LockoutRequest)(nil),         // 1: coily.v1.LockoutRequest
-	(*v1.UnlockRequest)(nil),          // 2: coily.v1.UnlockRequest
-	(*v1.PauseRequest)(nil),           // 3: coily.v1.PauseRequest
-	(*v1.ResumeRequest)(nil),          // 4: coily.v1.ResumeRequest
-	(*v1.StatusRequest)(nil),          // 5: coily.v1.StatusRequest
-	(*v1.ListApprovalsRequest)(nil),   // 6: coily.v1.ListApprovalsRequest
-	(*v1.WatchApprovalsRequest)(nil),  // 7: coily.v1.WatchApprovalsRequest
-	(*v1.DecideRequest)(nil),          // 8: coily.v1.DecideRequest
-	(*v1.RelayRequest)(nil),           // 9: coily.v1.RelayRequest
-	(*v1.RelayTeardownRequest)(nil),   // 10: coily.v1.RelayTeardownRequest
-	(*v1.IssueKeyRequest)(nil),        // 11: coily.v1.IssueKeyRequest
-	(*v1.RotateKeysRequest)(nil),      // 12: coily.v1.RotateKeysRequest
-	(*v1.ListCommandsRequest)(nil),    // 13: coily.v1.ListCommandsRequest
-	(*v1.ExecResponse)(nil),           // 14: coily.v1.ExecResponse
-	(*v1.LockoutResponse)(nil),        // 15: coily.v1.LockoutResponse
-	(*v1.UnlockResponse)(nil),         // 16: coily.v1.UnlockResponse
-	(*v1.PauseResponse)(nil),          // 17: coily.v1.PauseResponse
-	(*v1.ResumeResponse)(nil),         // 18: coily.v1.ResumeResponse
-	(*v1.StatusResponse)(nil),         // 19: coily.v1.StatusResponse
-	(*v1.ListApprovalsResponse)(nil),  // 20: coily.v1.ListApprovalsResponse
-	(*v1.WatchApprovalsResponse)(nil), // 21: coily.v1.WatchApprovalsResponse
-	(*v1.DecideResponse)(nil),         // 22: coily.v1.DecideResponse
-	(*v1.RelayResponse)(nil),          // 23: coily.v1.RelayResponse
-	(*v1.RelayTeardownResponse)(nil),  // 24: coily.v1.RelayTeardownResponse
-	(*v1.IssueKeyResponse)(nil),       // 25: coily.v1.IssueKeyResponse
-	(*v1.RotateKeysResponse)(nil),     // 26: coily.v1.RotateKeysResponse
-	(*v1.ListCommandsResponse)(nil),   // 27: coily.v1.ListCommandsResponse
+	(*v1.ExecRequest)(nil),             // 0: coily.v1.ExecRequest
+	(*v1.LockoutRequest)(nil),          // 1: coily.v1.LockoutRequest
+	(*v1.UnlockRequest)(nil),           // 2: coily.v1.UnlockRequest
+	(*v1.PauseRequest)(nil),            // 3: coily.v1.PauseRequest
+	(*v1.ResumeRequest)(nil),           // 4: coily.v1.ResumeRequest
+	(*v1.StatusRequest)(nil),           // 5: coily.v1.StatusRequest
+	(*v1.ListApprovalsRequest)(nil),    // 6: coily.v1.ListApprovalsRequest
+	(*v1.WatchApprovalsRequest)(nil),   // 7: coily.v1.WatchApprovalsRequest
+	(*v1.DecideRequest)(nil),           // 8: coily.v1.DecideRequest
+	(*v1.RelayRequest)(nil),            // 9: coily.v1.RelayRequest
+	(*v1.RelayTeardownRequest)(nil),    // 10: coily.v1.RelayTeardownRequest
+	(*v1.IssueKeyRequest)(nil),         // 11: coily.v1.IssueKeyRequest
+	(*v1.RotateKeysRequest)(nil),       // 12: coily.v1.RotateKeysRequest
+	(*v1.ListCommandsRequest)(nil),     // 13: coily.v1.ListCommandsRequest
+	(*v1.AuditCheckpointRequest)(nil),  // 14: coily.v1.AuditCheckpointRequest
+	(*v1.ExecResponse)(nil),            // 15: coily.v1.ExecResponse
+	(*v1.LockoutResponse)(nil),         // 16: coily.v1.LockoutResponse
+	(*v1.UnlockResponse)(nil),          // 17: coily.v1.UnlockResponse
+	(*v1.PauseResponse)(nil),           // 18: coily.v1.PauseResponse
+	(*v1.ResumeResponse)(nil),          // 19: coily.v1.ResumeResponse
+	(*v1.StatusResponse)(nil),          // 20: coily.v1.StatusResponse
+	(*v1.ListApprovalsResponse)(nil),   // 21: coily.v1.ListApprovalsResponse
+	(*v1.WatchApprovalsResponse)(nil),  // 22: coily.v1.WatchApprovalsResponse
+	(*v1.DecideResponse)(nil),          // 23: coily.v1.DecideResponse
+	(*v1.RelayResponse)(nil),           // 24: coily.v1.RelayResponse
+	(*v1.RelayTeardownResponse)(nil),   // 25: coily.v1.RelayTeardownResponse
+	(*v1.IssueKeyResponse)(nil),        // 26: coily.v1.IssueKeyResponse
+	(*v1.RotateKeysResponse)(nil),      // 27: coily.v1.RotateKeysResponse
+	(*v1.ListCommandsResponse)(nil),    // 28: coily.v1.ListCommandsResponse
+	(*v1.AuditCheckpointResponse)(nil), // 29: coily.v1.AuditCheckpointResponse
 }
 var file_coily_v1_service_proto_depIdxs = []int32{
 	0,  // 0: coily.v1.CoilyService.Exec:input_type -> coily.v1.ExecRequest
@@ -97,22 +100,24 @@ var file_coily_v1_service_proto_depIdxs = []int32{
 	11, // 11: coily.v1.CoilyService.IssueKey:input_type -> coily.v1.IssueKeyRequest
 	12, // 12: coily.v1.CoilyService.RotateKeys:input_type -> coily.v1.RotateKeysRequest
 	13, // 13: coily.v1.CoilyService.ListCommands:input_type -> coily.v1.ListCommandsRequest
-	14, // 14: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
-	15, // 15: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
-	16, // 16: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
-	17, // 17: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
-	18, // 18: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
-	19, // 19: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
-	20, // 20: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
-	21, // 21: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
-	22, // 22: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
-	23, // 23: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
-	24, // 24: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
-	25, // 25: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
-	26, // 26: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
-	27, // 27: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
-	14, // [14:28] is the sub-list for method output_type
-	0,  // [0:14] is the sub-list for method input_type
+	14, // 14: coily.v1.CoilyService.AuditCheckpoint:input_type -> coily.v1.AuditCheckpointRequest
+	15, // 15: coily.v1.CoilyService.Exec:output_type -> coily.v1.ExecResponse
+	16, // 16: coily.v1.CoilyService.Lockout:output_type -> coily.v1.LockoutResponse
+	17, // 17: coily.v1.CoilyService.Unlock:output_type -> coily.v1.UnlockResponse
+	18, // 18: coily.v1.CoilyService.Pause:output_type -> coily.v1.PauseResponse
+	19, // 19: coily.v1.CoilyService.Resume:output_type -> coily.v1.ResumeResponse
+	20, // 20: coily.v1.CoilyService.Status:output_type -> coily.v1.StatusResponse
+	21, // 21: coily.v1.CoilyService.ListApprovals:output_type -> coily.v1.ListApprovalsResponse
+	22, // 22: coily.v1.CoilyService.WatchApprovals:output_type -> coily.v1.WatchApprovalsResponse
+	23, // 23: coily.v1.CoilyService.Decide:output_type -> coily.v1.DecideResponse
+	24, // 24: coily.v1.CoilyService.Relay:output_type -> coily.v1.RelayResponse
+	25, // 25: coily.v1.CoilyService.RelayTeardown:output_type -> coily.v1.RelayTeardownResponse
+	26, // 26: coily.v1.CoilyService.IssueKey:output_type -> coily.v1.IssueKeyResponse
+	27, // 27: coily.v1.CoilyService.RotateKeys:output_type -> coily.v1.RotateKeysResponse
+	28, // 28: coily.v1.CoilyService.ListCommands:output_type -> coily.v1.ListCommandsResponse
+	29, // 29: coily.v1.CoilyService.AuditCheckpoint:output_type -> coily.v1.AuditCheckpointResponse
+	15, // [15:30] is the sub-list for method output_type
+	0,  // [0:15] is the sub-list for method input_type
 	0,  // [0:0] is the sub-list for extension type_name
 	0,  // [0:0] is the sub-list for extension extendee
 	0,  // [0:0] is the sub-list for field type_name

@@ -29,20 +29,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CoilyService_Exec_FullMethodName           = "/coily.v1.CoilyService/Exec"
-	CoilyService_Lockout_FullMethodName        = "/coily.v1.CoilyService/Lockout"
-	CoilyService_Unlock_FullMethodName         = "/coily.v1.CoilyService/Unlock"
-	CoilyService_Pause_FullMethodName          = "/coily.v1.CoilyService/Pause"
-	CoilyService_Resume_FullMethodName         = "/coily.v1.CoilyService/Resume"
-	CoilyService_Status_FullMethodName         = "/coily.v1.CoilyService/Status"
-	CoilyService_ListApprovals_FullMethodName  = "/coily.v1.CoilyService/ListApprovals"
-	CoilyService_WatchApprovals_FullMethodName = "/coily.v1.CoilyService/WatchApprovals"
-	CoilyService_Decide_FullMethodName         = "/coily.v1.CoilyService/Decide"
-	CoilyService_Relay_FullMethodName          = "/coily.v1.CoilyService/Relay"
-	CoilyService_RelayTeardown_FullMethodName  = "/coily.v1.CoilyService/RelayTeardown"
-	CoilyService_IssueKey_FullMethodName       = "/coily.v1.CoilyService/IssueKey"
-	CoilyService_RotateKeys_FullMethodName     = "/coily.v1.CoilyService/RotateKeys"
-	CoilyService_ListCommands_FullMethodName   = "/coily.v1.CoilyService/ListCommands"
+	CoilyService_Exec_FullMethodName            = "/coily.v1.CoilyService/Exec"
+	CoilyService_Lockout_FullMethodName         = "/coily.v1.CoilyService/Lockout"
+	CoilyService_Unlock_FullMethodName          = "/coily.v1.CoilyService/Unlock"
+	CoilyService_Pause_FullMethodName           = "/coily.v1.CoilyService/Pause"
+	CoilyService_Resume_FullMethodName          = "/coily.v1.CoilyService/Resume"
+	CoilyService_Status_FullMethodName          = "/coily.v1.CoilyService/Status"
+	CoilyService_ListApprovals_FullMethodName   = "/coily.v1.CoilyService/ListApprovals"
+	CoilyService_WatchApprovals_FullMethodName  = "/coily.v1.CoilyService/WatchApprovals"
+	CoilyService_Decide_FullMethodName          = "/coily.v1.CoilyService/Decide"
+	CoilyService_Relay_FullMethodName           = "/coily.v1.CoilyService/Relay"
+	CoilyService_RelayTeardown_FullMethodName   = "/coily.v1.CoilyService/RelayTeardown"
+	CoilyService_IssueKey_FullMethodName        = "/coily.v1.CoilyService/IssueKey"
+	CoilyService_RotateKeys_FullMethodName      = "/coily.v1.CoilyService/RotateKeys"
+	CoilyService_ListCommands_FullMethodName    = "/coily.v1.CoilyService/ListCommands"
+	CoilyService_AuditCheckpoint_FullMethodName = "/coily.v1.CoilyService/AuditCheckpoint"
 )
 
 // CoilyServiceClient is the client API for CoilyService service.
@@ -95,6 +96,12 @@ type CoilyServiceClient interface {
 	// policy in force, with what the owner's deny rules refuse for them: what
 	// `coily agents-md` tells an agent.
 	ListCommands(ctx context.Context, in *v1.ListCommandsRequest, opts ...grpc.CallOption) (*v1.ListCommandsResponse, error)
+	// AuditCheckpoint answers the audit log's latest signed checkpoint as a
+	// C2SP tlog-witness add-checkpoint request body for a witness that holds
+	// `old` records of the log (the consistency proof from old to the
+	// checkpoint's size): what a witness that pulls, the bridge's, checks and
+	// keeps with the same code as one the server pushes to.
+	AuditCheckpoint(ctx context.Context, in *v1.AuditCheckpointRequest, opts ...grpc.CallOption) (*v1.AuditCheckpointResponse, error)
 }
 
 type coilyServiceClient struct {
@@ -263,6 +270,16 @@ func (c *coilyServiceClient) ListCommands(ctx context.Context, in *v1.ListComman
 	return out, nil
 }
 
+func (c *coilyServiceClient) AuditCheckpoint(ctx context.Context, in *v1.AuditCheckpointRequest, opts ...grpc.CallOption) (*v1.AuditCheckpointResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(v1.AuditCheckpointResponse)
+	err := c.cc.Invoke(ctx, CoilyService_AuditCheckpoint_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // CoilyServiceServer is the server API for CoilyService service.
 // All implementations must embed UnimplementedCoilyServiceServer
 // for forward compatibility.
@@ -313,6 +330,12 @@ type CoilyServiceServer interface {
 	// policy in force, with what the owner's deny rules refuse for them: what
 	// `coily agents-md` tells an agent.
 	ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error)
+	// AuditCheckpoint answers the audit log's latest signed checkpoint as a
+	// C2SP tlog-witness add-checkpoint request body for a witness that holds
+	// `old` records of the log (the consistency proof from old to the
+	// checkpoint's size): what a witness that pulls, the bridge's, checks and
+	// keeps with the same code as one the server pushes to.
+	AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error)
 	mustEmbedUnimplementedCoilyServiceServer()
 }
 
@@ -364,6 +387,9 @@ func (UnimplementedCoilyServiceServer) RotateKeys(context.Context, *v1.RotateKey
 }
 func (UnimplementedCoilyServiceServer) ListCommands(context.Context, *v1.ListCommandsRequest) (*v1.ListCommandsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListCommands not implemented")
+}
+func (UnimplementedCoilyServiceServer) AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method AuditCheckpoint not implemented")
 }
 func (UnimplementedCoilyServiceServer) mustEmbedUnimplementedCoilyServiceServer() {}
 func (UnimplementedCoilyServiceServer) testEmbeddedByValue()                      {}
@@ -624,6 +650,24 @@ func _CoilyService_ListCommands_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _CoilyService_AuditCheckpoint_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(v1.AuditCheckpointRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CoilyServiceServer).AuditCheckpoint(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CoilyService_AuditCheckpoint_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CoilyServiceServer).AuditCheckpoint(ctx, req.(*v1.AuditCheckpointRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // CoilyService_ServiceDesc is the grpc.ServiceDesc for CoilyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -678,6 +722,10 @@ var CoilyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListCommands",
 			Handler:    _CoilyService_ListCommands_Handler,
+		},
+		{
+			MethodName: "AuditCheckpoint",
+			Handler:    _CoilyService_AuditCheckpoint_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

@@ -1,0 +1,205 @@
+package witness
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"coily.dev/coily/audit"
+	"coily.dev/coily/internal/poll"
+	"coily.dev/coily/internal/testlog"
+)
+
+// honest answers as the server's AnswerPull does: l's checkpoint of n
+// records for a witness holding old.
+func honest(t testing.TB, l *memLog, n *int64) Source {
+	return func(_ context.Context, old int64) ([]byte, error) {
+		return addBody(l.sign(t, *n), old, l.prove)
+	}
+}
+
+// A witness that pulls keeps a checkpoint that grows with the log, on
+// disk: a witness opened again on its directory holds it.
+func TestPullKeepsGrowingCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	l := newMemLog(t, "coily/a")
+	s, _ := newWitness(t, dir, l)
+	var n int64
+	src := honest(t, l, &n)
+	for _, n = range []int64{0, 1, 3, 7, 7, 20, 1000} {
+		tree, err := s.PullFrom(context.Background(), "coily/a", src)
+		if err != nil {
+			t.Fatalf("size %d: %v", n, err)
+		}
+		if tree != l.tree(t, n) {
+			t.Fatalf("size %d: holds %+v, want %+v", n, tree, l.tree(t, n))
+		}
+	}
+	_ = s.Close()
+	s2, _ := newWitness(t, dir, l)
+	if got := s2.Held("coily/a"); got != l.tree(t, 1000) {
+		t.Fatalf("reopened: holds %+v, want 1000 records", got)
+	}
+}
+
+// What a host that lost or changed records (or lies) answers is refused,
+// named, and the witness keeps the tree it held, on disk too.
+func TestPullRefusesWhatDoesNotExtendTheHeldTree(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	forked := &memLog{skey: l.skey, vkey: l.vkey, tag: " forked"} // the same key, other records
+	other := newMemLog(t, "coily/a")                              // the same origin, another key
+	stranger := newMemLog(t, "coily/b")
+	const held = 20
+	cases := []struct {
+		name string
+		body func(t *testing.T, old int64) []byte
+		why  string
+	}{
+		{"a smaller tree (the tail cut)", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(l.sign(t, 15), old, l.prove))
+		}, "records 16 to 20 were removed"},
+		{"an empty tree", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(l.sign(t, 0), old, l.prove))
+		}, "records 1 to 20 were removed"},
+		{"a smaller tree, old lied", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(l.sign(t, 15), 15, l.prove))
+		}, "holds 20 records"},
+		{"another root at the size held (a fork)", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(forked.sign(t, held), old, forked.prove))
+		}, "a fork"},
+		{"a larger tree that rewrote the held records", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(forked.sign(t, 40), old, forked.prove))
+		}, "not consistent"},
+		{"a larger tree, no proof", func(t *testing.T, old int64) []byte {
+			return AddRequest{Old: old, Checkpoint: l.sign(t, 40)}.Format()
+		}, "not consistent"},
+		{"a larger tree, old lied to skip the proof", func(t *testing.T, old int64) []byte {
+			return AddRequest{Old: 0, Checkpoint: l.sign(t, 40)}.Format()
+		}, "holds 20 records"},
+		{"signed by another key", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(other.sign(t, 40), old, other.prove))
+		}, "not signed by"},
+		{"another log", func(t *testing.T, old int64) []byte {
+			return must(t)(addBody(stranger.sign(t, 40), old, stranger.prove))
+		}, "does not witness"},
+		{"not a request", func(t *testing.T, old int64) []byte { return []byte("hello\n") }, "malformed"},
+		{"an unsigned checkpoint", func(t *testing.T, old int64) []byte {
+			return AddRequest{Old: old, Checkpoint: audit.Checkpoint{Origin: "coily/a", Tree: l.tree(t, 40)}.Format()}.Format()
+		}, "checkpoint"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, _ := newWitness(t, dir, l)
+			n := int64(held)
+			if _, err := s.PullFrom(context.Background(), "coily/a", honest(t, l, &n)); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.PullFrom(context.Background(), "coily/a", func(_ context.Context, old int64) ([]byte, error) {
+				if old != held {
+					t.Errorf("asked from %d, want %d", old, held)
+				}
+				return tc.body(t, old), nil
+			})
+			var refused *RefusedError
+			if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.why) || refused.Held != l.tree(t, held) {
+				t.Fatalf("got %v, want a refusal naming %q, holding %d", err, tc.why, held)
+			}
+			_ = s.Close()
+			s2, _ := newWitness(t, dir, l)
+			if got := s2.Held("coily/a"); got != l.tree(t, held) {
+				t.Fatalf("on disk after the refusal: %+v", got)
+			}
+		})
+	}
+}
+
+func must(t *testing.T) func([]byte, error) []byte {
+	return func(b []byte, err error) []byte {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+// A host that does not answer is an outage, not a refusal.
+func TestPullUnreachableIsNotARefusal(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	s, _ := newWitness(t, t.TempDir(), l)
+	_, err := s.PullFrom(context.Background(), "coily/a", func(context.Context, int64) ([]byte, error) {
+		return nil, errors.New("connection refused")
+	})
+	var unreachable *UnreachableError
+	var refused *RefusedError
+	if !errors.As(err, &unreachable) || errors.As(err, &refused) {
+		t.Fatalf("got %v", err)
+	}
+}
+
+// RunPuller keeps what the host answers until it answers a cut log: then
+// it logs an ALARM and tells Refused, every pull, and keeps what it held.
+func TestRunPullerAlarmsOnACutLog(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	s, _ := newWitness(t, t.TempDir(), l)
+	var mu sync.Mutex
+	n := int64(10)
+	src := func(ctx context.Context, old int64) ([]byte, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return addBody(l.sign(t, n), old, l.prove)
+	}
+	logs := new(testlog.Buffer)
+	refusals := make(chan *RefusedError, 100)
+	pulled := make(chan audit.Tree, 100)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		RunPuller(ctx, PullerConfig{Witness: s, Origin: "coily/a", Source: src, Every: time.Millisecond,
+			Logger: slog.New(slog.NewTextHandler(logs, nil)),
+			Refused: func(r *RefusedError) {
+				select {
+				case refusals <- r:
+				default:
+				}
+			},
+			Pulled: func(t audit.Tree) {
+				select {
+				case pulled <- t:
+				default:
+				}
+			}})
+	}()
+	defer func() { cancel(); <-done }()
+	if tree := <-pulled; tree.N != 10 {
+		t.Fatalf("first pull kept %d records", tree.N)
+	}
+	mu.Lock()
+	n = 30
+	mu.Unlock()
+	poll.Until(t, 10*time.Second, "the puller keeps 30 records", func() bool { return s.Held("coily/a").N == 30 })
+	mu.Lock()
+	n = 25
+	mu.Unlock()
+	select {
+	case r := <-refusals:
+		if r.Held.N != 30 || !strings.Contains(r.Why, "records 26 to 30 were removed") {
+			t.Fatalf("refusal: %v", r)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no refusal:\n%s", logs)
+	}
+	poll.Until(t, 10*time.Second, "the ALARM is logged", func() bool {
+		return bytes.Contains([]byte(logs.String()), []byte("ALARM")) && strings.Contains(logs.String(), "records 26 to 30 were removed")
+	})
+	if got := s.Held("coily/a"); got.N != 30 {
+		t.Fatalf("holds %d after the refusal", got.N)
+	}
+}
