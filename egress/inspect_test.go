@@ -61,9 +61,21 @@ func newInspectEnv(t *testing.T, rules map[string][]HTTPRule, maxBody int64, for
 // newInspectEnvPort: the injection's port is injPort (-1: the upstream's).
 func newInspectEnvPort(t *testing.T, rules map[string][]HTTPRule, maxBody int64, form Form, injPort int) *inspectEnv {
 	t.Helper()
+	return newInspectEnvHandler(t, nil, rules, maxBody, form, injPort)
+}
+
+// newInspectEnvHandler: the upstream answers with h (nil: the default
+// handler, which says whether the secret arrived); every request is seen.
+func newInspectEnvHandler(t *testing.T, h http.HandlerFunc, rules map[string][]HTTPRule, maxBody int64, form Form, injPort int) *inspectEnv {
+	t.Helper()
 	seen := &upstreamSeen{}
 	uca := standin.TLS(t)
 	srv := uca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h != nil {
+			seen.add(fmt.Sprintf("%s %s %s %v", r.Method, r.Host, r.URL.RequestURI(), r.Header))
+			h(w, r)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		seen.add(fmt.Sprintf("%s %s %s %v %s", r.Method, r.Host, r.URL.RequestURI(), r.Header, body))
 		auth := "none"

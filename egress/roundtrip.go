@@ -38,7 +38,13 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 	if strings.EqualFold(in.Header.Get("Expect"), "100-continue") {
 		cont()
 	}
+	rs := replacements(p.cfg.Inspect.Inject, in.Header, out.Header)
 	resp, err := ic.tr.RoundTrip(out)
+	if err == nil {
+		if err = scrubResponse(resp, rs, injected); err != nil {
+			resp.Body.Close()
+		}
+	}
 	if scan != nil {
 		row.BytesUp = scan.n
 	}
@@ -107,6 +113,9 @@ func (ic *inspected) outgoing(in *http.Request) (*http.Request, *scanReader, boo
 	used, err := injectHeaders(h, t.Host, t.Port, path, ins)
 	if err != nil {
 		return nil, nil, false, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
+	}
+	if len(used) > 0 { // an echo of the secret must come back readable to be replaced
+		h.Del("Accept-Encoding")
 	}
 	u, err := url.Parse("https://" + authority + path)
 	if err != nil || u.EscapedPath() != path { // never: canonPath's output parses as itself
