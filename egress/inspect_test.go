@@ -3,8 +3,10 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -173,6 +175,12 @@ func TestInspectInjectsOverHTTP1AndHTTP2(t *testing.T) {
 	}
 	if r := reqs[0]; r.Method.String() != "GET" || r.Path.String() != "/repos/alice/app" || r.Status != 200 || !r.Injected || r.Decision != Allow || r.BytesDown == 0 {
 		t.Errorf("first request row %+v: want GET /repos/alice/app (query stripped), 200, injected, bytes down", r)
+	}
+	// The query is named by its hash: rows with the same query match, and
+	// an owner who suspects one can check it.
+	sum := sha256.Sum256([]byte("x=1"))
+	if q := reqs[0].Query; q != "sha256:"+hex.EncodeToString(sum[:])[:32] || q != reqs[1].Query || reqs[2].Query != "" {
+		t.Errorf("query hashes %q %q %q: want sha256 of x=1 twice, then none", reqs[0].Query, reqs[1].Query, reqs[2].Query)
 	}
 	for _, s := range e.seen.all() {
 		if strings.Contains(s, e.placeholder) {

@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -109,13 +111,15 @@ func matchPath(pattern, path string) bool {
 }
 
 // RequestRow is one request on an inspected connection: what was asked
-// (the path without its query), what was decided, and what came of it.
+// (the path without its query, and the query's hash), what was decided,
+// and what came of it.
 type RequestRow struct {
 	Time      time.Time    `json:"time"`
 	Host      cmdtext.Text `json:"host"`
 	Port      int          `json:"port"`
 	Method    cmdtext.Text `json:"method"`
 	Path      cmdtext.Text `json:"path"`
+	Query     string       `json:"query,omitempty"` // QueryHash of the raw query; "" without one
 	Decision  Decision     `json:"decision"`
 	Reason    string       `json:"reason,omitempty"`
 	Status    int          `json:"status"`
@@ -161,4 +165,19 @@ func (r *requestRows) list(secrets *scrub.Set) ([]RequestRow, int) {
 		out[i].Path = cmdtext.New(secrets, e.path)
 	}
 	return out, r.dropped
+}
+
+// QueryHash is how a request row names its query without its text:
+// "sha256:" and the first 128 bits, in hex, of the SHA-256 of the raw
+// query as the client sent it (after the "?", escapes as sent). An owner
+// correlates rows with the same query, or checks a query they suspect
+// (printf %s 'QUERY' | sha256sum), without the record holding a token
+// or a search the query carried; a query short enough to guess is found
+// by guessing, as its path would be. "" for no query.
+func QueryHash(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(raw))
+	return "sha256:" + hex.EncodeToString(sum[:16])
 }

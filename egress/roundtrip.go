@@ -23,7 +23,7 @@ type refusalOf struct {
 // with the body bytes given, which records the request's row.
 func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, func(down int64)) {
 	p, t := ic.p, ic.t
-	row := requestRow{RequestRow: RequestRow{Time: p.cfg.Now(), Port: t.Port, Proto: in.Proto}, host: t.Host,
+	row := requestRow{RequestRow: RequestRow{Time: p.cfg.Now(), Port: t.Port, Proto: in.Proto, Query: QueryHash(in.URL.RawQuery)}, host: t.Host,
 		method: in.Method, path: in.URL.Path}
 	refuse := func(r refusalOf) (*http.Response, func(int64)) {
 		p.rows.finish(p.open(t, Deny, r.reason, r.msg, row.Time), 0, 0, 0, false, p.cfg.Now())
