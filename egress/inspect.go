@@ -160,7 +160,7 @@ func (ic *inspected) transport(first net.Conn, m *meter) *http.Transport {
 			u := first
 			if used.Swap(true) {
 				var err error
-				if u, err = p.cfg.Dialer.DialContext(ctx, "tcp", addr); err != nil {
+				if u, err = p.dialExtra(ctx, addr); err != nil {
 					return nil, err
 				}
 			}
