@@ -141,28 +141,51 @@ type requestRow struct {
 type requestRows struct {
 	mu      sync.Mutex
 	rows    []requestRow
+	done    []bool // rows[i] is finished
 	dropped int
 }
 
-func (r *requestRows) add(row requestRow) {
+// reserve keeps the next row's place, in the order requests arrive (an
+// HTTP/2 response that ends late keeps its place before the requests
+// after it); fill it with set. -1: over MaxRequestRows, only counted.
+func (r *requestRows) reserve() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.rows) >= MaxRequestRows {
 		r.dropped++
+		return -1
+	}
+	r.rows = append(r.rows, requestRow{})
+	r.done = append(r.done, false)
+	return len(r.rows) - 1
+}
+
+// set finishes the row reserved at i.
+func (r *requestRows) set(i int, row requestRow) {
+	if i < 0 {
 		return
 	}
-	r.rows = append(r.rows, row)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows[i], r.done[i] = row, true
 }
+
+// add appends a finished row.
+func (r *requestRows) add(row requestRow) { r.set(r.reserve(), row) }
 
 func (r *requestRows) list(secrets *scrub.Set) ([]RequestRow, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]RequestRow, len(r.rows))
+	out := make([]RequestRow, 0, len(r.rows))
 	for i, e := range r.rows {
-		out[i] = e.RequestRow
-		out[i].Host = cmdtext.New(secrets, e.host)
-		out[i].Method = cmdtext.New(secrets, e.method)
-		out[i].Path = cmdtext.New(secrets, e.path)
+		if !r.done[i] { // a request still being answered
+			continue
+		}
+		q := e.RequestRow
+		q.Host = cmdtext.New(secrets, e.host)
+		q.Method = cmdtext.New(secrets, e.method)
+		q.Path = cmdtext.New(secrets, e.path)
+		out = append(out, q)
 	}
 	return out, r.dropped
 }

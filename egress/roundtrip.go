@@ -25,10 +25,11 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 	p, t := ic.p, ic.t
 	row := requestRow{RequestRow: RequestRow{Time: p.cfg.Now(), Port: t.Port, Proto: in.Proto, Query: QueryHash(in.URL.RawQuery)}, host: t.Host,
 		method: in.Method, path: in.URL.Path}
+	slot := p.requests.reserve() // rows in the order requests arrive
 	refuse := func(r refusalOf) (*http.Response, func(int64)) {
 		p.rows.finish(p.open(t, Deny, r.reason, r.msg, row.Time), 0, 0, 0, false, p.cfg.Now())
 		row.Decision, row.Reason, row.Status = Deny, r.reason, http.StatusForbidden
-		return refusalResponse(in, r.msg), func(int64) { p.requests.add(row) }
+		return refusalResponse(in, r.msg), func(int64) { p.requests.set(slot, row) }
 	}
 	out, scan, injected, r := ic.outgoing(in)
 	if r != nil {
@@ -62,12 +63,12 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 	case err != nil:
 		msg := fmt.Sprintf("coily: sending %s %s to %s failed: %v", in.Method, row.path, t, err)
 		row.Decision, row.Reason, row.Status = Allow, "upstream-error", http.StatusBadGateway
-		return textResponse(in, http.StatusBadGateway, msg), func(int64) { p.requests.add(row) }
+		return textResponse(in, http.StatusBadGateway, msg), func(int64) { p.requests.set(slot, row) }
 	}
 	row.Decision, row.Status, row.Injected = Allow, resp.StatusCode, injected
 	return resp, func(down int64) {
 		row.BytesDown = down
-		p.requests.add(row)
+		p.requests.set(slot, row)
 	}
 }
 
