@@ -196,6 +196,9 @@ func checkHead(br *bufio.Reader) error {
 			return fmt.Errorf("incomplete request head: %w", err)
 		}
 		buf, _ := br.Peek(br.Buffered())
+		if !methodStart(buf) { // a TLS ClientHello (a second hop), or any other stream
+			return errors.New("the stream does not begin with an HTTP request line")
+		}
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
 			head = buf[:i+2]
 			break
@@ -205,6 +208,22 @@ func checkHead(br *bufio.Reader) error {
 		}
 	}
 	return checkHeadLines(head)
+}
+
+// methodStart reports whether b can begin a request line: token
+// characters up to the first space. It answers at the first byte that
+// cannot, rather than waiting for a head that will never end.
+func methodStart(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == ' ' && i > 0:
+			return true
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // checkHeadLines checks a request head, request line included, each line
