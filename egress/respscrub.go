@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 )
 
@@ -106,15 +107,20 @@ func scrubResponse(resp *http.Response, rs []replacement, injected bool) error {
 
 // replaceReader streams r with every rs.old replaced by its new,
 // holding back the bytes that could begin one until it knows they do
-// not: at most a read's worth plus the longest old string is kept.
+// not: at most a read's worth plus the longest old string is kept, in
+// buffers reused from read to read.
 type replaceReader struct {
 	r    io.ReadCloser
 	rs   []replacement
-	keep int // longest old - 1
-	buf  []byte
-	out  []byte
+	keep int    // longest old - 1
+	buf  []byte // read, not yet passed on: could begin an old string
+	out  []byte // ready, from off on
+	off  int
 	err  error
 }
+
+// replaceRead is the most read from r at once.
+const replaceRead = 32 << 10
 
 func newReplaceReader(r io.ReadCloser, rs []replacement) *replaceReader {
 	rr := &replaceReader{r: r, rs: rs}
@@ -125,18 +131,19 @@ func newReplaceReader(r io.ReadCloser, rs []replacement) *replaceReader {
 }
 
 func (rr *replaceReader) Read(p []byte) (int, error) {
-	for len(rr.out) == 0 {
+	for rr.off == len(rr.out) {
 		if rr.err != nil {
 			return 0, rr.err
 		}
-		chunk := make([]byte, 32<<10)
-		n, err := rr.r.Read(chunk)
-		rr.buf = append(rr.buf, chunk[:n]...)
+		rr.out, rr.off = rr.out[:0], 0
+		rr.buf = slices.Grow(rr.buf, replaceRead)
+		n, err := rr.r.Read(rr.buf[len(rr.buf) : len(rr.buf)+replaceRead])
+		rr.buf = rr.buf[:len(rr.buf)+n]
 		rr.flush(err != nil)
 		rr.err = err
 	}
-	n := copy(p, rr.out)
-	rr.out = rr.out[n:]
+	n := copy(p, rr.out[rr.off:])
+	rr.off += n
 	return n, nil
 }
 
@@ -164,7 +171,7 @@ func (rr *replaceReader) flush(final bool) {
 		cut = max(0, len(rest)-rr.keep)
 	}
 	rr.out = append(rr.out, rest[:cut]...)
-	rr.buf = append([]byte(nil), rest[cut:]...)
+	rr.buf = rr.buf[:copy(rr.buf, rest[cut:])]
 }
 
 func (rr *replaceReader) Close() error { return rr.r.Close() }
