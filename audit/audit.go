@@ -157,6 +157,7 @@ type EgressRequest struct {
 	Port      int       `json:"port"`
 	Method    string    `json:"method"`
 	Path      string    `json:"path"`
+	Query     string    `json:"query,omitempty"` // egress.QueryHash: the query's hash, never its text
 	Decision  string    `json:"decision"`
 	Reason    string    `json:"reason,omitempty"`
 	Status    int       `json:"status"`

@@ -19,7 +19,7 @@ func EgressRequests(rows []egress.RequestRow) []EgressRequest {
 	var out []EgressRequest
 	for _, r := range rows {
 		out = append(out, EgressRequest{Time: r.Time, Host: r.Host.String(), Port: r.Port, Method: r.Method.String(),
-			Path: r.Path.String(), Decision: string(r.Decision), Reason: r.Reason, Status: r.Status,
+			Path: r.Path.String(), Query: r.Query, Decision: string(r.Decision), Reason: r.Reason, Status: r.Status,
 			BytesUp: r.BytesUp, BytesDown: r.BytesDown, Injected: r.Injected, Proto: r.Proto})
 	}
 	return out

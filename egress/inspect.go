@@ -160,7 +160,7 @@ func (ic *inspected) transport(first net.Conn, m *meter) *http.Transport {
 			u := first
 			if used.Swap(true) {
 				var err error
-				if u, err = p.cfg.Dialer.DialContext(ctx, "tcp", addr); err != nil {
+				if u, err = p.dialExtra(ctx, addr); err != nil {
 					return nil, err
 				}
 			}
@@ -243,9 +243,32 @@ func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response
 	if resp.ContentLength < 0 && keep {
 		resp.TransferEncoding = []string{"chunked"}
 	}
-	resp.Write(w)
+	// A chunk's size line, data and CRLF go out as one write, sent before
+	// the next read of the upstream's body can wait.
+	// (Write only: bufio's ReadFrom would read into the buffer a flush
+	// empties.)
+	bw := bufio.NewWriterSize(w, 64<<10)
+	resp.Body = flushFirst{r: resp.Body, w: bw}
+	resp.Write(struct{ io.Writer }{bw})
+	bw.Flush()
 	return n
 }
+
+// flushFirst flushes w before each read of r: what was written goes out
+// before a read that may wait for the upstream.
+type flushFirst struct {
+	r io.ReadCloser
+	w *bufio.Writer
+}
+
+func (f flushFirst) Read(p []byte) (int, error) {
+	if err := f.w.Flush(); err != nil {
+		return 0, err
+	}
+	return f.r.Read(p)
+}
+
+func (f flushFirst) Close() error { return f.r.Close() }
 
 // serveH2 serves the connection with net/http's HTTP/2 server; it
 // returns once the connection is over.

@@ -3,8 +3,10 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,9 +63,21 @@ func newInspectEnv(t *testing.T, rules map[string][]HTTPRule, maxBody int64, for
 // newInspectEnvPort: the injection's port is injPort (-1: the upstream's).
 func newInspectEnvPort(t *testing.T, rules map[string][]HTTPRule, maxBody int64, form Form, injPort int) *inspectEnv {
 	t.Helper()
+	return newInspectEnvHandler(t, nil, rules, maxBody, form, injPort)
+}
+
+// newInspectEnvHandler: the upstream answers with h (nil: the default
+// handler, which says whether the secret arrived); every request is seen.
+func newInspectEnvHandler(t *testing.T, h http.HandlerFunc, rules map[string][]HTTPRule, maxBody int64, form Form, injPort int) *inspectEnv {
+	t.Helper()
 	seen := &upstreamSeen{}
 	uca := standin.TLS(t)
 	srv := uca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h != nil {
+			seen.add(fmt.Sprintf("%s %s %s %v", r.Method, r.Host, r.URL.RequestURI(), r.Header))
+			h(w, r)
+			return
+		}
 		body, _ := io.ReadAll(r.Body)
 		seen.add(fmt.Sprintf("%s %s %s %v %s", r.Method, r.Host, r.URL.RequestURI(), r.Header, body))
 		auth := "none"
@@ -161,6 +175,12 @@ func TestInspectInjectsOverHTTP1AndHTTP2(t *testing.T) {
 	}
 	if r := reqs[0]; r.Method.String() != "GET" || r.Path.String() != "/repos/alice/app" || r.Status != 200 || !r.Injected || r.Decision != Allow || r.BytesDown == 0 {
 		t.Errorf("first request row %+v: want GET /repos/alice/app (query stripped), 200, injected, bytes down", r)
+	}
+	// The query is named by its hash: rows with the same query match, and
+	// an owner who suspects one can check it.
+	sum := sha256.Sum256([]byte("x=1"))
+	if q := reqs[0].Query; q != "sha256:"+hex.EncodeToString(sum[:])[:32] || q != reqs[1].Query || reqs[2].Query != "" {
+		t.Errorf("query hashes %q %q %q: want sha256 of x=1 twice, then none", reqs[0].Query, reqs[1].Query, reqs[2].Query)
 	}
 	for _, s := range e.seen.all() {
 		if strings.Contains(s, e.placeholder) {

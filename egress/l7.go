@@ -1,6 +1,8 @@
 package egress
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -109,13 +111,15 @@ func matchPath(pattern, path string) bool {
 }
 
 // RequestRow is one request on an inspected connection: what was asked
-// (the path without its query), what was decided, and what came of it.
+// (the path without its query, and the query's hash), what was decided,
+// and what came of it.
 type RequestRow struct {
 	Time      time.Time    `json:"time"`
 	Host      cmdtext.Text `json:"host"`
 	Port      int          `json:"port"`
 	Method    cmdtext.Text `json:"method"`
 	Path      cmdtext.Text `json:"path"`
+	Query     string       `json:"query,omitempty"` // QueryHash of the raw query; "" without one
 	Decision  Decision     `json:"decision"`
 	Reason    string       `json:"reason,omitempty"`
 	Status    int          `json:"status"`
@@ -137,28 +141,66 @@ type requestRow struct {
 type requestRows struct {
 	mu      sync.Mutex
 	rows    []requestRow
+	done    []bool // rows[i] is finished
 	dropped int
 }
 
-func (r *requestRows) add(row requestRow) {
+// reserve keeps the next row's place, in the order requests arrive (an
+// HTTP/2 response that ends late keeps its place before the requests
+// after it); fill it with set. -1: over MaxRequestRows, only counted.
+func (r *requestRows) reserve() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if len(r.rows) >= MaxRequestRows {
 		r.dropped++
+		return -1
+	}
+	r.rows = append(r.rows, requestRow{})
+	r.done = append(r.done, false)
+	return len(r.rows) - 1
+}
+
+// set finishes the row reserved at i.
+func (r *requestRows) set(i int, row requestRow) {
+	if i < 0 {
 		return
 	}
-	r.rows = append(r.rows, row)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.rows[i], r.done[i] = row, true
 }
+
+// add appends a finished row.
+func (r *requestRows) add(row requestRow) { r.set(r.reserve(), row) }
 
 func (r *requestRows) list(secrets *scrub.Set) ([]RequestRow, int) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := make([]RequestRow, len(r.rows))
+	out := make([]RequestRow, 0, len(r.rows))
 	for i, e := range r.rows {
-		out[i] = e.RequestRow
-		out[i].Host = cmdtext.New(secrets, e.host)
-		out[i].Method = cmdtext.New(secrets, e.method)
-		out[i].Path = cmdtext.New(secrets, e.path)
+		if !r.done[i] { // a request still being answered
+			continue
+		}
+		q := e.RequestRow
+		q.Host = cmdtext.New(secrets, e.host)
+		q.Method = cmdtext.New(secrets, e.method)
+		q.Path = cmdtext.New(secrets, e.path)
+		out = append(out, q)
 	}
 	return out, r.dropped
+}
+
+// QueryHash is how a request row names its query without its text:
+// "sha256:" and the first 128 bits, in hex, of the SHA-256 of the raw
+// query as the client sent it (after the "?", escapes as sent). An owner
+// correlates rows with the same query, or checks a query they suspect
+// (printf %s 'QUERY' | sha256sum), without the record holding a token
+// or a search the query carried; a query short enough to guess is found
+// by guessing, as its path would be. "" for no query.
+func QueryHash(raw string) string {
+	if raw == "" {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(raw))
+	return "sha256:" + hex.EncodeToString(sum[:16])
 }

@@ -72,6 +72,7 @@ type Proxy struct {
 	closed    bool
 	listeners map[net.Listener]struct{}
 	conns     map[*conn]struct{}
+	extra     int // upstream connections inspected CONNECTs opened beyond their first
 	wg        sync.WaitGroup
 }
 
@@ -145,7 +146,7 @@ func (p *Proxy) admit(nc net.Conn) {
 	msg := ""
 	switch {
 	case p.closed:
-	case len(p.conns) >= p.cfg.MaxConns:
+	case len(p.conns)+p.extra >= p.cfg.MaxConns:
 		msg = fmt.Sprintf("coily: %d egress connections of rule %q are open, the most allowed; close one and retry", p.cfg.MaxConns, p.cfg.Rule)
 	case !p.cfg.Shared.acquire():
 		msg = fmt.Sprintf("coily: the server's %d egress connections are all in use; retry later (rule %q)", p.cfg.Shared.Cap(), p.cfg.Rule)

@@ -23,12 +23,13 @@ type refusalOf struct {
 // with the body bytes given, which records the request's row.
 func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, func(down int64)) {
 	p, t := ic.p, ic.t
-	row := requestRow{RequestRow: RequestRow{Time: p.cfg.Now(), Port: t.Port, Proto: in.Proto}, host: t.Host,
+	row := requestRow{RequestRow: RequestRow{Time: p.cfg.Now(), Port: t.Port, Proto: in.Proto, Query: QueryHash(in.URL.RawQuery)}, host: t.Host,
 		method: in.Method, path: in.URL.Path}
+	slot := p.requests.reserve() // rows in the order requests arrive
 	refuse := func(r refusalOf) (*http.Response, func(int64)) {
 		p.rows.finish(p.open(t, Deny, r.reason, r.msg, row.Time), 0, 0, 0, false, p.cfg.Now())
 		row.Decision, row.Reason, row.Status = Deny, r.reason, http.StatusForbidden
-		return refusalResponse(in, r.msg), func(int64) { p.requests.add(row) }
+		return refusalResponse(in, r.msg), func(int64) { p.requests.set(slot, row) }
 	}
 	o, r := ic.outgoing(in)
 	if r != nil {
@@ -46,7 +47,13 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 			return refuse(*r)
 		}
 	}
+	rs := replacements(p.cfg.Inspect.Inject, in.Header, out.Header) // after the re-signing: its key id and token too
 	resp, err := ic.tr.RoundTrip(out)
+	if err == nil {
+		if err = scrubResponse(resp, rs, o.injected); err != nil {
+			resp.Body.Close()
+		}
+	}
 	if scan != nil {
 		row.BytesUp = scan.n
 	}
@@ -69,12 +76,12 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 	case err != nil:
 		msg := fmt.Sprintf("coily: sending %s %s to %s failed: %v", in.Method, row.path, t, err)
 		row.Decision, row.Reason, row.Status = Allow, "upstream-error", http.StatusBadGateway
-		return textResponse(in, http.StatusBadGateway, msg), func(int64) { p.requests.add(row) }
+		return textResponse(in, http.StatusBadGateway, msg), func(int64) { p.requests.set(slot, row) }
 	}
 	row.Decision, row.Status, row.Injected = Allow, resp.StatusCode, o.injected
 	return resp, func(down int64) {
 		row.BytesDown = down
-		p.requests.add(row)
+		p.requests.set(slot, row)
 	}
 }
 
@@ -132,6 +139,9 @@ func (ic *inspected) outgoing(in *http.Request) (outgoingReq, *refusalOf) {
 	used, err := injectHeaders(h, t.Host, t.Port, path, ins)
 	if err != nil {
 		return outgoingReq{}, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
+	}
+	if len(used) > 0 { // an echo of the secret must come back readable to be replaced
+		h.Del("Accept-Encoding")
 	}
 	u, err := url.Parse("https://" + authority + path)
 	if err != nil || u.EscapedPath() != path { // never: canonPath's output parses as itself
@@ -211,6 +221,9 @@ func checkHead(br *bufio.Reader) error {
 			return fmt.Errorf("incomplete request head: %w", err)
 		}
 		buf, _ := br.Peek(br.Buffered())
+		if !methodStart(buf) { // a TLS ClientHello (a second hop), or any other stream
+			return errors.New("the stream does not begin with an HTTP request line")
+		}
 		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
 			head = buf[:i+2]
 			break
@@ -220,6 +233,22 @@ func checkHead(br *bufio.Reader) error {
 		}
 	}
 	return checkHeadLines(head)
+}
+
+// methodStart reports whether b can begin a request line: token
+// characters up to the first space. It answers at the first byte that
+// cannot, rather than waiting for a head that will never end.
+func methodStart(b []byte) bool {
+	for i, c := range b {
+		switch {
+		case c == ' ' && i > 0:
+			return true
+		case c >= 'A' && c <= 'Z', c >= 'a' && c <= 'z', c >= '0' && c <= '9', strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
 }
 
 // checkHeadLines checks a request head, request line included, each line

@@ -7,10 +7,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"coily.dev/coily/internal/canary"
+	"coily.dev/coily/internal/poll"
 	"coily.dev/coily/internal/standin"
 )
 
@@ -18,9 +20,11 @@ import (
 // given a placeholder, reach the GitHub stand-in over TLS with the real
 // token, which is nowhere in the sandbox (its environment, every
 // process's /proc/PID/environ, the files it can read under /run/coily and
-// its temp directory), nor in the answer, the server's log or the audit
-// log; the placeholder sent elsewhere or in a query is refused; the audit
-// record carries the requests.
+// its temp directory, the memory of every process of the sandbox read
+// from the host while its last one waits), nor in the answer, the
+// server's log or the audit log; the placeholder sent elsewhere or in a
+// query is refused; the audit record carries the requests (a query only
+// by its hash).
 func TestCLIExecEgressInject(t *testing.T) {
 	requireBwrap(t)
 	for _, tool := range []string{"curl", "gh"} {
@@ -58,6 +62,9 @@ commands:
 		t.Fatal(err)
 	}
 	p := startServe(t, dir, pol, "--credentials-file", creds)
+	// The command's last process is a sleep the test finds by its unique
+	// argument, reads the sandbox's memory around, then kills.
+	marker := fmt.Sprintf("86399.%06d", time.Now().UnixNano()%1000000)
 	script := `export GH_HOST=` + ghe + `:` + g.Port + ` GH_CONFIG_DIR=$(mktemp -d) GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
 echo "login=$(gh api user --jq .login)"
 echo "curl=$(curl -sS -H "Authorization: token $GH_ENTERPRISE_TOKEN" https://$GH_HOST/api/v3/user)"
@@ -67,8 +74,14 @@ echo "rule=$(curl -sS -X DELETE -H "Authorization: token $GH_ENTERPRISE_TOKEN" h
 echo "--- env"; env
 echo "--- environ"; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done
 echo "--- files"; cat /run/coily/ca.pem >/dev/null; grep -rIl ghp_ /run/coily "$TMPDIR" /tmp 2>/dev/null
+sleep ` + marker + `
 true`
-	r := p.run(t, "exec", "--", "/bin/sh", "-c", script)
+	c := canary.New(t)
+	c.AddString("gh token", token)
+	done := make(chan cliRun, 1)
+	go func() { done <- p.run(t, "exec", "--", "/bin/sh", "-c", script) }()
+	checkSandboxMemory(t, c, marker, done)
+	r := <-done
 	if r.code != 0 || !strings.Contains(r.stdout, "login="+g.Login+"\n") || !strings.Contains(r.stdout, `curl={"id":1,"login":"`+g.Login) {
 		t.Fatalf("gh and curl with the placeholder: %+v\n%s", r, p.log)
 	}
@@ -84,8 +97,6 @@ true`
 	if strings.Contains(r.stdout, "REDACTED") || strings.Contains(r.stderr, "REDACTED") {
 		t.Errorf("the sandbox held the secret (its output was redacted):\n%s", r.stdout)
 	}
-	c := canary.New(t)
-	c.AddString("gh token", token)
 	c.CheckText("the exec's answer", r.stdout, r.stderr)
 	c.CheckText("the server's log", p.log.String())
 	c.CheckText("the audit log", readAudit(t, dir))
@@ -102,13 +113,72 @@ true`
 			refused++
 		}
 	}
-	if injected < 2 || refused != 3 {
-		t.Errorf("request rows %+v: want 2+ injected, 3 refused", recs[0].EgressRequests)
+	var hashed int
+	for _, q := range recs[0].EgressRequests {
+		if strings.HasPrefix(q.Query, "sha256:") && q.Reason == "placeholder" {
+			hashed++
+		}
+	}
+	if injected < 2 || refused != 3 || hashed != 1 {
+		t.Errorf("request rows %+v: want 2+ injected, 3 refused, the query's row with its hash", recs[0].EgressRequests)
 	}
 	out := runCoily(t, nil, "audit", "show", "--state-dir", dir, recs[0].ID)
-	if !strings.Contains(out.stdout, "request allow  "+ghe+":"+g.Port+"  GET /api/v3/user  200") || !strings.Contains(out.stdout, "http-rule") {
+	for _, l := range strings.Split(out.stdout, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "request ") && strings.Contains(l, "?") {
+			t.Errorf("a request row shows a query: %q", l)
+		}
+	}
+	if !strings.Contains(out.stdout, "request allow  "+ghe+":"+g.Port+"  GET /api/v3/user  200") || !strings.Contains(out.stdout, "http-rule") ||
+		!strings.Contains(out.stdout, "  query sha256:") {
 		t.Errorf("coily audit show:\n%s", out.stdout)
 	}
+}
+
+// checkSandboxMemory waits for the sandbox's process sleeping for
+// marker seconds, reads the memory of every process in its PID namespace
+// from the host (as root, or as the same user: an ancestor may ptrace its
+// descendants), fails on the canary there, requires the placeholder seen
+// (the read worked), and kills the sleep so that the command ends.
+func checkSandboxMemory(t *testing.T, c *canary.Canary, marker string, done <-chan cliRun) {
+	t.Helper()
+	var sleeper int
+	poll.Until(t, 90*time.Second, "the sandbox's sleep "+marker, func() bool {
+		select {
+		case r := <-done:
+			t.Fatalf("the command ended before its sleep was found: %+v", r)
+		default:
+		}
+		sleeper = findProcess("sleep\x00" + marker + "\x00")
+		return sleeper != 0
+	})
+	pids, err := canary.PIDNamespace(sleeper)
+	if err != nil || len(pids) < 2 {
+		t.Fatalf("the sandbox's processes: %v %v; want the shell and its sleep at least", pids, err)
+	}
+	seen, n := c.CheckMemory(pids, []byte("GH_ENTERPRISE_TOKEN=coily-placeholder-"))
+	if !seen {
+		t.Errorf("the placeholder was not found in the memory of pids %v (%d bytes read): the read proves nothing", pids, n)
+	}
+	t.Logf("read %d bytes of memory of %d sandbox processes", n, len(pids))
+	if err := syscall.Kill(sleeper, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// findProcess is the pid of a process whose /proc/PID/cmdline is
+// cmdline, 0 when none.
+func findProcess(cmdline string) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		if b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline"); err == nil && string(b) == cmdline {
+			return pid
+		}
+	}
+	return 0
 }
 
 // `coily sandbox exec --egress-inspect --egress-inject` tries inspection

@@ -101,6 +101,9 @@ func egressRequestLine(q audit.EgressRequest) string {
 	if q.Injected {
 		parts = append(parts, "injected")
 	}
+	if q.Query != "" { // a hash, never the query's text
+		parts = append(parts, "query "+cli.ShellWord(q.Query))
+	}
 	if q.Reason != "" {
 		parts = append(parts, cli.ShellWord(q.Reason))
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -88,5 +89,34 @@ func TestCanaryArgv(t *testing.T) {
 	w.Stop("sleep 0.3", "never-seen-marker")
 	if len(r.errs) != 2 || !strings.Contains(r.errs[0], "command line") || !strings.Contains(r.errs[1], "missed") {
 		t.Fatalf("failures %q", r.errs)
+	}
+}
+
+// A secret in a running process's environment is found in its memory,
+// read from outside it; the proof is seen; a clean process passes.
+func TestCanaryMemory(t *testing.T) {
+	start := func(env string) *exec.Cmd {
+		cmd := exec.Command("sleep", "30")
+		cmd.Env = []string{env}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+		return cmd
+	}
+	dirty, clean := start("T=ghs_inmemory98765"), start("P=coily-placeholder-proof")
+	r := &recorder{TB: t}
+	c := New(r)
+	c.AddString("TOKEN", "ghs_inmemory98765")
+	seen, n := c.CheckMemory([]int{clean.Process.Pid}, []byte("coily-placeholder-proof"))
+	if !seen || n == 0 || len(r.errs) != 0 {
+		t.Fatalf("clean process: proof seen %v, %d bytes, failures %q", seen, n, r.errs)
+	}
+	if seen, _ := c.CheckMemory([]int{dirty.Process.Pid}, []byte("coily-placeholder-proof")); seen || len(r.errs) != 1 {
+		t.Fatalf("process holding the token: proof seen %v, failures %q", seen, r.errs)
+	}
+	pids, err := PIDNamespace(clean.Process.Pid)
+	if err != nil || !slices.Contains(pids, clean.Process.Pid) || !slices.Contains(pids, os.Getpid()) {
+		t.Errorf("PIDNamespace: %v %v", pids, err)
 	}
 }

@@ -1,0 +1,177 @@
+package egress
+
+import (
+	"bytes"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+)
+
+// An upstream that echoes a request's headers (a debugging endpoint, an
+// error page quoting the request, a hostile server on an inspected host)
+// would hand the child the secret the proxy injected. Every response from
+// an inspected host therefore goes back with each injection's secret, and
+// each header value the proxy rewrote, replaced by what the child sent:
+// the placeholder, in the same form.
+
+// replacement is one string the child must not see and what it sees
+// instead.
+type replacement struct{ old, new []byte }
+
+// replacements are the secrets of ins and, for the header values swapped
+// in this request (out's against in's), the swapped value and, for Basic
+// auth, its base64 credentials, each mapped back to what the child sent.
+// Longer strings come first, so that one holding another is replaced
+// whole.
+func replacements(ins []Injection, in, out http.Header) []replacement {
+	var rs []replacement
+	add := func(old, new string) {
+		if old != "" && old != new {
+			rs = append(rs, replacement{old: []byte(old), new: []byte(new)})
+		}
+	}
+	for name, vals := range out {
+		orig := in[name]
+		for i, v := range vals {
+			if i >= len(orig) || orig[i] == v {
+				continue
+			}
+			add(v, orig[i])
+			if s, enc, ok := strings.Cut(v, " "); ok && strings.EqualFold(s, "Basic") {
+				_, oenc, _ := strings.Cut(orig[i], " ")
+				add(enc, oenc)
+			}
+		}
+	}
+	for _, in := range ins {
+		add(in.Secret, in.Placeholder)
+		add(base64.StdEncoding.EncodeToString([]byte(in.Secret)), base64.StdEncoding.EncodeToString([]byte(in.Placeholder)))
+	}
+	for i := 1; i < len(rs); i++ { // insertion sort, longest first: a handful of entries
+		for j := i; j > 0 && len(rs[j].old) > len(rs[j-1].old); j-- {
+			rs[j], rs[j-1] = rs[j-1], rs[j]
+		}
+	}
+	return rs
+}
+
+// replaceAll applies rs to s.
+func replaceAll(s string, rs []replacement) string {
+	for _, r := range rs {
+		s = strings.ReplaceAll(s, string(r.old), string(r.new))
+	}
+	return s
+}
+
+// errEncodedResponse refuses a response the proxy cannot read through.
+type errEncodedResponse struct{ encoding string }
+
+func (e errEncodedResponse) Error() string {
+	return fmt.Sprintf("the upstream answered with Content-Encoding %q, which the proxy cannot check for the injected secret", e.encoding)
+}
+
+// scrubResponse replaces rs in resp's headers, trailers and body. A body
+// that may change length loses its Content-Length (it is sent chunked,
+// or as HTTP/2 DATA frames). A response with a Content-Encoding is
+// refused when a credential was injected (the proxy asked for none): its
+// body cannot be checked.
+func scrubResponse(resp *http.Response, rs []replacement, injected bool) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	if ce := resp.Header.Get("Content-Encoding"); injected && ce != "" && !strings.EqualFold(ce, "identity") {
+		return errEncodedResponse{ce}
+	}
+	for _, h := range []http.Header{resp.Header, resp.Trailer} {
+		for name, vals := range h {
+			for i, v := range vals {
+				vals[i] = replaceAll(v, rs)
+			}
+			if n := replaceAll(name, rs); n != name {
+				delete(h, name)
+				h[n] = vals
+			}
+		}
+	}
+	if resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 {
+		return nil
+	}
+	resp.Body = newReplaceReader(resp.Body, rs)
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	return nil
+}
+
+// replaceReader streams r with every rs.old replaced by its new,
+// holding back the bytes that could begin one until it knows they do
+// not: at most a read's worth plus the longest old string is kept, in
+// buffers reused from read to read.
+type replaceReader struct {
+	r    io.ReadCloser
+	rs   []replacement
+	keep int    // longest old - 1
+	buf  []byte // read, not yet passed on: could begin an old string
+	out  []byte // ready, from off on
+	off  int
+	err  error
+}
+
+// replaceRead is the most read from r at once.
+const replaceRead = 32 << 10
+
+func newReplaceReader(r io.ReadCloser, rs []replacement) *replaceReader {
+	rr := &replaceReader{r: r, rs: rs}
+	for _, x := range rs {
+		rr.keep = max(rr.keep, len(x.old)-1)
+	}
+	return rr
+}
+
+func (rr *replaceReader) Read(p []byte) (int, error) {
+	for rr.off == len(rr.out) {
+		if rr.err != nil {
+			return 0, rr.err
+		}
+		rr.out, rr.off = rr.out[:0], 0
+		rr.buf = slices.Grow(rr.buf, replaceRead)
+		n, err := rr.r.Read(rr.buf[len(rr.buf) : len(rr.buf)+replaceRead])
+		rr.buf = rr.buf[:len(rr.buf)+n]
+		rr.flush(err != nil)
+		rr.err = err
+	}
+	n := copy(p, rr.out[rr.off:])
+	rr.off += n
+	return n, nil
+}
+
+// flush moves to out what no later byte can change: everything at the
+// end, else all but the last keep bytes after the last replacement.
+func (rr *replaceReader) flush(final bool) {
+	i := 0
+	for {
+		at, r := -1, replacement{}
+		for _, x := range rr.rs {
+			if j := bytes.Index(rr.buf[i:], x.old); j >= 0 && (at < 0 || j < at) {
+				at, r = j, x
+			}
+		}
+		if at < 0 {
+			break
+		}
+		rr.out = append(rr.out, rr.buf[i:i+at]...)
+		rr.out = append(rr.out, r.new...)
+		i += at + len(r.old)
+	}
+	rest := rr.buf[i:]
+	cut := len(rest)
+	if !final {
+		cut = max(0, len(rest)-rr.keep)
+	}
+	rr.out = append(rr.out, rest[:cut]...)
+	rr.buf = rr.buf[:copy(rr.buf, rest[cut:])]
+}
+
+func (rr *replaceReader) Close() error { return rr.r.Close() }
