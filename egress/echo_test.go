@@ -2,8 +2,10 @@ package egress
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,15 +14,40 @@ import (
 
 // echoAuth is an upstream that hands the request's Authorization back in
 // a response header, in its body (split across flushes, after enough
-// bytes that the proxy reads it in several pieces) and, for a HEAD, in
-// the header only.
+// bytes that the proxy reads it in several pieces) and in a trailer;
+// or, as the query asks, in its reason phrase, or in the body in the
+// forms JSON and URLs write it.
 func echoAuth(w http.ResponseWriter, r *http.Request) {
 	a := r.Header.Get("Authorization")
 	w.Header().Set("X-Echo", a)
 	w.Header().Set("Content-Type", "text/plain")
-	if r.URL.Query().Get("gz") == "1" { // an encoding the proxy cannot read through
+	switch r.URL.Query().Get("gz") { // an encoding the proxy cannot read through
+	case "1":
 		w.Header().Set("Content-Encoding", "gzip")
+	case "2": // identity first, gzip second
+		w.Header().Add("Content-Encoding", "identity")
+		w.Header().Add("Content-Encoding", "gzip")
+	case "3":
+		w.Header().Set("Content-Encoding", "identity, gzip")
+	}
+	if r.URL.Query().Get("gz") != "" {
 		io.WriteString(w, "\x1f\x8b"+a)
+		return
+	}
+	if r.URL.Query().Get("reason") == "1" { // the secret in the status line
+		c, brw, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		defer c.Close()
+		brw.WriteString("HTTP/1.1 200 OK " + a + "\r\nContent-Length: 2\r\n\r\nok")
+		brw.Flush()
+		return
+	}
+	if r.URL.Query().Get("enc") == "1" {
+		json := strings.ReplaceAll(a, "/", `\/`)
+		io.WriteString(w, strings.Join([]string{json, url.QueryEscape(a), url.PathEscape(a), strings.ToLower(url.QueryEscape(a))}, "\n"))
 		return
 	}
 	if r.URL.Query().Get("len") == "1" { // a response that says its length
@@ -29,18 +56,23 @@ func echoAuth(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, body)
 		return
 	}
+	w.Header().Set("Trailer", "X-Echo-Trailer")
 	io.WriteString(w, strings.Repeat("x", 40000)+"auth=")
 	half := len(a) / 2
 	io.WriteString(w, a[:half])
 	w.(http.Flusher).Flush()
 	io.WriteString(w, a[half:]+"\n"+strings.Repeat("y", 70000))
+	w.Header().Set("X-Echo-Trailer", a)
 }
 
 // TestInspectEchoedSecretReplaced: an upstream that echoes the request's
 // Authorization hands the child back the placeholder, never the secret,
-// in headers and bodies, over HTTP/1.1 and HTTP/2, Bearer and Basic
-// (whose secret is inside base64), a body that says its length and one
-// that does not.
+// in headers and bodies, over HTTP/1.1 (a connection kept alive, so
+// bodies of unknown length are chunked, and closed after each response)
+// and HTTP/2, Bearer and Basic (whose secret is inside base64), a body
+// that says its length and one that does not. Trailers and the reason
+// phrase are not passed on; the JSON and percent-encoded forms of the
+// echo are replaced too.
 func TestInspectEchoedSecretReplaced(t *testing.T) {
 	for _, form := range []Form{FormBearer, FormBasic} {
 		e := newInspectEnvHandler(t, echoAuth, nil, 0, form, -1)
@@ -48,28 +80,58 @@ func TestInspectEchoedSecretReplaced(t *testing.T) {
 		if form == FormBasic {
 			auth = "Basic " + b64("x-access-token:"+e.placeholder)
 		}
-		leaks := []string{secretTok, b64("x-access-token:" + secretTok)}
-		for _, h2 := range []bool{false, true} {
-			c := e.client(t, caPool(e.ca), h2)
-			for _, q := range []string{"", "?len=1"} {
-				resp, body := do(t, c, "GET", e.url(apiHost, "/repos/alice/app"+q), auth, "")
-				got := resp.Header.Get("X-Echo") + "\n" + body
-				for _, l := range leaks {
-					if strings.Contains(got, l) {
-						t.Errorf("%v h2=%v %q: the child was handed the secret (%q)", form, h2, q, l)
-					}
-				}
-				if resp.StatusCode != 200 || resp.Header.Get("X-Echo") != auth || !strings.Contains(body, "auth="+auth+"\n") {
-					t.Errorf("%v h2=%v %q: %s echo %q, body has the placeholder: %v", form, h2, q, resp.Status, resp.Header.Get("X-Echo"), strings.Contains(body, auth))
-				}
-				if q == "" && len(body) != 40000+len("auth=")+len(auth)+1+70000 {
-					t.Errorf("%v h2=%v: body of %d bytes", form, h2, len(body))
+		// Base64 without its padding still decodes to the secret.
+		leaks := []string{secretTok, strings.TrimRight(b64("x-access-token:"+secretTok), "=")}
+		leaked := func(what string, got ...string) {
+			t.Helper()
+			for _, l := range leaks {
+				if strings.Contains(strings.Join(got, "\n"), l) {
+					t.Errorf("%v %s: the child was handed the secret (%q)", form, what, l)
 				}
 			}
 		}
-		resp, body := do(t, e.client(t, caPool(e.ca), false), "GET", e.url(apiHost, "/repos/alice/app?gz=1"), auth, "")
-		if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, secretTok) || !strings.Contains(body, "Content-Encoding") {
-			t.Errorf("%v: an encoded answer to an injected request: %s %q; want 502 naming the encoding", form, resp.Status, body)
+		for _, c := range []struct {
+			h2, keep bool
+		}{{false, false}, {false, true}, {true, false}, {true, true}} {
+			cl := e.client(t, caPool(e.ca), c.h2)
+			if c.keep {
+				cl = keepAlive(t, cl)
+			}
+			what := fmt.Sprintf("h2=%v keep-alive=%v", c.h2, c.keep)
+			for _, q := range []string{"", "?len=1"} {
+				resp, body := do(t, cl, "GET", e.url(apiHost, "/repos/alice/app"+q), auth, "")
+				leaked(what+" "+q, resp.Status, fmt.Sprint(resp.Header), fmt.Sprint(resp.Trailer), body)
+				if resp.StatusCode != 200 || resp.Header.Get("X-Echo") != auth || !strings.Contains(body, "auth="+auth+"\n") {
+					t.Errorf("%v %s %q: %s echo %q, body has the placeholder: %v", form, what, q, resp.Status, resp.Header.Get("X-Echo"), strings.Contains(body, auth))
+				}
+				if q == "" && len(body) != 40000+len("auth=")+len(auth)+1+70000 {
+					t.Errorf("%v %s: body of %d bytes", form, what, len(body))
+				}
+				if c.keep && !c.h2 && q == "" && (len(resp.TransferEncoding) == 0 || resp.TransferEncoding[0] != "chunked") {
+					t.Errorf("%v %s: transfer encoding %q, want the chunked body this test is for", form, what, resp.TransferEncoding)
+				}
+				if len(resp.Trailer) != 0 {
+					t.Errorf("%v %s: trailers %q passed on", form, what, resp.Trailer)
+				}
+			}
+			resp, body := do(t, cl, "GET", e.url(apiHost, "/repos/alice/app?enc=1"), auth, "")
+			leaked(what+" encoded forms", body)
+			if resp.StatusCode != 200 || !strings.Contains(body, url.QueryEscape(auth)) {
+				t.Errorf("%v %s: encoded forms: %s %q", form, what, resp.Status, body)
+			}
+			if !c.h2 {
+				resp, body = do(t, cl, "GET", e.url(apiHost, "/repos/alice/app?reason=1"), auth, "")
+				leaked(what+" reason phrase", resp.Status, body)
+				if resp.StatusCode != 200 || body != "ok" {
+					t.Errorf("%v %s: reason phrase: %s %q", form, what, resp.Status, body)
+				}
+			}
+		}
+		for _, gz := range []string{"1", "2", "3"} {
+			resp, body := do(t, e.client(t, caPool(e.ca), false), "GET", e.url(apiHost, "/repos/alice/app?gz="+gz), auth, "")
+			if resp.StatusCode != http.StatusBadGateway || strings.Contains(body, secretTok) || !strings.Contains(body, "Content-Encoding") {
+				t.Errorf("%v gz=%s: an encoded answer to an injected request: %s %q; want 502 naming the encoding", form, gz, resp.Status, body)
+			}
 		}
 		for _, s := range e.seen.all() {
 			if strings.Contains(s, "Accept-Encoding") {

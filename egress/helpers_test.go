@@ -143,6 +143,15 @@ func (tp *testProxy) client(t testing.TB, base *http.Transport) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
+// keepAlive is c (one of client's) keeping its connections alive between
+// requests: HTTP/1.1 responses of unknown length then come chunked.
+func keepAlive(t testing.TB, c *http.Client) *http.Client {
+	tr := c.Transport.(*http.Transport).Clone()
+	tr.DisableKeepAlives = false
+	t.Cleanup(tr.CloseIdleConnections)
+	return &http.Client{Transport: tr, Timeout: c.Timeout}
+}
+
 // raw sends one request head over the unix socket and returns the
 // response (with its body read) and the connection.
 func (tp *testProxy) raw(t *testing.T, head string) (*http.Response, string, net.Conn) {

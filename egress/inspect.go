@@ -239,6 +239,11 @@ func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 	resp.Request = req
 	resp.Close = !keep
+	// The upstream's reason phrase and trailers never reach the child:
+	// neither is scrubbed (a trailer's values arrive after the body, when
+	// the headers are long written), as HTTP/2 passes on neither.
+	resp.Status = ""
+	resp.Trailer = nil
 	resp.TransferEncoding = nil
 	if resp.ContentLength < 0 && keep {
 		resp.TransferEncoding = []string{"chunked"}

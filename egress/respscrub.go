@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 )
@@ -21,16 +22,24 @@ import (
 // instead.
 type replacement struct{ old, new []byte }
 
-// replacements are the secrets of ins and, for the header values swapped
-// in this request (out's against in's), the swapped value and, for Basic
-// auth, its base64 credentials, each mapped back to what the child sent.
-// Longer strings come first, so that one holding another is replaced
-// whole.
+// replacements are the secrets of ins (for SigV4, the real key id, secret
+// key and session token) and, for the header values swapped in this
+// request (out's against in's, so after the re-signing), the swapped
+// value and, for Basic auth, its base64 credentials, each mapped back to
+// what the child sent, in every form of echoForms. Longer strings come
+// first, so that one holding another is replaced whole.
 func replacements(ins []Injection, in, out http.Header) []replacement {
 	var rs []replacement
+	seen := map[string]bool{}
 	add := func(old, new string) {
-		if old != "" && old != new {
-			rs = append(rs, replacement{old: []byte(old), new: []byte(new)})
+		if old == "" || old == new {
+			return
+		}
+		for _, f := range echoForms {
+			if o := f(old); !seen[o] {
+				seen[o] = true
+				rs = append(rs, replacement{old: []byte(o), new: []byte(f(new))})
+			}
 		}
 	}
 	for name, vals := range out {
@@ -47,15 +56,42 @@ func replacements(ins []Injection, in, out http.Header) []replacement {
 		}
 	}
 	for _, in := range ins {
+		if in.Form == FormSigV4 && in.AWS != nil {
+			add(in.AWS.AccessKeyID, in.Placeholder)
+			add(in.Secret, in.AWS.SecretPlaceholder)
+			add(in.AWS.SessionToken, in.AWS.TokenPlaceholder)
+			continue
+		}
 		add(in.Secret, in.Placeholder)
 		add(base64.StdEncoding.EncodeToString([]byte(in.Secret)), base64.StdEncoding.EncodeToString([]byte(in.Placeholder)))
 	}
-	for i := 1; i < len(rs); i++ { // insertion sort, longest first: a handful of entries
-		for j := i; j > 0 && len(rs[j].old) > len(rs[j-1].old); j-- {
-			rs[j], rs[j-1] = rs[j-1], rs[j]
+	slices.SortStableFunc(rs, func(a, b replacement) int { return len(b.old) - len(a.old) })
+	return rs
+}
+
+// echoForms are the forms an upstream may echo a value in: as is, in
+// JSON with "/" escaped, and percent-encoded (query and path escaping,
+// upper- and lower-case hex). AWS tokens and base64 hold "/", "+" and
+// "=", which each of these writes differently.
+var echoForms = []func(string) string{
+	func(s string) string { return s },
+	func(s string) string { return strings.ReplaceAll(s, "/", `\/`) },
+	url.QueryEscape,
+	url.PathEscape,
+	func(s string) string { return lowerHex(url.QueryEscape(s)) },
+	func(s string) string { return lowerHex(url.PathEscape(s)) },
+}
+
+// lowerHex writes s's percent escapes in lower-case hex.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = lowerHexDigit(b[i+1]), lowerHexDigit(b[i+2])
+			i += 2
 		}
 	}
-	return rs
+	return string(b)
 }
 
 // replaceAll applies rs to s.
@@ -66,6 +102,13 @@ func replaceAll(s string, rs []replacement) string {
 	return s
 }
 
+func lowerHexDigit(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
+}
+
 // errEncodedResponse refuses a response the proxy cannot read through.
 type errEncodedResponse struct{ encoding string }
 
@@ -73,27 +116,27 @@ func (e errEncodedResponse) Error() string {
 	return fmt.Sprintf("the upstream answered with Content-Encoding %q, which the proxy cannot check for the injected secret", e.encoding)
 }
 
-// scrubResponse replaces rs in resp's headers, trailers and body. A body
-// that may change length loses its Content-Length (it is sent chunked,
-// or as HTTP/2 DATA frames). A response with a Content-Encoding is
-// refused when a credential was injected (the proxy asked for none): its
-// body cannot be checked.
+// scrubResponse replaces rs in resp's headers and body. A body that may
+// change length loses its Content-Length (it is sent chunked, or as
+// HTTP/2 DATA frames). A response with a Content-Encoding other than
+// identity (in any of its values) is refused when a credential was
+// injected (the proxy asked for none): its body cannot be checked.
+// Trailers are not scrubbed here (their values arrive at the body's end):
+// the proxy never passes them on (writeH1, handleH2).
 func scrubResponse(resp *http.Response, rs []replacement, injected bool) error {
 	if len(rs) == 0 {
 		return nil
 	}
-	if ce := resp.Header.Get("Content-Encoding"); injected && ce != "" && !strings.EqualFold(ce, "identity") {
+	if ce, ok := encoded(resp.Header); injected && ok {
 		return errEncodedResponse{ce}
 	}
-	for _, h := range []http.Header{resp.Header, resp.Trailer} {
-		for name, vals := range h {
-			for i, v := range vals {
-				vals[i] = replaceAll(v, rs)
-			}
-			if n := replaceAll(name, rs); n != name {
-				delete(h, name)
-				h[n] = vals
-			}
+	for name, vals := range resp.Header {
+		for i, v := range vals {
+			vals[i] = replaceAll(v, rs)
+		}
+		if n := replaceAll(name, rs); n != name {
+			delete(resp.Header, name)
+			resp.Header[n] = vals
 		}
 	}
 	if resp.Body == nil || resp.Body == http.NoBody || resp.ContentLength == 0 {
@@ -103,6 +146,19 @@ func scrubResponse(resp *http.Response, rs []replacement, injected bool) error {
 	resp.ContentLength = -1
 	resp.Header.Del("Content-Length")
 	return nil
+}
+
+// encoded returns the first coding of h's Content-Encoding values other
+// than identity: "identity, gzip" and two headers the same are gzip.
+func encoded(h http.Header) (string, bool) {
+	for _, v := range h.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			if c = strings.TrimSpace(c); c != "" && !strings.EqualFold(c, "identity") {
+				return c, true
+			}
+		}
+	}
+	return "", false
 }
 
 // replaceReader streams r with every rs.old replaced by its new,

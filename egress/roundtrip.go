@@ -140,7 +140,7 @@ func (ic *inspected) outgoing(in *http.Request) (outgoingReq, *refusalOf) {
 	if err != nil {
 		return outgoingReq{}, &refusalOf{reasonPlaceholder, ic.sentence(err.Error())}
 	}
-	if len(used) > 0 { // an echo of the secret must come back readable to be replaced
+	if len(used) > 0 || plan != nil { // an echo of the secret must come back readable to be replaced (dropped before re-signing)
 		h.Del("Accept-Encoding")
 	}
 	u, err := url.Parse("https://" + authority + path)

@@ -1,0 +1,149 @@
+package egress
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"coily.dev/coily/internal/standin"
+)
+
+// TestReplacementsEncodedForms: a secret holding "/", "+" and "=" (as AWS
+// tokens and base64 do) echoed as is, JSON-escaped or percent-encoded
+// (either hex case) comes back as the placeholder in the same form.
+func TestReplacementsEncodedForms(t *testing.T) {
+	const secret, ph = "AbC/dE+f==", "coily-placeholder-00"
+	rs := replacements([]Injection{{Placeholder: ph, Secret: secret, Form: FormBearer}}, nil, nil)
+	for _, f := range echoForms {
+		in := "x " + f(secret) + " y " + f(b64(secret)) + " z"
+		got := replaceAll(in, rs)
+		if strings.Contains(got, f(secret)) || strings.Contains(got, f(b64(secret))) || !strings.Contains(got, f(ph)) {
+			t.Errorf("%q -> %q: the secret's form is left", in, got)
+		}
+	}
+	if n := len(rs); n > 2*len(echoForms) {
+		t.Errorf("%d replacements, want at most %d", n, 2*len(echoForms))
+	}
+	for i := 1; i < len(rs); i++ {
+		if len(rs[i].old) > len(rs[i-1].old) {
+			t.Errorf("replacement %d (%q) is longer than the one before it", i, rs[i].old)
+		}
+	}
+}
+
+// TestEncoded: any coding other than identity, in any value or list
+// position, is an encoding the proxy cannot read through.
+func TestEncoded(t *testing.T) {
+	for _, c := range []struct {
+		vals []string
+		want bool
+	}{
+		{nil, false}, {[]string{"identity"}, false}, {[]string{"IDENTITY", ""}, false}, {[]string{" , identity ,"}, false},
+		{[]string{"gzip"}, true}, {[]string{"identity", "gzip"}, true}, {[]string{"identity, br"}, true},
+		{[]string{"identity,x-custom"}, true}, {[]string{"", "deflate"}, true},
+	} {
+		if _, got := encoded(http.Header{"Content-Encoding": c.vals}); got != c.want {
+			t.Errorf("%q: encoded %v, want %v", c.vals, got, c.want)
+		}
+	}
+}
+
+// TestWriteH1NoReasonNoTrailers: what the child reads of an HTTP/1.1
+// response has the standard reason phrase for its code and no trailers,
+// whatever the upstream's.
+func TestWriteH1NoReasonNoTrailers(t *testing.T) {
+	for _, code := range []int{200, 299} {
+		resp := &http.Response{StatusCode: code, Status: "200 leaked-value", Header: http.Header{},
+			Trailer: http.Header{"X-T": {"leaked-value"}}, ContentLength: -1, Body: io.NopCloser(strings.NewReader("body"))}
+		var out bytes.Buffer
+		req := &http.Request{Method: "GET", Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1}
+		(&inspected{}).writeH1(&out, req, resp, true)
+		if strings.Contains(out.String(), "leaked") {
+			t.Errorf("%d: the child got %q", code, out.String())
+		}
+		got, err := http.ReadResponse(bufio.NewReader(&out), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(got.Body)
+		if got.StatusCode != code || string(b) != "body" {
+			t.Errorf("%d: %s %q", code, got.Status, b)
+		}
+	}
+}
+
+// TestSigV4EchoScrubbed: an upstream that echoes a re-signed request's
+// X-Amz-Security-Token and its Authorization's key id (as S3's
+// SignatureDoesNotMatch errors do) gives the child its placeholders, in
+// headers and body; the request reaches it without Accept-Encoding (the
+// child's client asked for gzip), so an echo comes back readable.
+func TestSigV4EchoScrubbed(t *testing.T) {
+	const host = "echo.example.test"
+	const id, secret, token = "ASIAREALKEYID0000001", "real/secret+key=", "IQoJb3JpZ2luX2VjE/real+session/token=="
+	keyPH, secPH, tokPH := NewPlaceholder(), NewPlaceholder(), NewPlaceholder()
+	seen := &upstreamSeen{}
+	cred := regexp.MustCompile(`Credential=([^/]+)/`)
+	uca := standin.TLS(t)
+	srv := uca.Serve(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen.add(r.Header.Get("Accept-Encoding"))
+		m := cred.FindStringSubmatch(r.Header.Get("Authorization"))
+		tok := r.Header.Get("X-Amz-Security-Token")
+		w.Header().Set("X-Echo-Token", tok)
+		w.Header().Set("X-Echo-Key", m[1])
+		if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+			w.Header().Set("Content-Encoding", "gzip")
+		}
+		io.WriteString(w, "<AWSAccessKeyId>"+m[1]+"</AWSAccessKeyId><Token>"+tok+"</Token>"+url.QueryEscape(tok)+" "+
+			strings.ReplaceAll(tok, "/", `\/`))
+	}), host)
+	ca, err := NewAuthority([]string{host}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := &AWSKey{AccessKeyID: id, SessionToken: token, SecretPlaceholder: secPH, TokenPlaceholder: tokPH}
+	insp := &Inspection{CA: ca, Roots: uca.Pool, Inject: []Injection{{Placeholder: keyPH, Secret: secret, Host: host, Port: atoi(t, srv.Port), Form: FormSigV4, AWS: key}}}
+	tp := startProxy(t, Config{Resolver: newResolver(host, "127.0.0.1"), Inspect: insp}, []string{host + ":" + srv.Port}, loopback)
+	for _, h2 := range []bool{false, true} {
+		e := &inspectEnv{tp: tp}
+		c := e.client(t, caPool(ca), h2)
+		req, _ := http.NewRequest("GET", "https://"+host+":"+srv.Port+"/bucket/key", http.NoBody)
+		req.Header.Set("X-Amz-Content-Sha256", emptySHA256)
+		creds := aws.Credentials{AccessKeyID: keyPH, SecretAccessKey: secPH, SessionToken: tokPH}
+		if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, emptySHA256, "s3", "us-east-1", time.Now(),
+			func(o *v4.SignerOptions) { o.DisableURIPathEscaping = true }); err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept-Encoding", "gzip") // as a client that decompresses itself would
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		code, body := resp.StatusCode, string(b)+"\n"+resp.Header.Get("X-Echo-Token")+"\n"+resp.Header.Get("X-Echo-Key")
+		for _, l := range []string{id, token, url.QueryEscape(token), strings.ReplaceAll(token, "/", `\/`), secret} {
+			if strings.Contains(body, l) {
+				t.Errorf("h2=%v: the child got %q in %q", h2, l, body)
+			}
+		}
+		if code != 200 || !strings.Contains(body, "<AWSAccessKeyId>"+keyPH+"<") || !strings.Contains(body, "<Token>"+tokPH+"<") ||
+			resp.Header.Get("X-Echo-Token") != tokPH || resp.Header.Get("X-Echo-Key") != keyPH {
+			t.Errorf("h2=%v: %d %q; want the placeholders echoed", h2, code, body)
+		}
+	}
+	for _, ae := range seen.all() {
+		if ae != "" {
+			t.Errorf("the upstream was asked for Accept-Encoding %q", ae)
+		}
+	}
+}
