@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -146,4 +147,37 @@ func TestSigV4EchoScrubbed(t *testing.T) {
 			t.Errorf("the upstream was asked for Accept-Encoding %q", ae)
 		}
 	}
+}
+
+// FuzzReplaceReaderForms: with every form of a secret holding "/", "+"
+// and "=", however the input is split the output is the same, and holds
+// none of the forms.
+func FuzzReplaceReaderForms(f *testing.F) {
+	const secret = "SE/C+="
+	for _, fn := range echoForms {
+		f.Add([]byte("a"+fn(secret)+"b"+fn(secret)[:3]), uint8(1))
+	}
+	f.Add([]byte(`SE\/C+SE%2FC%2B%3DSE%2fC+=`), uint8(2))
+	f.Fuzz(func(t *testing.T, data []byte, chunk uint8) {
+		rs := replacements([]Injection{{Placeholder: "ph", Secret: secret, Form: FormHeader}}, nil, nil)
+		whole, err := io.ReadAll(newReplaceReader(io.NopCloser(bytes.NewReader(data)), rs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := io.Reader(bytes.NewReader(data))
+		if chunk%2 == 1 {
+			r = iotest.OneByteReader(r)
+		} else {
+			r = iotest.HalfReader(r)
+		}
+		split, err := io.ReadAll(newReplaceReader(io.NopCloser(r), rs))
+		if err != nil || !bytes.Equal(split, whole) {
+			t.Fatalf("%q: split %q %v; whole %q", data, split, err, whole)
+		}
+		for _, x := range rs {
+			if bytes.Contains(whole, x.old) {
+				t.Fatalf("%q: %q still holds %q", data, whole, x.old)
+			}
+		}
+	})
 }
