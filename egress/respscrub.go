@@ -65,8 +65,22 @@ func replacements(ins []Injection, in, out http.Header) []replacement {
 		add(in.Secret, in.Placeholder)
 		add(base64.StdEncoding.EncodeToString([]byte(in.Secret)), base64.StdEncoding.EncodeToString([]byte(in.Placeholder)))
 	}
-	slices.SortStableFunc(rs, func(a, b replacement) int { return len(b.old) - len(a.old) })
-	return rs
+	return prune(rs)
+}
+
+// prune drops each replacement that the shorter ones already make (a
+// header value swapped whole, "Bearer <secret>", is its secret's
+// replacement in context): every string left costs a scan of each body
+// read. It returns the rest longest first.
+func prune(rs []replacement) []replacement {
+	slices.SortStableFunc(rs, func(a, b replacement) int { return len(a.old) - len(b.old) })
+	var kept []replacement // longest first
+	for _, r := range rs {
+		if replaceAll(string(r.old), kept) != string(r.new) {
+			kept = slices.Insert(kept, 0, r)
+		}
+	}
+	return kept
 }
 
 // echoForms are the forms an upstream may echo a value in: as is, in
@@ -92,6 +106,20 @@ func lowerHex(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// injectsInto reports an injection into host:port, on any path. The
+// responses of such a host are all scrubbed (an upstream may echo a
+// secret of an earlier request, or one of another path); those of an
+// inspected host no injection names, to a request the proxy injected
+// nothing into, are not: the proxy sent that upstream no secret.
+func injectsInto(ins []Injection, host string, port int) bool {
+	for _, in := range ins {
+		if in.matches(host, port, in.PathPrefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // replaceAll applies rs to s.

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -181,3 +182,69 @@ func FuzzReplaceReaderForms(f *testing.F) {
 		}
 	})
 }
+
+// TestScrubOnlyWhereInjected: every response of a host an injection
+// names is scrubbed, a request that carried no credential (or went
+// outside the injection's path) too; a host no injection names, sent no
+// secret, gets its responses through untouched, their length kept.
+func TestScrubOnlyWhereInjected(t *testing.T) {
+	body := "leak=" + secretTok
+	e := newInspectEnvHandler(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		io.WriteString(w, body)
+	}, nil, 0, FormBearer, -1)
+	for _, h2 := range []bool{false, true} {
+		c := e.client(t, caPool(e.ca), h2)
+		for _, path := range []string{"/repos/alice/app", "/user"} {
+			resp, got := do(t, c, "GET", e.url(apiHost, path), "", "")
+			if resp.StatusCode != 200 || got != "leak="+e.placeholder {
+				t.Errorf("h2=%v %s %s: %s %q; want the placeholder", h2, apiHost, path, resp.Status, got)
+			}
+		}
+		resp, got := do(t, c, "GET", e.url(otherHost, "/x"), "", "")
+		if resp.StatusCode != 200 || got != body || resp.ContentLength != int64(len(body)) {
+			t.Errorf("h2=%v %s: %s %q length %d; want the body as sent, its length kept", h2, otherHost, resp.Status, got, resp.ContentLength)
+		}
+	}
+}
+
+// TestReplacementsPruned: a swapped header value ("Bearer <secret>", in
+// each form) is left to its secret's replacement, which gives the same
+// result: each string kept costs a scan of every body read.
+func TestReplacementsPruned(t *testing.T) {
+	ph := NewPlaceholder()
+	ins := []Injection{{Placeholder: ph, Secret: "s3cr3t-value", Form: FormBearer}}
+	rs := replacements(ins, http.Header{"Authorization": {"Bearer " + ph}}, http.Header{"Authorization": {"Bearer s3cr3t-value"}})
+	if len(rs) != 2 {
+		t.Errorf("%d replacements %q, want the secret and its base64", len(rs), rs)
+	}
+	for _, s := range []string{"Bearer s3cr3t-value", "Bearer+s3cr3t-value", "Bearer%20s3cr3t-value", "x s3cr3t-value y"} {
+		if got := replaceAll(s, rs); strings.Contains(got, "s3cr3t-value") || !strings.Contains(got, ph) {
+			t.Errorf("%q -> %q", s, got)
+		}
+	}
+}
+
+// BenchmarkReplaceReader: the scrubber's rate on JSON-like text (where a
+// secret's first bytes often occur) and on zeros (the bulk benchmark's
+// body).
+func BenchmarkReplaceReader(b *testing.B) {
+	ph := NewPlaceholder()
+	ins := []Injection{{Placeholder: ph, Secret: "s3cr3t-value", Form: FormBearer}}
+	rs := replacements(ins, http.Header{"Authorization": {"Bearer " + ph}}, http.Header{"Authorization": {"Bearer s3cr3t-value"}})
+	const json = `{"sha":"c3a1b2","url":"https://api.github.com/repos/alice/app/commits/c3a1b2","Bearer":"s3","author":{"login":"bob"}},`
+	for name, chunk := range map[string][]byte{"text": []byte(strings.Repeat(json, 1<<20/len(json))), "zeros": make([]byte, 1<<20)} {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(64 << 20)
+			for i := 0; i < b.N; i++ {
+				r := io.LimitReader(repeatReader(chunk), 64<<20)
+				io.Copy(io.Discard, newReplaceReader(io.NopCloser(r), rs))
+			}
+		})
+	}
+}
+
+// repeatReader reads its bytes again and again.
+type repeatReader []byte
+
+func (r repeatReader) Read(p []byte) (int, error) { return copy(p, r), nil }

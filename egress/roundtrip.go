@@ -47,7 +47,10 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 			return refuse(*r)
 		}
 	}
-	rs := replacements(p.cfg.Inspect.Inject, in.Header, out.Header) // after the re-signing: its key id and token too
+	var rs []replacement // after the re-signing: its key id and token too
+	if o.injected || injectsInto(p.cfg.Inspect.Inject, t.Host, t.Port) {
+		rs = replacements(p.cfg.Inspect.Inject, in.Header, out.Header)
+	}
 	resp, err := ic.tr.RoundTrip(out)
 	if err == nil {
 		if err = scrubResponse(resp, rs, o.injected); err != nil {
