@@ -248,3 +248,46 @@ func BenchmarkReplaceReader(b *testing.B) {
 type repeatReader []byte
 
 func (r repeatReader) Read(p []byte) (int, error) { return copy(p, r), nil }
+
+// TestInspectStreamsBeforeUpstreamEnds: what the upstream has sent of a
+// scrubbed body reaches the child before the upstream sends more (the
+// upstream waits for the child to have read it), over HTTP/1.1 kept
+// alive (chunked) and closed, and HTTP/2: neither the replacer nor the
+// batching of TLS records holds it back.
+func TestInspectStreamsBeforeUpstreamEnds(t *testing.T) {
+	read := make(chan chan struct{}, 1)
+	e := newInspectEnvHandler(t, func(w http.ResponseWriter, r *http.Request) {
+		got := <-read
+		io.WriteString(w, "part1 "+r.Header.Get("Authorization")+strings.Repeat(".", 200))
+		w.(http.Flusher).Flush()
+		select {
+		case <-got:
+			io.WriteString(w, " part2")
+		case <-time.After(10 * time.Second):
+			io.WriteString(w, " timed-out: the child never saw part1")
+		}
+	}, nil, 0, FormBearer, -1)
+	for _, c := range []struct{ h2, keep bool }{{false, true}, {false, false}, {true, true}} {
+		cl := e.client(t, caPool(e.ca), c.h2)
+		if c.keep {
+			cl = keepAlive(t, cl)
+		}
+		got := make(chan struct{})
+		read <- got
+		req, _ := http.NewRequest("GET", e.url(apiHost, "/repos/alice/app"), http.NoBody)
+		req.Header.Set("Authorization", "Bearer "+e.placeholder)
+		resp, err := cl.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		br := bufio.NewReader(resp.Body)
+		first, err := br.ReadString('.')
+		close(got)
+		rest, _ := io.ReadAll(br)
+		resp.Body.Close()
+		body := first + string(rest)
+		if err != nil || !strings.HasPrefix(body, "part1 Bearer "+e.placeholder) || !strings.HasSuffix(body, " part2") {
+			t.Errorf("h2=%v keep=%v: %v %.80q...%q", c.h2, c.keep, err, body, body[max(0, len(body)-40):])
+		}
+	}
+}
