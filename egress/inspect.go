@@ -58,6 +58,7 @@ type inspected struct {
 	tr       *http.Transport
 	up, down atomic.Int64
 	h2       handlerGate
+	raw      *touchConn // the client's side, under the TLS
 }
 
 // handlerGate counts the HTTP/2 handlers of a connection. net/http starts
@@ -107,7 +108,8 @@ func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Targ
 	defer stop()
 	var sniBad string
 	leaf, _ := p.cfg.Inspect.CA.Leaf(t.Host)
-	tc := tls.Server(touchConn{Conn: c.client, r: br, m: m}, &tls.Config{
+	raw := &touchConn{Conn: c.client, r: br, m: m}
+	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		NextProtos: []string{"h2", "http/1.1"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
@@ -133,7 +135,7 @@ func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Targ
 		return
 	}
 	rctx, rcancel := context.WithCancel(ctx)
-	ic := &inspected{p: p, t: t, ctx: rctx}
+	ic := &inspected{p: p, t: t, ctx: rctx, raw: raw}
 	ic.tr = ic.transport(c.upstream, m)
 	if tc.ConnectionState().NegotiatedProtocol == "h2" {
 		ic.serveH2(tc)
@@ -253,21 +255,32 @@ func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response
 	// (Write only: bufio's ReadFrom would read into the buffer a flush
 	// empties.)
 	bw := bufio.NewWriterSize(w, 64<<10)
-	resp.Body = flushFirst{r: resp.Body, w: bw}
+	flush := bw.Flush
+	if ic.raw != nil { // the TLS records of one flush go out in one write
+		ic.raw.batch()
+		defer ic.raw.unbatch()
+		flush = func() error {
+			if err := bw.Flush(); err != nil {
+				return err
+			}
+			return ic.raw.flush()
+		}
+	}
+	resp.Body = flushFirst{r: resp.Body, flush: flush}
 	resp.Write(struct{ io.Writer }{bw})
-	bw.Flush()
+	flush()
 	return n
 }
 
-// flushFirst flushes w before each read of r: what was written goes out
+// flushFirst flushes before each read of r: what was written goes out
 // before a read that may wait for the upstream.
 type flushFirst struct {
-	r io.ReadCloser
-	w *bufio.Writer
+	r     io.ReadCloser
+	flush func() error
 }
 
 func (f flushFirst) Read(p []byte) (int, error) {
-	if err := f.w.Flush(); err != nil {
+	if err := f.flush(); err != nil {
 		return 0, err
 	}
 	return f.r.Read(p)
@@ -364,23 +377,46 @@ func (dummyAddr) String() string  { return "inspected" }
 
 // touchConn is the client's side of an inspected connection: reads go
 // through r (what the CONNECT's reader buffered first) and every byte
-// either way resets the idle watchdog.
+// either way resets the idle watchdog. Between batch and unbatch (one
+// HTTP/1.1 response, written by one goroutine) writes gather in a buffer
+// sent at each flush: a chunk of 16 KiB and its framing make two TLS
+// records, which then leave in one write, not two.
 type touchConn struct {
 	net.Conn
-	r io.Reader
-	m *meter
+	r  io.Reader
+	m  *meter
+	wb *bufio.Writer // non-nil between batch and unbatch
 }
 
-func (c touchConn) Read(b []byte) (int, error) {
+func (c *touchConn) Read(b []byte) (int, error) {
 	n, err := c.r.Read(b)
 	c.m.touch()
 	return n, err
 }
 
-func (c touchConn) Write(b []byte) (int, error) {
-	n, err := c.Conn.Write(b)
+func (c *touchConn) Write(b []byte) (int, error) {
+	w := io.Writer(c.Conn)
+	if c.wb != nil {
+		w = c.wb
+	}
+	n, err := w.Write(b)
 	c.m.touch()
 	return n, err
+}
+
+func (c *touchConn) batch() { c.wb = bufio.NewWriterSize(c.Conn, 64<<10) }
+
+func (c *touchConn) flush() error {
+	if c.wb == nil {
+		return nil
+	}
+	return c.wb.Flush()
+}
+
+// unbatch sends what is gathered and writes straight through again.
+func (c *touchConn) unbatch() {
+	c.flush()
+	c.wb = nil
 }
 
 // countConn counts an upstream connection's bytes through the meter (the
