@@ -87,6 +87,9 @@ func planSigV4(h http.Header, host string, port int, path string, ins []Injectio
 	if err := checkSessionToken(h.Values("X-Amz-Security-Token"), in.AWS.TokenPlaceholder); err != nil {
 		return nil, err
 	}
+	if err := checkCopySource(h, in); err != nil {
+		return nil, err
+	}
 	payload, err := payloadOf(h.Values("X-Amz-Content-Sha256"))
 	if err != nil {
 		return nil, err
