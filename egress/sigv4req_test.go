@@ -1,8 +1,10 @@
 package egress
 
 import (
+	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -177,4 +179,64 @@ func FuzzCheckSigV4Query(f *testing.F) {
 			t.Fatalf("%q allowed but canonicalised differently", q)
 		}
 	})
+}
+
+// The proxy buffers at most two SigV4 bodies without a payload hash at
+// once: with two requests holding a buffer (their bodies stalled), a
+// third waits, and goes upstream only after one of the two is done.
+func TestSigV4BuffersTwoAtATime(t *testing.T) {
+	e := newSigV4Env(t, 0)
+	c := e.client(t, false)
+	s3 := "https://" + s3Host + ":" + e.s3.Port
+	type result struct {
+		name string
+		code int
+	}
+	done := make(chan result, 3)
+	start := func(name string, body string, stall bool) *io.PipeWriter {
+		r := e.childReq(t, "PUT", s3+"/alpha/"+name, body, "", "s3")
+		pr, pw := io.Pipe()
+		r.Body, r.GetBody, r.ContentLength = pr, nil, int64(len(body))
+		go func() {
+			resp, err := c.Do(r)
+			if err != nil {
+				done <- result{name, -1}
+				return
+			}
+			resp.Body.Close()
+			done <- result{name, resp.StatusCode}
+		}()
+		half := len(body)
+		if stall {
+			half = len(body) / 2
+		}
+		go func() { // ends when read, or when pw is closed
+			pw.Write([]byte(body[:half]))
+			if !stall {
+				pw.Close()
+			}
+		}()
+		return pw
+	}
+	body := strings.Repeat("x", 4096)
+	one := start("one", body, true)
+	two := start("two", body, true)
+	t.Cleanup(func() { one.Close(); two.Close() })
+	waitFor(t, "two requests holding the two buffers", func() bool { return len(e.tp.sigv4Buf) == 2 })
+	start("three", "whole", false)
+	waitFor(t, "a third request waiting for a buffer", func() bool { return e.tp.sigv4Waiting.Load() == 1 })
+	if got := e.s3.Requests(); len(got) != 0 {
+		t.Fatalf("S3 saw %q while the bodies were stalled", got)
+	}
+	go func() { one.Write([]byte(body[len(body)/2:])); one.Close() }()
+	for range 2 {
+		if r := <-done; r.name == "two" || r.code != 400 { // the stand-in wants X-Amz-Content-Sha256: 400, after the signature
+			t.Fatalf("%s finished with %d", r.name, r.code)
+		}
+	}
+	if got, want := e.s3.Requests(), []string{"400 PUT /alpha/one MissingContentSha256", "400 PUT /alpha/three MissingContentSha256"}; !slices.Equal(got, want) {
+		t.Fatalf("S3 saw %q, want %q", got, want)
+	}
+	two.CloseWithError(io.ErrUnexpectedEOF)
+	<-done
 }
