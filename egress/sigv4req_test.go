@@ -240,3 +240,27 @@ func TestSigV4BuffersTwoAtATime(t *testing.T) {
 	two.CloseWithError(io.ErrUnexpectedEOF)
 	<-done
 }
+
+// FuzzCheckCopySource: a copy source allowed under /alpha/ names, as S3
+// decodes it, an object of bucket alpha.
+func FuzzCheckCopySource(f *testing.F) {
+	for _, s := range []string{"/alpha/a.txt", "alpha/a.txt?versionId=3", "%61lpha/x", "/beta/x", "/alpha/../beta/x",
+		"alpha%2F..%2Fbeta/x", "arn:aws:s3:us-east-1:1:accesspoint/ap/object/alpha/a", "/alphabet/x", "alpha/%2e%2e/beta"} {
+		f.Add(s)
+	}
+	in := Injection{Host: s3Host, PathPrefix: "/alpha/"}
+	f.Fuzz(func(t *testing.T, src string) {
+		if checkCopySource(http.Header{"X-Amz-Copy-Source": {src}}, in) != nil {
+			return
+		}
+		p, _, _ := strings.Cut(src, "?")
+		dec, err := url.PathUnescape(strings.TrimPrefix(p, "/"))
+		if err != nil {
+			t.Fatalf("%q allowed but does not decode: %v", src, err)
+		}
+		bucket, key, _ := strings.Cut(dec, "/")
+		if bucket != "alpha" || strings.Contains("/"+key+"/", "/../") || strings.Contains("/"+key+"/", "/./") {
+			t.Fatalf("%q allowed: bucket %q, key %q", src, bucket, key)
+		}
+	})
+}
