@@ -67,6 +67,8 @@ type Proxy struct {
 	bytes    atomic.Int64
 	// sigv4Buf bounds the SigV4 bodies buffered at once (sigv4.go).
 	sigv4Buf chan struct{}
+	// sigv4Waiting counts the requests waiting for a slot of sigv4Buf.
+	sigv4Waiting atomic.Int32
 
 	mu        sync.Mutex
 	closed    bool

@@ -146,8 +146,17 @@ func (ic *inspected) outgoing(in *http.Request) (outgoingReq, *refusalOf) {
 	if len(used) > 0 || plan != nil { // an echo of the secret must come back readable to be replaced (dropped before re-signing)
 		h.Del("Accept-Encoding")
 	}
-	u, err := url.Parse("https://" + authority + path)
-	if err != nil || u.EscapedPath() != path { // never: canonPath's output parses as itself
+	send := path
+	if plan != nil {
+		if err := checkSigV4Query(in.URL.RawQuery); err != nil {
+			return outgoingReq{}, ic.injectRefusal(err)
+		}
+		if plan.auth.Service == "s3" { // sent and signed as S3 re-escapes it
+			send = s3Path(path)
+		}
+	}
+	u, err := url.Parse("https://" + authority + send)
+	if err != nil || u.EscapedPath() != send { // never: canonPath's (and s3Path's) output parses as itself
 		return outgoingReq{}, &refusalOf{reasonPath, ic.sentence(fmt.Sprintf("the path %s would not be sent as checked", path))}
 	}
 	u.RawQuery = in.URL.RawQuery

@@ -87,6 +87,9 @@ func planSigV4(h http.Header, host string, port int, path string, ins []Injectio
 	if err := checkSessionToken(h.Values("X-Amz-Security-Token"), in.AWS.TokenPlaceholder); err != nil {
 		return nil, err
 	}
+	if err := checkCopySource(h, in); err != nil {
+		return nil, err
+	}
 	payload, err := payloadOf(h.Values("X-Amz-Content-Sha256"))
 	if err != nil {
 		return nil, err
@@ -276,12 +279,10 @@ func (ic *inspected) resign(o outgoingReq) (release func(), _ *refusalOf) {
 		limit = m
 	}
 	if o.sigv4.payload == "" && o.req.Body != nil {
-		select {
-		case ic.p.sigv4Buf <- struct{}{}:
-			release = func() { <-ic.p.sigv4Buf }
-		case <-ic.ctx.Done():
+		if !ic.bufferSlot() {
 			return release, &refusalOf{reasonSigV4, ic.sentence("the connection ended while the request waited to be buffered")}
 		}
+		release = func() { <-ic.p.sigv4Buf }
 	}
 	payload, err := o.sigv4.prepareBody(o.req, limit)
 	if err == nil {
@@ -297,4 +298,22 @@ func (ic *inspected) resign(o outgoingReq) (release func(), _ *refusalOf) {
 		return release, ic.injectRefusal(err)
 	}
 	return release, nil
+}
+
+// bufferSlot takes a slot of sigv4Buf, waiting for one while the
+// connection lasts; false: it ended first.
+func (ic *inspected) bufferSlot() bool {
+	select {
+	case ic.p.sigv4Buf <- struct{}{}:
+		return true
+	default:
+	}
+	ic.p.sigv4Waiting.Add(1)
+	defer ic.p.sigv4Waiting.Add(-1)
+	select {
+	case ic.p.sigv4Buf <- struct{}{}:
+		return true
+	case <-ic.ctx.Done():
+		return false
+	}
 }

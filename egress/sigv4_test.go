@@ -40,11 +40,18 @@ type sigv4Env struct {
 
 func newSigV4Env(t *testing.T, maxBody int64) *sigv4Env {
 	t.Helper()
+	return newSigV4EnvPrefix(t, maxBody, "")
+}
+
+// newSigV4EnvPrefix is newSigV4Env with the S3 key injected only under
+// prefix.
+func newSigV4EnvPrefix(t *testing.T, maxBody int64, prefix string) *sigv4Env {
+	t.Helper()
 	keys := standin.NewAWSKeys()
 	keys.Add("AKIDLONGTERM", "long-term-secret")
 	e := &sigv4Env{keyPH: NewPlaceholder(), secPH: NewPlaceholder(), tokPH: NewPlaceholder(), stsKeyPH: NewPlaceholder(), stsSecPH: NewPlaceholder()}
 	e.id, e.secret, e.token = keys.Issue("AKIDLONGTERM", "arn:aws:iam::123456789012:role/r", time.Hour)
-	e.s3 = standin.S3WithKeys(t, keys, map[string][]string{"alpha": {"a.txt"}}, s3Host)
+	e.s3 = standin.S3WithKeys(t, keys, map[string][]string{"alpha": {"a.txt"}, "beta": {"secret.txt"}}, s3Host)
 	e.sts = standin.STS(t, keys, stsHost)
 	ca, err := NewAuthority([]string{s3Host, stsHost}, time.Hour, time.Now())
 	if err != nil {
@@ -63,7 +70,7 @@ func newSigV4Env(t *testing.T, maxBody int64) *sigv4Env {
 	roots.AppendCertsFromPEM(pem)
 	key := &AWSKey{AccessKeyID: e.id, SessionToken: e.token, SecretPlaceholder: e.secPH, TokenPlaceholder: e.tokPH}
 	ins := []Injection{
-		{Placeholder: e.keyPH, Secret: e.secret, Host: s3Host, Port: atoi(t, e.s3.Port), Form: FormSigV4, AWS: key},
+		{Placeholder: e.keyPH, Secret: e.secret, Host: s3Host, Port: atoi(t, e.s3.Port), PathPrefix: prefix, Form: FormSigV4, AWS: key},
 		{Placeholder: e.stsKeyPH, Secret: "long-term-secret", Host: stsHost, Port: atoi(t, e.sts.Port), Form: FormSigV4,
 			AWS: &AWSKey{AccessKeyID: "AKIDLONGTERM", SecretPlaceholder: e.stsSecPH}},
 	}

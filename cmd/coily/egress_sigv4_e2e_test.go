@@ -68,6 +68,9 @@ echo "hello through the proxy" > $HOME/up.txt
 echo "up=$(aws --endpoint-url $E s3 cp $HOME/up.txt s3://alpha/up.txt)"
 echo "down=$(aws --endpoint-url $E s3 cp s3://alpha/up.txt -)"
 echo "elsewhere=$(aws --endpoint-url https://` + other + `:` + s3.Port + ` s3 ls)"
+C() { curl -sS --aws-sigv4 aws:amz:us-east-1:s3 --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H "x-amz-security-token: $AWS_SESSION_TOKEN" -H "x-amz-content-sha256: ` + emptySHA256 + `" "$@" 2>&1; }
+echo "bang=$(C "$E/alpha/a!.txt")"
+echo "semicolon=$(C "$E/alpha?list-type=2&a=1;b=2")"
 echo "--- env"; env
 echo "--- environ"; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done
 echo "--- files"; grep -rIho -e 'FQoGZXIvYXdzE[A-Za-z0-9_-]*' -e 'ASIA[A-Z2-7]\{16\}' /run/coily "$TMPDIR" /tmp "$HOME" 2>/dev/null
@@ -80,7 +83,9 @@ true`
 	})
 	for _, want := range []string{"2024-01-02 03:04:05 alpha\n", " to s3://alpha/up.txt", "down=hello through the proxy\n",
 		"elsewhere=\nAn error occurred (403)", "AWS_ACCESS_KEY_ID=coily-placeholder-", "AWS_SECRET_ACCESS_KEY=coily-placeholder-",
-		"AWS_SESSION_TOKEN=coily-placeholder-", "AWS_CA_BUNDLE=/run/coily/ca.pem"} {
+		"AWS_SESSION_TOKEN=coily-placeholder-", "AWS_CA_BUNDLE=/run/coily/ca.pem",
+		"bang=<?xml", "<Code>NoSuchKey</Code>", // signed as S3 reads a path with "!"
+		"semicolon=coily: the query"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the sandbox's output lacks %q:\n%s", want, r.stdout)
 		}
@@ -151,3 +156,6 @@ func TestSandboxExecEgressInjectSigV4(t *testing.T) {
 	c.AddString("aws session token", token)
 	c.CheckText("sandbox exec's output", out.String(), errb.String())
 }
+
+// emptySHA256 is the SHA-256 of nothing, in hex.
+const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"

@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/xml"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -45,6 +46,7 @@ type S3Server struct {
 	objects map[string][]byte   // "bucket/key" → the body PutObject stored
 
 	mu       sync.Mutex
+	disagree []string // DisagreeOn's path prefixes
 	requests []string
 	used     []string // the access key of each request served
 }
@@ -132,10 +134,13 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 		}
 		sum := sha256.Sum256(body)
 		a, code, err := s.Keys.authenticate(r, hex.EncodeToString(sum[:]), time.Now())
+		if err == nil && s.disagrees(r.URL.Path) {
+			code, err = "SignatureDoesNotMatch", errors.New("the stand-in disagrees on the signature of this path")
+		}
 		if err != nil {
 			// The reason names no secret: it is one of authenticate's fixed sentences.
 			s.record("403 " + line + " " + code + ": " + err.Error())
-			s3Error(w, http.StatusForbidden, code, s3Messages[code])
+			writeAuthError(w, r, code, hex.EncodeToString(sum[:]))
 			return
 		}
 		s.mu.Lock()
@@ -206,6 +211,27 @@ func (s *S3Server) object(w http.ResponseWriter, r *http.Request, line string, b
 		}
 	}
 	return true
+}
+
+// DisagreeOn makes the stand-in refuse every request whose path starts
+// with prefix with SignatureDoesNotMatch (and its echo of the request's
+// credentials) even when its signature verifies: as a service would whose
+// canonical form a re-signing proxy got wrong in a way no test foresaw.
+func (s *S3Server) DisagreeOn(prefix string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.disagree = append(s.disagree, prefix)
+}
+
+func (s *S3Server) disagrees(path string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, p := range s.disagree {
+		if strings.HasPrefix(path, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Object returns what PutObject stored under bucket/key.

@@ -143,9 +143,7 @@ func verifySigV4(r *http.Request, secret, bodyHash string, now time.Time) (sigV4
 	case payload != "UNSIGNED-PAYLOAD" && payload != bodyHash:
 		return a, errors.New("x-amz-content-sha256 does not match the body")
 	}
-	canon := canonicalRequest(r, a.Signed, payload)
-	sum := sha256.Sum256([]byte(canon))
-	toSign := sigV4Algorithm + "\n" + amzDate + "\n" + a.scope() + "\n" + hex.EncodeToString(sum[:])
+	_, toSign := signedStrings(r, a, payload)
 	key := hmacSHA256([]byte("AWS4"+secret), a.Date)
 	for _, s := range []string{a.Region, a.Service, "aws4_request"} {
 		key = hmacSHA256(key, s)
@@ -155,6 +153,15 @@ func verifySigV4(r *http.Request, secret, bodyHash string, now time.Time) (sigV4
 		return a, errors.New("signature does not match")
 	}
 	return a, nil
+}
+
+// signedStrings are the canonical request and the string to sign of r
+// as S3 computes them (payload: X-Amz-Content-Sha256, or the body's hash
+// without it): what S3's SignatureDoesNotMatch quotes.
+func signedStrings(r *http.Request, a sigV4Auth, payload string) (canon, toSign string) {
+	canon = canonicalRequest(r, a.Signed, payload)
+	sum := sha256.Sum256([]byte(canon))
+	return canon, sigV4Algorithm + "\n" + r.Header.Get("X-Amz-Date") + "\n" + a.scope() + "\n" + hex.EncodeToString(sum[:])
 }
 
 // canonicalRequest builds SigV4's canonical request for r as S3 does (the
