@@ -31,7 +31,8 @@ func TestCLIExecEgressInjectSigV4(t *testing.T) {
 	keys.Add("AKIDCALLER", "caller-secret")
 	id, secret, token := keys.Issue("AKIDCALLER", "arn:aws:iam::123456789012:role/coily-s3", time.Hour)
 	const s3h, other = "s3.example.test", "other.example.test"
-	s3 := standin.S3WithKeys(t, keys, map[string][]string{"alpha": {"report.csv"}}, s3h, other)
+	s3 := standin.S3WithKeys(t, keys, map[string][]string{"alpha": {"report.csv"}, "quirk": nil}, s3h, other)
+	s3.DisagreeOn("/quirk/") // S3's SignatureDoesNotMatch there quotes the key id and the token
 	creds := filepath.Join(dir, "credentials")
 	if err := os.WriteFile(creds, []byte("aws_id="+id+"\naws_secret="+secret+"\naws_token="+token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -71,6 +72,7 @@ echo "elsewhere=$(aws --endpoint-url https://` + other + `:` + s3.Port + ` s3 ls
 C() { curl -sS --aws-sigv4 aws:amz:us-east-1:s3 --user "$AWS_ACCESS_KEY_ID:$AWS_SECRET_ACCESS_KEY" -H "x-amz-security-token: $AWS_SESSION_TOKEN" -H "x-amz-content-sha256: ` + emptySHA256 + `" "$@" 2>&1; }
 echo "bang=$(C "$E/alpha/a!.txt")"
 echo "semicolon=$(C "$E/alpha?list-type=2&a=1;b=2")"
+echo "quirk=$(C "$E/quirk/x")"
 echo "--- env"; env
 echo "--- environ"; for f in /proc/[0-9]*/environ; do tr '\0' '\n' < "$f" 2>/dev/null; done
 echo "--- files"; grep -rIho -e 'FQoGZXIvYXdzE[A-Za-z0-9_-]*' -e 'ASIA[A-Z2-7]\{16\}' /run/coily "$TMPDIR" /tmp "$HOME" 2>/dev/null
@@ -85,7 +87,7 @@ true`
 		"elsewhere=\nAn error occurred (403)", "AWS_ACCESS_KEY_ID=coily-placeholder-", "AWS_SECRET_ACCESS_KEY=coily-placeholder-",
 		"AWS_SESSION_TOKEN=coily-placeholder-", "AWS_CA_BUNDLE=/run/coily/ca.pem",
 		"bang=<?xml", "<Code>NoSuchKey</Code>", // signed as S3 reads a path with "!"
-		"semicolon=coily: the query"} {
+		"semicolon=coily: the query", "quirk=<?xml", "<Code>SignatureDoesNotMatch</Code><Message>"} {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("the sandbox's output lacks %q:\n%s", want, r.stdout)
 		}
@@ -105,6 +107,7 @@ true`
 	c.AddString("aws secret", secret)
 	c.AddString("aws session token", token)
 	c.AddString("aws key id", id)
+	c.AddString("aws session token as S3's CanonicalRequestBytes", s3HexBytes(token))
 	c.CheckText("the exec's answer", r.stdout, r.stderr)
 	c.CheckText("the server's log", p.log.String())
 	c.CheckText("the audit log", readAudit(t, dir))
@@ -159,3 +162,12 @@ func TestSandboxExecEgressInjectSigV4(t *testing.T) {
 
 // emptySHA256 is the SHA-256 of nothing, in hex.
 const emptySHA256 = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+// s3HexBytes is s as S3's error bodies spell bytes: "47 45 54 …".
+func s3HexBytes(s string) string {
+	parts := make([]string, len(s))
+	for i := range len(s) {
+		parts[i] = fmt.Sprintf("%02x", s[i])
+	}
+	return strings.Join(parts, " ")
+}
