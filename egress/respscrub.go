@@ -60,6 +60,11 @@ func replacements(ins []Injection, in, out http.Header) []replacement {
 			add(in.AWS.AccessKeyID, in.Placeholder)
 			add(in.Secret, in.AWS.SecretPlaceholder)
 			add(in.AWS.SessionToken, in.AWS.TokenPlaceholder)
+			for _, v := range [][2]string{{in.AWS.AccessKeyID, in.Placeholder}, {in.AWS.SessionToken, in.AWS.TokenPlaceholder}} {
+				if v[0] != "" {
+					rs = append(rs, replacement{old: []byte(spacedHex(v[0])), new: []byte(spacedHex(v[1]))})
+				}
+			}
 			continue
 		}
 		add(in.Secret, in.Placeholder)
@@ -94,6 +99,20 @@ var echoForms = []func(string) string{
 	url.PathEscape,
 	func(s string) string { return lowerHex(url.QueryEscape(s)) },
 	func(s string) string { return lowerHex(url.PathEscape(s)) },
+}
+
+// spacedHex writes s's bytes in lower-case hex, separated by spaces: how
+// S3's SignatureDoesNotMatch quotes the canonical request it computed
+// (CanonicalRequestBytes), session token included.
+func spacedHex(s string) string {
+	var b strings.Builder
+	for i := range len(s) {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%02x", s[i])
+	}
+	return b.String()
 }
 
 // lowerHex writes s's percent escapes in lower-case hex.
