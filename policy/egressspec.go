@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -22,10 +23,18 @@ type EgressSpec struct {
 	// header=NAME: as an `inject` entry, without its credential reference
 	// (the caller supplies the value).
 	Inject []string
+	// InjectPresets are [VAR=]NAME[@HOST[:PORT][/PATH]]: as an `inject`
+	// entry {preset: NAME, env: VAR, host: HOST[:PORT], path: /PATH},
+	// without its credential reference, expanded by the same code.
+	InjectPresets []string
+	// Hosts are NAME=IP, as a `hosts` entry's name and one of its
+	// addresses (a name given again adds an address).
+	Hosts []string
 }
 
 // EgressSpecError names the EgressSpec field (by its policy key: mode,
-// allow, presets, allow_cidrs) and the value that did not parse.
+// allow, presets, allow_cidrs, hosts, inspect, inject; inject_preset
+// for InjectPresets) and the value that did not parse.
 type EgressSpecError struct {
 	Field string
 	Value string
@@ -64,6 +73,11 @@ func ParseEgress(spec EgressSpec) (*Egress, error) {
 			return nil, &EgressSpecError{Field: "presets", Value: name, Err: err}
 		}
 	}
+	for _, s := range spec.Hosts {
+		if err := pinHostSpec(e, s); err != nil {
+			return nil, &EgressSpecError{Field: "hosts", Value: s, Err: err}
+		}
+	}
 	if err := checkInspect(e, spec.Inspect); err != nil {
 		return nil, &EgressSpecError{Field: "inspect", Value: strings.Join(spec.Inspect, ","), Err: err}
 	}
@@ -76,6 +90,13 @@ func ParseEgress(spec EgressSpec) (*Egress, error) {
 			return nil, &EgressSpecError{Field: "inject", Value: s, Err: err}
 		}
 		e.Inject = append(e.Inject, in)
+	}
+	for _, s := range spec.InjectPresets {
+		ins, err := injectPresetSpec(e, s)
+		if err != nil {
+			return nil, &EgressSpecError{Field: "inject_preset", Value: s, Err: err}
+		}
+		e.Inject = append(e.Inject, ins...)
 	}
 	if _, err := SigV4Groups(e.Inject); err != nil {
 		return nil, &EgressSpecError{Field: "inject", Value: strings.Join(spec.Inject, ","), Err: err}
@@ -92,32 +113,118 @@ func ParseInjectSpec(s string) (Inject, error) {
 		return Inject{}, fmt.Errorf("egress inject %q: want VAR@HOST[:PORT][/PATH]:FORM", s)
 	}
 	target, form := rest[:i], rest[i+1:]
-	host, path := target, ""
-	if j := strings.IndexByte(target, '/'); j >= 0 {
-		host, path = target[:j], target[j:]
-	}
+	host, path := splitTarget(target)
 	header := ""
 	if name, ok := strings.CutPrefix(form, "header="); ok {
 		form, header = "", name
 	}
-	in := Inject{Env: env, Path: path, Header: header}
-	h, port, err := injectHost(host)
+	return injectSpec(injectFile{Env: env, Host: host, Path: path, Form: form, Header: header})
+}
+
+// splitTarget cuts HOST[:PORT][/PATH] at its first "/".
+func splitTarget(target string) (host, path string) {
+	if j := strings.IndexByte(target, '/'); j >= 0 {
+		return target[:j], target[j:]
+	}
+	return target, ""
+}
+
+// injectSpec checks an inject entry without a credential reference, as
+// flags give it.
+func injectSpec(f injectFile) (Inject, error) {
+	in := Inject{Env: f.Env, Path: f.Path, Header: f.Header}
+	h, port, err := injectHost(f.Host)
 	if err != nil {
 		return in, err
 	}
 	in.Host, in.Port = h, port
 	switch {
-	case !ValidEnvName(env):
-		return in, fmt.Errorf("egress inject: bad variable name %q", env)
-	case ReservedEnv(env):
-		return in, fmt.Errorf("egress inject: %s is set by the server", env)
+	case !ValidEnvName(f.Env):
+		return in, fmt.Errorf("egress inject: bad variable name %q", f.Env)
+	case ReservedEnv(f.Env):
+		return in, fmt.Errorf("egress inject: %s is set by the server", f.Env)
 	}
-	if err := checkInjectPath(path); err != nil {
+	if err := checkInjectPath(f.Path); err != nil {
 		return in, err
 	}
-	f, err := injectForm(form, header)
-	in.Form = f
+	form, err := injectForm(f.Form, f.Header)
+	in.Form = form
 	return in, err
+}
+
+// ParseInjectPresetSpec reads [VAR=]NAME[@HOST[:PORT][/PATH]] into the
+// `inject` entry {preset: NAME, env: VAR, host: HOST[:PORT], path: /PATH}
+// it stands for, without a credential reference: the preset is checked
+// and expanded when the entry is (ParseEgress).
+func ParseInjectPresetSpec(s string) (preset, env, host, path string, err error) {
+	head, target, hasHost := strings.Cut(s, "@")
+	preset = head
+	if v, name, ok := strings.Cut(head, "="); ok {
+		env, preset = v, name
+		if env == "" {
+			return "", "", "", "", fmt.Errorf("egress inject preset %q: VAR= names no variable", s)
+		}
+	}
+	if hasHost {
+		host, path = splitTarget(target)
+		if host == "" {
+			return "", "", "", "", fmt.Errorf("egress inject preset %q: @ names no host", s)
+		}
+	}
+	return preset, env, host, path, nil
+}
+
+// injectPresetSpec is the injections of one InjectPresets entry: the
+// preset expanded as in a policy (its hosts inspected), each entry
+// checked as a flag's, to a host:port the allowlist lets through.
+func injectPresetSpec(e *Egress, s string) ([]Inject, error) {
+	preset, env, host, path, err := ParseInjectPresetSpec(s)
+	if err != nil {
+		return nil, err
+	}
+	fs, err := expandInjectPreset(e, injectFile{Preset: preset, Env: env, Host: host, Path: path})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Inject, 0, len(fs))
+	for _, f := range fs {
+		in, err := injectSpec(f)
+		if err != nil {
+			return nil, err
+		}
+		if !e.Allows(in.Host, cmpPort(in.Port)) {
+			return nil, fmt.Errorf("egress inject: %s is not in the egress allowlist (the credential would go nowhere)", in.HostPort())
+		}
+		out = append(out, in)
+	}
+	return out, nil
+}
+
+// pinHostSpec reads NAME=IP into e.Hosts: an exact DNS name and an IP
+// address without zone, as in `hosts`, at most maxPinnedAddrs a name.
+func pinHostSpec(e *Egress, s string) error {
+	name, addr, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("egress hosts %q: want NAME=IP", s)
+	}
+	hp, err := ParseHostPort(name)
+	switch {
+	case err != nil:
+		return fmt.Errorf("egress hosts: %w", err)
+	case hp.Suffix || hp.Port != 0:
+		return fmt.Errorf("egress hosts: %q must be one host name, without wildcard or port", name)
+	case len(e.Hosts[hp.Host]) >= maxPinnedAddrs:
+		return fmt.Errorf("egress hosts: %s needs 1 to %d addresses", hp.Host, maxPinnedAddrs)
+	}
+	ip, err := netip.ParseAddr(addr)
+	if err != nil || ip.Zone() != "" {
+		return fmt.Errorf("egress hosts: %s: %q is not an IP address (no zone)", hp.Host, addr)
+	}
+	if e.Hosts == nil {
+		e.Hosts = map[string][]netip.Addr{}
+	}
+	e.Hosts[hp.Host] = append(e.Hosts[hp.Host], ip.Unmap())
+	return nil
 }
 
 // parseEgressMode reads `egress.mode`: empty means enforce.

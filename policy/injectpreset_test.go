@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -47,6 +48,10 @@ func TestInjectPresets(t *testing.T) {
 		inspect []string
 	}{
 		{"gh on github.com", presetBlock(nil, []string{"github"}, nil, "preset", "gh"),
+			[]string{"GH_TOKEN@api.github.com:token", "GH_TOKEN@api.github.com:bearer", "GH_TOKEN@github.com:basic",
+				"GH_TOKEN@uploads.github.com:token", "GH_TOKEN@uploads.github.com:bearer"},
+			[]string{"api.github.com", "github.com", "uploads.github.com"}},
+		{"gh without uploads in the allowlist", presetBlock([]string{"api.github.com", "github.com"}, nil, nil, "preset", "gh"),
 			[]string{"GH_TOKEN@api.github.com:token", "GH_TOKEN@api.github.com:bearer", "GH_TOKEN@github.com:basic"},
 			[]string{"api.github.com", "github.com"}},
 		{"gh on an Enterprise host", presetBlock([]string{"ghe.example.com:8443"}, nil, nil, "preset", "gh", "host", "ghe.example.com:8443", "env", "GH_ENTERPRISE_TOKEN"),
@@ -60,6 +65,22 @@ func TestInjectPresets(t *testing.T) {
 			[]string{"NPM_TOKEN@npm.internal:4873:bearer"}, []string{"npm.internal"}},
 		{"pnpm mirror", presetBlock(nil, []string{"pnpm"}, map[string]string{"pnpm": "https://npm.internal/"}, "preset", "npm"),
 			[]string{"NPM_TOKEN@npm.internal:bearer"}, []string{"npm.internal"}},
+		{"npm mirror under a path", presetBlock(nil, []string{"npm"}, map[string]string{"npm": "https://artifactory.corp/api/npm/npm-remote/"}, "preset", "npm"),
+			[]string{"NPM_TOKEN@artifactory.corp/api/npm/npm-remote/:bearer"}, []string{"artifactory.corp"}},
+		{"npm mirror path without its slash", presetBlock(nil, []string{"yarn"}, map[string]string{"yarn": "https://artifactory.corp:8443/api/npm/npm-remote"}, "preset", "npm"),
+			[]string{"NPM_TOKEN@artifactory.corp:8443/api/npm/npm-remote/:bearer"}, []string{"artifactory.corp"}},
+		{"npm mirror, a narrower path", presetBlock(nil, []string{"npm"}, map[string]string{"npm": "https://artifactory.corp/api/npm/npm-remote/"}, "preset", "npm", "path", "/api/npm/npm-remote/@alice/"),
+			[]string{"NPM_TOKEN@artifactory.corp/api/npm/npm-remote/@alice/:bearer"}, []string{"artifactory.corp"}},
+		{"npm mirror, its path written", presetBlock(nil, []string{"npm"}, map[string]string{"npm": "https://artifactory.corp/api/npm/npm-remote/"}, "preset", "npm", "path", "/api/npm/npm-remote"),
+			[]string{"NPM_TOKEN@artifactory.corp/api/npm/npm-remote:bearer"}, []string{"artifactory.corp"}},
+		{"npm mirror, a named host", presetBlock([]string{"npm.example.com"}, []string{"npm"}, map[string]string{"npm": "https://artifactory.corp/api/npm/npm-remote/"}, "preset", "npm", "host", "npm.example.com", "path", "/x/"),
+			[]string{"NPM_TOKEN@npm.example.com/x/:bearer"}, []string{"npm.example.com"}},
+		{"pip Artifactory mirror", presetBlock(nil, []string{"pip"}, map[string]string{"pip": "https://artifactory.corp/api/pypi/pypi-remote/simple/"}, "preset", "pip"),
+			[]string{"PIP_PASSWORD@artifactory.corp/api/pypi/pypi-remote/:basic"}, []string{"artifactory.corp"}},
+		{"uv devpi mirror", presetBlock(nil, []string{"uv"}, map[string]string{"uv": "https://devpi.corp/root/pypi/+simple"}, "preset", "pip"),
+			[]string{"PIP_PASSWORD@devpi.corp/root/pypi/:basic"}, []string{"devpi.corp"}},
+		{"pip mirror, not an index", presetBlock(nil, []string{"pip"}, map[string]string{"pip": "https://pypi.corp/team/simpler/?x=1"}, "preset", "pip"),
+			[]string{"PIP_PASSWORD@pypi.corp/team/simpler/:basic"}, []string{"pypi.corp"}},
 		{"pip", presetBlock(nil, []string{"pip"}, nil, "preset", "pip"),
 			[]string{"PIP_PASSWORD@pypi.org:basic"}, []string{"pypi.org"}},
 		{"pip mirror, named variable", presetBlock(nil, []string{"pip"}, map[string]string{"pip": "https://pypi.internal/simple/"}, "preset", "pip", "env", "PYPI_PASS"),
@@ -89,7 +110,7 @@ func TestInjectPresets(t *testing.T) {
 	b := presetBlock(nil, []string{"github"}, nil, "preset", "gh")
 	b["inspect"] = []string{"api.github.com"}
 	b["http"] = map[string][]string{"github.com": {"* /alice/app.git/**"}}
-	if e, err := loadInspect(t, b, ""); err != nil || !slices.Equal(e.Inspect, []string{"api.github.com", "github.com"}) {
+	if e, err := loadInspect(t, b, ""); err != nil || !slices.Equal(e.Inspect, []string{"api.github.com", "github.com", "uploads.github.com"}) {
 		t.Errorf("gh beside inspect and http: %v %+v", err, e)
 	}
 	if e, _ := loadInspect(t, presetBlock(nil, []string{"github"}, nil, "preset", "gh"), ""); e != nil && e.Inject[0].Form != egress.FormToken {
@@ -100,7 +121,8 @@ func TestInjectPresets(t *testing.T) {
 // TestInjectPresetsHostile: each bad preset entry is refused with an
 // error naming what is wrong.
 func TestInjectPresetsHostile(t *testing.T) {
-	gh := []string{"github"}
+	gh, npm := []string{"github"}, []string{"npm"}
+	art := map[string]string{"npm": "https://artifactory.corp/api/npm/npm-remote/"}
 	cases := []struct {
 		name  string
 		block map[string]any
@@ -127,6 +149,15 @@ func TestInjectPresetsHostile(t *testing.T) {
 		{"preset bad reference", presetBlock(nil, gh, nil, "preset", "gh", "credential", "ghp_plaintext"), "", "GH_TOKEN"},
 		{"preset without credential", presetBlock(nil, gh, nil, "preset", "gh", "credential", ""), "", "GH_TOKEN"},
 		{"preset with a bad host", presetBlock(nil, gh, nil, "preset", "git-https", "host", "git.example.com/x"), "", "git.example.com/x"},
+		{"path outside the mirror's", presetBlock(nil, npm, art, "preset", "npm", "path", "/api/npm/other/"), "", `path "/api/npm/other/" is not under the registries mirror's path "/api/npm/npm-remote/"`},
+		{"path beside the mirror's", presetBlock(nil, npm, art, "preset", "npm", "path", "/api/npm/npm-remote-evil/"), "", "not under"},
+		{"path above the mirror's", presetBlock(nil, npm, art, "preset", "npm", "path", "/"), "", "not under"},
+		{"path escaping the mirror's", presetBlock(nil, npm, art, "preset", "npm", "path", "/api/npm/npm-remote/../../x/"), "", "dot segment"},
+		{"mirror with a dot segment", presetBlock(nil, npm, map[string]string{"npm": "https://npm.internal/a/../"}, "preset", "npm"), "", "cannot be an injection prefix"},
+		{"mirror with an escape", presetBlock(nil, npm, map[string]string{"npm": "https://npm.internal/%2e%2e/x/"}, "preset", "npm"), "", "cannot be an injection prefix"},
+		{"mirror with an empty segment", presetBlock(nil, npm, map[string]string{"npm": "https://npm.internal//x/"}, "preset", "npm"), "", "cannot be an injection prefix"},
+		{"mirror with a space", presetBlock(nil, []string{"pip"}, map[string]string{"pip": "https://pypi.internal/a b/simple/"}, "preset", "pip"), "", "cannot be an injection prefix"},
+		{"mirror with a star", presetBlock(nil, []string{"pip"}, map[string]string{"pip": "https://pypi.internal/*/simple/"}, "preset", "pip"), "", "cannot be an injection prefix"},
 	}
 	for _, tc := range cases {
 		if _, err := loadInspect(t, tc.block, tc.extra); err == nil || !strings.Contains(err.Error(), tc.err) {
@@ -153,22 +184,33 @@ func TestInjectPresetsHostile(t *testing.T) {
 
 // FuzzInjectPreset: whatever a preset entry holds, the loader refuses or
 // gives injections of the preset's forms to inspected, allowed hosts,
-// into a variable the server does not set, with no dot segment in a path.
+// into a variable the server does not set, with no dot segment in a path;
+// to a `registries:` mirror's host, never wider than the mirror's path.
 func FuzzInjectPreset(f *testing.F) {
-	f.Add("gh", "", "", "", "github")
-	f.Add("gh", "ghe.example.com:8443", "GH_ENTERPRISE_TOKEN", "", "")
-	f.Add("git-https", "git.example.com", "", "/alice/", "")
-	f.Add("git-https", "*.example.com", "", "", "")
-	f.Add("npm", "", "", "", "npm")
-	f.Add("pip", "", "PIP_PASSWORD", "/simple/../x", "pip")
-	f.Add("pip", "idx.example.com:0", "HTTPS_PROXY", "/%2e%2e/", "")
-	f.Add("GH", "git.example.com/x", "COILY_INJECT_GH", "/repos/", "github")
-	f.Fuzz(func(t *testing.T, preset, host, env, path, egressPreset string) {
+	f.Add("gh", "", "", "", "github", "")
+	f.Add("gh", "ghe.example.com:8443", "GH_ENTERPRISE_TOKEN", "", "", "")
+	f.Add("git-https", "git.example.com", "", "/alice/", "", "")
+	f.Add("git-https", "*.example.com", "", "", "", "")
+	f.Add("npm", "", "", "", "npm", "")
+	f.Add("npm", "", "", "", "npm", "https://artifactory.corp/api/npm/npm-remote/")
+	f.Add("npm", "", "", "/api/npm/npm-remote-evil/", "npm", "https://artifactory.corp/api/npm/npm-remote")
+	f.Add("npm", "", "", "", "yarn", "https://npm.internal/a/../")
+	f.Add("npm", "", "", "", "npm", "https://npm.internal/%2e%2e/x/")
+	f.Add("pip", "", "", "", "pip", "https://artifactory.corp/api/pypi/pypi-remote/simple/")
+	f.Add("pip", "", "", "/", "uv", "https://devpi.corp/root/pypi/+simple")
+	f.Add("pip", "", "PIP_PASSWORD", "/simple/../x", "pip", "")
+	f.Add("pip", "idx.example.com:0", "HTTPS_PROXY", "/%2e%2e/", "", "")
+	f.Add("GH", "git.example.com/x", "COILY_INJECT_GH", "/repos/", "github", "")
+	f.Fuzz(func(t *testing.T, preset, host, env, path, egressPreset, mirror string) {
 		var presets []string
+		var registries map[string]string
 		if egressPreset != "" {
 			presets = []string{egressPreset}
+			if mirror != "" {
+				registries = map[string]string{egressPreset: mirror}
+			}
 		}
-		e, err := loadInspect(t, presetBlock([]string{"git.example.com", "ghe.example.com:8443", "idx.example.com"}, presets, nil,
+		e, err := loadInspect(t, presetBlock([]string{"git.example.com", "ghe.example.com:8443", "idx.example.com"}, presets, registries,
 			"preset", preset, "host", host, "env", env, "path", path), "")
 		if err != nil {
 			return
@@ -181,7 +223,25 @@ func FuzzInjectPreset(f *testing.F) {
 				t.Fatalf("inject %+v", in)
 			case in.Form != egress.FormBasic && in.Form != egress.FormBearer && in.Form != egress.FormToken:
 				t.Fatalf("inject %+v: form %v", in, in.Form)
+			case host == "" && registries != nil && !underMirror(mirror, in):
+				t.Fatalf("inject %+v: wider than the mirror %q", in, mirror)
 			}
 		}
 	})
+}
+
+// underMirror: an injection to the host of mirror (a URL whose path has
+// two segments or more) is under the first of them; with one segment, a
+// tool's index may be that segment, so the whole host is its.
+func underMirror(mirror string, in policy.Inject) bool {
+	u, err := url.Parse(mirror)
+	if err != nil || u.Hostname() != in.Host {
+		return true
+	}
+	segs := strings.Split(strings.Trim(u.EscapedPath(), "/"), "/")
+	if len(segs) < 2 {
+		return true
+	}
+	first := "/" + segs[0]
+	return in.Path == first || strings.HasPrefix(in.Path, first+"/")
 }

@@ -208,3 +208,49 @@ func TestSandboxExecEgressInject(t *testing.T) {
 	c.AddString("GH_TOKEN", token)
 	c.CheckText("sandbox exec's output", out.String(), errb.String())
 }
+
+// `coily sandbox exec --egress-inject-preset VAR=gh@HOST` runs the real gh
+// against a GitHub Enterprise stand-in (pinned with --egress-host): the
+// preset's entries and inspected hosts come from the same code as a
+// policy's, gh's API call gets the token, the command holds a
+// placeholder, and the placeholder sent to another host is refused.
+func TestSandboxExecEgressInjectPresetGh(t *testing.T) {
+	requireBwrap(t)
+	for _, tool := range []string{"curl", "gh"} {
+		_, err := exec.LookPath(tool)
+		requireComponent(t, err == nil, tool)
+	}
+	token := injectToken("ghsbx")
+	ghe, other := "ghe.example.test", "other.example.test"
+	g := standin.GitHubEnterprise(t, token, ghe, other)
+	host := ghe + ":" + g.Port
+	script := `export HOME=$(mktemp -d) GH_HOST=` + host + ` GH_PROMPT_DISABLED=1 GH_NO_UPDATE_NOTIFIER=1 NO_COLOR=1
+export GH_CONFIG_DIR=$HOME/gh
+echo "login=$(gh api user --jq .login)"
+echo "elsewhere=$(curl -sS -H "Authorization: token $GH_ENTERPRISE_TOKEN" https://` + other + `:` + g.Port + `/api/v3/user)"
+echo "placeholder=${GH_ENTERPRISE_TOKEN%%-*}"
+env | grep -c ` + canaryMark + ` || true`
+	cmd := exec.Command(coilyBin, "sandbox", "exec", "--network", "proxied", "--egress-allow", host, "--egress-allow", other+":"+g.Port,
+		"--egress-allow-cidr", "127.0.0.0/8", "--egress-host", ghe+"=127.0.0.1", "--egress-host", other+"=127.0.0.1",
+		"--egress-inspect", other, "--egress-inject-preset", "GH_ENTERPRISE_TOKEN=gh@"+host,
+		"--", "/bin/sh", "-c", script)
+	// The proxy verifies the stand-in with the roots Go reads from SSL_CERT_FILE.
+	cmd.Env = append(os.Environ(), "GH_ENTERPRISE_TOKEN="+token, "SSL_CERT_FILE="+g.CAFile)
+	var out, errb strings.Builder
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("sandbox exec: %v\nstdout %s\nstderr %s", err, out.String(), errb.String())
+	}
+	for _, w := range []string{"login=" + g.Login + "\n", "placeholder=coily\n", "\n0\n",
+		"elsewhere=coily: a credential placeholder was sent in header Authorization to " + other} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("stdout lacks %q:\n%s\nstderr %s", w, out.String(), errb.String())
+		}
+	}
+	if !strings.Contains(errb.String(), "coily: request allow  "+host+"  GET /api/v3/user  200") || !strings.Contains(errb.String(), "injected") {
+		t.Errorf("stderr lacks the injected request row:\n%s", errb.String())
+	}
+	c := canary.New(t)
+	c.AddString("GH_ENTERPRISE_TOKEN", token)
+	c.CheckText("sandbox exec's output", out.String(), errb.String())
+}

@@ -22,24 +22,26 @@ import (
 // by hand, to try an allowlist before it goes into a policy. They are read
 // by policy.ParseEgress, as a rule's `egress:` block is.
 type egressFlags struct {
-	mode                                   *string
-	allow, presets, cidrs, inspect, inject *repeatedFlag
+	mode                                                        *string
+	allow, presets, cidrs, hosts, inspect, inject, injectPreset *repeatedFlag
 }
 
 // egressFlagNames maps an egress block's keys to the flags that set them.
 var egressFlagNames = map[string]string{
 	"mode": "--egress-mode", "allow": "--egress-allow", "presets": "--egress-preset", "allow_cidrs": "--egress-allow-cidr",
-	"inspect": "--egress-inspect", "inject": "--egress-inject",
+	"hosts": "--egress-host", "inspect": "--egress-inspect", "inject": "--egress-inject", "inject_preset": "--egress-inject-preset",
 }
 
 func addEgressFlags(fs *pflag.FlagSet) *egressFlags {
 	return &egressFlags{
-		mode:    stringFlag(fs, "egress-mode", "COILY_EGRESS_MODE", "", "with --network proxied: enforce (the default) or observe"),
-		allow:   listFlag(fs, "egress-allow", "COILY_EGRESS_ALLOW", "with --network proxied: HOST[:PORT] or *.DOMAIN[:PORT] the command may reach; repeatable"),
-		presets: listFlag(fs, "egress-preset", "COILY_EGRESS_PRESET", "with --network proxied: a preset's hosts (npm, pip, github, aws, ...); repeatable"),
-		cidrs:   listFlag(fs, "egress-allow-cidr", "COILY_EGRESS_ALLOW_CIDR", "with --network proxied: a CIDR the command may reach by address (private, loopback, ...); repeatable"),
-		inspect: listFlag(fs, "egress-inspect", "COILY_EGRESS_INSPECT", "with --network proxied: a host of the allowlist whose TLS the proxy terminates with a CA of this run; repeatable"),
-		inject:  listFlag(fs, "egress-inject", "COILY_EGRESS_INJECT", "with --network proxied: VAR@HOST[:PORT][/PATH]:FORM (bearer, token, basic, sigv4, header=NAME): the proxy sends $VAR's value to an inspected HOST (port 443 unless given), the command gets a placeholder; repeatable"),
+		mode:         stringFlag(fs, "egress-mode", "COILY_EGRESS_MODE", "", "with --network proxied: enforce (the default) or observe"),
+		allow:        listFlag(fs, "egress-allow", "COILY_EGRESS_ALLOW", "with --network proxied: HOST[:PORT] or *.DOMAIN[:PORT] the command may reach; repeatable"),
+		presets:      listFlag(fs, "egress-preset", "COILY_EGRESS_PRESET", "with --network proxied: a preset's hosts (npm, pip, github, aws, ...); repeatable"),
+		cidrs:        listFlag(fs, "egress-allow-cidr", "COILY_EGRESS_ALLOW_CIDR", "with --network proxied: a CIDR the command may reach by address (private, loopback, ...); repeatable"),
+		hosts:        listFlag(fs, "egress-host", "COILY_EGRESS_HOST", "with --network proxied: NAME=IP: the proxy connects to NAME at IP instead of asking DNS (a guarded address still needs --egress-allow-cidr); repeatable"),
+		inspect:      listFlag(fs, "egress-inspect", "COILY_EGRESS_INSPECT", "with --network proxied: a host of the allowlist whose TLS the proxy terminates with a CA of this run; repeatable"),
+		inject:       listFlag(fs, "egress-inject", "COILY_EGRESS_INJECT", "with --network proxied: VAR@HOST[:PORT][/PATH]:FORM (bearer, token, basic, sigv4, header=NAME): the proxy sends $VAR's value to an inspected HOST (port 443 unless given), the command gets a placeholder; repeatable"),
+		injectPreset: listFlag(fs, "egress-inject-preset", "COILY_EGRESS_INJECT_PRESET", "with --network proxied: [VAR=]NAME[@HOST[:PORT][/PATH]]: the entries of inject preset NAME (gh, git-https, npm, pip) for $VAR's value (the preset's variable unless given), its hosts inspected; repeatable"),
 	}
 }
 
@@ -57,8 +59,8 @@ func givenOn(fs *pflag.FlagSet) string {
 
 // parse reads the flags as an egress block; an error names the flag.
 func (f *egressFlags) parse() (*policy.Egress, error) {
-	eg, err := policy.ParseEgress(policy.EgressSpec{Mode: *f.mode, Allow: f.allow.specs, Presets: f.presets.specs, CIDRs: f.cidrs.specs,
-		Inspect: f.inspect.specs, Inject: f.inject.specs})
+	eg, err := policy.ParseEgress(policy.EgressSpec{Mode: *f.mode, Allow: f.allow.specs, Presets: f.presets.specs, CIDRs: f.cidrs.specs, Hosts: f.hosts.specs,
+		Inspect: f.inspect.specs, Inject: f.inject.specs, InjectPresets: f.injectPreset.specs})
 	var se *policy.EgressSpecError
 	if errors.As(err, &se) {
 		return nil, fmt.Errorf("%s: %w", egressFlagNames[se.Field], se.Err)
@@ -100,7 +102,11 @@ func startOwnProxy(eg *policy.Egress, runAs sandbox.User) (*ownProxy, error) {
 			return nil, err
 		}
 	}
-	p, err := egress.New(egress.Config{Rule: "sandbox exec", Allowlist: allow, Mode: mode, Inspect: insp})
+	var resolver egress.Resolver = net.DefaultResolver
+	if len(eg.Hosts) > 0 {
+		resolver = egress.Pinned{Hosts: eg.Hosts, Next: net.DefaultResolver}
+	}
+	p, err := egress.New(egress.Config{Rule: "sandbox exec", Allowlist: allow, Mode: mode, Resolver: resolver, Inspect: insp})
 	if err != nil {
 		o.closeBundle()
 		os.RemoveAll(dir)
@@ -136,7 +142,7 @@ func (o *ownProxy) stop() ([]audit.EgressRow, []audit.EgressRequest) {
 	return audit.EgressRows(o.proxy.Rows()), audit.EgressRequests(reqs)
 }
 
-// inspect readies --egress-inspect and --egress-inject: each injected
+// inspect readies --egress-inspect and --egress-inject(-preset): each injected
 // variable's value is taken from coily's own environment, and the
 // command gets a placeholder in its place.
 func (o *ownProxy) inspect(eg *policy.Egress) (*egress.Inspection, error) {
@@ -144,7 +150,7 @@ func (o *ownProxy) inspect(eg *policy.Egress) (*egress.Inspection, error) {
 	for _, in := range eg.Inject {
 		v := os.Getenv(in.Env)
 		if v == "" {
-			return nil, fmt.Errorf("--egress-inject: $%s is not set in coily's environment", in.Env)
+			return nil, fmt.Errorf("egress inject: $%s is not set in coily's environment", in.Env)
 		}
 		secrets[in.Env] = v
 	}
