@@ -198,7 +198,13 @@ func (f failover) Decide(ctx context.Context, in *coilyv1.DecideRequest) (*coily
 }
 
 func (f failover) Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
-	return try(f.s, notStarted, func(i int) (*coilyv1.RelayResponse, error) { return f.s.relays[i].Relay(ctx, in) })
+	return try(f.s, notStarted, func(i int) (*coilyv1.RelayResponse, error) {
+		r, err := f.s.relays[i].Relay(ctx, in)
+		if err == nil {
+			tellAnswered(ctx, f.s.names[i])
+		}
+		return r, err
+	})
 }
 
 func (f failover) RelayTeardown(ctx context.Context, in *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error) {
@@ -238,6 +244,7 @@ func (f failover) AuditCheckpoint(ctx context.Context, in *coilyv1.AuditCheckpoi
 		case r.GetLogOrigin() != "" && r.GetLogOrigin() != in.GetOrigin():
 			others = append(others, f.s.names[i]+" keeps "+r.GetLogOrigin())
 		default:
+			tellAnswered(ctx, f.s.names[i])
 			return r, nil
 		}
 	}

@@ -67,6 +67,11 @@ type scripted struct {
 	pulls      atomic.Int32
 }
 
+// Relay answers every request.
+func (s *scripted) Relay(context.Context, *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
+	return &coilyv1.RelayResponse{Response: []byte("{}")}, nil
+}
+
 // AuditCheckpoint answers as witness.AnswerPull: its log's body, or only
 // its origin to a request pinning another.
 func (s *scripted) AuditCheckpoint(_ context.Context, in *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
@@ -285,11 +290,19 @@ func TestStickyFileHostile(t *testing.T) {
 func TestAuditCheckpointFindsThePinnedLog(t *testing.T) {
 	a, b := &scripted{logOrigin: "coily/a"}, &scripted{logOrigin: "coily/b"}
 	c := serversClient(t, serveScripted(t, "b", b), serveScripted(t, "a", a)) // sticks to b
+	var by []string
+	ctx := WithAnswered(context.Background(), func(s string) { by = append(by, s) })
 	for range 2 {
-		r, err := c.API.AuditCheckpoint(context.Background(), &coilyv1.AuditCheckpointRequest{Origin: "coily/a"})
+		r, err := c.API.AuditCheckpoint(ctx, &coilyv1.AuditCheckpointRequest{Origin: "coily/a"})
 		if err != nil || string(r.GetAddCheckpoint()) != "coily/a" {
 			t.Fatalf("pinned to a: %q, %v", r.GetAddCheckpoint(), err)
 		}
+	}
+	if _, err := c.API.Relay(ctx, &coilyv1.RelayRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(by, ",") != "a,a,b" {
+		t.Errorf("answered by %q, want a, a (the pulls) and b (the relay, where the client sticks)", by)
 	}
 	if _, err := c.API.Status(context.Background(), &coilyv1.StatusRequest{}); err != nil {
 		t.Fatal(err)
