@@ -3,7 +3,9 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"strings"
 	"sync"
 
 	"connectrpc.com/connect"
@@ -196,7 +198,13 @@ func (f failover) Decide(ctx context.Context, in *coilyv1.DecideRequest) (*coily
 }
 
 func (f failover) Relay(ctx context.Context, in *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
-	return try(f.s, notStarted, func(i int) (*coilyv1.RelayResponse, error) { return f.s.relays[i].Relay(ctx, in) })
+	return try(f.s, notStarted, func(i int) (*coilyv1.RelayResponse, error) {
+		r, err := f.s.relays[i].Relay(ctx, in)
+		if err == nil {
+			tellAnswered(ctx, f.s.names[i])
+		}
+		return r, err
+	})
 }
 
 func (f failover) RelayTeardown(ctx context.Context, in *coilyv1.RelayTeardownRequest) (*coilyv1.RelayTeardownResponse, error) {
@@ -215,6 +223,44 @@ func (f failover) ListCommands(ctx context.Context, in *coilyv1.ListCommandsRequ
 	return try(f.s, idempotent, func(i int) (*coilyv1.ListCommandsResponse, error) { return f.s.stubs[i].ListCommands(ctx, in) })
 }
 
+// AuditCheckpoint asks for the checkpoint of the log in.Origin pins: each
+// server keeps its own log under its own key, so it asks each server in
+// turn until one keeps that log (one that keeps another answers only its
+// origin), without moving the server the other calls start from. Without
+// an origin, any server's.
 func (f failover) AuditCheckpoint(ctx context.Context, in *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
-	return try(f.s, idempotent, func(i int) (*coilyv1.AuditCheckpointResponse, error) { return f.s.stubs[i].AuditCheckpoint(ctx, in) })
+	if in.GetOrigin() == "" {
+		return try(f.s, idempotent, func(i int) (*coilyv1.AuditCheckpointResponse, error) { return f.s.stubs[i].AuditCheckpoint(ctx, in) })
+	}
+	var down error
+	var others []string
+	for _, i := range f.s.order() {
+		r, err := f.s.stubs[i].AuditCheckpoint(ctx, in)
+		switch {
+		case failsOver(idempotent, err):
+			down = err
+		case err != nil:
+			return nil, err
+		case r.GetLogOrigin() != "" && r.GetLogOrigin() != in.GetOrigin():
+			others = append(others, f.s.names[i]+" keeps "+r.GetLogOrigin())
+		default:
+			tellAnswered(ctx, f.s.names[i])
+			return r, nil
+		}
+	}
+	if down != nil {
+		return nil, down
+	}
+	return nil, &NotThisLogError{Origin: in.GetOrigin(), Others: others}
+}
+
+// NotThisLogError is every server answering that its audit log is not
+// the one asked for: the host that keeps it is not in the list.
+type NotThisLogError struct {
+	Origin string
+	Others []string // "server keeps origin"
+}
+
+func (e *NotThisLogError) Error() string {
+	return fmt.Sprintf("no server keeps the audit log %s (%s): give its host in --server", e.Origin, strings.Join(e.Others, "; "))
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -62,6 +63,27 @@ type scripted struct {
 	exec       func(grpc.ServerStreamingServer[coilyv1.ExecResponse]) error
 	status     func() error
 	execs, sts atomic.Int32
+	logOrigin  string // AuditCheckpoint's log ("": unimplemented)
+	pulls      atomic.Int32
+}
+
+// Relay answers every request.
+func (s *scripted) Relay(context.Context, *coilyv1.RelayRequest) (*coilyv1.RelayResponse, error) {
+	return &coilyv1.RelayResponse{Response: []byte("{}")}, nil
+}
+
+// AuditCheckpoint answers as witness.AnswerPull: its log's body, or only
+// its origin to a request pinning another.
+func (s *scripted) AuditCheckpoint(_ context.Context, in *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
+	s.pulls.Add(1)
+	if s.logOrigin == "" {
+		return nil, status.Error(codes.Unimplemented, "no")
+	}
+	out := &coilyv1.AuditCheckpointResponse{LogOrigin: s.logOrigin}
+	if in.GetOrigin() == "" || in.GetOrigin() == s.logOrigin {
+		out.AddCheckpoint = []byte(s.logOrigin)
+	}
+	return out, nil
 }
 
 func (s *scripted) Exec(_ *coilyv1.ExecRequest, stream grpc.ServerStreamingServer[coilyv1.ExecResponse]) error {
@@ -259,4 +281,48 @@ func TestStickyFileHostile(t *testing.T) {
 		t.Errorf("no path: %d", got)
 	}
 	saveSticky(filepath.Join(dir, "file-not-dir", "x"), "b:7443") // never a failure
+}
+
+// AuditCheckpoint pinning a log asks each server until the one that keeps
+// it answers (each server keeps its own log), starting from the one the
+// client sticks to, and leaves the other calls there; a server down is an
+// outage, every server keeping another log is NotThisLogError.
+func TestAuditCheckpointFindsThePinnedLog(t *testing.T) {
+	a, b := &scripted{logOrigin: "coily/a"}, &scripted{logOrigin: "coily/b"}
+	c := serversClient(t, serveScripted(t, "b", b), serveScripted(t, "a", a)) // sticks to b
+	var by []string
+	ctx := WithAnswered(context.Background(), func(s string) { by = append(by, s) })
+	for range 2 {
+		r, err := c.API.AuditCheckpoint(ctx, &coilyv1.AuditCheckpointRequest{Origin: "coily/a"})
+		if err != nil || string(r.GetAddCheckpoint()) != "coily/a" {
+			t.Fatalf("pinned to a: %q, %v", r.GetAddCheckpoint(), err)
+		}
+	}
+	if _, err := c.API.Relay(ctx, &coilyv1.RelayRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(by, ",") != "a,a,b" {
+		t.Errorf("answered by %q, want a, a (the pulls) and b (the relay, where the client sticks)", by)
+	}
+	if _, err := c.API.Status(context.Background(), &coilyv1.StatusRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if b.sts.Load() != 1 || a.sts.Load() != 0 {
+		t.Errorf("after the pulls Status went to a (%d) not b (%d)", a.sts.Load(), b.sts.Load())
+	}
+	if a.pulls.Load() != 2 || b.pulls.Load() != 2 {
+		t.Errorf("pulls: a %d, b %d; want 2 each", a.pulls.Load(), b.pulls.Load())
+	}
+
+	_, err := c.API.AuditCheckpoint(context.Background(), &coilyv1.AuditCheckpointRequest{Origin: "coily/c"})
+	var ntl *NotThisLogError
+	if !errors.As(err, &ntl) || !strings.Contains(err.Error(), "a keeps coily/a") || !strings.Contains(err.Error(), "b keeps coily/b") {
+		t.Fatalf("no server keeps c: %v", err)
+	}
+
+	down := serversClient(t, serveScripted(t, "b", b), serveScripted(t, "a", nil))
+	_, err = down.API.AuditCheckpoint(context.Background(), &coilyv1.AuditCheckpointRequest{Origin: "coily/a"})
+	if err == nil || errors.As(err, &ntl) || !Unreachable(err) {
+		t.Fatalf("a down: %v, want it unreachable", err)
+	}
 }

@@ -14,13 +14,29 @@ import (
 )
 
 // AnswerPull is the server's answer to AuditCheckpoint: the latest checkpoint
-// of the log in logDir as an add-checkpoint request (AddBody).
+// of the log in logDir as an add-checkpoint request (AddBody), with the
+// log's origin. When the request pins another origin (each server of a
+// fleet keeps its own log) it answers only the origin: not this log.
 func AnswerPull(logDir string, req *coilyv1.AuditCheckpointRequest) (*coilyv1.AuditCheckpointResponse, error) {
-	b, err := AddBody(logDir, req.GetOld())
+	if req.GetOld() < 0 {
+		return nil, refusals.New(refusals.BadRequest, "old size %d is negative", req.GetOld())
+	}
+	signed, err := readCheckpoint(logDir)
 	if err != nil {
 		return nil, err
 	}
-	return &coilyv1.AuditCheckpointResponse{AddCheckpoint: b}, nil
+	c, err := audit.ParseCheckpoint(noteTextOf(signed))
+	if err != nil {
+		return nil, fmt.Errorf("witness: %s: %w", audit.CheckpointFile, err)
+	}
+	out := &coilyv1.AuditCheckpointResponse{LogOrigin: c.Origin}
+	if o := req.GetOrigin(); o != "" && o != c.Origin {
+		return out, nil
+	}
+	if out.AddCheckpoint, err = addBody(signed, req.GetOld(), logProver(logDir)); err != nil {
+		return nil, err
+	}
+	return out, nil
 }
 
 // AddBody is the add-checkpoint request (AddRequest.Format) of the log in
@@ -33,6 +49,15 @@ func AddBody(logDir string, old int64) ([]byte, error) {
 	if old < 0 {
 		return nil, refusals.New(refusals.BadRequest, "old size %d is negative", old)
 	}
+	signed, err := readCheckpoint(logDir)
+	if err != nil {
+		return nil, err
+	}
+	return addBody(signed, old, logProver(logDir))
+}
+
+// readCheckpoint reads the log in logDir's latest signed checkpoint.
+func readCheckpoint(logDir string) ([]byte, error) {
 	f, err := os.Open(filepath.Join(logDir, audit.CheckpointFile))
 	if err != nil {
 		return nil, refusals.Wrap(refusals.Internal, err, "no signed checkpoint of the audit log to answer")
@@ -42,14 +67,19 @@ func AddBody(logDir string, old int64) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("witness: %s: %w", audit.CheckpointFile, err)
 	}
-	return addBody(signed, old, func(n, old int64) (tlog.TreeProof, error) {
+	return signed, nil
+}
+
+// logProver proves consistency from the log in logDir's hash file.
+func logProver(logDir string) Prover {
+	return func(n, old int64) (tlog.TreeProof, error) {
 		r, closer, err := audit.TreeReader(logDir)
 		if err != nil {
 			return nil, err
 		}
 		defer closer.Close()
 		return tlog.ProveTree(n, old, r)
-	})
+	}
 }
 
 // addBody is the add-checkpoint request of the signed checkpoint for a

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"coily.dev/coily/audit"
+	coilyv1 "coily.dev/coily/proto/coily/v1"
 	refusals "coily.dev/coily/refusal"
 )
 
@@ -51,5 +52,32 @@ func TestAddBodyFromTheLogsFiles(t *testing.T) {
 		if (err == nil) != (old <= 10) {
 			t.Fatalf("old %d: the witness answered %v", old, err)
 		}
+	}
+}
+
+// AnswerPull answers the checkpoint to a request pinning this log's
+// origin (or none) and only the origin to one pinning another log (each
+// server of a fleet keeps its own): never another log's checkpoint, which
+// the witness would refuse as lost records.
+func TestAnswerPullNotThisLog(t *testing.T) {
+	dir := t.TempDir()
+	l := newMemLog(t, "coily/a")
+	if err := audit.WriteCheckpoint(dir, l.sign(t, 0)); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		origin string
+		body   bool
+	}{{"", true}, {"coily/a", true}, {"coily/b", false}, {"coily/a ", false}, {"coily/", false}} {
+		r, err := AnswerPull(dir, &coilyv1.AuditCheckpointRequest{Origin: tc.origin})
+		if err != nil {
+			t.Fatalf("origin %q: %v", tc.origin, err)
+		}
+		if r.GetLogOrigin() != "coily/a" || (len(r.GetAddCheckpoint()) > 0) != tc.body {
+			t.Fatalf("origin %q: answered %q with %d bytes", tc.origin, r.GetLogOrigin(), len(r.GetAddCheckpoint()))
+		}
+	}
+	if _, err := AnswerPull(dir, &coilyv1.AuditCheckpointRequest{Old: -1, Origin: "coily/b"}); refusals.As(err).Code != refusals.BadRequest {
+		t.Fatalf("old -1: %v", err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -53,44 +54,41 @@ func TestPullRefusesWhatDoesNotExtendTheHeldTree(t *testing.T) {
 	l := newMemLog(t, "coily/a")
 	forked := &memLog{skey: l.skey, vkey: l.vkey, tag: " forked"} // the same key, other records
 	other := newMemLog(t, "coily/a")                              // the same origin, another key
-	stranger := newMemLog(t, "coily/b")
 	const held = 20
 	cases := []struct {
-		name string
-		body func(t *testing.T, old int64) []byte
-		why  string
+		name   string
+		body   func(t *testing.T, old int64) []byte
+		why    string
+		signed bool // by the log's key: the owner's alarm
 	}{
 		{"a smaller tree (the tail cut)", func(t *testing.T, old int64) []byte {
 			return must(t)(addBody(l.sign(t, 15), old, l.prove))
-		}, "records 16 to 20 were removed"},
+		}, "records 16 to 20 were removed", true},
 		{"an empty tree", func(t *testing.T, old int64) []byte {
 			return must(t)(addBody(l.sign(t, 0), old, l.prove))
-		}, "records 1 to 20 were removed"},
+		}, "records 1 to 20 were removed", true},
 		{"a smaller tree, old lied", func(t *testing.T, old int64) []byte {
 			return must(t)(addBody(l.sign(t, 15), 15, l.prove))
-		}, "holds 20 records"},
+		}, "holds 20 records", true},
 		{"another root at the size held (a fork)", func(t *testing.T, old int64) []byte {
 			return must(t)(addBody(forked.sign(t, held), old, forked.prove))
-		}, "a fork"},
+		}, "a fork", true},
 		{"a larger tree that rewrote the held records", func(t *testing.T, old int64) []byte {
 			return must(t)(addBody(forked.sign(t, 40), old, forked.prove))
-		}, "not consistent"},
+		}, "not consistent", true},
 		{"a larger tree, no proof", func(t *testing.T, old int64) []byte {
 			return AddRequest{Old: old, Checkpoint: l.sign(t, 40)}.Format()
-		}, "not consistent"},
+		}, "not consistent", true},
 		{"a larger tree, old lied to skip the proof", func(t *testing.T, old int64) []byte {
 			return AddRequest{Old: 0, Checkpoint: l.sign(t, 40)}.Format()
-		}, "holds 20 records"},
+		}, "holds 20 records", true},
 		{"signed by another key", func(t *testing.T, old int64) []byte {
 			return must(t)(addBody(other.sign(t, 40), old, other.prove))
-		}, "not signed by"},
-		{"another log", func(t *testing.T, old int64) []byte {
-			return must(t)(addBody(stranger.sign(t, 40), old, stranger.prove))
-		}, "does not witness"},
-		{"not a request", func(t *testing.T, old int64) []byte { return []byte("hello\n") }, "malformed"},
+		}, "not signed by", false},
+		{"not a request", func(t *testing.T, old int64) []byte { return []byte("hello\n") }, "malformed", false},
 		{"an unsigned checkpoint", func(t *testing.T, old int64) []byte {
 			return AddRequest{Old: old, Checkpoint: audit.Checkpoint{Origin: "coily/a", Tree: l.tree(t, 40)}.Format()}.Format()
-		}, "checkpoint"},
+		}, "checkpoint", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,6 +107,9 @@ func TestPullRefusesWhatDoesNotExtendTheHeldTree(t *testing.T) {
 			var refused *RefusedError
 			if !errors.As(err, &refused) || !strings.Contains(err.Error(), tc.why) || refused.Held != l.tree(t, held) {
 				t.Fatalf("got %v, want a refusal naming %q, holding %d", err, tc.why, held)
+			}
+			if refused.Signed != tc.signed {
+				t.Fatalf("signed by the log's key: %v, want %v", refused.Signed, tc.signed)
 			}
 			_ = s.Close()
 			s2, _ := newWitness(t, dir, l)
@@ -202,4 +203,166 @@ func TestRunPullerAlarmsOnACutLog(t *testing.T) {
 	if got := s.Held("coily/a"); got.N != 30 {
 		t.Fatalf("holds %d after the refusal", got.N)
 	}
+}
+
+// A server that answers another log's checkpoint (in a fleet each host
+// keeps its own log) is not a refusal: the witness keeps what it held and
+// the puller raises no alarm.
+func TestPullAnotherLogIsNotARefusal(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	stranger := newMemLog(t, "coily/b")
+	s, _ := newWitness(t, t.TempDir(), l)
+	n := int64(20)
+	if _, err := s.PullFrom(context.Background(), "coily/a", honest(t, l, &n)); err != nil {
+		t.Fatal(err)
+	}
+	m := int64(40)
+	_, err := s.PullFrom(context.Background(), "coily/a", honest(t, stranger, &m))
+	var unreachable *UnreachableError
+	var refused *RefusedError
+	if !errors.As(err, &unreachable) || errors.As(err, &refused) || !strings.Contains(err.Error(), `another log, "coily/b"`) {
+		t.Fatalf("got %v, want an outage naming the other log", err)
+	}
+	if got := s.Held("coily/a"); got != l.tree(t, 20) {
+		t.Fatalf("holds %+v", got)
+	}
+}
+
+// runPuller runs RunPuller with cfg's Witness, Origin and Logger set,
+// until the test ends; done closes when it returns.
+func runPuller(t *testing.T, s *Server, cfg PullerConfig) (logs *testlog.Buffer, done chan struct{}) {
+	t.Helper()
+	logs = new(testlog.Buffer)
+	cfg.Witness, cfg.Origin, cfg.Logger = s, "coily/a", slog.New(slog.NewTextHandler(logs, nil))
+	if cfg.Every == 0 {
+		cfg.Every = time.Millisecond
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done = make(chan struct{})
+	go func() {
+		defer close(done)
+		RunPuller(ctx, cfg)
+	}()
+	t.Cleanup(func() { cancel(); <-done })
+	return logs, done
+}
+
+// An answer that is not signed by the log's key is refused (the witness
+// keeps what it held) and logged, never as the ALARM of lost records: it
+// is not the log's word.
+func TestRunPullerNoAlarmForAnUnsignedAnswer(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	other := newMemLog(t, "coily/a") // the same origin, another key
+	s, _ := newWitness(t, t.TempDir(), l)
+	n := int64(20)
+	if _, err := s.PullFrom(context.Background(), "coily/a", honest(t, l, &n)); err != nil {
+		t.Fatal(err)
+	}
+	var refusals atomic.Int32
+	m := int64(40)
+	logs, _ := runPuller(t, s, PullerConfig{Source: honest(t, other, &m), Refused: func(*RefusedError) { refusals.Add(1) }})
+	poll.Until(t, 10*time.Second, "two refusals logged", func() bool {
+		return strings.Count(logs.String(), "not a checkpoint signed by the log's key") >= 2
+	})
+	if strings.Contains(logs.String(), "ALARM") || refusals.Load() != 0 {
+		t.Fatalf("an alarm (%d refusals told):\n%s", refusals.Load(), logs)
+	}
+	if got := s.Held("coily/a"); got != l.tree(t, 20) {
+		t.Fatalf("holds %+v", got)
+	}
+}
+
+// A host that refuses the witness for good (a permission it lacks) stops
+// the puller after one pull, logged once with what it needs: not a
+// refusal (an audit record on the host) every pull.
+func TestRunPullerStopsWhenDenied(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	s, _ := newWitness(t, t.TempDir(), l)
+	var pulls atomic.Int32
+	logs, done := runPuller(t, s, PullerConfig{Source: func(context.Context, int64) ([]byte, error) {
+		pulls.Add(1)
+		return nil, &DeniedError{Err: errors.New("permission-denied: no"), Hint: "a role with relay"}
+	}})
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the puller still runs after %d pulls:\n%s", pulls.Load(), logs)
+	}
+	if pulls.Load() != 1 || strings.Count(logs.String(), "stops pulling") != 1 || !strings.Contains(logs.String(), "a role with relay") {
+		t.Fatalf("%d pulls:\n%s", pulls.Load(), logs)
+	}
+}
+
+// A host that keeps answering the checkpoint the witness holds while it
+// answers requests that write records (a frozen log: every later record
+// hidden) raises an ALARM once answered requests went unseen for Stale;
+// a tree that grows, or no request answered, raises none.
+func TestRunPullerAlarmsOnAFrozenLog(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	s, _ := newWitness(t, t.TempDir(), l)
+	var mu sync.Mutex
+	n, answered, now := int64(10), int64(0), time.Unix(1e9, 0)
+	set := func(f func()) { mu.Lock(); defer mu.Unlock(); f() }
+	var pulls atomic.Int64
+	frozen := make(chan int64, 1)
+	logs, _ := runPuller(t, s, PullerConfig{Stale: time.Hour,
+		Source: func(ctx context.Context, old int64) ([]byte, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return addBody(l.sign(t, n), old, l.prove)
+		},
+		Answered: func() int64 { mu.Lock(); defer mu.Unlock(); return answered },
+		now:      func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		Pulled:   func(audit.Tree) { pulls.Add(1) },
+		Frozen: func(a int64) {
+			select {
+			case frozen <- a:
+			default:
+			}
+		}})
+	// twoPulls waits until a whole pull (and its freeze check, after
+	// Pulled) ran after a change.
+	twoPulls := func() {
+		t.Helper()
+		c := pulls.Load()
+		poll.Until(t, 10*time.Second, "two pulls", func() bool { return pulls.Load() >= c+2 })
+	}
+	noAlarm := func(what string) {
+		t.Helper()
+		twoPulls()
+		select {
+		case a := <-frozen:
+			t.Fatalf("%s: a freeze alarm (%d answered):\n%s", what, a, logs)
+		default:
+		}
+	}
+	twoPulls()
+	set(func() { now = now.Add(3 * time.Hour) })
+	noAlarm("nothing answered")
+	set(func() { answered = 3 })
+	noAlarm("answered, within Stale")
+	set(func() { now = now.Add(59 * time.Minute) })
+	noAlarm("answered, within Stale")
+	set(func() { now = now.Add(time.Minute) })
+	select {
+	case a := <-frozen:
+		if a != 3 {
+			t.Fatalf("the alarm counts %d answered, want 3", a)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no freeze alarm:\n%s", logs)
+	}
+	poll.Until(t, 10*time.Second, "the ALARM is logged", func() bool {
+		return strings.Contains(logs.String(), "ALARM: the trust point's log did not grow though it answered")
+	})
+	// The log grows: the count starts again.
+	set(func() { n, answered = 13, 5 })
+	poll.Until(t, 10*time.Second, "the witness keeps 13", func() bool { return s.Held("coily/a").N == 13 })
+	twoPulls()
+	select {
+	case <-frozen:
+	default:
+	}
+	set(func() { now = now.Add(3 * time.Hour) })
+	noAlarm("grown, nothing answered since")
 }

@@ -61,7 +61,7 @@ func runBridge(ctx context.Context, e *env, mounts []string, rescan time.Duratio
 	}
 	defer c.Close()
 	defer wit.run(ctx, log, c.API)()
-	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: bridge.NewGRPCRelayer(c.API), Logger: log, Rescan: rescan, MaxInFlight: inFlight})
+	err = bridge.Run(ctx, bridge.Config{Mounts: ms, Relayer: bridge.NewGRPCRelayer(wit.relays(c.API)), Logger: log, Rescan: rescan, MaxInFlight: inFlight})
 	if err != nil {
 		printLine(e.stderr, "coily bridge: %v", err)
 		return 1

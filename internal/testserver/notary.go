@@ -15,11 +15,14 @@ import (
 
 // startNotary signs the audit log's checkpoints as coily serve does: the
 // state file's key (made at the first start), its last checkpoint
-// trusted, every checkpoint kept in it.
+// trusted, every checkpoint kept in it, the log named origin.
 // Copies go to notifier, when set.
-func (in *Instance) startNotary(t testing.TB, notifier server.Notifier) {
+func (in *Instance) startNotary(t testing.TB, notifier server.Notifier, origin string) {
 	t.Helper()
-	s, err := in.db.EnsureAuditSigner(func() (string, string, error) { return audit.GenerateSigner("coily/test") }, time.Now())
+	if origin == "" {
+		origin = "coily/test"
+	}
+	s, err := in.db.EnsureAuditSigner(func() (string, string, error) { return audit.GenerateSigner(origin) }, time.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -107,6 +107,9 @@ type Options struct {
 	// (audit/notary, started once the server was made), kept in the
 	// state file.
 	Checkpoints bool
+	// AuditOrigin names the log's checkpoints, with Checkpoints (its key
+	// made at the first start; "": coily/test).
+	AuditOrigin string
 }
 
 // Instance is a running server and a client connected to it.
@@ -189,7 +192,7 @@ func Start(t testing.TB, opts Options) *Instance {
 		t.Fatal(err)
 	}
 	if opts.Checkpoints {
-		in.startNotary(t, opts.Notifier)
+		in.startNotary(t, opts.Notifier, opts.AuditOrigin)
 	}
 	if in.ScratchDir = in.Server.ScratchDir(); in.ScratchDir != opts.StateDir {
 		t.Cleanup(func() { os.RemoveAll(in.ScratchDir) })

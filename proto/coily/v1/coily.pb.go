@@ -2684,7 +2684,12 @@ type AuditCheckpointRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The size of the log's tree the witness holds (0: none); the proof is
 	// from it.
-	Old           int64 `protobuf:"varint,1,opt,name=old,proto3" json:"old,omitempty"`
+	Old int64 `protobuf:"varint,1,opt,name=old,proto3" json:"old,omitempty"`
+	// The log the witness pins (its checkpoints' origin, the verifier key's
+	// name). Each server of a fleet keeps its own log under its own key: a
+	// server whose log is another answers no checkpoint, only its origin
+	// (not this log: the client asks the next server). Empty: any.
+	Origin        string `protobuf:"bytes,2,opt,name=origin,proto3" json:"origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2726,13 +2731,23 @@ func (x *AuditCheckpointRequest) GetOld() int64 {
 	return 0
 }
 
+func (x *AuditCheckpointRequest) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
 type AuditCheckpointResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// "old N", the consistency proof (base64, one hash a line), an empty
 	// line and the signed checkpoint (docs/operations.md, "Witnesses").
 	// When N is larger than the checkpoint's size there is no proof: the
-	// witness refuses a smaller tree.
+	// witness refuses a smaller tree. Empty when the server's log is not
+	// the origin asked for.
 	AddCheckpoint []byte `protobuf:"bytes,1,opt,name=add_checkpoint,json=addCheckpoint,proto3" json:"add_checkpoint,omitempty"`
+	// The origin of this server's log (set in every answer).
+	LogOrigin     string `protobuf:"bytes,2,opt,name=log_origin,json=logOrigin,proto3" json:"log_origin,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2772,6 +2787,13 @@ func (x *AuditCheckpointResponse) GetAddCheckpoint() []byte {
 		return x.AddCheckpoint
 	}
 	return nil
+}
+
+func (x *AuditCheckpointResponse) GetLogOrigin() string {
+	if x != nil {
+		return x.LogOrigin
+	}
+	return ""
 }
 
 var File_coily_v1_coily_proto protoreflect.FileDescriptor
@@ -2966,11 +2988,14 @@ const file_coily_v1_coily_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x05R\n" +
 	"generation\x124\n" +
-	"\acreated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"*\n" +
+	"\acreated\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\acreated\"B\n" +
 	"\x16AuditCheckpointRequest\x12\x10\n" +
-	"\x03old\x18\x01 \x01(\x03R\x03old\"@\n" +
+	"\x03old\x18\x01 \x01(\x03R\x03old\x12\x16\n" +
+	"\x06origin\x18\x02 \x01(\tR\x06origin\"_\n" +
 	"\x17AuditCheckpointResponse\x12%\n" +
-	"\x0eadd_checkpoint\x18\x01 \x01(\fR\raddCheckpoint*F\n" +
+	"\x0eadd_checkpoint\x18\x01 \x01(\fR\raddCheckpoint\x12\x1d\n" +
+	"\n" +
+	"log_origin\x18\x02 \x01(\tR\tlogOrigin*F\n" +
 	"\x06Stream\x12\x16\n" +
 	"\x12STREAM_UNSPECIFIED\x10\x00\x12\x11\n" +
 	"\rSTREAM_STDOUT\x10\x01\x12\x11\n" +

@@ -129,7 +129,8 @@ type CoilyServiceClient interface {
 	// C2SP tlog-witness add-checkpoint request body for a witness that holds
 	// `old` records of the log (the consistency proof from old to the
 	// checkpoint's size): what a witness that pulls, the bridge's, checks and
-	// keeps with the same code as one the server pushes to.
+	// keeps with the same code as one the server pushes to. A server whose
+	// log is not the one the request pins answers only its log's origin.
 	AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error)
 }
 
@@ -433,7 +434,8 @@ type CoilyServiceHandler interface {
 	// C2SP tlog-witness add-checkpoint request body for a witness that holds
 	// `old` records of the log (the consistency proof from old to the
 	// checkpoint's size): what a witness that pulls, the bridge's, checks and
-	// keeps with the same code as one the server pushes to.
+	// keeps with the same code as one the server pushes to. A server whose
+	// log is not the one the request pins answers only its log's origin.
 	AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error)
 }
 

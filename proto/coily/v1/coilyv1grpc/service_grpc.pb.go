@@ -100,7 +100,8 @@ type CoilyServiceClient interface {
 	// C2SP tlog-witness add-checkpoint request body for a witness that holds
 	// `old` records of the log (the consistency proof from old to the
 	// checkpoint's size): what a witness that pulls, the bridge's, checks and
-	// keeps with the same code as one the server pushes to.
+	// keeps with the same code as one the server pushes to. A server whose
+	// log is not the one the request pins answers only its log's origin.
 	AuditCheckpoint(ctx context.Context, in *v1.AuditCheckpointRequest, opts ...grpc.CallOption) (*v1.AuditCheckpointResponse, error)
 }
 
@@ -334,7 +335,8 @@ type CoilyServiceServer interface {
 	// C2SP tlog-witness add-checkpoint request body for a witness that holds
 	// `old` records of the log (the consistency proof from old to the
 	// checkpoint's size): what a witness that pulls, the bridge's, checks and
-	// keeps with the same code as one the server pushes to.
+	// keeps with the same code as one the server pushes to. A server whose
+	// log is not the one the request pins answers only its log's origin.
 	AuditCheckpoint(context.Context, *v1.AuditCheckpointRequest) (*v1.AuditCheckpointResponse, error)
 	mustEmbedUnimplementedCoilyServiceServer()
 }
