@@ -135,7 +135,7 @@ func (ic *inspected) outgoing(in *http.Request) (outgoingReq, *refusalOf) {
 	h := in.Header.Clone()
 	stripHopByHop(h)
 	h.Del("Expect")
-	plan, err := planSigV4(h, t.Host, t.Port, path, ins)
+	plan, err := planSigV4(h, t.Host, t.Port, path, in.URL.RawQuery, ins)
 	if err != nil {
 		return outgoingReq{}, ic.injectRefusal(err)
 	}

@@ -55,7 +55,7 @@ func sigV4Refusal(format string, args ...any) error {
 // Authorization, X-Amz-Security-Token and X-Amz-Date out of h (the
 // signer writes them anew). nil, nil: no sigv4 placeholder in the
 // Authorization (the headers are then checked like any).
-func planSigV4(h http.Header, host string, port int, path string, ins []Injection) (*sigV4Plan, error) {
+func planSigV4(h http.Header, host string, port int, path, rawQuery string, ins []Injection) (*sigV4Plan, error) {
 	vals := h.Values("Authorization")
 	var mine []Injection
 	for _, in := range ins {
@@ -92,6 +92,9 @@ func planSigV4(h http.Header, host string, port int, path string, ins []Injectio
 	}
 	payload, err := payloadOf(h.Values("X-Amz-Content-Sha256"))
 	if err != nil {
+		return nil, err
+	}
+	if err := checkVendingService(auth.Service, rawQuery, payload); err != nil {
 		return nil, err
 	}
 	for _, k := range []string{"Authorization", "X-Amz-Security-Token", "X-Amz-Date"} {
@@ -164,6 +167,11 @@ func (plan *sigV4Plan) prepareBody(out *http.Request, limit int64) (string, erro
 		out.Body = plan.check
 		return plan.payload, nil
 	case out.Body == nil:
+		if plan.auth.Service == "sts" {
+			if err := checkSTSAction(out.URL.RawQuery, nil); err != nil {
+				return "", err
+			}
+		}
 		return emptySHA256, nil
 	}
 	data, err := io.ReadAll(io.LimitReader(out.Body, limit+1))
@@ -172,6 +180,11 @@ func (plan *sigV4Plan) prepareBody(out *http.Request, limit int64) (string, erro
 		return "", err
 	case int64(len(data)) > limit:
 		return "", sigV4Refusal("the request names no X-Amz-Content-Sha256 and its body is over the %d bytes the proxy buffers to hash it", limit)
+	}
+	if plan.auth.Service == "sts" {
+		if err := checkSTSAction(out.URL.RawQuery, data); err != nil {
+			return "", err
+		}
 	}
 	sum := sha256.Sum256(data)
 	out.Body, out.ContentLength = io.NopCloser(bytes.NewReader(data)), int64(len(data))

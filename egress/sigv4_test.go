@@ -109,7 +109,7 @@ func (e *sigv4Env) childReq(t *testing.T, method, url, body, payload, service st
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded; charset=utf-8")
 	}
 	creds := aws.Credentials{AccessKeyID: e.keyPH, SecretAccessKey: e.secPH, SessionToken: e.tokPH}
-	if service == "sts" {
+	if service == "sts" || service == "iam" { // the key injected on the STS host
 		creds = aws.Credentials{AccessKeyID: e.stsKeyPH, SecretAccessKey: e.stsSecPH}
 	}
 	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hash, service, "us-east-1", time.Now(),
@@ -222,6 +222,7 @@ func TestSigV4Refuses(t *testing.T) {
 		r, _ := http.NewRequest("GET", s3+"/alpha/a.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential="+e.keyPH+"%2F20261129%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=00", nil)
 		return r
 	}
+	stsURL := "https://" + stsHost + ":" + e.sts.Port + "/"
 	for _, tc := range []struct {
 		name   string
 		req    func() *http.Request
@@ -247,6 +248,29 @@ func TestSigV4Refuses(t *testing.T) {
 		{"a body over max_body to hash", func() *http.Request {
 			return e.childReq(t, "POST", "https://"+stsHost+":"+e.sts.Port+"/", "Action=GetCallerIdentity&Version=2011-06-15&"+strings.Repeat("x", 64), "", "sts")
 		}, reasonBodyCap, "over the rule's cap"},
+		// Credential vending: a re-signed call that answers a new key
+		// would hand the child credentials it holds in the open.
+		{"STS GetFederationToken", func() *http.Request {
+			return e.childReq(t, "POST", stsURL, "Action=GetFederationToken&Name=p&Version=2011-06-15", "", "sts")
+		}, reasonSigV4, "does not re-sign STS \"GetFederationToken\""},
+		{"STS AssumeRole in the query", func() *http.Request {
+			return e.childReq(t, "GET", stsURL+"?Action=AssumeRole&RoleArn=arn", "", "", "sts")
+		}, reasonSigV4, "does not re-sign STS \"AssumeRole\""},
+		{"STS two actions", func() *http.Request {
+			return e.childReq(t, "POST", stsURL+"?Action=GetSessionToken", "Action=GetCallerIdentity", "", "sts")
+		}, reasonSigV4, "must name one Action, not 2"},
+		{"STS with a payload hash", func() *http.Request {
+			return e.childReq(t, "POST", stsURL, "Action=GetSessionToken", sha256Hex("Action=GetSessionToken"), "sts")
+		}, reasonSigV4, "must name no X-Amz-Content-Sha256"},
+		{"UNSIGNED-PAYLOAD to STS", func() *http.Request {
+			return e.childReq(t, "POST", stsURL, "Action=GetCallerIdentity", unsignedPayload, "sts")
+		}, reasonSigV4, "UNSIGNED-PAYLOAD is S3's"},
+		{"IAM", func() *http.Request {
+			return e.childReq(t, "POST", stsURL, "Action=CreateAccessKey", "", "iam")
+		}, reasonSigV4, "does not re-sign requests to AWS iam"},
+		{"S3 CreateSession", func() *http.Request {
+			return e.childReq(t, "GET", s3+"/alpha?session", "", emptySHA256, "s3")
+		}, reasonSigV4, "CreateSession"},
 		{"an upper-case hash", func() *http.Request {
 			return e.childReq(t, "PUT", s3+"/alpha/m.txt", "a body", strings.ToUpper(sha256Hex("a body")), "s3")
 		}, reasonSigV4, "neither a SHA-256"},
