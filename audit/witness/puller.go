@@ -224,10 +224,16 @@ func (p *puller) report(tree audit.Tree, err error) bool {
 	var unreachable *UnreachableError
 	var denied *DeniedError
 	switch {
-	case errors.As(err, &denied):
+	case errors.As(err, &denied) && cfg.Witness.Held(cfg.Origin).N == 0:
 		cfg.Logger.Error("the witness stops pulling the audit checkpoint: the trust point refuses it",
 			"origin", cfg.Origin, "err", denied.Err, "needs", denied.Hint)
 		return false
+	case errors.As(err, &denied):
+		// It gave a checkpoint before: refusing one now is what a host
+		// hiding records would do to switch its witness off. Keep
+		// pulling, and keep checking for a frozen log.
+		cfg.Logger.Error("ALARM: the trust point now refuses the witness the audit checkpoint it gave before",
+			"origin", cfg.Origin, "held", cfg.Witness.Held(cfg.Origin).N, "err", denied.Err)
 	case errors.As(err, &refused) && refused.Signed:
 		cfg.Logger.Error("ALARM: the witness refused the trust point's audit checkpoint: its log lost or changed records the witness saw",
 			"origin", cfg.Origin, "held", refused.Held.N, "err", refused.Why)

@@ -366,3 +366,53 @@ func TestRunPullerAlarmsOnAFrozenLog(t *testing.T) {
 	set(func() { now = now.Add(3 * time.Hour) })
 	noAlarm("grown, nothing answered since")
 }
+
+// A host that gave a checkpoint and then refuses the pull (permission
+// denied: what a host hiding records would answer to switch its witness
+// off) raises an ALARM at each pull, and the puller goes on: the freeze
+// check still sees the requests it answers.
+func TestRunPullerDeniedAfterPullsStillAlarmsOnFreeze(t *testing.T) {
+	l := newMemLog(t, "coily/a")
+	s, _ := newWitness(t, t.TempDir(), l)
+	var mu sync.Mutex
+	deny, answered, now := false, int64(0), time.Unix(1e9, 0)
+	set := func(f func()) { mu.Lock(); defer mu.Unlock(); f() }
+	var pulls atomic.Int64
+	frozen := make(chan int64, 1)
+	logs, done := runPuller(t, s, PullerConfig{Stale: time.Hour,
+		Source: func(ctx context.Context, old int64) ([]byte, error) {
+			pulls.Add(1)
+			mu.Lock()
+			defer mu.Unlock()
+			if deny {
+				return nil, &DeniedError{Err: errors.New("permission-denied: no"), Hint: "a role with relay"}
+			}
+			return addBody(l.sign(t, 10), old, l.prove)
+		},
+		Answered: func() int64 { mu.Lock(); defer mu.Unlock(); return answered },
+		now:      func() time.Time { mu.Lock(); defer mu.Unlock(); return now },
+		Frozen: func(a int64) {
+			select {
+			case frozen <- a:
+			default:
+			}
+		}})
+	poll.Until(t, 10*time.Second, "the witness keeps 10", func() bool { return s.Held("coily/a").N == 10 })
+	set(func() { deny, answered = true, 4 })
+	c := pulls.Load()
+	poll.Until(t, 10*time.Second, "two denied pulls", func() bool { return pulls.Load() >= c+2 })
+	set(func() { now = now.Add(2 * time.Hour) })
+	select {
+	case a := <-frozen:
+		if a != 4 {
+			t.Fatalf("the alarm counts %d answered, want 4", a)
+		}
+	case <-done:
+		t.Fatalf("the puller stopped on a denial after a checkpoint:\n%s", logs)
+	case <-time.After(10 * time.Second):
+		t.Fatalf("no freeze alarm:\n%s", logs)
+	}
+	if !strings.Contains(logs.String(), "ALARM: the trust point now refuses the witness") || strings.Contains(logs.String(), "stops pulling") {
+		t.Fatalf("logs:\n%s", logs)
+	}
+}
