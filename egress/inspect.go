@@ -383,8 +383,12 @@ func (dummyAddr) String() string  { return "inspected" }
 // records, which then leave in one write, not two.
 type touchConn struct {
 	net.Conn
-	r  io.Reader
-	m  *meter
+	r io.Reader
+	m *meter
+	// mu guards wb: the response writer flushes it while the TLS
+	// connection may write through it for the reading side (a KeyUpdate
+	// answered while a request body is read).
+	mu sync.Mutex
 	wb *bufio.Writer // non-nil between batch and unbatch
 }
 
@@ -395,18 +399,26 @@ func (c *touchConn) Read(b []byte) (int, error) {
 }
 
 func (c *touchConn) Write(b []byte) (int, error) {
+	c.mu.Lock()
 	w := io.Writer(c.Conn)
 	if c.wb != nil {
 		w = c.wb
 	}
 	n, err := w.Write(b)
+	c.mu.Unlock()
 	c.m.touch()
 	return n, err
 }
 
-func (c *touchConn) batch() { c.wb = bufio.NewWriterSize(c.Conn, 64<<10) }
+func (c *touchConn) batch() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.wb = bufio.NewWriterSize(c.Conn, 64<<10)
+}
 
 func (c *touchConn) flush() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.wb == nil {
 		return nil
 	}
@@ -415,7 +427,11 @@ func (c *touchConn) flush() error {
 
 // unbatch sends what is gathered and writes straight through again.
 func (c *touchConn) unbatch() {
-	c.flush()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wb != nil {
+		c.wb.Flush()
+	}
 	c.wb = nil
 }
 
