@@ -132,6 +132,10 @@ func checkCopySource(h http.Header, in Injection) error {
 			src = append(src, vs...)
 		case strings.HasPrefix(l, "x-amz-copy-source"):
 			others = true
+		case strings.HasPrefix(l, "x-amz-") && strings.Contains(l, "-source"):
+			// Another header naming a source (S3 Express RenameObject's
+			// x-amz-rename-source): not one the proxy can confine.
+			return sigV4Refusal("header %.64s names a source, which the proxy checks only in x-amz-copy-source, against %s", name, in.PathPrefix)
 		}
 	}
 	switch {

@@ -108,6 +108,7 @@ func TestSigV4CopySourceConfined(t *testing.T) {
 		{"X-Amz-Copy-Source", "arn:aws:s3:us-east-1:123456789012:accesspoint/ap/object/alpha/a.txt"},
 		{"X-Amz-Copy-Source", "/alpha/a.txt", "X-Amz-Copy-Source", "/beta/secret.txt"},
 		{"X-Amz-Copy-Source-Range", "bytes=0-9"},
+		{"X-Amz-Rename-Source", "/beta/secret.txt"},
 	} {
 		before := len(e.s3.Requests())
 		code, body := send(t, c, put(h...))
