@@ -2,6 +2,7 @@ package egress
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -181,9 +182,32 @@ func FuzzReplaceReader(f *testing.F) {
 		} else if chunk%3 == 0 {
 			r = iotest.HalfReader(r)
 		}
+		want := bytes.ReplaceAll(data, []byte("SECRET"), []byte("p"))
 		out, err := io.ReadAll(newReplaceReader(io.NopCloser(r), pairs))
-		if want := bytes.ReplaceAll(data, []byte("SECRET"), []byte("p")); err != nil || !bytes.Equal(out, want) {
+		if err != nil || !bytes.Equal(out, want) {
 			t.Fatalf("%q: %q %v; want %q", data, out, err, want)
 		}
+		// Read by the reader's own small sizes too: the in-place path
+		// runs only when p has room.
+		out, err = readAllBy(newReplaceReader(io.NopCloser(bytes.NewReader(data)), pairs), 1+int(chunk)%23)
+		if err != nil || !bytes.Equal(out, want) {
+			t.Fatalf("%q by %d: %q %v; want %q", data, 1+int(chunk)%23, out, err, want)
+		}
 	})
+}
+
+// readAllBy reads r to its end size bytes at a time at most.
+func readAllBy(r io.Reader, size int) ([]byte, error) {
+	var out []byte
+	p := make([]byte, size)
+	for {
+		n, err := r.Read(p)
+		out = append(out, p[:n]...)
+		if errors.Is(err, io.EOF) {
+			return out, nil
+		}
+		if err != nil {
+			return out, err
+		}
+	}
 }

@@ -237,7 +237,6 @@ func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response
 	defer resp.Body.Close()
 	stripHopByHop(resp.Header)
 	var n int64
-	resp.Body = countBody{r: resp.Body, n: &n}
 	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
 	resp.Request = req
 	resp.Close = !keep
@@ -266,27 +265,13 @@ func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response
 			return ic.raw.flush()
 		}
 	}
-	resp.Body = flushFirst{r: resp.Body, flush: flush}
+	ahead := newReadAhead(resp.Body, flush)
+	defer ahead.Close()
+	resp.Body = countBody{r: ahead, n: &n}
 	resp.Write(struct{ io.Writer }{bw})
 	flush()
 	return n
 }
-
-// flushFirst flushes before each read of r: what was written goes out
-// before a read that may wait for the upstream.
-type flushFirst struct {
-	r     io.ReadCloser
-	flush func() error
-}
-
-func (f flushFirst) Read(p []byte) (int, error) {
-	if err := f.flush(); err != nil {
-		return 0, err
-	}
-	return f.r.Read(p)
-}
-
-func (f flushFirst) Close() error { return f.r.Close() }
 
 // serveH2 serves the connection with net/http's HTTP/2 server; it
 // returns once the connection is over.
@@ -476,3 +461,11 @@ func (b countBody) Read(p []byte) (int, error) {
 }
 
 func (b countBody) Close() error { return b.r.Close() }
+
+// WriteTo counts what r writes to w, without a copy when r is a
+// WriterTo.
+func (b countBody) WriteTo(w io.Writer) (int64, error) {
+	n, err := io.Copy(w, b.r)
+	*b.n += n
+	return n, err
+}

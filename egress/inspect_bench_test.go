@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -92,16 +93,32 @@ func BenchmarkInspectVsTunnel(b *testing.B) {
 	benchstat.Report(b, "inspect-cold", ci)
 	b.ReportMetric(benchstat.Added(wi, wt, 50), "added-warm-p50-ms")
 	b.ReportMetric(benchstat.Added(ci, ct, 50), "added-cold-p50-ms")
-	// Bulk, interleaved five times (one transfer swings with the load).
-	var bt, bi []time.Duration
+	// Bulk, interleaved five times (one transfer swings with the load),
+	// with the CPU the whole process used for each (upstream, proxy and
+	// client share the machine's cores: what inspection adds is CPU).
+	var bt, bi, ut, ui []time.Duration
 	for range 5 {
+		c := cpuTime()
 		bt = append(bt, timed(warmT, "tunnel.test", "/bulk"))
+		c2 := cpuTime()
 		bi = append(bi, timed(warmI, "inspected.test", "/bulk"))
+		ut, ui = append(ut, c2-c), append(ui, cpuTime()-c2)
 	}
 	dt, di := benchstat.Percentile(bt, 50), benchstat.Percentile(bi, 50)
 	b.ReportMetric(float64(bulk)/dt.Seconds()/1e6, "tunnel-MB/s")
 	b.ReportMetric(float64(bulk)/di.Seconds()/1e6, "inspect-MB/s")
+	pt, pi := benchstat.Percentile(ut, 50), benchstat.Percentile(ui, 50)
+	b.ReportMetric(float64(pt.Milliseconds()), "tunnel-cpu-ms/64MiB")
+	b.ReportMetric(float64(pi.Milliseconds()), "inspect-cpu-ms/64MiB")
+	b.ReportMetric(pt.Seconds()/pi.Seconds(), "cpu-ratio")
 	b.ReportMetric(dt.Seconds()/di.Seconds(), "throughput-ratio")
+}
+
+// cpuTime is the CPU time, user and system, the process has used.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // BenchmarkAuthority measures what inspection costs an exec before its

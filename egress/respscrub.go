@@ -234,6 +234,13 @@ func newReplaceReader(r io.ReadCloser, rs []replacement) *replaceReader {
 }
 
 func (rr *replaceReader) Read(p []byte) (int, error) {
+	for rr.off == len(rr.out) && rr.err == nil && len(p) > 2*len(rr.buf) {
+		if n, done := rr.readInPlace(p); done && n > 0 {
+			return n, nil
+		} else if done {
+			return 0, rr.err
+		}
+	}
 	for rr.off == len(rr.out) {
 		if rr.err != nil {
 			return 0, rr.err
@@ -248,6 +255,32 @@ func (rr *replaceReader) Read(p []byte) (int, error) {
 	n := copy(p, rr.out[rr.off:])
 	rr.off += n
 	return n, nil
+}
+
+// readInPlace reads into p behind the bytes held back, and hands out
+// all but the last keep bytes when no old string is among them: the
+// common case, with no copy but the held-back bytes. When one is, what
+// was read moves to buf for flush; done is false and nothing is handed
+// out.
+func (rr *replaceReader) readInPlace(p []byte) (n int, done bool) {
+	h := copy(p, rr.buf)
+	k, err := rr.r.Read(p[h:])
+	all := p[:h+k]
+	for _, x := range rr.rs {
+		if bytes.Contains(all, x.old) {
+			rr.buf = append(rr.buf[:0], all...)
+			rr.flush(err != nil)
+			rr.err = err
+			return 0, false
+		}
+	}
+	cut := len(all)
+	if err == nil {
+		cut = max(0, cut-rr.keep)
+	}
+	rr.buf = append(rr.buf[:0], all[cut:]...)
+	rr.err = err
+	return cut, cut > 0 || err != nil
 }
 
 // flush moves to out what no later byte can change: everything at the
