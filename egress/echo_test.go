@@ -18,6 +18,10 @@ import (
 // bytes that the proxy reads it in several pieces) and in a trailer;
 // or, as the query asks, in its reason phrase, or in the body in the
 // forms JSON and URLs write it.
+// bigEchoes is how many times ?big=1 echoes the Authorization, over
+// about 1.4 MiB: past the read-ahead's first 256 KiB.
+const bigEchoes = 60
+
 func echoAuth(w http.ResponseWriter, r *http.Request) {
 	a := r.Header.Get("Authorization")
 	w.Header().Set("X-Echo", a)
@@ -49,6 +53,16 @@ func echoAuth(w http.ResponseWriter, r *http.Request) {
 	if r.URL.Query().Get("enc") == "1" {
 		json := strings.ReplaceAll(a, "/", `\/`)
 		io.WriteString(w, strings.Join([]string{json, url.QueryEscape(a), url.PathEscape(a), strings.ToLower(url.QueryEscape(a))}, "\n"))
+		return
+	}
+	if r.URL.Query().Get("big") == "1" { // past the read-ahead's start, split anywhere
+		for i := range bigEchoes {
+			io.WriteString(w, strings.Repeat("z", 9000+i*331)+"auth=")
+			k := i % len(a)
+			io.WriteString(w, a[:k])
+			w.(http.Flusher).Flush()
+			io.WriteString(w, a[k:]+"\n")
+		}
 		return
 	}
 	if r.URL.Query().Get("len") == "1" { // a response that says its length
@@ -115,7 +129,12 @@ func TestInspectEchoedSecretReplaced(t *testing.T) {
 					t.Errorf("%v %s: trailers %q passed on", form, what, resp.Trailer)
 				}
 			}
-			resp, body := do(t, cl, "GET", e.url(apiHost, "/repos/alice/app?enc=1"), auth, "")
+			resp, body := do(t, cl, "GET", e.url(apiHost, "/repos/alice/app?big=1"), auth, "")
+			leaked(what+" big", body)
+			if n := strings.Count(body, "auth="+auth+"\n"); resp.StatusCode != 200 || n != bigEchoes {
+				t.Errorf("%v %s: big: %s, %d echoes of the placeholder, want %d", form, what, resp.Status, n, bigEchoes)
+			}
+			resp, body = do(t, cl, "GET", e.url(apiHost, "/repos/alice/app?enc=1"), auth, "")
 			leaked(what+" encoded forms", body)
 			if resp.StatusCode != 200 || !strings.Contains(body, url.QueryEscape(auth)) {
 				t.Errorf("%v %s: encoded forms: %s %q", form, what, resp.Status, body)
