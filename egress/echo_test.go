@@ -230,3 +230,30 @@ func readAllBy(r io.Reader, size int) ([]byte, error) {
 		}
 	}
 }
+
+// TestReplaceReaderBoundedWithSecrets: a body with a secret in every
+// read is scrubbed in bounded memory whatever the caller's buffer (the
+// in-place path's fallback once kept every such read).
+func TestReplaceReaderBoundedWithSecrets(t *testing.T) {
+	pairs := []replacement{{old: []byte("SECRET-LONG-VALUE"), new: []byte("ph")}}
+	var body bytes.Buffer
+	for body.Len() < 4<<20 {
+		body.WriteString(strings.Repeat("q", 30000) + "SECRET-LONG-VALUE")
+	}
+	rr := newReplaceReader(io.NopCloser(&body), pairs)
+	p := make([]byte, 32<<10)
+	n := 0
+	for {
+		k, err := rr.Read(p)
+		n += k
+		if bytes.Contains(p[:k], []byte("SECRET")) {
+			t.Fatal("a read handed out the secret")
+		}
+		if err != nil {
+			break
+		}
+		if c := cap(rr.out) + cap(rr.buf); c > 4*replaceRead {
+			t.Fatalf("after %d bytes the reader holds %d bytes of buffers", n, c)
+		}
+	}
+}

@@ -204,9 +204,9 @@ func (ic *inspected) serveH1(tc *tls.Conn) {
 		}
 		resp, finish := ic.roundTrip(req, cont)
 		keep := !req.Close && !resp.Close && req.ProtoAtLeast(1, 1)
-		down := ic.writeH1(tc, req, resp, keep)
+		down, err := ic.writeH1(tc, req, resp, keep)
 		finish(down)
-		if !keep {
+		if !keep || err != nil { // a response cut short: the next would read as its rest
 			return
 		}
 		// What the upstream left of the body would be read as the next head.
@@ -232,8 +232,9 @@ func (ic *inspected) refuseRaw(w io.Writer, err error) {
 	fmt.Fprintf(w, "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\nX-Coily-Egress: refused\r\n\r\n%s", len(body), body)
 }
 
-// writeH1 writes resp to the client and returns the body bytes written.
-func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response, keep bool) int64 {
+// writeH1 writes resp to the client and returns the body bytes written,
+// and an error when the response could not be written whole.
+func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response, keep bool) (int64, error) {
 	defer resp.Body.Close()
 	stripHopByHop(resp.Header)
 	var n int64
@@ -268,9 +269,11 @@ func (ic *inspected) writeH1(w io.Writer, req *http.Request, resp *http.Response
 	ahead := newReadAhead(resp.Body, flush)
 	defer ahead.Close()
 	resp.Body = countBody{r: ahead, n: &n}
-	resp.Write(struct{ io.Writer }{bw})
-	flush()
-	return n
+	err := resp.Write(struct{ io.Writer }{bw})
+	if ferr := flush(); err == nil {
+		err = ferr
+	}
+	return n, err
 }
 
 // serveH2 serves the connection with net/http's HTTP/2 server; it

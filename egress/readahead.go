@@ -114,9 +114,6 @@ func (a *readAhead) Read(p []byte) (int, error) {
 		a.passed += int64(n)
 		return n, err
 	}
-	if !a.started {
-		a.start()
-	}
 	if err := a.next(); err != nil {
 		return 0, err
 	}
@@ -145,7 +142,6 @@ func (a *readAhead) WriteTo(w io.Writer) (int64, error) {
 				return n, err
 			}
 		}
-		a.start()
 	}
 	for {
 		if err := a.next(); errors.Is(err, io.EOF) {
@@ -166,6 +162,9 @@ func (a *readAhead) WriteTo(w io.Writer) (int64, error) {
 // (after a flush) when none is ready; once every chunk is handed out it
 // returns the body's error.
 func (a *readAhead) next() error {
+	if !a.started { // past aheadAfter: Read or WriteTo may come first
+		a.start()
+	}
 	for a.off == len(a.cur.b) {
 		if a.ended != nil {
 			return a.ended

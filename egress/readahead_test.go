@@ -2,10 +2,14 @@ package egress
 
 import (
 	"bytes"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
+	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -51,7 +55,7 @@ func TestReadAheadPassesTheBodyOn(t *testing.T) {
 			data[i] = byte(rng.IntN(256))
 		}
 		for _, sizes := range [][]int{{1 << 20}, {16 << 10}, {1, 7, 16 << 10, 3}} {
-			for _, how := range []string{"WriteTo", "Read 1000", "Read 64K"} {
+			for _, how := range []string{"WriteTo", "Read 1000", "Read 64K", "Read to the start, then WriteTo"} {
 				for _, tail := range []error{nil, errors.New("upstream cut")} {
 					src := &sizedReader{data: data, sizes: sizes, err: tail}
 					flushes := 0
@@ -61,6 +65,10 @@ func TestReadAheadPassesTheBodyOn(t *testing.T) {
 					switch how {
 					case "WriteTo":
 						_, err = a.WriteTo(&out)
+					case "Read to the start, then WriteTo": // net/http with a Content-Length
+						if _, err = io.CopyN(&out, struct{ io.Reader }{a}, int64(min(size, aheadAfter))); err == nil {
+							_, err = a.WriteTo(&out)
+						}
 					case "Read 1000":
 						_, err = io.CopyBuffer(&out, struct{ io.Reader }{a}, make([]byte, 1000))
 					default:
@@ -148,5 +156,35 @@ func TestReadAheadBoundedAndStoppable(t *testing.T) {
 	}
 	if _, err := b.Read(p); err == nil {
 		t.Error("a read after Close handed out data")
+	}
+}
+
+// TestInspectCutResponseEndsTheConnection: when the upstream's response
+// breaks off mid-body, the proxy closes the child's connection rather
+// than answer a pipelined next request on it, which the child would
+// read as the rest of the first body.
+func TestInspectCutResponseEndsTheConnection(t *testing.T) {
+	for _, size := range []int{1000, aheadAfter + 5000} {
+		e := newInspectEnvHandler(t, func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path != "/cut" {
+				io.WriteString(w, "second")
+				return
+			}
+			io.WriteString(w, strings.Repeat("c", size))
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection drops: no last chunk
+		}, nil, 0, FormBearer, -1)
+		host := otherHost + ":" + e.port
+		_, _, c := e.tp.raw(t, connect(host))
+		tc := tls.Client(c, &tls.Config{ServerName: otherHost, RootCAs: caPool(e.ca), NextProtos: []string{"http/1.1"}})
+		fmt.Fprintf(tc, "GET /cut HTTP/1.1\r\nHost: %s\r\n\r\nGET /next HTTP/1.1\r\nHost: %s\r\n\r\n", host, host)
+		tc.SetReadDeadline(time.Now().Add(20 * time.Second))
+		got, err := io.ReadAll(tc)
+		if ne, ok := err.(net.Error); ok && ne.Timeout() {
+			t.Fatalf("%d bytes: the connection stayed open after a cut response (%d responses read)", size, bytes.Count(got, []byte("HTTP/1.1 ")))
+		}
+		if n := bytes.Count(got, []byte("HTTP/1.1 ")); n != 1 || bytes.Contains(got, []byte("second")) {
+			t.Errorf("%d bytes: %d responses on the connection after a cut one (%q...)", size, n, got[:min(len(got), 200)])
+		}
 	}
 }

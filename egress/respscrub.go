@@ -268,6 +268,7 @@ func (rr *replaceReader) readInPlace(p []byte) (n int, done bool) {
 	all := p[:h+k]
 	for _, x := range rr.rs {
 		if bytes.Contains(all, x.old) {
+			rr.out, rr.off = rr.out[:0], 0 // all handed out: off == len(out)
 			rr.buf = append(rr.buf[:0], all...)
 			rr.flush(err != nil)
 			rr.err = err
