@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -185,6 +186,27 @@ func TestInspectCutResponseEndsTheConnection(t *testing.T) {
 		}
 		if n := bytes.Count(got, []byte("HTTP/1.1 ")); n != 1 || bytes.Contains(got, []byte("second")) {
 			t.Errorf("%d bytes: %d responses on the connection after a cut one (%q...)", size, n, got[:min(len(got), 200)])
+		}
+	}
+}
+
+// TestInspectLengthsAroundTheReadAheadStart: responses that say their
+// length, around where the read-ahead starts, from a host with an
+// injection (scrubbed, chunked) and one without (Content-Length kept),
+// come through whole on one kept-alive connection.
+func TestInspectLengthsAroundTheReadAheadStart(t *testing.T) {
+	e := newInspectEnvHandler(t, func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(r.URL.Query().Get("n"))
+		w.Header().Set("Content-Length", strconv.Itoa(n))
+		io.Copy(w, io.LimitReader(zeros{}, int64(n)))
+	}, nil, 0, FormBearer, -1)
+	cl := keepAlive(t, e.client(t, caPool(e.ca), false))
+	for host, auth := range map[string]string{otherHost: "", apiHost: "Bearer " + e.placeholder} {
+		for _, n := range []int{aheadAfter - 1, aheadAfter, aheadAfter + 1, aheadAfter + aheadSize} {
+			resp, body := do(t, cl, "GET", e.url(host, "/repos/alice/app?n="+strconv.Itoa(n)), auth, "")
+			if resp.StatusCode != 200 || len(body) != n {
+				t.Errorf("%s, %d bytes: %s with %d bytes", host, n, resp.Status, len(body))
+			}
 		}
 	}
 }
