@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -25,21 +27,25 @@ import (
 func BenchmarkInspectVsTunnel(b *testing.B) {
 	const bulk = 64 << 20
 	uca := standin.TLS(b)
-	srv := uca.Serve(b, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/bulk" {
 			w.Header().Set("Content-Length", strconv.Itoa(bulk))
 			io.CopyN(w, zeros{}, bulk)
 			return
 		}
 		io.WriteString(w, "ok")
-	}), "inspected.test", "tunnel.test")
+	})
+	srv := uca.Serve(b, h, "inspected.test", "tunnel.test")
+	srv2 := serveH2Upstream(b, uca, h, "inspected.test", "tunnel.test")
 	ca, err := NewAuthority([]string{"inspected.test"}, time.Hour, time.Now())
 	if err != nil {
 		b.Fatal(err)
 	}
 	ph := NewPlaceholder()
-	insp := &Inspection{CA: ca, Roots: uca.Pool, Inject: []Injection{{Placeholder: ph, Secret: "s3cr3t-value", Host: "inspected.test", Port: benchPort(b, srv.Port), Form: FormBearer}}}
-	al, _ := NewAllowlist([]string{"inspected.test:" + srv.Port, "tunnel.test:" + srv.Port}, loopback)
+	insp := &Inspection{CA: ca, Roots: uca.Pool, Inject: []Injection{
+		{Placeholder: ph, Secret: "s3cr3t-value", Host: "inspected.test", Port: benchPort(b, srv.Port), Form: FormBearer},
+		{Placeholder: ph, Secret: "s3cr3t-value", Host: "inspected.test", Port: benchPort(b, srv2), Form: FormBearer}}}
+	al, _ := NewAllowlist([]string{"inspected.test:" + srv.Port, "tunnel.test:" + srv.Port, "inspected.test:" + srv2, "tunnel.test:" + srv2}, loopback)
 	p, err := New(Config{Rule: "bench", Allowlist: al, Resolver: newResolver("inspected.test", "127.0.0.1", "tunnel.test", "127.0.0.1"), Inspect: insp})
 	if err != nil {
 		b.Fatal(err)
@@ -56,17 +62,34 @@ func BenchmarkInspectVsTunnel(b *testing.B) {
 		b.Cleanup(c.CloseIdleConnections)
 		return c
 	}
+	// h2 is a client that speaks HTTP/2 when the server offers it, as Go
+	// tools (gh) and curl do.
+	h2 := func(roots *x509.CertPool) *http.Client {
+		c := tp.client(b, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: true})
+		c.Transport.(*http.Transport).DisableKeepAlives = false
+		b.Cleanup(c.CloseIdleConnections)
+		return c
+	}
 	get := func(c *http.Client, host, path string) {
-		req, _ := http.NewRequest("GET", "https://"+host+":"+srv.Port+path, nil)
+		if !strings.Contains(host, ":") {
+			host += ":" + srv.Port
+		}
+		req, _ := http.NewRequest("GET", "https://"+host+path, nil)
 		req.Header.Set("Authorization", "Bearer "+ph)
 		resp, err := c.Do(req)
 		if err != nil {
 			b.Fatal(err)
 		}
-		io.Copy(io.Discard, resp.Body)
+		n, _ := io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode != 200 {
 			b.Fatalf("%s%s: %s", host, path, resp.Status)
+		}
+		if path == "/bulk" && n != bulk {
+			b.Fatalf("%s%s: %d bytes, want %d", host, path, n, bulk)
+		}
+		if c.Transport.(*http.Transport).ForceAttemptHTTP2 && resp.ProtoMajor != 2 {
+			b.Fatalf("%s%s: %s, want HTTP/2", host, path, resp.Proto)
 		}
 	}
 	timed := func(c *http.Client, host, path string) time.Duration {
@@ -112,6 +135,55 @@ func BenchmarkInspectVsTunnel(b *testing.B) {
 	b.ReportMetric(float64(pi.Milliseconds()), "inspect-cpu-ms/64MiB")
 	b.ReportMetric(pt.Seconds()/pi.Seconds(), "cpu-ratio")
 	b.ReportMetric(dt.Seconds()/di.Seconds(), "throughput-ratio")
+	// The same bulk with the client allowed HTTP/2, from an upstream that
+	// offers it too (as api.github.com does): the tunnel carries HTTP/2
+	// end to end; the inspected connection speaks it on both legs. And
+	// from the upstream that offers only HTTP/1.1: the inspected client
+	// still speaks HTTP/2 to the proxy (the tunnel there is HTTP/1.1 end
+	// to end: tunnel-MB/s).
+	h2I, h2T := h2(mine), h2(uca.Pool)
+	var b1, u1 []time.Duration
+	bt, bi, ut, ui = nil, nil, nil, nil
+	for range 5 {
+		c := cpuTime()
+		bt = append(bt, timed(h2T, "tunnel.test:"+srv2, "/bulk"))
+		c2 := cpuTime()
+		bi = append(bi, timed(h2I, "inspected.test:"+srv2, "/bulk"))
+		c3 := cpuTime()
+		b1 = append(b1, timed(h2I, "inspected.test", "/bulk"))
+		ut, ui, u1 = append(ut, c2-c), append(ui, c3-c2), append(u1, cpuTime()-c3)
+	}
+	dt, di = benchstat.Percentile(bt, 50), benchstat.Percentile(bi, 50)
+	b.ReportMetric(float64(bulk)/dt.Seconds()/1e6, "h2-tunnel-MB/s")
+	b.ReportMetric(float64(bulk)/di.Seconds()/1e6, "h2-inspect-MB/s")
+	b.ReportMetric(float64(bulk)/benchstat.Percentile(b1, 50).Seconds()/1e6, "h2-inspect-h1up-MB/s")
+	pt, pi = benchstat.Percentile(ut, 50), benchstat.Percentile(ui, 50)
+	b.ReportMetric(float64(pt.Milliseconds()), "h2-tunnel-cpu-ms/64MiB")
+	b.ReportMetric(float64(pi.Milliseconds()), "h2-inspect-cpu-ms/64MiB")
+	b.ReportMetric(float64(benchstat.Percentile(u1, 50).Milliseconds()), "h2-inspect-h1up-cpu-ms/64MiB")
+	b.ReportMetric(dt.Seconds()/di.Seconds(), "h2-throughput-ratio")
+}
+
+// serveH2Upstream serves h over TLS with HTTP/2 offered (ALPN h2, then
+// http/1.1) until b ends, and returns its port.
+func serveH2Upstream(b *testing.B, ca *standin.CA, h http.Handler, hosts ...string) string {
+	leaf, err := ca.Leaf(hosts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.EnableHTTP2 = true
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12}
+	ts.StartTLS()
+	b.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }
 
 // cpuTime is the CPU time, user and system, the process has used.
