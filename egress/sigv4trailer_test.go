@@ -66,8 +66,9 @@ func (e *sigv4Env) sdkClient(rc *recordingClient) *s3.Client {
 // The AWS SDK for Go's S3 client, holding placeholders, uploads with its
 // default integrity checksums (STREAMING-UNSIGNED-PAYLOAD-TRAILER, the
 // body aws-chunked with the checksum in a trailer) through the proxy,
-// which re-signs the headers with the real key: the upload succeeds with
-// each checksum algorithm, over HTTP/1.1 and HTTP/2, S3 (which verifies
+// which re-signs the headers with the real key: PutObject succeeds with
+// each checksum algorithm, and a multipart upload's UploadParts, over
+// HTTP/1.1 and HTTP/2, S3 (which verifies
 // the seed signature and the trailer's checksum) stores the bytes sent,
 // and reads them back. S3's echo of a signature it refuses comes back
 // with the placeholders in place of the real key id and token, and no
@@ -102,6 +103,10 @@ func TestSigV4StreamingTrailerSDK(t *testing.T) {
 				t.Fatalf("GetObject %s: %d bytes", key, len(got))
 			}
 		}
+		multipartUpload(t, cl, "alpha", "multi.txt", data)
+		if got, _ := e.s3.Object("alpha", "multi.txt"); !bytes.Equal(got, append(append([]byte(nil), data...), data[:100]...)) {
+			t.Fatalf("the multipart upload stored %d bytes", len(got))
+		}
 		_, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("beta"), Key: aws.String("echo/x"), Body: strings.NewReader("echo")})
 		if err == nil || !strings.Contains(err.Error(), "SignatureDoesNotMatch") {
 			t.Fatalf("a put S3 refuses: %v", err)
@@ -118,10 +123,11 @@ func TestSigV4StreamingTrailerSDK(t *testing.T) {
 	}
 	var trailers int
 	for _, l := range e.s3.Requests() {
-		if strings.Contains(l, "PutObject") && strings.Contains(l, "payload="+streamingUnsignedTrailer+" trailer=x-amz-checksum-") {
+		if (strings.Contains(l, "PutObject") || strings.Contains(l, "UploadPart")) && strings.Contains(l, "payload="+streamingUnsignedTrailer+" trailer=x-amz-checksum-") {
 			trailers++
 		}
 	}
+	puts += 4 // each multipart upload's two parts
 	if trailers != puts {
 		t.Errorf("%d of %d puts reached S3 as %s: %q", trailers, puts, streamingUnsignedTrailer, e.s3.Requests())
 	}
@@ -134,6 +140,31 @@ func TestSigV4StreamingTrailerSDK(t *testing.T) {
 		if k != e.id {
 			t.Errorf("S3 served a request signed with %q, want the real key", k)
 		}
+	}
+}
+
+// multipartUpload uploads data and its first 100 bytes as the two parts
+// of key, with the SDK's default checksums.
+func multipartUpload(t *testing.T, cl *s3.Client, bucket, key string, data []byte) {
+	t.Helper()
+	ctx := context.Background()
+	up, err := cl.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatalf("CreateMultipartUpload: %v", err)
+	}
+	var parts []types.CompletedPart
+	for i, p := range [][]byte{data, data[:100]} {
+		n := aws.Int32(int32(i + 1))
+		out, err := cl.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(key), UploadId: up.UploadId,
+			PartNumber: n, Body: bytes.NewReader(p)})
+		if err != nil {
+			t.Fatalf("UploadPart %d: %v", i+1, err)
+		}
+		parts = append(parts, types.CompletedPart{PartNumber: n, ETag: out.ETag})
+	}
+	if _, err := cl.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key),
+		UploadId: up.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}}); err != nil {
+		t.Fatalf("CompleteMultipartUpload: %v", err)
 	}
 }
 

@@ -31,10 +31,11 @@ const AWSPath = "/usr/bin/aws"
 var s3Created = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // S3Server is a local HTTPS stand-in for Amazon S3, enough for `aws s3
-// ls` and `aws s3 cp` of small files (awscli 2.9): ListBuckets, ListObjectsV2, and
-// PutObject, GetObject and HeadObject in memory, path-style; a PutObject
-// may be aws-chunked with a checksum trailer (STREAMING-UNSIGNED-PAYLOAD-
-// TRAILER, the AWS SDKs' default). It accepts
+// ls` and `aws s3 cp` of small files (awscli 2.9) and the AWS SDK for
+// Go's uploads: ListBuckets, ListObjectsV2, PutObject, GetObject,
+// HeadObject and multipart uploads in memory, path-style. A PutObject or
+// UploadPart may come aws-chunked with a checksum trailer
+// (STREAMING-UNSIGNED-PAYLOAD-TRAILER, the AWS SDKs' default). It accepts
 // only requests signed (SigV4, header form, with X-Amz-Content-Sha256)
 // with a key of its AWSKeys, in any region: a long-term key, or a
 // temporary one STS issued, with its session token.
@@ -52,6 +53,9 @@ type S3Server struct {
 	requests []string
 	used     []string // the access key of each request served
 	received []byte   // every request received: its line, headers and body
+
+	uploads    map[string]*s3Upload // multipart uploads in progress, by id
+	nextUpload int
 }
 
 // S3 starts an S3 stand-in for t that accepts accessKey and secret and
@@ -188,6 +192,7 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 			s.record(fmt.Sprintf("%s ListObjectsV2 prefix=%s delimiter=%s", line, q.Get("prefix"), q.Get("delimiter")))
 			s.listObjects(w, bucket, q)
 		case strings.Contains(bucket, "/") && objectQuery(r.URL.RawQuery) && s.object(w, r, line, body):
+		case strings.Contains(bucket, "/") && s.multipart(w, r, line, body):
 		default:
 			s.record("501 " + line + " " + r.URL.RawQuery)
 			t.Logf("standin s3: unanswered %s %s?%s", r.Method, r.URL.Path, r.URL.RawQuery)
@@ -220,13 +225,7 @@ func (s *S3Server) object(w http.ResponseWriter, r *http.Request, line string, b
 		s.record("404 " + line + " NoSuchBucket")
 		s3Error(w, http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist")
 	case r.Method == http.MethodPut:
-		payload := "sha256"
-		switch p := r.Header.Get("X-Amz-Content-Sha256"); p {
-		case "UNSIGNED-PAYLOAD":
-			payload = p
-		case streamingUnsignedTrailer:
-			payload = p + " trailer=" + strings.ToLower(r.Header.Get("X-Amz-Trailer"))
-		}
+		payload := payloadForm(r)
 		if md := r.Header.Get("Content-Md5"); md != "" && md != base64MD5(body) {
 			s.record("400 " + line + " BadDigest")
 			s3Error(w, http.StatusBadRequest, "BadDigest", "The Content-MD5 you specified did not match what we received.")
