@@ -230,6 +230,7 @@ type bodyCheck struct {
 	end  func() error
 	what string // what a bad body is not, for the refusal's sentence
 	held []byte // at most one byte, read but not yet passed on
+	buf  []byte // the read buffer
 	err  error
 	bad  bool
 }
@@ -262,7 +263,10 @@ func (c *bodyCheck) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		buf := make([]byte, len(p)+1)
+		if cap(c.buf) < len(p)+1 {
+			c.buf = make([]byte, len(p)+1)
+		}
+		buf := c.buf[:len(p)+1] // reused: what is kept of it is copied out before the next read
 		copy(buf, c.held)
 		n, err := c.r.Read(buf[len(c.held):])
 		if ferr := c.feed(buf[len(c.held) : len(c.held)+n]); ferr != nil {

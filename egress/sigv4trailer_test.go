@@ -103,6 +103,13 @@ func TestSigV4StreamingTrailerSDK(t *testing.T) {
 				t.Fatalf("GetObject %s: %d bytes", key, len(got))
 			}
 		}
+		// An empty body goes with its checksum in a header, not a trailer.
+		if _, err := cl.PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("alpha"), Key: aws.String("empty"), Body: bytes.NewReader(nil)}); err != nil {
+			t.Fatalf("PutObject of nothing: %v", err)
+		}
+		if got, ok := e.s3.Object("alpha", "empty"); !ok || len(got) != 0 {
+			t.Fatalf("S3 stored %q, %v for nothing", got, ok)
+		}
 		multipartUpload(t, cl, "alpha", "multi.txt", data)
 		if got, _ := e.s3.Object("alpha", "multi.txt"); !bytes.Equal(got, append(append([]byte(nil), data...), data[:100]...)) {
 			t.Fatalf("the multipart upload stored %d bytes", len(got))
