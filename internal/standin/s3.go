@@ -121,7 +121,7 @@ func (s *S3Server) AccessKeys() []string {
 }
 
 // Received reports whether a request the stand-in received (served or
-// refused) carried sub in its URL, a header or its body: whether a
+// refused) carried sub in its URL, a header, an HTTP trailer or its body: whether a
 // placeholder, say, reached S3.
 func (s *S3Server) Received(sub string) bool {
 	s.mu.Lock()
@@ -133,8 +133,10 @@ func (s *S3Server) receive(r *http.Request, body []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.received = append(s.received, r.Method+" "+r.URL.String()+"\n"...)
-	for k, vs := range r.Header {
-		s.received = append(s.received, k+": "+strings.Join(vs, ", ")+"\n"...)
+	for _, h := range []http.Header{r.Header, r.Trailer} { // the trailer: read with the body
+		for k, vs := range h {
+			s.received = append(s.received, k+": "+strings.Join(vs, ", ")+"\n"...)
+		}
 	}
 	s.received = append(append(s.received, body...), '\n')
 }
