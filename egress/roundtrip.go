@@ -75,7 +75,7 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 		if resp != nil {
 			resp.Body.Close()
 		}
-		return refuse(refusalOf{reasonSigV4, ic.sentence(fmt.Sprintf("the body of %s %s does not hash to its X-Amz-Content-Sha256; it was cut before its end", in.Method, row.path))})
+		return refuse(refusalOf{reasonSigV4, ic.sentence(fmt.Sprintf("the body of %s %s %s; it was cut before its end", in.Method, row.path, o.sigv4.check.what))})
 	case err != nil:
 		msg := fmt.Sprintf("coily: sending %s %s to %s failed: %v", in.Method, row.path, t, err)
 		row.Decision, row.Reason, row.Status = Allow, "upstream-error", http.StatusBadGateway

@@ -7,7 +7,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
 	"net/http"
 	"strings"
@@ -34,10 +33,11 @@ type sigV4Plan struct {
 	in   Injection
 	auth sigV4Auth
 	// payload is X-Amz-Content-Sha256 as sent: 64 hex digits the body
-	// must hash to, UNSIGNED-PAYLOAD, or "" (none: the body is buffered
-	// and hashed).
+	// must hash to, UNSIGNED-PAYLOAD, STREAMING-UNSIGNED-PAYLOAD-TRAILER,
+	// or "" (none: the body is buffered and hashed).
 	payload string
-	check   *hashCheck // the body's check when payload is a hash
+	chunked *awsChunked // the framing announced, for STREAMING-UNSIGNED-PAYLOAD-TRAILER
+	check   *bodyCheck  // the body's check when payload is a hash or streamed
 }
 
 // sigV4Error is a SigV4 request the proxy will not re-sign; its text is
@@ -97,10 +97,14 @@ func planSigV4(h http.Header, host string, port int, path, rawQuery string, ins 
 	if err := checkVendingService(auth.Service, rawQuery, payload); err != nil {
 		return nil, err
 	}
+	chunked, err := checkAWSChunked(h, payload)
+	if err != nil {
+		return nil, err
+	}
 	for _, k := range []string{"Authorization", "X-Amz-Security-Token", "X-Amz-Date"} {
 		h.Del(k)
 	}
-	return &sigV4Plan{in: in, auth: auth, payload: payload}, nil
+	return &sigV4Plan{in: in, auth: auth, payload: payload, chunked: chunked}, nil
 }
 
 // slices2Contains reports a value of vals containing s.
@@ -127,24 +131,25 @@ func checkSessionToken(vals []string, placeholder string) error {
 	return nil
 }
 
-// payloadOf reads X-Amz-Content-Sha256: absent, UNSIGNED-PAYLOAD or a
-// SHA-256 in hex. A streaming payload (aws-chunked, each chunk signed in
-// a chain that starts from the request's signature) cannot be re-signed
-// without re-framing the body, and is refused.
+// payloadOf reads X-Amz-Content-Sha256: absent, UNSIGNED-PAYLOAD,
+// STREAMING-UNSIGNED-PAYLOAD-TRAILER (nothing of the body signed) or a
+// SHA-256 in hex. Another streaming payload (aws-chunked, each chunk
+// signed in a chain that starts from the request's signature) cannot be
+// re-signed without re-framing the body, and is refused.
 func payloadOf(vals []string) (string, error) {
 	switch {
 	case len(vals) == 0:
 		return "", nil
 	case len(vals) > 1:
 		return "", sigV4Refusal("the request has several X-Amz-Content-Sha256 headers")
-	case vals[0] == unsignedPayload:
-		return unsignedPayload, nil
+	case vals[0] == unsignedPayload, vals[0] == streamingUnsignedTrailer:
+		return vals[0], nil
 	case isLowerHex(vals[0], 64):
 		return vals[0], nil
 	case strings.HasPrefix(vals[0], streamingPrefix):
 		return "", sigV4Refusal("the request body is signed chunk by chunk (X-Amz-Content-Sha256: %.64s), which the proxy cannot re-sign; "+
 			"keep the AWS key in the command's environment (short-lived STS credentials) for this command, or make the client send an unchunked body "+
-			"(the AWS CLI and boto3 do; the Java SDK v1 with disableChunkedEncoding)", vals[0])
+			"or %s (the AWS CLI, boto3 and the AWS SDKs do over HTTPS; the Java SDK v1 with disableChunkedEncoding)", vals[0], streamingUnsignedTrailer)
 	}
 	return "", sigV4Refusal("X-Amz-Content-Sha256 is neither a SHA-256 in lower-case hex nor UNSIGNED-PAYLOAD")
 }
@@ -157,13 +162,19 @@ func (plan *sigV4Plan) prepareBody(out *http.Request, limit int64) (string, erro
 	switch {
 	case plan.payload == unsignedPayload:
 		return unsignedPayload, nil
+	case plan.payload == streamingUnsignedTrailer && out.Body == nil:
+		return "", sigV4Refusal("a %s request has no body (its framing holds at least the last chunk and the trailer)", streamingUnsignedTrailer)
+	case plan.payload == streamingUnsignedTrailer:
+		plan.check = newChunkedCheck(out.Body, *plan.chunked)
+		out.Body = plan.check
+		return streamingUnsignedTrailer, nil
 	case plan.payload != "" && out.Body == nil:
 		if plan.payload != emptySHA256 {
 			return "", sigV4Refusal("X-Amz-Content-Sha256 names a body, but the request has none")
 		}
 		return plan.payload, nil
 	case plan.payload != "":
-		plan.check = &hashCheck{r: out.Body, want: plan.payload, h: sha256.New()}
+		plan.check = newHashCheck(out.Body, plan.payload)
 		out.Body = plan.check
 		return plan.payload, nil
 	case out.Body == nil:
@@ -208,20 +219,43 @@ func (plan *sigV4Plan) sign(ctx context.Context, out *http.Request, payload stri
 // X-Amz-Content-Sha256.
 var errPayloadHash = errors.New("egress: the request body does not match its X-Amz-Content-Sha256")
 
-// hashCheck passes a body on while hashing it and holds back its last
-// byte until the body's end shows the hash is the one the request
-// named: a body that does not match is cut one byte short (the upstream
-// never receives a whole request with it) and fails with errPayloadHash.
-type hashCheck struct {
+// bodyCheck passes a body on while checking it (feed sees every byte in
+// order, end is called at its end) and holds back its last byte until the
+// body's end shows it is right: a body that is not is cut short (the
+// upstream never receives a whole request with it) and fails with the
+// check's error.
+type bodyCheck struct {
 	r    io.ReadCloser
-	want string
-	h    hash.Hash
+	feed func([]byte) error
+	end  func() error
+	what string // what a bad body is not, for the refusal's sentence
 	held []byte // at most one byte, read but not yet passed on
+	buf  []byte // the read buffer
 	err  error
 	bad  bool
 }
 
-func (c *hashCheck) Read(p []byte) (int, error) {
+// newHashCheck checks that r hashes to want (SHA-256, lower-case hex).
+func newHashCheck(r io.ReadCloser, want string) *bodyCheck {
+	h := sha256.New()
+	return &bodyCheck{r: r, what: "does not hash to its X-Amz-Content-Sha256",
+		feed: func(b []byte) error { h.Write(b); return nil },
+		end: func() error {
+			if hex.EncodeToString(h.Sum(nil)) != want {
+				return errPayloadHash
+			}
+			return nil
+		}}
+}
+
+// newChunkedCheck checks that r is the aws-chunked body want announces.
+func newChunkedCheck(r io.ReadCloser, want awsChunked) *bodyCheck {
+	p := &chunkedParser{want: want}
+	return &bodyCheck{r: r, feed: p.feed, end: p.end,
+		what: "is not the aws-chunked body with one " + want.trailer + " trailer its headers announce"}
+}
+
+func (c *bodyCheck) Read(p []byte) (int, error) {
 	if c.err != nil {
 		return 0, c.err
 	}
@@ -229,15 +263,21 @@ func (c *hashCheck) Read(p []byte) (int, error) {
 		return 0, nil
 	}
 	for {
-		buf := make([]byte, len(p)+1)
+		if cap(c.buf) < len(p)+1 {
+			c.buf = make([]byte, len(p)+1)
+		}
+		buf := c.buf[:len(p)+1] // reused: what is kept of it is copied out before the next read
 		copy(buf, c.held)
 		n, err := c.r.Read(buf[len(c.held):])
-		c.h.Write(buf[len(c.held) : len(c.held)+n])
+		if ferr := c.feed(buf[len(c.held) : len(c.held)+n]); ferr != nil {
+			c.bad, c.held, c.err = true, nil, ferr
+			return 0, ferr
+		}
 		all := buf[:len(c.held)+n]
 		if errors.Is(err, io.EOF) {
-			if hex.EncodeToString(c.h.Sum(nil)) != c.want {
-				c.bad, c.held, c.err = true, nil, errPayloadHash
-				return 0, c.err
+			if eerr := c.end(); eerr != nil {
+				c.bad, c.held, c.err = true, nil, eerr
+				return 0, eerr
 			}
 			c.held = nil
 			k := copy(p, all)
@@ -262,7 +302,7 @@ func (c *hashCheck) Read(p []byte) (int, error) {
 	}
 }
 
-func (c *hashCheck) Close() error { return c.r.Close() }
+func (c *bodyCheck) Close() error { return c.r.Close() }
 
 // reasonSigV4 is a SigV4 request the proxy does not re-sign.
 const reasonSigV4 = "sigv4"

@@ -302,12 +302,12 @@ func TestHashCheck(t *testing.T) {
 	for _, r := range []func(io.Reader) io.Reader{
 		func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader,
 	} {
-		c := &hashCheck{r: io.NopCloser(r(strings.NewReader(body))), want: sha256Hex(body), h: sha256.New()}
+		c := newHashCheck(io.NopCloser(r(strings.NewReader(body))), sha256Hex(body))
 		got, err := io.ReadAll(c)
 		if err != nil || string(got) != body {
 			t.Fatalf("a matching body: %d bytes, %v", len(got), err)
 		}
-		c = &hashCheck{r: io.NopCloser(r(strings.NewReader(body))), want: sha256Hex(body + "x"), h: sha256.New()}
+		c = newHashCheck(io.NopCloser(r(strings.NewReader(body))), sha256Hex(body+"x"))
 		got, err = io.ReadAll(c)
 		if !errors.Is(err, errPayloadHash) || !c.bad || len(got) >= len(body) || !bytes.HasPrefix([]byte(body), got) {
 			t.Fatalf("a body that does not match: %d of %d bytes passed, %v", len(got), len(body), err)

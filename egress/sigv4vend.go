@@ -29,7 +29,8 @@ var stsAllowed = map[string]bool{"GetCallerIdentity": true, "GetAccessKeyInfo": 
 // checkVendingService refuses a request signed for a service that issues
 // credentials, S3's CreateSession, an STS request whose body the proxy
 // does not buffer (it must read the action: STS names no payload hash),
-// and UNSIGNED-PAYLOAD to a service other than S3 (which would refuse
+// and UNSIGNED-PAYLOAD (or STREAMING-UNSIGNED-PAYLOAD-TRAILER) to a
+// service other than S3 (which would refuse
 // the signature and quote the canonical request back).
 func checkVendingService(service, rawQuery, payload string) error {
 	switch {
@@ -38,8 +39,8 @@ func checkVendingService(service, rawQuery, payload string) error {
 			"keep a key for it in the command's environment", service)
 	case service == "s3" && hasQueryKey(rawQuery, "session"):
 		return sigV4Refusal("the proxy does not re-sign S3 CreateSession (?session): it answers credentials the command would then hold")
-	case payload == unsignedPayload && service != "s3":
-		return sigV4Refusal("UNSIGNED-PAYLOAD is S3's; a request to AWS %s signs its body's hash", service)
+	case (payload == unsignedPayload || payload == streamingUnsignedTrailer) && service != "s3":
+		return sigV4Refusal("%s is S3's; a request to AWS %s signs its body's hash", payload, service)
 	case service == "sts" && payload != "":
 		return sigV4Refusal("an STS request must name no X-Amz-Content-Sha256 (the proxy reads its body to check its action)")
 	}

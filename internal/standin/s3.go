@@ -31,8 +31,11 @@ const AWSPath = "/usr/bin/aws"
 var s3Created = time.Date(2024, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // S3Server is a local HTTPS stand-in for Amazon S3, enough for `aws s3
-// ls` and `aws s3 cp` of small files (awscli 2.9): ListBuckets, ListObjectsV2, and
-// PutObject, GetObject and HeadObject in memory, path-style. It accepts
+// ls` and `aws s3 cp` of small files (awscli 2.9) and the AWS SDK for
+// Go's uploads: ListBuckets, ListObjectsV2, PutObject, GetObject,
+// HeadObject and multipart uploads in memory, path-style. A PutObject or
+// UploadPart may come aws-chunked with a checksum trailer
+// (STREAMING-UNSIGNED-PAYLOAD-TRAILER, the AWS SDKs' default). It accepts
 // only requests signed (SigV4, header form, with X-Amz-Content-Sha256)
 // with a key of its AWSKeys, in any region: a long-term key, or a
 // temporary one STS issued, with its session token.
@@ -49,6 +52,10 @@ type S3Server struct {
 	disagree []string // DisagreeOn's path prefixes
 	requests []string
 	used     []string // the access key of each request served
+	received []byte   // every request received: its line, headers and body
+
+	uploads    map[string]*s3Upload // multipart uploads in progress, by id
+	nextUpload int
 }
 
 // S3 starts an S3 stand-in for t that accepts accessKey and secret and
@@ -113,6 +120,27 @@ func (s *S3Server) AccessKeys() []string {
 	return append([]string(nil), s.used...)
 }
 
+// Received reports whether a request the stand-in received (served or
+// refused) carried sub in its URL, a header, an HTTP trailer or its body: whether a
+// placeholder, say, reached S3.
+func (s *S3Server) Received(sub string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return strings.Contains(string(s.received), sub)
+}
+
+func (s *S3Server) receive(r *http.Request, body []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.received = append(s.received, r.Method+" "+r.URL.String()+"\n"...)
+	for _, h := range []http.Header{r.Header, r.Trailer} { // the trailer: read with the body
+		for k, vs := range h {
+			s.received = append(s.received, k+": "+strings.Join(vs, ", ")+"\n"...)
+		}
+	}
+	s.received = append(append(s.received, body...), '\n')
+}
+
 func (s *S3Server) record(line string) {
 	s.mu.Lock()
 	s.requests = append(s.requests, line)
@@ -127,6 +155,7 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 			s3Error(w, http.StatusBadRequest, "IncompleteBody", "could not read the body")
 			return
 		}
+		s.receive(r, body)
 		if r.Header.Get("X-Amz-Content-Sha256") == "" {
 			s.record("400 " + line + " MissingContentSha256")
 			s3Error(w, http.StatusBadRequest, "InvalidRequest", "Missing required header for this request: x-amz-content-sha256")
@@ -146,6 +175,15 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 		s.mu.Lock()
 		s.used = append(s.used, a.AccessKey)
 		s.mu.Unlock()
+		if r.Header.Get("X-Amz-Content-Sha256") == streamingUnsignedTrailer {
+			data, _, err := decodeAWSChunked(r.Header, body)
+			if err != nil {
+				s.record("400 " + line + " InvalidChunkedBody: " + err.Error())
+				s3Error(w, http.StatusBadRequest, "InvalidRequest", "The aws-chunked body could not be decoded: "+err.Error())
+				return
+			}
+			body = data
+		}
 		bucket := strings.Trim(r.URL.Path, "/")
 		switch {
 		case r.Method == http.MethodGet && bucket == "":
@@ -155,13 +193,21 @@ func (s *S3Server) handler(t testing.TB) http.Handler {
 			q := r.URL.Query()
 			s.record(fmt.Sprintf("%s ListObjectsV2 prefix=%s delimiter=%s", line, q.Get("prefix"), q.Get("delimiter")))
 			s.listObjects(w, bucket, q)
-		case strings.Contains(bucket, "/") && r.URL.RawQuery == "" && s.object(w, r, line, body):
+		case strings.Contains(bucket, "/") && objectQuery(r.URL.RawQuery) && s.object(w, r, line, body):
+		case strings.Contains(bucket, "/") && s.multipart(w, r, line, body):
 		default:
 			s.record("501 " + line + " " + r.URL.RawQuery)
 			t.Logf("standin s3: unanswered %s %s?%s", r.Method, r.URL.Path, r.URL.RawQuery)
 			s3Error(w, http.StatusNotImplemented, "NotImplemented", "The stand-in does not answer this request.")
 		}
 	})
+}
+
+// objectQuery reports a query an object request may carry: none, or the
+// operation name the AWS SDK for Go adds (x-id=PutObject).
+func objectQuery(q string) bool {
+	op, ok := strings.CutPrefix(q, "x-id=")
+	return q == "" || ok && (op == "PutObject" || op == "GetObject")
 }
 
 // object answers PutObject, GetObject and HeadObject on r's path
@@ -181,10 +227,7 @@ func (s *S3Server) object(w http.ResponseWriter, r *http.Request, line string, b
 		s.record("404 " + line + " NoSuchBucket")
 		s3Error(w, http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist")
 	case r.Method == http.MethodPut:
-		payload := "sha256"
-		if p := r.Header.Get("X-Amz-Content-Sha256"); p == "UNSIGNED-PAYLOAD" {
-			payload = p
-		}
+		payload := payloadForm(r)
 		if md := r.Header.Get("Content-Md5"); md != "" && md != base64MD5(body) {
 			s.record("400 " + line + " BadDigest")
 			s3Error(w, http.StatusBadRequest, "BadDigest", "The Content-MD5 you specified did not match what we received.")

@@ -116,8 +116,9 @@ func (a *sigV4Auth) parseSignedHeaders(v string) error {
 // verifySigV4 checks r's SigV4 signature (header form) against secret
 // and returns the parsed header. bodyHash is the hex SHA-256 of the body
 // read so far, which X-Amz-Content-Sha256 must equal unless it is
-// UNSIGNED-PAYLOAD; without that header (services but S3), the body's
-// hash is what was signed.
+// UNSIGNED-PAYLOAD or STREAMING-UNSIGNED-PAYLOAD-TRAILER (the body, and
+// its trailer, unsigned: decodeAWSChunked checks its checksum); without
+// that header (services but S3), the body's hash is what was signed.
 func verifySigV4(r *http.Request, secret, bodyHash string, now time.Time) (sigV4Auth, error) {
 	a, err := parseSigV4Auth(r.Header.Get("Authorization"))
 	if err != nil {
@@ -140,7 +141,7 @@ func verifySigV4(r *http.Request, secret, bodyHash string, now time.Time) (sigV4
 	switch {
 	case payload == "":
 		payload = bodyHash
-	case payload != "UNSIGNED-PAYLOAD" && payload != bodyHash:
+	case payload != "UNSIGNED-PAYLOAD" && payload != streamingUnsignedTrailer && payload != bodyHash:
 		return a, errors.New("x-amz-content-sha256 does not match the body")
 	}
 	_, toSign := signedStrings(r, a, payload)
