@@ -71,6 +71,11 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 			resp.Body.Close()
 		}
 		return refuse(refusalOf{reasonBodyCap, ic.sentence(fmt.Sprintf("the body of %s %s is over the rule's cap of %d bytes", in.Method, row.path, p.cfg.Inspect.MaxBody))})
+	case o.sigv4 != nil && o.sigv4.check != nil && o.sigv4.check.bad && errors.Is(o.sigv4.check.err, errBodyPlaceholder):
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return refuse(refusalOf{reasonPlaceholder, ic.sentence((&placeholderError{where: "in the body of " + in.Method + " " + row.path + ", split across its aws-chunked framing"}).Error())})
 	case o.sigv4 != nil && o.sigv4.check != nil && o.sigv4.check.bad:
 		if resp != nil {
 			resp.Body.Close()

@@ -37,6 +37,7 @@ type sigV4Plan struct {
 	// or "" (none: the body is buffered and hashed).
 	payload string
 	chunked *awsChunked // the framing announced, for STREAMING-UNSIGNED-PAYLOAD-TRAILER
+	needles [][]byte    // every placeholder of the exec's injections, for the decoded body
 	check   *bodyCheck  // the body's check when payload is a hash or streamed
 }
 
@@ -165,7 +166,7 @@ func (plan *sigV4Plan) prepareBody(out *http.Request, limit int64) (string, erro
 	case plan.payload == streamingUnsignedTrailer && out.Body == nil:
 		return "", sigV4Refusal("a %s request has no body (its framing holds at least the last chunk and the trailer)", streamingUnsignedTrailer)
 	case plan.payload == streamingUnsignedTrailer:
-		plan.check = newChunkedCheck(out.Body, *plan.chunked)
+		plan.check = newChunkedCheck(out.Body, *plan.chunked, plan.needles)
 		out.Body = plan.check
 		return streamingUnsignedTrailer, nil
 	case plan.payload != "" && out.Body == nil:
@@ -249,8 +250,9 @@ func newHashCheck(r io.ReadCloser, want string) *bodyCheck {
 }
 
 // newChunkedCheck checks that r is the aws-chunked body want announces.
-func newChunkedCheck(r io.ReadCloser, want awsChunked) *bodyCheck {
-	p := &chunkedParser{want: want}
+// needles are the placeholders, refused in the decoded data (errBodyPlaceholder).
+func newChunkedCheck(r io.ReadCloser, want awsChunked, needles [][]byte) *bodyCheck {
+	p := &chunkedParser{want: want, needles: needles}
 	return &bodyCheck{r: r, feed: p.feed, end: p.end,
 		what: "is not the aws-chunked body with one " + want.trailer + " trailer its headers announce"}
 }
@@ -281,7 +283,7 @@ func (c *bodyCheck) Read(p []byte) (int, error) {
 			}
 			c.held = nil
 			k := copy(p, all)
-			if k < len(all) { // never: all is at most len(p) bytes plus one held
+			if k < len(all) { // a first read that filled buf and ended: the rest goes out next (end is checked again, alike)
 				c.held = append([]byte(nil), all[k:]...)
 				return k, nil
 			}
@@ -336,6 +338,11 @@ func (ic *inspected) resign(o outgoingReq) (release func(), _ *refusalOf) {
 			return release, &refusalOf{reasonSigV4, ic.sentence("the connection ended while the request waited to be buffered")}
 		}
 		release = func() { <-ic.p.sigv4Buf }
+	}
+	for _, in := range ic.p.cfg.Inspect.Inject {
+		for _, ph := range in.placeholders() {
+			o.sigv4.needles = append(o.sigv4.needles, []byte(ph))
+		}
 	}
 	payload, err := o.sigv4.prepareBody(o.req, limit)
 	if err == nil {

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -59,7 +60,9 @@ func checkAWSChunked(h http.Header, payload string) (*awsChunked, error) {
 	chunked, tokens := contentEncodingChunked(h.Values("Content-Encoding"))
 	decoded, trailer := h.Values("X-Amz-Decoded-Content-Length"), h.Values("X-Amz-Trailer")
 	if payload != streamingUnsignedTrailer {
-		if chunked > 0 || len(decoded) > 0 || len(trailer) > 0 {
+		// Some S3-compatible servers find aws-chunked anywhere in the
+		// header, so any mention of it is refused, not only the coding.
+		if chunked > 0 || mentionsAWSChunked(h.Values("Content-Encoding")) || len(decoded) > 0 || len(trailer) > 0 {
 			return nil, sigV4Refusal("an aws-chunked body, X-Amz-Decoded-Content-Length or X-Amz-Trailer come only with X-Amz-Content-Sha256: %s", streamingUnsignedTrailer)
 		}
 		return nil, nil
@@ -77,6 +80,16 @@ func checkAWSChunked(h http.Header, payload string) (*awsChunked, error) {
 		return nil, sigV4Refusal("X-Amz-Decoded-Content-Length is out of range")
 	}
 	return &awsChunked{decoded: n, trailer: trailer[0]}, nil
+}
+
+// mentionsAWSChunked reports aws-chunked anywhere in vals, in any case.
+func mentionsAWSChunked(vals []string) bool {
+	for _, v := range vals {
+		if strings.Contains(strings.ToLower(v), "aws-chunked") || strings.Contains(asciiLower(v), "aws-chunked") {
+			return true
+		}
+	}
+	return false
 }
 
 // contentEncodingChunked counts aws-chunked among the codings of the
@@ -122,6 +135,8 @@ const (
 // arrive (feed), then its end (end).
 type chunkedParser struct {
 	want    awsChunked
+	needles [][]byte // the placeholders, refused in the decoded data too
+	tail    []byte   // the decoded data's last bytes, that could begin one
 	state   int
 	line    []byte // the size or trailer line read so far
 	left    int64  // bytes of the chunk's data still to come
@@ -156,6 +171,9 @@ func (p *chunkedParser) feed(b []byte) error {
 			if n > p.left {
 				n = p.left
 			}
+			if err := p.scan(b[:n]); err != nil {
+				return err
+			}
 			b, p.left = b[n:], p.left-n
 			if p.left == 0 {
 				p.state = cpDataCR
@@ -166,6 +184,35 @@ func (p *chunkedParser) feed(b []byte) error {
 			return err
 		}
 		b = b[1:]
+	}
+	return nil
+}
+
+// scan looks for a placeholder in the decoded data: S3 joins the chunks,
+// so a placeholder split across two of them (never whole in the raw
+// body the request's scan reads) would be stored whole.
+func (p *chunkedParser) scan(data []byte) error {
+	keep := 0
+	for _, nd := range p.needles {
+		keep = max(keep, len(nd)-1)
+	}
+	if keep == 0 {
+		return nil
+	}
+	// Only the bytes that could complete a needle begun in tail are
+	// joined to it; the rest of data is searched where it lies.
+	head := data[:min(len(data), keep)]
+	joined := append(append([]byte(nil), p.tail...), head...)
+	for _, nd := range p.needles {
+		if bytes.Contains(joined, nd) || bytes.Contains(data, nd) {
+			return errBodyPlaceholder
+		}
+	}
+	if len(data) >= keep {
+		p.tail = append(p.tail[:0], data[len(data)-keep:]...)
+	} else {
+		p.tail = append(p.tail, data...)
+		p.tail = p.tail[max(0, len(p.tail)-keep):]
 	}
 	return nil
 }
@@ -187,17 +234,28 @@ func (p *chunkedParser) byte(c byte) error {
 			return chunkedError("a chunk size is not followed by CRLF")
 		}
 		return p.chunk()
-	case cpDataCR, cpDataLF, cpTrailerLF, cpEndLF:
-		want := map[int]byte{cpDataCR: '\r', cpDataLF: '\n', cpTrailerLF: '\n', cpEndLF: '\n'}[p.state]
-		if c != want {
-			return chunkedError("a chunk or the trailer is not followed by CRLF")
-		}
-		p.state = map[int]int{cpDataCR: cpDataLF, cpDataLF: cpSize, cpTrailerLF: cpTrailer, cpEndLF: cpDone}[p.state]
+	case cpDataCR:
+		return p.expect(c, '\r', cpDataLF)
+	case cpDataLF:
+		return p.expect(c, '\n', cpSize)
+	case cpTrailerLF:
+		return p.expect(c, '\n', cpTrailer)
+	case cpEndLF:
+		return p.expect(c, '\n', cpDone)
 	case cpTrailer:
 		return p.trailerByte(c)
 	default:
 		return chunkedError("bytes after the body's end")
 	}
+	return nil
+}
+
+// expect moves to next when c is want.
+func (p *chunkedParser) expect(c, want byte, next int) error {
+	if c != want {
+		return chunkedError("a chunk or the trailer is not followed by CRLF")
+	}
+	p.state = next
 	return nil
 }
 
@@ -240,7 +298,7 @@ func (p *chunkedParser) trailerByte(c byte) error {
 		return chunkedError("more than one trailer line")
 	}
 	name, val, ok := strings.Cut(string(p.line), ":")
-	if !ok || !strings.EqualFold(name, p.want.trailer) {
+	if !ok || asciiLower(name) != p.want.trailer {
 		return chunkedError("the trailer line is not %s:value", p.want.trailer)
 	}
 	size := checksumTrailers[p.want.trailer]
@@ -261,6 +319,19 @@ func (p *chunkedParser) end() error {
 		return chunkedError("the chunks hold %d bytes, not X-Amz-Decoded-Content-Length's %d", p.total, p.want.decoded)
 	}
 	return nil
+}
+
+// asciiLower is s with A-Z lowered and every other byte as it is (not
+// strings.ToLower, which folds the Kelvin sign to k: a name that is not
+// ASCII is no checksum header's).
+func asciiLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
 }
 
 func isHexDigit(c byte) bool {

@@ -65,6 +65,12 @@ var awsChunkedHeaderCases = []struct {
 	{"aws-chunked with UNSIGNED-PAYLOAD", unsignedPayload, func(h http.Header) { h.Del("X-Amz-Trailer"); h.Del("X-Amz-Decoded-Content-Length") }, false},
 	{"a trailer with UNSIGNED-PAYLOAD", unsignedPayload, func(h http.Header) { h.Del("Content-Encoding"); h.Del("X-Amz-Decoded-Content-Length") }, false},
 	{"a decoded length with a hash", sha256Hex("x"), func(h http.Header) { h.Del("Content-Encoding"); h.Del("X-Amz-Trailer") }, false},
+	{"aws-chunked inside another coding's name with UNSIGNED-PAYLOAD (found by fuzzing)", unsignedPayload, func(h http.Header) {
+		h.Set("Content-Encoding", "Aws-Chunked0")
+		h.Del("X-Amz-Trailer")
+		h.Del("X-Amz-Decoded-Content-Length")
+	}, false},
+	{"a trailer name with a Kelvin sign", streamingUnsignedTrailer, func(h http.Header) { h.Set("X-Amz-Trailer", "x-amz-chec\u212asum-crc32") }, false},
 }
 
 func TestCheckAWSChunked(t *testing.T) {
@@ -87,42 +93,52 @@ func TestCheckAWSChunked(t *testing.T) {
 
 const crc32Of5 = "AAAAAA==" // 8 characters of base64: the parser checks the form, S3 the value
 
+// testNeedle stands for a placeholder in the chunked bodies' cases.
+const testNeedle = "PLACEHOLDER-42"
+
 var chunkedBodyCases = []struct {
-	name    string
-	body    string
-	decoded int64
-	ok      bool
+	name        string
+	body        string
+	decoded     int64
+	ok          bool
+	placeholder bool // refused as a placeholder in the decoded data
 }{
-	{"one chunk", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, true},
-	{"two chunks, upper-case hex", "3\r\nhel\r\n2\r\nlo\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, true},
-	{"a long chunk", "A\r\n0123456789\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 10, true},
-	{"no data", "0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 0, true},
-	{"the trailer name in capitals", "5\r\nhello\r\n0\r\nX-Amz-Checksum-CRC32:" + crc32Of5 + "\r\n\r\n", 5, true},
-	{"leading zeros", "0005\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, true},
-	{"a second trailer smuggling a header", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\nx-amz-security-token:abc\r\n\r\n", 5, false},
-	{"another header as the trailer", "5\r\nhello\r\n0\r\nx-amz-meta-a:AAAAAA==\r\n\r\n", 5, false},
-	{"the trailer twice", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"no trailer", "5\r\nhello\r\n0\r\n\r\n", 5, false},
-	{"a space after the colon", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32: AAAAAA=\r\n\r\n", 5, false},
-	{"a value too long", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAAAA\r\n\r\n", 5, false},
-	{"a value not base64", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA!=\r\n\r\n", 5, false},
-	{"a value with a bare LF", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAA\nA==\r\n\r\n", 5, false},
-	{"a trailer without colon", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32\r\n\r\n", 5, false},
-	{"a signed chunk", "5;chunk-signature=" + strings.Repeat("a", 64) + "\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"a space after the size", "5 \r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"a bare LF after the size", "5\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"a chunk longer than its size", "4\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"more data than the decoded length", "6\r\nhello!\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"less data than the decoded length", "4\r\nhell\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"a size over int64", "ffffffffffffffff\r\nhello", 5, false},
-	{"a size of 17 digits", "00000000000000005\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"an empty size", "\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"a negative size", "-5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false},
-	{"no end", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n", 5, false},
-	{"cut in the data", "5\r\nhel", 5, false},
-	{"bytes after the end", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\nGET / HTTP/1.1\r\n\r\n", 5, false},
-	{"nothing", "", 0, false},
-	{"a trailer line over 256 bytes", "0\r\nx-amz-checksum-crc32:" + strings.Repeat("A", 300) + "\r\n\r\n", 0, false},
+	{"one chunk", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, true, false},
+	{"two chunks, upper-case hex", "3\r\nhel\r\n2\r\nlo\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, true, false},
+	{"a long chunk", "A\r\n0123456789\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 10, true, false},
+	{"no data", "0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 0, true, false},
+	{"the trailer name in capitals", "5\r\nhello\r\n0\r\nX-Amz-Checksum-CRC32:" + crc32Of5 + "\r\n\r\n", 5, true, false},
+	{"leading zeros", "0005\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, true, false},
+	{"a second trailer smuggling a header", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\nx-amz-security-token:abc\r\n\r\n", 5, false, false},
+	{"another header as the trailer", "5\r\nhello\r\n0\r\nx-amz-meta-a:AAAAAA==\r\n\r\n", 5, false, false},
+	{"the trailer twice", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"no trailer", "5\r\nhello\r\n0\r\n\r\n", 5, false, false},
+	{"a space after the colon", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32: AAAAAA=\r\n\r\n", 5, false, false},
+	{"a value too long", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAAAA\r\n\r\n", 5, false, false},
+	{"a value not base64", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAAAA!=\r\n\r\n", 5, false, false},
+	{"a value with a bare LF", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:AAAA\nA==\r\n\r\n", 5, false, false},
+	{"a trailer without colon", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32\r\n\r\n", 5, false, false},
+	{"a signed chunk", "5;chunk-signature=" + strings.Repeat("a", 64) + "\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"a space after the size", "5 \r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"a bare LF after the size", "5\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"a chunk longer than its size", "4\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"more data than the decoded length", "6\r\nhello!\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"less data than the decoded length", "4\r\nhell\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"a size over int64", "ffffffffffffffff\r\nhello", 5, false, false},
+	{"a size of 17 digits", "00000000000000005\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"an empty size", "\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"a negative size", "-5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"no end", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n", 5, false, false},
+	{"cut in the data", "5\r\nhel", 5, false, false},
+	{"bytes after the end", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\nGET / HTTP/1.1\r\n\r\n", 5, false, false},
+	{"nothing", "", 0, false, false},
+	{"a trailer line over 256 bytes", "0\r\nx-amz-checksum-crc32:" + strings.Repeat("A", 300) + "\r\n\r\n", 0, false, false},
+	{"a trailer name with a Kelvin sign (Unicode folds it to k)", "5\r\nhello\r\n0\r\nx-amz-chec\u212asum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"a trailer name with a long s", "5\r\nhello\r\n0\r\nx-amz-check\u017fum-crc32:" + crc32Of5 + "\r\n\r\n", 5, false, false},
+	{"the placeholder split across two chunks", "5\r\nPLACE\r\n9\r\nHOLDER-42\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 14, false, true},
+	{"the placeholder across five chunks", "3\r\nPLA\r\n3\r\nCEH\r\n1\r\nO\r\n3\r\nLDE\r\n4\r\nR-42\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 14, false, true},
+	{"the placeholder in one chunk", "e\r\nPLACEHOLDER-42\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 14, false, true},
+	{"most of the placeholder across chunks", "5\r\nPLACE\r\n9\r\nHOLDER-43\r\n0\r\nx-amz-checksum-crc32:" + crc32Of5 + "\r\n\r\n", 14, true, false},
 }
 
 func TestChunkedCheck(t *testing.T) {
@@ -131,7 +147,7 @@ func TestChunkedCheck(t *testing.T) {
 			func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader, iotest.DataErrReader,
 		} {
 			want := awsChunked{decoded: tc.decoded, trailer: "x-amz-checksum-crc32"}
-			c := newChunkedCheck(io.NopCloser(wrap(strings.NewReader(tc.body))), want)
+			c := newChunkedCheck(io.NopCloser(wrap(strings.NewReader(tc.body))), want, [][]byte{[]byte(testNeedle)})
 			got, err := io.ReadAll(c)
 			if tc.ok {
 				if err != nil || string(got) != tc.body || c.bad {
@@ -139,7 +155,7 @@ func TestChunkedCheck(t *testing.T) {
 				}
 				continue
 			}
-			if !errors.Is(err, errChunked) || !c.bad {
+			if !errors.Is(err, errChunked) && !(tc.placeholder && errors.Is(err, errBodyPlaceholder)) || !c.bad {
 				t.Errorf("%s: %v, want errChunked", tc.name, err)
 			}
 			if len(got) >= len(tc.body) && tc.body != "" || !strings.HasPrefix(tc.body, string(got)) {
@@ -231,7 +247,7 @@ func FuzzChunkedParser(f *testing.F) {
 		}
 		data, trailers, ok := decodeChunkedForTest(body)
 		if !ok || int64(len(data)) != decoded || len(trailers) != 1 ||
-			!strings.EqualFold(strings.SplitN(trailers[0], ":", 2)[0], want.trailer) ||
+			!bytes.EqualFold([]byte(strings.SplitN(trailers[0], ":", 2)[0]), []byte(want.trailer)) || !isASCII(trailers[0]) ||
 			strings.ContainsAny(trailers[0], "\r\n") {
 			t.Fatalf("accepted %q: data %d bytes (want %d), trailers %q", body, len(data), decoded, trailers)
 		}
@@ -272,4 +288,13 @@ func decodeChunkedForTest(b []byte) (data []byte, trailers []string, ok bool) {
 		}
 		trailers = append(trailers, string(line))
 	}
+}
+
+func isASCII(s string) bool {
+	for _, c := range []byte(s) {
+		if c >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

@@ -48,7 +48,10 @@ func checkSigV4Query(raw string) error {
 	return nil
 }
 
-// goCanonicalQuery is the canonical query aws-sdk-go-v2's signer builds.
+// goCanonicalQuery is the canonical query aws-sdk-go-v2's signer built up
+// to v1.42 (pairs sorted before they are escaped). Since v1.48 it sorts
+// escaped pairs as AWS does; a query on which the two orders differ is
+// still refused, whichever signer the proxy is built with.
 func goCanonicalQuery(vals url.Values) string {
 	c := url.Values{}
 	for k, vs := range vals {

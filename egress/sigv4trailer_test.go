@@ -255,6 +255,12 @@ func TestSigV4StreamingTrailerRefuses(t *testing.T) {
 			d := "key " + e.secPH
 			return e.trailerReq(t, "/alpha/m.txt", strconv.FormatInt(int64(len(d)), 16)+"\r\n"+d+"\r\n0\r\nx-amz-checksum-crc32:"+crc32Hello+"\r\n\r\n", len(d), nil)
 		}, true, reasonPlaceholder, "in the body"},
+		{"the secret placeholder split across two chunks (S3 joins them)", func() *http.Request {
+			d := "key " + e.secPH
+			a, b := d[:len(d)/2], d[len(d)/2:]
+			return e.trailerReq(t, "/alpha/m.txt", strconv.FormatInt(int64(len(a)), 16)+"\r\n"+a+"\r\n"+
+				strconv.FormatInt(int64(len(b)), 16)+"\r\n"+b+"\r\n0\r\nx-amz-checksum-crc32:"+crc32Hello+"\r\n\r\n", len(d), nil)
+		}, true, reasonPlaceholder, "split across its aws-chunked framing"},
 		{"the token placeholder as the trailer's value", func() *http.Request {
 			return e.trailerReq(t, "/alpha/m.txt", "5\r\nhello\r\n0\r\nx-amz-checksum-crc32:"+e.tokPH+"\r\n\r\n", 5, nil)
 		}, true, reasonPlaceholder, "in the body"},

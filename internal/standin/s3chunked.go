@@ -86,7 +86,7 @@ func decodeAWSChunked(h http.Header, body []byte) (data []byte, checksum string,
 		return nil, "", errors.New("the body does not end with one trailer line and an empty line")
 	}
 	k, v, ok := strings.Cut(string(trailer), ":")
-	if !ok || strings.ToLower(k) != name {
+	if !ok || !asciiEqualFold(k, name) {
 		return nil, "", fmt.Errorf("the trailer is not the %s X-Amz-Trailer announced", name)
 	}
 	sum := newHash()
@@ -104,4 +104,25 @@ func slicesContainsFold(vals []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// asciiEqualFold compares a and b with A-Z and a-z alike and nothing else
+// folded (strings.EqualFold takes the Kelvin sign for k; S3 would not).
+func asciiEqualFold(a, b string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range len(a) {
+		x, y := a[i], b[i]
+		if 'A' <= x && x <= 'Z' {
+			x += 'a' - 'A'
+		}
+		if 'A' <= y && y <= 'Z' {
+			y += 'a' - 'A'
+		}
+		if x != y {
+			return false
+		}
+	}
+	return true
 }
