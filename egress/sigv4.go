@@ -253,6 +253,9 @@ func newHashCheck(r io.ReadCloser, want string) *bodyCheck {
 // needles are the placeholders, refused in the decoded data (errBodyPlaceholder).
 func newChunkedCheck(r io.ReadCloser, want awsChunked, needles [][]byte) *bodyCheck {
 	p := &chunkedParser{want: want, needles: needles}
+	for _, nd := range needles {
+		p.keep = max(p.keep, len(nd)-1)
+	}
 	return &bodyCheck{r: r, feed: p.feed, end: p.end,
 		what: "is not the aws-chunked body with one " + want.trailer + " trailer its headers announce"}
 }
@@ -339,10 +342,8 @@ func (ic *inspected) resign(o outgoingReq) (release func(), _ *refusalOf) {
 		}
 		release = func() { <-ic.p.sigv4Buf }
 	}
-	for _, in := range ic.p.cfg.Inspect.Inject {
-		for _, ph := range in.placeholders() {
-			o.sigv4.needles = append(o.sigv4.needles, []byte(ph))
-		}
+	if o.scan != nil { // the placeholders the raw body is scanned for
+		o.sigv4.needles = o.scan.needles
 	}
 	payload, err := o.sigv4.prepareBody(o.req, limit)
 	if err == nil {

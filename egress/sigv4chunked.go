@@ -85,7 +85,7 @@ func checkAWSChunked(h http.Header, payload string) (*awsChunked, error) {
 // mentionsAWSChunked reports aws-chunked anywhere in vals, in any case.
 func mentionsAWSChunked(vals []string) bool {
 	for _, v := range vals {
-		if strings.Contains(strings.ToLower(v), "aws-chunked") || strings.Contains(asciiLower(v), "aws-chunked") {
+		if strings.Contains(strings.ToLower(v), "aws-chunked") { // ASCII case too, and what folds to it
 			return true
 		}
 	}
@@ -136,6 +136,7 @@ const (
 type chunkedParser struct {
 	want    awsChunked
 	needles [][]byte // the placeholders, refused in the decoded data too
+	keep    int      // the longest needle's length less one
 	tail    []byte   // the decoded data's last bytes, that could begin one
 	state   int
 	line    []byte // the size or trailer line read so far
@@ -192,10 +193,7 @@ func (p *chunkedParser) feed(b []byte) error {
 // so a placeholder split across two of them (never whole in the raw
 // body the request's scan reads) would be stored whole.
 func (p *chunkedParser) scan(data []byte) error {
-	keep := 0
-	for _, nd := range p.needles {
-		keep = max(keep, len(nd)-1)
-	}
+	keep := p.keep
 	if keep == 0 {
 		return nil
 	}
