@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"crypto/tls"
 	"io"
 	"net/http"
 	"testing"
@@ -29,7 +28,7 @@ func TestInspectH2RowsInArrivalOrder(t *testing.T) {
 	}
 	tp := startProxy(t, Config{Resolver: newResolver(apiHost, "127.0.0.1"), Inspect: &Inspection{CA: ca, Roots: uca.Pool}},
 		[]string{apiHost + ":" + srv.Port}, loopback)
-	c := tp.client(t, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)}, ForceAttemptHTTP2: true})
+	c := tp.client(t, h2Only(caPool(ca)))
 	c.Transport.(*http.Transport).DisableKeepAlives = false
 	get := func(path string) error {
 		resp, err := c.Get("https://" + apiHost + ":" + srv.Port + path)

@@ -3,10 +3,13 @@ package egress
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -16,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"coily.dev/coily/internal/poll"
+	"coily.dev/coily/internal/standin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -143,6 +147,16 @@ func (tp *testProxy) client(t testing.TB, base *http.Transport) *http.Client {
 	return &http.Client{Transport: tr, Timeout: 10 * time.Second}
 }
 
+// h2Only is a transport offering HTTP/2 alone by ALPN, trusting roots:
+// an inspected connection speaks HTTP/1.1 with a client that offers it
+// (docs/egress.md "Which HTTP"), so its HTTP/2 is reached only this way.
+func h2Only(roots *x509.CertPool) *http.Transport {
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	tr.Protocols = new(http.Protocols)
+	tr.Protocols.SetHTTP2(true)
+	return tr
+}
+
 // keepAlive is c (one of client's) keeping its connections alive between
 // requests: HTTP/1.1 responses of unknown length then come chunked.
 func keepAlive(t testing.TB, c *http.Client) *http.Client {
@@ -225,4 +239,26 @@ func findRow(rows []Row, host string, d Decision) (Row, bool) {
 		}
 	}
 	return Row{}, false
+}
+
+// serveH2Upstream serves h over TLS with HTTP/2 offered (ALPN h2, then
+// http/1.1) until t ends, and returns its port.
+func serveH2Upstream(t testing.TB, ca *standin.CA, h http.Handler, hosts ...string) string {
+	leaf, err := ca.Leaf(hosts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewUnstartedServer(h)
+	ts.Listener.Close()
+	ts.Listener = ln
+	ts.EnableHTTP2 = true
+	ts.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12}
+	ts.StartTLS()
+	t.Cleanup(ts.Close)
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	return port
 }

@@ -111,7 +111,10 @@ func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Targ
 	raw := &touchConn{Conn: c.client, r: br, m: m}
 	tc := tls.Server(raw, &tls.Config{
 		MinVersion: tls.VersionTLS12,
-		NextProtos: []string{"h2", "http/1.1"},
+		// The server's order decides: HTTP/1.1 with every client that
+		// offers it, HTTP/2 with a client that offers nothing else
+		// (docs/egress.md "Which HTTP").
+		NextProtos: []string{"http/1.1", "h2"},
 		GetCertificate: func(h *tls.ClientHelloInfo) (*tls.Certificate, error) {
 			if h.ServerName != "" && !sniMatches(t, h.ServerName) {
 				sniBad = h.ServerName
@@ -136,8 +139,9 @@ func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Targ
 	}
 	rctx, rcancel := context.WithCancel(ctx)
 	ic := &inspected{p: p, t: t, ctx: rctx, raw: raw}
-	ic.tr = ic.transport(c.upstream, m)
-	if tc.ConnectionState().NegotiatedProtocol == "h2" {
+	h2 := tc.ConnectionState().NegotiatedProtocol == "h2"
+	ic.tr = ic.transport(c.upstream, m, h2)
+	if h2 {
 		ic.serveH2(tc)
 	} else {
 		ic.serveH1(tc)
@@ -152,12 +156,17 @@ func (p *Proxy) intercept(ctx context.Context, c *conn, br *bufio.Reader, t Targ
 // transport is the client of one inspected connection's upstream: its
 // first connection is the one decide dialed, later ones go to the same
 // checked address (never a name); TLS is verified against Roots for the
-// CONNECT host.
-func (ic *inspected) transport(first net.Conn, m *meter) *http.Transport {
+// CONNECT host. It speaks HTTP/1.1, as the child does, unless the child
+// speaks HTTP/2 (h2): then HTTP/2 where the upstream offers it.
+func (ic *inspected) transport(first net.Conn, m *meter, h2 bool) *http.Transport {
 	addr := first.RemoteAddr().String()
 	var used atomic.Bool
 	p := ic.p
+	protos := new(http.Protocols)
+	protos.SetHTTP1(true)
+	protos.SetHTTP2(h2)
 	return &http.Transport{
+		Protocols: protos,
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 			u := first
 			if used.Swap(true) {
@@ -168,8 +177,7 @@ func (ic *inspected) transport(first net.Conn, m *meter) *http.Transport {
 			}
 			return countConn{Conn: u, m: m, up: &ic.up, down: &ic.down}, nil
 		},
-		TLSClientConfig:       &tls.Config{ServerName: ic.t.Host, RootCAs: p.cfg.Inspect.Roots, MinVersion: tls.VersionTLS12},
-		ForceAttemptHTTP2:     true,
+		TLSClientConfig:       &tls.Config{ServerName: ic.t.Host, RootCAs: p.cfg.Inspect.Roots, MinVersion: tls.VersionTLS12, NextProtos: []string{"http/1.1"}},
 		DisableCompression:    true,
 		MaxConnsPerHost:       4,
 		IdleConnTimeout:       p.cfg.IdleTimeout,

@@ -107,12 +107,14 @@ func newInspectEnvHandler(t *testing.T, h http.HandlerFunc, rules map[string][]H
 	return &inspectEnv{tp: tp, ca: ca, upstreamCA: uca, port: srv.Port, seen: seen, placeholder: ph, caFile: caFile}
 }
 
-// client trusts roots and speaks h2 when asked.
+// client trusts roots and offers HTTP/2 alone when h2, HTTP/1.1 alone
+// when not.
 func (e *inspectEnv) client(t *testing.T, roots *x509.CertPool, h2 bool) *http.Client {
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}, ForceAttemptHTTP2: h2}
-	if !h2 {
-		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if h2 {
+		return e.tp.client(t, h2Only(roots))
 	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots}}
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	return e.tp.client(t, tr)
 }
 
@@ -434,6 +436,48 @@ func TestInspectHostMismatch(t *testing.T) {
 	}
 }
 
+// TestInspectSpeaksHTTP1WhenOffered: a client offering h2 and http/1.1
+// (gh, curl, git and Go's default) speaks HTTP/1.1 to the proxy, and the
+// proxy HTTP/1.1 to an upstream that offers h2; a client offering h2
+// alone speaks HTTP/2, and the proxy HTTP/2 to that upstream.
+func TestInspectSpeaksHTTP1WhenOffered(t *testing.T) {
+	uca := standin.TLS(t)
+	var mu sync.Mutex
+	var upstream []string
+	port := serveH2Upstream(t, uca, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		upstream = append(upstream, r.Proto)
+		mu.Unlock()
+		io.WriteString(w, "ok")
+	}), apiHost)
+	ca, err := NewAuthority([]string{apiHost}, time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tp := startProxy(t, Config{Resolver: newResolver(apiHost, "127.0.0.1"), Inspect: &Inspection{CA: ca, Roots: uca.Pool}},
+		[]string{apiHost + ":" + port}, loopback)
+	for _, k := range []struct {
+		name string
+		tr   *http.Transport
+		want string
+	}{
+		{"h2 and http/1.1 offered", &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)}, ForceAttemptHTTP2: true}, "HTTP/1.1"},
+		{"h2 alone", h2Only(caPool(ca)), "HTTP/2.0"},
+	} {
+		resp, body := do(t, tp.client(t, k.tr), "GET", "https://"+apiHost+":"+port+"/", "", "")
+		mu.Lock()
+		got := upstream
+		upstream = nil
+		mu.Unlock()
+		if resp.StatusCode != 200 || body != "ok" || resp.Proto != k.want {
+			t.Errorf("%s: %s %s %q; want 200 over %s", k.name, resp.Proto, resp.Status, body, k.want)
+		}
+		if len(got) != 1 || got[0] != k.want {
+			t.Errorf("%s: the upstream saw %q; want one request over %s", k.name, got, k.want)
+		}
+	}
+}
+
 func TestInspectWithCurl(t *testing.T) {
 	curl := lookTool(t, "curl")
 	e := newInspectEnv(t, nil, 0, FormBearer)
@@ -443,9 +487,10 @@ func TestInspectWithCurl(t *testing.T) {
 			"-sS", proto, "-w", " %{http_version}", "--cacert", e.caFile, "-H", "Authorization: Bearer "+e.placeholder,
 			e.url(apiHost, "/repos/alice/app"))
 		cancel()
-		want := map[string]string{"--http1.1": " 1.1", "--http2": " 2"}[proto]
-		if err != nil || !strings.HasPrefix(out, "auth=secret") || !strings.HasSuffix(out, want) {
-			t.Errorf("curl %s: %v %q; want the secret injected over HTTP%s", proto, err, out, want)
+		// curl --http2 offers h2 and http/1.1: the proxy picks HTTP/1.1
+		// (HTTP/2 alone is TestInspectSpeaksHTTP1WhenOffered's).
+		if err != nil || !strings.HasPrefix(out, "auth=secret") || !strings.HasSuffix(out, " 1.1") {
+			t.Errorf("curl %s: %v %q; want the secret injected over HTTP/1.1", proto, err, out)
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

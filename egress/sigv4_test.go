@@ -81,10 +81,11 @@ func newSigV4EnvPrefix(t *testing.T, maxBody int64, prefix string) *sigv4Env {
 }
 
 func (e *sigv4Env) client(t *testing.T, h2 bool) *http.Client {
-	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(e.ca)}, ForceAttemptHTTP2: h2}
-	if !h2 {
-		tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if h2 {
+		return e.tp.client(t, h2Only(caPool(e.ca)))
 	}
+	tr := &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(e.ca)}}
+	tr.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	return e.tp.client(t, tr)
 }
 

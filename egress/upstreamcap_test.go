@@ -1,7 +1,6 @@
 package egress
 
 import (
-	"crypto/tls"
 	"io"
 	"net/http"
 	"strings"
@@ -44,7 +43,7 @@ func TestInspectUpstreamConnsCounted(t *testing.T) {
 	res := newResolver(apiHost, "127.0.0.1", tunnelHost, "127.0.0.1")
 	tp := startProxy(t, Config{Resolver: res, MaxConns: 2, Inspect: &Inspection{CA: ca, Roots: uca.Pool}},
 		[]string{apiHost + ":" + srv.Port, tunnelHost + ":" + srv.Port}, loopback)
-	c := tp.client(t, &http.Transport{TLSClientConfig: &tls.Config{RootCAs: caPool(ca)}, ForceAttemptHTTP2: true})
+	c := tp.client(t, h2Only(caPool(ca)))
 	c.Transport.(*http.Transport).DisableKeepAlives = false
 	if resp, err := c.Get("https://" + apiHost + ":" + srv.Port + "/warm"); err != nil || resp.ProtoMajor != 2 {
 		t.Fatalf("the first request: %v %v; want HTTP/2 to the proxy", resp, err)
