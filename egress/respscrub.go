@@ -89,16 +89,49 @@ func prune(rs []replacement) []replacement {
 }
 
 // echoForms are the forms an upstream may echo a value in: as is, in
-// JSON with "/" escaped, and percent-encoded (query and path escaping,
-// upper- and lower-case hex). AWS tokens and base64 hold "/", "+" and
-// "=", which each of these writes differently.
+// JSON as its encoders write strings, and percent-encoded (query and
+// path escaping, upper- and lower-case hex). AWS tokens and base64 hold
+// "/", "+" and "=", which each of these writes differently. A form that
+// leaves a value as it is costs nothing (replacements keeps one of each).
 var echoForms = []func(string) string{
 	func(s string) string { return s },
-	func(s string) string { return strings.ReplaceAll(s, "/", `\/`) },
+	jsonForm("", false), // JSON.stringify, Python, Jackson
+	func(s string) string { return strings.ReplaceAll(jsonForm("", false)(s), "/", `\/`) }, // PHP's json_encode
+	jsonForm("<>&", false),     // Go's encoding/json, Rails' to_json
+	jsonForm("<>&='", false),   // Gson
+	jsonForm("<>&'\"+`", true), // .NET's System.Text.Json
 	url.QueryEscape,
 	url.PathEscape,
 	func(s string) string { return lowerHex(url.QueryEscape(s)) },
 	func(s string) string { return lowerHex(url.PathEscape(s)) },
+}
+
+// jsonForm writes a string's contents as a JSON encoder does: the bytes
+// in hex as \u00XX escapes (upper-case hex when upper), a quote or a
+// backslash not in hex after a backslash, everything else as is (a
+// header value, which a secret is, holds no control bytes).
+func jsonForm(hex string, upper bool) func(string) string {
+	digits := "0123456789abcdef"
+	if upper {
+		digits = "0123456789ABCDEF"
+	}
+	return func(s string) string {
+		var b strings.Builder
+		for i := range len(s) {
+			switch c := s[i]; {
+			case strings.IndexByte(hex, c) >= 0:
+				b.WriteString(`\u00`)
+				b.WriteByte(digits[c>>4])
+				b.WriteByte(digits[c&0xf])
+			case c == '"' || c == '\\':
+				b.WriteByte('\\')
+				b.WriteByte(c)
+			default:
+				b.WriteByte(c)
+			}
+		}
+		return b.String()
+	}
 }
 
 // spacedHex writes s's bytes in lower-case hex, separated by spaces: how

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
@@ -39,6 +40,32 @@ func TestReplacementsEncodedForms(t *testing.T) {
 	for i := 1; i < len(rs); i++ {
 		if len(rs[i].old) > len(rs[i-1].old) {
 			t.Errorf("replacement %d (%q) is longer than the one before it", i, rs[i].old)
+		}
+	}
+}
+
+// TestReplacementsJSONForms: a secret holding the characters JSON
+// encoders escape, echoed in a JSON string as each encoder writes it,
+// goes back as the placeholder. Go's is its encoding/json itself; the
+// others as their documentation says they write "+<>&='\"\\/".
+func TestReplacementsJSONForms(t *testing.T) {
+	const secret, ph = `k+<>&='"\/z`, "coily-placeholder-01"
+	rs := replacements([]Injection{{Placeholder: ph, Secret: secret, Form: FormBearer}}, nil, nil)
+	goJSON, err := json.Marshal(secret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ encoder, echo string }{
+		{"Go encoding/json", string(goJSON[1 : len(goJSON)-1])},
+		{"Rails to_json", `k+\u003c\u003e\u0026='\"\\/z`},
+		{"JSON.stringify, Python, Jackson", `k+<>&='\"\\/z`},
+		{"Gson", `k+\u003c\u003e\u0026\u003d\u0027\"\\/z`},
+		{".NET System.Text.Json", `k\u002B\u003C\u003E\u0026=\u0027\u0022\\/z`},
+		{"PHP json_encode", `k+<>&='\"\\\/z`},
+	} {
+		in := `{"token":"` + c.echo + `"}`
+		if got := replaceAll(in, rs); got != `{"token":"`+ph+`"}` {
+			t.Errorf("%s: %s -> %s; want the placeholder", c.encoder, in, got)
 		}
 	}
 }
