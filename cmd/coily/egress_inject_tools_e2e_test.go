@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -246,11 +247,37 @@ cd app && echo hello > README && git add README &&
   git -c user.name=a -c user.email=a@example.test commit -qm one &&
   git -c credential.helper= -c credential.helper="$helper" push -q origin HEAD:refs/heads/main 2>&1 && echo "pushed=$(git rev-parse HEAD)"
 echo "elsewhere=$(curl -sS -H "Authorization: token $GH_ENTERPRISE_TOKEN" https://other.example.test:` + g.Port + `/api/v3/user)"
-cd "$HOME"`
+cd "$HOME"
+head -c 3145728 /dev/urandom > asset.bin && echo "asset=$(sha256sum asset.bin | cut -c1-64)"
+gh release upload v1 asset.bin -R alice/app 2>&1 && echo uploaded=yes
+echo "token: $GH_ENTERPRISE_TOKEN" > leak.txt
+gh release upload v1 leak.txt -R alice/app > leak.out 2>&1; echo "leak=$? $(tr '\n' ' ' < leak.out | head -c 400)"`
 	ir := runInject(t, token, g.CAFile, egress, script)
 	ir.check(t, "GH_ENTERPRISE_TOKEN", "login="+g.Login+"\n", "cloned=yes", "pushed=",
-		"elsewhere=coily: a credential placeholder was sent in header Authorization to other.example.test")
+		"elsewhere=coily: a credential placeholder was sent in header Authorization to other.example.test",
+		"uploaded=yes", "leak=1 ")
 	if reqs := strings.Join(g.Requests(), "\n"); !strings.Contains(reqs, "GIT POST /alice/app.git/git-receive-pack token-repo=alice/app") {
 		t.Errorf("no push reached the stand-in:\n%s", reqs)
+	}
+	// The release asset, 3 MiB through the inspected connection with the
+	// token swapped in, arrived whole; the one holding the placeholder
+	// never did (a placeholder in a body is refused).
+	_, sum, _ := strings.Cut(ir.r.stdout, "asset=")
+	sum, _, _ = strings.Cut(sum, "\n")
+	if a := g.Assets(); len(a) != 1 || a[0].Name != "asset.bin" || a[0].Size != 3<<20 || a[0].SHA256 != sum || a[0].Repo != "alice/app" || a[0].Tag != "v1" {
+		t.Errorf("assets %+v; want asset.bin, 3 MiB, sha256 %s, alone\nrequests:\n%s\noutput:\n%s", a, sum, strings.Join(g.Requests(), "\n"), ir.r.stdout)
+	}
+	_, leak, _ := strings.Cut(ir.r.stdout, "leak=")
+	if leak, _, _ = strings.Cut(leak, "\n"); !strings.HasPrefix(leak, "1 HTTP 403") || !strings.Contains(leak, "name=leak.txt") {
+		t.Errorf("the upload of a file holding the placeholder: %q; want gh failing on the proxy's 403", leak)
+	}
+	var up []string
+	for _, q := range egressRecords(t, ir.dir)[0].EgressRequests {
+		if strings.HasPrefix(q.Path, "/api/uploads/") {
+			up = append(up, fmt.Sprintf("%s %s %d %v", q.Decision, q.Reason, q.Status, q.Injected))
+		}
+	}
+	if want := []string{"allow  201 true", "deny placeholder 403 false"}; !slices.Equal(up, want) {
+		t.Errorf("upload rows %q; want %q", up, want)
 	}
 }

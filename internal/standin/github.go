@@ -16,8 +16,9 @@ import (
 const GitHubHint = "install the Debian package gh (scripts/test.sh does)"
 
 // GitHub is a local HTTPS stand-in for a GitHub Enterprise host, enough
-// for `gh issue create`, `gh issue view` and `gh pr create` (gh 2.23,
-// pulls.go): gh reaches it with Env(). Every repository owner/name exists
+// for `gh issue create`, `gh issue view`, `gh pr create` (gh 2.23,
+// pulls.go) and `gh release upload` (githubrelease.go): gh reaches it
+// with Env(). Every repository owner/name exists
 // and has issues enabled. It also mints GitHub App installation tokens (githubapp.go), which reach
 // only their repository, and with ServeGit serves git to them (githubgit.go).
 type GitHub struct {
@@ -30,6 +31,8 @@ type GitHub struct {
 	pulls    []PullRequest
 	branches func(repo, branch string) bool // SetBranches
 	requests []string
+	releases []string // "owner/name@tag", a release's id its index + 1
+	assets   []Asset
 	apps     map[int64]*App                // by installation id
 	tokens   map[string]*InstallationToken // by value
 	asked    []TokenRequest
@@ -160,6 +163,9 @@ func (g *GitHub) identify(r *http.Request) (who *InstallationToken, ok bool) {
 
 func (g *GitHub) rest(t testing.TB, w http.ResponseWriter, r *http.Request) {
 	path := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/api/v3"), "/")
+	if g.release(w, r, path) {
+		return
+	}
 	switch {
 	case path == "":
 		writeJSON(w, http.StatusOK, map[string]string{"current_user_url": g.URL + "/api/v3/user"})
@@ -218,6 +224,8 @@ func (g *GitHub) answer(req graphQLRequest, kind, name string) (map[string]any, 
 		return map[string]any{"Issue": issueType()}, ""
 	case name == "IssueByNumber" || strings.Contains(q, "issueOrPullRequest("):
 		return g.issueByNumber(req.Variables)
+	case name == "RepositoryReleaseByTag": // a draft's tag (githubrelease.go): none is a draft
+		return map[string]any{"repository": map[string]any{"release": nil}}, ""
 	case name == "RepositoryInfo" || strings.Contains(q, "repository("):
 		owner, repo := stringVar(req.Variables, "owner"), stringVar(req.Variables, "name", "repo")
 		return map[string]any{"repository": g.repository(owner, repo)}, ""
