@@ -207,7 +207,7 @@ func (ic *inspected) serveH1(tc *tls.Conn) {
 		}
 		tc.SetReadDeadline(time.Time{})
 		cont := func() {}
-		if req.Header.Get("Expect") == "100-continue" {
+		if expectsContinue(req.Header) {
 			cont = func() { io.WriteString(tc, "HTTP/1.1 100 Continue\r\n\r\n") }
 		}
 		resp, finish := ic.roundTrip(req, cont)

@@ -436,6 +436,62 @@ func TestInspectHostMismatch(t *testing.T) {
 	}
 }
 
+// TestInspectPipelinedRequests: two requests sent in one write (HTTP/1.1
+// pipelining) are answered in turn, each injected, without the client
+// sending anything more: the next head is read from what is buffered.
+func TestInspectPipelinedRequests(t *testing.T) {
+	e := newInspectEnv(t, nil, 0, FormBearer)
+	_, _, c := e.tp.raw(t, connect(apiHost+":"+e.port))
+	tc := tls.Client(c, &tls.Config{ServerName: apiHost, RootCAs: caPool(e.ca), NextProtos: []string{"http/1.1"}})
+	tc.SetDeadline(time.Now().Add(5 * time.Second))
+	req := func(path string) string {
+		return fmt.Sprintf("GET %s HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\n\r\n", path, apiHost, e.port, e.placeholder)
+	}
+	if _, err := io.WriteString(tc, req("/repos/alice/app")+req("/repos/alice/two")); err != nil {
+		t.Fatal(err)
+	}
+	br := bufio.NewReader(tc)
+	for _, path := range []string{"/repos/alice/app", "/repos/alice/two"} {
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("%s: %v; want its answer without sending more", path, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if want := "auth=secret path=" + path + " body=0"; resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("%s: %s %q; want 200 %q", path, resp.Status, body, want)
+		}
+	}
+}
+
+// TestInspectExpectContinueAnyCase: a request that waits for 100
+// Continue before its body gets it whatever the case of its Expect
+// value, and its body reaches the upstream.
+func TestInspectExpectContinueAnyCase(t *testing.T) {
+	e := newInspectEnv(t, nil, 0, FormBearer)
+	for _, v := range []string{"100-continue", "100-Continue", "100-CONTINUE"} {
+		_, _, c := e.tp.raw(t, connect(apiHost+":"+e.port))
+		tc := tls.Client(c, &tls.Config{ServerName: apiHost, RootCAs: caPool(e.ca), NextProtos: []string{"http/1.1"}})
+		tc.SetDeadline(time.Now().Add(5 * time.Second))
+		fmt.Fprintf(tc, "POST /repos/alice/app HTTP/1.1\r\nHost: %s:%s\r\nAuthorization: Bearer %s\r\nExpect: %s\r\nContent-Length: 3\r\n\r\n",
+			apiHost, e.port, e.placeholder, v)
+		br := bufio.NewReader(tc)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil || resp.StatusCode != http.StatusContinue {
+			t.Errorf("Expect: %s: %v %v; want 100 Continue before the body is sent", v, resp, err)
+			continue
+		}
+		io.WriteString(tc, "abc")
+		resp, err = http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatalf("Expect: %s: %v", v, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		if want := "auth=secret path=/repos/alice/app body=3"; resp.StatusCode != 200 || string(body) != want {
+			t.Errorf("Expect: %s: %s %q; want 200 %q", v, resp.Status, body, want)
+		}
+	}
+}
+
 // TestInspectSpeaksHTTP1WhenOffered: a client offering h2 and http/1.1
 // (gh, curl, git and Go's default) speaks HTTP/1.1 to the proxy, and the
 // proxy HTTP/1.1 to an upstream that offers h2; a client offering h2

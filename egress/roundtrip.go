@@ -37,7 +37,7 @@ func (ic *inspected) roundTrip(in *http.Request, cont func()) (*http.Response, f
 	}
 	out, scan := o.req, o.scan
 	row.path = out.URL.EscapedPath()
-	if strings.EqualFold(in.Header.Get("Expect"), "100-continue") {
+	if expectsContinue(in.Header) {
 		cont()
 	}
 	if o.sigv4 != nil {
@@ -229,27 +229,27 @@ var errSmuggle = errors.New("the request head's framing is ambiguous")
 // line ends, or header names with spaces before the colon. io.EOF: the
 // client closed between requests.
 func checkHead(br *bufio.Reader) error {
-	var head []byte
 	for {
+		// What is buffered first: a client that sent its next request
+		// with the last (pipelined) waits for an answer, not to send more.
+		if buf, _ := br.Peek(br.Buffered()); len(buf) > 0 {
+			if !methodStart(buf) { // a TLS ClientHello (a second hop), or any other stream
+				return errors.New("the stream does not begin with an HTTP request line")
+			}
+			if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
+				return checkHeadLines(buf[:i+2])
+			}
+			if len(buf) >= maxHeaderBytes {
+				return errors.New("request head longer than 64 KiB")
+			}
+		}
 		if _, err := br.Peek(br.Buffered() + 1); err != nil {
 			if br.Buffered() == 0 {
 				return io.EOF
 			}
 			return fmt.Errorf("incomplete request head: %w", err)
 		}
-		buf, _ := br.Peek(br.Buffered())
-		if !methodStart(buf) { // a TLS ClientHello (a second hop), or any other stream
-			return errors.New("the stream does not begin with an HTTP request line")
-		}
-		if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
-			head = buf[:i+2]
-			break
-		}
-		if len(buf) >= maxHeaderBytes {
-			return errors.New("request head longer than 64 KiB")
-		}
 	}
-	return checkHeadLines(head)
 }
 
 // methodStart reports whether b can begin a request line: token
@@ -304,4 +304,10 @@ func checkHeadLines(head []byte) error {
 		return fmt.Errorf("%w: repeated Content-Length or Transfer-Encoding", errSmuggle)
 	}
 	return nil
+}
+
+// expectsContinue reports a request that waits for "100 Continue" before
+// sending its body (RFC 9110 §10.1.1: the value is case-insensitive).
+func expectsContinue(h http.Header) bool {
+	return strings.EqualFold(strings.TrimSpace(h.Get("Expect")), "100-continue")
 }
