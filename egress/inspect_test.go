@@ -558,6 +558,57 @@ func TestInspectWithCurl(t *testing.T) {
 	}
 }
 
+// nodeH2 is a node program speaking HTTP/2 alone (ALPN h2, nghttp2)
+// through the proxy: CONNECT, TLS trusting the CA file, one GET with an
+// Authorization; it prints the status, the body and the ALPN.
+const nodeH2 = `
+const http = require('http'), tls = require('tls'), http2 = require('http2'), fs = require('fs');
+const [proxy, host, port, path, auth, caFile] = process.argv.slice(2);
+const fail = e => { console.log('error ' + e); process.exit(1); };
+const i = proxy.lastIndexOf(':');
+const req = http.request({host: proxy.slice(0, i), port: proxy.slice(i + 1), method: 'CONNECT', path: host + ':' + port});
+req.on('error', fail);
+req.on('connect', (res, socket) => {
+  if (res.statusCode !== 200) fail('CONNECT ' + res.statusCode);
+  const s = tls.connect({socket, servername: host, ca: fs.readFileSync(caFile), ALPNProtocols: ['h2']}, () => {
+    const c = http2.connect('https://' + host + ':' + port, {createConnection: () => s});
+    c.on('error', fail);
+    const r = c.request({':path': path, authorization: auth});
+    let out = '';
+    r.on('response', h => { out += 'status=' + h[':status'] + ' '; });
+    r.setEncoding('utf8');
+    r.on('data', d => { out += d; });
+    r.on('end', () => { console.log(out + ' alpn=' + s.alpnProtocol); c.close(); });
+    r.on('error', fail);
+  });
+  s.on('error', fail);
+});
+req.end();
+`
+
+// TestInspectWithNodeHTTP2: node's HTTP/2 client (nghttp2), offering h2
+// alone, gets HTTP/2 from the proxy and the secret injected; its
+// placeholder to another host is refused.
+func TestInspectWithNodeHTTP2(t *testing.T) {
+	node := lookTool(t, "node")
+	e := newInspectEnv(t, nil, 0, FormBearer)
+	script := filepath.Join(t.TempDir(), "h2.js")
+	if err := os.WriteFile(script, []byte(nodeH2), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ host, want string }{
+		{apiHost, "status=200 auth=secret path=/repos/alice/app body=0 alpn=h2"},
+		{otherHost, "status=403 "},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		out, err := execTool(ctx, node, nil, script, e.tp.tcp, c.host, e.port, "/repos/alice/app", "Bearer "+e.placeholder, e.caFile)
+		cancel()
+		if err != nil || !strings.HasPrefix(out, c.want) || (c.host == otherHost && !strings.Contains(out, "placeholder")) {
+			t.Errorf("node h2 to %s: %v %q; want %q", c.host, err, out, c.want)
+		}
+	}
+}
+
 // gh, given only the placeholder, works against the GitHub stand-in
 // through the proxy, which injects the real token.
 func TestInspectWithGH(t *testing.T) {
