@@ -236,7 +236,7 @@ func checkHead(br *bufio.Reader) error {
 			if !methodStart(buf) { // a TLS ClientHello (a second hop), or any other stream
 				return errors.New("the stream does not begin with an HTTP request line")
 			}
-			if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 {
+			if i := bytes.Index(buf, []byte("\r\n\r\n")); i >= 0 && i+4 <= maxHeaderBytes {
 				return checkHeadLines(buf[:i+2])
 			}
 			if len(buf) >= maxHeaderBytes {
