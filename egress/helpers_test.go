@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"path/filepath"
 	"sync"
@@ -19,7 +18,6 @@ import (
 	"go.uber.org/goleak"
 
 	"coily.dev/coily/internal/poll"
-	"coily.dev/coily/internal/standin"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -239,26 +237,4 @@ func findRow(rows []Row, host string, d Decision) (Row, bool) {
 		}
 	}
 	return Row{}, false
-}
-
-// serveH2Upstream serves h over TLS with HTTP/2 offered (ALPN h2, then
-// http/1.1) until t ends, and returns its port.
-func serveH2Upstream(t testing.TB, ca *standin.CA, h http.Handler, hosts ...string) string {
-	leaf, err := ca.Leaf(hosts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := httptest.NewUnstartedServer(h)
-	ts.Listener.Close()
-	ts.Listener = ln
-	ts.EnableHTTP2 = true
-	ts.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12}
-	ts.StartTLS()
-	t.Cleanup(ts.Close)
-	_, port, _ := net.SplitHostPort(ln.Addr().String())
-	return port
 }

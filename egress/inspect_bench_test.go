@@ -38,7 +38,7 @@ func BenchmarkInspectVsTunnel(b *testing.B) {
 		io.WriteString(w, "ok")
 	})
 	srv := uca.Serve(b, h, "inspected.test", "tunnel.test")
-	srv2 := serveH2Upstream(b, uca, h, "inspected.test", "tunnel.test")
+	srv2 := uca.ServeH2(b, h, "inspected.test", "tunnel.test").Port
 	ca, err := NewAuthority([]string{"inspected.test"}, time.Hour, time.Now())
 	if err != nil {
 		b.Fatal(err)

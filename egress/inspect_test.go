@@ -500,12 +500,12 @@ func TestInspectSpeaksHTTP1WhenOffered(t *testing.T) {
 	uca := standin.TLS(t)
 	var mu sync.Mutex
 	var upstream []string
-	port := serveH2Upstream(t, uca, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	port := uca.ServeH2(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mu.Lock()
 		upstream = append(upstream, r.Proto)
 		mu.Unlock()
 		io.WriteString(w, "ok")
-	}), apiHost)
+	}), apiHost).Port
 	ca, err := NewAuthority([]string{apiHost}, time.Hour, time.Now())
 	if err != nil {
 		t.Fatal(err)

@@ -142,8 +142,20 @@ type Server struct {
 }
 
 // Serve serves h over TLS on 127.0.0.1 with a certificate for 127.0.0.1,
-// "localhost" and hosts, until t's cleanup.
+// "localhost" and hosts, until t's cleanup. It offers HTTP/1.1 alone.
 func (ca *CA) Serve(t testing.TB, h http.Handler, hosts ...string) *Server {
+	t.Helper()
+	return ca.serve(t, h, false, hosts)
+}
+
+// ServeH2 is Serve offering HTTP/2 first, then HTTP/1.1 (by ALPN), as
+// api.github.com does.
+func (ca *CA) ServeH2(t testing.TB, h http.Handler, hosts ...string) *Server {
+	t.Helper()
+	return ca.serve(t, h, true, hosts)
+}
+
+func (ca *CA) serve(t testing.TB, h http.Handler, h2 bool, hosts []string) *Server {
 	t.Helper()
 	leaf, err := ca.Leaf(hosts...)
 	if err != nil {
@@ -156,6 +168,7 @@ func (ca *CA) Serve(t testing.TB, h http.Handler, hosts ...string) *Server {
 	ts := httptest.NewUnstartedServer(h)
 	ts.Listener.Close()
 	ts.Listener = ln
+	ts.EnableHTTP2 = h2
 	ts.TLS = &tls.Config{Certificates: []tls.Certificate{leaf}, MinVersion: tls.VersionTLS12}
 	ts.Config.ErrorLog = log.New(testlog.T(t), "standin: ", 0)
 	ts.StartTLS()
