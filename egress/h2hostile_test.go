@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -149,9 +150,9 @@ func (e *inspectEnv) h2Raw(t *testing.T, path string, headers [][2]string, body 
 			}
 			for _, h := range hs {
 				if h.Name == ":status" {
-					var n int
-					for _, d := range h.Value {
-						n = n*10 + int(d-'0')
+					n, err := strconv.Atoi(h.Value)
+					if err != nil {
+						t.Fatalf(":status %q", h.Value)
 					}
 					return n, 0
 				}

@@ -95,8 +95,8 @@ func prune(rs []replacement) []replacement {
 // leaves a value as it is costs nothing (replacements keeps one of each).
 var echoForms = []func(string) string{
 	func(s string) string { return s },
-	jsonForm("", false), // JSON.stringify, Python, Jackson
-	func(s string) string { return strings.ReplaceAll(jsonForm("", false)(s), "/", `\/`) }, // PHP's json_encode
+	jsonPlain, // JSON.stringify, Python, Jackson
+	func(s string) string { return strings.ReplaceAll(jsonPlain(s), "/", `\/`) }, // PHP's json_encode
 	jsonForm("<>&", false),     // Go's encoding/json, Rails' to_json
 	jsonForm("<>&='", false),   // Gson
 	jsonForm("<>&'\"+`", true), // .NET's System.Text.Json
@@ -105,6 +105,10 @@ var echoForms = []func(string) string{
 	func(s string) string { return lowerHex(url.QueryEscape(s)) },
 	func(s string) string { return lowerHex(url.PathEscape(s)) },
 }
+
+// jsonPlain writes a string's contents in JSON with only the quote and
+// the backslash escaped.
+var jsonPlain = jsonForm("", false)
 
 // jsonForm writes a string's contents as a JSON encoder does: the bytes
 // in hex as \u00XX escapes (upper-case hex when upper), a quote or a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 )
 
@@ -83,7 +84,8 @@ func assetUpload(path string) (repo string, id int, ok bool) {
 	if !found || len(p) != 5 || p[2] != "releases" || p[4] != "assets" {
 		return "", 0, false
 	}
-	if _, err := fmt.Sscanf(p[3], "%d", &id); err != nil || fmt.Sprint(id) != p[3] {
+	id, err := strconv.Atoi(p[3])
+	if err != nil || strconv.Itoa(id) != p[3] { // no "+1" nor "01"
 		return "", 0, false
 	}
 	return p[0] + "/" + p[1], id, true
